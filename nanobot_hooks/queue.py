@@ -1,0 +1,76 @@
+"""The Redis side of the contract: enqueue with single flight, and store, find and drop result records."""
+
+from __future__ import annotations
+
+from arq.connections import ArqRedis
+from arq.jobs import Job
+
+from nanobot_hooks.contract import (
+    JOB_SUMMARIZE,
+    NOTICE_CHANNEL,
+    PENDING_SET,
+    QUEUE_NAME,
+    JobOutcome,
+    SummarizeRequest,
+    SummaryRecord,
+    job_id,
+    outcome_key,
+    record_key,
+)
+
+# Deletes a record only if it is still the one we applied, so a newer record is never lost.
+_DROP_IF_SAME = """
+local raw = redis.call('GET', KEYS[1])
+if raw and string.find(raw, ARGV[1], 1, true) then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 1
+end
+if not raw then redis.call('SREM', KEYS[2], ARGV[2]) end
+return 0
+"""
+
+
+async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:
+    """None when a job for the session is already queued or running (single flight)."""
+    return await redis.enqueue_job(
+        JOB_SUMMARIZE,
+        request.model_dump(mode="json"),
+        _job_id=job_id(request.session_key),
+        _queue_name=QUEUE_NAME,
+    )
+
+
+async def store_record(redis: ArqRedis, record: SummaryRecord) -> None:
+    """Keep the record until nanobot applies it, then tell listeners it is ready."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.set(record_key(record.session_key), record.model_dump_json())
+        pipe.sadd(PENDING_SET, record.session_key)
+        pipe.publish(NOTICE_CHANNEL, record.session_key)
+        await pipe.execute()
+
+
+async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None:
+    raw = await redis.get(record_key(session_key))
+    return SummaryRecord.model_validate_json(raw) if raw else None
+
+
+async def pending_sessions(redis: ArqRedis) -> list[str]:
+    members = await redis.smembers(PENDING_SET)
+    return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
+
+
+async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
+    """Remove `record` once applied or found stale; a newer record for the session stays."""
+    fingerprint = f'"created_at":"{record.model_dump(mode="json")["created_at"]}"'
+    keys = [record_key(record.session_key), PENDING_SET]
+    return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, fingerprint, record.session_key))
+
+
+async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = 7 * 24 * 3600) -> None:
+    await redis.set(outcome_key(outcome.session_key), outcome.model_dump_json(), ex=keep_seconds)
+
+
+async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
+    raw = await redis.get(outcome_key(session_key))
+    return JobOutcome.model_validate_json(raw) if raw else None

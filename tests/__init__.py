@@ -1,0 +1,1 @@
+"""Tests; run them with scripts/test."""

@@ -1,0 +1,231 @@
+"""The summarize job end to end inside a real arq worker, real Redis, and litellm over HTTP to the fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from nanobot_hooks.contract import METADATA_KEY, NOTICE_CHANNEL, SummarizeRequest
+from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record, pending_sessions
+from worker.fakellm import Error, Reply
+from worker.sessions import read_session
+from worker.tokens import cl100k_counter
+
+from .conftest import conversation, run_burst, summary_json
+
+KEY = "telegram:42"
+
+
+async def test_summary_record_is_stored_published_and_written_to_line_one(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json("## What happened\n- deploy questions 0..9"))
+    path = nanobot_home.write_session(KEY, conversation(15))
+    lines_before = path.read_bytes().split(b"\n")[1:]
+    deps = deps_for()
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(NOTICE_CHANNEL)
+
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
+    await run_burst(deps)
+
+    record = await load_record(redis, KEY)
+    assert record is not None
+    # keep rule messages:10 -> 30 messages, boundary at the user turn at index 20
+    assert (record.start, record.boundary) == (0, 20)
+    assert record.boundary_timestamp == conversation(15)[19]["timestamp"]
+    assert record.summary.startswith("## What happened")
+    assert record.messages_before == 30 and record.messages_after == 11
+    assert record.tokens_after < record.tokens_before
+    assert await pending_sessions(redis) == [KEY]
+    notice = None
+    for _ in range(50):
+        notice = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        if notice:
+            break
+    assert notice is not None and notice["data"] in (KEY, KEY.encode())
+    await pubsub.aclose()
+
+    raw = path.read_bytes().split(b"\n")
+    assert raw[1:] == lines_before, "every message line is copied byte for byte"
+    head = json.loads(raw[0])
+    assert head["metadata"][METADATA_KEY]["pending"]["boundary"] == 20
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized"
+
+    request = fake_llm.requests[-1].body
+    prompt = request["messages"][-1]["content"]
+    assert "question 0 about the deploy script" in prompt and "question 9 " in prompt
+    assert "question 10 " not in prompt, "the kept tail is not summarized"
+
+
+async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json("second summary"))
+    messages = conversation(20)
+    nanobot_home.write_session(KEY, messages, last_archived=10,
+                               metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None and (record.start, record.boundary) == (10, 30)
+    prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
+    assert "EARLIER-SUMMARY-XYZ" in prompt
+    assert "question 4 " not in prompt and "question 5 " in prompt
+
+    # A second job before nanobot applied the first chains from the pending record.
+    nanobot_home.write_session(KEY, messages + conversation(10, user="later {i}", assistant="ok {i}"),
+                               last_archived=10,
+                               metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    second = await load_record(redis, KEY)
+    assert second is not None and second.start == 30 and second.boundary == 50
+    prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
+    assert "second summary" in prompt and "question 14 " not in prompt and "question 15 " in prompt
+
+
+async def test_nothing_to_cover_is_a_noop_without_an_llm_call(redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(4))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noop"
+    assert fake_llm.requests == []
+    assert await load_record(redis, KEY) is None
+
+
+async def test_huge_session_is_summarized_in_chunks_within_the_input_budget(redis, nanobot_home, fake_llm, deps_for):
+    messages = conversation(150, user="历史问题 {i}：请检查部署脚本", assistant="回答 {i}")
+    log = "\n".join(f"2026-11-20 10:00:{i % 60:02d} INFO worker line {i} processed item {i * 7}" for i in range(5000))
+    messages[41] = {"role": "assistant", "content": "", "timestamp": messages[41]["timestamp"],
+                    "tool_calls": [{"id": "call_1", "type": "function",
+                                    "function": {"name": "exec", "arguments": "{\"cmd\": \"cat big.log\"}"}}]}
+    messages.insert(42, {"role": "tool", "tool_call_id": "call_1", "name": "exec", "content": log,
+                         "timestamp": messages[41]["timestamp"]})
+    messages.insert(43, {"role": "assistant", "content": "日志看起来正常", "timestamp": messages[41]["timestamp"]})
+    assert len(messages) == 302
+    nanobot_home.write_session(KEY, messages, metadata={"_last_summary": {"text": "OLD-SUMMARY-42", "last_active": "x"}})
+    fake_llm.responder = lambda req: Reply(summary_json(f"running summary after {len(fake_llm.requests)} parts"))
+    budget = 3000
+    deps = deps_for(summary_input_tokens=budget)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+
+    record = await load_record(redis, KEY)
+    assert record is not None and record.chunks > 1
+    assert len(fake_llm.requests) == record.chunks
+    count = cl100k_counter()
+    assert count is not None
+    prompts = [r.body["messages"] for r in fake_llm.requests]
+    for messages_sent in prompts:
+        sent = sum(count(m["content"]) for m in messages_sent)
+        assert sent <= budget, f"{sent} tokens over the input budget {budget}"
+    first = prompts[0][-1]["content"]
+    assert "OLD-SUMMARY-42" in first, "the previous summary reaches the model"
+    assert "历史问题 0：" in first, "the oldest part is not dropped"
+    assert any("characters" in m[-1]["content"] and "cut" in m[-1]["content"] for m in prompts), "the log is clamped"
+    # each later part folds in the summary of the part before
+    for number, messages_sent in enumerate(prompts[1:], start=1):
+        assert f"running summary after {number} parts" in messages_sent[-1]["content"]
+
+
+async def test_second_enqueue_is_refused_while_the_job_runs_and_accepted_after(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json(), delay=1.0)
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for()
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is not None
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is None, "refused while queued"
+    worker_task = asyncio.create_task(run_burst(deps))
+    await asyncio.to_thread(fake_llm.wait_for_requests, 1, 10.0)
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is None, "refused while running"
+    await worker_task
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is not None, "accepted after it ended"
+
+
+async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(redis, nanobot_home, fake_llm, deps_for):
+    path = nanobot_home.write_session(KEY, conversation(15))
+    before = path.read_bytes()
+    fake_llm.script(Reply(""), Error.server())
+    deps = deps_for(summary_max_tries=2)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "failed"
+    assert await load_record(redis, KEY) is None
+    assert path.read_bytes() == before, "nothing committed to the session file"
+    assert len(fake_llm.requests) == 2
+
+    fake_llm.default = Reply(summary_json("recovered"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "recovered"
+
+
+async def test_rate_limit_is_retried_with_backoff(redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(15))
+    fake_llm.script(Error.rate_limit(), Error.rate_limit())
+    fake_llm.default = Reply(summary_json("after 429s"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "after 429s"
+    assert len(fake_llm.requests) == 3
+
+
+async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(60))
+    fake_llm.script(Error.context_length())
+    fake_llm.default = Reply(summary_json("fits now"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for(summary_input_tokens=4000))
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "fits now"
+    first, *rest = [len(r.raw) for r in fake_llm.requests]
+    assert rest and max(rest) < first, "the retried requests are smaller"
+
+
+async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(15))
+    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", "tag": "permanent",'))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "repaired summary"
+    assert [f.text for f in record.facts] == ["user likes tea"]
+
+    other = "cli:direct"
+    nanobot_home.write_session(other, conversation(15))
+    fake_llm.script(Reply("The user asked about deploys; answers were given."))
+    await enqueue_summary(redis, SummarizeRequest(session_key=other))
+    await run_burst(deps_for())
+    prose = await load_record(redis, other)
+    assert prose is not None and prose.summary.startswith("The user asked about deploys")
+
+
+async def test_fallback_model_takes_over_when_the_summary_model_keeps_failing(redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(15))
+    fake_llm.responder = lambda req: (Error.server() if req.body["model"] == "bad-model"
+                                      else Reply(summary_json(f"by {req.body['model']}")))
+    deps = deps_for(summary_model="openai/bad-model", summary_fallback_model="openai/good-model")
+    deps.model = deps.nanobot.with_credentials("openai/bad-model", "test")
+    deps.model = type(deps.model)(model="openai/bad-model", api_base=fake_llm.url, api_key="sk")
+    deps.fallback = type(deps.model)(model="openai/good-model", api_base=fake_llm.url, api_key="sk")
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "by good-model"
+    assert [r.body["model"] for r in fake_llm.requests][:2] == ["bad-model", "bad-model"]
+
+
+async def test_malformed_lines_are_skipped_and_counted(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json())
+    path = nanobot_home.write_session(KEY, conversation(15))
+    raw = path.read_bytes().split(b"\n")
+    raw.insert(5, b"{not json")
+    raw.insert(9, b"\xff\xfe broken bytes")
+    path.write_bytes(b"\n".join(raw))
+    session = read_session(nanobot_home.sessions_dir, KEY)
+    assert session.skipped_lines == 2 and len(session.messages) == 30
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    assert await load_record(redis, KEY) is not None
+    assert b"{not json" in path.read_bytes() and b"\xff\xfe broken bytes" in path.read_bytes()

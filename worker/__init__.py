@@ -1,0 +1,1 @@
+"""The summary worker: an arq worker that turns old nanobot messages into a rolling summary and memory files."""

@@ -1,0 +1,107 @@
+"""The arq worker: its settings, start-up (validated config, model, tokenizer), and the `python -m worker` entry."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from arq import func
+from arq.worker import run_worker
+
+from nanobot_hooks.contract import JOB_SUMMARIZE, QUEUE_NAME
+from nanobot_hooks.settings import Settings, SettingsError, load_settings
+from worker.connections import answers, redis_settings, start_embedded
+from worker.jobs import Deps, summarize_session
+from worker.nanobot_config import NanobotConfig, NanobotConfigError, resolve_model
+from worker.tokens import best_counter
+
+log = logging.getLogger("worker")
+
+
+def build_deps(settings: Settings) -> Deps:
+    nanobot = NanobotConfig.load(settings.config_path)
+    model = resolve_model(settings.summary_model, nanobot)
+    fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
+        if settings.summary_fallback_model else None
+    instructions = None
+    if settings.summary_prompt_file is not None:
+        try:
+            instructions = settings.summary_prompt_file.expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
+    return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback,
+                counter=best_counter(), instructions=instructions)
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    if "deps" not in ctx:
+        ctx["deps"] = build_deps(load_settings())
+    deps: Deps = ctx["deps"]
+    log.info("summary model %s (from %s); keep %s; sessions in %s", deps.model.model, deps.model.source,
+             deps.settings.summary_keep, deps.nanobot.sessions_root)
+
+
+def worker_options(settings: Settings) -> dict[str, Any]:
+    """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
+    job_timeout = int(max(300, settings.summary_timeout * 6))
+    return {
+        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries)],
+        "queue_name": QUEUE_NAME,
+        "redis_settings": redis_settings(settings.redis_url),
+        "on_startup": startup,
+        "keep_result": 0,
+        "max_tries": settings.summary_max_tries,
+        "job_timeout": job_timeout,
+        "health_check_interval": 30,
+        "max_jobs": 10,
+    }
+
+
+def __getattr__(name: str) -> Any:
+    # `arq worker.app.WorkerSettings` works too; built on access so importing this module reads no environment.
+    if name == "WorkerSettings":
+        return worker_options(load_settings())
+    raise AttributeError(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker",
+        description="Run the nanobot summary worker. Configuration comes from the environment "
+        "(NANOBOT_SUMMARY_*, NANOBOT_CONFIG, REDIS_URL); see the README.",
+    )
+    parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--no-embedded-redis", action="store_true",
+                        help="fail instead of starting a local redis-server when REDIS_URL answers nothing")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_settings()
+        deps = build_deps(settings)
+    except (SettingsError, NanobotConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    embedded = None
+    if not answers(settings.redis_url):
+        if args.no_embedded_redis:
+            print(f"error: Redis at {settings.redis_url} does not answer", file=sys.stderr)
+            return 2
+        try:
+            embedded = start_embedded(settings.redis_url)
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
+                    "data in %s). Set REDIS_URL to use your own.", settings.redis_url, embedded.directory)
+    try:
+        options = worker_options(settings)
+        options["ctx"] = {"deps": deps}
+        run_worker(options, burst=args.burst)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return 0

@@ -1,0 +1,82 @@
+"""The cut planner (pure): which messages a summary covers, ending at a user turn so tool calls stay whole."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nanobot_hooks.settings import KeepRule
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Cover messages [start, boundary); keep [boundary, read) verbatim. boundary == start: nothing to do."""
+
+    start: int
+    boundary: int
+    read: int  # how many messages this run read; the boundary never passes it
+
+    @property
+    def covered(self) -> int:
+        return self.boundary - self.start
+
+    @property
+    def kept(self) -> int:
+        return self.read - self.boundary
+
+
+def is_hidden(message: dict[str, Any]) -> bool:
+    return bool(message.get("_hidden_history")) or bool(message.get("_command"))
+
+
+def is_turn_start(message: dict[str, Any]) -> bool:
+    """A visible user message opens a turn; every tool call and result of a turn comes after it."""
+    return message.get("role") == "user" and not is_hidden(message)
+
+
+def keep_start(token_counts: Sequence[int], keep: KeepRule, window: int) -> int:
+    """The earliest index whose suffix the keep rule protects (before moving to a turn start)."""
+    n = len(token_counts)
+    if keep.kind == "messages":
+        return max(0, n - int(keep.value))
+    budget = keep.value if keep.kind == "tokens" else keep.value * window
+    used = 0
+    index = n
+    while index > 0 and used + token_counts[index - 1] <= budget:
+        used += token_counts[index - 1]
+        index -= 1
+    return index
+
+
+def orphaned_results(messages: Sequence[dict[str, Any]], boundary: int) -> bool:
+    """True if a tool result at or after `boundary` answers a call made before it."""
+    kept_calls: set[str] = set()
+    for message in messages[boundary:]:
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                kept_calls.add(call["id"])
+        call_id = message.get("tool_call_id")
+        if message.get("role") == "tool" and isinstance(call_id, str) and call_id not in kept_calls:
+            return True
+    return False
+
+
+def plan_cut(
+    messages: Sequence[dict[str, Any]],
+    start: int,
+    token_counts: Sequence[int],
+    keep: KeepRule,
+    window: int,
+) -> Cut:
+    """Move the keep rule's boundary back to the nearest turn start after `start` whose tail is whole."""
+    read = len(messages)
+    start = min(max(start, 0), read)
+    boundary = min(keep_start(token_counts, keep, window), read)
+    while boundary > start:
+        # Cutting at the very end keeps nothing, which is whole by definition.
+        at_turn = boundary == read or is_turn_start(messages[boundary])
+        if at_turn and not orphaned_results(messages, boundary):
+            return Cut(start, boundary, read)
+        boundary -= 1
+    return Cut(start, start, read)

@@ -1,0 +1,454 @@
+"""Fake OpenAI-compatible chat-completions server on loopback, scripted by tests and benchmarks.
+
+Usage from a test (sync or async, any event loop, or a subprocess given ``llm.url``)::
+
+    with FakeLLM() as llm:
+        llm.script(Reply("hello", prompt_tokens=10, completion_tokens=2), Error.rate_limit())
+        litellm.completion(model="openai/fake-model", api_base=llm.url, api_key="sk-fake", ...)
+        assert llm.requests[0].body["messages"][-1]["content"] == "hi"
+
+Replies are taken from the scripted queue first, then from ``llm.responder`` (if set and it
+returns something), then ``llm.default``. Reply kinds: ``Reply`` (success, streaming or not),
+``Error`` (OpenAI-style error body), ``Hang`` (wait, then 504 or drop the connection).
+To simulate a model emitting malformed JSON, script ``Reply('{"broken": ')`` - no special kind.
+
+CLI: ``python -m worker.fakellm --port 8999 --reply TEXT --delay 0.1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+from aiohttp import web
+
+FAKE_MODEL = "fake-model"
+_CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    """One HTTP request as the server received it. Header names are lower-cased."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    raw: bytes
+    received_at: float
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("messages") or [])
+
+    @property
+    def last_user_text(self) -> str:
+        """Text of the last user message ('' if none); handy for echo-style responders."""
+        for msg in reversed(self.messages):
+            if msg.get("role") == "user":
+                return _text_of(msg.get("content"))
+        return ""
+
+
+@dataclass
+class Reply:
+    """A successful completion.
+
+    Token counts left as None are estimated from the request/content (bytes // 4), so
+    callers watching ``usage`` see numbers that grow with the conversation.
+    ``finish_reason`` None means "tool_calls" when tool calls are present, else "stop".
+    ``tool_calls`` items may be full OpenAI dicts or the short form
+    ``{"name": ..., "arguments": dict | str}``.
+    """
+
+    content: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    delay: float = 0.0
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class Error:
+    """An OpenAI-style error response: ``{"error": {message, type, code, param}}``."""
+
+    status: int
+    message: str = "fake error"
+    code: str | None = None
+    type: str = "api_error"
+    retry_after: float | None = None
+    delay: float = 0.0
+
+    @classmethod
+    def rate_limit(cls, retry_after: float | None = None, message: str = "Rate limit reached") -> Error:
+        return cls(429, message, code="rate_limit_exceeded", type="requests", retry_after=retry_after)
+
+    @classmethod
+    def server(cls, message: str = "The server had an error while processing your request.") -> Error:
+        return cls(500, message, type="server_error")
+
+    @classmethod
+    def context_length(cls, limit: int = 8192, used: int = 9000) -> Error:
+        # litellm recognises this exact wording and raises ContextWindowExceededError.
+        message = (
+            f"This model's maximum context length is {limit} tokens. "
+            f"However, your messages resulted in {used} tokens. "
+            "Please reduce the length of the messages."
+        )
+        return cls(400, message, code="context_length_exceeded", type="invalid_request_error")
+
+
+@dataclass
+class Hang:
+    """Accept the request and stay silent for ``seconds`` (to trip client timeouts).
+
+    Afterwards answer 504, or drop the connection without a response if ``close``.
+    """
+
+    seconds: float = 30.0
+    close: bool = False
+
+
+Answer = Union[Reply, Error, Hang]
+Responder = Callable[[FakeRequest], Union[Answer, None]]
+
+
+class FakeLLM:
+    """The server. Runs aiohttp on its own loop in a daemon thread; every public method is thread-safe."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, default: Answer | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.default: Answer = default if default is not None else Reply("ok")
+        self.responder: Responder | None = None
+        self._requests: list[FakeRequest] = []
+        self._queue: deque[Answer] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._stopping: asyncio.Event | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> FakeLLM:
+        if self._thread is not None:
+            raise RuntimeError("FakeLLM already started")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._serve, args=(ready, failure), name=f"FakeLLM-{id(self):x}", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None:
+            return
+        # Wake any Hang/delay first so cleanup does not wait for sleeping handlers.
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._thread = None
+
+    def __enter__(self) -> FakeLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _serve(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._setup())
+        except BaseException as exc:  # surface bind errors etc. in the caller's thread
+            failure.append(exc)
+            ready.set()
+            self._loop.close()
+            return
+        ready.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _setup(self) -> None:
+        self._stopping = asyncio.Event()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        if self.port == 0:
+            self.port = self._runner.addresses[0][1]
+
+    async def _shutdown(self) -> None:
+        assert self._stopping is not None and self._runner is not None
+        self._stopping.set()
+        await self._runner.cleanup()
+
+    # -- recording and scripting ---------------------------------------------------------
+
+    @property
+    def requests(self) -> list[FakeRequest]:
+        """A snapshot copy of the requests received so far, oldest first."""
+        with self._cond:
+            return list(self._requests)
+
+    def clear(self) -> None:
+        """Forget recorded requests and any replies still queued."""
+        with self._cond:
+            self._requests.clear()
+            self._queue.clear()
+
+    def script(self, *replies: Answer) -> None:
+        """Queue replies, consumed one per request in order (after any already queued)."""
+        with self._cond:
+            self._queue.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies are still unused."""
+        with self._cond:
+            return len(self._queue)
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0, raise_on_timeout: bool = True) -> bool:
+        """Block until at least ``n`` requests arrived. On timeout raise TimeoutError, or return False."""
+        with self._cond:
+            ok = self._cond.wait_for(lambda: len(self._requests) >= n, timeout=timeout)
+            got = len(self._requests)
+        if not ok and raise_on_timeout:
+            raise TimeoutError(f"FakeLLM at {self.url}: expected {n} requests within {timeout}s, got {got}")
+        return ok
+
+    def _record(self, req: FakeRequest) -> None:
+        with self._cond:
+            self._requests.append(req)
+            self._cond.notify_all()
+
+    def _choose(self, req: FakeRequest) -> Answer:
+        with self._cond:
+            if self._queue:
+                return self._queue.popleft()
+            responder, default = self.responder, self.default
+        if responder is not None:
+            answer = responder(req)
+            if answer is not None:
+                return answer
+        return default
+
+    # -- HTTP ----------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = None
+        req = FakeRequest(
+            path=request.path,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=parsed if isinstance(parsed, dict) else None,
+            raw=raw,
+            received_at=time.time(),
+        )
+        self._record(req)
+
+        if request.method == "GET" and request.path.rstrip("/") in ("/v1/models", "/models"):
+            model = {"id": FAKE_MODEL, "object": "model", "created": 0, "owned_by": "fakellm"}
+            return web.json_response({"object": "list", "data": [model]})
+        if request.method != "POST" or request.path.rstrip("/") not in _CHAT_PATHS:
+            unknown = f"Unknown path {request.method} {request.path}"
+            return _error_response(Error(404, unknown, code="not_found", type="invalid_request_error"))
+        if req.body is None:
+            return _error_response(Error(400, "Request body is not a JSON object", type="invalid_request_error"))
+
+        try:
+            answer = self._choose(req)
+        except Exception as exc:  # a buggy responder should fail its request visibly, not the server
+            return _error_response(Error(500, f"FakeLLM responder raised {exc!r}", type="server_error"))
+
+        if isinstance(answer, Hang):
+            await self._sleep(answer.seconds)
+            if answer.close and request.transport is not None:
+                request.transport.close()
+            return _error_response(Error(504, "Gateway timeout (FakeLLM Hang)", type="server_error"))
+        await self._sleep(answer.delay)
+        if isinstance(answer, Error):
+            return _error_response(answer)
+        if req.body.get("stream"):
+            return await self._stream(request, req, answer)
+        return web.json_response(_completion(req, answer))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep that ends early when the server stops, so stop() never waits on a Hang."""
+        if seconds <= 0 or self._stopping is None:
+            return
+        try:
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _stream(self, request: web.Request, req: FakeRequest, reply: Reply) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": (req.body or {}).get("model", FAKE_MODEL),
+        }
+
+        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+            data = json.dumps({**base, "choices": choices, **extra})
+            await resp.write(f"data: {data}\n\n".encode())
+
+        def delta(d: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
+            return [{"index": 0, "delta": d, "finish_reason": finish}]
+
+        await send(delta({"role": "assistant", "content": ""}))
+        for piece in _split(reply.content, 4):
+            await send(delta({"content": piece}))
+        for i, call in enumerate(_tool_calls(reply)):
+            await send(delta({"tool_calls": [{"index": i, **call}]}))
+        await send(delta({}, _finish_reason(reply)))
+        if (req.body or {}).get("stream_options", {}).get("include_usage"):
+            await send([], usage=_usage(req, reply))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+# -- response building (pure functions) ------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # multimodal content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _estimate_tokens(data: Any) -> int:
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return max(1, len(text.encode()) // 4)
+
+
+def _tool_calls(reply: Reply) -> list[dict[str, Any]]:
+    calls = []
+    for i, call in enumerate(reply.tool_calls or []):
+        if "function" not in call:
+            call = {"function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+        args = call["function"].get("arguments", "")
+        calls.append(
+            {
+                "id": call.get("id") or f"call_fake_{i}",
+                "type": "function",
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+        )
+    return calls
+
+
+def _finish_reason(reply: Reply) -> str:
+    if reply.finish_reason is not None:
+        return reply.finish_reason
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _usage(req: FakeRequest, reply: Reply) -> dict[str, int]:
+    prompt = reply.prompt_tokens
+    if prompt is None:
+        body = req.body or {}
+        prompt = _estimate_tokens([body.get("messages") or [], body.get("tools") or []])
+    completion = reply.completion_tokens
+    if completion is None:
+        calls = _tool_calls(reply)
+        completion = _estimate_tokens(reply.content + (json.dumps(calls) if calls else ""))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _completion(req: FakeRequest, reply: Reply) -> dict[str, Any]:
+    calls = _tool_calls(reply)
+    # OpenAI sends null content alongside tool calls when there is no text.
+    content = reply.content if reply.content or not calls else None
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": (req.body or {}).get("model", FAKE_MODEL),
+        "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}],
+        "usage": _usage(req, reply),
+    }
+
+
+def _error_response(err: Error) -> web.Response:
+    headers = {"retry-after": f"{err.retry_after:g}"} if err.retry_after is not None else None
+    body = {"error": {"message": err.message, "type": err.type, "code": err.code, "param": None}}
+    return web.json_response(body, status=err.status, headers=headers)
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """Split into up to ``parts`` non-empty pieces so streaming clients must reassemble."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker.fakellm",
+        description=(
+            "Serve a fake OpenAI-compatible chat-completions API on loopback until Ctrl-C. "
+            "Every request gets the same reply (streaming and non-streaming, with usage). "
+            "Point a client at the printed URL with any API key and model name, "
+            "e.g. litellm model='openai/fake-model'."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8999, help="port, 0 for any free one (default: %(default)s)")
+    parser.add_argument("--reply", default="ok", help="assistant content for every request (default: %(default)r)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    llm = FakeLLM(host=args.host, port=args.port, default=Reply(args.reply, delay=args.delay))
+    with llm:
+        print(llm.url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    print(f"served {len(llm.requests)} requests", flush=True)
+
+
+if __name__ == "__main__":
+    main()

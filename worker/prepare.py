@@ -1,0 +1,153 @@
+"""Turns covered session messages into summarizer input: filtered, clamped, and chunked to the input budget."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from worker.cut import is_hidden
+from worker.tokens import Counter
+
+# OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
+TOOL_RESULT_CHARS = 3_000
+TOOL_ARGS_CHARS = 600
+MESSAGE_CHARS = 12_000
+
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One transcript line: a covered message as the summarizer reads it."""
+
+    index: int
+    date: str | None  # YYYY-MM-DD from the message's own timestamp
+    timestamp: str | None
+    text: str
+    tokens: int
+
+
+def cut_middle(text: str, max_chars: int) -> str:
+    """Keep the head and the tail, and say how much of the middle went."""
+    if len(text) <= max_chars:
+        return text
+    lines = text.count("\n", max_chars // 2, len(text) - max_chars // 2)
+    note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
+    head = max_chars // 2
+    return text[:head] + note + text[len(text) - (max_chars - head):]
+
+
+def block_text(content: Any) -> str:
+    """Text of a str or an OpenAI content-block list; other blocks leave a short placeholder."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif kind in ("image_url", "image", "input_image"):
+                parts.append("[image]")
+            elif kind:
+                parts.append(f"[{kind}]")
+    return "\n".join(parts)
+
+
+def _stamp(message: dict[str, Any]) -> tuple[str | None, str]:
+    value = message.get("timestamp")
+    if isinstance(value, str) and len(value) >= 16 and value[4] == "-":
+        return value[:10], f"[{value[:10]} {value[11:16]}] "
+    return None, ""
+
+
+def _tool_call_text(call: Any) -> str:
+    if not isinstance(call, dict):
+        return ""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    name = function.get("name", "?")
+    arguments = function.get("arguments", "")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
+
+
+def render(message: dict[str, Any]) -> str | None:
+    """A message as one transcript line, or None when the summary should not see it."""
+    if is_hidden(message):
+        return None  # nanobot's checkpoint markers and slash commands
+    role = message.get("role")
+    date, stamp = _stamp(message)
+    text = block_text(message.get("content")).strip()
+    if message.get("media") and not text:
+        text = "[attachment]"
+    if role == "tool":
+        name = message.get("name") or "tool"
+        return f"{stamp}tool result ({name}): {cut_middle(text, TOOL_RESULT_CHARS)}"
+    calls = [_tool_call_text(c) for c in message.get("tool_calls") or []]
+    if role == "assistant" and calls:
+        text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
+    if not text:
+        return None
+    label = role if role in ("user", "assistant", "system") else str(role or "unknown")
+    return f"{stamp}{label}: {cut_middle(text, MESSAGE_CHARS)}"
+
+
+def transcript(messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter) -> list[Entry]:
+    entries = []
+    for index in range(start, end):
+        line = render(messages[index])
+        if line is not None:
+            date, _ = _stamp(messages[index])
+            stamp = messages[index].get("timestamp")
+            stamp = stamp if isinstance(stamp, str) else None
+            entries.append(Entry(index, date, stamp, line, counter(line) + 1))
+    return entries
+
+
+def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[Entry]]:
+    """Split into consecutive chunks under `budget` tokens; a single oversized line is cut to fit."""
+    budget = max(budget, 200)
+    chunks: list[list[Entry]] = []
+    current: list[Entry] = []
+    used = 0
+    for entry in entries:
+        if entry.tokens > budget:
+            # Roughly scale characters to the token budget, then verify; never loop forever.
+            text = entry.text
+            for _ in range(8):
+                text = cut_middle(text, max(200, int(len(text) * budget / max(counter(text), 1) * 0.9)))
+                if counter(text) < budget:
+                    break
+            entry = Entry(entry.index, entry.date, entry.timestamp, text, counter(text) + 1)
+        if current and used + entry.tokens > budget:
+            chunks.append(current)
+            current, used = [], 0
+        current.append(entry)
+        used += entry.tokens
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def detect_language(messages: Sequence[dict[str, Any]]) -> str:
+    """zh / ja / ko / en from what the user wrote; the prompt also says 'the user's language'."""
+    text = "".join(block_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
+    letters = len(_LETTER.findall(text)) or 1
+    if len(_KANA.findall(text)) / letters > 0.05:
+        return "ja"
+    if len(_HANGUL.findall(text)) / letters > 0.2:
+        return "ko"
+    if len(_HAN.findall(text)) / letters > 0.2:
+        return "zh"
+    return "en"

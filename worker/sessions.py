@@ -1,0 +1,185 @@
+"""nanobot 0.3.x session files: find one by key, read it tolerantly, and rewrite only its metadata line."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+# nanobot guards every session-file write in a folder with this cross-process lock.
+SESSION_FILES_LOCK = ".session-files.lock"
+LOCK_TIMEOUT_SECONDS = 30
+_MAX_KEY_BYTES = 180  # base64 grows by 4/3; keeps the file name under 255 bytes
+
+
+class SessionKeyError(ValueError):
+    """A session key or path that cannot name a session file in the sessions folder."""
+
+
+class SessionNotFound(FileNotFoundError):
+    pass
+
+
+def storage_name(key: str) -> str:
+    """nanobot's file name for a key: base64url without padding, plus `.jsonl`."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=") + ".jsonl"
+
+
+def key_from_name(name: str) -> str | None:
+    stem = name.removesuffix(".jsonl")
+    try:
+        key = base64.urlsafe_b64decode(stem + "=" * (-len(stem) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return key if storage_name(key) == name else None
+
+
+def validate_key(key: str) -> str:
+    if not key or not key.strip():
+        raise SessionKeyError("empty session key")
+    if any(ord(ch) < 32 for ch in key) or len(key.encode("utf-8")) > _MAX_KEY_BYTES:
+        raise SessionKeyError(f"malformed session key {key!r}")
+    return key
+
+
+def session_path(sessions_dir: Path, key: str) -> Path:
+    """The file for `key`; the encoding cannot leave the folder, and a symlink out of it is refused."""
+    path = sessions_dir / storage_name(validate_key(key))
+    return ensure_inside(sessions_dir, path)
+
+
+def ensure_inside(sessions_dir: Path, path: Path) -> Path:
+    root = sessions_dir.resolve(strict=False)
+    resolved = path.resolve(strict=False)
+    if resolved.parent != root:
+        raise SessionKeyError(f"{path} is outside the sessions folder {root}")
+    return path
+
+
+def list_session_keys(sessions_dir: Path) -> list[str]:
+    if not sessions_dir.is_dir():
+        return []
+    keys = (key_from_name(p.name) for p in sessions_dir.glob("*.jsonl") if not p.name.startswith("."))
+    return sorted(k for k in keys if k is not None)
+
+
+@dataclass
+class SessionFile:
+    """One read of a session file. Messages keep nanobot's indices (its loader skips the same lines)."""
+
+    key: str
+    path: Path
+    metadata_record: dict[str, Any]
+    messages: list[dict[str, Any]]
+    skipped_lines: int = 0
+    skipped_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        value = self.metadata_record.get("metadata")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def last_archived(self) -> int:
+        for name in ("last_archived", "last_consolidated"):
+            value = self.metadata_record.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                # nanobot resets an out-of-range watermark to 0; so do we.
+                return value if 0 <= value <= len(self.messages) else 0
+        return 0
+
+    @property
+    def previous_summary(self) -> str:
+        last = self.metadata.get("_last_summary")
+        text = last.get("text") if isinstance(last, dict) else None
+        return text if isinstance(text, str) else ""
+
+    def timestamp_before(self, boundary: int) -> str | None:
+        """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
+        if boundary <= 0 or boundary > len(self.messages):
+            return None
+        value = self.messages[boundary - 1].get("timestamp")
+        return value if isinstance(value, str) else None
+
+
+def read_session(sessions_dir: Path, key: str) -> SessionFile:
+    path = session_path(sessions_dir, key)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
+    return parse_session(key, path, raw)
+
+
+def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
+    """nanobot writes by atomic rename, so one plain read is a consistent snapshot."""
+    metadata: dict[str, Any] = {}
+    messages: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            skipped.append(f"line {number}: not UTF-8")
+            continue
+        except json.JSONDecodeError as exc:
+            skipped.append(f"line {number}: bad JSON ({exc.msg})")
+            continue
+        if not isinstance(data, dict):
+            skipped.append(f"line {number}: not a JSON object")
+            continue
+        record_type = data.get("_type")
+        if record_type == "metadata":
+            metadata = data
+        elif record_type == "provider_state":
+            continue
+        else:
+            messages.append(data)
+    return SessionFile(key, path, metadata, messages, len(skipped), skipped)
+
+
+def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:
+    """Set `metadata[name]` in line 1, under nanobot's lock, copying every other byte as it is.
+
+    Returns False (and changes nothing) when the file or its metadata line is missing.
+    """
+    path = session_path(sessions_dir, key)
+    with FileLock(str(sessions_dir / SESSION_FILES_LOCK), timeout=LOCK_TIMEOUT_SECONDS):
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return False
+        first, newline, rest = raw.partition(b"\n")
+        try:
+            record = json.loads(first.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        if not isinstance(record, dict) or record.get("_type") != "metadata":
+            return False
+        metadata = record.get("metadata")
+        record["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), name: value}
+        head = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        _replace_atomically(path, head + b"\n" + rest if newline else head + b"\n")
+    return True
+
+
+def _replace_atomically(path: Path, content: bytes) -> None:
+    # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        with open(tmp, "xb") as handle:
+            os.chmod(tmp, 0o600)
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
