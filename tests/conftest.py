@@ -94,9 +94,11 @@ def nanobot_home(tmp_path: Path, fake_llm: FakeLLM) -> NanobotHome:
     workspace = tmp_path / "workspace"
     workspace_id = secrets.token_hex(16)
     (workspace / ".nanobot").mkdir(parents=True)
-    (workspace / ".nanobot" / "workspace-id").write_text(workspace_id, encoding="utf-8")
+    (workspace / ".nanobot" / "workspace-id").write_text(workspace_id + "\n", encoding="utf-8")
     sessions_dir = root / "sessions" / workspace_id
     sessions_dir.mkdir(parents=True)
+    # nanobot's own marker binding the namespace to the workspace; without it nanobot refuses the folder.
+    (sessions_dir / ".workspace").write_text(f"{workspace.resolve()}\n", encoding="utf-8")
     home = NanobotHome(root, root / "config.json", workspace, sessions_dir)
     home.write_config(fake_llm.url)
     return home

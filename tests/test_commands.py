@@ -1,0 +1,91 @@
+"""The commands users type: the worker's run command (embedded Redis, bad settings) and scripts/enqueue.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from nanobot_hooks.queue import load_outcome, load_record
+from worker.fakellm import Reply
+
+from .conftest import conversation, summary_json
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+
+
+def test_worker_starts_an_embedded_redis_when_none_answers(nanobot_home) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    result = run([sys.executable, "-m", "worker", "--burst"],
+                 {"REDIS_URL": url, "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    assert result.returncode == 0, result.stderr
+    assert "started an embedded redis-server" in result.stderr
+    assert "summary model openai/fake-model (from nanobot config)" in result.stderr
+
+
+def test_worker_refuses_a_bad_setting_in_one_line(nanobot_home) -> None:
+    result = run([sys.executable, "-m", "worker", "--burst"],
+                 {"NANOBOT_SUMMARY_KEEP": "lots", "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NANOBOT_SUMMARY_KEEP='lots'" in lines[0] and "messages:N" in lines[0]
+
+
+def _env(nanobot_home, redis_url: str, **extra: str) -> dict[str, str]:
+    return {"REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path), **extra}
+
+
+def test_dry_run_prints_the_planned_cut_without_calling_the_llm(nanobot_home, fake_llm, redis_url) -> None:
+    nanobot_home.write_session("telegram:42", conversation(15))
+    result = run([sys.executable, "scripts/enqueue.py", "--dry-run", "telegram:42"], _env(nanobot_home, redis_url))
+    assert result.returncode == 0, result.stderr
+    assert "would cover messages 0..19 (20 messages" in result.stdout
+    assert "would keep messages 20..29 (10 messages" in result.stdout
+    assert fake_llm.requests == []
+
+
+def test_unknown_malformed_key_and_dead_redis_fail_with_one_line(nanobot_home, redis_url) -> None:
+    nanobot_home.write_session("telegram:42", conversation(3))
+    env = _env(nanobot_home, redis_url)
+    unknown = run([sys.executable, "scripts/enqueue.py", "telegram:43"], env)
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+    assert "no session 'telegram:43'" in unknown.stderr and "telegram:42" in unknown.stderr
+    malformed = run([sys.executable, "scripts/enqueue.py", "bad\tkey"], env)
+    assert malformed.returncode == 2 and "malformed session key" in malformed.stderr
+    dead = run([sys.executable, "scripts/enqueue.py", "telegram:42"],
+               _env(nanobot_home, f"redis://127.0.0.1:{free_port()}/0"))
+    assert dead.returncode == 2 and "does not answer" in dead.stderr and dead.stderr.count("\n") == 1
+    assert run([sys.executable, "scripts/enqueue.py"], env).returncode == 2
+
+
+async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home, fake_llm, redis, redis_url) -> None:
+    fake_llm.default = Reply(summary_json("done by the worker"))
+    nanobot_home.write_session("telegram:42", conversation(15))
+    env = {**os.environ, **_env(nanobot_home, redis_url)}
+    worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        result = run([sys.executable, "scripts/enqueue.py", "--wait", "--timeout", "60", "telegram:42"],
+                     _env(nanobot_home, redis_url))
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "telegram:42: queued" in result.stdout
+    assert "telegram:42: summarized: messages 0..19" in result.stdout
+    record = await load_record(redis, "telegram:42")
+    assert record is not None and record.summary == "done by the worker"
+    outcome = await load_outcome(redis, "telegram:42")
+    assert outcome is not None and outcome.boundary == 20

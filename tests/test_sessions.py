@@ -1,0 +1,174 @@
+"""Session files: locating by key, tolerant parsing, and line-1 rewrites that never touch a message line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from nanobot_hooks.contract import METADATA_KEY
+from worker.sessions import (
+    SessionKeyError,
+    SessionNotFound,
+    ensure_inside,
+    key_from_name,
+    list_session_keys,
+    read_session,
+    session_path,
+    storage_name,
+    write_metadata_entry,
+)
+
+from .conftest import conversation
+
+
+def test_storage_name_matches_nanobot() -> None:
+    assert storage_name("telegram:123") == "dGVsZWdyYW06MTIz.jsonl"
+    assert key_from_name("dGVsZWdyYW06MTIz.jsonl") == "telegram:123"
+    assert key_from_name("not base64!.jsonl") is None
+
+
+def test_keys_that_would_escape_are_refused(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    # the encoding alone cannot leave the folder: every name is [A-Za-z0-9_-]
+    assert session_path(sessions, "../../etc/passwd").parent == sessions
+    for bad in ("", "   ", "tele\ngram:1", "x" * 500):
+        with pytest.raises(SessionKeyError):
+            session_path(sessions, bad)
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("{}\n")
+    link = sessions / storage_name("cli:direct")
+    link.symlink_to(outside)
+    with pytest.raises(SessionKeyError):
+        session_path(sessions, "cli:direct")
+    with pytest.raises(SessionKeyError):
+        ensure_inside(sessions, tmp_path / "x.jsonl")
+
+
+def test_tolerant_parse_of_every_message_shape(nanobot_home) -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "看这张图"}, {"type": "image_url", "image_url": {"url": "x"}}],
+         "timestamp": "2026-11-20T10:00:00", "media": ["a.png"], "_runtime_context": {"channel": "telegram"}},
+        {"role": "assistant", "content": "", "reasoning_content": "thinking...", "thinking_blocks": [{"x": 1}],
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
+         "timestamp": "2026-11-20T10:00:01", "latency_ms": 12},
+        {"role": "tool", "tool_call_id": "c1", "name": "exec", "content": "ok", "timestamp": "2026-11-20T10:00:02"},
+        {"role": "user", "content": "/status", "_command": True, "timestamp": "2026-11-20T10:00:03"},
+        {"role": "mystery", "content": None, "unknown_key": [1, 2], "timestamp": "2026-11-20T10:00:04"},
+    ]
+    path = nanobot_home.write_session("telegram:7", messages, last_archived=99)
+    lines = path.read_text().split("\n")
+    lines.insert(1, json.dumps({"_type": "provider_state", "state": {"x": 1}}))
+    lines.insert(3, "[1, 2, 3]")
+    lines.insert(4, "")
+    path.write_text("\n".join(lines))
+    session = read_session(nanobot_home.sessions_dir, "telegram:7")
+    assert len(session.messages) == 5
+    assert session.skipped_lines == 1 and "not a JSON object" in session.skipped_reasons[0]
+    assert session.last_archived == 0, "an out-of-range watermark is reset, as nanobot does"
+    assert session.timestamp_before(2) == "2026-11-20T10:00:01"
+    assert list_session_keys(nanobot_home.sessions_dir) == ["telegram:7"]
+    with pytest.raises(SessionNotFound):
+        read_session(nanobot_home.sessions_dir, "telegram:8")
+
+
+def test_metadata_write_copies_every_other_byte(nanobot_home) -> None:
+    path = nanobot_home.write_session("cli:direct", conversation(5, user="中文 {i} \u2028 odd"))
+    raw = path.read_bytes()
+    raw = raw.replace(b'"role": "user"', b'"role":"user"', 1)  # unusual spacing must survive
+    path.write_bytes(raw)
+    assert write_metadata_entry(nanobot_home.sessions_dir, "cli:direct", METADATA_KEY, {"pending": {"boundary": 4}})
+    after = path.read_bytes()
+    assert after.split(b"\n", 1)[1] == raw.split(b"\n", 1)[1]
+    head = json.loads(after.split(b"\n", 1)[0])
+    assert head["metadata"][METADATA_KEY] == {"pending": {"boundary": 4}} and head["last_archived"] == 0
+    assert not write_metadata_entry(nanobot_home.sessions_dir, "cli:none", METADATA_KEY, 1)
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+NANOBOT_STYLE_WRITER = textwrap.dedent('''
+    """Rewrites the whole session file the way nanobot 0.3.5 saves: lock, temp file, os.replace."""
+    import json, os, sys, secrets
+    from filelock import FileLock
+    sessions, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    path = os.path.join(sessions, name)
+    for i in range(rounds):
+        with FileLock(os.path.join(sessions, ".session-files.lock")):
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            head = json.loads(lines[0])
+            head["updated_at"] = f"round {i}"
+            message = {"role": "user", "content": f"appended {i}", "timestamp": f"2026-11-21T00:00:{i % 60:02d}"}
+            out = [json.dumps(head, ensure_ascii=False)] + lines[1:] + [json.dumps(message, ensure_ascii=False)]
+            tmp = path + "." + secrets.token_hex(4) + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("\\n".join(out) + "\\n")
+            os.replace(tmp, path)
+''')
+
+REAL_NANOBOT_WRITER = textwrap.dedent('''
+    """Appends and saves through nanobot's own JsonlSessionStore, as a live gateway does."""
+    import sys
+    from pathlib import Path
+    from nanobot.session.manager import JsonlSessionStore
+    workspace, root, key, rounds = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    store = JsonlSessionStore(workspace, sessions_root=root)
+    for i in range(rounds):
+        session = store.load(key)
+        session.add_message("user", f"appended {i}")
+        store.save(session)
+''')
+
+
+def _hammer_line_one(sessions: Path, key: str, stop: threading.Event) -> int:
+    writes = 0
+    while not stop.is_set():
+        assert write_metadata_entry(sessions, key, METADATA_KEY, {"pending": {"n": writes}})
+        writes += 1
+    return writes
+
+
+def _run_concurrently(nanobot_home, key: str, command: list[str], rounds: int) -> list[bytes]:
+    path = nanobot_home.write_session(key, conversation(20, user="原始消息 {i}"))
+    original = path.read_bytes().split(b"\n")[1:-1]
+    stop = threading.Event()
+    counter: list[int] = []
+    hammer = threading.Thread(target=lambda: counter.append(_hammer_line_one(nanobot_home.sessions_dir, key, stop)))
+    hammer.start()
+    try:
+        subprocess.run(command, check=True, timeout=300)
+    finally:
+        stop.set()
+        hammer.join()
+    assert counter and counter[0] > 10, "the worker side really rewrote line 1 many times"
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    messages = lines[1:-1]
+    assert messages[: len(original)] == original, "no original message line lost or changed"
+    appended = [json.loads(m)["content"] for m in messages[len(original):]]
+    assert appended == [f"appended {i}" for i in range(rounds)], "every concurrent append survived, in order"
+    return messages
+
+
+def test_line_one_rewrites_race_a_nanobot_style_writer(nanobot_home) -> None:
+    key = "telegram:99"
+    script = nanobot_home.root / "writer.py"
+    script.write_text(NANOBOT_STYLE_WRITER)
+    _run_concurrently(nanobot_home, key,
+                      [sys.executable, str(script), str(nanobot_home.sessions_dir), storage_name(key), "300"], 300)
+
+
+@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+def test_line_one_rewrites_race_the_real_nanobot_store(nanobot_home) -> None:
+    key = "telegram:100"
+    script = nanobot_home.root / "real_writer.py"
+    script.write_text(REAL_NANOBOT_WRITER)
+    _run_concurrently(nanobot_home, key, [os.environ["NANOBOT_PYTHON"], str(script), str(nanobot_home.workspace),
+                                          str(nanobot_home.root / "sessions"), key, "150"], 150)
