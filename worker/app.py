@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from arq import func
 from arq.worker import run_worker
@@ -32,7 +33,16 @@ def build_deps(settings: Settings) -> Deps:
         except OSError as exc:
             raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
     return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback,
-                counter=best_counter(), instructions=instructions)
+                counter=best_counter(), tz=notes_timezone(settings, nanobot), instructions=instructions)
+
+
+def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
+    name = settings.summary_timezone or nanobot.timezone
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        log.warning("nanobot's timezone %r is unknown; dating notes in UTC", name)
+        return ZoneInfo("UTC")
 
 
 async def startup(ctx: dict[str, Any]) -> None:

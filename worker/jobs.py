@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class Deps:
     model: ModelChoice
     fallback: ModelChoice | None
     counter: Counter
+    tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
     instructions: str | None = None
     write_memory: MemoryWriter | None = None
     known_facts: KnownFacts | None = None
@@ -111,7 +113,7 @@ async def run_summary(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_tr
     cut = plan_cut(session.messages, start, counts, deps.settings.summary_keep, window)
     if cut.covered == 0:
         return JobOutcome(session_key=req.session_key, status="noop", detail="nothing to cover beyond the keep rule")
-    entries = transcript(session.messages, cut.start, cut.boundary, deps.counter)
+    entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if not entries:
         return JobOutcome(session_key=req.session_key, status="noop", detail="only hidden messages to cover")
     language = detect_language(session.messages[cut.start:cut.read])

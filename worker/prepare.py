@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, tzinfo
 from typing import Any
 
 from worker.cut import is_hidden
@@ -64,11 +65,25 @@ def block_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-def _stamp(message: dict[str, Any]) -> tuple[str | None, str]:
-    value = message.get("timestamp")
-    if isinstance(value, str) and len(value) >= 16 and value[4] == "-":
-        return value[:10], f"[{value[:10]} {value[11:16]}] "
-    return None, ""
+def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
+    """A message's moment in the configured timezone. nanobot stores naive local time of its host."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if tz is None:
+        return moment
+    # astimezone() reads a naive value as the host's local time, which is what nanobot wrote.
+    return moment.astimezone(tz)
+
+
+def _stamp(message: dict[str, Any], tz: tzinfo | None) -> tuple[str | None, str]:
+    moment = local_time(message.get("timestamp"), tz)
+    if moment is None:
+        return None, ""
+    return moment.strftime("%Y-%m-%d"), moment.strftime("[%Y-%m-%d %H:%M] ")
 
 
 def _tool_call_text(call: Any) -> str:
@@ -82,12 +97,12 @@ def _tool_call_text(call: Any) -> str:
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
-def render(message: dict[str, Any]) -> str | None:
+def render(message: dict[str, Any], tz: tzinfo | None = None) -> str | None:
     """A message as one transcript line, or None when the summary should not see it."""
     if is_hidden(message):
         return None  # nanobot's checkpoint markers and slash commands
     role = message.get("role")
-    date, stamp = _stamp(message)
+    _, stamp = _stamp(message, tz)
     text = block_text(message.get("content")).strip()
     if message.get("media") and not text:
         text = "[attachment]"
@@ -103,12 +118,14 @@ def render(message: dict[str, Any]) -> str | None:
     return f"{stamp}{label}: {cut_middle(text, MESSAGE_CHARS)}"
 
 
-def transcript(messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter) -> list[Entry]:
+def transcript(
+    messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter, tz: tzinfo | None = None
+) -> list[Entry]:
     entries = []
     for index in range(start, end):
-        line = render(messages[index])
+        line = render(messages[index], tz)
         if line is not None:
-            date, _ = _stamp(messages[index])
+            date, _ = _stamp(messages[index], tz)
             stamp = messages[index].get("timestamp")
             stamp = stamp if isinstance(stamp, str) else None
             entries.append(Entry(index, date, stamp, line, counter(line) + 1))
