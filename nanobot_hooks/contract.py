@@ -25,6 +25,14 @@ Reason = Literal["tokens", "interval", "manual", "daily"]
 FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
 
 
+# nanobot's own background sessions: summarizing them would only add noise.
+INTERNAL_SESSION_PREFIXES = ("dream:", "cron:", "heartbeat")
+
+
+def is_internal_session(session_key: str) -> bool:
+    return session_key.startswith(INTERNAL_SESSION_PREFIXES)
+
+
 def job_id(session_key: str) -> str:
     """One id per session: arq refuses a second job while one is queued or running."""
     return f"{KEY_PREFIX}:job:{session_key}"
@@ -32,6 +40,16 @@ def job_id(session_key: str) -> str:
 
 def record_key(session_key: str) -> str:
     return f"{KEY_PREFIX}:record:{session_key}"
+
+
+def daily_flag_key(session_key: str) -> str:
+    """Set by the daily run: the next job for the session also notes the kept tail, from this date on."""
+    return f"{KEY_PREFIX}:daily:{session_key}"
+
+
+def session_from_job_id(value: str) -> str | None:
+    prefix = f"{KEY_PREFIX}:job:"
+    return value[len(prefix):] if value.startswith(prefix) else None
 
 
 def outcome_key(session_key: str) -> str:
@@ -51,8 +69,9 @@ class SummarizeRequest(BaseModel):
     requested_at: datetime = Field(default_factory=utcnow)
     prompt_tokens: int | None = None
     context_window: int | None = None
-    # The daily run notes every message up to the end, not only up to the cut.
+    # The daily run notes every message up to the end, not only up to the cut, from this date on.
     notes_through_end: bool = False
+    notes_since: str | None = None  # YYYY-MM-DD
 
 
 class TechnicalIssue(BaseModel):
@@ -122,7 +141,7 @@ class JobOutcome(BaseModel):
     """What the last job for a session did, for scripts and status."""
 
     session_key: str
-    status: Literal["summarized", "noop", "failed"]
+    status: Literal["summarized", "noted", "noop", "failed"]
     detail: str = ""
     boundary: int | None = None
     tokens_before: int | None = None

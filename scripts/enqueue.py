@@ -6,18 +6,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import date
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arq.connections import ArqRedis, create_pool  # noqa: E402
 from arq.jobs import Job, JobStatus  # noqa: E402
+from rich.progress import Progress  # noqa: E402
 
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record  # noqa: E402
 from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
+from worker.cron import flag_sessions  # noqa: E402
 from worker.jobs import Deps, chain_start, plan_for  # noqa: E402
 from worker.nanobot_config import NanobotConfigError  # noqa: E402
 from worker.sessions import SessionKeyError, SessionNotFound, list_session_keys, read_session  # noqa: E402
@@ -27,19 +30,28 @@ class UsageError(Exception):
     """One line for the user, exit code 2."""
 
 
+def _date(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-11-01") from None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/enqueue.py",
         description="Queue summary jobs for nanobot sessions (keys look like telegram:42 or cli:direct). "
         "Reads the same environment as the worker (NANOBOT_CONFIG, REDIS_URL, NANOBOT_SUMMARY_*).",
         epilog="examples:\n  scripts/enqueue.py --dry-run cli:direct\n  scripts/enqueue.py --wait telegram:42\n"
-        "  scripts/enqueue.py --all",
+        "  scripts/enqueue.py --all\n  scripts/enqueue.py --all --since 2026-11-01   # catch up the daily notes",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
     parser.add_argument("--all", action="store_true", help="every session of nanobot's workspace")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the planned cut and token counts; no LLM call, nothing queued")
+    parser.add_argument("--since", type=_date, metavar="YYYY-MM-DD",
+                        help="also write daily notes for every message from this date on (catch-up run)")
     parser.add_argument("--wait", action="store_true", help="block until each job is done and print its outcome")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits per job (default 600)")
     args = parser.parse_args(argv)
@@ -122,12 +134,23 @@ async def run(args: argparse.Namespace) -> int:
         return 0
     redis = await connect(settings.redis_url)
     status = 0
-    for key in keys:
-        job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
-        print(f"{key}: {'queued' if job else 'already queued or running'}")
-    if args.wait:
+    with Progress(transient=True, disable=len(keys) < 10) as progress:
+        task = progress.add_task("queueing", total=len(keys))
         for key in keys:
-            status = max(status, await wait_for(redis, key, args.timeout))
+            if args.since:
+                # the same path as the daily run: the job notes every message from that date on
+                await flag_sessions(deps, redis, args.since, [key])
+                progress.console.print(f"{key}: queued, notes since {args.since}")
+            else:
+                job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
+                progress.console.print(f"{key}: {'queued' if job else 'already queued or running'}")
+            progress.advance(task)
+    if args.wait:
+        with Progress(disable=len(keys) < 10) as progress:
+            task = progress.add_task("waiting", total=len(keys))
+            for key in keys:
+                status = max(status, await wait_for(redis, key, args.timeout))
+                progress.advance(task)
     await redis.aclose()
     return status
 

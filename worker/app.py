@@ -8,12 +8,13 @@ import sys
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from arq import func
+from arq import cron, func
 from arq.worker import run_worker
 
-from nanobot_hooks.contract import JOB_SUMMARIZE, QUEUE_NAME
+from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import Settings, SettingsError, load_settings
 from worker.connections import answers, redis_settings, start_embedded
+from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
 from worker.nanobot_config import NanobotConfig, NanobotConfigError, resolve_model
 from worker.tokens import best_counter
@@ -53,11 +54,16 @@ async def startup(ctx: dict[str, Any]) -> None:
              deps.settings.summary_keep, deps.nanobot.sessions_root)
 
 
-def worker_options(settings: Settings) -> dict[str, Any]:
+def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:
     """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
     job_timeout = int(max(300, settings.summary_timeout * 6))
+    hour, minute = (int(part) for part in settings.summary_daily_at.split(":"))
     return {
         "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries)],
+        # unique: two workers never both run a tick; a short timeout keeps crash recovery quick.
+        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True, timeout=60)],
+        "timezone": tz,
+        "after_job_end": requeue_flagged,
         "queue_name": QUEUE_NAME,
         "redis_settings": redis_settings(settings.redis_url),
         "on_startup": startup,
@@ -72,7 +78,8 @@ def worker_options(settings: Settings) -> dict[str, Any]:
 def __getattr__(name: str) -> Any:
     # `arq worker.app.WorkerSettings` works too; built on access so importing this module reads no environment.
     if name == "WorkerSettings":
-        return worker_options(load_settings())
+        settings = load_settings()
+        return worker_options(settings, notes_timezone(settings, NanobotConfig.load(settings.config_path)))
     raise AttributeError(name)
 
 
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
                     "data in %s). Set REDIS_URL to use your own.", settings.redis_url, embedded.directory)
     try:
-        options = worker_options(settings)
+        options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
         run_worker(options, burst=args.burst)
     finally:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from arq import Retry
 from arq.connections import ArqRedis
@@ -15,9 +15,11 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract import (
     METADATA_KEY,
     DailyNotes,
+    Fact,
     JobOutcome,
     SummarizeRequest,
     SummaryRecord,
+    daily_flag_key,
 )
 from nanobot_hooks.queue import load_record, save_outcome, store_record
 from nanobot_hooks.settings import Settings
@@ -34,7 +36,7 @@ from worker.llm import (
 )
 from worker.nanobot_config import ModelChoice, NanobotConfig, NanobotConfigError
 from worker.prepare import Entry, chunk, detect_language, transcript
-from worker.prompts import system_prompt, user_prompt
+from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.sessions import SessionFile, SessionKeyError, SessionNotFound, read_session, write_metadata_entry
 from worker.tokens import Counter, count_message
 
@@ -44,8 +46,16 @@ log = logging.getLogger("worker.jobs")
 PROMPT_SLACK_TOKENS = 200
 CONTEXT_SHRINKS = 3
 
-MemoryWriter = Callable[[SummaryRecord, SessionFile], Awaitable[None]]
-KnownFacts = Callable[[], list[str]]
+
+
+class Memory(Protocol):
+    """The memory files, as the job uses them (worker.memory.MemoryFiles)."""
+
+    def noted_through(self, session_key: str, date: str) -> str | None: ...
+
+    def known_facts(self) -> list[str]: ...
+
+    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str: ...
 
 
 @dataclass
@@ -59,8 +69,7 @@ class Deps:
     counter: Counter
     tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
     instructions: str | None = None
-    write_memory: MemoryWriter | None = None
-    known_facts: KnownFacts | None = None
+    memory: Memory | None = None
 
     @property
     def sessions_dir(self) -> Path:
@@ -77,9 +86,15 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     redis: ArqRedis = ctx["redis"]
     job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
+    since = await redis.getdel(daily_flag_key(req.session_key))
+    if since:
+        req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
     try:
-        outcome = await run_summary(deps, redis, req, job_try)
+        outcome = await run_job(deps, redis, req, job_try)
     except (TransientLLMError, BadAnswer) as exc:
+        if since:
+            # the retry must still note through the end
+            await redis.set(daily_flag_key(req.session_key), since, nx=True)
         if job_try < deps.settings.summary_max_tries:
             delay = deps.settings.summary_retry_delay * 2 ** (job_try - 1)
             retry_after = getattr(exc, "retry_after", None) or 0.0
@@ -102,31 +117,45 @@ def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[in
     return start, previous
 
 
-async def run_summary(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_try: int = 1) -> JobOutcome:
+async def run_job(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_try: int = 1) -> JobOutcome:
+    """The summary of what leaves the context, then (daily run) notes for every message not yet noted."""
     session = read_session(deps.sessions_dir, req.session_key)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
-    start, previous = chain_start(session, await load_record(redis, req.session_key))
+    outcome, covered = await summarize_part(deps, redis, req, session, job_try)
+    if req.notes_through_end and deps.memory is not None:
+        written = await notes_part(deps, req, session, covered, job_try)
+        status = "noted" if outcome.status == "noop" and written else outcome.status
+        outcome = outcome.model_copy(update={"status": status, "detail": f"{outcome.detail}; {written or 'notes up to date'}"})
+    return outcome
+
+
+async def summarize_part(
+    deps: Deps, redis: ArqRedis, req: SummarizeRequest, session: SessionFile, job_try: int
+) -> tuple[JobOutcome, set[int]]:
+    """Returns the outcome and the indices whose notes this part took care of."""
+    key = req.session_key
+    start, previous = chain_start(session, await load_record(redis, key))
     counts = [count_message(m, deps.counter) for m in session.messages]
-    window = window_for(deps, req)
-    cut = plan_cut(session.messages, start, counts, deps.settings.summary_keep, window)
-    if cut.covered == 0:
-        return JobOutcome(session_key=req.session_key, status="noop", detail="nothing to cover beyond the keep rule")
+    cut = plan_cut(session.messages, start, counts, deps.settings.summary_keep, window_for(deps, req))
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
-    if not entries:
-        return JobOutcome(session_key=req.session_key, status="noop", detail="only hidden messages to cover")
+    if cut.covered == 0 or not entries:
+        return JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule"), set()
     language = detect_language(session.messages[cut.start:cut.read])
-    answer, parts = await summarize_entries(deps, entries, previous, language, job_try)
+    fresh = unnoted(deps, key, entries)
+    fresh_indices = {e.index for e in fresh}
+    marked = [e if e.index in fresh_indices else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
+    answer, parts = await summarize_entries(deps, marked, previous, language, job_try)
 
     replay_from = session.last_archived
     tokens_before = deps.counter(session.previous_summary) + sum(counts[replay_from:cut.read])
     tokens_after = deps.counter(answer.summary) + sum(counts[cut.boundary:cut.read])
     if tokens_after >= tokens_before:
-        return JobOutcome(session_key=req.session_key, status="noop",
-                          detail=f"a summary of {tokens_after} tokens would not shrink {tokens_before}")
+        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before}"
+        return JobOutcome(session_key=key, status="noop", detail=detail), set()
     record = SummaryRecord(
-        session_key=req.session_key,
+        session_key=key,
         summary=answer.summary,
         start=cut.start,
         boundary=cut.boundary,
@@ -136,25 +165,77 @@ async def run_summary(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_tr
         tokens_before=tokens_before,
         tokens_after=tokens_after,
         language=language,
-        notes=dated_notes(answer.notes, entries),
+        notes=dated_notes(answer.notes, fresh),
         facts=answer.facts,
         model=deps.model.model,
         chunks=parts,
         reason=req.reason,
     )
-    if deps.write_memory is not None:
-        await deps.write_memory(record, session)
+    detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
+    # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
+    if deps.memory is not None:
+        detail += "; " + await deps.memory.write(key, record.notes, record.facts, language)
     await store_record(redis, record)
-    write_metadata_entry(deps.sessions_dir, req.session_key, METADATA_KEY,
+    write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
                          {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})})
-    return JobOutcome(
-        session_key=req.session_key,
-        status="summarized",
-        detail=f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens",
-        boundary=cut.boundary,
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
-    )
+    outcome = JobOutcome(session_key=key, status="summarized", detail=detail, boundary=cut.boundary,
+                         tokens_before=tokens_before, tokens_after=tokens_after)
+    return outcome, {e.index for e in entries}
+
+
+async def notes_part(deps: Deps, req: SummarizeRequest, session: SessionFile, covered: set[int], job_try: int) -> str:
+    """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
+    assert deps.memory is not None
+    since = req.notes_since or ""
+    every = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz)
+    entries = unnoted(deps, req.session_key, [e for e in every if e.index not in covered and (e.date or "") >= since])
+    if not entries:
+        return ""
+    language = detect_language(session.messages)
+    system = notes_system_prompt(language)
+    known = deps.memory.known_facts()
+    notes: list[DailyNotes] = []
+    facts: list[Fact] = []
+    overhead = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
+    for part in chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter):
+        answer = await ask(deps, system, user_prompt(None, part, known_facts=known), job_try,
+                           need_summary=False)
+        notes += answer.notes
+        facts += answer.facts
+    written = await deps.memory.write(req.session_key, dated_notes(notes, entries), facts, language)
+    return f"noted {len(entries)} more messages: {written}"
+
+
+ALREADY_NOTED = "(in notes) "
+
+
+def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
+    """Entries later than what that day's notes file already covers for this session."""
+    if deps.memory is None:
+        return list(entries)
+    cursors: dict[str, str | None] = {}
+    fresh = []
+    for entry in entries:
+        if entry.date is None or entry.timestamp is None:
+            fresh.append(entry)
+            continue
+        if entry.date not in cursors:
+            cursors[entry.date] = deps.memory.noted_through(session_key, entry.date)
+        cursor = cursors[entry.date]
+        if cursor is None or not _not_after(entry.timestamp, cursor):
+            fresh.append(entry)
+    return fresh
+
+
+def _not_after(stamp: str, cursor: str) -> bool:
+    try:
+        return datetime.fromisoformat(stamp) <= datetime.fromisoformat(cursor)
+    except (ValueError, TypeError):
+        return stamp <= cursor
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def window_for(deps: Deps, req: SummarizeRequest) -> int:
@@ -178,7 +259,7 @@ async def summarize_entries(
     """One call when the input fits the budget; otherwise chunks, each folding in the summary so far."""
     settings = deps.settings
     system = system_prompt(language, settings.summary_max_chars, deps.instructions)
-    known = deps.known_facts() if deps.known_facts else []
+    known = deps.memory.known_facts() if deps.memory else []
     budget = settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
         # Later chunks carry the running summary, which can grow up to the size cap.
@@ -200,7 +281,7 @@ async def summarize_entries(
     raise SummaryFailed("the input does not fit the model's window even after shrinking")
 
 
-async def ask(deps: Deps, system: str, prompt: str, job_try: int) -> Answer:
+async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: bool = True) -> Answer:
     """The summary model, then the fallback model once the first keeps failing or cannot work."""
     candidates = [deps.model] + ([deps.fallback] if deps.fallback else [])
     error: Exception | None = None
@@ -211,7 +292,7 @@ async def ask(deps: Deps, system: str, prompt: str, job_try: int) -> Answer:
         try:
             completion = await complete(choice, messages, deps.settings.summary_timeout)
             try:
-                return parse_answer(completion.text, deps.settings.summary_max_chars)
+                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary)
             except BadAnswer as bad:
                 if bad.oversized is None:
                     raise
@@ -227,9 +308,12 @@ async def ask(deps: Deps, system: str, prompt: str, job_try: int) -> Answer:
 
 
 def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNotes]:
-    """One entry per day of the covered messages, merged across chunks; spans come from the messages."""
-    by_date: dict[str, DailyNotes] = {}
+    """One entry per day of the messages, merged across chunks; spans come from the messages.
+
+    A day with nothing worth noting still gets its (empty) entry: its span marks those messages as noted.
+    """
     dates = sorted({e.date for e in entries if e.date})
+    by_date: dict[str, DailyNotes] = {d: DailyNotes(date=d) for d in dates}
     for note in notes:
         date = note.date if note.date in dates else (dates[-1] if dates else note.date)
         merged = by_date.setdefault(date, DailyNotes(date=date))
@@ -241,5 +325,5 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
         if stamps:
             note.first_timestamp = stamps[0].timestamp
             note.last_timestamp = stamps[-1].timestamp
-    return [by_date[d] for d in sorted(by_date) if not by_date[d].is_empty()]
+    return [by_date[d] for d in sorted(by_date)]
 

@@ -134,7 +134,7 @@ def context_window(model: str) -> int:
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
-def parse_answer(text: str, max_chars: int) -> Answer:
+def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
     """JSON (repaired if broken) or, when the model ignored the format, its prose as the summary."""
     cleaned = _FENCE.sub("", text.strip()).strip()
     if not cleaned:
@@ -145,12 +145,14 @@ def parse_answer(text: str, max_chars: int) -> Answer:
     if isinstance(data, dict):
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
-            raise BadAnswer("the JSON answer has no summary")
+            if need_summary:
+                raise BadAnswer("the JSON answer has no summary")
+            summary = ""
         answer = Answer(summary=summary.strip())
         answer.notes, bad_notes = _models(DailyNotes, data.get("daily_notes"))
         answer.facts, bad_facts = _models(Fact, data.get("facts"))
         answer.dropped_items = bad_notes + bad_facts
-    elif cleaned.startswith(("{", "[")):
+    elif cleaned.startswith(("{", "[")) or not need_summary:
         raise BadAnswer("the answer is JSON the repair could not read")
     else:
         answer = Answer(summary=cleaned, structured=False)

@@ -24,36 +24,54 @@ topics, user preferences, decisions, tasks, technical issues with their solution
 And long-term facts worth remembering across conversations, each tagged:
 permanent (identity, lasting preferences), durable (projects, configuration, solutions),
 ephemeral (true today only), correction (replaces an earlier fact: quote the old one in "replaces"),
-with an importance from 1 (trivia) to 5 (the user asked to remember it)."""
+with an importance from 1 (trivia) to 5 (the user asked to remember it).
+Messages starting with "(in notes)" are already in the daily notes: summarize them, but leave them
+out of daily_notes."""
 
-ANSWER_SHAPE = """\
-Answer with one JSON object and nothing else:
-{"summary": "markdown, at most MAX_CHARS characters",
- "daily_notes": [{"date": "YYYY-MM-DD", "topics": [], "preferences": [], "decisions": [], "tasks": [],
+NOTES_INSTRUCTIONS = """\
+You keep the daily notes and long-term memory of a personal AI assistant. From the messages below,
+extract per calendar day (use the [YYYY-MM-DD] stamps): topics, user preferences, decisions, tasks,
+technical issues with their solutions, key insights. Also long-term facts worth remembering across
+conversations, tagged permanent, durable, ephemeral or correction (quote the corrected fact in
+"replaces"), with an importance from 1 (trivia) to 5 (the user asked to remember it).
+Keep identifiers verbatim. Never write secret values; say only that one exists and where it is set.
+Leave a list empty when there is nothing worth keeping."""
+
+_MEMORY_FIELDS = """\
+"daily_notes": [{"date": "YYYY-MM-DD", "topics": [], "preferences": [], "decisions": [], "tasks": [],
                   "technical_issues": [{"problem": "", "solution": ""}], "insights": []}],
  "facts": [{"text": "", "tag": "permanent|durable|ephemeral|correction", "importance": 3,
             "category": "preferences|decisions|configuration|solutions|people|projects|other",
-            "replaces": null}]}
-Write every text in LANGUAGE, the language the user writes in."""
+            "replaces": null}]"""
+
+
+def _answer_shape(language: str, max_chars: int | None) -> str:
+    summary = f'"summary": "markdown, at most {max_chars} characters",\n ' if max_chars else ""
+    name = LANGUAGE_NAMES.get(language, "the conversation's language")
+    return (f"Answer with one JSON object and nothing else:\n{{{summary}{_MEMORY_FIELDS}}}\n"
+            f"Write every text in {name}, the language the user writes in.")
 
 
 def system_prompt(language: str, max_chars: int, custom_instructions: str | None = None) -> str:
-    shape = ANSWER_SHAPE.replace("MAX_CHARS", str(max_chars)).replace(
-        "LANGUAGE", LANGUAGE_NAMES.get(language, "the conversation's language")
-    )
-    return f"{(custom_instructions or INSTRUCTIONS).strip()}\n\n{shape}"
+    return f"{(custom_instructions or INSTRUCTIONS).strip()}\n\n{_answer_shape(language, max_chars)}"
+
+
+def notes_system_prompt(language: str) -> str:
+    return f"{NOTES_INSTRUCTIONS}\n\n{_answer_shape(language, None)}"
 
 
 def user_prompt(
-    previous_summary: str,
+    previous_summary: str | None,
     entries: Sequence[Entry],
     part: int = 1,
     parts: int = 1,
     known_facts: Sequence[str] = (),
-    too_long: int | None = None,
 ) -> str:
+    """`previous_summary=None` asks for notes only, with no summary section."""
     sections = []
-    if previous_summary.strip():
+    if previous_summary is None:
+        pass
+    elif previous_summary.strip():
         sections.append(f"<previous_summary>\n{previous_summary.strip()}\n</previous_summary>")
     else:
         sections.append("<previous_summary>(none yet)</previous_summary>")
@@ -63,6 +81,4 @@ def user_prompt(
     where = f" part=\"{part} of {parts}\"" if parts > 1 else ""
     body = "\n".join(entry.text for entry in entries)
     sections.append(f"<messages{where}>\n{body}\n</messages>")
-    if too_long:
-        sections.append(f"Your last summary had {too_long} characters, over the limit: write a shorter one.")
     return "\n\n".join(sections)

@@ -1,0 +1,52 @@
+"""The daily run: flag every session with recent messages so its next job also notes the kept tail."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from arq.connections import ArqRedis
+
+from nanobot_hooks.contract import SummarizeRequest, daily_flag_key, is_internal_session, session_from_job_id
+from nanobot_hooks.queue import enqueue_summary
+from worker.jobs import Deps
+from worker.sessions import list_session_keys, session_path
+
+log = logging.getLogger("worker.cron")
+# A session untouched for this long has nothing new to note; its file is not even read.
+RECENT_SECONDS = 3 * 24 * 3600
+
+
+async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str] | None = None) -> list[str]:
+    """Flag and enqueue; a session whose job is running gets its notes from the next job (after_job_end)."""
+    if keys is None:
+        cutoff = time.time() - RECENT_SECONDS
+        keys = [k for k in list_session_keys(deps.sessions_dir)
+                if not is_internal_session(k) and session_path(deps.sessions_dir, k).stat().st_mtime >= cutoff]
+    for key in keys:
+        # NX: an older pending flag reaches further back, keep it.
+        await redis.set(daily_flag_key(key), since, nx=True)
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))
+    return keys
+
+
+async def daily_summaries(ctx: dict[str, Any]) -> int:
+    """arq cron: only enqueues, so it stays short (a long cron timeout would slow every crash recovery)."""
+    deps: Deps = ctx["deps"]
+    if not deps.settings.auto_summary:
+        return 0
+    # Yesterday too: a run missed while the worker was down is caught up by the next one.
+    since = (datetime.now(deps.tz) - timedelta(days=1)).strftime("%Y-%m-%d")
+    keys = await flag_sessions(deps, ctx["redis"], since)
+    log.info("daily run: %d sessions flagged for notes since %s", len(keys), since)
+    return len(keys)
+
+
+async def requeue_flagged(ctx: dict[str, Any]) -> None:
+    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free."""
+    key = session_from_job_id(str(ctx.get("job_id", "")))
+    redis: ArqRedis = ctx["redis"]
+    if key is not None and await redis.exists(daily_flag_key(key)):
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))
