@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from arq import Retry
 from arq.connections import ArqRedis
+from filelock import Timeout
 
 from nanobot_hooks.contract import (
     METADATA_KEY,
@@ -101,8 +102,11 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             log.warning("summary of %s failed (try %d): %s; retrying", req.session_key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), retry_after)) from None
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=f"gave up after {job_try} tries: {exc}")
-    except (SummaryFailed, PermanentLLMError, SessionNotFound, SessionKeyError, NanobotConfigError) as exc:
+    except (SummaryFailed, PermanentLLMError, SessionNotFound, SessionKeyError, NanobotConfigError, OSError) as exc:
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=str(exc))
+    except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
+        log.exception("summary of %s crashed", req.session_key)
+        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=f"internal error: {exc!r}")
     log.info("%s %s: %s", outcome.status, req.session_key, outcome.detail)
     await save_outcome(redis, outcome)
     return outcome.model_dump(mode="json")
@@ -176,8 +180,12 @@ async def summarize_part(
     if deps.memory is not None:
         detail += "; " + await deps.memory.write(key, record.notes, record.facts, language)
     await store_record(redis, record)
-    write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
-                         {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})})
+    try:
+        write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
+                             {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})})
+    except (OSError, Timeout) as exc:
+        # Redis holds the record nanobot applies; the copy in line 1 is for people reading the file.
+        log.warning("%s: record not written to the session file: %s", key, exc)
     outcome = JobOutcome(session_key=key, status="summarized", detail=detail, boundary=cut.boundary,
                          tokens_before=tokens_before, tokens_after=tokens_after)
     return outcome, {e.index for e in entries}
