@@ -16,6 +16,7 @@ from nanobot_hooks.settings import Settings, SettingsError, load_settings
 from worker.connections import answers, redis_settings, start_embedded
 from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
+from worker.memory import MemoryFiles
 from worker.nanobot_config import NanobotConfig, NanobotConfigError, resolve_model
 from worker.tokens import best_counter
 
@@ -33,8 +34,10 @@ def build_deps(settings: Settings) -> Deps:
             instructions = settings.summary_prompt_file.expanduser().read_text(encoding="utf-8")
         except OSError as exc:
             raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
+    tz = notes_timezone(settings, nanobot)
+    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts)
     return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback,
-                counter=best_counter(), tz=notes_timezone(settings, nanobot), instructions=instructions)
+                counter=best_counter(), tz=tz, instructions=instructions, memory=memory)
 
 
 def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:

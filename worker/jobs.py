@@ -56,7 +56,8 @@ class Memory(Protocol):
 
     def known_facts(self) -> list[str]: ...
 
-    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str: ...
+    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> object:
+        """Returns what it did; its str() goes into the job's outcome."""
 
 
 @dataclass
@@ -178,7 +179,7 @@ async def summarize_part(
     detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
     # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
     if deps.memory is not None:
-        detail += "; " + await deps.memory.write(key, record.notes, record.facts, language)
+        detail += f"; {await deps.memory.write(key, record.notes, record.facts, language)}"
     await store_record(redis, record)
     try:
         write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,

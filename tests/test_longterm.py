@@ -1,0 +1,371 @@
+"""MEMORY.md: the managed part, dedup against the whole file, corrections in place, the cap, atomic writes."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord
+from worker import longterm
+from worker.longterm import BEGIN, END, apply, known_facts, locate, write_facts
+from worker.memory import MemoryFiles
+
+TODAY = "2026-11-20"
+FACT_LINE = re.compile(r"^- (.*?) <!-- i(\d) (\d{4}-\d{2}-\d{2}) -->$", re.MULTILINE)
+
+
+def facts_in(text: str) -> list[str]:
+    return [m.group(1) for m in FACT_LINE.finditer(text)]
+
+
+def write(path: Path, facts: list[Fact], language: str = "en", today: str = TODAY, max_facts: int = 300):
+    return write_facts(path, facts, language, today, max_facts)
+
+
+def test_a_missing_file_is_created_with_just_the_managed_part(tmp_path: Path) -> None:
+    path = tmp_path / "memory" / "MEMORY.md"
+    stats = write(path, [Fact(text="The user's name is Ada", tag="permanent", category="people")])
+    text = path.read_text(encoding="utf-8")
+    assert stats.added == 1
+    assert text.startswith(BEGIN) and text.endswith(END + "\n")
+    assert "### People\n- The user's name is Ada <!-- i3 2026-11-20 -->\n" in text
+
+
+def test_nothing_to_add_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    stats = write(path, [Fact(text="it rains", tag="ephemeral"), Fact(text="trivia", importance=1)])
+    assert stats.skipped == 2 and not path.exists()
+
+
+@pytest.mark.parametrize("user_text", [
+    "# Long-term Memory\n\n## Preferences\n\n(User preferences learned over time)\n",
+    "no newline at the end",
+    "ends with a blank line\n\n",
+])
+def test_without_markers_the_part_is_appended_after_every_existing_byte(tmp_path: Path, user_text: str) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_bytes(user_text.encode())
+    write(path, [Fact(text="Deploys run from the ci branch", category="decisions")])
+    data = path.read_bytes()
+    assert data.startswith(user_text.encode())
+    rest = data[len(user_text.encode()):].decode()
+    assert rest.lstrip("\n").startswith(BEGIN) and rest.endswith(END + "\n")
+    assert "\n\n" + BEGIN in data.decode(), "a blank line separates the user's text from the part"
+
+
+def test_the_same_write_twice_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    facts = [Fact(text="The user prefers short answers", category="preferences", importance=4),
+             Fact(text="Gateway runs on port 18790", category="configuration"),
+             Fact(text="Fixed the Hugo build by pinning 0.139", category="solutions"),
+             Fact(text="Ada now prefers long answers", tag="correction", replaces="The user prefers short answers")]
+    write(path, facts)
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    stats = write(path, facts, today="2026-11-21")
+    assert (stats.added, stats.replaced) == (0, 0)
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, "not even rewritten"
+
+
+@pytest.mark.parametrize("variant", [
+    "user prefers python 3.12, NOT java",
+    "Ｕｓｅｒ ｐｒｅｆｅｒｓ Ｐｙｔｈｏｎ ３．１２，ｎｏｔ Ｊａｖａ．",
+    "User prefers Python 3.12 — not Java!",
+    "  User prefers\tPython 3.12, not Java  ",
+])
+def test_a_fact_differing_only_by_punctuation_width_or_case_is_not_added_twice(tmp_path: Path, variant: str) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="User prefers Python 3.12, not Java.", category="preferences")])
+    stats = write(path, [Fact(text=variant, category="preferences")])
+    assert stats.added == 0 and stats.skipped == 1
+    assert len(facts_in(path.read_text(encoding="utf-8"))) == 1
+
+
+def test_chinese_punctuation_and_width_variants_are_one_fact(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="用户偏好：Python，不用 Java。", category="preferences")], language="zh")
+    stats = write(path, [Fact(text="用户偏好:Python,不用Java.", category="preferences"),
+                         Fact(text="用户偏好：Ｐｙｔｈｏｎ，不用Ｊａｖａ", category="preferences")], language="zh")
+    assert stats.added == 0
+    assert facts_in(path.read_text(encoding="utf-8")) == ["用户偏好：Python，不用 Java。"]
+
+
+def test_near_duplicates_are_skipped_but_different_numbers_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="The gateway listens on port 18790", category="configuration")])
+    stats = write(path, [Fact(text="The gateway listens on port 18790 by default"),
+                         Fact(text="The gateway listens on port 18791")])
+    assert (stats.added, stats.skipped) == (1, 1)
+    assert facts_in(path.read_text(encoding="utf-8")) == ["The gateway listens on port 18790",
+                                                          "The gateway listens on port 18791"]
+
+
+def test_duplicates_of_user_lines_outside_the_part_are_not_added(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text("# Long-term Memory\n\n## Preferences\n- Prefers dark mode in every editor.\n", encoding="utf-8")
+    stats = write(path, [Fact(text="prefers dark mode in every editor", category="preferences"),
+                         Fact(text="Prefers tabs over spaces", category="preferences")])
+    assert (stats.added, stats.skipped) == (1, 1)
+    assert facts_in(path.read_text(encoding="utf-8")) == ["Prefers tabs over spaces"]
+
+
+def test_a_correction_replaces_the_old_fact_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="Lives in Berlin", category="people"),
+                 Fact(text="Prefers tea over coffee", category="preferences"),
+                 Fact(text="Uses Neovim with LazyVim", category="preferences")], today="2026-11-01")
+    stats = write(path, [Fact(text="Prefers coffee over tea since November", tag="correction",
+                              replaces="prefers tea over coffee.")])
+    text = path.read_text(encoding="utf-8")
+    assert stats.replaced == 1 and stats.added == 0
+    assert "Prefers tea over coffee" not in text
+    assert facts_in(text) == ["Prefers coffee over tea since November", "Uses Neovim with LazyVim", "Lives in Berlin"]
+    assert "- Prefers coffee over tea since November <!-- i3 2026-11-20 -->" in text
+
+
+def test_a_correction_without_a_usable_quote_finds_its_fact_by_its_own_text(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="用户喜欢咖啡", category="preferences"), Fact(text="用户住在上海", category="people")],
+          language="zh")
+    stats = write(path, [Fact(text="用户不喜欢咖啡", tag="correction", replaces=None)], language="zh")
+    assert stats.replaced == 1
+    assert facts_in(path.read_text(encoding="utf-8")) == ["用户不喜欢咖啡", "用户住在上海"]
+
+
+def test_a_correction_with_nothing_to_correct_is_added(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="Lives in Berlin", category="people")])
+    stats = write(path, [Fact(text="Works at a bakery in Lisbon", tag="correction", replaces="Works at a bank")])
+    assert (stats.replaced, stats.added) == (0, 1)
+
+
+def test_ephemeral_and_unimportant_facts_stay_out(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    stats = write(path, [Fact(text="Remember: the build is red today", tag="ephemeral", importance=5),
+                         Fact(text="The cat is grey", importance=2),
+                         Fact(text="Proxy is configured in ~/.npmrc", importance=2)])
+    assert (stats.added, stats.skipped) == (1, 2)
+    assert facts_in(path.read_text(encoding="utf-8")) == ["Proxy is configured in ~/.npmrc"]
+
+
+def test_headings_are_stable_and_in_the_files_language(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="用户喜欢简洁的回答", category="preferences")], language="zh")
+    write(path, [Fact(text="Gateway port is 18790", category="configuration")], language="en")
+    text = path.read_text(encoding="utf-8")
+    assert "## 对话中记住的信息" in text and "### 偏好" in text and "### 配置" in text
+    assert "Preferences" not in text and "Configuration" not in text
+    assert text.index("### 偏好") < text.index("### 配置")
+
+
+def test_the_cap_holds_with_ten_thousand_candidates(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    candidates = [Fact(text=f"candidate fact number {i} about topic {i * 7919 % 10007}",
+                       importance=i % 5 + 1, category="projects") for i in range(10_000)]
+    stats = write(path, candidates, max_facts=300)
+    text = path.read_text(encoding="utf-8")
+    levels = [int(m.group(2)) for m in FACT_LINE.finditer(text)]
+    assert len(levels) == 300 and stats.added == 300
+    assert set(levels) == {5}, "only the most important survive"
+    assert stats.added + stats.skipped == 10_000
+
+
+def test_when_full_the_least_important_and_oldest_go_first(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="old but vital: blood type is A+", importance=5, category="people")], today="2026-01-01")
+    write(path, [Fact(text="old and plain: likes green tea", importance=3)], today="2026-01-02")
+    write(path, [Fact(text="newer and plain: uses a standing desk", importance=3)], today="2026-06-01")
+    stats = write(path, [Fact(text="new and notable: moved to Lisbon", importance=4, category="people")], max_facts=3)
+    assert (stats.added, stats.evicted) == (1, 1)
+    kept = facts_in(path.read_text(encoding="utf-8"))
+    assert "old and plain: likes green tea" not in kept
+    assert len(kept) == 3 and "old but vital: blood type is A+" in kept
+    # Among equals the newer stays.
+    stats = write(path, [Fact(text="a plain new fact", importance=3)], max_facts=3)
+    assert (stats.added, stats.evicted) == (1, 1)
+    assert "newer and plain: uses a standing desk" not in facts_in(path.read_text(encoding="utf-8"))
+
+
+def test_a_candidate_below_everything_in_a_full_file_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="blood type is A+", importance=5), Fact(text="allergic to peanuts", importance=5)])
+    before = path.read_bytes()
+    stats = write(path, [Fact(text="moved to Lisbon", importance=4)], max_facts=2)
+    assert (stats.added, stats.skipped, stats.evicted) == (0, 1, 0)
+    assert path.read_bytes() == before
+
+
+_USER_BYTES = st.binary(max_size=300).filter(lambda b: b"nanobot-summary" not in b)
+
+
+def _outside(data: bytes) -> tuple[bytes, bytes]:
+    text = data.decode("utf-8", errors="surrogateescape")
+    span = locate(text)
+    assert span is not None
+    return (text[:span[0]].encode("utf-8", errors="surrogateescape"),
+            text[span[1]:].encode("utf-8", errors="surrogateescape"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=_USER_BYTES, after=_USER_BYTES, fact=st.text(min_size=1, max_size=80))
+def test_user_bytes_outside_the_part_survive_byte_for_byte(before: bytes, after: bytes, fact: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "MEMORY.md"
+        path.write_bytes(before)
+        write(path, [Fact(text="Seed fact: the user's name is Ada", tag="permanent")])
+        assert path.read_bytes().startswith(before)
+        path.write_bytes(path.read_bytes() + b"\n" + after)  # the user writes below our part as well
+        outside = _outside(path.read_bytes())
+        write(path, [Fact(text=fact, importance=5), Fact(text="Ada prefers rust", tag="correction",
+                                                         replaces="Seed fact: the user's name is Ada")])
+        data = path.read_bytes()
+        assert _outside(data) == outside
+        assert data.startswith(before) and data.endswith(b"\n" + after)
+        assert "Ada prefers rust" in data.decode("utf-8", errors="replace")
+
+
+def test_edits_inside_the_part_are_kept_as_facts(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="Lives in Berlin", category="people"), Fact(text="Prefers tea", category="preferences")])
+    text = path.read_text(encoding="utf-8")
+    # Someone (the user, nanobot's Dream) deletes one fact and adds another by hand.
+    text = text.replace("- Prefers tea <!-- i3 2026-11-20 -->\n", "- Speaks Portuguese\n")
+    path.write_text(text, encoding="utf-8")
+    write(path, [Fact(text="Owns a Raspberry Pi 5", category="projects")], today="2026-11-22")
+    kept = path.read_text(encoding="utf-8")
+    assert "Prefers tea" not in kept
+    assert "- Speaks Portuguese <!-- i3 2026-11-22 -->" in kept
+    assert "- Owns a Raspberry Pi 5 <!-- i3 2026-11-22 -->" in kept
+
+
+def test_an_orphan_begin_marker_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    user = f"# Notes\n{BEGIN} pasted by hand -->\nmy line\n"
+    path.write_text(user, encoding="utf-8")
+    write(path, [Fact(text="Lives in Berlin", category="people")])
+    assert path.read_text(encoding="utf-8").startswith(user)
+    write(path, [Fact(text="Prefers tea", category="preferences")])
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(user) and text.count(END) == 1
+    assert facts_in(text) == ["Prefers tea", "Lives in Berlin"]
+
+
+def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text("# Memory\n- my own line\n", encoding="utf-8")
+    real = longterm._write_temp
+    calls: list[int] = []
+
+    def edit_then_write(target: Path, data: bytes) -> Path:
+        # Plays nanobot's Dream: it writes the file in place and takes no lock.
+        if not calls:
+            with target.open("a", encoding="utf-8") as handle:
+                handle.write("- a line Dream wrote meanwhile\n")
+        calls.append(1)
+        return real(target, data)
+
+    monkeypatch.setattr(longterm, "_write_temp", edit_then_write)
+    stats = write(path, [Fact(text="Lives in Berlin", category="people")])
+    text = path.read_text(encoding="utf-8")
+    assert len(calls) == 2, "the first attempt saw the change and merged again"
+    assert stats.added == 1
+    assert text.startswith("# Memory\n- my own line\n- a line Dream wrote meanwhile\n")
+    assert "- Lives in Berlin <!-- i3" in text
+    assert not list(tmp_path.glob(".MEMORY.md.*.tmp")), "no temp file is left behind"
+
+
+def test_known_facts_lists_ours_by_importance_then_the_users_bullets(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    assert known_facts(path) == []
+    path.write_text("# Memory\n(placeholder)\n- Speaks Portuguese\n", encoding="utf-8")
+    write(path, [Fact(text="Lives in Berlin", category="people", importance=3),
+                 Fact(text="Remember: allergic to peanuts", category="people", importance=5)])
+    assert known_facts(path) == ["Remember: allergic to peanuts", "Lives in Berlin", "Speaks Portuguese"]
+    assert known_facts(path, limit=1) == ["Remember: allergic to peanuts"]
+
+
+def test_apply_is_pure_and_touches_only_the_part() -> None:
+    text = "intro\n\n" + apply("", [Fact(text="Lives in Berlin")], "en", TODAY, 10)[0] + "outro\n"
+    new, stats = apply(text, [Fact(text="Prefers tea", category="preferences")], "en", TODAY, 10)
+    assert stats.added == 1 and new.startswith("intro\n\n") and new.endswith(END + "\noutro\n")
+
+
+KINDS = ("worker {n} round {i} likes green tea", "project {n}-{i} deploys through the staging cluster")
+
+
+def _worker_process(workspace: str, number: int, rounds: int, ready: Any) -> None:
+    memory = MemoryFiles(Path(workspace), "UTC", max_facts=10_000)
+    ready.wait()  # every process imported and ready: they start writing together
+    for i in range(rounds):
+        note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T{number:02d}:{i:02d}:00",
+                          last_timestamp=f"{TODAY}T{number:02d}:{i:02d}:30", topics=[f"topic w{number} r{i}"])
+        facts = [Fact(text=text.format(n=number, i=i), importance=4) for text in KINDS]
+        record = SummaryRecord(session_key=f"cli:w{number}", summary="s", start=0, boundary=2, boundary_timestamp=None,
+                               messages_before=2, messages_after=1, tokens_before=10, tokens_after=5,
+                               notes=[note], facts=facts)
+        memory.write_now(record.session_key, record.notes, record.facts, record.language)
+
+
+def test_worker_processes_on_one_day_file_and_memory_lose_nothing(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers, rounds = 4, 25
+    ready = context.Barrier(workers)
+    processes = [context.Process(target=_worker_process, args=(str(tmp_path), n, rounds, ready))
+                 for n in range(workers)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    day = (tmp_path / "memory" / f"{TODAY}.md").read_text(encoding="utf-8")
+    memory = (tmp_path / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+    assert day.count("<!-- nanobot-summary:notes") == workers * rounds
+    assert day.count(f"# {TODAY}\n") == 1
+    facts = facts_in(memory)
+    for n in range(workers):
+        for i in range(rounds):
+            assert day.count(f"- topic w{n} r{i}\n") == 1
+            for text in KINDS:
+                assert facts.count(text.format(n=n, i=i)) == 1
+    assert len(facts) == workers * rounds * 2
+
+
+def test_a_file_converted_to_crlf_keeps_one_part_and_its_line_ends_outside(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_bytes(b"# Memory\r\n- my line\r\n")
+    write(path, [Fact(text="Lives in Berlin", category="people")])
+    path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    write(path, [Fact(text="Prefers tea", category="preferences")])
+    data = path.read_bytes()
+    assert data.startswith(b"# Memory\r\n- my line\r\n") and data.endswith(END.encode() + b"\r\n")
+    assert data.count(BEGIN.encode()) == 1
+    assert facts_in(data.decode().replace("\r\n", "\n")) == ["Prefers tea", "Lives in Berlin"]
+
+
+async def test_concurrent_jobs_in_one_worker_process_lose_nothing(tmp_path: Path) -> None:
+    # arq runs up to max_jobs at once in one process: each write runs in its own thread.
+    memory = MemoryFiles(tmp_path, "UTC", max_facts=10_000)
+
+    def job(number: int) -> SummaryRecord:
+        note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T10:{number:02d}:00",
+                          last_timestamp=f"{TODAY}T10:{number:02d}:30", topics=[f"topic of job {number}"])
+        facts = [Fact(text=text.format(n=number, i=number), importance=4) for text in KINDS]
+        return SummaryRecord(session_key=f"cli:j{number}", summary="s", start=0, boundary=2, boundary_timestamp=None,
+                             messages_before=2, messages_after=1, tokens_before=10, tokens_after=5,
+                             notes=[note], facts=facts)
+
+    results = await asyncio.gather(*(memory.write_record(job(n)) for n in range(20)))
+    assert all(r.notes_sections == 1 and r.facts_added == 2 for r in results)
+    day = (tmp_path / "memory" / f"{TODAY}.md").read_text(encoding="utf-8")
+    facts = facts_in(memory.memory_path.read_text(encoding="utf-8"))
+    assert all(day.count(f"- topic of job {n}\n") == 1 for n in range(20))
+    assert len(facts) == 40 and len(set(facts)) == 40

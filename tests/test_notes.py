@@ -1,0 +1,198 @@
+"""Daily notes: dated files, one section per session and span, append-only, idempotent, in the user's language."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord, TechnicalIssue
+from worker.memory import MemoryFiles
+from worker.notes import HEADINGS, append_notes, note_date, noted_through, spans
+
+UTC = ZoneInfo("UTC")
+KEY = "telegram:42"
+
+
+def record(notes: list[DailyNotes], language: str = "en", key: str = KEY,
+           facts: list[Fact] | None = None) -> SummaryRecord:
+    return SummaryRecord(session_key=key, summary="s", start=0, boundary=10, boundary_timestamp=None,
+                         messages_before=10, messages_after=1, tokens_before=100, tokens_after=10,
+                         language=language, notes=notes, facts=facts or [])
+
+
+def late_evening() -> DailyNotes:
+    return DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T23:40:00",
+                      last_timestamp="2026-11-20T23:58:00", topics=["moving the blog to Hugo"],
+                      decisions=["keep the old URLs"], tasks=["export the posts"],
+                      technical_issues=[TechnicalIssue(problem="theme build failed", solution="pin Hugo 0.139")])
+
+
+def after_midnight() -> DailyNotes:
+    return DailyNotes(date="2026-11-21", first_timestamp="2026-11-21T00:02:00",
+                      last_timestamp="2026-11-21T00:20:00", topics=["RSS feed"], insights=["feeds need absolute URLs"])
+
+
+def memory_bytes(workspace: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((workspace / "memory").glob("*.md"))}
+
+
+async def test_a_conversation_across_midnight_lands_in_two_files(tmp_path: Path) -> None:
+    memory = MemoryFiles(tmp_path, "UTC")
+    result = await memory.write_record(record([late_evening(), after_midnight()]))
+    assert result.notes_sections == 2
+    first = (tmp_path / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+    second = (tmp_path / "memory" / "2026-11-21.md").read_text(encoding="utf-8")
+    assert first.startswith("# 2026-11-20\n") and second.startswith("# 2026-11-21\n")
+    assert "moving the blog to Hugo" in first and "RSS feed" not in first
+    assert "RSS feed" in second and "Hugo" not in second
+    assert "- theme build failed → pin Hugo 0.139" in first
+    assert f"## {KEY} · 23:40–23:58" in first and f"## {KEY} · 00:02–00:20" in second
+    [span] = spans(second)
+    assert (span.session, span.first, span.last) == (KEY, "2026-11-21T00:02:00", "2026-11-21T00:20:00")
+
+
+FACTS = [Fact(text="The blog is built with Hugo 0.139", category="projects", importance=4),
+         Fact(text="Prefers absolute URLs in feeds", category="preferences"),
+         Fact(text="The blog now lives on Netlify", tag="correction", replaces="The blog lives on GitHub Pages")]
+
+
+async def test_the_same_write_twice_changes_nothing(tmp_path: Path) -> None:
+    memory = MemoryFiles(tmp_path, "UTC")
+    first = await memory.write_record(record([late_evening(), after_midnight()], facts=FACTS))
+    assert (first.notes_sections, first.facts_added) == (2, 3)
+    before = memory_bytes(tmp_path)
+    assert set(before) == {"2026-11-20.md", "2026-11-21.md", "MEMORY.md"}
+    again = await memory.write_record(record([late_evening(), after_midnight()], facts=FACTS))
+    assert (again.notes_sections, again.facts_added, again.facts_replaced) == (0, 0, 0)
+    assert memory_bytes(tmp_path) == before
+    # arq is at-least-once: a re-run's model may word things differently; the span decides.
+    reworded = after_midnight().model_copy(update={"topics": ["the RSS feed, reworded"]})
+    result = await memory.write_record(record([late_evening(), reworded]))
+    assert result.notes_sections == 0
+    assert memory_bytes(tmp_path) == before
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.binary(max_size=200))
+def test_appending_never_changes_a_byte_already_in_the_day_file(existing: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "2026-11-20.md"
+        path.write_bytes(existing)
+        append_notes(Path(folder), KEY, [late_evening()], "en", UTC)
+        data = path.read_bytes()
+        assert data.startswith(existing) and b"moving the blog to Hugo" in data
+
+
+def test_empty_parts_are_left_out(tmp_path: Path) -> None:
+    note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T09:00:00",
+                      last_timestamp="2026-11-20T09:10:00", decisions=["ship on Friday"])
+    append_notes(tmp_path, KEY, [note], "en", UTC)
+    text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "### Decisions\n- ship on Friday\n" in text
+    for part, heading in HEADINGS["en"].items():
+        if part != "decisions":
+            assert heading not in text
+
+
+@pytest.mark.parametrize("language", ["zh", "ja", "ko"])
+def test_notes_get_headings_in_the_conversation_language(tmp_path: Path, language: str) -> None:
+    note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T09:00:00", last_timestamp="2026-11-20T09:30:00",
+                      topics=["部署脚本"], preferences=["喜欢简洁的回答"], decisions=["周五上线"], tasks=["写迁移脚本"],
+                      technical_issues=[TechnicalIssue(problem="登录失败", solution="清除缓存")], insights=["先测后发"])
+    append_notes(tmp_path, KEY, [note], language, UTC)
+    text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
+    for heading in HEADINGS[language].values():
+        assert f"### {heading}\n" in text
+    for heading in HEADINGS["en"].values():
+        assert heading not in text
+
+
+async def test_a_chinese_conversation_gets_chinese_notes(tmp_path: Path) -> None:
+    memory = MemoryFiles(tmp_path, "Asia/Shanghai")
+    note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T20:00:00", last_timestamp="2026-11-20T20:30:00",
+                      topics=["博客迁移到 Hugo"],
+                      technical_issues=[TechnicalIssue(problem="主题构建失败", solution="固定 Hugo 版本")])
+    await memory.write_record(record([note], language="zh"))
+    text = (tmp_path / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "### 主要话题\n- 博客迁移到 Hugo\n" in text
+    assert "### 技术问题与解决方案\n- 主题构建失败 → 固定 Hugo 版本\n" in text
+    assert "Topics" not in text
+
+
+def test_items_already_noted_for_the_session_that_day_are_not_repeated(tmp_path: Path) -> None:
+    first = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T09:00:00", last_timestamp="2026-11-20T09:30:00",
+                       topics=["moving the blog to Hugo"], tasks=["export the posts"])
+    later = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T09:00:00", last_timestamp="2026-11-20T10:15:00",
+                       topics=["Moving the blog to Hugo.", "comments with giscus"], tasks=["export the posts"])
+    assert append_notes(tmp_path, KEY, [first], "en", UTC) == 1
+    assert append_notes(tmp_path, KEY, [later], "en", UTC) == 1
+    text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
+    assert text.lower().count("moving the blog to hugo") == 1
+    assert text.count("export the posts") == 1
+    assert text.count("comments with giscus") == 1
+    # Another session's identical item is its own note.
+    other = first.model_copy(update={"first_timestamp": "2026-11-20T11:00:00", "last_timestamp": "2026-11-20T11:05:00"})
+    append_notes(tmp_path, "cli:direct", [other], "en", UTC)
+    assert (tmp_path / "2026-11-20.md").read_text(encoding="utf-8").count("export the posts") == 2
+
+
+def test_a_new_span_with_nothing_new_leaves_only_its_marker(tmp_path: Path) -> None:
+    note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T09:00:00", last_timestamp="2026-11-20T09:30:00",
+                      topics=["moving the blog to Hugo"])
+    append_notes(tmp_path, KEY, [note], "en", UTC)
+    again = note.model_copy(update={"last_timestamp": "2026-11-20T09:45:00"})
+    assert append_notes(tmp_path, KEY, [again], "en", UTC) == 0
+    text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
+    assert text.count("moving the blog to Hugo") == 1 and text.count(f"## {KEY}") == 1
+    assert noted_through(tmp_path, KEY, "2026-11-20") == "2026-11-20T09:45:00"
+
+
+def test_noted_through(tmp_path: Path) -> None:
+    assert noted_through(tmp_path, KEY, "2026-11-20") is None
+    spans_of_day = [("2026-11-20T09:00:00", "2026-11-20T09:30:00"), ("2026-11-20T13:00:00", "2026-11-20T14:05:00"),
+                    ("2026-11-20T10:00:00", "2026-11-20T10:10:00")]
+    for number, (first, last) in enumerate(spans_of_day):
+        note = DailyNotes(date="2026-11-20", first_timestamp=first, last_timestamp=last, topics=[f"topic {number}"])
+        append_notes(tmp_path, KEY, [note], "en", UTC)
+    other = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T22:00:00", last_timestamp="2026-11-20T23:00:00",
+                       topics=["x"])
+    append_notes(tmp_path, "websocket:a b-->c", [other], "en", UTC)
+    assert noted_through(tmp_path, KEY, "2026-11-20") == "2026-11-20T14:05:00"
+    assert noted_through(tmp_path, "websocket:a b-->c", "2026-11-20") == "2026-11-20T23:00:00"
+    assert noted_through(tmp_path, KEY, "2026-11-21") is None
+    with pytest.raises(ValueError):
+        noted_through(tmp_path, KEY, "../MEMORY")
+
+
+def test_appends_never_change_earlier_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "2026-11-20.md"
+    user_bytes = b"# my own notes\n\xff\xfe not utf-8, and no newline at the end"
+    path.write_bytes(user_bytes)
+    append_notes(tmp_path, KEY, [late_evening().model_copy(update={"date": "2026-11-20"})], "en", UTC)
+    after_first = path.read_bytes()
+    assert after_first.startswith(user_bytes)
+    assert after_first[len(user_bytes):].startswith(b"\n\n<!-- nanobot-summary:notes")
+    append_notes(tmp_path, "cli:direct", [after_midnight().model_copy(update={"date": "2026-11-20"})], "en", UTC)
+    assert path.read_bytes().startswith(after_first)
+
+
+def test_a_bad_date_from_the_model_never_escapes_the_folder(tmp_path: Path) -> None:
+    note = DailyNotes(date="../../etc/passwd", first_timestamp="2026-11-20T09:00:00+00:00",
+                      last_timestamp="2026-11-20T09:05:00+00:00", topics=["x"])
+    assert note_date(note, ZoneInfo("Asia/Tokyo")) == "2026-11-20"
+    late = note.model_copy(update={"first_timestamp": "2026-11-20T20:00:00+00:00"})
+    assert note_date(late, ZoneInfo("Asia/Tokyo")) == "2026-11-21", "an aware stamp is dated in nanobot's timezone"
+    append_notes(tmp_path / "memory", KEY, [note], "en", ZoneInfo("Asia/Tokyo"))
+    assert sorted(p.name for p in (tmp_path / "memory").glob("*.md")) == ["2026-11-20.md"]
+
+
+def test_notes_without_timestamps_are_deduplicated_by_content(tmp_path: Path) -> None:
+    note = DailyNotes(date="2026-11-20", topics=["undated topic"])
+    assert append_notes(tmp_path, KEY, [note], "en", UTC) == 1
+    assert append_notes(tmp_path, KEY, [note], "en", UTC) == 0
+    assert (tmp_path / "2026-11-20.md").read_text(encoding="utf-8").count("undated topic") == 1

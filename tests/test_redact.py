@@ -1,0 +1,139 @@
+"""Secrets never reach a memory file: the redaction rules, and planted secrets through the real writers."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord, TechnicalIssue
+from worker.memory import MemoryFiles
+from worker.redact import MARK, one_line, redact
+
+API_KEY = "sk-proj-Q9x8W7v6U5t4S3r2P1o0NmLkJiHg"
+PASSWORD = "Tr0ub4dor&3x"
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACBQmZ3ZXJ0eXVpb3Bhc2RmZ2hqa2x6eGN2Ym5tMTIzNDU2Nzg5MA==\n"
+    "-----END OPENSSH PRIVATE KEY-----"
+)
+KEY_BODY = "QyNTUxOQAAACBQmZ3ZXJ0eXVpb3Bhc2RmZ2hqa2x6eGN2Ym5tMTIzNDU2Nzg5MA"
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    (f'providers: {{"deepseek": {{"apiKey": "{API_KEY}"}}}}', API_KEY),
+    (f"export OPENAI_API_KEY={API_KEY}", API_KEY),
+    ("AWS access key AKIAIOSFODNN7EXAMPLE in ~/.aws", "AKIAIOSFODNN7EXAMPLE"),
+    ("push with ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("slack bot xoxb-123456789012-abcdefghijklmnop", "xoxb-123456789012-abcdefghijklmnop"),
+    ("maps key AIzaSyA1234567890abcdefghijklmnopqrstu", "AIzaSyA1234567890abcdefghijklmnopqrstu"),
+    ("telegram bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
+    ("curl -H 'Authorization: Bearer abc123.def456.ghi789'", "abc123.def456.ghi789"),
+    ("session jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "dozjgNryP4J3jVmNHl0w5N"),
+    (f"password={PASSWORD} then restart", PASSWORD),
+    ("db password: letmein", "letmein"),
+    ("my password is hunter2.", "hunter2"),
+    ("webhook token 0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
+    ("client_secret = 'c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA='", "c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA="),
+    ("数据库密码是Abc12345，记得换", "Abc12345"),
+    ("密码：hunter2", "hunter2"),
+    ("服务的密钥 f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6", "f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6"),
+    ("パスワードは hunter2です", "hunter2"),
+    ("トークン: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+    ("비밀번호는 hunter2 입니다", "hunter2"),
+    ("postgres://admin:s3cr3t-pw@db.example.com:5432/app", "s3cr3t-pw"),
+    ("redis://:pw-9x7@localhost:6379/0", "pw-9x7"),
+    (PRIVATE_KEY + "\nused for the deploy box", KEY_BODY),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ==",  # unterminated
+     "MIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ"),
+])
+def test_secret_values_are_removed(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out
+    assert MARK in out or "[REDACTED PRIVATE KEY]" in out
+
+
+@pytest.mark.parametrize("text", [
+    "the DeepSeek API key is set in providers.deepseek.apiKey",
+    "DeepSeek API 密钥配置在 providers.deepseek.apiKey",
+    "APIキーは providers.openai.apiKey に設定",
+    "the password is stored in the vault",
+    "DB password is in $DB_PASSWORD",
+    "commit 3f2a9c1d0e8b7a6f5e4d3c2b1a0f9e8d7c6b5a49 fixed the login bug",
+    "session 550e8400-e29b-41d4-a716-446655440000 on https://example.com/a@b",
+    "the key to success is patience; token budget is 4000",
+    "run ./deploy.sh --env prod on port 8080",
+])
+def test_where_a_secret_lives_and_plain_identifiers_survive(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_connection_string_keeps_scheme_user_and_host() -> None:
+    out = redact("DATABASE_URL=postgresql://app_user:s3cr3t@db.internal:5432/prod")
+    assert out == f"DATABASE_URL=postgresql://app_user:{MARK}@db.internal:5432/prod"
+
+
+def test_quotes_and_sentence_punctuation_stay_around_the_marker() -> None:
+    assert redact('"password": "p@ss w0rd"') == f'"password": "{MARK}"'
+    assert redact("password=abc123, then run it") == f"password={MARK}, then run it"
+
+
+@given(st.text())
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact(text)
+    assert redact(once) == once
+
+
+_TOKEN = st.text(string.ascii_letters + string.digits, min_size=24, max_size=48)
+_WORDS = st.text(string.ascii_letters + " ,.\n中文", max_size=40)
+
+
+@given(_WORDS, _TOKEN, _WORDS)
+def test_a_planted_api_key_never_survives(before: str, token: str, after: str) -> None:
+    assert token not in redact(f"{before} sk-{token} {after}")
+
+
+@given(_WORDS, st.text(string.ascii_letters + string.digits + "#%&+-/=@^_|~", min_size=1, max_size=30), _WORDS)
+def test_a_planted_password_assignment_never_survives(before: str, value: str, after: str) -> None:
+    out = redact(f"{before} password={value} {after}")
+    assert f"password={value}" not in out
+    assert f"password={MARK}" in out
+
+
+def test_one_line_is_a_single_safe_bullet() -> None:
+    out = one_line(f"line one\n  line two <!-- comment --> {API_KEY}\ud800")
+    assert out == f"line one line two comment {MARK}"
+
+
+async def test_planted_secrets_appear_in_no_memory_file(tmp_path: Path) -> None:
+    memory = MemoryFiles(tmp_path, "UTC", max_facts=50)
+    record = SummaryRecord(
+        session_key="telegram:42", summary="s", start=0, boundary=4, boundary_timestamp=None, messages_before=4,
+        messages_after=1, tokens_before=100, tokens_after=10, language="en",
+        notes=[DailyNotes(
+            date="2026-11-20", first_timestamp="2026-11-20T10:00:00", last_timestamp="2026-11-20T10:30:00",
+            topics=[f"set up the DeepSeek key {API_KEY}"],
+            decisions=[f"use password={PASSWORD} for the staging db"],
+            technical_issues=[TechnicalIssue(problem="ssh login failed", solution=f"installed key\n{PRIVATE_KEY}")],
+        )],
+        facts=[
+            Fact(text=f"The DeepSeek API key is set in providers.deepseek.apiKey (value {API_KEY})",
+                 importance=4, category="configuration"),
+            Fact(text=f"Staging database password: {PASSWORD}", importance=4, category="configuration"),
+            Fact(text=f"Deploy key for the build box: {PRIVATE_KEY}", importance=4, category="configuration"),
+        ],
+    )
+    result = await memory.write_record(record)
+    assert result.notes_sections == 1 and result.facts_added == 3
+    files = [p for p in (tmp_path / "memory").rglob("*") if p.is_file()]
+    assert {p.name for p in files} >= {"2026-11-20.md", "MEMORY.md"}
+    for path in files:
+        data = path.read_bytes()
+        for secret in (API_KEY, PASSWORD, KEY_BODY, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"):
+            assert secret.encode() not in data, f"{secret[:12]}... leaked into {path.name}"
+    memory_text = memory.memory_path.read_text(encoding="utf-8")
+    assert "providers.deepseek.apiKey" in memory_text, "where the key is configured is kept"

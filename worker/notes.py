@@ -1,0 +1,232 @@
+"""Daily notes: one section per session and covered span, appended to memory/YYYY-MM-DD.md, idempotently."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from datetime import date as Date
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import quote, unquote
+from zoneinfo import ZoneInfo
+
+from filelock import FileLock
+
+from nanobot_hooks.contract import DailyNotes
+from worker.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.redact import one_line
+
+PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
+
+HEADINGS: dict[str, dict[str, str]] = {
+    "en": {"topics": "Topics", "preferences": "User preferences", "decisions": "Decisions", "tasks": "Tasks",
+           "technical_issues": "Technical issues and solutions", "insights": "Key insights"},
+    "zh": {"topics": "主要话题", "preferences": "用户偏好", "decisions": "重要决定", "tasks": "待办事项",
+           "technical_issues": "技术问题与解决方案", "insights": "关键洞察"},
+    "ja": {"topics": "話題", "preferences": "ユーザーの好み", "decisions": "決定事項", "tasks": "タスク",
+           "technical_issues": "技術的な問題と解決策", "insights": "重要な気づき"},
+    "ko": {"topics": "주제", "preferences": "사용자 선호", "decisions": "결정 사항", "tasks": "할 일",
+           "technical_issues": "기술 문제와 해결책", "insights": "핵심 인사이트"},
+}
+
+LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
+LOCK_TIMEOUT = 120.0
+_MARKER = re.compile(
+    r"^<!-- nanobot-summary:notes session=(?P<session>\S+) first=(?P<first>\S+) last=(?P<last>\S+)"
+    r" digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
+    re.MULTILINE,
+)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
+_SAFE = ":@+._~/"
+
+
+@dataclass(frozen=True)
+class Span:
+    """What a section's hidden marker records: whose messages, from when to when."""
+
+    session: str
+    first: str | None
+    last: str | None
+    digest: str
+
+    def same(self, other: Span) -> bool:
+        """The same covered span; without timestamps, the same content."""
+        if self.session != other.session:
+            return False
+        if self.first or self.last:
+            return (self.first, self.last) == (other.first, other.last)
+        return self.digest == other.digest
+
+    def marker(self) -> str:
+        def field(value: str | None) -> str:
+            return quote(value, safe=_SAFE) if value else "-"
+        return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
+                f" last={field(self.last)} digest={self.digest} -->")
+
+
+def clean(item: str) -> str:
+    """One redacted line of text: notes are bullets, so a newline in an item would break the list."""
+    text = one_line(item)
+    match = _BULLET.match(text)
+    return match.group(1).strip() if match else text
+
+
+def note_items(note: DailyNotes) -> dict[str, list[str]]:
+    items: dict[str, list[str]] = {}
+    for part in PARTS:
+        values = getattr(note, part)
+        if part == "technical_issues":
+            lines = [f"{clean(v.problem)} → {clean(v.solution)}" if clean(v.solution) else clean(v.problem)
+                     for v in values]
+        else:
+            lines = [clean(v) for v in values]
+        items[part] = [line for line in lines if line]
+    return items
+
+
+def digest(items: dict[str, list[str]]) -> str:
+    joined = "\n".join(f"{part}:{normalize(line)}" for part in PARTS for line in items.get(part, []))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:12]
+
+
+def spans(text: str) -> list[Span]:
+    def value(raw: str) -> str | None:
+        return None if raw == "-" else unquote(raw)
+    return [Span(value(m["session"]) or "", value(m["first"]), value(m["last"]), m["digest"])
+            for m in _MARKER.finditer(text)]
+
+
+def session_items(text: str, session: str) -> list[str]:
+    """Normalized bullet items already noted for a session in a day's text."""
+    found: list[str] = []
+    current: str | None = None
+    for line in text.splitlines():
+        marker = _MARKER.match(line)
+        if marker:
+            current = unquote(marker["session"])
+            continue
+        if current == session:
+            bullet = _BULLET.match(line)
+            if bullet:
+                found.append(normalize(bullet.group(1)))
+    return found
+
+
+def _clock(stamp: str | None, tz: ZoneInfo) -> str | None:
+    if not stamp:
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    # nanobot writes naive local times; an aware one is shown in the configured timezone.
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(tz)
+    return moment.strftime("%H:%M")
+
+
+def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
+    """The day file for a note: its own date when valid, else its first timestamp's, else today's."""
+    if _DATE.match(note.date):
+        try:
+            Date.fromisoformat(note.date)
+            return note.date
+        except ValueError:
+            pass
+    if note.first_timestamp:
+        try:
+            moment = datetime.fromisoformat(note.first_timestamp)
+            return (moment.astimezone(tz) if moment.tzinfo else moment).date().isoformat()
+        except ValueError:
+            pass
+    return datetime.now(tz).date().isoformat()
+
+
+def section(note: DailyNotes, session: str, language: str, existing: str, tz: ZoneInfo,
+            threshold: float = DEFAULT_THRESHOLD) -> str:
+    """The text to append to a day file holding `existing`, or "" when this span is already noted.
+
+    Items this session already has that day are left out; when nothing new is left the section is
+    the hidden marker alone, so `noted_through` still sees the span.
+    """
+    items = note_items(note)
+    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items))
+    if any(span.same(old) for old in spans(existing)):
+        return ""
+    known = session_items(existing, session)
+    headings = HEADINGS.get(language, HEADINGS["en"])
+    blocks: list[str] = []
+    for part in PARTS:
+        fresh: list[str] = []
+        for line in items[part]:
+            key = normalize(line)
+            if not key or find_duplicate(key, known, threshold) is not None:
+                continue
+            known.append(key)
+            fresh.append(line)
+        if fresh:
+            blocks.append(f"### {headings[part]}\n" + "".join(f"- {line}\n" for line in fresh))
+    text = "" if not existing or existing.endswith("\n") else "\n"
+    text += f"\n{span.marker()}\n"
+    if blocks:
+        text += f"## {' '.join(session.split())}{_when(note, tz)}\n\n" + "\n".join(blocks)
+    return text
+
+
+def _when(note: DailyNotes, tz: ZoneInfo) -> str:
+    first, last = _clock(note.first_timestamp, tz), _clock(note.last_timestamp, tz)
+    if first and last and first != last:
+        return f" · {first}–{last}"
+    return f" · {first or last}" if first or last else ""
+
+
+def day_path(memory_dir: Path, day: str) -> Path:
+    if not _DATE.match(day):
+        raise ValueError(f"not a YYYY-MM-DD date: {day!r}")
+    return memory_dir / f"{day}.md"
+
+
+def _read(path: Path) -> str:
+    try:
+        # Read only, never rewritten: bytes that are not UTF-8 need not survive this decode.
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], language: str, tz: ZoneInfo,
+                 threshold: float = DEFAULT_THRESHOLD) -> int:
+    """Appends each note to its day's file; returns how many sections were added (markers alone count not)."""
+    memory_dir.mkdir(parents=True, exist_ok=True)
+    added = 0
+    # Read, check and append under one cross-process lock: two workers on one day lose nothing.
+    with FileLock(str(memory_dir / LOCK_NAME), timeout=LOCK_TIMEOUT):
+        for note in notes:
+            path = day_path(memory_dir, note_date(note, tz))
+            existing = _read(path)
+            text = section(note, session, language, existing, tz, threshold)
+            if not text:
+                continue
+            if not existing:
+                text = f"# {path.stem}\n" + text
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            added += 1 if "\n## " in text else 0
+    return added
+
+
+def noted_through(memory_dir: Path, session_key: str, date: str) -> str | None:
+    """The latest `last_timestamp` noted for a session in that day's file, as it was recorded; None if none."""
+    lasts = [span.last for span in spans(_read(day_path(memory_dir, date)))
+             if span.session == session_key and span.last]
+    if not lasts:
+        return None
+    try:
+        return max(lasts, key=datetime.fromisoformat)
+    except (ValueError, TypeError):  # mixed or odd formats: ISO strings of one format sort as text
+        return max(lasts)

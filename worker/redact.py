@@ -1,0 +1,144 @@
+"""Removes secret values (API keys, tokens, passwords, private keys, credentials in URLs) from memory text.
+
+Hand-written patterns, on purpose: detect-secrets scans source files line by line and reports
+findings rather than rewriting prose, and knows no Chinese/Japanese/Korean key words; presidio needs
+spaCy models fetched at run time. What we need is narrow: keep that a secret exists and where it is
+configured ("the DeepSeek API key is set in providers.deepseek.apiKey"), drop only its value.
+
+`redact` is idempotent: redacting twice gives the same text as redacting once.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+MARK = "[REDACTED]"
+KEY_MARK = "[REDACTED PRIVATE KEY]"
+
+# Whole PEM blocks; an unterminated block loses its base64 body too.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=:,\-\s]*)",
+    re.DOTALL,
+)
+
+# scheme://user:password@host -> keeps scheme, user and host. RFC 3986 userinfo has no / ? # @.
+_URL_CREDENTIALS = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s]*:)(?P<pw>[^/?#@\s]+)(?=@)")
+
+# Secrets recognizable by their own shape, wherever they appear.
+_PREFIXED = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:"
+    r"sk-[A-Za-z0-9_\-]{12,}"  # OpenAI, Anthropic (sk-ant-), DeepSeek, OpenRouter (sk-or-)
+    r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{12,}"  # Stripe
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key id
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub
+    r"|glpat-[A-Za-z0-9_\-]{20,}"  # GitLab
+    r"|xox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack
+    r"|AIza[0-9A-Za-z_\-]{35}"  # Google
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|npm_[A-Za-z0-9]{36}"  # npm
+    r"|\d{8,10}:AA[A-Za-z0-9_\-]{33}"  # Telegram bot token (nanobot's own channel)
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"  # JWT
+    r")"
+)
+
+_BEARER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})")
+_BASIC = re.compile(r"(?P<head>\bAuthorization\s*[:=]\s*[\"']?Basic\s+)(?P<value>[A-Za-z0-9+/=]{8,})")
+
+# Words after which a value is a secret. Passwords are redacted whatever they look like; keys and
+# tokens only when the value looks like one (so "API key: see providers.deepseek.apiKey" survives).
+_PASSWORD_WORDS = r"pass(?:word|wd|phrase|code)|密码|密碼|口令|パスワード|暗証番号|비밀번호|암호"
+_KEY_WORDS = (
+    r"api[_\-\s]?key|key|token|secret|credentials?|auth|access[_\-]?key|private[_\-]?key"
+    r"|密钥|密鑰|秘钥|私钥|令牌|凭证|トークン|シークレット|秘密鍵|キー|토큰|키|시크릿"
+)
+_NAME = r"[A-Za-z0-9_.\-]*?"  # an identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password
+_STRONG_SEP = r"[\"']?\s*(?:=|:|：|=>|->)\s*"
+_SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|是|为|為|は|が|는|은|이|가)\s*"
+_QUOTED = r"\"[^\"\n]*\"|'[^'\n]*'"
+_BARE = r"[^\s\"'，。；、]+"  # sentence punctuation at its end is handed back by _split_trailing
+
+_PASSWORD_STRONG = re.compile(
+    rf"(?P<head>(?i:{_NAME}(?:{_PASSWORD_WORDS})){_STRONG_SEP})(?P<value>{_QUOTED}|{_BARE})"
+)
+_PASSWORD_SOFT = re.compile(rf"(?P<head>(?i:{_NAME}(?:{_PASSWORD_WORDS})){_SOFT_SEP})(?P<value>[!-~]+)")
+_KEY_ANY = re.compile(
+    rf"(?P<head>(?i:{_NAME}(?:{_KEY_WORDS})(?:[\s_\-]*(?:{_KEY_WORDS}))*)(?:{_STRONG_SEP}|{_SOFT_SEP}|\s+))"
+    rf"(?P<value>{_QUOTED}|[!-~]+)"
+)
+
+# An env-var reference names where a secret lives, which is worth keeping.
+_REFERENCE = re.compile(r"^[\"']?(?:\$\{?[A-Z_][A-Z0-9_]*\}?|\[REDACTED[^\]]*\]|\*+)[\"']?$")
+_TRAILING = ".,;:!?)]}>'\"。，；：！？）】"
+
+
+def _looks_like_token(value: str) -> bool:
+    """Long, no spaces, letters with digits or symbols: what API keys and tokens look like, words do not."""
+    core = value.strip("\"'")
+    if len(core) < 16 or any(c.isspace() for c in core):
+        return False
+    if not re.fullmatch(r"[A-Za-z0-9._~+/=\-:]+", core):
+        return False
+    has_digit = any(c.isdigit() for c in core)
+    has_alpha = any(c.isalpha() for c in core)
+    # A dotted path (providers.deepseek.apiKey) or a plain word is a location, not a value.
+    if not has_digit and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(?:[.\-/][A-Za-z_][A-Za-z0-9_]*)*", core):
+        return False
+    return has_alpha and (has_digit or len(core) >= 32)
+
+
+def _split_trailing(value: str) -> tuple[str, str]:
+    """A bare value's sentence punctuation stays in the text."""
+    if value[:1] in "\"'":
+        return value, ""
+    core = value.rstrip(_TRAILING)
+    return core, value[len(core):]
+
+
+def _replace_value(match: re.Match[str], check: bool) -> str:
+    value, tail = _split_trailing(match.group("value"))
+    if not value or _REFERENCE.match(value) or value.startswith("[REDACTED"):
+        return match.group(0)
+    if check and not _looks_like_token(value):
+        return match.group(0)
+    quote = value[0] if value[0] in "\"'" and value[-1] == value[0] and len(value) > 1 else ""
+    return f"{match.group('head')}{quote}{MARK}{quote}{tail}"
+
+
+def _password_soft(match: re.Match[str]) -> str:
+    value, _ = _split_trailing(match.group("value"))
+    # "the password is stored in vault": a prose word is not a password; one with digits or symbols is.
+    if value.isalpha():
+        return match.group(0)
+    return _replace_value(match, check=False)
+
+
+# Every pattern above needs one of these; most memory lines have none and skip the eight passes.
+_TRIGGER = re.compile(
+    rf"(?i)PRIVATE KEY|://|sk-|[sr]k_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|npm_|:AA|eyJ|bearer"
+    rf"|Authorization|{_PASSWORD_WORDS}|{_KEY_WORDS}"
+)
+
+
+def redact(text: str) -> str:
+    """The text with every recognized secret value replaced by [REDACTED]."""
+    if not text or not _TRIGGER.search(text):
+        return text
+    text = _PRIVATE_KEY.sub(KEY_MARK, text)
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}{MARK}", text)
+    text = _PREFIXED.sub(MARK, text)
+    text = _BEARER.sub(lambda m: _replace_value(m, check=False), text)
+    text = _BASIC.sub(lambda m: _replace_value(m, check=False), text)
+    text = _PASSWORD_STRONG.sub(lambda m: _replace_value(m, check=False), text)
+    text = _PASSWORD_SOFT.sub(_password_soft, text)
+    text = _KEY_ANY.sub(lambda m: _replace_value(m, check=True), text)
+    return text
+
+
+@lru_cache(maxsize=65536)  # the same MEMORY.md lines come back on every merge
+def one_line(text: str) -> str:
+    """Redacted, on one line, valid UTF-8, without HTML-comment delimiters: safe as one bullet of a memory file."""
+    text = text.encode("utf-8", errors="ignore").decode("utf-8")  # lone surrogates cannot be written
+    text = redact(text).replace("<!--", "").replace("-->", "")
+    return " ".join(text.split())
