@@ -37,6 +37,7 @@ from worker.llm import (
 )
 from worker.nanobot_config import ModelChoice, NanobotConfig, NanobotConfigError
 from worker.prepare import Entry, chunk, detect_language, transcript
+from worker.redact import redact
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.sessions import SessionFile, SessionKeyError, SessionNotFound, read_session, write_metadata_entry
 from worker.tokens import Counter, count_message
@@ -161,7 +162,7 @@ async def summarize_part(
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
     record = SummaryRecord(
         session_key=key,
-        summary=answer.summary,
+        summary=redact(answer.summary),  # it lands in every system prompt: no secret values there either
         start=cut.start,
         boundary=cut.boundary,
         boundary_timestamp=session.timestamp_before(cut.boundary),

@@ -1,0 +1,180 @@
+"""The memory files as the real worker writes them: midnight, re-runs, the daily run, secrets, language."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import redis as sync_redis
+
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, daily_flag_key, record_key
+from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record
+from worker.cron import daily_summaries
+from worker.fakellm import FakeRequest, Reply
+from worker.notes import noted_through
+
+from .conftest import conversation, run_burst
+
+KEY = "telegram:42"
+API_KEY = "sk-proj-" + "Zx9" * 12
+PASSWORD = "hunter2-Correct-Horse"
+PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvJ1xP0WlRk3q\n-----END RSA PRIVATE KEY-----"
+_LINE = re.compile(r"^(\(in notes\) )?\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\] user: (.*)$", re.MULTILINE)
+
+
+def echo_memory(request: FakeRequest) -> Reply:
+    """A model that notes each day's user lines as topics and remembers one fact per call."""
+    system = request.messages[0]["content"]
+    prompt = request.messages[-1]["content"]
+    days: dict[str, list[str]] = {}
+    for noted, day, text in _LINE.findall(prompt):
+        if not noted:
+            days.setdefault(day, []).append(text[:60])
+    notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
+    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4,
+              "category": "configuration"}]
+    answer = {"daily_notes": notes, "facts": facts}
+    if '"summary"' in system:
+        answer["summary"] = "## What happened\n- " + "; ".join(t for lines in days.values() for t in lines)[:300]
+    return Reply(json.dumps(answer, ensure_ascii=False))
+
+
+def memory_files(workspace: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((workspace / "memory").glob("*.md"))}
+
+
+async def test_midnight_rerun_and_idempotence_through_the_worker(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = echo_memory
+    messages = conversation(15, start=datetime(2026, 11, 20, 23, 45), user="topic {i} of the night")
+    nanobot_home.write_session(KEY, messages)
+    deps = deps_for()
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    files = memory_files(nanobot_home.workspace)
+    assert set(files) == {"2026-11-20.md", "2026-11-21.md", "MEMORY.md"}
+    night, morning = files["2026-11-20.md"].decode(), files["2026-11-21.md"].decode()
+    assert "topic 0 of the night" in night and "topic 0 of the night" not in morning
+    assert "topic 8 of the night" in morning  # 23:45 + 16 minutes is past midnight
+    assert "./deploy.sh --env prod" in files["MEMORY.md"].decode()
+
+    # arq is at-least-once: the same range again (the record lost) adds nothing anywhere.
+    await redis.delete(record_key(KEY))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    assert await load_record(redis, KEY) is not None
+    assert memory_files(nanobot_home.workspace) == files
+
+
+async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = echo_memory
+    today = datetime.now().replace(hour=9, minute=0, second=0, microsecond=0)
+    messages = conversation(20, start=today, user="daily item {i}")
+    nanobot_home.write_session(KEY, messages)
+    deps = deps_for(summary_keep="messages:12")
+    assert await daily_summaries({"deps": deps, "redis": redis}) == 1
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized" and "noted 12 more messages" in outcome.detail
+    day = today.strftime("%Y-%m-%d")
+    notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
+    assert noted_through(nanobot_home.workspace / "memory", KEY, day) == messages[-1]["timestamp"]
+    for i in range(20):
+        assert notes.count(f"daily item {i}\n") <= 1
+    assert "daily item 0" in notes and "daily item 19" in notes, "the kept tail is noted too"
+
+    # A later ordinary job covers part of that tail: summarized, but not noted a second time.
+    before = notes
+    more = messages + conversation(10, start=today + timedelta(hours=2), user="afternoon {i}")
+    nanobot_home.write_session(KEY, more)
+    await redis.delete(record_key(KEY))
+    calls = len(fake_llm.requests)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    after = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
+    assert after.startswith(before), "append only"
+    assert after.count("daily item 19") == before.count("daily item 19")
+    assert "afternoon 0" in after
+    assert re.search(r"^\(in notes\) \[.*\] user: daily item 19$", fake_llm.requests[calls].body["messages"][-1]["content"],
+                     re.MULTILINE)
+
+    # The daily run notes the new tail; run again with nothing new, it calls no model and changes no file.
+    await redis.delete(record_key(KEY))
+    nanobot_home.write_session(KEY, more, last_archived=len(more) - 4)
+    await daily_summaries({"deps": deps, "redis": redis})
+    await run_burst(deps)
+    assert "afternoon 9" in (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
+    files = memory_files(nanobot_home.workspace)
+    calls = len(fake_llm.requests)
+    await daily_summaries({"deps": deps, "redis": redis})
+    await run_burst(deps)
+    assert len(fake_llm.requests) == calls
+    assert memory_files(nanobot_home.workspace) == files
+    assert noted_through(nanobot_home.workspace / "memory", KEY, day) == more[-1]["timestamp"]
+
+
+async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = echo_memory
+    nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
+    deps = deps_for()
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    original = deps.memory.noted_through
+    flagged = False
+
+    def set_flag_during_job(session_key: str, date: str) -> str | None:
+        # the daily run fires while the job runs: after the job took (no) flag at its start
+        nonlocal flagged
+        if not flagged:
+            flagged = True
+            client = sync_redis.Redis.from_url(deps.settings.redis_url)
+            client.set(daily_flag_key(KEY), "2000-01-01")
+            client.close()
+        return original(session_key, date)
+
+    deps.memory.noted_through = set_flag_during_job  # type: ignore[method-assign]
+    await run_burst(deps)
+    assert flagged
+    # after_job_end queued a second job (a burst worker may exit before it lands: run it)
+    assert await redis.zcard(QUEUE_NAME) == 1
+    await run_burst(deps) and not await redis.exists(daily_flag_key(KEY))
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
+
+
+async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_llm, deps_for):
+    def leaky(request: FakeRequest) -> Reply:
+        secret_text = f"API key {API_KEY}, password: {PASSWORD}, key {PRIVATE_KEY}"
+        return Reply(json.dumps({
+            "summary": f"## Important details\n- the user pasted {secret_text}",
+            "daily_notes": [{"date": "2026-11-20", "decisions": [f"store {secret_text}"],
+                             "tasks": [f"rotate password={PASSWORD}"]}],
+            "facts": [{"text": f"The DeepSeek API key is {API_KEY} in providers.deepseek.apiKey", "tag": "durable",
+                       "importance": 5, "category": "configuration"},
+                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5}],
+        }))
+    fake_llm.responder = leaky
+    nanobot_home.write_session(KEY, conversation(15, user=f"my key is {API_KEY} {{i}}"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    files = memory_files(nanobot_home.workspace)
+    assert files, "the job wrote memory files"
+    for name, data in files.items():
+        text = data.decode()
+        for secret in (API_KEY, PASSWORD, "MIIEowIBAAKCAQEAvJ1xP0WlRk3q"):
+            assert secret not in text, f"{secret[:8]}... leaked into {name}"
+    assert "providers.deepseek.apiKey" in files["MEMORY.md"].decode(), "where the key lives is kept"
+    record = await load_record(redis, KEY)
+    assert record is not None and API_KEY not in record.summary and PASSWORD not in record.summary
+
+
+async def test_a_chinese_conversation_gets_chinese_notes_and_headings(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = echo_memory
+    nanobot_home.write_session(KEY, conversation(15, user="请帮我检查部署脚本 {i}", assistant="好的，脚本 {i} 没问题"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "### 主要话题" in notes and "请帮我检查部署脚本 0" in notes
+    assert "Topics" not in notes
+    system = fake_llm.requests[0].body["messages"][0]["content"]
+    assert "Chinese (简体中文)" in system
