@@ -135,9 +135,9 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     deps.memory.noted_through = set_flag_during_job  # type: ignore[method-assign]
     await run_burst(deps)
     assert flagged
-    # after_job_end queued a second job (a burst worker may exit before it lands: run it)
-    assert await redis.zcard(QUEUE_NAME) == 1
-    await run_burst(deps) and not await redis.exists(daily_flag_key(KEY))
+    # after_job_end queued a second job; a burst worker may have exited before it landed
+    while await redis.zcard(QUEUE_NAME):
+        await run_burst(deps) and not await redis.exists(daily_flag_key(KEY))
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
 

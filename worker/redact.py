@@ -114,6 +114,12 @@ def _password_soft(match: re.Match[str]) -> str:
     return _replace_value(match, check=False)
 
 
+def _bodies(secret: str) -> set[str]:
+    """The key and its part after the vendor prefix, when that part is long enough to be unique."""
+    body = re.split(r"[-_]", secret, maxsplit=1)[-1]
+    return {part for part in (secret, body) if len(part) >= 16}
+
+
 # Every pattern above needs one of these; most memory lines have none and skip the eight passes.
 _TRIGGER = re.compile(
     rf"(?i)PRIVATE KEY|://|sk-|[sr]k_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|npm_|:AA|eyJ|bearer"
@@ -127,7 +133,11 @@ def redact(text: str) -> str:
         return text
     text = _PRIVATE_KEY.sub(KEY_MARK, text)
     text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}{MARK}", text)
+    # The same key quoted again without its prefix ("...AAAA, i.e. AAAA") must go as well.
+    repeated = {body for m in _PREFIXED.finditer(text) for body in _bodies(m.group(0))}
     text = _PREFIXED.sub(MARK, text)
+    for body in sorted(repeated, key=len, reverse=True):
+        text = text.replace(body, MARK)
     text = _BEARER.sub(lambda m: _replace_value(m, check=False), text)
     text = _BASIC.sub(lambda m: _replace_value(m, check=False), text)
     text = _PASSWORD_STRONG.sub(lambda m: _replace_value(m, check=False), text)
