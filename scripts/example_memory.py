@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Produces the README's memory-file examples with the real worker (the model is the scripted fake LLM)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from arq.connections import create_pool  # noqa: E402
+from arq.worker import Worker  # noqa: E402
+
+from nanobot_hooks.contract import SummarizeRequest  # noqa: E402
+from nanobot_hooks.queue import enqueue_summary  # noqa: E402
+from nanobot_hooks.settings import Settings  # noqa: E402
+from worker.app import build_deps, worker_options  # noqa: E402
+from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
+from worker.fakellm import FakeLLM, Reply  # noqa: E402
+from worker.sessions import storage_name  # noqa: E402
+
+KEY = "telegram:42"
+USER_LINES = "# Long-term Memory\n\n- I am Li Lei, I live in Hangzhou. (written by the user)\n"
+TURNS = [
+    ("2026-11-20T23:41:00", "帮我把博客从 WordPress 迁到 Hugo，旧链接要保留。", "好的，先导出文章，再用 aliases 保留旧链接。"),
+    ("2026-11-20T23:52:00", "主题构建报错 'failed to extract shortcode'。", "这是 Hugo 0.140 的兼容问题，先固定到 0.139。"),
+    ("2026-11-21T00:05:00", "记住：我喜欢简洁的回答，不要长篇大论。", "明白，以后回答会简短。"),
+    ("2026-11-21T00:12:00", "RSS 里的链接都是相对路径，阅读器打不开。", "在 hugo.toml 设 baseURL，并在模板里用 absURL。"),
+    ("2026-11-21T00:20:00", "DeepSeek 的 key 是 sk-live1234567890abcdefXYZ，放在哪？", "放在 providers.deepseek.apiKey，不要写进仓库。"),
+    ("2026-11-21T00:31:00", "好，明天继续配评论系统。", "好的，明天从 giscus 开始。"),
+]
+ANSWER = {
+    "summary": "## 目标\n- 博客从 WordPress 迁到 Hugo，保留旧链接\n## 已完成\n- 导出文章；Hugo 固定到 0.139\n"
+               "## 决定\n- 用 aliases 保留旧链接\n## 待办\n- 配置评论系统（giscus）",
+    "daily_notes": [
+        {"date": "2026-11-20", "topics": ["博客从 WordPress 迁移到 Hugo"], "decisions": ["用 aliases 保留旧链接"],
+         "tasks": ["导出 WordPress 文章"],
+         "technical_issues": [{"problem": "主题构建报错 failed to extract shortcode", "solution": "把 Hugo 固定到 0.139"}]},
+        {"date": "2026-11-21", "topics": ["RSS 链接", "API key 的存放位置"], "preferences": ["喜欢简洁的回答"],
+         "tasks": ["明天配置评论系统（giscus）"],
+         "technical_issues": [{"problem": "RSS 链接是相对路径", "solution": "设置 baseURL 并在模板里用 absURL"}],
+         "insights": ["RSS 阅读器需要绝对链接"]},
+    ],
+    "facts": [
+        {"text": "用户喜欢简洁的回答，不要长篇大论", "tag": "permanent", "importance": 5, "category": "preferences"},
+        {"text": "博客用 Hugo 0.139 构建（0.140 的主题 shortcode 不兼容）", "tag": "durable", "importance": 4,
+         "category": "projects"},
+        {"text": "DeepSeek API key sk-live1234567890abcdefXYZ 配置在 providers.deepseek.apiKey", "tag": "durable",
+         "importance": 4, "category": "configuration"},
+        {"text": "RSS 相对链接问题：设置 baseURL 并用 absURL 解决", "tag": "durable", "importance": 3,
+         "category": "solutions"},
+        {"text": "今晚在改博客", "tag": "ephemeral", "importance": 2},
+    ],
+}
+
+
+async def produce(redis_url: str) -> dict[str, str]:
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
+        llm.default = Reply(json.dumps(ANSWER, ensure_ascii=False))
+        root, workspace = Path(tmp) / "nanobot", Path(tmp) / "workspace"
+        workspace_id = secrets.token_hex(16)
+        (workspace / ".nanobot").mkdir(parents=True)
+        (workspace / ".nanobot" / "workspace-id").write_text(workspace_id)
+        (workspace / "memory").mkdir()
+        (workspace / "memory" / "MEMORY.md").write_text(USER_LINES, encoding="utf-8")
+        sessions = root / "sessions" / workspace_id
+        sessions.mkdir(parents=True)
+        config = {"agents": {"defaults": {"workspace": str(workspace), "provider": "custom", "model": "fake",
+                                          "timezone": "UTC"}},
+                  "providers": {"custom": {"apiBase": llm.url, "apiKey": "sk-fake"}}}
+        (root / "config.json").write_text(json.dumps(config))
+        lines = [json.dumps({"_type": "metadata", "key": KEY, "metadata": {}, "last_archived": 0})]
+        for stamp, question, answer in TURNS:
+            lines.append(json.dumps({"role": "user", "content": question, "timestamp": stamp}, ensure_ascii=False))
+            lines.append(json.dumps({"role": "assistant", "content": answer, "timestamp": stamp}, ensure_ascii=False))
+        (sessions / storage_name(KEY)).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+        settings = Settings(redis_url=redis_url, config=root / "config.json", summary_keep="messages:2")
+        deps = build_deps(settings)
+        redis = await create_pool(redis_settings(redis_url))
+        await redis.flushdb()
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+        worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
+                           "handle_signals": False})
+        await worker.main()
+        await worker.close()
+        await redis.flushdb()
+        await redis.aclose()
+        return {p.name: p.read_text(encoding="utf-8") for p in sorted((workspace / "memory").glob("*.md"))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/example_memory.py", description=__doc__)
+    parser.add_argument("--redis-url", default=os.environ.get("EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/15"),
+                        help="a Redis DB the script may flush (default DB 15)")
+    args = parser.parse_args(argv)
+    embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
+    try:
+        files = asyncio.run(produce(args.redis_url))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    for name, text in files.items():
+        print(f"==> memory/{name} <==\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

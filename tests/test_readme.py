@@ -1,0 +1,39 @@
+"""The README's memory examples are what the code produces, and its two set-up commands exist as written."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+_LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2} -->")  # the day a fact was learned is the day of the run
+
+
+def _example_module():
+    spec = importlib.util.spec_from_file_location("example_memory", ROOT / "scripts" / "example_memory.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _readme_block(name: str) -> str:
+    match = re.search(rf"`memory/{re.escape(name)}`[^\n]*\n```markdown\n(.*?)\n```", README, re.DOTALL)
+    assert match, f"README has no example for memory/{name}"
+    return match.group(1)
+
+
+async def test_readme_memory_examples_match_the_code(redis_url) -> None:
+    files = await _example_module().produce(redis_url)
+    assert set(files) == {"2026-11-20.md", "2026-11-21.md", "MEMORY.md"}
+    for name, text in files.items():
+        assert _LEARNED.sub(r"i\1", _readme_block(name)) == _LEARNED.sub(r"i\1", text.rstrip("\n")), name
+
+
+def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
+    assert "scripts/run-worker" in README and "scripts/test" in README
+    for script in ("scripts/run-worker", "scripts/test"):
+        assert (ROOT / script).stat().st_mode & 0o111, f"{script} is executable"
+    assert "scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
