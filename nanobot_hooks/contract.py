@@ -18,6 +18,10 @@ NOTICE_CHANNEL = f"{KEY_PREFIX}:ready"
 # Session keys whose record waits for pickup; read by nanobot at start-up.
 PENDING_SET = f"{KEY_PREFIX}:pending"
 
+# Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
+# changed), "duplicate" (already applied elsewhere).
+STATS_KEY = f"{KEY_PREFIX}:stats"
+
 # Where nanobot_hooks keeps its own marker inside the session metadata.
 METADATA_KEY = "_summary_worker"
 

@@ -1,0 +1,316 @@
+"""The integration inside one nanobot AgentLoop: trigger after turns, pick finished summaries up between turns.
+
+Paths, and what each costs nanobot's turn:
+- after every LLM call (`AgentHook.after_iteration`): remember the reported prompt tokens and the
+  context window. A dict write.
+- after the turn is saved (`SessionTurnPersisted`): decide (`trigger.decide`); when it fires, a
+  background task checks for a pending record and enqueues. The turn never waits for Redis.
+- at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
+  loaded from disk may carry the worker's record in its metadata; it is applied there, without
+  network. This is how a fresh `nanobot agent` process or a restarted gateway picks up.
+- between turns: the worker's notice (or the pending set at start-up) schedules a pickup that takes
+  the session's turn lock, re-validates and applies. Runs where nanobot runs its message loop
+  (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the two paths above, and a
+  record found when the trigger fires again is applied right after that turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from nanobot_hooks import logs
+from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, record_key
+from nanobot_hooks.link import RedisLink, redacted
+from nanobot_hooks.listener import listen
+from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata, stamp
+from nanobot_hooks.queue import drop_record, enqueue_summary, load_record
+from nanobot_hooks.settings import Settings
+from nanobot_hooks.trigger import decide, is_internal, user_turns_since
+
+# One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
+THROTTLE = logs.Throttle(every=60.0)
+
+
+@dataclass(frozen=True)
+class Surface:
+    """The nanobot objects the integration touches, looked up (and checked) once by the plugin."""
+
+    loop: Any
+    hook_base: type
+    turn_started: type
+    turn_persisted: type
+    request_context: Callable[[], Any]
+    hook_factories: list[Any]
+    session_lock: Callable[[str], asyncio.Lock]
+    subscribe: Callable[..., Callable[[], None]]
+    sessions: Any
+    schedule_background: Callable[[Coroutine[Any, Any, Any]], None] | None
+    run: Callable[..., Coroutine[Any, Any, Any]] | None
+
+
+class Integration:
+    def __init__(self, surface: Surface, settings: Settings) -> None:
+        self.s = surface
+        self.settings = settings
+        self.link = RedisLink(settings.redis_url, THROTTLE)
+        self.counts: Counter[str] = Counter()
+        # session key -> (prompt tokens of the last LLM call, context window), consumed after the turn
+        self.usage: dict[str, tuple[int, int | None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._picking: set[str] = set()
+        self._again: set[str] = set()
+        self._not_ours: dict[str, str] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._undo: list[Callable[[], None]] = []
+        self.factory: Callable[[Any], Any] | None = None
+
+    # -- installation -----------------------------------------------------------------------
+
+    def install(self) -> None:
+        """All or nothing: a failure half-way undoes what was done, then propagates to the plugin."""
+        try:
+            self._install()
+        except BaseException:
+            self.uninstall()
+            raise
+        interval = self.settings.summary_interval
+        when = (
+            f"at {self.settings.summary_threshold:.0%} of the context window"
+            + (f" or every {interval} user messages" if interval else "")
+            if self.settings.auto_summary else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
+        )
+        logs.info(f"on: summaries {when}; Redis {redacted(self.settings.redis_url)}")
+
+    def _install(self) -> None:
+        s = self.s
+        if self.settings.auto_summary:
+            factory = self.factory = self._hook_factory()
+            s.hook_factories.append(factory)
+            self._undo.append(lambda: s.hook_factories.remove(factory) if factory in s.hook_factories else None)
+            self._undo.append(s.subscribe(self._on_turn_persisted, s.turn_persisted))
+        self._undo.append(s.subscribe(self._on_turn_started, s.turn_started))
+        if s.run is not None:
+            self._wrap_run(s.run)
+
+    def uninstall(self) -> None:
+        """Undo `install` (benchmarks compare a loop with and without the integration)."""
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:  # noqa: BLE001
+                pass
+        self.stop_listener()
+
+    def _wrap_run(self, original: Callable[..., Coroutine[Any, Any, Any]]) -> None:
+        # nanobot calls `run()` where it runs its message loop (gateway, interactive agent). Starting
+        # the listener there is the only moment with a running event loop before the first turn.
+        integration = self
+
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            integration.start_listener()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                integration.stop_listener()
+
+        run.__wrapped__ = original  # type: ignore[attr-defined]
+        loop = self.s.loop
+        loop.run = run
+        self._undo.append(lambda: setattr(loop, "run", original) if loop.run is run else None)
+
+    def start_listener(self) -> None:
+        try:
+            if self._listener is None or self._listener.done():
+                self._listener = asyncio.get_running_loop().create_task(
+                    listen(self.link, self.request_pickup), name="summary-worker-listener"
+                )
+        except Exception as exc:  # noqa: BLE001
+            self._bug("starting the listener", exc)
+
+    def stop_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
+
+    # -- trigger --------------------------------------------------------------------------------
+
+    def _hook_factory(self) -> Callable[[Any], Any]:
+        integration = self
+
+        class SummaryUsageHook(self.s.hook_base):  # type: ignore[name-defined, misc]
+            """Keeps the provider-reported prompt tokens of each LLM call of one turn."""
+
+            def __init__(self, session_key: str) -> None:
+                super().__init__()
+                self.session_key = session_key
+
+            async def after_iteration(self, context: Any) -> None:
+                integration.note_usage(self.session_key, context)
+
+        def factory(turn: Any) -> Any:
+            key = getattr(turn, "session_key", None)
+            if getattr(turn, "ephemeral", False) or is_internal(key):
+                return None
+            return SummaryUsageHook(key)
+
+        return factory
+
+    def note_usage(self, key: str, context: Any) -> None:
+        try:
+            prompt = getattr(getattr(context, "usage", None), "input_tokens", None)
+            if isinstance(prompt, int) and not isinstance(prompt, bool):
+                self.usage[key] = (prompt, self.settings.summary_context_window or self._window())
+        except Exception as exc:  # noqa: BLE001
+            self._bug("reading token usage", exc)
+
+    def _window(self) -> int | None:
+        # The runtime of this request honours per-session model presets; the loop's is the fallback.
+        runtime = getattr(self.s.request_context(), "runtime", None)
+        for window in (getattr(runtime, "context_window_tokens", None),
+                       getattr(self.s.loop, "context_window_tokens", None)):
+            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+                return window
+        return None
+
+    def _on_turn_persisted(self, event: Any) -> None:
+        try:
+            key = event.context.session_key
+            prompt, window = self.usage.pop(key, (None, None))
+            if is_internal(key):
+                return
+            session = self.s.sessions.get_cached(key)
+            if session is None:
+                return
+            interval = self.settings.summary_interval
+            turns = user_turns_since(session.messages, session.last_archived, enough=interval) if interval else 0
+            reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.settings.summary_threshold,
+                            user_turns=turns, interval=interval)
+            if reason is not None:
+                self._spawn(self._enqueue(key, reason, prompt, window))
+        except Exception as exc:  # noqa: BLE001
+            self._bug("deciding whether to summarize", exc)
+
+    async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None) -> None:
+        async def work(client: Any) -> str:
+            # A record waiting for pickup already covers this range: a second job would cover it again.
+            if await client.exists(record_key(key)):
+                return "pending"
+            request = SummarizeRequest(session_key=key, reason=reason, prompt_tokens=prompt, context_window=window)
+            return "queued" if await enqueue_summary(client, request) is not None else "running"
+
+        result = await self.link.call(f"queueing a summary of {key}", work)
+        if result == "queued":
+            self.counts["queued"] += 1
+            logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
+        elif result == "pending":
+            # Its notice was missed (or this process does not listen): apply it now, after this
+            # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.
+            await self.pickup(key)
+
+    # -- pickup -----------------------------------------------------------------------------------
+
+    def _on_turn_started(self, event: Any) -> None:
+        try:
+            key = event.context.session_key
+            if is_internal(key):
+                return
+            session = self.s.sessions.get_cached(key)
+            record = pending_in_metadata(session) if session is not None else None
+            if record is None:
+                return
+            outcome, changed = apply_record(session, record)
+            if changed:
+                self.s.sessions.save(session)
+            self._report(record, outcome, "at the start of a turn")
+            self._spawn(self._settle(record, outcome))
+        except Exception as exc:  # noqa: BLE001
+            self._bug("applying a summary at the start of a turn", exc)
+
+    def request_pickup(self, key: str) -> None:
+        """From a notice or the pending set: one pickup per session at a time, repeated if asked again."""
+        if is_internal(key):
+            return
+        if key in self._picking:
+            self._again.add(key)
+            return
+        self._picking.add(key)
+        self._spawn(self._pickup_until_quiet(key))
+
+    async def _pickup_until_quiet(self, key: str) -> None:
+        try:
+            while True:
+                self._again.discard(key)
+                await self.pickup(key)
+                if key not in self._again:
+                    return
+        finally:
+            self._picking.discard(key)
+
+    async def pickup(self, key: str) -> Outcome | None:
+        try:
+            record = await self.link.call(f"reading the summary of {key}", lambda c: load_record(c, key))
+            if record is None or self._not_ours.get(key) == stamp(record):
+                return None
+            sessions = self.s.sessions
+            if sessions.get_cached(key) is None and not self._on_disk(key):
+                # Not a session of this nanobot (another workspace on the same Redis): leave it.
+                self._not_ours[key] = stamp(record)
+                return None
+            async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
+                session = sessions.get_or_create(key)
+                outcome, changed = apply_record(session, record)
+                if changed:
+                    sessions.save(session)
+            self._report(record, outcome, "between turns")
+            await self._settle(record, outcome)
+            return outcome
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._bug(f"applying the summary of {key}", exc)
+            return None
+
+    def _on_disk(self, key: str) -> bool:
+        read = getattr(self.s.sessions, "read_session_metadata", None)
+        try:
+            return read is not None and read(key) is not None
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _report(self, record: SummaryRecord, outcome: Outcome, where: str) -> None:
+        self.counts[outcome] += 1
+        key = record.session_key
+        if outcome == "applied":
+            logs.info(f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
+                      f"covered, {record.tokens_before} -> {record.tokens_after} tokens")
+        elif outcome == "stale":
+            logs.info(f"dropped the summary of {key}: the session changed since (/new or a compaction); "
+                      f"{self.counts['stale']} dropped so far")
+
+    async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
+        async def work(client: Any) -> None:
+            await drop_record(client, record)  # keeps a newer record of the same session
+            await client.hincrby(STATS_KEY, outcome, 1)
+
+        await self.link.call(f"clearing the summary record of {record.session_key}", work)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        schedule = self.s.schedule_background
+        if schedule is not None:
+            # nanobot awaits these on close, so `agent -m` finishes an enqueue before it exits.
+            schedule(coro)
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _bug(self, doing: str, exc: BaseException) -> None:
+        # Throttled per kind of error, not per session, so one bug cannot flood the log.
+        THROTTLE.warning(f"bug:{type(exc).__name__}",
+                         f"unexpected error while {doing}: {logs.describe(exc)}; nanobot goes on")

@@ -1,0 +1,58 @@
+"""Waits for the worker's notices, and finds records still pending at start-up and after reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from nanobot_hooks.contract import NOTICE_CHANNEL
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.queue import pending_sessions
+
+# A notice is lost while nobody listens (Redis pub/sub keeps nothing), so the pending set is read
+# again after every (re)subscribe and now and then, which also notices a silently dead connection.
+RESCAN_SECONDS = 60.0
+FIRST_RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 30.0
+
+
+async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds: float = RESCAN_SECONDS) -> None:
+    """Run until cancelled; `on_key(session_key)` is called for every record that may be ready."""
+    delay = FIRST_RETRY_SECONDS
+    loop = asyncio.get_running_loop()
+    while True:
+        pubsub = None
+        try:
+            client = link.client()
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            async with asyncio.timeout(link.timeout):
+                await pubsub.subscribe(NOTICE_CHANNEL)
+                keys = await pending_sessions(client)
+            link.ok()
+            delay = FIRST_RETRY_SECONDS
+            for key in keys:
+                on_key(key)
+            next_scan = loop.time() + rescan_seconds
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is not None and message.get("type") == "message":
+                    data = message.get("data")
+                    on_key(data.decode() if isinstance(data, bytes) else str(data))
+                if loop.time() >= next_scan:
+                    async with asyncio.timeout(link.timeout):
+                        keys = await pending_sessions(client)
+                    for key in keys:
+                        on_key(key)
+                    next_scan = loop.time() + rescan_seconds
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure: report (rate-limited) and reconnect
+            link.trouble("listening for finished summaries", exc)
+        finally:
+            if pubsub is not None:
+                try:
+                    await asyncio.wait_for(pubsub.aclose(), 1.0)
+                except Exception:  # noqa: BLE001 - closing a broken pub/sub must not matter (a cancel still propagates)
+                    pass
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, MAX_RETRY_SECONDS)

@@ -1,0 +1,107 @@
+"""Applying a finished summary to a live nanobot Session: re-validate, commit the checkpoint, mark it.
+
+Everything here is synchronous on purpose: the caller holds the session's turn lock (or is the turn
+itself, before it reads any history), and no await between the check and the commit means no other
+coroutine can change the session in between. The caller saves through nanobot's SessionManager.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+
+from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
+
+Outcome = Literal["applied", "stale", "duplicate"]
+
+
+class LiveSession(Protocol):
+    """The part of nanobot's `Session` this module touches (all public in nanobot 0.3.x)."""
+
+    key: str
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any]
+
+    @property
+    def last_archived(self) -> int: ...
+
+    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
+                                  last_active: datetime | None = None) -> None: ...
+
+
+def stamp(record: SummaryRecord) -> str:
+    """What identifies one record: the worker's creation time (also what drop_record matches)."""
+    return record.model_dump(mode="json")["created_at"]
+
+
+def timestamp_before(messages: list[dict[str, Any]], boundary: int) -> str | None:
+    if boundary <= 0 or boundary > len(messages):
+        return None
+    value = messages[boundary - 1].get("timestamp")
+    return value if isinstance(value, str) else None
+
+
+def pending_in_metadata(session: LiveSession) -> SummaryRecord | None:
+    """The record the worker wrote into the session file's metadata line, if this copy carries one.
+
+    A session freshly loaded from disk (a new `nanobot agent` process, a gateway after a restart)
+    has it; a cached one usually does not, because nanobot never re-reads a cached session.
+    """
+    entry = session.metadata.get(METADATA_KEY)
+    pending = entry.get("pending") if isinstance(entry, dict) else None
+    if not isinstance(pending, dict):
+        return None
+    try:
+        return SummaryRecord.model_validate(pending)
+    except ValidationError:
+        return None
+
+
+def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
+    entry = session.metadata.get(METADATA_KEY)
+    applied = entry.get("applied") if isinstance(entry, dict) else None
+    if isinstance(applied, dict) and applied.get("created_at") == stamp(record):
+        return True
+    # Also without our marker (e.g. the metadata was replaced): same boundary and same summary text.
+    last = session.metadata.get("_last_summary")
+    return (
+        session.last_archived == record.boundary
+        and isinstance(last, dict)
+        and last.get("text") == record.summary
+    )
+
+
+def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, bool]:
+    """Apply `record` if it still describes this session. Returns the outcome and whether the
+    session changed (the caller then saves it)."""
+    if record.session_key != session.key:
+        return "stale", False
+    if already_applied(session, record):
+        return "duplicate", _forget_pending(session, record)
+    messages = session.messages
+    if not record.fits(session.last_archived, len(messages), timestamp_before(messages, record.boundary)):
+        # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
+        return "stale", _forget_pending(session, record)
+    session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
+    session.metadata[METADATA_KEY] = {
+        "applied": {
+            "created_at": stamp(record),
+            "boundary": record.boundary,
+            "reason": record.reason,
+            "applied_at": datetime.now().isoformat(),
+        }
+    }
+    return "applied", True
+
+
+def _forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
+    """Remove the metadata copy of a record that will never apply, so no later turn re-checks it."""
+    pending = pending_in_metadata(session)
+    if pending is None or stamp(pending) != stamp(record):
+        return False
+    entry = session.metadata.get(METADATA_KEY)
+    if isinstance(entry, dict):
+        entry.pop("pending", None)
+    return True

@@ -1,0 +1,175 @@
+"""The entry point nanobot loads (group `nanobot.tools`): installs the integration into each AgentLoop.
+
+nanobot has no hook entry point; it calls `Tool.enabled(ctx)` of every tool plugin once per
+AgentLoop. We use that call to install ourselves and answer False, so no tool ever reaches the LLM.
+Every nanobot name we need is looked up and checked here, before anything is changed; when one is
+missing (a nanobot outside 0.3.x) or a setting is bad, one log line says why the integration is off
+and nanobot runs exactly as if this package were not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import weakref
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from nanobot_hooks import logs
+
+try:
+    from nanobot.agent.tools.base import Tool as _ToolBase
+except Exception:  # noqa: BLE001 - without nanobot's Tool, nanobot's loader skips this class anyway
+    _ToolBase = object  # type: ignore[assignment, misc]
+
+SUPPORTED_PREFIX = "0.3."
+DISTRIBUTION = "nanobot-ai"
+
+_installed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_announced: set[str] = set()
+
+
+class Off(Exception):
+    """Why the integration stays off; the message is the one log line."""
+
+
+class SummaryWorkerHooks(_ToolBase):  # type: ignore[misc, valid-type]
+    """Not a tool: `enabled()` installs the summary worker integration and always answers False."""
+
+    _scopes = {"core"}  # the main agent loop only; subagents get their own loader scope
+
+    @property
+    def name(self) -> str:
+        return "summary_worker_hooks"
+
+    @property
+    def description(self) -> str:
+        return "internal: never offered to the model"
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {}}
+
+    async def execute(self, **kwargs: Any) -> Any:
+        return "Error: summary_worker_hooks is not a tool"
+
+    @classmethod
+    def enabled(cls, ctx: Any) -> bool:
+        try:
+            install(ctx)
+        except Off as off:
+            _switch_off(str(off))
+        except Exception as exc:  # noqa: BLE001 - never raise into nanobot's tool loader
+            _switch_off(f"unexpected error while installing: {logs.describe(exc)}")
+        return False
+
+
+def install(ctx: Any) -> Any:
+    """Install into the AgentLoop behind `ctx` once; returns its Integration."""
+    from nanobot_hooks.integration import Integration
+    from nanobot_hooks.settings import SettingsError, load_settings
+
+    loop = agent_loop(ctx)
+    existing = _installed.get(loop)
+    if existing is not None:
+        return existing
+    surface = probe(loop)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise Off(f"bad setting: {exc}") from None
+    integration = Integration(surface, settings)
+    integration.install()
+    _installed[loop] = integration
+    return integration
+
+
+def installed(loop: Any) -> Any:
+    """The Integration installed into `loop`, if any (for benchmarks and diagnostics)."""
+    return _installed.get(loop)
+
+
+def agent_loop(ctx: Any) -> Any:
+    check_version()
+    control = _need(ctx, "runtime_control", "ToolContext.runtime_control")
+    # AgentRuntimeControl keeps the loop in a name-mangled private attribute.
+    return _need(control, "_AgentRuntimeControl__target", "AgentRuntimeControl's loop reference")
+
+
+def check_version() -> str:
+    try:
+        found = version(DISTRIBUTION)
+    except PackageNotFoundError:
+        raise Off(f"cannot tell which {DISTRIBUTION} this is (no package metadata)") from None
+    if not found.startswith(SUPPORTED_PREFIX):
+        raise Off(f"{DISTRIBUTION} {found} is not supported (this release supports {SUPPORTED_PREFIX}x)")
+    return found
+
+
+def probe(loop: Any) -> Any:
+    """Resolve and check every nanobot name the integration uses; raise Off naming the first missing."""
+    from nanobot_hooks.integration import Surface
+
+    hook_factories = _need(loop, "_hook_factories", "AgentLoop._hook_factories")
+    if not isinstance(hook_factories, list):
+        raise Off("AgentLoop._hook_factories is not a list")
+    session_lock = _callable(loop, "_get_session_lock", "AgentLoop._get_session_lock()")
+    subscribe = _callable(_need(loop, "bus", "AgentLoop.bus"), "subscribe", "MessageBus.subscribe()")
+    sessions = _need(loop, "sessions", "AgentLoop.sessions")
+    for method in ("get_cached", "get_or_create", "save"):
+        _callable(sessions, method, f"SessionManager.{method}()")
+    hook_base = _import("nanobot.agent.hook", "AgentHook")
+    turn_started = _import("nanobot.bus.runtime_events", "SessionTurnStarted")
+    turn_persisted = _import("nanobot.bus.runtime_events", "SessionTurnPersisted")
+    request_context = _import("nanobot.agent.tools.context", "current_request_context")
+    session_class = _import("nanobot.session.manager", "Session")
+    commit = _need(session_class, "commit_summary_checkpoint", "Session.commit_summary_checkpoint()")
+    if "insert_at" not in inspect.signature(commit).parameters:
+        raise Off("Session.commit_summary_checkpoint() takes no insert_at")
+    if not isinstance(_need(session_class, "last_archived", "Session.last_archived"), property):
+        raise Off("Session.last_archived is not a property")
+    schedule = getattr(loop, "schedule_background", None)
+    run = getattr(loop, "run", None)
+    return Surface(
+        loop=loop,
+        hook_base=hook_base,
+        turn_started=turn_started,
+        turn_persisted=turn_persisted,
+        request_context=request_context,
+        hook_factories=hook_factories,
+        session_lock=session_lock,
+        subscribe=subscribe,
+        sessions=sessions,
+        schedule_background=schedule if callable(schedule) else None,
+        run=run if inspect.iscoroutinefunction(run) else None,
+    )
+
+
+_MISSING = object()
+
+
+def _need(owner: Any, name: str, what: str) -> Any:
+    value = getattr(owner, name, _MISSING)
+    if value is _MISSING or value is None:
+        raise Off(f"this nanobot has no {what}")
+    return value
+
+
+def _callable(owner: Any, name: str, what: str) -> Any:
+    value = _need(owner, name, what)
+    if not callable(value):
+        raise Off(f"{what} is not callable in this nanobot")
+    return value
+
+
+def _import(module: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise Off(f"this nanobot has no {module}.{name}") from None
+
+
+def _switch_off(reason: str) -> None:
+    if reason not in _announced:  # one line per reason per process, however many loops start
+        _announced.add(reason)
+        logs.warning(f"integration off: {reason}; nanobot runs without it")

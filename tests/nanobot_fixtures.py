@@ -1,0 +1,238 @@
+"""Driving the real nanobot from tests: its executable, a config, `nanobot agent` turns, and a gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from arq.connections import ArqRedis
+from arq.jobs import Job
+
+from nanobot_hooks.contract import QUEUE_NAME, STATS_KEY, job_id, record_key
+from worker.fakellm import FakeLLM, FakeRequest, Reply
+from worker.nanobot_config import ModelChoice
+
+from .conftest import NanobotHome, summary_json
+
+DEFAULT_NANOBOT_BIN = "/tmp/envs/nb/bin/nanobot"
+# The worker summarizes with this model name, so the fake LLM can tell its calls from nanobot's.
+SUMMARY_MODEL = "summarizer"
+SUMMARY_TEXT = "SUMMARY-7F3A: the user asked about the deploy script; flags and environments were explained"
+ARCHIVED = "[Archived Context Summary]"
+BIG_PROMPT = 90_000  # over 60% of the 128000-token window
+SMALL_PROMPT = 2_000
+
+
+def find_nanobot() -> Path:
+    """NANOBOT_BIN (scripts/test sets it) must exist if set; else the usual venv; else skip."""
+    configured = os.environ.get("NANOBOT_BIN")
+    if configured:
+        path = Path(configured)
+        if not path.is_file():
+            pytest.fail(f"NANOBOT_BIN={configured} does not exist", pytrace=False)
+        return path
+    default = Path(DEFAULT_NANOBOT_BIN)
+    if default.is_file():
+        return default
+    pytest.skip("no nanobot executable: set NANOBOT_BIN to the `nanobot` of an environment with nanobot-ai "
+                "and this project installed")
+
+
+def nanobot_python(exe: Path) -> Path:
+    """The Python of nanobot's environment (scripts/test sets NANOBOT_PYTHON)."""
+    configured = os.environ.get("NANOBOT_PYTHON")
+    return Path(configured) if configured else exe.parent / "python"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LLMScript:
+    """FakeLLM responder: nanobot's calls get `prompt_tokens` as set; the worker's get a JSON summary."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = SMALL_PROMPT
+        self.summary = SUMMARY_TEXT
+        self.replies = 0
+
+    def __call__(self, request: FakeRequest) -> Reply:
+        if (request.body or {}).get("model") == SUMMARY_MODEL:
+            return Reply(summary_json(self.summary))
+        self.replies += 1
+        return Reply(f"reply number {self.replies}", prompt_tokens=self.prompt_tokens)
+
+
+def chat_requests(llm: FakeLLM) -> list[FakeRequest]:
+    """nanobot's own turn requests (they carry its tool schemas), oldest first."""
+    return [r for r in llm.requests if (r.body or {}).get("model") != SUMMARY_MODEL and (r.body or {}).get("tools")]
+
+
+def system_text(request: FakeRequest) -> str:
+    first = request.messages[0] if request.messages else {}
+    return first.get("content") if first.get("role") == "system" and isinstance(first.get("content"), str) else ""
+
+
+def history_text(request: FakeRequest) -> str:
+    """Everything but the system prompt, as one string."""
+    return json.dumps([m for m in request.messages if m.get("role") != "system"], ensure_ascii=False)
+
+
+def write_config(home: NanobotHome, llm_url: str, ws_port: int | None = None) -> Path:
+    config: dict[str, Any] = {
+        "agents": {"defaults": {
+            "workspace": str(home.workspace), "provider": "custom", "model": "fake-model",
+            "contextWindowTokens": 128000, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
+            "timezone": "UTC", "dream": {"enabled": False},
+        }},
+        "providers": {"custom": {"apiBase": llm_url, "apiKey": "sk-fake"}},
+    }
+    if ws_port is not None:
+        config["channels"] = {"websocket": {"enabled": True, "host": "127.0.0.1", "port": ws_port,
+                                            "websocketRequiresToken": False, "streaming": False}}
+    home.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return home.config_path
+
+
+def nanobot_env(home: NanobotHome, redis_url: str, **settings: str) -> dict[str, str]:
+    """A clean environment: none of the caller's NANOBOT_* or REDIS_URL leak into nanobot."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
+    env.update(HOME=str(home.root / "home"), REDIS_URL=redis_url, NO_COLOR="1", PYTHONUNBUFFERED="1")
+    (home.root / "home").mkdir(exist_ok=True)
+    env.update(settings)
+    return env
+
+
+@dataclass
+class Turn:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def agent_turn(exe: Path, home: NanobotHome, env: dict[str, str], key: str, text: str,
+               argv_prefix: list[str] | None = None) -> Turn:
+    """One `nanobot agent -m` turn in its own process (blocking: call through asyncio.to_thread)."""
+    argv = (argv_prefix or [str(exe)]) + ["agent", "-c", str(home.config_path), "-s", key, "-m", text,
+                                         "--no-markdown"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return Turn(done.returncode, done.stdout, done.stderr)
+
+
+async def turn(exe: Path, home: NanobotHome, env: dict[str, str], key: str, text: str) -> Turn:
+    result = await asyncio.to_thread(agent_turn, exe, home, env, key, text)
+    assert result.returncode == 0, f"nanobot agent failed ({result.returncode}):\n{result.stderr[-3000:]}"
+    return result
+
+
+@dataclass
+class Gateway:
+    """`nanobot gateway --foreground` with its WebSocket channel, driven by WebUI-style envelopes."""
+
+    exe: Path
+    home: NanobotHome
+    env: dict[str, str]
+    ws_port: int
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+    _log: Any = field(default=None, repr=False)
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self._log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [str(self.exe), "gateway", "-c", str(self.home.config_path), "--foreground", "-p", str(free_port())],
+            env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(f"gateway exited ({self.process.returncode}):\n{self.log()[-3000:]}")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.ws_port)
+                writer.close()
+                return
+            except OSError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(f"gateway did not listen on {self.ws_port}:\n{self.log()[-3000:]}")
+                await asyncio.sleep(0.1)
+
+    async def say(self, chat_id: str, text: str, timeout: float = 60.0) -> str:
+        """Send one user message to `websocket:<chat_id>` and return the final reply text."""
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(f"ws://127.0.0.1:{self.ws_port}/?client_id=tester") as ws:
+                await ws.receive_json(timeout=timeout)  # "ready"
+                await ws.send_str(json.dumps({"type": "message", "chat_id": chat_id, "content": text}))
+                while True:
+                    event = await ws.receive_json(timeout=timeout)
+                    if event.get("event") == "message" and event.get("chat_id") == chat_id:
+                        return str(event.get("text"))
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                await asyncio.to_thread(process.wait, 10)
+        if self._log is not None:
+            self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+
+def summarizer(llm_url: str) -> ModelChoice:
+    return ModelChoice(model=f"openai/{SUMMARY_MODEL}", api_base=llm_url, api_key="sk-fake", source="test")
+
+
+async def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll an async or plain predicate; waiting is not asserting anything about time."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = condition()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def queued_jobs(redis: ArqRedis) -> int:
+    return int(await redis.zcard(QUEUE_NAME))
+
+
+async def queued_reason(redis: ArqRedis, key: str) -> str | None:
+    info = await Job(job_id(key), redis, _queue_name=QUEUE_NAME).info()
+    return info.args[0]["reason"] if info is not None else None
+
+
+async def has_record(redis: ArqRedis, key: str) -> bool:
+    return bool(await redis.exists(record_key(key)))
+
+
+async def stats(redis: ArqRedis) -> dict[str, int]:
+    raw = await redis.hgetall(STATS_KEY)
+    return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+
+
+def session_lines(home: NanobotHome, key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    lines = [json.loads(line) for line in home.session_file(key).read_text(encoding="utf-8").splitlines() if line]
+    head = next(line for line in lines if line.get("_type") == "metadata")
+    return head, [line for line in lines if "_type" not in line]

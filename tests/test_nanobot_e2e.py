@@ -1,0 +1,462 @@
+"""End to end with the real nanobot-ai (subprocesses), a real arq worker, real Redis and the fake LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from arq.connections import create_pool
+
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
+from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record
+from nanobot_hooks.settings import Settings
+from worker.connections import answers, redis_settings
+
+from .conftest import NanobotHome, conversation, run_burst
+from .nanobot_fixtures import (
+    ARCHIVED,
+    BIG_PROMPT,
+    SMALL_PROMPT,
+    SUMMARY_TEXT,
+    Gateway,
+    LLMScript,
+    agent_turn,
+    chat_requests,
+    find_nanobot,
+    free_port,
+    has_record,
+    history_text,
+    nanobot_env,
+    nanobot_python,
+    queued_jobs,
+    queued_reason,
+    session_lines,
+    stats,
+    summarizer,
+    system_text,
+    turn,
+    wait_until,
+    write_config,
+)
+
+CHAT = "5b0c7f3e-1111-4222-8333-444455556666"
+SEEDED_TURNS = 10  # 20 messages already in the session before nanobot's first turn here
+
+
+@pytest.fixture(scope="session")
+def nanobot_exe() -> Path:
+    return find_nanobot()
+
+
+@pytest.fixture
+def script(fake_llm) -> LLMScript:
+    responder = LLMScript()
+    fake_llm.responder = responder
+    return responder
+
+
+@pytest.fixture
+def worker_deps(deps_for, fake_llm):
+    """The real worker's dependencies, summarizing with a model name the fake LLM recognises."""
+    def make(**overrides):
+        deps = deps_for(**overrides)
+        deps.model, deps.fallback = summarizer(fake_llm.url), None
+        return deps
+    return make
+
+
+@pytest.fixture
+def agent_home(nanobot_home: NanobotHome, fake_llm) -> NanobotHome:
+    write_config(nanobot_home, fake_llm.url)
+    return nanobot_home
+
+
+@pytest.fixture
+async def gateway(nanobot_exe, nanobot_home, fake_llm, redis_url, tmp_path):
+    """A factory: `await gateway(**env)` starts one; all are stopped at the end."""
+    ws_port = free_port()
+    write_config(nanobot_home, fake_llm.url, ws_port)
+    started: list[Gateway] = []
+
+    async def start(redis: str = redis_url, **settings: str) -> Gateway:
+        env = nanobot_env(nanobot_home, redis, **settings)
+        gw = Gateway(nanobot_exe, nanobot_home, env, ws_port, tmp_path / f"gateway-{len(started)}.log")
+        started.append(gw)
+        await gw.start()
+        return gw
+
+    yield start
+    for gw in started:
+        await gw.stop()
+
+
+async def _applied(redis, key: str, count: int = 1) -> bool:
+    """The record was applied (counted by nanobot_hooks) and removed from Redis."""
+    return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
+
+
+def assert_summary_replaces_covered_messages(fake_llm, seeded: list[dict], boundary: int) -> None:
+    """The last nanobot request: summary in the system prompt, no covered message, every kept one."""
+    request = chat_requests(fake_llm)[-1]
+    system, history = system_text(request), history_text(request)
+    assert ARCHIVED in system and SUMMARY_TEXT in system
+    covered = [m["content"] for m in seeded[:boundary]]
+    kept = [m["content"] for m in seeded[boundary:]]
+    assert covered and not [c for c in covered if c in history], "covered messages are not replayed"
+    assert all(k in history for k in kept), "the kept tail is replayed"
+
+
+def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[dict], boundary: int) -> None:
+    head, messages = session_lines(home, key)
+    assert [m["content"] for m in messages[:boundary]] == [m["content"] for m in seeded[:boundary]]
+    assert messages[boundary].get("_hidden_history") is True, "nanobot's checkpoint marker sits at the boundary"
+    assert [m["content"] for m in messages[boundary + 1:len(seeded) + 1]] == [m["content"] for m in seeded[boundary:]]
+    assert head["last_archived"] == boundary
+    assert head["metadata"]["_last_summary"]["text"] == SUMMARY_TEXT
+
+
+async def test_gateway_applies_the_summary_between_turns_and_the_next_request_uses_it(
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    key = f"websocket:{CHAT}"
+    seeded = conversation(SEEDED_TURNS)
+    nanobot_home.write_session(key, seeded)
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
+
+    script.prompt_tokens = BIG_PROMPT
+    assert (await gw.say(CHAT, "first live turn")).startswith("reply number")
+    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    assert await queued_reason(redis, key) == "tokens"
+
+    await run_burst(worker_deps())
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and outcome.status == "summarized" and outcome.boundary
+    # The worker's notice reaches the gateway, which applies the record while the session is idle.
+    await wait_until(lambda: _applied(redis, key), what="the gateway to apply the record")
+    assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
+
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "second live turn")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
+    assert "second live turn" in history_text(chat_requests(fake_llm)[-1])
+    head, messages = session_lines(nanobot_home, key)
+    assert len(messages) == len(seeded) + 2 + 1 + 2, "every message stays in the file (plus the marker)"
+    assert await queued_jobs(redis) == 0
+
+
+
+async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses_the_summary(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:7"
+    seeded = conversation(SEEDED_TURNS)
+    agent_home.write_session(key, seeded)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    assert await queued_jobs(redis) == 1 and await queued_reason(redis, key) == "tokens"
+    await turn(nanobot_exe, agent_home, env, key, "turn while the worker is down")
+    assert await queued_jobs(redis) == 1, "single flight: still one job for the session"
+    assert ARCHIVED not in system_text(chat_requests(fake_llm)[-1])
+
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None and record.summary == SUMMARY_TEXT
+    head, _ = session_lines(agent_home, key)
+    assert head["metadata"][METADATA_KEY]["pending"]["boundary"] == record.boundary
+
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "turn after the worker ran")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+    assert_file_keeps_every_message(agent_home, key, seeded, record.boundary)
+    assert await _applied(redis, key)
+    head, _ = session_lines(agent_home, key)
+    assert "pending" not in head["metadata"][METADATA_KEY], "applied once, not again by a later process"
+    assert await queued_jobs(redis) == 0
+
+
+async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:8"
+    seeded = conversation(SEEDED_TURNS)
+    agent_home.write_session(key, seeded)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None and await queued_jobs(redis) == 0
+    # As if nanobot had saved the session over the worker's copy in line 1: only Redis has the record.
+    path = agent_home.session_file(key)
+    head, *rest = path.read_text(encoding="utf-8").splitlines()
+    meta = json.loads(head)
+    del meta["metadata"][METADATA_KEY]
+    path.write_text("\n".join([json.dumps(meta), *rest]) + "\n", encoding="utf-8")
+
+    await turn(nanobot_exe, agent_home, env, key, "still over the threshold")
+    assert ARCHIVED not in system_text(chat_requests(fake_llm)[-1])
+    assert await queued_jobs(redis) == 0, "a pending record is not summarized a second time"
+    assert await _applied(redis, key), "found when the trigger fired again, applied after that turn"
+    assert_file_keeps_every_message(agent_home, key, seeded, record.boundary)
+
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "next turn")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+
+
+async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_are_left_alone(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="2")
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, "telegram:100", "one")
+    assert await queued_jobs(redis) == 0
+    await turn(nanobot_exe, agent_home, env, "telegram:100", "two")
+    assert await queued_jobs(redis) == 1 and await queued_reason(redis, "telegram:100") == "interval"
+
+    script.prompt_tokens = BIG_PROMPT
+    internal = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
+    await turn(nanobot_exe, agent_home, internal, "cron:nightly", "scheduled work")
+    assert await queued_jobs(redis) == 1, "a cron session crossing both rules enqueues nothing"
+
+
+async def test_auto_summary_off_enqueues_nothing_but_a_manual_summary_is_still_picked_up(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:200"
+    seeded = conversation(SEEDED_TURNS)
+    agent_home.write_session(key, seeded)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false", NANOBOT_SUMMARY_INTERVAL="1")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "over both thresholds")
+    assert await redis.keys("*") == [], "nothing enqueued, nothing written to Redis"
+
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None
+    await turn(nanobot_exe, agent_home, env, key, "after a manual summary")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+    assert await queued_jobs(redis) == 0
+
+
+async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_the_fresh_session_alone(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:300"
+    agent_home.write_session(key, conversation(SEEDED_TURNS))
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    assert await queued_jobs(redis) == 1
+
+    # Hold the job after it read the session and got its summary, just before it stores the record.
+    summarized, release = asyncio.Event(), asyncio.Event()
+
+    class HeldMemory:
+        def noted_through(self, session_key: str, date: str) -> None:
+            return None
+
+        def known_facts(self) -> list[str]:
+            return []
+
+        async def write(self, session_key: str, notes: list, facts: list, language: str) -> str:
+            summarized.set()
+            await release.wait()
+            return "held"
+
+    deps = worker_deps()
+    deps.memory = HeldMemory()
+    worker = asyncio.create_task(run_burst(deps))
+    await asyncio.wait_for(summarized.wait(), 15)
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "/new")
+    release.set()
+    await worker
+    assert await has_record(redis, key), "the record of the old conversation was stored after /new"
+
+    await turn(nanobot_exe, agent_home, env, key, "fresh start")
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED not in system_text(request) and SUMMARY_TEXT not in system_text(request)
+    assert "fresh start" in history_text(request) and "question" not in history_text(request)
+    assert not await has_record(redis, key) and (await stats(redis)).get("stale") == 1
+    head, messages = session_lines(agent_home, key)
+    assert [m["role"] for m in messages] == ["user", "assistant"] and messages[0]["content"] == "fresh start"
+    assert head["last_archived"] == 0 and "_last_summary" not in head["metadata"]
+    assert not any(m.get("_hidden_history") for m in messages)
+
+
+async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_record_at_start_up(
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    key = f"websocket:{CHAT}"
+    seeded = conversation(SEEDED_TURNS)
+    nanobot_home.write_session(key, seeded)
+    first = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    await first.say(CHAT, "crossing turn")
+    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    await first.stop()
+
+    await run_burst(worker_deps())
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and outcome.boundary and await has_record(redis, key)
+
+    second = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
+    # Applied from the pending set at start-up, before anyone says anything.
+    await wait_until(lambda: _applied(redis, key), what="the restarted gateway to apply the record")
+    assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
+    script.prompt_tokens = SMALL_PROMPT
+    await second.say(CHAT, "after the restart")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
+
+
+async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_when_it_is_back(
+        gateway, fake_llm, script, tmp_path):
+    server_bin = shutil.which("redis-server")
+    if server_bin is None:
+        pytest.skip("needs a redis-server binary to start and stop a throwaway Redis")
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    gw = await gateway(redis=url, NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    for text in ("turn one, Redis down", "turn two, Redis down"):
+        assert (await gw.say(CHAT, text)).startswith("reply number")
+    warnings = [line for line in gw.log().splitlines() if "summary worker: Redis at" in line]
+    assert len(warnings) == 1, warnings
+
+    server = subprocess.Popen([server_bin, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        await wait_until(lambda: answers(url), what="the throwaway Redis")
+        back = await create_pool(redis_settings(url))
+        try:
+            assert await queued_jobs(back) == 0
+            await gw.say(CHAT, "turn three, Redis back")
+            await wait_until(lambda: queued_jobs(back), what="the enqueue after Redis came back")
+            assert await queued_reason(back, f"websocket:{CHAT}") == "tokens"
+        finally:
+            await back.aclose()
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, tmp_path):
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text("Summarize.", encoding="utf-8")
+    values = {
+        "auto_summary": "true", "summary_model": "openai/summarizer", "summary_fallback_model": "openai/other",
+        "summary_interval": "0", "summary_threshold": "0.5", "summary_context_window": "100000",
+        "summary_keep": "messages:6", "summary_input_tokens": "20000", "summary_max_chars": "4000",
+        "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_max_tries": "3",
+        "summary_retry_delay": "1", "summary_workspace": str(agent_home.workspace), "summary_daily_at": "23:30",
+        "summary_timezone": "Asia/Shanghai", "memory_max_facts": "100", "config": str(agent_home.config_path),
+        "redis_url": redis_url,
+    }
+    assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
+    env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
+    # 60000 tokens: under 60% of nanobot's 128000 window, over 50% of our 100000 override.
+    script.prompt_tokens = 60_000
+    result = await turn(nanobot_exe, agent_home, env, "telegram:400", "hello")
+    assert "reply number 1" in result.stdout
+    assert "integration off" not in result.stderr
+    assert await queued_reason(redis, "telegram:400") == "tokens"
+
+
+async def test_a_bad_setting_switches_the_integration_off_with_one_line_and_nanobot_answers(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_THRESHOLD="1.5", NANOBOT_SUMMARY_INTERVAL="1")
+    script.prompt_tokens = BIG_PROMPT
+    result = await turn(nanobot_exe, agent_home, env, "telegram:500", "hello")
+    assert "reply number 1" in result.stdout
+    off = [line for line in result.stderr.splitlines() if "integration off" in line]
+    assert len(off) == 1 and "NANOBOT_SUMMARY_THRESHOLD" in off[0], result.stderr[-2000:]
+    assert await redis.keys("*") == []
+
+
+# Runs nanobot's CLI after changing one thing about nanobot, the way a future release might.
+WRAPPED_CLI = """
+import sys
+change = sys.argv.pop(1)
+if change == "version":
+    import importlib.metadata as md
+    real = md.version
+    md.version = lambda name: "0.4.0" if name == "nanobot-ai" else real(name)
+elif change == "private":
+    import nanobot.agent.tools.runtime_control as rc
+    init = rc.AgentRuntimeControl.__init__
+    def renamed(self, target):
+        init(self, target)
+        self._elsewhere = self.__dict__.pop("_AgentRuntimeControl__target")
+    rc.AgentRuntimeControl.__init__ = renamed
+from nanobot.cli.entry import main
+sys.argv[0] = "nanobot"
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("change, reason", [
+    ("version", "nanobot-ai 0.4.0 is not supported"),
+    ("private", "no AgentRuntimeControl's loop reference"),
+])
+async def test_an_unsupported_nanobot_runs_without_the_integration_and_says_why_once(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, change, reason):
+    python = nanobot_python(nanobot_exe)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
+    script.prompt_tokens = BIG_PROMPT
+    result = await asyncio.to_thread(agent_turn, nanobot_exe, agent_home, env, "telegram:600", "hello",
+                                     [str(python), "-c", WRAPPED_CLI, change])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "reply number 1" in result.stdout
+    off = [line for line in result.stderr.splitlines() if "integration off" in line]
+    assert len(off) == 1 and reason in off[0], result.stderr[-2000:]
+    assert await redis.keys("*") == []
+
+
+def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot_exe):
+    python = str(nanobot_python(nanobot_exe))
+    check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # What installing this project into nanobot's environment would change: only the project itself.
+    dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
+                          "-e", str(Path(__file__).resolve().parents[1])],
+                         capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    would_install = [item["metadata"]["name"] for item in json.loads(dry.stdout)["install"]]
+    assert would_install == ["nanobot-summary-worker"], would_install
+    probe = subprocess.run([python, "-c", IMPORT_PROBE], capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    found = json.loads(probe.stdout)
+    assert found["unsatisfied"] == [], found
+    assert found["heavy"] == [], "the hooks add none of the worker's heavy imports to nanobot"
+    assert not found["litellm_installed"], "litellm must not be in nanobot's environment"
+    assert found["versions"]["openai"].split(".")[0] == "3" and found["versions"]["filelock"].split(".")[0] == "4"
+
+
+IMPORT_PROBE = """
+import importlib.metadata as md, importlib.util, json, sys
+from packaging.requirements import Requirement
+unsatisfied = []
+for dist in ("nanobot-ai", "nanobot-summary-worker"):
+    for text in md.requires(dist) or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        try:
+            installed = md.version(req.name)
+        except md.PackageNotFoundError:
+            unsatisfied.append(f"{dist}: {text} (missing)")
+            continue
+        if not req.specifier.contains(installed, prereleases=True):
+            unsatisfied.append(f"{dist}: {text} (found {installed})")
+import nanobot.agent.loop  # what nanobot has loaded before it loads its tool plugins
+before = set(sys.modules)
+import nanobot_hooks.plugin, nanobot_hooks.integration
+added = {m.split(".")[0] for m in set(sys.modules) - before}
+heavy = sorted(added & {"litellm", "worker", "tiktoken", "aiohttp"})
+print(json.dumps({"unsatisfied": unsatisfied, "heavy": heavy,
+                  "litellm_installed": importlib.util.find_spec("litellm") is not None,
+                  "versions": {n: md.version(n) for n in ("openai", "filelock")}}))
+"""

@@ -1,0 +1,96 @@
+"""Re-validation before a record is applied, against a stand-in with nanobot 0.3.5's Session semantics.
+
+The real Session is exercised end to end in test_nanobot_e2e.py; these cover the cases that are slow or
+awkward to produce through nanobot: a native compaction that moved the watermark, a record applied twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
+from nanobot_hooks.pickup import apply_record, pending_in_metadata
+
+from .conftest import conversation
+
+MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."
+
+
+@dataclass
+class StandInSession:
+    """What nanobot's Session does on commit: insert a hidden marker at N, set the summary, move the watermark."""
+
+    key: str
+    messages: list[dict[str, Any]]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    last_archived: int = 0
+
+    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
+                                  last_active: datetime | None = None) -> None:
+        boundary = len(self.messages) if insert_at is None else insert_at
+        self.messages.insert(boundary, {"role": "user", "content": MARKER_TEXT, "_hidden_history": True})
+        self.metadata["_last_summary"] = {"text": summary, "last_active": "x"}
+        self.last_archived = boundary
+
+
+def record_for(session: StandInSession, boundary: int, summary: str = "rolling summary") -> SummaryRecord:
+    return SummaryRecord(
+        session_key=session.key, summary=summary, start=session.last_archived, boundary=boundary,
+        boundary_timestamp=session.messages[boundary - 1]["timestamp"], messages_before=len(session.messages),
+        messages_after=len(session.messages) - boundary + 1, tokens_before=1000, tokens_after=300,
+    )
+
+
+def test_a_fitting_record_is_applied_once_and_marked():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12)
+    assert apply_record(session, record) == ("applied", True)
+    assert session.last_archived == 12 and session.messages[12]["_hidden_history"]
+    assert len(session.messages) == 21 and session.metadata["_last_summary"]["text"] == "rolling summary"
+    assert session.metadata[METADATA_KEY]["applied"]["boundary"] == 12
+    assert apply_record(session, record) == ("duplicate", False), "a second delivery changes nothing"
+    assert len(session.messages) == 21
+
+
+def test_a_copy_of_the_record_in_metadata_is_read_and_forgotten_once_applied():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12)
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    found = pending_in_metadata(session)
+    assert found is not None and found.boundary == 12
+    apply_record(session, found)
+    assert pending_in_metadata(session) is None
+
+
+def test_a_native_compaction_past_the_boundary_makes_the_record_stale():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 8)
+    session.commit_summary_checkpoint("nanobot's own summary", insert_at=14)
+    assert apply_record(session, record) == ("stale", False)
+    assert session.metadata["_last_summary"]["text"] == "nanobot's own summary"
+
+
+def test_a_native_compaction_before_the_boundary_shifts_the_messages_and_makes_the_record_stale():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12)
+    session.commit_summary_checkpoint("nanobot's own summary", insert_at=6)  # message 11 is now at 12
+    assert apply_record(session, record) == ("stale", False)
+    assert sum(1 for m in session.messages if m.get("_hidden_history")) == 1
+
+
+def test_new_makes_the_record_stale_and_its_metadata_copy_is_dropped():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12)
+    session.messages, session.last_archived = [], 0  # what /new leaves
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    assert apply_record(session, record) == ("stale", True)
+    assert pending_in_metadata(session) is None and session.messages == []
+
+
+def test_a_record_of_another_session_is_never_applied():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12).model_copy(update={"session_key": "telegram:2"})
+    assert apply_record(session, record) == ("stale", False)
+    assert session.last_archived == 0
