@@ -125,6 +125,7 @@ def load_settings() -> Settings:
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
+            field = "redis_url" if field == "REDIS_URL" else field  # errors name an aliased field by its alias
             name = Settings.env_name(field)
             described = Settings.model_fields.get(field)
             accepts = described.description if described is not None else ""

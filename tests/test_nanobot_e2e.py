@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -460,3 +462,24 @@ print(json.dumps({"unsatisfied": unsatisfied, "heavy": heavy,
                   "litellm_installed": importlib.util.find_spec("litellm") is not None,
                   "versions": {n: md.version(n) for n in ("openai", "filelock")}}))
 """
+
+
+async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe, agent_home, fake_llm, script,
+                                                                     redis_url):
+    env = nanobot_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
+    script.prompt_tokens = SMALL_PROMPT
+    for text in ("first question", "second question", "third question"):
+        await turn(nanobot_exe, agent_home, env, "telegram:321", text)
+    asked = len(fake_llm.requests)
+    root = Path(__file__).resolve().parent.parent
+    dry = subprocess.run(
+        [sys.executable, "scripts/enqueue.py", "--dry-run", "telegram:321"], cwd=root, capture_output=True,
+        text=True, timeout=120,
+        env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(agent_home.config_path),
+             "NANOBOT_SUMMARY_KEEP": "messages:2"})
+    assert dry.returncode == 0, dry.stderr
+    _, messages = session_lines(agent_home, "telegram:321")
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    assert f"telegram:321: {len(messages)} messages, summarized through 0" in dry.stdout
+    assert f"would cover messages 0..{users[-1] - 1}" in dry.stdout, dry.stdout
+    assert len(fake_llm.requests) == asked, "a dry run calls no model"

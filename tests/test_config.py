@@ -1,0 +1,95 @@
+"""Configuration: settings validation in one line, nanobot's config read as nanobot reads it, model order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nanobot_hooks.settings import KeepRule, Settings, SettingsError, load_settings
+from worker.app import build_deps
+from worker.nanobot_config import DEFAULT_SUMMARY_MODEL, NanobotConfig, NanobotConfigError, resolve_model
+
+
+def config(tmp_path: Path, data: dict) -> NanobotConfig:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    return NanobotConfig.load(path)
+
+
+def test_keep_rule_forms() -> None:
+    assert KeepRule.parse("messages:10") == KeepRule("messages", 10)
+    assert KeepRule.parse("tokens:3000") == KeepRule("tokens", 3000)
+    assert KeepRule.parse("fraction:0.3") == KeepRule("fraction", 0.3)
+    for bad in ("10", "messages:", "fraction:1.5", "tokens:-1", "messages:2.5", "lines:3"):
+        with pytest.raises(ValueError):
+            KeepRule.parse(bad)
+
+
+@pytest.mark.parametrize("name,value,accepts", [
+    ("NANOBOT_SUMMARY_THRESHOLD", "1.5", "prompt share"),
+    ("NANOBOT_SUMMARY_INTERVAL", "-1", "user messages"),
+    ("NANOBOT_AUTO_SUMMARY", "maybe", "summarize on its own"),
+    ("NANOBOT_SUMMARY_DAILY_AT", "25:00", "HH:MM"),
+    ("NANOBOT_SUMMARY_TIMEZONE", "Mars/Olympus", "IANA"),
+    ("REDIS_URL", "localhost:6379", "redis://"),
+])
+def test_a_bad_value_names_the_variable_and_what_it_accepts(monkeypatch, name, value, accepts) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{name}={value!r}") and accepts in message
+
+
+def test_defaults_are_the_users(monkeypatch) -> None:
+    for name in [n for n in __import__("os").environ if n.startswith("NANOBOT_") or n == "REDIS_URL"]:
+        monkeypatch.delenv(name)
+    settings = Settings()
+    assert settings.auto_summary and settings.summary_interval == 10 and settings.summary_threshold == 0.6
+    assert settings.summary_keep == KeepRule("messages", 10)
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.config_path == Path("~/.nanobot/config.json").expanduser()
+
+
+def test_model_order_environment_then_ours_then_nanobots_then_default(tmp_path: Path) -> None:
+    data = {"agents": {"defaults": {"model": "claude-opus-4-5", "provider": "anthropic",
+                                    "summaryModel": "deepseek/deepseek-chat"}},
+            "providers": {"anthropic": {"apiKey": "sk-ant-x"}, "deepseek": {"apiKey": "sk-ds", "apiBase": "https://ds"}}}
+    cfg = config(tmp_path, data)
+    env = resolve_model("openai/gpt-4o-mini", cfg)
+    assert (env.model, env.source, env.api_key) == ("openai/gpt-4o-mini", "NANOBOT_SUMMARY_MODEL", None)
+    ours = resolve_model(None, cfg)
+    assert (ours.model, ours.api_key, ours.api_base) == ("deepseek/deepseek-chat", "sk-ds", "https://ds")
+    del data["agents"]["defaults"]["summaryModel"]
+    main = resolve_model(None, config(tmp_path, data))
+    assert (main.model, main.api_key, main.source) == ("anthropic/claude-opus-4-5", "sk-ant-x", "nanobot config")
+    assert resolve_model(None, config(tmp_path, {})).model == DEFAULT_SUMMARY_MODEL
+
+
+def test_a_custom_openai_compatible_provider_uses_its_base_url(tmp_path: Path) -> None:
+    cfg = config(tmp_path, {"agents": {"defaults": {"model": "qwen-max", "provider": "custom"}},
+                            "providers": {"custom": {"apiBase": "http://127.0.0.1:9/v1", "apiKey": "k"}}})
+    choice = resolve_model(None, cfg)
+    assert (choice.model, choice.api_base, choice.api_key) == ("openai/qwen-max", "http://127.0.0.1:9/v1", "k")
+
+
+def test_missing_or_broken_nanobot_config_is_explained(tmp_path: Path) -> None:
+    assert NanobotConfig.load(tmp_path / "absent.json").data == {}
+    broken = tmp_path / "config.json"
+    broken.write_text("{not json")
+    with pytest.raises(NanobotConfigError, match="cannot read nanobot config"):
+        NanobotConfig.load(broken)
+    cfg = config(tmp_path, {"agents": {"defaults": {"workspace": str(tmp_path / "ws")}}})
+    with pytest.raises(NanobotConfigError, match="has nanobot run with this workspace"):
+        _ = cfg.sessions_dir
+
+
+def test_an_unreadable_prompt_file_stops_start_up(nanobot_home, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="NANOBOT_SUMMARY_PROMPT_FILE"):
+        build_deps(Settings(config=nanobot_home.config_path, summary_prompt_file=tmp_path / "missing.txt"))
+    custom = tmp_path / "prompt.txt"
+    custom.write_text("Summarize like a pirate.")
+    deps = build_deps(Settings(config=nanobot_home.config_path, summary_prompt_file=custom))
+    assert deps.instructions == "Summarize like a pirate."
