@@ -150,4 +150,6 @@ class JobOutcome(BaseModel):
     boundary: int | None = None
     tokens_before: int | None = None
     tokens_after: int | None = None
+    seconds: float | None = None  # how long the job ran (LLM calls included)
+    job_try: int = 1
     finished_at: datetime = Field(default_factory=utcnow)

@@ -31,7 +31,7 @@ def ago(seconds: float) -> str:
 async def show(console: Console) -> int:
     settings = load_settings()
     if not answers(settings.redis_url):
-        console.print(f"[red]error:[/] Redis at {settings.redis_url} does not answer")
+        print(f"error: Redis at {settings.redis_url} does not answer", file=sys.stderr)
         return 2
     redis = await create_pool(redis_settings(settings.redis_url))
     health = await redis.get(f"{QUEUE_NAME}:health-check")
@@ -52,14 +52,16 @@ async def show(console: Console) -> int:
     console.print(pending)
 
     outcomes = Table(title="last job per session")
-    for column in ("session", "status", "detail", "finished"):
+    for column in ("session", "status", "detail", "took", "finished"):
         outcomes.add_column(column)
     async for raw_key in redis.scan_iter(match=f"{KEY_PREFIX}:outcome:*", count=500):
         raw = await redis.get(raw_key)
         if raw:
             outcome = JobOutcome.model_validate_json(raw)
             style = {"failed": "red", "noop": "dim"}.get(outcome.status, "green")
-            outcomes.add_row(outcome.session_key, f"[{style}]{outcome.status}[/]", outcome.detail,
+            took = f"{outcome.seconds:.1f}s" + (f" (try {outcome.job_try})" if outcome.job_try > 1 else "") \
+                if outcome.seconds is not None else ""
+            outcomes.add_row(outcome.session_key, f"[{style}]{outcome.status}[/]", outcome.detail, took,
                              ago((utcnow() - outcome.finished_at).total_seconds()))
     console.print(outcomes)
     await redis.aclose()

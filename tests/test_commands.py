@@ -89,3 +89,25 @@ async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home,
     assert record is not None and record.summary == "done by the worker"
     outcome = await load_outcome(redis, "telegram:42")
     assert outcome is not None and outcome.boundary == 20
+
+
+async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm, redis, redis_url, deps_for) -> None:
+    from nanobot_hooks.contract import SummarizeRequest
+    from nanobot_hooks.queue import enqueue_summary
+
+    from .conftest import run_burst
+
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_session("telegram:42", conversation(15))
+    nanobot_home.write_session("cli:direct", conversation(2))
+    for key in ("telegram:42", "cli:direct"):
+        await enqueue_summary(redis, SummarizeRequest(session_key=key))
+    await run_burst(deps_for())
+    result = run([sys.executable, "scripts/status.py"], {"REDIS_URL": redis_url, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    pending = result.stdout.split("records waiting")[1].split("last job per session")[0]
+    assert "telegram:42" in pending and "0..19" in pending and "cli:direct" not in pending
+    outcomes = result.stdout.split("last job per session")[1]
+    assert "summarized" in outcomes and "noop" in outcomes
+    dead = run([sys.executable, "scripts/status.py"], {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    assert dead.returncode == 2 and "does not answer" in dead.stderr

@@ -55,6 +55,13 @@ async def startup(ctx: dict[str, Any]) -> None:
     deps: Deps = ctx["deps"]
     log.info("summary model %s (from %s); keep %s; sessions in %s", deps.model.model, deps.model.source,
              deps.settings.summary_keep, deps.nanobot.sessions_root)
+    if not deps.nanobot.path.exists():
+        log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
+    try:
+        deps.nanobot.sessions_dir
+    except NanobotConfigError as exc:
+        # Not fatal: nanobot may simply not have run yet; each job reports it again until it has.
+        log.warning("%s", exc)
 
 
 def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:

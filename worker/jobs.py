@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import tzinfo
 from pathlib import Path
@@ -89,6 +90,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     redis: ArqRedis = ctx["redis"]
     job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
+    started = time.monotonic()
     since = await redis.getdel(daily_flag_key(req.session_key))
     if since:
         req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
@@ -109,7 +111,8 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
         log.exception("summary of %s crashed", req.session_key)
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=f"internal error: {exc!r}")
-    log.info("%s %s: %s", outcome.status, req.session_key, outcome.detail)
+    outcome = outcome.model_copy(update={"seconds": round(time.monotonic() - started, 3), "job_try": job_try})
+    log.info("%s %s in %.1fs: %s", outcome.status, req.session_key, outcome.seconds, outcome.detail)
     await save_outcome(redis, outcome)
     return outcome.model_dump(mode="json")
 
