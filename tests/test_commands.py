@@ -111,3 +111,28 @@ async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm,
     assert "summarized" in outcomes and "noop" in outcomes
     dead = run([sys.executable, "scripts/status.py"], {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     assert dead.returncode == 2 and "does not answer" in dead.stderr
+
+
+def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_url, tmp_path) -> None:
+    import time
+
+    log = tmp_path / "reload.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "worker", "--reload"], cwd=ROOT, stdout=out, stderr=out,
+                                   env={**os.environ, "REDIS_URL": redis_url,
+                                        "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+        try:
+            def starts() -> int:
+                return log.read_text(errors="replace").count("Starting worker")
+
+            deadline = time.monotonic() + 60
+            while starts() < 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert starts() == 1, log.read_text(errors="replace")
+            (ROOT / "worker" / "cut.py").touch()  # the content stays; the change event is what counts
+            while starts() < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert starts() == 2, log.read_text(errors="replace")
+        finally:
+            process.terminate()
+            process.wait(timeout=30)

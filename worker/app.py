@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--no-embedded-redis", action="store_true",
                         help="fail instead of starting a local redis-server when REDIS_URL answers nothing")
+    parser.add_argument("--reload", action="store_true",
+                        help="development: restart the worker when a .py file of the project changes")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -125,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
                     "data in %s). Set REDIS_URL to use your own.", settings.redis_url, embedded.directory)
     try:
+        if args.reload:
+            # `arq --watch` restarts but keeps running the old code; a fresh process does not.
+            from watchfiles import PythonFilter, run_process
+
+            root = Path(__file__).resolve().parent.parent
+            child = [sys.executable, "-m", "worker", "--no-embedded-redis"] + (["-v"] if args.verbose else [])
+            run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
+                        target_type="command", watch_filter=PythonFilter())
+            return 0
         options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
         run_worker(options, burst=args.burst)
