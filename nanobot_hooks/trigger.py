@@ -16,8 +16,14 @@ def is_internal(session_key: str | None) -> bool:
     return not session_key or is_internal_session(session_key)
 
 
+def is_hidden(message: Mapping[str, Any]) -> bool:
+    """nanobot's checkpoint markers and slash commands: never a turn, never summarized."""
+    return any(message.get(flag) for flag in _NOT_A_TURN)
+
+
 def is_user_turn(message: Mapping[str, Any]) -> bool:
-    return message.get("role") == "user" and not any(message.get(flag) for flag in _NOT_A_TURN)
+    """A visible user message opens a turn; every tool call and result of the turn comes after it."""
+    return message.get("role") == "user" and not is_hidden(message)
 
 
 def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: int = 0) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nanobot_hooks.settings import KeepRule
+from nanobot_hooks.trigger import is_user_turn
 
 
 @dataclass(frozen=True)
@@ -24,15 +25,6 @@ class Cut:
     @property
     def kept(self) -> int:
         return self.read - self.boundary
-
-
-def is_hidden(message: dict[str, Any]) -> bool:
-    return bool(message.get("_hidden_history")) or bool(message.get("_command"))
-
-
-def is_turn_start(message: dict[str, Any]) -> bool:
-    """A visible user message opens a turn; every tool call and result of a turn comes after it."""
-    return message.get("role") == "user" and not is_hidden(message)
 
 
 def keep_start(token_counts: Sequence[int], keep: KeepRule, window: int) -> int:
@@ -75,7 +67,7 @@ def plan_cut(
     boundary = min(keep_start(token_counts, keep, window), read)
     while boundary > start:
         # Cutting at the very end keeps nothing, which is whole by definition.
-        at_turn = boundary == read or is_turn_start(messages[boundary])
+        at_turn = boundary == read or is_user_turn(messages[boundary])
         if at_turn and not orphaned_results(messages, boundary):
             return Cut(start, boundary, read)
         boundary -= 1
