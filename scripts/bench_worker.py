@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from arq.connections import create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402

@@ -15,7 +15,7 @@ from arq.connections import ArqRedis, create_pool  # noqa: E402
 from arq.jobs import Job, JobStatus  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, is_internal_session, job_id  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record  # noqa: E402
 from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
@@ -62,8 +62,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def session_keys(deps: Deps, args: argparse.Namespace) -> list[str]:
     """Every key checked before anything is queued, so a typo queues nothing."""
-    keys = list_session_keys(deps.sessions_dir) if args.all else list(dict.fromkeys(args.keys))
+    if args.all:
+        keys = [k for k in list_session_keys(deps.sessions_dir) if not is_internal_session(k)]
+    else:
+        keys = list(dict.fromkeys(args.keys))
     for key in keys:
+        if is_internal_session(key):
+            raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
         try:
             read_session(deps.sessions_dir, key)
         except SessionKeyError as exc:

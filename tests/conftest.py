@@ -11,18 +11,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import pytest
+from arq.connections import ArqRedis, create_pool
+from arq.worker import Worker
 
-import pytest  # noqa: E402
-from arq.connections import ArqRedis, create_pool  # noqa: E402
-from arq.worker import Worker  # noqa: E402
-
-from nanobot_hooks.settings import Settings  # noqa: E402
-from worker.app import build_deps, worker_options  # noqa: E402
-from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
-from worker.fakellm import FakeLLM, Reply  # noqa: E402
-from worker.jobs import Deps  # noqa: E402
-from worker.sessions import storage_name  # noqa: E402
+from nanobot_hooks.settings import Settings
+from worker.app import build_deps, worker_options
+from worker.connections import answers, redis_settings, start_embedded
+from worker.fakellm import FakeLLM, Reply
+from worker.jobs import Deps
+from worker.sessions import storage_name
 
 # DB 13 keeps the tests away from anything a developer keeps in DB 0.
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/13")

@@ -68,6 +68,16 @@ def test_unknown_malformed_key_and_dead_redis_fail_with_one_line(nanobot_home, r
                _env(nanobot_home, f"redis://127.0.0.1:{free_port()}/0"))
     assert dead.returncode == 2 and "does not answer" in dead.stderr and dead.stderr.count("\n") == 1
     assert run([sys.executable, "scripts/enqueue.py"], env).returncode == 2
+    internal = run([sys.executable, "scripts/enqueue.py", "heartbeat"], env)
+    assert internal.returncode == 2 and "nanobot's own sessions" in internal.stderr
+
+
+def test_all_skips_nanobots_internal_sessions(nanobot_home, fake_llm, redis_url) -> None:
+    for key in ("telegram:42", "cron:nightly", "dream:x"):
+        nanobot_home.write_session(key, conversation(15))
+    result = run([sys.executable, "scripts/enqueue.py", "--all", "--dry-run"], _env(nanobot_home, redis_url))
+    assert result.returncode == 0, result.stderr
+    assert "telegram:42:" in result.stdout and "cron:" not in result.stdout and "dream:" not in result.stdout
 
 
 async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home, fake_llm, redis, redis_url) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.error
@@ -11,12 +10,10 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm
+import pytest
 
-import litellm  # noqa: E402
-import pytest  # noqa: E402
-
-from worker.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply  # noqa: E402
+from worker.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply
 
 MODEL = "openai/fake-model"
 

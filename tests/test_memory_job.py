@@ -81,8 +81,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
     assert noted_through(nanobot_home.workspace / "memory", KEY, day) == messages[-1]["timestamp"]
     for i in range(20):
-        assert notes.count(f"daily item {i}\n") <= 1
-    assert "daily item 0" in notes and "daily item 19" in notes, "the kept tail is noted too"
+        assert notes.count(f"- daily item {i}\n") == 1, f"daily item {i} is noted exactly once"
 
     # A later ordinary job covers part of that tail: summarized, but not noted a second time.
     before = notes
@@ -137,7 +136,8 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     assert flagged
     # after_job_end queued a second job; a burst worker may have exited before it landed
     while await redis.zcard(QUEUE_NAME):
-        await run_burst(deps) and not await redis.exists(daily_flag_key(KEY))
+        await run_burst(deps)
+    assert not await redis.exists(daily_flag_key(KEY))
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
 
@@ -178,3 +178,66 @@ async def test_a_chinese_conversation_gets_chinese_notes_and_headings(redis, nan
     assert "Topics" not in notes
     system = fake_llm.requests[0].body["messages"][0]["content"]
     assert "Chinese (简体中文)" in system
+
+
+async def test_a_daily_job_that_gives_up_does_not_requeue_itself_forever(redis, nanobot_home, fake_llm, deps_for):
+    from worker.fakellm import Error
+
+    fake_llm.default = Error.server()
+    nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
+    deps = deps_for(summary_max_tries=2)
+    await daily_summaries({"deps": deps, "redis": redis})
+    for _ in range(3):
+        await run_burst(deps)
+    assert await redis.zcard(QUEUE_NAME) == 0, "nothing left to run"
+    assert not await redis.exists(daily_flag_key(KEY))
+    assert len(fake_llm.requests) == 2, "one job, two tries, then it gave up"
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "failed"
+
+
+async def test_broken_memory_files_never_block_the_summary(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = echo_memory
+    (nanobot_home.workspace / "memory").write_text("a file where the folder should be")
+    nanobot_home.write_session(KEY, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None, "the summary is stored although the notes cannot be written"
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
+
+
+async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(json.dumps({
+        "summary": "s", "facts": [],
+        "daily_notes": [{"date": "2026-11-20", "topics": ["kept topic", {"odd": 1}],
+                         "technical_issues": ["a plain string issue", {"problem": "p", "solution": "s"}, 7]}]}))
+    nanobot_home.write_session(KEY, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "kept topic" in notes and "a plain string issue" in notes and "- p → s" in notes
+
+
+async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_marks(
+        redis, nanobot_home, fake_llm, deps_for):
+    calls = 0
+
+    def disobedient(request: FakeRequest) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(json.dumps({"summary": "s", "facts": [],
+                                 "daily_notes": [{"date": "2026-11-20", "topics": [f"wording {calls}"]}]}))
+
+    fake_llm.responder = disobedient
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for()
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    files = memory_files(nanobot_home.workspace)
+    assert "wording 1" in files["2026-11-20.md"].decode()
+    await redis.delete(record_key(KEY))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    assert calls == 2 and memory_files(nanobot_home.workspace) == files

@@ -60,7 +60,7 @@ async def startup(ctx: dict[str, Any]) -> None:
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     try:
-        deps.nanobot.sessions_dir
+        _ = deps.nanobot.sessions_dir
     except NanobotConfigError as exc:
         # Not fatal: nanobot may simply not have run yet; each job reports it again until it has.
         log.warning("%s", exc)

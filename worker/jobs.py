@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from pathlib import Path
-from datetime import datetime
 from typing import Any, Protocol
 
 from arq import Retry
@@ -22,6 +21,7 @@ from nanobot_hooks.contract import (
     SummarizeRequest,
     SummaryRecord,
     daily_flag_key,
+    is_internal_session,
 )
 from nanobot_hooks.queue import load_record, save_outcome, store_record
 from nanobot_hooks.settings import Settings
@@ -38,8 +38,8 @@ from worker.llm import (
 )
 from worker.nanobot_config import ModelChoice, NanobotConfig, NanobotConfigError
 from worker.prepare import Entry, chunk, detect_language, transcript
-from worker.redact import redact
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
+from worker.redact import redact
 from worker.sessions import SessionFile, SessionKeyError, SessionNotFound, read_session, write_metadata_entry
 from worker.tokens import Counter, count_message
 
@@ -47,6 +47,7 @@ log = logging.getLogger("worker.jobs")
 
 # Room for the wrapper text around the transcript; the rest of the budget is measured.
 PROMPT_SLACK_TOKENS = 200
+KNOWN_FACTS_IN_PROMPT = 100
 CONTEXT_SHRINKS = 3
 
 
@@ -91,22 +92,29 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
     started = time.monotonic()
+    if is_internal_session(req.session_key):
+        outcome = JobOutcome(session_key=req.session_key, status="noop", detail="an internal nanobot session")
+        await save_outcome(redis, outcome)
+        return outcome.model_dump(mode="json")
     since = await redis.getdel(daily_flag_key(req.session_key))
     if since:
         req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
     try:
         outcome = await run_job(deps, redis, req, job_try)
     except (TransientLLMError, BadAnswer) as exc:
-        if since:
-            # the retry must still note through the end
-            await redis.set(daily_flag_key(req.session_key), since, nx=True)
         if job_try < deps.settings.summary_max_tries:
+            if since:
+                # The retry must still note through the end. Only a retry: a flag left after the last
+                # try would make after_job_end queue the session again, forever.
+                await redis.set(daily_flag_key(req.session_key), since, nx=True)
             delay = deps.settings.summary_retry_delay * 2 ** (job_try - 1)
             retry_after = getattr(exc, "retry_after", None) or 0.0
             log.warning("summary of %s failed (try %d): %s; retrying", req.session_key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), retry_after)) from None
-        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=f"gave up after {job_try} tries: {exc}")
-    except (SummaryFailed, PermanentLLMError, SessionNotFound, SessionKeyError, NanobotConfigError, OSError) as exc:
+        detail = f"gave up after {job_try} tries: {exc}"
+        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=detail)
+    except (SummaryFailed, PermanentLLMError, SessionNotFound, SessionKeyError, NanobotConfigError,
+            OSError) as exc:
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=str(exc))
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
         log.exception("summary of %s crashed", req.session_key)
@@ -136,7 +144,8 @@ async def run_job(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_try: i
     if req.notes_through_end and deps.memory is not None:
         written = await notes_part(deps, req, session, covered, job_try)
         status = "noted" if outcome.status == "noop" and written else outcome.status
-        outcome = outcome.model_copy(update={"status": status, "detail": f"{outcome.detail}; {written or 'notes up to date'}"})
+        detail = f"{outcome.detail}; {written or 'notes up to date'}"
+        outcome = outcome.model_copy(update={"status": status, "detail": detail})
     return outcome
 
 
@@ -174,23 +183,26 @@ async def summarize_part(
         tokens_before=tokens_before,
         tokens_after=tokens_after,
         language=language,
-        notes=dated_notes(answer.notes, fresh),
+        # Nothing fresh: whatever notes the model wrote repeat what the day files already hold.
+        notes=dated_notes(answer.notes, fresh) if fresh else [],
         facts=answer.facts,
         model=deps.model.model,
         chunks=parts,
         reason=req.reason,
     )
     detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
-    # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
-    if deps.memory is not None:
-        detail += f"; {await deps.memory.write(key, record.notes, record.facts, language)}"
-    await store_record(redis, record)
     try:
+        # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
+        # it rewritten after the live one applied the record.
         write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
                              {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})})
     except (OSError, Timeout) as exc:
-        # Redis holds the record nanobot applies; the copy in line 1 is for people reading the file.
+        # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
+    await store_record(redis, record)
+    # The summary never waits on the memory files; a crash before this line leaves these notes to
+    # the daily run, which notes every message not noted yet.
+    detail += f"; {await write_memory(deps, key, record.notes, record.facts, language)}"
     outcome = JobOutcome(session_key=key, status="summarized", detail=detail, boundary=cut.boundary,
                          tokens_before=tokens_before, tokens_after=tokens_after)
     return outcome, {e.index for e in entries}
@@ -206,17 +218,40 @@ async def notes_part(deps: Deps, req: SummarizeRequest, session: SessionFile, co
         return ""
     language = detect_language(session.messages)
     system = notes_system_prompt(language)
-    known = deps.memory.known_facts()
+    known = known_facts(deps)
     notes: list[DailyNotes] = []
     facts: list[Fact] = []
     overhead = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
-    for part in chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter):
-        answer = await ask(deps, system, user_prompt(None, part, known_facts=known), job_try,
-                           need_summary=False)
+    parts = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
+    for number, part in enumerate(parts, start=1):
+        prompt = user_prompt(None, part, number, last=number == len(parts), known_facts=known)
+        answer = await ask(deps, system, prompt, job_try, need_summary=False)
         notes += answer.notes
         facts += answer.facts
-    written = await deps.memory.write(req.session_key, dated_notes(notes, entries), facts, language)
+    written = await write_memory(deps, req.session_key, dated_notes(notes, entries), facts, language)
     return f"noted {len(entries)} more messages: {written}"
+
+
+async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
+    """Memory-file trouble (a full disk, a read-only workspace, a lock held too long) is reported, not fatal."""
+    if deps.memory is None:
+        return "no memory files"
+    try:
+        return str(await deps.memory.write(key, notes, facts, language))
+    except (OSError, RuntimeError, Timeout) as exc:
+        log.warning("%s: memory files not written: %s", key, exc)
+        return f"memory files not written: {exc}"
+
+
+def known_facts(deps: Deps) -> list[str]:
+    """What MEMORY.md holds, so the model does not add it again; bounded, it rides in every call."""
+    if deps.memory is None:
+        return []
+    try:
+        return deps.memory.known_facts()[:KNOWN_FACTS_IN_PROMPT]
+    except (OSError, RuntimeError, Timeout) as exc:
+        log.warning("MEMORY.md not readable: %s", exc)
+        return []
 
 
 ALREADY_NOTED = "(in notes) "
@@ -233,7 +268,11 @@ def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
             fresh.append(entry)
             continue
         if entry.date not in cursors:
-            cursors[entry.date] = deps.memory.noted_through(session_key, entry.date)
+            try:
+                cursors[entry.date] = deps.memory.noted_through(session_key, entry.date)
+            except (OSError, ValueError) as exc:
+                log.warning("%s: cannot read the notes of %s: %s", session_key, entry.date, exc)
+                cursors[entry.date] = None
         cursor = cursors[entry.date]
         if cursor is None or not _not_after(entry.timestamp, cursor):
             fresh.append(entry)
@@ -272,29 +311,33 @@ async def summarize_entries(
     """One call when the input fits the budget; otherwise chunks, each folding in the summary so far."""
     settings = deps.settings
     system = system_prompt(language, settings.summary_max_chars, deps.instructions)
-    known = deps.memory.known_facts() if deps.memory else []
+    known = known_facts(deps)
+    fixed = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
     budget = settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
-        # Later chunks carry the running summary, which can grow up to the size cap.
-        summary_room = max(deps.counter(previous), deps.counter("x" * (settings.summary_max_chars // 4)))
-        overhead = deps.counter(system) + deps.counter("\n".join(known)) + summary_room + PROMPT_SLACK_TOKENS
-        parts = chunk(entries, budget - overhead, deps.counter)
         try:
             running, notes, facts = previous, [], []
-            for number, part in enumerate(parts, start=1):
-                prompt = user_prompt(running, part, number, len(parts), known)
-                answer = await ask(deps, system, prompt, job_try)
+            position = calls = 0
+            while position < len(entries):
+                # Measured per chunk: the running summary is what it is now, not a worst case.
+                room = budget - fixed - deps.counter(running)
+                part = chunk(entries[position:], room, deps.counter)[0]
+                position += len(part)
+                calls += 1
+                prompt = user_prompt(running, part, calls, last=position >= len(entries), known_facts=known)
+                answer = await ask(deps, system, prompt, job_try, allow_prose=not running.strip())
                 running = answer.summary
                 notes += answer.notes
                 facts += answer.facts
-            return Answer(summary=running, notes=notes, facts=facts), len(parts)
+            return Answer(summary=running, notes=notes, facts=facts), calls
         except ContextTooLong:
             budget //= 2
             log.warning("input over the model's window; shrinking the budget to %d tokens", budget)
     raise SummaryFailed("the input does not fit the model's window even after shrinking")
 
 
-async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: bool = True) -> Answer:
+async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: bool = True,
+              allow_prose: bool = True) -> Answer:
     """The summary model, then the fallback model once the first keeps failing or cannot work."""
     candidates = [deps.model] + ([deps.fallback] if deps.fallback else [])
     error: Exception | None = None
@@ -305,14 +348,14 @@ async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: 
         try:
             completion = await complete(choice, messages, deps.settings.summary_timeout)
             try:
-                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary)
+                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary, allow_prose)
             except BadAnswer as bad:
                 if bad.oversized is None:
                     raise
                 # One firmer request: most models comply when told their own length.
                 messages[1]["content"] = f"{prompt}\n\nYour last summary had {bad.oversized} characters: shorten it."
                 completion = await complete(choice, messages, deps.settings.summary_timeout)
-                return parse_answer(completion.text, deps.settings.summary_max_chars)
+                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary, allow_prose)
         except (TransientLLMError, PermanentLLMError, BadAnswer) as exc:
             log.warning("model %s failed: %s", choice.model, exc)
             error = exc

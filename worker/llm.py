@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import os
+import logging
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# Offline, litellm would block its import for seconds fetching the price list.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import json_repair
+import litellm
+from pydantic import ValidationError
 
-import json_repair  # noqa: E402
-import litellm  # noqa: E402
-from pydantic import ValidationError  # noqa: E402
-
-from nanobot_hooks.contract import DailyNotes, Fact  # noqa: E402
-from worker.nanobot_config import ModelChoice  # noqa: E402
+from nanobot_hooks.contract import DailyNotes, Fact
+from worker.nanobot_config import ModelChoice
 
 litellm.suppress_debug_info = True
+log = logging.getLogger("worker.llm")
 DEFAULT_WINDOW = 128_000
 
 
@@ -60,8 +58,6 @@ class Answer:
     summary: str
     notes: list[DailyNotes] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
-    structured: bool = True
-    dropped_items: int = 0
 
 
 def _retry_after(exc: Exception) -> float | None:
@@ -134,8 +130,12 @@ def context_window(model: str) -> int:
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 
-def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
-    """JSON (repaired if broken) or, when the model ignored the format, its prose as the summary."""
+def parse_answer(text: str, max_chars: int, need_summary: bool = True, allow_prose: bool = True) -> Answer:
+    """JSON (repaired if broken); prose only as a first summary, when there is nothing to lose by it.
+
+    With a previous summary to fold in, prose is refused: a refusal or an apology ("I can't help with
+    that") would otherwise replace everything the session had (anchors, lesson 1).
+    """
     cleaned = _FENCE.sub("", text.strip()).strip()
     if not cleaned:
         raise BadAnswer("empty answer")
@@ -149,26 +149,52 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer
                 raise BadAnswer("the JSON answer has no summary")
             summary = ""
         answer = Answer(summary=summary.strip())
-        answer.notes, bad_notes = _models(DailyNotes, data.get("daily_notes"))
-        answer.facts, bad_facts = _models(Fact, data.get("facts"))
-        answer.dropped_items = bad_notes + bad_facts
+        answer.notes, bad_notes = _models(DailyNotes, data.get("daily_notes"), _lenient_note)
+        answer.facts, bad_facts = _models(Fact, data.get("facts"), _lenient_fact)
+        if bad_notes or bad_facts:
+            log.info("dropped %d unreadable notes and %d unreadable facts of the answer", bad_notes, bad_facts)
     elif cleaned.startswith(("{", "[")) or not need_summary:
         raise BadAnswer("the answer is JSON the repair could not read")
+    elif not allow_prose:
+        raise BadAnswer("prose instead of the JSON answer, with a previous summary to fold in")
     else:
-        answer = Answer(summary=cleaned, structured=False)
+        answer = Answer(summary=cleaned)
     if len(answer.summary) > max_chars:
         raise BadAnswer(f"summary of {len(answer.summary)} characters is over {max_chars}", len(answer.summary))
     return answer
 
 
-def _models(model: type[Any], items: Any) -> tuple[list[Any], int]:
+def _lenient_fact(item: dict[str, Any]) -> dict[str, Any]:
+    if "importance" in item:
+        # Models answer "4", 4.5 or 9 as often as 4: clamp rather than lose the fact.
+        item = {**item, "importance": min(5, max(1, round(float(item["importance"]))))}
+    return item
+
+
+def _lenient_note(item: dict[str, Any]) -> dict[str, Any]:
+    """Keep every readable item of a day: one odd entry must not cost the whole day's notes."""
+    cleaned: dict[str, Any] = {"date": str(item.get("date", ""))}
+    for name in ("topics", "preferences", "decisions", "tasks", "insights"):
+        values = item.get(name)
+        values = values if isinstance(values, list) else [values] if values else []
+        cleaned[name] = [str(v) for v in values if isinstance(v, (str, int, float)) and str(v).strip()]
+    issues = []
+    for issue in item.get("technical_issues") or []:
+        if isinstance(issue, str) and issue.strip():
+            issues.append({"problem": issue})
+        elif isinstance(issue, dict) and issue.get("problem"):
+            issues.append({"problem": str(issue["problem"]), "solution": str(issue.get("solution") or "")})
+    cleaned["technical_issues"] = issues
+    return cleaned
+
+
+def _models(model: type[Any], items: Any, lenient: Any) -> tuple[list[Any], int]:
     good, bad = [], 0
     for item in items if isinstance(items, list) else []:
         try:
-            if isinstance(item, dict) and "importance" in item:
-                # Models answer "4", 4.5 or 9 as often as 4: clamp rather than lose the fact.
-                item = {**item, "importance": min(5, max(1, round(float(item["importance"]))))}
-            good.append(model.model_validate(item))
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
+            good.append(model.model_validate(lenient(item)))
         except (ValidationError, ValueError, TypeError):
             bad += 1
     return good, bad

@@ -64,7 +64,7 @@ def user_prompt(
     previous_summary: str | None,
     entries: Sequence[Entry],
     part: int = 1,
-    parts: int = 1,
+    last: bool = True,
     known_facts: Sequence[str] = (),
 ) -> str:
     """`previous_summary=None` asks for notes only, with no summary section."""
@@ -78,7 +78,8 @@ def user_prompt(
     if known_facts:
         listed = "\n".join(f"- {fact}" for fact in known_facts)
         sections.append(f"<already_remembered>\n{listed}\n</already_remembered>\nDo not repeat these as facts.")
-    where = f" part=\"{part} of {parts}\"" if parts > 1 else ""
+    # The model sees which part of a chunked run it has; the last one ends the summary.
+    where = "" if part == 1 and last else f' part="{part}"' + (' last="yes"' if last else "")
     body = "\n".join(entry.text for entry in entries)
     sections.append(f"<messages{where}>\n{body}\n</messages>")
     return "\n\n".join(sections)
