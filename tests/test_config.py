@@ -93,3 +93,24 @@ def test_an_unreadable_prompt_file_stops_start_up(nanobot_home, tmp_path: Path) 
     custom.write_text("Summarize like a pirate.")
     deps = build_deps(Settings(config=nanobot_home.config_path, summary_prompt_file=custom))
     assert deps.instructions == "Summarize like a pirate."
+
+
+def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    try:
+        assert config(tmp_path, {}).timezone == "Asia/Shanghai", "no timezone: nanobot's auto mode, the host's"
+        assert config(tmp_path, {"agents": {"defaults": {"timezone": "Europe/Berlin"}}}).timezone == "Europe/Berlin"
+        auto = {"agents": {"defaults": {"timezone": "Europe/Berlin", "timezoneMode": "auto"}}}
+        assert config(tmp_path, auto).timezone == "Asia/Shanghai", "auto mode ignores a set timezone"
+        # a naive nanobot timestamp is the host's local time: 07:30 in Shanghai is the evening before in Berlin
+        from zoneinfo import ZoneInfo
+
+        from worker.prepare import local_time
+        moment = local_time("2026-11-21T07:30:00", ZoneInfo("Europe/Berlin"))
+        assert moment is not None and moment.strftime("%Y-%m-%d %H:%M") == "2026-11-21 00:30"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

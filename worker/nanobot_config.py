@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 DEFAULT_SUMMARY_MODEL = "deepseek/deepseek-chat"
 DEFAULT_WORKSPACE = "~/.nanobot/workspace"
@@ -80,7 +81,11 @@ class NanobotConfig:
 
     @property
     def timezone(self) -> str:
+        """As nanobot resolves it: `timezoneMode` auto (the default without a timezone) means the host's zone."""
         value = self._get("timezone", "timezone")
+        mode = self._get("timezoneMode", "timezone_mode") or ("manual" if value else "auto")
+        if mode == "auto":
+            return host_timezone()
         return value if isinstance(value, str) and value else "UTC"
 
     @property
@@ -130,6 +135,18 @@ class NanobotConfig:
         elif provider_name and prefix != provider_name:
             model = f"{provider_name}/{model}"
         return ModelChoice(model=model, api_key=api_key, api_base=api_base, source="nanobot config")
+
+
+def host_timezone() -> str:
+    """The host's IANA zone name (what nanobot's auto mode uses), UTC when it cannot be told."""
+    try:
+        from tzlocal import get_localzone_name
+
+        name = get_localzone_name()
+        ZoneInfo(name)
+    except Exception:  # tzlocal raises several kinds for odd /etc/localtime setups
+        return "UTC"
+    return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
 
 
 def _camel(name: str) -> str:

@@ -16,6 +16,7 @@ from filelock import FileLock
 
 from nanobot_hooks.contract import DailyNotes
 from worker.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.prepare import local_time
 from worker.redact import one_line
 
 PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
@@ -116,16 +117,9 @@ def session_items(text: str, session: str) -> list[str]:
 
 
 def _clock(stamp: str | None, tz: ZoneInfo) -> str | None:
-    if not stamp:
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    # nanobot writes naive local times; an aware one is shown in the configured timezone.
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(tz)
-    return moment.strftime("%H:%M")
+    # The same conversion that dated the message, so a heading's times match its file's date.
+    moment = local_time(stamp, tz)
+    return moment.strftime("%H:%M") if moment else None
 
 
 def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
@@ -136,13 +130,8 @@ def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
             return note.date
         except ValueError:
             pass
-    if note.first_timestamp:
-        try:
-            moment = datetime.fromisoformat(note.first_timestamp)
-            return (moment.astimezone(tz) if moment.tzinfo else moment).date().isoformat()
-        except ValueError:
-            pass
-    return datetime.now(tz).date().isoformat()
+    moment = local_time(note.first_timestamp, tz)
+    return (moment or datetime.now(tz)).date().isoformat()
 
 
 def section(note: DailyNotes, session: str, language: str, existing: str, tz: ZoneInfo,
