@@ -135,8 +135,12 @@ class SummaryRecord(BaseModel):
     created_at: datetime = Field(default_factory=utcnow)
 
     def fits(self, last_archived: int, message_count: int, timestamp_at_boundary: str | None) -> bool:
-        """Does the record still describe the live session? (`/new` or a native compaction break it.)"""
-        if not last_archived <= self.boundary <= message_count:
+        """Does the record still describe the live session? (`/new` or a native compaction break it.)
+
+        nanobot stamps every message it saves, so a record without the boundary's timestamp cannot
+        be re-checked against the session and never fits.
+        """
+        if self.boundary_timestamp is None or not last_archived <= self.boundary <= message_count:
             return False
         return timestamp_at_boundary == self.boundary_timestamp
 

@@ -29,7 +29,7 @@ from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata, stamp
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record
 from nanobot_hooks.settings import Settings
-from nanobot_hooks.trigger import decide, is_internal, user_turns_since
+from nanobot_hooks.trigger import count_from, decide, is_internal, user_turns_since
 
 # One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
 THROTTLE = logs.Throttle(every=60.0)
@@ -186,7 +186,11 @@ class Integration:
             if session is None:
                 return
             interval = self.settings.summary_interval
-            turns = user_turns_since(session.messages, session.last_archived, enough=interval) if interval else 0
+            turns = 0
+            if interval:
+                messages = session.messages
+                start = count_from(messages, session.last_archived, session.metadata)
+                turns = user_turns_since(messages, start, enough=interval)
             reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.settings.summary_threshold,
                             user_turns=turns, interval=interval)
             if reason is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import types
+
 try:  # nanobot logs through loguru; outside nanobot (tests, scripts) plain logging is enough
     from loguru import logger as _loguru
 except ImportError:  # pragma: no cover - loguru ships with nanobot

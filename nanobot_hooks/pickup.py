@@ -89,6 +89,9 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
         "applied": {
             "created_at": stamp(record),
             "boundary": record.boundary,
+            # The message count right after applying: the interval trigger counts new user turns
+            # from here (trigger.count_from), not from the boundary, which the kept tail follows.
+            "through": len(messages),
             "reason": record.reason,
             "applied_at": datetime.now().isoformat(),
         }

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nanobot_hooks.contract import Reason, is_internal_session
+from nanobot_hooks.contract import METADATA_KEY, Reason, is_internal_session
+
 # Message flags of rows that are not a user's turn: nanobot's hidden rows (checkpoint markers,
 # automation and subagent rows) and slash-command rows.
 _NOT_A_TURN = ("_hidden_history", "_command")
@@ -35,6 +36,35 @@ def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: 
             if 0 < enough <= count:
                 break
     return count
+
+
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def count_from(messages: Sequence[Mapping[str, Any]], last_archived: int, metadata: Any) -> int:
+    """Where the every-N-user-messages count starts: after the last summary this integration applied.
+
+    nanobot's watermark (`last_archived`) sits at the summary's boundary, and the kept tail after it
+    holds user turns the summary already saw; pickup notes the message count right after applying
+    (`applied.through`), and counting starts there. The marker is trusted only while it still
+    describes this session: its checkpoint row is still at `boundary`, the watermark has not gone
+    back below it (`/new` resets it to 0 but keeps the metadata), and `through` is within the
+    messages. Anything else (no marker, odd values) falls back to the watermark. A later native
+    compaction past the marker wins, being later.
+    """
+    entry = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
+    applied = entry.get("applied") if isinstance(entry, Mapping) else None
+    if not isinstance(applied, Mapping):
+        return last_archived
+    through, boundary = _index(applied.get("through")), _index(applied.get("boundary"))
+    if through is None or boundary is None:
+        return last_archived
+    if not (0 <= boundary <= last_archived and boundary < through <= len(messages)):
+        return last_archived
+    if not is_hidden(messages[boundary]):
+        return last_archived
+    return max(last_archived, through)
 
 
 def decide(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -147,10 +146,8 @@ def test_responder_used_when_queue_empty(llm: FakeLLM) -> None:
 
 def test_hang_triggers_client_timeout(llm: FakeLLM) -> None:
     llm.script(Hang(5))
-    start = time.monotonic()
     with pytest.raises(litellm.Timeout):
         call(llm, timeout=0.3)
-    assert time.monotonic() - start < 3
     # The server must still answer while the hung handler sleeps.
     assert call(llm).choices[0].message.content == "ok"
 
@@ -192,9 +189,11 @@ def test_stop_does_not_wait_for_hang() -> None:
 
     threading.Thread(target=client, daemon=True).start()
     llm.wait_for_requests(1, timeout=2)
-    start = time.monotonic()
-    llm.stop()
-    assert time.monotonic() - start < 3
+    # stop() cancels the 30 s Hang instead of waiting it out (a liveness bound, not a speed figure)
+    stopper = threading.Thread(target=llm.stop)
+    stopper.start()
+    stopper.join(timeout=15)
+    assert not stopper.is_alive()
 
 
 @pytest.mark.asyncio

@@ -224,6 +224,32 @@ async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_a
     assert await queued_jobs(redis) == 1, "a cron session crossing both rules enqueues nothing"
 
 
+async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:101"
+    interval = 4
+    agent_home.write_session(key, conversation(SEEDED_TURNS))
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL=str(interval))
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    assert await queued_reason(redis, key) == "interval"
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None
+
+    await turn(nanobot_exe, agent_home, env, key, "new message 1")  # applies the record first
+    assert await _applied(redis, key)
+    head, messages = session_lines(agent_home, key)
+    through = head["metadata"][METADATA_KEY]["applied"]["through"]
+    kept = [m for m in messages[record.boundary:through] if m["role"] == "user" and not m.get("_hidden_history")]
+    assert len(kept) >= interval, "the kept tail alone holds enough user turns to fire the rule"
+    for text in ("new message 2", "new message 3"):
+        await turn(nanobot_exe, agent_home, env, key, text)
+        assert await queued_jobs(redis) == 0, "the kept tail is not counted again"
+    await turn(nanobot_exe, agent_home, env, key, "new message 4")
+    assert await queued_jobs(redis) == 1 and await queued_reason(redis, key) == "interval"
+
+
 async def test_auto_summary_off_enqueues_nothing_but_a_manual_summary_is_still_picked_up(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:200"

@@ -12,6 +12,7 @@ from typing import Any
 
 from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
 from nanobot_hooks.pickup import apply_record, pending_in_metadata
+from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
 from .conftest import conversation
 
@@ -50,6 +51,7 @@ def test_a_fitting_record_is_applied_once_and_marked():
     assert session.last_archived == 12 and session.messages[12]["_hidden_history"]
     assert len(session.messages) == 21 and session.metadata["_last_summary"]["text"] == "rolling summary"
     assert session.metadata[METADATA_KEY]["applied"]["boundary"] == 12
+    assert session.metadata[METADATA_KEY]["applied"]["through"] == 21, "the message count right after applying"
     assert apply_record(session, record) == ("duplicate", False), "a second delivery changes nothing"
     assert len(session.messages) == 21
 
@@ -94,3 +96,30 @@ def test_a_record_of_another_session_is_never_applied():
     record = record_for(session, 12).model_copy(update={"session_key": "telegram:2"})
     assert apply_record(session, record) == ("stale", False)
     assert session.last_archived == 0
+
+
+def interval_fires(session: StandInSession, interval: int = 10) -> bool:
+    """What the integration decides after a turn, for the every-N-user-messages rule alone."""
+    start = count_from(session.messages, session.last_archived, session.metadata)
+    turns = user_turns_since(session.messages, start, enough=interval)
+    return decide(prompt_tokens=None, context_window=None, threshold=0.6, user_turns=turns, interval=interval) is not None
+
+
+def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages():
+    session = StandInSession("telegram:1", conversation(20))
+    apply_record(session, record_for(session, 30))  # 5 user turns kept after the boundary
+    for _ in range(9):
+        session.messages += conversation(1)
+        assert not interval_fires(session), "the kept tail does not count towards the next summary"
+    session.messages += conversation(1)
+    assert interval_fires(session), "the 10th new user message fires"
+
+
+def test_a_record_without_a_boundary_timestamp_is_never_applied():
+    session = StandInSession("telegram:1", [{k: v for k, v in m.items() if k != "timestamp"}
+                                            for m in conversation(10)])
+    record = SummaryRecord(session_key=session.key, summary="s", start=0, boundary=12, boundary_timestamp=None,
+                           messages_before=20, messages_after=9, tokens_before=1000, tokens_after=300)
+    assert not record.fits(0, 20, None)
+    assert apply_record(session, record) == ("stale", False)
+    assert session.last_archived == 0 and len(session.messages) == 20

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nanobot_hooks.trigger import decide, is_internal, is_user_turn, user_turns_since
+from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.trigger import count_from, decide, is_internal, is_user_turn, user_turns_since
 
 from .conftest import conversation
 
@@ -66,3 +67,56 @@ def test_hidden_and_command_rows_are_not_user_turns():
 ])
 def test_internal_sessions_are_recognised(key, internal):
     assert is_internal(key) is internal
+
+
+def applied_session(turns: int = 10, boundary: int = 10) -> tuple[list[dict], dict, int]:
+    """A session right after a summary was applied at `boundary`: messages, metadata, through."""
+    messages = conversation(turns)
+    messages.insert(boundary, dict(MARKER))
+    through = len(messages)
+    return messages, {METADATA_KEY: {"applied": {"boundary": boundary, "through": through}}}, through
+
+
+def test_after_an_applied_summary_the_kept_tail_is_not_counted_again():
+    messages, metadata, through = applied_session()  # 5 user turns kept after the marker at 10
+    assert user_turns_since(messages, 10) == 5
+    assert count_from(messages, 10, metadata) == through
+    assert user_turns_since(messages, count_from(messages, 10, metadata)) == 0
+    messages += conversation(4)
+    assert user_turns_since(messages, count_from(messages, 10, metadata)) == 4, "only the new turns count"
+
+
+def test_without_our_marker_the_count_starts_at_the_watermark():
+    messages, _, _ = applied_session()
+    assert count_from(messages, 10, {}) == 10
+    assert count_from(messages, 10, {METADATA_KEY: {"pending": {"boundary": 10}}}) == 10
+    assert count_from(messages, 10, {METADATA_KEY: {"applied": {"boundary": 10}}}) == 10, "a marker without through"
+    assert count_from([], 0, None) == 0
+
+
+def test_a_later_native_compaction_wins():
+    messages, metadata, through = applied_session()
+    messages += conversation(6)
+    messages.insert(through + 4, dict(MARKER))  # nanobot compacted on its own, past our marker
+    assert count_from(messages, through + 4, metadata) == through + 4
+
+
+def test_new_resets_the_count_even_once_the_fresh_session_is_longer_than_the_old_marker():
+    _, metadata, through = applied_session()
+    fresh = conversation(through)  # /new: messages cleared, watermark 0, our metadata entry kept
+    assert count_from(fresh[:4], 0, metadata) == 0
+    assert count_from(fresh, 0, metadata) == 0
+    assert user_turns_since(fresh, count_from(fresh, 0, metadata), enough=10) == 10
+
+
+@pytest.mark.parametrize("applied", [
+    {"boundary": 10, "through": "21"}, {"boundary": 10, "through": True}, {"boundary": 10, "through": None},
+    {"boundary": 10, "through": 10}, {"boundary": 10, "through": 22}, {"boundary": 10, "through": -1},
+    {"boundary": "10", "through": 21}, {"boundary": -1, "through": 21}, {"boundary": 11, "through": 21},
+    {"boundary": 4, "through": 21}, {"through": 21}, "applied", None,
+])
+def test_odd_markers_fall_back_to_the_watermark(applied):
+    messages, _, through = applied_session()
+    assert through == 21
+    assert count_from(messages, 10, {METADATA_KEY: {"applied": applied}}) == 10
+    assert count_from(messages, 10, {METADATA_KEY: [applied]}) == 10

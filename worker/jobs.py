@@ -191,6 +191,9 @@ async def summarize_part(
         reason=req.reason,
     )
     detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
+    # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
+    # Its failures are reported, never fatal: the summary does not wait on a broken workspace.
+    detail += f"; {await write_memory(deps, key, record.notes, record.facts, language)}"
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
@@ -200,9 +203,6 @@ async def summarize_part(
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
     await store_record(redis, record)
-    # The summary never waits on the memory files; a crash before this line leaves these notes to
-    # the daily run, which notes every message not noted yet.
-    detail += f"; {await write_memory(deps, key, record.notes, record.facts, language)}"
     outcome = JobOutcome(session_key=key, status="summarized", detail=detail, boundary=cut.boundary,
                          tokens_before=tokens_before, tokens_after=tokens_after)
     return outcome, {e.index for e in entries}

@@ -149,6 +149,9 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
 def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:
     """Set `metadata[name]` in line 1, under nanobot's lock, copying every other byte as it is.
 
+    A dict value is merged into a dict already there, so keys others keep in it (the hooks' `applied`
+    marker) survive.
+
     Returns False (and changes nothing) when the file or its metadata line is missing.
     """
     path = session_path(sessions_dir, key)
@@ -165,7 +168,11 @@ def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) ->
         if not isinstance(record, dict) or record.get("_type") != "metadata":
             return False
         metadata = record.get("metadata")
-        record["metadata"] = {**(metadata if isinstance(metadata, dict) else {}), name: value}
+        metadata = metadata if isinstance(metadata, dict) else {}
+        current = metadata.get(name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            value = {**current, **value}
+        record["metadata"] = {**metadata, name: value}
         head = json.dumps(record, ensure_ascii=False).encode("utf-8")
         _replace_atomically(path, head + b"\n" + rest if newline else head + b"\n")
     return True
