@@ -114,3 +114,13 @@ def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> No
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_a_model_litellm_cannot_route_stops_start_up_in_one_line(nanobot_home) -> None:
+    nanobot_home.write_config("http://127.0.0.1:9/v1", provider="auto", model="qwen-max")
+    with pytest.raises(SettingsError, match="summary model 'qwen-max' .* cannot be used") as caught:
+        build_deps(Settings(config=nanobot_home.config_path))
+    assert "\n" not in str(caught.value)
+    with pytest.raises(SettingsError, match="NANOBOT_SUMMARY_FALLBACK_MODEL"):
+        build_deps(Settings(config=nanobot_home.config_path, summary_model="deepseek/deepseek-chat",
+                            summary_fallback_model="nonsense-model"))

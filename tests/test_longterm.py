@@ -369,3 +369,19 @@ async def test_concurrent_jobs_in_one_worker_process_lose_nothing(tmp_path: Path
     facts = facts_in(memory.memory_path.read_text(encoding="utf-8"))
     assert all(day.count(f"- topic of job {n}\n") == 1 for n in range(20))
     assert len(facts) == 40 and len(set(facts)) == 40
+
+
+def test_a_symlinked_memory_file_stays_a_symlink(tmp_path: Path) -> None:
+    from worker.longterm import write_facts
+
+    real = tmp_path / "dotfiles" / "MEMORY.md"
+    real.parent.mkdir()
+    real.write_text("# mine\n", encoding="utf-8")
+    link = tmp_path / "memory" / "MEMORY.md"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    write_facts(link, [Fact(text="Prefers short answers, remember this", tag="permanent", importance=5)],
+                "en", "2026-11-20", 300)
+    assert link.is_symlink() and link.resolve() == real
+    text = real.read_text(encoding="utf-8")
+    assert text.startswith("# mine\n") and "Prefers short answers" in text

@@ -18,6 +18,7 @@ from nanobot_hooks.settings import Settings, SettingsError, load_settings
 from worker.connections import answers, redis_settings, start_embedded
 from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
+from worker.llm import routing_problem
 from worker.memory import MemoryFiles
 from worker.nanobot_config import NanobotConfig, NanobotConfigError, resolve_model
 from worker.tokens import best_counter
@@ -30,6 +31,10 @@ def build_deps(settings: Settings) -> Deps:
     model = resolve_model(settings.summary_model, nanobot)
     fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
         if settings.summary_fallback_model else None
+    for choice in (model, fallback):
+        if choice is not None and (problem := routing_problem(choice.model)):
+            raise SettingsError(f"summary model {choice.model!r} (from {choice.source}) cannot be used: {problem} "
+                                "Name it as provider/model, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
     instructions = None
     if settings.summary_prompt_file is not None:
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import redis
 from arq.connections import RedisSettings
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
@@ -20,19 +20,17 @@ def redis_settings(url: str) -> RedisSettings:
     return RedisSettings.from_dsn(url)
 
 
-def answers(url: str, timeout: float = 0.5) -> bool:
-    """Does a Redis server answer PING at this URL? (A raw socket: no client library needed.)"""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return Path(parts.path).exists()
+def answers(url: str, timeout: float = 1.0) -> bool:
+    """Does a Redis server answer PING at this URL (TLS and passwords included)?"""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
     try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=timeout) as s:
-            s.sendall(b"PING\r\n")
-            reply = s.recv(64)
-    except OSError:
+        return bool(client.ping())
+    except redis.AuthenticationError:
+        return True  # alive; the wrong password is reported by the real connection, with its own words
+    except (redis.RedisError, OSError, ValueError):
         return False
-    # -NOAUTH also means a live server; the client will authenticate with the URL's password.
-    return reply.startswith((b"+PONG", b"-NOAUTH", b"-ERR"))
+    finally:
+        client.close()
 
 
 def redis_server_binary() -> str | None:

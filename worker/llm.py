@@ -118,6 +118,15 @@ def _short(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
+def routing_problem(model: str) -> str | None:
+    """Why litellm could not send a request for `model`, or None when it can (checked at start-up)."""
+    try:
+        litellm.get_llm_provider(model)
+    except Exception as exc:  # litellm raises BadRequestError and others for unknown providers
+        return _short(exc)
+    return None
+
+
 def context_window(model: str) -> int:
     """The model's input window from litellm's local table; unknown models get a safe default."""
     try:

@@ -298,6 +298,8 @@ class MemoryConflict(RuntimeError):
 def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
                 threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
     """Merges facts into the file atomically: lock, read, merge, temp file, compare, replace."""
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to, and keep the user's link
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.parent / f".{path.name}.lock"), timeout=LOCK_TIMEOUT):
         for _ in range(CAS_RETRIES):
