@@ -24,6 +24,7 @@ from worker.dedup import (
     importance,
     normalize,
 )
+from worker.prepare import text_language
 from worker.redact import one_line
 
 BEGIN = "<!-- nanobot-summary:begin"
@@ -54,9 +55,6 @@ _META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
-_KANA = re.compile(r"[\u3040-\u30ff]")
-_HANGUL = re.compile(r"[\uac00-\ud7af]")
-_HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 @dataclass
@@ -99,21 +97,11 @@ def locate(text: str) -> tuple[int, int] | None:
     return chosen
 
 
-def guess_language(text: str, default: str = "en") -> str:
-    if len(_KANA.findall(text)) > 3:
-        return "ja"
-    if len(_HANGUL.findall(text)) > 3:
-        return "ko"
-    if len(_HAN.findall(text)) > 3:
-        return "zh"
-    return default
-
-
 def parse(body: str, today: str, default_language: str = "en") -> Part:
     """The facts of a managed part (begin and end lines included); lines without metadata date from today."""
     head = body.split("\n", 1)[0]
     lang = _LANG.search(head)
-    part = Part(lang.group(1) if lang and lang.group(1) in TITLES else guess_language(body, default_language))
+    part = Part(lang.group(1) if lang and lang.group(1) in TITLES else text_language(body, default_language))
     group = "other"
     for raw in body.split("\n")[1:]:
         if _BEGIN_LINE.match(raw) or _END_LINE.match(raw) or _COMMENT.match(raw) or not raw.strip():

@@ -159,7 +159,13 @@ def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[
 
 def detect_language(messages: Sequence[dict[str, Any]]) -> str:
     """zh / ja / ko / en from what the user wrote; the prompt also says 'the user's language'."""
-    text = "".join(block_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
+    return text_language(
+        "".join(block_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
+    )
+
+
+def text_language(text: str, default: str = "en") -> str:
+    """zh / ja / ko by the share of their scripts among the letters (kana first: Japanese uses kanji too)."""
     letters = len(_LETTER.findall(text)) or 1
     if len(_KANA.findall(text)) / letters > 0.05:
         return "ja"
@@ -167,4 +173,4 @@ def detect_language(messages: Sequence[dict[str, Any]]) -> str:
         return "ko"
     if len(_HAN.findall(text)) / letters > 0.2:
         return "zh"
-    return "en"
+    return default

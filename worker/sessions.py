@@ -12,6 +12,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from nanobot_hooks.pickup import timestamp_before
+
 # nanobot guards every session-file write in a folder with this cross-process lock.
 SESSION_FILES_LOCK = ".session-files.lock"
 LOCK_TIMEOUT_SECONDS = 30
@@ -102,10 +104,7 @@ class SessionFile:
 
     def timestamp_before(self, boundary: int) -> str | None:
         """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
-        if boundary <= 0 or boundary > len(self.messages):
-            return None
-        value = self.messages[boundary - 1].get("timestamp")
-        return value if isinstance(value, str) else None
+        return timestamp_before(self.messages, boundary)
 
 
 def read_session(sessions_dir: Path, key: str) -> SessionFile:
