@@ -250,3 +250,17 @@ async def test_internal_sessions_are_left_alone(redis, nanobot_home, fake_llm, d
     await run_burst(deps_for())
     outcome = await load_outcome(redis, "dream:nightly")
     assert outcome is not None and outcome.status == "noop" and fake_llm.requests == []
+
+
+async def test_a_timed_out_call_is_retried(redis, nanobot_home, fake_llm, deps_for):
+    from worker.fakellm import Hang
+
+    nanobot_home.write_session(KEY, conversation(15))
+    fake_llm.script(Hang(5))
+    fake_llm.default = Reply(summary_json("after a timeout"))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for(summary_timeout=0.5))
+    record = await load_record(redis, KEY)
+    assert record is not None and record.summary == "after a timeout"
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.job_try == 2
