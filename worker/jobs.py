@@ -324,6 +324,10 @@ async def summarize_entries(
                 part = chunk(entries[position:], room, deps.counter)[0]
                 position += len(part)
                 calls += 1
+                if calls > 1 or position < len(entries):
+                    # long work says where it is: a big backlog takes many calls
+                    log.info("part %d: messages %d..%d (%d of %d done)", calls, part[0].index, part[-1].index,
+                             position, len(entries))
                 prompt = user_prompt(running, part, calls, last=position >= len(entries), known_facts=known)
                 answer = await ask(deps, system, prompt, job_try, allow_prose=not running.strip())
                 running = answer.summary
