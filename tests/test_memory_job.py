@@ -241,3 +241,24 @@ async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_ma
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     assert calls == 2 and memory_files(nanobot_home.workspace) == files
+
+
+async def test_the_daily_run_is_off_with_auto_summary_false_and_skips_internal_sessions(
+        redis, nanobot_home, fake_llm, deps_for):
+    nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
+    nanobot_home.write_session("heartbeat", conversation(15, start=datetime.now().replace(hour=8)))
+    assert await daily_summaries({"deps": deps_for(auto_summary=False), "redis": redis}) == 0
+    assert await redis.zcard(QUEUE_NAME) == 0 and not await redis.exists(daily_flag_key(KEY))
+    assert await daily_summaries({"deps": deps_for(), "redis": redis}) == 1
+    assert await redis.exists(daily_flag_key(KEY)) and not await redis.exists(daily_flag_key("heartbeat"))
+
+
+def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):
+    from zoneinfo import ZoneInfo
+
+    from worker.app import worker_options
+
+    options = worker_options(settings_for(summary_daily_at="06:30"), ZoneInfo("Asia/Shanghai"))
+    [job] = options["cron_jobs"]
+    assert (job.hour, job.minute, job.unique) == (6, 30, True)
+    assert options["timezone"] == ZoneInfo("Asia/Shanghai") and options["keep_result"] == 0
