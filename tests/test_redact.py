@@ -27,6 +27,11 @@ KEY_BODY = "QyNTUxOQAAACBQmZ3ZXJ0eXVpb3Bhc2RmZ2hqa2x6eGN2Ym5tMTIzNDU2Nzg5MA"
 @pytest.mark.parametrize(("text", "secret"), [
     (f'providers: {{"deepseek": {{"apiKey": "{API_KEY}"}}}}', API_KEY),
     (f"export OPENAI_API_KEY={API_KEY}", API_KEY),
+    ("Set OPENAI_API_KEY to abcdefABCDEF1234567890", "abcdefABCDEF1234567890"),
+    ("mysql -u root -pS3cretPass shop", "S3cretPass"),
+    ("redis-cli -h cache -a MyRedisPass123 ping", "MyRedisPass123"),
+    ("pg_dump --password hunter2x", "hunter2x"),
+    ("set the password to hunter2", "hunter2"),
     ("AWS access key AKIAIOSFODNN7EXAMPLE in ~/.aws", "AKIAIOSFODNN7EXAMPLE"),
     ("push with ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
     ("slack bot xoxb-123456789012-abcdefghijklmnop", "xoxb-123456789012-abcdefghijklmnop"),
@@ -58,6 +63,7 @@ def test_secret_values_are_removed(text: str, secret: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
+    "the key to success is patience",
     "the DeepSeek API key is set in providers.deepseek.apiKey",
     "DeepSeek API 密钥配置在 providers.deepseek.apiKey",
     "APIキーは providers.openai.apiKey に設定",

@@ -43,6 +43,13 @@ _PREFIXED = re.compile(
     r")"
 )
 
+# Passwords given to command-line clients: mysql -pSECRET, redis-cli -a SECRET, --password SECRET.
+_CLI_PASSWORD = re.compile(
+    r"(?P<head>(?:\b(?:mysql|mysqldump|mariadb)\b[^\n]*?\s-p(?=\S)"
+    r"|\bredis-cli\b[^\n]*?\s-a\s+"
+    r"|--pass(?:word)?\s+))(?P<value>[^\s\"']+)"
+)
+
 _BEARER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})")
 _BASIC = re.compile(r"(?P<head>\bAuthorization\s*[:=]\s*[\"']?Basic\s+)(?P<value>[A-Za-z0-9+/=]{8,})")
 
@@ -55,7 +62,7 @@ _KEY_WORDS = (
 )
 _NAME = r"[A-Za-z0-9_.\-]*?"  # an identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password
 _STRONG_SEP = r"[\"']?\s*(?:=|:|：|=>|->)\s*"
-_SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|是|为|為|は|が|는|은|이|가)\s*"
+_SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|\bto\b|是|为|為|は|が|는|은|이|가)\s*"
 _QUOTED = r"\"[^\"\n]*\"|'[^'\n]*'"
 _BARE = r"[^\s\"'，。；、]+"  # sentence punctuation at its end is handed back by _split_trailing
 
@@ -123,6 +130,7 @@ def _bodies(secret: str) -> set[str]:
 # Every pattern above needs one of these; most memory lines have none and skip the eight passes.
 _TRIGGER = re.compile(
     rf"(?i)PRIVATE KEY|://|sk-|[sr]k_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|npm_|:AA|eyJ|bearer"
+    rf"|mysql|mysqldump|mariadb|redis-cli|--pass"
     rf"|Authorization|{_PASSWORD_WORDS}|{_KEY_WORDS}"
 )
 
@@ -138,6 +146,7 @@ def redact(text: str) -> str:
     text = _PREFIXED.sub(MARK, text)
     for body in sorted(repeated, key=len, reverse=True):
         text = text.replace(body, MARK)
+    text = _CLI_PASSWORD.sub(lambda m: _replace_value(m, check=False), text)
     text = _BEARER.sub(lambda m: _replace_value(m, check=False), text)
     text = _BASIC.sub(lambda m: _replace_value(m, check=False), text)
     text = _PASSWORD_STRONG.sub(lambda m: _replace_value(m, check=False), text)
