@@ -7,16 +7,22 @@ Paths, and what each costs nanobot's turn:
   background task checks for a pending record and enqueues. The turn never waits for Redis.
 - at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
   loaded from disk may carry the worker's record in its metadata; it is applied there, without
-  network. This is how a fresh `nanobot agent` process or a restarted gateway picks up.
+  network. This is how a fresh `nanobot agent` process or a restarted gateway picks up. Not in an
+  ephemeral turn, nor before a slash command (`/new` would clear what was just applied): the event
+  carries neither, so they are read from the turn's context on the call stack; the next ordinary
+  turn applies instead.
 - between turns: the worker's notice (or the pending set at start-up) schedules a pickup that takes
   the session's turn lock, re-validates and applies. Runs where nanobot runs its message loop
   (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the two paths above, and a
   record found when the trigger fires again is applied right after that turn.
+- closing: when `run()` returns and when nanobot closes the loop (`aclose()`), the listener is
+  cancelled and awaited and the Redis connections are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -26,13 +32,18 @@ from nanobot_hooks import logs
 from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, record_key
 from nanobot_hooks.link import RedisLink, redacted
 from nanobot_hooks.listener import listen
-from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata, stamp
-from nanobot_hooks.queue import drop_record, enqueue_summary, load_record
+from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
+from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
 from nanobot_hooks.settings import Settings
 from nanobot_hooks.trigger import count_from, decide, is_internal, user_turns_since
 
 # One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
 THROTTLE = logs.Throttle(every=60.0)
+
+# Token usage waiting for its turn to be saved; more keys than this means turns that never finished.
+MAX_USAGE_ENTRIES = 256
+# How far up the call stack `SessionTurnStarted`'s handler looks for the turn's context.
+TURN_FRAMES = 16
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,7 @@ class Surface:
     sessions: Any
     schedule_background: Callable[[Coroutine[Any, Any, Any]], None] | None
     run: Callable[..., Coroutine[Any, Any, Any]] | None
+    aclose: Callable[..., Coroutine[Any, Any, Any]] | None = None
 
 
 class Integration:
@@ -63,7 +75,6 @@ class Integration:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._picking: set[str] = set()
         self._again: set[str] = set()
-        self._not_ours: dict[str, str] = {}
         self._listener: asyncio.Task[None] | None = None
         self._undo: list[Callable[[], None]] = []
         self.factory: Callable[[Any], Any] | None = None
@@ -89,12 +100,17 @@ class Integration:
         s = self.s
         if self.settings.auto_summary:
             factory = self.factory = self._hook_factory()
-            s.hook_factories.append(factory)
-            self._undo.append(lambda: s.hook_factories.remove(factory) if factory in s.hook_factories else None)
+            loop = s.loop
+            # A new list, not an append: a list passed to several loops must not change under the others.
+            loop._hook_factories = [*loop._hook_factories, factory]
+            self._undo.append(lambda: setattr(
+                loop, "_hook_factories", [f for f in loop._hook_factories if f is not factory]))
             self._undo.append(s.subscribe(self._on_turn_persisted, s.turn_persisted))
         self._undo.append(s.subscribe(self._on_turn_started, s.turn_started))
         if s.run is not None:
             self._wrap_run(s.run)
+        if s.aclose is not None:
+            self._wrap_aclose(s.aclose)
 
     def uninstall(self) -> None:
         """Undo `install` (benchmarks compare a loop with and without the integration)."""
@@ -115,12 +131,46 @@ class Integration:
             try:
                 return await original(*args, **kwargs)
             finally:
-                integration.stop_listener()
+                await integration.close()
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         loop = self.s.loop
         loop.run = run
         self._undo.append(lambda: setattr(loop, "run", original) if loop.run is run else None)
+
+    def _wrap_aclose(self, original: Callable[..., Coroutine[Any, Any, Any]]) -> None:
+        # After nanobot's own close (which drains the background tasks that may still use Redis).
+        integration = self
+
+        async def aclose(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                await integration.close()
+
+        aclose.__wrapped__ = original  # type: ignore[attr-defined]
+        loop = self.s.loop
+        loop.aclose = aclose
+        self._undo.append(lambda: setattr(loop, "aclose", original) if loop.aclose is aclose else None)
+
+    async def close(self) -> None:
+        """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis
+        connections. Never raises (but a cancel of the caller still propagates)."""
+        task, self._listener = self._listener, None
+        try:
+            running = asyncio.get_running_loop()
+            if task is not None and not task.done():
+                task.cancel()
+                if task.get_loop() is running:
+                    await asyncio.wait([task], timeout=self.link.timeout)
+            ours = [t for t in self._tasks if not t.done() and t.get_loop() is running]
+            if ours:  # only without nanobot's schedule_background, whose tasks nanobot drains itself
+                await asyncio.wait(ours, timeout=self.link.timeout)
+            await self.link.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._bug("closing the Redis connections", exc)
 
     def start_listener(self) -> None:
         try:
@@ -163,7 +213,11 @@ class Integration:
         try:
             prompt = getattr(getattr(context, "usage", None), "input_tokens", None)
             if isinstance(prompt, int) and not isinstance(prompt, bool):
-                self.usage[key] = (prompt, self.settings.summary_context_window or self._window())
+                usage = self.usage
+                usage.pop(key, None)  # re-inserted last: the oldest entries go first below
+                usage[key] = (prompt, self.settings.summary_context_window or self._window())
+                while len(usage) > MAX_USAGE_ENTRIES:
+                    del usage[next(iter(usage))]
         except Exception as exc:  # noqa: BLE001
             self._bug("reading token usage", exc)
 
@@ -220,11 +274,12 @@ class Integration:
     def _on_turn_started(self, event: Any) -> None:
         try:
             key = event.context.session_key
+            self.usage.pop(key, None)  # left over from a turn that failed before it was saved
             if is_internal(key):
                 return
             session = self.s.sessions.get_cached(key)
             record = pending_in_metadata(session) if session is not None else None
-            if record is None:
+            if record is None or not self._ordinary_turn(session):
                 return
             outcome, changed = apply_record(session, record)
             if changed:
@@ -233,6 +288,27 @@ class Integration:
             self._spawn(self._settle(record, outcome))
         except Exception as exc:  # noqa: BLE001
             self._bug("applying a summary at the start of a turn", exc)
+
+    @staticmethod
+    def _ordinary_turn(session: Any) -> bool:
+        """False for an ephemeral turn and for a slash command. SessionTurnStarted carries neither, but
+        nanobot publishes it from inside the turn (`_restore_turn`), whose `ctx` (a TurnContext) is on
+        the call stack. Only looked at when a record is waiting, so an ordinary turn pays nothing."""
+        policy = getattr(session, "policy", None)
+        if policy is not None and getattr(policy, "persist", True) is False:
+            return False
+        frame = sys._getframe(1)
+        for _ in range(TURN_FRAMES):
+            if frame is None:
+                break
+            ctx = frame.f_locals.get("ctx")
+            if type(ctx).__name__ == "TurnContext":
+                if getattr(ctx, "ephemeral", False):
+                    return False
+                content = getattr(getattr(ctx, "msg", None), "content", None)
+                return not (isinstance(content, str) and content.lstrip().startswith("/"))
+            frame = frame.f_back
+        return True  # not found (another nanobot layout): apply, as before
 
     def request_pickup(self, key: str) -> None:
         """From a notice or the pending set: one pickup per session at a time, repeated if asked again."""
@@ -256,13 +332,20 @@ class Integration:
 
     async def pickup(self, key: str) -> Outcome | None:
         try:
-            record = await self.link.call(f"reading the summary of {key}", lambda c: load_record(c, key))
-            if record is None or self._not_ours.get(key) == stamp(record):
-                return None
             sessions = self.s.sessions
             if sessions.get_cached(key) is None and not self._on_disk(key):
-                # Not a session of this nanobot (another workspace on the same Redis): leave it.
-                self._not_ours[key] = stamp(record)
+                # Not a session of this nanobot (another workspace on the same Redis): leave its record.
+                # Asked again every time (no memo): once the session exists here, its record applies.
+                return None
+            record = await self.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
+            if record is None:
+                return None
+            if record == UNREADABLE:
+                self.counts[UNREADABLE] += 1
+                THROTTLE.warning(UNREADABLE, f"dropped a summary record of {key} that cannot be read "
+                                 f"(another version of the worker?); {self.counts[UNREADABLE]} so far")
+                return None
+            if not isinstance(record, SummaryRecord):
                 return None
             async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
                 session = sessions.get_or_create(key)

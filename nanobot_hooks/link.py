@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
@@ -21,12 +21,24 @@ TROUBLE = "redis"
 
 
 def redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """`url` fit for a log line: passwords (in the user part or as `?password=`) become ***.
+
+    The host part is kept as written (IPv6 brackets, port). Never raises."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        userinfo, at, host = netloc.rpartition("@")
+        if at and ":" in userinfo:
+            netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+        query = "&".join(
+            f"{name}=***" if sep and name.strip().lower() == "password" else f"{name}{sep}{value}"
+            for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
+        ) if parts.query else parts.query
+        return (f"{parts.scheme}:" + ("//" if url[len(parts.scheme) + 1:].startswith("//") else "")
+                + netloc + parts.path + (f"?{query}" if query else "")
+                + (f"#{parts.fragment}" if parts.fragment else ""))
+    except Exception:  # noqa: BLE001 - a malformed URL must not break a log line, nor leak through it
+        return "<a Redis URL that cannot be parsed>"
 
 
 class RedisLink:
@@ -71,10 +83,21 @@ class RedisLink:
         )
 
     def ok(self) -> None:
-        if self.throttle.clear(TROUBLE):
+        # Says once that Redis answers again, but keeps the rate limit: a Redis that is partly failing
+        # (reads work, writes fail) still warns at most once a minute.
+        if self.throttle.recovered(TROUBLE):
             logs.info(f"Redis at {redacted(self.url)} answers again")
 
     async def close(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.connection_pool.disconnect()
+        """Close the connections of this event loop's client (a client of another loop is just dropped). Never raises."""
+        client, loop, self._client, self._loop = self._client, self._loop, None, None
+        if client is None:
+            return
+        try:
+            if loop is asyncio.get_running_loop():
+                async with asyncio.timeout(self.timeout):
+                    await client.connection_pool.disconnect()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - closing a broken connection must not matter
+            pass

@@ -57,6 +57,7 @@ class Throttle:
         self.every = every
         self._last: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
+        self._shown: set[str] = set()  # kinds warned about since their last recovery
 
     def warning(self, kind: str, message: str, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
@@ -65,6 +66,7 @@ class Throttle:
             self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
             return False
         self._last[kind] = now
+        self._shown.add(kind)
         hidden = self._suppressed.pop(kind, 0)
         warning(message + (f" ({hidden} similar lines suppressed)" if hidden else ""))
         return True
@@ -72,7 +74,16 @@ class Throttle:
     def clear(self, kind: str) -> bool:
         """Forget a kind of trouble; True if it had been reported (so the caller can say it is over)."""
         self._suppressed.pop(kind, None)
+        self._shown.discard(kind)
         return self._last.pop(kind, None) is not None
+
+    def recovered(self, kind: str) -> bool:
+        """True once after a warning of `kind` was shown (so the caller can say it is over). Unlike
+        `clear`, the rate limit stays: the next failure within the window is counted, not shown."""
+        if kind in self._shown:
+            self._shown.discard(kind)
+            return True
+        return False
 
 
 def describe(exc: BaseException) -> str:

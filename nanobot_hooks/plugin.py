@@ -4,14 +4,15 @@ nanobot has no hook entry point; it calls `Tool.enabled(ctx)` of every tool plug
 AgentLoop. We use that call to install ourselves and answer False, so no tool ever reaches the LLM.
 Every nanobot name we need is looked up and checked here, before anything is changed; when one is
 missing (a nanobot outside 0.3.x) or a setting is bad, one log line says why the integration is off
-and nanobot runs exactly as if this package were not installed.
+and nanobot runs exactly as if this package were not installed. The nanobot version and the settings
+are checked first: the Redis client libraries are imported only when the integration goes on.
+The Integration is kept on the AgentLoop itself (an attribute), so it lives and dies with the loop.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import weakref
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -25,7 +26,9 @@ except Exception:  # noqa: BLE001 - without nanobot's Tool, nanobot's loader ski
 SUPPORTED_PREFIX = "0.3."
 DISTRIBUTION = "nanobot-ai"
 
-_installed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+# The attribute of the AgentLoop that holds its Integration. Not a module-level map: the Integration
+# refers to its loop, so a map keyed by loops (even a weak one) would keep every loop alive.
+ATTRIBUTE = "_summary_worker_integration"
 _announced: set[str] = set()
 
 
@@ -66,31 +69,46 @@ class SummaryWorkerHooks(_ToolBase):  # type: ignore[misc, valid-type]
 
 def install(ctx: Any) -> Any:
     """Install into the AgentLoop behind `ctx` once; returns its Integration."""
-    from nanobot_hooks.integration import Integration
     from nanobot_hooks.settings import SettingsError, load_settings
 
-    loop = agent_loop(ctx)
-    existing = _installed.get(loop)
-    if existing is not None:
-        return existing
-    surface = probe(loop)
+    check_version()
     try:
         settings = load_settings()
     except SettingsError as exc:
         raise Off(f"bad setting: {exc}") from None
+    loop = agent_loop(ctx)
+    existing = installed(loop)
+    if existing is not None:
+        return existing
+    surface = probe(loop)  # the first import of the integration (arq, redis)
+    from nanobot_hooks.integration import Integration
+
     integration = Integration(surface, settings)
-    integration.install()
-    _installed[loop] = integration
+    try:
+        setattr(loop, ATTRIBUTE, integration)
+    except Exception:  # noqa: BLE001 - e.g. a loop with __slots__
+        raise Off("cannot keep the integration on this nanobot's AgentLoop") from None
+    try:
+        integration.install()
+    except BaseException:
+        _forget(loop)
+        raise
     return integration
 
 
 def installed(loop: Any) -> Any:
     """The Integration installed into `loop`, if any (for benchmarks and diagnostics)."""
-    return _installed.get(loop)
+    return getattr(loop, "__dict__", {}).get(ATTRIBUTE)
+
+
+def _forget(loop: Any) -> None:
+    try:
+        delattr(loop, ATTRIBUTE)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def agent_loop(ctx: Any) -> Any:
-    check_version()
     control = _need(ctx, "runtime_control", "ToolContext.runtime_control")
     # AgentRuntimeControl keeps the loop in a name-mangled private attribute.
     return _need(control, "_AgentRuntimeControl__target", "AgentRuntimeControl's loop reference")
@@ -130,6 +148,7 @@ def probe(loop: Any) -> Any:
         raise Off("Session.last_archived is not a property")
     schedule = getattr(loop, "schedule_background", None)
     run = getattr(loop, "run", None)
+    aclose = getattr(loop, "aclose", None)
     return Surface(
         loop=loop,
         hook_base=hook_base,
@@ -142,6 +161,7 @@ def probe(loop: Any) -> Any:
         sessions=sessions,
         schedule_background=schedule if callable(schedule) else None,
         run=run if inspect.iscoroutinefunction(run) else None,
+        aclose=aclose if inspect.iscoroutinefunction(aclose) else None,
     )
 
 

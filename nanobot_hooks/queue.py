@@ -1,9 +1,11 @@
-"""The Redis side of the contract: enqueue with single flight, and store, find and drop result records."""
+"""The Redis side of the contract: enqueue with single flight, and store, find and drop result records
+(an unreadable record is dropped too: it would block its session forever)."""
 
 from __future__ import annotations
 
 from arq.connections import ArqRedis
 from arq.jobs import Job
+from pydantic import ValidationError
 
 from nanobot_hooks.contract import (
     JOB_SUMMARIZE,
@@ -31,6 +33,19 @@ return 0
 """
 
 
+# Deletes a record that cannot be read, only if it is still the same bytes (a newer record stays).
+_DROP_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+UNREADABLE = "unreadable"
+
+
 async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:
     """None when a job for the session is already queued or running (single flight)."""
     return await redis.enqueue_job(
@@ -53,6 +68,20 @@ async def store_record(redis: ArqRedis, record: SummaryRecord) -> None:
 async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None:
     raw = await redis.get(record_key(session_key))
     return SummaryRecord.model_validate_json(raw) if raw else None
+
+
+async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
+    """Like `load_record`, but a record that does not parse (another version of the worker, damage) is
+    deleted and taken off the pending set, and UNREADABLE is returned: it would never apply."""
+    raw = await redis.get(record_key(session_key))
+    if not raw:
+        return None
+    try:
+        return SummaryRecord.model_validate_json(raw)
+    except ValidationError:
+        keys = [record_key(session_key), PENDING_SET]
+        await redis.eval(_DROP_IF_EQUAL, len(keys), *keys, raw, session_key)
+        return UNREADABLE
 
 
 async def pending_sessions(redis: ArqRedis) -> list[str]:

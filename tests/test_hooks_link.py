@@ -58,3 +58,18 @@ async def test_any_error_in_the_work_is_contained(monkeypatch, redis_url, bad):
 
     assert await link.call("working", work) is None
     await link.close()
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=***"),
+    ("unix:///tmp/r.sock?password=x&db=2", "unix:///tmp/r.sock?password=***&db=2"),
+    ("redis://:s3cret@[::1]:6379/0", "redis://:***@[::1]:6379/0"),
+    ("redis://[fe80::1]:6380/3", "redis://[fe80::1]:6380/3"),
+    ("rediss://bob:pw@h:6380/1?ssl_cert_reqs=none&PASSWORD=pw", "rediss://bob:***@h:6380/1?ssl_cert_reqs=none&PASSWORD=***"),
+])
+def test_query_passwords_are_masked_and_hosts_kept_as_written(url, shown):
+    assert redacted(url) == shown
+
+
+def test_a_url_that_cannot_be_parsed_is_not_logged():
+    assert "s3cret" not in redacted("redis://:s3cret@[::1/0")

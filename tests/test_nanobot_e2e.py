@@ -180,6 +180,35 @@ async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses
     assert await queued_jobs(redis) == 0
 
 
+async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn_and_nothing_is_left_open(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:17"
+    seeded = conversation(SEEDED_TURNS)
+    agent_home.write_session(key, seeded)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None
+
+    # ResourceWarnings shown: an unclosed Redis connection or an unawaited task would print one.
+    python = [str(nanobot_python(nanobot_exe)), "-W", "always::ResourceWarning", "-m", "nanobot"]
+    command = await asyncio.to_thread(agent_turn, nanobot_exe, agent_home, env, key, "/help", python)
+    assert command.returncode == 0, command.stderr[-3000:]
+    assert "ResourceWarning" not in command.stderr and "unclosed" not in command.stderr, command.stderr[-3000:]
+    head, _ = session_lines(agent_home, key)
+    assert head["metadata"][METADATA_KEY]["pending"]["boundary"] == record.boundary, "not applied before a command"
+    assert head["last_archived"] == 0 and (await stats(redis)).get("applied") is None
+
+    script.prompt_tokens = SMALL_PROMPT
+    ordinary = await asyncio.to_thread(agent_turn, nanobot_exe, agent_home, env, key, "an ordinary turn", python)
+    assert ordinary.returncode == 0, ordinary.stderr[-3000:]
+    assert "ResourceWarning" not in ordinary.stderr and "unclosed" not in ordinary.stderr, ordinary.stderr[-3000:]
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+    assert await _applied(redis, key)
+
+
 async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:8"

@@ -1,0 +1,288 @@
+"""The integration object nanobot carries, against stand-ins for nanobot's AgentLoop: no leak, no stuck
+session, no apply before a command, bounded state, closed connections, cheap when off."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from nanobot_hooks import logs, plugin
+from nanobot_hooks.contract import METADATA_KEY, PENDING_SET, STATS_KEY, record_key
+from nanobot_hooks.integration import MAX_USAGE_ENTRIES, Integration, Surface
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.queue import store_record
+from nanobot_hooks.settings import Settings
+
+from .conftest import conversation
+from .test_pickup import StandInSession, record_for
+
+KEY = "telegram:99"
+
+
+class Hook:
+    def __init__(self) -> None:
+        pass
+
+
+class Bus:
+    def __init__(self) -> None:
+        self.handlers: list[tuple[Any, type]] = []
+
+    def subscribe(self, handler: Any, event_type: type) -> Any:
+        entry = (handler, event_type)
+        self.handlers.append(entry)
+        return lambda: self.handlers.remove(entry) if entry in self.handlers else None
+
+
+class Sessions:
+    """nanobot's SessionManager as the integration uses it; `on_disk` says which keys exist."""
+
+    def __init__(self) -> None:
+        self.cached: dict[str, StandInSession] = {}
+        self.on_disk: dict[str, StandInSession] = {}
+        self.saved: list[str] = []
+
+    def get_cached(self, key: str) -> StandInSession | None:
+        return self.cached.get(key)
+
+    def get_or_create(self, key: str) -> StandInSession:
+        session = self.cached.get(key) or self.on_disk.get(key) or StandInSession(key, [])
+        self.cached[key] = session
+        return session
+
+    def save(self, session: StandInSession) -> None:
+        self.saved.append(session.key)
+
+    def read_session_metadata(self, key: str) -> dict[str, Any] | None:
+        return {} if key in self.on_disk else None
+
+
+class Loop:
+    """What the plugin reads from nanobot's AgentLoop."""
+
+    def __init__(self, hook_factories: list[Any] | None = None) -> None:
+        self._hook_factories = [] if hook_factories is None else hook_factories
+        self.bus = Bus()
+        self.sessions = Sessions()
+        self.closed = 0
+
+    async def run(self) -> None:
+        await asyncio.sleep(0)
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+def surface_for(loop: Loop) -> Surface:
+    return Surface(
+        loop=loop, hook_base=Hook, turn_started=object, turn_persisted=object,
+        request_context=lambda: None, hook_factories=loop._hook_factories,
+        session_lock=lambda key: asyncio.Lock(), subscribe=loop.bus.subscribe, sessions=loop.sessions,
+        schedule_background=None, run=loop.run, aclose=loop.aclose,
+    )
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    shown: list[str] = []
+    monkeypatch.setattr(logs, "warning", shown.append)
+    monkeypatch.setattr(logs, "info", lambda message: None)
+    return shown
+
+
+@pytest.fixture
+async def make(redis_url, quiet):
+    made: list[Integration] = []
+
+    def build(loop: Loop | None = None, **settings: Any) -> Integration:
+        loop = loop or Loop()
+        integration = Integration(surface_for(loop), Settings(redis_url=redis_url, **settings))
+        integration.install()
+        made.append(integration)
+        return integration
+
+    yield build
+    for integration in made:
+        integration.uninstall()
+        await integration.close()
+
+
+def started(key: str = KEY) -> Any:
+    return SimpleNamespace(context=SimpleNamespace(session_key=key))
+
+
+# -- 1: an AgentLoop is not kept alive by the plugin ------------------------------------------------
+
+def test_a_closed_loop_is_collected(monkeypatch, redis_url, quiet):
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    for name in [n for n in os.environ if n.startswith("NANOBOT_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    monkeypatch.setattr(plugin, "agent_loop", lambda ctx: ctx)
+    monkeypatch.setattr(plugin, "probe", surface_for)
+    loop = Loop()
+    integration = plugin.install(loop)
+    assert plugin.install(loop) is integration and plugin.installed(loop) is integration, "once per loop"
+    alive = weakref.ref(loop)
+    del loop, integration
+    gc.collect()
+    assert alive() is None, "the plugin keeps no reference to a loop"
+
+
+# -- 2: a record is applied once its session exists here; an unreadable record is dropped -----------
+
+async def test_a_record_waits_until_its_session_exists_here_then_applies(make, redis):
+    integration = make()
+    sessions = integration.s.sessions
+    session = StandInSession(KEY, conversation(10))
+    record = record_for(session, 12)
+    await store_record(redis, record)
+
+    assert await integration.pickup(KEY) is None, "not a session of this nanobot: left alone"
+    assert await redis.exists(record_key(KEY)), "the record stays for the nanobot that has the session"
+    sessions.on_disk[KEY] = session  # the session appears (created here, or a workspace moved)
+    await integration._enqueue(KEY, "tokens", 900, 1000)  # the trigger finds the record pending
+    assert session.last_archived == 12 and sessions.saved == [KEY]
+    assert not await redis.exists(record_key(KEY)) and not await redis.sismember(PENDING_SET, KEY)
+    assert (await redis.hgetall(STATS_KEY)) == {b"applied": b"1"}
+
+
+async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(make, redis, quiet):
+    integration = make()
+    integration.s.sessions.cached[KEY] = StandInSession(KEY, conversation(10))
+    await redis.set(record_key(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
+    await redis.sadd(PENDING_SET, KEY)
+
+    assert await integration.pickup(KEY) is None
+    assert not await redis.exists(record_key(KEY)) and not await redis.sismember(PENDING_SET, KEY)
+    assert integration.counts["unreadable"] == 1
+    assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
+
+
+# -- 3: no apply in an ephemeral turn nor before a slash command -------------------------------------
+
+class TurnContext:
+    """Named like nanobot's: the integration finds the turn's `ctx` on the call stack."""
+
+    def __init__(self, content: str, ephemeral: bool = False) -> None:
+        self.msg = SimpleNamespace(content=content)
+        self.ephemeral = ephemeral
+
+
+def publish_turn_started(integration: Integration, ctx: TurnContext) -> None:
+    # nanobot: _restore_turn(ctx) -> delivery.started() -> bus.publish(SessionTurnStarted) -> handler
+    def publish(event: Any) -> None:
+        integration._on_turn_started(event)
+
+    publish(started())
+
+
+@pytest.mark.parametrize(("content", "ephemeral", "applies"), [
+    ("hello", False, True),
+    ("/new", False, False),
+    ("  /compact", False, False),
+    ("hello", True, False),
+])
+async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_only(
+        make, content, ephemeral, applies):
+    integration = make()
+    session = StandInSession(KEY, conversation(10))
+    record = record_for(session, 12)
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    integration.s.sessions.cached[KEY] = session
+
+    publish_turn_started(integration, TurnContext(content, ephemeral))
+    assert (session.last_archived == 12) is applies
+    assert ("pending" in session.metadata[METADATA_KEY]) is not applies
+
+
+# -- 5: a partly failing Redis warns at most once a minute ---------------------------------------------
+
+async def test_a_success_between_failures_does_not_reset_the_rate_limit(redis_url, quiet, monkeypatch):
+    notes: list[str] = []
+    monkeypatch.setattr(logs, "info", notes.append)
+    link = RedisLink(redis_url, logs.Throttle(every=60.0))
+
+    async def write(client: Any) -> None:
+        raise ConnectionError("READONLY You can't write against a read only replica")
+
+    for _ in range(3):
+        assert await link.call("writing", write) is None
+        assert await link.call("reading", lambda client: client.ping()) is True
+    await link.close()
+    assert len(quiet) == 1 and "failed while writing" in quiet[0]
+    assert len([n for n in notes if "answers again" in n]) == 1, "the recovery is noted once"
+
+
+# -- 6: the listener is awaited and the connections closed, on run()'s end and on aclose() ------------
+
+async def test_run_and_aclose_close_the_listener_and_the_connections(make, redis):
+    loop = Loop()
+    integration = make(loop)
+    await integration.link.call("pinging", lambda client: client.ping())
+    integration.start_listener()
+    listener = integration._listener
+    await asyncio.sleep(0.05)
+    await loop.run()
+    assert listener is not None and listener.done() and integration._listener is None
+    assert integration.link._client is None
+
+    await integration.link.call("pinging", lambda client: client.ping())
+    await loop.aclose()
+    assert loop.closed == 1 and integration.link._client is None
+
+
+# -- 7: no shared list changed, no unbounded state ----------------------------------------------------
+
+def test_a_hook_factory_list_shared_between_loops_is_not_changed(make):
+    shared: list[Any] = []
+    first, second = Loop(shared), Loop(shared)
+    integration = make(first)
+    make(second)
+    assert shared == []
+    assert first._hook_factories == [integration.factory] and len(second._hook_factories) == 1
+    integration.uninstall()
+    assert first._hook_factories == []
+
+
+def test_token_usage_is_bounded_and_dropped_when_the_next_turn_starts(make):
+    integration = make()
+    usage = SimpleNamespace(usage=SimpleNamespace(input_tokens=500))
+    for n in range(MAX_USAGE_ENTRIES + 50):
+        integration.note_usage(f"telegram:{n}", usage)
+    assert len(integration.usage) == MAX_USAGE_ENTRIES and "telegram:0" not in integration.usage
+    last = f"telegram:{MAX_USAGE_ENTRIES + 49}"
+    integration._on_turn_started(started(last))
+    assert last not in integration.usage
+
+
+# -- 4: nothing heavy is imported while the integration is off -----------------------------------------
+
+def test_a_bad_setting_switches_off_without_importing_the_redis_clients():
+    code = (
+        "import sys\n"
+        "from nanobot_hooks import plugin\n"
+        "plugin.check_version = lambda: '0.3.5'\n"
+        "try:\n"
+        "    plugin.install(object())\n"
+        "except plugin.Off as off:\n"
+        "    print('off:', off)\n"
+        "print(sorted(m for m in ('arq', 'redis', 'nanobot_hooks.integration') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
+    env["NANOBOT_SUMMARY_THRESHOLD"] = "2"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert "off: bad setting: NANOBOT_SUMMARY_THRESHOLD" in done.stdout
+    assert done.stdout.strip().endswith("[]"), done.stdout
