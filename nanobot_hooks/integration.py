@@ -108,9 +108,9 @@ class Integration:
             self._undo.append(s.subscribe(self._on_turn_persisted, s.turn_persisted))
         self._undo.append(s.subscribe(self._on_turn_started, s.turn_started))
         if s.run is not None:
-            self._wrap_run(s.run)
+            self._wrap("run", s.run, listen=True)
         if s.aclose is not None:
-            self._wrap_aclose(s.aclose)
+            self._wrap("aclose", s.aclose, listen=False)
 
     def uninstall(self) -> None:
         """Undo `install` (benchmarks compare a loop with and without the integration)."""
@@ -121,37 +121,27 @@ class Integration:
                 pass
         self.stop_listener()
 
-    def _wrap_run(self, original: Callable[..., Coroutine[Any, Any, Any]]) -> None:
-        # nanobot calls `run()` where it runs its message loop (gateway, interactive agent). Starting
-        # the listener there is the only moment with a running event loop before the first turn.
+    def _wrap(self, name: str, original: Callable[..., Coroutine[Any, Any, Any]], listen: bool) -> None:
+        """Wrap `loop.run` (listen=True) or `loop.aclose`: close our Redis side when nanobot is done.
+
+        nanobot calls `run()` where it runs its message loop (gateway, interactive agent): starting the
+        listener there is the only moment with a running event loop before the first turn. `aclose`
+        closes after nanobot's own close, which drains the background tasks that may still use Redis.
+        """
         integration = self
 
-        async def run(*args: Any, **kwargs: Any) -> Any:
-            integration.start_listener()
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if listen:
+                integration.start_listener()
             try:
                 return await original(*args, **kwargs)
             finally:
                 await integration.close()
 
-        run.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         loop = self.s.loop
-        loop.run = run
-        self._undo.append(lambda: setattr(loop, "run", original) if loop.run is run else None)
-
-    def _wrap_aclose(self, original: Callable[..., Coroutine[Any, Any, Any]]) -> None:
-        # After nanobot's own close (which drains the background tasks that may still use Redis).
-        integration = self
-
-        async def aclose(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return await original(*args, **kwargs)
-            finally:
-                await integration.close()
-
-        aclose.__wrapped__ = original  # type: ignore[attr-defined]
-        loop = self.s.loop
-        loop.aclose = aclose
-        self._undo.append(lambda: setattr(loop, "aclose", original) if loop.aclose is aclose else None)
+        setattr(loop, name, wrapper)
+        self._undo.append(lambda: setattr(loop, name, original) if getattr(loop, name) is wrapper else None)
 
     async def close(self) -> None:
         """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis
