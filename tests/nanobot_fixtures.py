@@ -23,7 +23,8 @@ from worker.nanobot_config import ModelChoice
 
 from .conftest import NanobotHome, summary_json
 
-DEFAULT_NANOBOT_BIN = "/tmp/envs/nb/bin/nanobot"
+# What scripts/test makes; NANOBOT_BIN points elsewhere.
+DEFAULT_NANOBOT_BIN = Path(__file__).resolve().parent.parent / ".venv-nanobot" / "bin" / "nanobot"
 # The worker summarizes with this model name, so the fake LLM can tell its calls from nanobot's.
 SUMMARY_MODEL = "summarizer"
 SUMMARY_TEXT = "SUMMARY-7F3A: the user asked about the deploy script; flags and environments were explained"
@@ -33,7 +34,7 @@ SMALL_PROMPT = 2_000
 
 
 def find_nanobot() -> Path:
-    """NANOBOT_BIN (scripts/test sets it) must exist if set; else the usual venv; else skip."""
+    """NANOBOT_BIN (scripts/test sets it) must exist if set; else the project's .venv-nanobot; else skip."""
     configured = os.environ.get("NANOBOT_BIN")
     if configured:
         path = Path(configured)
