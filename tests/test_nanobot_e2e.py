@@ -96,6 +96,16 @@ async def gateway(nanobot_exe, nanobot_home, fake_llm, redis_url, tmp_path):
         await gw.stop()
 
 
+async def seed_and_cross(exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str):
+    """A session with history, and one `nanobot agent` turn whose prompt crosses the token threshold."""
+    seeded = conversation(SEEDED_TURNS)
+    home.write_session(key, seeded)
+    env = nanobot_env(home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(exe, home, env, key, "crossing turn")
+    return seeded, env
+
+
 async def _applied(redis, key: str, count: int = 1) -> bool:
     """The record was applied (counted by nanobot_hooks) and removed from Redis."""
     return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
@@ -149,16 +159,10 @@ async def test_gateway_applies_the_summary_between_turns_and_the_next_request_us
     assert await queued_jobs(redis) == 0
 
 
-
 async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses_the_summary(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:7"
-    seeded = conversation(SEEDED_TURNS)
-    agent_home.write_session(key, seeded)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
-
-    script.prompt_tokens = BIG_PROMPT
-    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
     assert await queued_jobs(redis) == 1 and await queued_reason(redis, key) == "tokens"
     await turn(nanobot_exe, agent_home, env, key, "turn while the worker is down")
     assert await queued_jobs(redis) == 1, "single flight: still one job for the session"
@@ -183,11 +187,7 @@ async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses
 async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn_and_nothing_is_left_open(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:17"
-    seeded = conversation(SEEDED_TURNS)
-    agent_home.write_session(key, seeded)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
-    script.prompt_tokens = BIG_PROMPT
-    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
     await run_burst(worker_deps())
     record = await load_record(redis, key)
     assert record is not None
@@ -212,11 +212,7 @@ async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn
 async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:8"
-    seeded = conversation(SEEDED_TURNS)
-    agent_home.write_session(key, seeded)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
-    script.prompt_tokens = BIG_PROMPT
-    await turn(nanobot_exe, agent_home, env, key, "crossing turn")
+    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
     await run_burst(worker_deps())
     record = await load_record(redis, key)
     assert record is not None and await queued_jobs(redis) == 0
