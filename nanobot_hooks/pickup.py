@@ -31,11 +31,6 @@ class LiveSession(Protocol):
                                   last_active: datetime | None = None) -> None: ...
 
 
-def stamp(record: SummaryRecord) -> str:
-    """What identifies one record: the worker's creation time (also what drop_record matches)."""
-    return record.model_dump(mode="json")["created_at"]
-
-
 def timestamp_before(messages: list[dict[str, Any]], boundary: int) -> str | None:
     if boundary <= 0 or boundary > len(messages):
         return None
@@ -62,7 +57,7 @@ def pending_in_metadata(session: LiveSession) -> SummaryRecord | None:
 def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
     entry = session.metadata.get(METADATA_KEY)
     applied = entry.get("applied") if isinstance(entry, dict) else None
-    if isinstance(applied, dict) and applied.get("created_at") == stamp(record):
+    if isinstance(applied, dict) and applied.get("created_at") == record.stamp:
         return True
     # Also without our marker (e.g. the metadata was replaced): same boundary and same summary text.
     last = session.metadata.get("_last_summary")
@@ -87,7 +82,7 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
     session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
     session.metadata[METADATA_KEY] = {
         "applied": {
-            "created_at": stamp(record),
+            "created_at": record.stamp,
             "boundary": record.boundary,
             # The message count right after applying: the interval trigger counts new user turns
             # from here (trigger.count_from), not from the boundary, which the kept tail follows.
@@ -102,7 +97,7 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
 def _forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
     """Remove the metadata copy of a record that will never apply, so no later turn re-checks it."""
     pending = pending_in_metadata(session)
-    if pending is None or stamp(pending) != stamp(record):
+    if pending is None or pending.stamp != record.stamp:
         return False
     entry = session.metadata.get(METADATA_KEY)
     if isinstance(entry, dict):

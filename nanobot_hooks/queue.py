@@ -20,7 +20,8 @@ from nanobot_hooks.contract import (
     record_key,
 )
 
-# Deletes a record only if it is still the one we applied, so a newer record is never lost.
+# Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
+# bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
 _DROP_IF_SAME = """
 local raw = redis.call('GET', KEYS[1])
 if raw and string.find(raw, ARGV[1], 1, true) then
@@ -29,17 +30,6 @@ if raw and string.find(raw, ARGV[1], 1, true) then
   return 1
 end
 if not raw then redis.call('SREM', KEYS[2], ARGV[2]) end
-return 0
-"""
-
-
-# Deletes a record that cannot be read, only if it is still the same bytes (a newer record stays).
-_DROP_IF_EQUAL = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('SREM', KEYS[2], ARGV[2])
-  return 1
-end
 return 0
 """
 
@@ -79,8 +69,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
     try:
         return SummaryRecord.model_validate_json(raw)
     except ValidationError:
-        keys = [record_key(session_key), PENDING_SET]
-        await redis.eval(_DROP_IF_EQUAL, len(keys), *keys, raw, session_key)
+        await _drop_if_same(redis, session_key, raw)
         return UNREADABLE
 
 
@@ -91,9 +80,12 @@ async def pending_sessions(redis: ArqRedis) -> list[str]:
 
 async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
     """Remove `record` once applied or found stale; a newer record for the session stays."""
-    fingerprint = f'"created_at":"{record.model_dump(mode="json")["created_at"]}"'
-    keys = [record_key(record.session_key), PENDING_SET]
-    return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, fingerprint, record.session_key))
+    return await _drop_if_same(redis, record.session_key, f'"created_at":"{record.stamp}"')
+
+
+async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
+    keys = [record_key(session_key), PENDING_SET]
+    return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, needle, session_key))
 
 
 async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = 7 * 24 * 3600) -> None:

@@ -1,0 +1,40 @@
+"""The Redis side of the contract: dropping a record never drops a newer one of the same session."""
+
+from __future__ import annotations
+
+from nanobot_hooks.contract import PENDING_SET, SummaryRecord, record_key
+from nanobot_hooks.queue import (
+    UNREADABLE,
+    drop_record,
+    load_record,
+    load_record_or_drop,
+    pending_sessions,
+    store_record,
+)
+
+KEY = "telegram:42"
+
+
+def record(summary: str) -> SummaryRecord:
+    return SummaryRecord(session_key=KEY, summary=summary, start=0, boundary=4, boundary_timestamp="t",
+                         messages_before=6, messages_after=3, tokens_before=100, tokens_after=40)
+
+
+async def test_dropping_an_old_record_keeps_the_newer_one(redis) -> None:
+    old, new = record("old"), record("new")
+    assert old.stamp != new.stamp
+    await store_record(redis, old)
+    await store_record(redis, new)
+    assert not await drop_record(redis, old), "the stored record is the newer one"
+    assert (await load_record(redis, KEY)).summary == "new" and await pending_sessions(redis) == [KEY]
+    assert await drop_record(redis, new)
+    assert await load_record(redis, KEY) is None and await pending_sessions(redis) == []
+
+
+async def test_an_unreadable_record_is_dropped_so_it_cannot_block_its_session(redis) -> None:
+    await redis.set(record_key(KEY), b'{"session_key": "telegram:42", "reason": "from-the-future"}')
+    await redis.sadd(PENDING_SET, KEY)
+    assert await load_record_or_drop(redis, KEY) == UNREADABLE
+    assert not await redis.exists(record_key(KEY)) and await pending_sessions(redis) == []
+    await store_record(redis, record("fine"))
+    assert (await load_record_or_drop(redis, KEY)).summary == "fine"
