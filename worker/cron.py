@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -24,12 +25,19 @@ async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str]
     if keys is None:
         cutoff = time.time() - RECENT_SECONDS
         keys = [k for k in list_session_keys(deps.sessions_dir)
-                if not is_internal_session(k) and session_path(deps.sessions_dir, k).stat().st_mtime >= cutoff]
+                if not is_internal_session(k) and _modified_since(session_path(deps.sessions_dir, k), cutoff)]
     for key in keys:
         # NX: an older pending flag reaches further back, keep it.
         await redis.set(daily_flag_key(key), since, nx=True)
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))
     return keys
+
+
+def _modified_since(path: Path, cutoff: float) -> bool:
+    try:
+        return path.stat().st_mtime >= cutoff
+    except OSError:  # deleted (/delete in nanobot) between the listing and now
+        return False
 
 
 async def daily_summaries(ctx: dict[str, Any]) -> int:

@@ -211,9 +211,8 @@ async def summarize_part(
 async def notes_part(deps: Deps, req: SummarizeRequest, session: SessionFile, covered: set[int], job_try: int) -> str:
     """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
     assert deps.memory is not None
-    since = req.notes_since or ""
-    every = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz)
-    entries = unnoted(deps, req.session_key, [e for e in every if e.index not in covered and (e.date or "") >= since])
+    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, req.notes_since)
+    entries = unnoted(deps, req.session_key, [e for e in dated if e.index not in covered])
     if not entries:
         return ""
     language = detect_language(session.messages)

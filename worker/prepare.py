@@ -79,11 +79,6 @@ def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
     return moment.astimezone(tz)
 
 
-def _stamp(message: dict[str, Any], tz: tzinfo | None) -> tuple[str | None, str]:
-    moment = local_time(message.get("timestamp"), tz)
-    if moment is None:
-        return None, ""
-    return moment.strftime("%Y-%m-%d"), moment.strftime("[%Y-%m-%d %H:%M] ")
 
 
 def _tool_call_text(call: Any) -> str:
@@ -97,12 +92,12 @@ def _tool_call_text(call: Any) -> str:
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
-def render(message: dict[str, Any], tz: tzinfo | None = None) -> str | None:
-    """A message as one transcript line, or None when the summary should not see it."""
+def render(message: dict[str, Any], moment: datetime | None = None) -> str | None:
+    """A message as one transcript line (stamped with its local time), or None when the summary should not see it."""
     if is_hidden(message):
         return None  # nanobot's checkpoint markers and slash commands
     role = message.get("role")
-    _, stamp = _stamp(message, tz)
+    stamp = moment.strftime("[%Y-%m-%d %H:%M] ") if moment else ""
     text = block_text(message.get("content")).strip()
     if message.get("media") and not text:
         text = "[attachment]"
@@ -119,16 +114,20 @@ def render(message: dict[str, Any], tz: tzinfo | None = None) -> str | None:
 
 
 def transcript(
-    messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter, tz: tzinfo | None = None
+    messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter, tz: tzinfo | None = None,
+    since: str | None = None,
 ) -> list[Entry]:
+    """Entries of messages[start:end]; with `since` (YYYY-MM-DD), only those dated that day or later."""
     entries = []
     for index in range(start, end):
-        line = render(messages[index], tz)
+        stamp = messages[index].get("timestamp")
+        moment = local_time(stamp, tz)
+        date = moment.strftime("%Y-%m-%d") if moment else None
+        if since and (date or "") < since:
+            continue  # skipped before rendering and counting: a long history costs little
+        line = render(messages[index], moment)
         if line is not None:
-            date, _ = _stamp(messages[index], tz)
-            stamp = messages[index].get("timestamp")
-            stamp = stamp if isinstance(stamp, str) else None
-            entries.append(Entry(index, date, stamp, line, counter(line) + 1))
+            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, line, counter(line) + 1))
     return entries
 
 
