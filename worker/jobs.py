@@ -155,8 +155,7 @@ async def summarize_part(
     """Returns the outcome and the indices whose notes this part took care of."""
     key = req.session_key
     start, previous = chain_start(session, await load_record(redis, key))
-    counts = [count_message(m, deps.counter) for m in session.messages]
-    cut = plan_cut(session.messages, start, counts, deps.settings.summary_keep, window_for(deps, req))
+    cut, counts = plan_for(deps, session, start, req)
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if cut.covered == 0 or not entries:
         return JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule"), set()
@@ -299,7 +298,7 @@ def window_for(deps: Deps, req: SummarizeRequest) -> int:
 
 
 def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest) -> tuple[Cut, list[int]]:
-    """The cut a job would make now; for `--dry-run`."""
+    """The cut a job makes now (and `--dry-run` prints), with each message's token count."""
     counts = [count_message(m, deps.counter) for m in session.messages]
     return plan_cut(session.messages, start, counts, deps.settings.summary_keep, window_for(deps, req)), counts
 
