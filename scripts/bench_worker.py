@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from nanobot_hooks.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from worker.fakellm import FakeLLM, Reply  # noqa: E402
-from worker.sessions import storage_name  # noqa: E402
+from worker.sandbox import NanobotHome  # noqa: E402
 from worker.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
 TEXTS = {
@@ -65,25 +64,16 @@ def bench_counters(console: Console, rounds: int) -> None:
 async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str) -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [], "facts": []}))
-        root, workspace = Path(tmp) / "nanobot", Path(tmp) / "workspace"
-        workspace_id = secrets.token_hex(16)
-        (workspace / ".nanobot").mkdir(parents=True)
-        (workspace / ".nanobot" / "workspace-id").write_text(workspace_id)
-        sessions_dir = root / "sessions" / workspace_id
-        sessions_dir.mkdir(parents=True)
-        config = {"agents": {"defaults": {"workspace": str(workspace), "provider": "custom", "model": "fake",
-                                          "contextWindowTokens": 128000}},
-                  "providers": {"custom": {"apiBase": llm.url, "apiKey": "sk-fake"}}}
-        (root / "config.json").write_text(json.dumps(config))
+        home = NanobotHome.create(Path(tmp), llm.url)
         for n in range(sessions):
-            lines = [json.dumps({"_type": "metadata", "key": f"bench:{n}", "metadata": {}, "last_archived": 0})]
+            messages = []
             for i in range(turns):
-                lines.append(json.dumps({"role": "user", "content": f"问题 {i}: 部署失败了怎么办?",
-                                         "timestamp": f"2026-11-20T10:{i % 60:02d}:00"}, ensure_ascii=False))
-                lines.append(json.dumps({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
-                                         "timestamp": f"2026-11-20T10:{i % 60:02d}:30"}))
-            (sessions_dir / storage_name(f"bench:{n}")).write_text("\n".join(lines) + "\n")
-        settings = Settings(redis_url=redis_url, config=root / "config.json")
+                messages.append({"role": "user", "content": f"问题 {i}: 部署失败了怎么办?",
+                                 "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
+                messages.append({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
+                                 "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+            home.write_session(f"bench:{n}", messages)
+        settings = Settings(redis_url=redis_url, config=home.config_path)
         deps = build_deps(settings)
         redis = await create_pool(redis_settings(redis_url))
         await redis.flushdb()

@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -23,7 +22,7 @@ from nanobot_hooks.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from worker.fakellm import FakeLLM, Reply  # noqa: E402
-from worker.sessions import storage_name  # noqa: E402
+from worker.sandbox import NanobotHome  # noqa: E402
 
 KEY = "telegram:42"
 USER_LINES = "# Long-term Memory\n\n- I am Li Lei, I live in Hangzhou. (written by the user)\n"
@@ -63,25 +62,16 @@ ANSWER = {
 async def produce(redis_url: str) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps(ANSWER, ensure_ascii=False))
-        root, workspace = Path(tmp) / "nanobot", Path(tmp) / "workspace"
-        workspace_id = secrets.token_hex(16)
-        (workspace / ".nanobot").mkdir(parents=True)
-        (workspace / ".nanobot" / "workspace-id").write_text(workspace_id)
-        (workspace / "memory").mkdir()
-        (workspace / "memory" / "MEMORY.md").write_text(USER_LINES, encoding="utf-8")
-        sessions = root / "sessions" / workspace_id
-        sessions.mkdir(parents=True)
-        config = {"agents": {"defaults": {"workspace": str(workspace), "provider": "custom", "model": "fake",
-                                          "timezone": "UTC"}},
-                  "providers": {"custom": {"apiBase": llm.url, "apiKey": "sk-fake"}}}
-        (root / "config.json").write_text(json.dumps(config))
-        lines = [json.dumps({"_type": "metadata", "key": KEY, "metadata": {}, "last_archived": 0})]
+        home = NanobotHome.create(Path(tmp), llm.url)
+        (home.workspace / "memory").mkdir()
+        (home.workspace / "memory" / "MEMORY.md").write_text(USER_LINES, encoding="utf-8")
+        messages = []
         for stamp, question, answer in TURNS:
-            lines.append(json.dumps({"role": "user", "content": question, "timestamp": stamp}, ensure_ascii=False))
-            lines.append(json.dumps({"role": "assistant", "content": answer, "timestamp": stamp}, ensure_ascii=False))
-        (sessions / storage_name(KEY)).write_text("\n".join(lines) + "\n", encoding="utf-8")
+            messages.append({"role": "user", "content": question, "timestamp": stamp})
+            messages.append({"role": "assistant", "content": answer, "timestamp": stamp})
+        home.write_session(KEY, messages)
 
-        settings = Settings(redis_url=redis_url, config=root / "config.json", summary_keep="messages:2")
+        settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2")
         deps = build_deps(settings)
         redis = await create_pool(redis_settings(redis_url))
         await redis.flushdb()
@@ -92,7 +82,7 @@ async def produce(redis_url: str) -> dict[str, str]:
         await worker.close()
         await redis.flushdb()
         await redis.aclose()
-        return {p.name: p.read_text(encoding="utf-8") for p in sorted((workspace / "memory").glob("*.md"))}
+        return {p.name: p.read_text(encoding="utf-8") for p in sorted((home.workspace / "memory").glob("*.md"))}
 
 
 def main(argv: list[str] | None = None) -> int:
