@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -108,9 +107,16 @@ class Settings(BaseSettings):
 
     @classmethod
     def env_name(cls, field: str) -> str:
-        if field == "redis_url":
-            return "REDIS_URL"
+        """The variable a field is read from: its alias if it has one (REDIS_URL), else NANOBOT_<FIELD>."""
+        alias = cls.model_fields[field].validation_alias
+        if isinstance(alias, AliasChoices):
+            return str(alias.choices[0])
         return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def field_for(cls, loc: str) -> str:
+        """Errors name an aliased field by its alias; map it back."""
+        return next((name for name in cls.model_fields if cls.env_name(name) == loc), loc)
 
 
 class SettingsError(ValueError):
@@ -124,16 +130,10 @@ def load_settings() -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "?"
-            field = "redis_url" if field == "REDIS_URL" else field  # errors name an aliased field by its alias
-            name = Settings.env_name(field)
+            field = Settings.field_for(str(error["loc"][0])) if error["loc"] else "?"
+            name = Settings.env_name(field) if field in Settings.model_fields else field
             described = Settings.model_fields.get(field)
             accepts = described.description if described is not None else ""
             message = str(error["msg"]).removeprefix("Value error, ")
             problems.append(f"{name}={error.get('input')!r}: {message} ({accepts})")
         raise SettingsError("; ".join(problems)) from None
-
-
-@lru_cache(maxsize=1)
-def cached_settings() -> Settings:
-    return load_settings()
