@@ -106,6 +106,17 @@ async def seed_and_cross(exe, home: NanobotHome, redis_url: str, script: LLMScri
     return seeded, env
 
 
+async def gateway_cross(gateway, home: NanobotHome, script: LLMScript, redis, text: str):
+    """A session with history, a gateway, and one WebSocket turn that crosses the threshold and enqueues."""
+    seeded = conversation(SEEDED_TURNS)
+    home.write_session(f"websocket:{CHAT}", seeded)
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT
+    reply = await gw.say(CHAT, text)
+    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    return seeded, gw, reply
+
+
 async def _applied(redis, key: str, count: int = 1) -> bool:
     """The record was applied (counted by nanobot_hooks) and removed from Redis."""
     return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
@@ -134,13 +145,8 @@ def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[di
 async def test_gateway_applies_the_summary_between_turns_and_the_next_request_uses_it(
         gateway, nanobot_home, fake_llm, script, redis, worker_deps):
     key = f"websocket:{CHAT}"
-    seeded = conversation(SEEDED_TURNS)
-    nanobot_home.write_session(key, seeded)
-    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
-
-    script.prompt_tokens = BIG_PROMPT
-    assert (await gw.say(CHAT, "first live turn")).startswith("reply number")
-    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    seeded, gw, reply = await gateway_cross(gateway, nanobot_home, script, redis, "first live turn")
+    assert reply.startswith("reply number")
     assert await queued_reason(redis, key) == "tokens"
 
     await run_burst(worker_deps())
@@ -342,12 +348,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
 async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_record_at_start_up(
         gateway, nanobot_home, fake_llm, script, redis, worker_deps):
     key = f"websocket:{CHAT}"
-    seeded = conversation(SEEDED_TURNS)
-    nanobot_home.write_session(key, seeded)
-    first = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
-    script.prompt_tokens = BIG_PROMPT
-    await first.say(CHAT, "crossing turn")
-    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    seeded, first, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
     await first.stop()
 
     await run_burst(worker_deps())
