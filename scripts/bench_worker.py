@@ -25,8 +25,8 @@ from nanobot_hooks.queue import enqueue_summary  # noqa: E402
 from nanobot_hooks.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
-from worker.fakellm import FakeLLM, Reply  # noqa: E402
-from worker.sandbox import NanobotHome  # noqa: E402
+from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
 from worker.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
 TEXTS = {

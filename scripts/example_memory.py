@@ -21,8 +21,8 @@ from nanobot_hooks.queue import enqueue_summary  # noqa: E402
 from nanobot_hooks.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
-from worker.fakellm import FakeLLM, Reply  # noqa: E402
-from worker.sandbox import NanobotHome  # noqa: E402
+from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
 
 KEY = "telegram:42"
 USER_LINES = "# Long-term Memory\n\n- I am Li Lei, I live in Hangzhou. (written by the user)\n"

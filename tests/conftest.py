@@ -16,9 +16,9 @@ from arq.worker import Worker
 from nanobot_hooks.settings import Settings
 from worker.app import build_deps, worker_options
 from worker.connections import answers, redis_settings, start_embedded
-from worker.fakellm import FakeLLM, Reply
+from tests.support.fakellm import FakeLLM, Reply
 from worker.jobs import Deps
-from worker.sandbox import NanobotHome
+from tests.support.sandbox import NanobotHome
 
 # DB 13 keeps the tests away from anything a developer keeps in DB 0.
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/13")

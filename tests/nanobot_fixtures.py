@@ -18,7 +18,7 @@ from arq.connections import ArqRedis
 from arq.jobs import Job
 
 from nanobot_hooks.contract import QUEUE_NAME, STATS_KEY, job_id, record_key
-from worker.fakellm import FakeLLM, FakeRequest, Reply
+from tests.support.fakellm import FakeLLM, FakeRequest, Reply
 from worker.nanobot_config import ModelChoice
 
 from .conftest import NanobotHome, summary_json

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from nanobot_hooks.queue import load_outcome, load_record
-from worker.fakellm import Reply
+from tests.support.fakellm import Reply
 
 from .conftest import conversation, summary_json
 

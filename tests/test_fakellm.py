@@ -1,4 +1,4 @@
-"""Tests for worker.fakellm: real HTTP through litellm against the fake server."""
+"""Tests for tests.support.fakellm: real HTTP through litellm against the fake server."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import litellm
 import pytest
 
-from worker.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply
+from tests.support.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply
 
 MODEL = "openai/fake-model"
 

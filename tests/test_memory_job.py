@@ -12,7 +12,7 @@ import redis as sync_redis
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, daily_flag_key, record_key
 from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record
 from worker.cron import daily_summaries
-from worker.fakellm import FakeRequest, Reply
+from tests.support.fakellm import FakeRequest, Reply
 from worker.notes import noted_through
 
 from .conftest import conversation, run_burst
@@ -181,7 +181,7 @@ async def test_a_chinese_conversation_gets_chinese_notes_and_headings(redis, nan
 
 
 async def test_a_daily_job_that_gives_up_does_not_requeue_itself_forever(redis, nanobot_home, fake_llm, deps_for):
-    from worker.fakellm import Error
+    from tests.support.fakellm import Error
 
     fake_llm.default = Error.server()
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))

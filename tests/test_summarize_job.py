@@ -7,7 +7,7 @@ import json
 
 from nanobot_hooks.contract import METADATA_KEY, NOTICE_CHANNEL, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record, pending_sessions
-from worker.fakellm import Error, Reply
+from tests.support.fakellm import Error, Reply
 from worker.sessions import read_session
 from worker.tokens import cl100k_counter
 
@@ -253,7 +253,7 @@ async def test_internal_sessions_are_left_alone(redis, nanobot_home, fake_llm, d
 
 
 async def test_a_timed_out_call_is_retried(redis, nanobot_home, fake_llm, deps_for):
-    from worker.fakellm import Hang
+    from tests.support.fakellm import Hang
 
     nanobot_home.write_session(KEY, conversation(15))
     fake_llm.script(Hang(5))

@@ -12,7 +12,7 @@ returns something), then ``llm.default``. Reply kinds: ``Reply`` (success, strea
 ``Error`` (OpenAI-style error body), ``Hang`` (wait, then 504 or drop the connection).
 To simulate a model emitting malformed JSON, script ``Reply('{"broken": ')`` - no special kind.
 
-CLI: ``python -m worker.fakellm --port 8999 --reply TEXT --delay 0.1``.
+CLI: ``python -m tests.support.fakellm --port 8999 --reply TEXT --delay 0.1``.
 """
 
 from __future__ import annotations
@@ -426,7 +426,7 @@ def _split(text: str, parts: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m worker.fakellm",
+        prog="python -m tests.support.fakellm",
         description=(
             "Serve a fake OpenAI-compatible chat-completions API on loopback until Ctrl-C. "
             "Every request gets the same reply (streaming and non-streaming, with usage). "
