@@ -29,14 +29,6 @@ Reason = Literal["tokens", "interval", "manual", "daily"]
 FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
 
 
-# nanobot's own background sessions: summarizing them would only add noise.
-INTERNAL_SESSION_PREFIXES = ("dream:", "cron:", "heartbeat")
-
-
-def is_internal_session(session_key: str) -> bool:
-    return session_key.startswith(INTERNAL_SESSION_PREFIXES)
-
-
 def job_id(session_key: str) -> str:
     """One id per session: arq refuses a second job while one is queued or running."""
     return f"{KEY_PREFIX}:job:{session_key}"

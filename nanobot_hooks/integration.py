@@ -35,7 +35,8 @@ from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
 from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
 from nanobot_hooks.settings import Settings
-from nanobot_hooks.trigger import count_from, decide, is_internal, user_turns_since
+from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
 # One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
 THROTTLE = logs.Throttle(every=60.0)
@@ -193,7 +194,7 @@ class Integration:
 
         def factory(turn: Any) -> Any:
             key = getattr(turn, "session_key", None)
-            if getattr(turn, "ephemeral", False) or is_internal(key):
+            if getattr(turn, "ephemeral", False) or is_internal_session(key):
                 return None
             return SummaryUsageHook(key)
 
@@ -224,7 +225,7 @@ class Integration:
         try:
             key = event.context.session_key
             prompt, window = self.usage.pop(key, (None, None))
-            if is_internal(key):
+            if is_internal_session(key):
                 return
             session = self.s.sessions.get_cached(key)
             if session is None:
@@ -265,7 +266,7 @@ class Integration:
         try:
             key = event.context.session_key
             self.usage.pop(key, None)  # left over from a turn that failed before it was saved
-            if is_internal(key):
+            if is_internal_session(key):
                 return
             session = self.s.sessions.get_cached(key)
             record = pending_in_metadata(session) if session is not None else None
@@ -302,7 +303,7 @@ class Integration:
 
     def request_pickup(self, key: str) -> None:
         """From a notice or the pending set: one pickup per session at a time, repeated if asked again."""
-        if is_internal(key):
+        if is_internal_session(key):
             return
         if key in self._picking:
             self._again.add(key)

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 from pydantic import ValidationError
 
 from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
+from nanobot_hooks.nanobot_format import LAST_SUMMARY, timestamp_before
 
 Outcome = Literal["applied", "stale", "duplicate"]
 
@@ -29,13 +30,6 @@ class LiveSession(Protocol):
 
     def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
                                   last_active: datetime | None = None) -> None: ...
-
-
-def timestamp_before(messages: list[dict[str, Any]], boundary: int) -> str | None:
-    if boundary <= 0 or boundary > len(messages):
-        return None
-    value = messages[boundary - 1].get("timestamp")
-    return value if isinstance(value, str) else None
 
 
 def pending_in_metadata(session: LiveSession) -> SummaryRecord | None:
@@ -60,7 +54,7 @@ def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
     if isinstance(applied, dict) and applied.get("created_at") == record.stamp:
         return True
     # Also without our marker (e.g. the metadata was replaced): same boundary and same summary text.
-    last = session.metadata.get("_last_summary")
+    last = session.metadata.get(LAST_SUMMARY)
     return (
         session.last_archived == record.boundary
         and isinstance(last, dict)

@@ -5,26 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nanobot_hooks.contract import METADATA_KEY, Reason, is_internal_session
-
-# Message flags of rows that are not a user's turn: nanobot's hidden rows (checkpoint markers,
-# automation and subagent rows) and slash-command rows.
-_NOT_A_TURN = ("_hidden_history", "_command")
-
-
-def is_internal(session_key: str | None) -> bool:
-    """nanobot's own sessions (dream, cron, heartbeat) and turns without a session are left alone."""
-    return not session_key or is_internal_session(session_key)
-
-
-def is_hidden(message: Mapping[str, Any]) -> bool:
-    """nanobot's checkpoint markers and slash commands: never a turn, never summarized."""
-    return any(message.get(flag) for flag in _NOT_A_TURN)
-
-
-def is_user_turn(message: Mapping[str, Any]) -> bool:
-    """A visible user message opens a turn; every tool call and result of the turn comes after it."""
-    return message.get("role") == "user" and not is_hidden(message)
+from nanobot_hooks.contract import METADATA_KEY, Reason
+from nanobot_hooks.nanobot_format import is_hidden, is_user_turn
 
 
 def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: int = 0) -> int:

@@ -15,7 +15,8 @@ from arq.connections import ArqRedis, create_pool  # noqa: E402
 from arq.jobs import Job, JobStatus  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, is_internal_session, job_id  # noqa: E402
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
+from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record  # noqa: E402
 from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402

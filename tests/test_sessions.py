@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.nanobot_format import key_from_name, storage_name
 from worker.sessions import (
     SessionKeyError,
     SessionNotFound,
     ensure_inside,
-    key_from_name,
     list_session_keys,
     read_session,
     session_path,
-    storage_name,
     write_metadata_entry,
 )
 

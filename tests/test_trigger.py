@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.trigger import count_from, decide, is_internal, is_user_turn, user_turns_since
+from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
+from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
 from .conftest import conversation
 
@@ -66,7 +67,7 @@ def test_hidden_and_command_rows_are_not_user_turns():
     ("", True), (None, True), ("telegram:42", False), ("cli:direct", False), ("websocket:abc", False),
 ])
 def test_internal_sessions_are_recognised(key, internal):
-    assert is_internal(key) is internal
+    assert is_internal_session(key) is internal
 
 
 def applied_session(turns: int = 10, boundary: int = 10) -> tuple[list[dict], dict, int]:

@@ -10,7 +10,8 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, daily_flag_key, is_internal_session, session_from_job_id
+from nanobot_hooks.contract import SummarizeRequest, daily_flag_key, session_from_job_id
+from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary
 from worker.jobs import Deps
 from worker.sessions import list_session_keys, session_path

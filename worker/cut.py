@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nanobot_hooks.settings import KeepRule
-from nanobot_hooks.trigger import is_user_turn
+from nanobot_hooks.nanobot_format import is_user_turn
 
 
 @dataclass(frozen=True)

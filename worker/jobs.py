@@ -21,8 +21,8 @@ from nanobot_hooks.contract import (
     SummarizeRequest,
     SummaryRecord,
     daily_flag_key,
-    is_internal_session,
 )
+from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import load_record, save_outcome, store_record
 from nanobot_hooks.settings import Settings
 from worker.cut import Cut, plan_cut

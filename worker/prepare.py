@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from nanobot_hooks.trigger import is_hidden
+from nanobot_hooks.nanobot_format import is_hidden
 from worker.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.

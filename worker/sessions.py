@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
@@ -12,10 +11,16 @@ from typing import Any
 
 from filelock import FileLock
 
-from nanobot_hooks.pickup import timestamp_before
+from nanobot_hooks.nanobot_format import (
+    METADATA_TYPE,
+    PROVIDER_STATE_TYPE,
+    SESSION_FILES_LOCK,
+    key_from_name,
+    storage_name,
+    summary_text,
+    timestamp_before,
+)
 
-# nanobot guards every session-file write in a folder with this cross-process lock.
-SESSION_FILES_LOCK = ".session-files.lock"
 LOCK_TIMEOUT_SECONDS = 30
 _MAX_KEY_BYTES = 180  # base64 grows by 4/3; keeps the file name under 255 bytes
 
@@ -26,20 +31,6 @@ class SessionKeyError(ValueError):
 
 class SessionNotFound(FileNotFoundError):
     pass
-
-
-def storage_name(key: str) -> str:
-    """nanobot's file name for a key: base64url without padding, plus `.jsonl`."""
-    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=") + ".jsonl"
-
-
-def key_from_name(name: str) -> str | None:
-    stem = name.removesuffix(".jsonl")
-    try:
-        key = base64.urlsafe_b64decode(stem + "=" * (-len(stem) % 4)).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return key if storage_name(key) == name else None
 
 
 def validate_key(key: str) -> str:
@@ -98,9 +89,7 @@ class SessionFile:
 
     @property
     def previous_summary(self) -> str:
-        last = self.metadata.get("_last_summary")
-        text = last.get("text") if isinstance(last, dict) else None
-        return text if isinstance(text, str) else ""
+        return summary_text(self.metadata)
 
     def timestamp_before(self, boundary: int) -> str | None:
         """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
@@ -136,9 +125,9 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
             skipped.append(f"line {number}: not a JSON object")
             continue
         record_type = data.get("_type")
-        if record_type == "metadata":
+        if record_type == METADATA_TYPE:
             metadata = data
-        elif record_type == "provider_state":
+        elif record_type == PROVIDER_STATE_TYPE:
             continue
         else:
             messages.append(data)
@@ -164,7 +153,7 @@ def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) ->
             record = json.loads(first.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return False
-        if not isinstance(record, dict) or record.get("_type") != "metadata":
+        if not isinstance(record, dict) or record.get("_type") != METADATA_TYPE:
             return False
         metadata = record.get("metadata")
         metadata = metadata if isinstance(metadata, dict) else {}

@@ -1,0 +1,88 @@
+"""What this project knows of nanobot 0.3.x's session format: file names, rows, flags and metadata keys.
+
+Both sides read sessions (the hooks the live `Session`, the worker the JSONL file), so the rules live
+here once. Pure and light: no I/O, nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# nanobot's own background sessions: summarizing them would only add noise.
+INTERNAL_SESSION_PREFIXES = ("dream:", "cron:", "heartbeat")
+
+# Message flags of rows that are not a user's turn: nanobot's hidden rows (checkpoint markers,
+# automation and subagent rows) and slash-command rows.
+NOT_A_TURN_FLAGS = ("_hidden_history", "_command")
+
+# Line 1 of a session file, and an optional provider-state line after it; every other line is a message.
+METADATA_TYPE = "metadata"
+PROVIDER_STATE_TYPE = "provider_state"
+# The metadata entry nanobot renders as `[Archived Context Summary]`: {"text", "last_active"}.
+LAST_SUMMARY = "_last_summary"
+
+# nanobot guards every session-file write in a sessions folder with this cross-process lock file.
+SESSION_FILES_LOCK = ".session-files.lock"
+SESSION_SUFFIX = ".jsonl"
+# The recovery file of an unfinished turn, beside the session file. nanobot discards it on load when
+# the session file's mtime is newer, or when line 1's `updated_at` or the message count changed.
+CHECKPOINT_SUFFIX = ".checkpoint.json"
+
+
+def is_internal_session(session_key: str | None) -> bool:
+    """nanobot's own sessions (dream, cron, heartbeat) and turns without a session are left alone."""
+    return not session_key or session_key.startswith(INTERNAL_SESSION_PREFIXES)
+
+
+def is_hidden(message: Mapping[str, Any]) -> bool:
+    """nanobot's checkpoint markers and slash commands: never a turn, never summarized."""
+    return any(message.get(flag) for flag in NOT_A_TURN_FLAGS)
+
+
+def is_user_turn(message: Mapping[str, Any]) -> bool:
+    """A visible user message opens a turn; every tool call and result of the turn comes after it."""
+    return message.get("role") == "user" and not is_hidden(message)
+
+
+def timestamp_before(messages: Sequence[Mapping[str, Any]], boundary: int) -> str | None:
+    """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
+    if boundary <= 0 or boundary > len(messages):
+        return None
+    value = messages[boundary - 1].get("timestamp")
+    return value if isinstance(value, str) else None
+
+
+def summary_text(metadata: Any) -> str:
+    """The rolling summary nanobot currently renders for a session ("" when none)."""
+    last = metadata.get(LAST_SUMMARY) if isinstance(metadata, Mapping) else None
+    text = last.get("text") if isinstance(last, Mapping) else None
+    return text if isinstance(text, str) else ""
+
+
+def file_stem(key: str) -> str:
+    """nanobot's file stem for a key: base64url without padding."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def storage_name(key: str) -> str:
+    """nanobot's session file name for a key (`telegram:123` -> `dGVsZWdyYW06MTIz.jsonl`)."""
+    return file_stem(key) + SESSION_SUFFIX
+
+
+def checkpoint_name(key: str) -> str:
+    """The name of the recovery file nanobot keeps beside a session file during a long turn."""
+    return file_stem(key) + CHECKPOINT_SUFFIX
+
+
+def key_from_name(name: str) -> str | None:
+    """The session key of a session file name, or None for any other file."""
+    if not name.endswith(SESSION_SUFFIX):
+        return None
+    stem = name.removesuffix(SESSION_SUFFIX)
+    try:
+        key = base64.urlsafe_b64decode(stem + "=" * (-len(stem) % 4)).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return key if storage_name(key) == name else None
