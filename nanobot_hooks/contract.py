@@ -26,7 +26,6 @@ STATS_KEY = f"{KEY_PREFIX}:stats"
 METADATA_KEY = "_summary_worker"
 
 Reason = Literal["tokens", "interval", "manual", "daily"]
-FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
 
 
 def job_id(session_key: str) -> str:
@@ -48,11 +47,6 @@ def session_from_job_id(value: str) -> str | None:
     return value[len(prefix):] if value.startswith(prefix) else None
 
 
-def outcome_key(session_key: str) -> str:
-    """The last job's outcome for a session, for `--wait` and status."""
-    return f"{KEY_PREFIX}:outcome:{session_key}"
-
-
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -70,43 +64,12 @@ class SummarizeRequest(BaseModel):
     notes_since: str | None = None  # YYYY-MM-DD
 
 
-class TechnicalIssue(BaseModel):
-    problem: str
-    solution: str = ""
-
-
-class DailyNotes(BaseModel):
-    """One day's notes for one session and covered span (the user's DailySummary)."""
-
-    date: str  # YYYY-MM-DD, from the messages' own timestamps
-    first_timestamp: str | None = None
-    last_timestamp: str | None = None
-    topics: list[str] = Field(default_factory=list)
-    preferences: list[str] = Field(default_factory=list)
-    decisions: list[str] = Field(default_factory=list)
-    tasks: list[str] = Field(default_factory=list)
-    technical_issues: list[TechnicalIssue] = Field(default_factory=list)
-    insights: list[str] = Field(default_factory=list)
-
-    def is_empty(self) -> bool:
-        return not any(
-            (self.topics, self.preferences, self.decisions, self.tasks, self.technical_issues, self.insights)
-        )
-
-
-class Fact(BaseModel):
-    """A candidate for long-term memory."""
-
-    text: str
-    tag: FactTag = "durable"
-    importance: int = Field(default=3, ge=1, le=5)
-    category: str | None = None
-    # For a correction: the old fact it replaces, as the model quoted it.
-    replaces: str | None = None
-
-
 class SummaryRecord(BaseModel):
-    """A finished summary, kept in Redis until nanobot applies it."""
+    """A finished summary, kept in Redis until nanobot applies it: only what applying it needs.
+
+    The summary is redacted before it is stored. The day's notes and the facts go to the memory files
+    and never ride in Redis. Fields added by another version of the worker are ignored on read.
+    """
 
     session_key: str
     summary: str
@@ -118,11 +81,6 @@ class SummaryRecord(BaseModel):
     messages_after: int
     tokens_before: int  # estimated replay tokens before / after (summary included after)
     tokens_after: int
-    language: str = "en"
-    notes: list[DailyNotes] = Field(default_factory=list)
-    facts: list[Fact] = Field(default_factory=list)
-    model: str = ""
-    chunks: int = 1
     reason: Reason = "manual"
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -140,17 +98,3 @@ class SummaryRecord(BaseModel):
         if self.boundary_timestamp is None or not last_archived <= self.boundary <= message_count:
             return False
         return timestamp_at_boundary == self.boundary_timestamp
-
-
-class JobOutcome(BaseModel):
-    """What the last job for a session did, for scripts and status."""
-
-    session_key: str
-    status: Literal["summarized", "noted", "noop", "failed"]
-    detail: str = ""
-    boundary: int | None = None
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-    seconds: float | None = None  # how long the job ran (LLM calls included)
-    job_try: int = 1
-    finished_at: datetime = Field(default_factory=utcnow)

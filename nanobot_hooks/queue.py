@@ -12,11 +12,9 @@ from nanobot_hooks.contract import (
     NOTICE_CHANNEL,
     PENDING_SET,
     QUEUE_NAME,
-    JobOutcome,
     SummarizeRequest,
     SummaryRecord,
     job_id,
-    outcome_key,
     record_key,
 )
 
@@ -86,12 +84,3 @@ async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
 async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
     keys = [record_key(session_key), PENDING_SET]
     return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, needle, session_key))
-
-
-async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = 7 * 24 * 3600) -> None:
-    await redis.set(outcome_key(outcome.session_key), outcome.model_dump_json(), ex=keep_seconds)
-
-
-async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
-    raw = await redis.get(outcome_key(session_key))
-    return JobOutcome.model_validate_json(raw) if raw else None

@@ -17,7 +17,7 @@ try:
 except ImportError:  # run from a checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nanobot_hooks.contract import DailyNotes, Fact  # noqa: E402
+from worker.answer import DailyNotes, Fact  # noqa: E402
 from worker import dedup, longterm, redact  # noqa: E402
 from worker.notes import append_notes  # noqa: E402
 

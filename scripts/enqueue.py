@@ -17,14 +17,15 @@ from rich.progress import Progress  # noqa: E402
 
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
 from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
-from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record  # noqa: E402
+from nanobot_hooks.queue import enqueue_summary, load_record  # noqa: E402
 from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.cron import flag_sessions  # noqa: E402
 from worker.jobs import Deps, chain_start, plan_for  # noqa: E402
-from worker.nanobot_config import NanobotConfigError  # noqa: E402
-from worker.sessions import SessionKeyError, SessionNotFound, list_session_keys, read_session  # noqa: E402
+from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound  # noqa: E402
+from worker.outcomes import load_outcome  # noqa: E402
+from worker.sessions import list_session_keys, read_session  # noqa: E402
 
 
 class UsageError(Exception):

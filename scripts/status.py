@@ -14,10 +14,11 @@ from arq.connections import create_pool  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, JobOutcome, utcnow  # noqa: E402
+from nanobot_hooks.contract import QUEUE_NAME, utcnow  # noqa: E402
 from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
 from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
+from worker.outcomes import OUTCOME_PREFIX, JobOutcome  # noqa: E402
 
 
 def ago(seconds: float) -> str:
@@ -54,7 +55,7 @@ async def show(console: Console) -> int:
     outcomes = Table(title="last job per session")
     for column in ("session", "status", "detail", "took", "finished"):
         outcomes.add_column(column)
-    async for raw_key in redis.scan_iter(match=f"{KEY_PREFIX}:outcome:*", count=500):
+    async for raw_key in redis.scan_iter(match=f"{OUTCOME_PREFIX}*", count=500):
         raw = await redis.get(raw_key)
         if raw:
             outcome = JobOutcome.model_validate_json(raw)

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nanobot_hooks.queue import load_outcome, load_record
+from nanobot_hooks.queue import load_record
+from worker.outcomes import load_outcome
 from tests.support.fakellm import Reply
 
 from .conftest import conversation, summary_json

@@ -9,7 +9,8 @@ import pytest
 
 from nanobot_hooks.settings import KeepRule, Settings, SettingsError, load_settings
 from worker.app import build_deps
-from worker.nanobot_config import DEFAULT_SUMMARY_MODEL, NanobotConfig, NanobotConfigError, resolve_model
+from worker.errors import NanobotConfigError
+from worker.nanobot_config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
 
 
 def config(tmp_path: Path, data: dict) -> NanobotConfig:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import Fact
+from worker.answer import Fact
 from worker.dedup import (
     category,
     find_duplicate,

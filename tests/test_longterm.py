@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord
+from worker.answer import DailyNotes, Fact
 from worker import longterm
 from worker.longterm import BEGIN, END, apply, known_facts, locate, write_facts
 from worker.memory import MemoryFiles
@@ -309,10 +309,7 @@ def _worker_process(workspace: str, number: int, rounds: int, ready: Any) -> Non
         note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T{number:02d}:{i:02d}:00",
                           last_timestamp=f"{TODAY}T{number:02d}:{i:02d}:30", topics=[f"topic w{number} r{i}"])
         facts = [Fact(text=text.format(n=number, i=i), importance=4) for text in KINDS]
-        record = SummaryRecord(session_key=f"cli:w{number}", summary="s", start=0, boundary=2, boundary_timestamp=None,
-                               messages_before=2, messages_after=1, tokens_before=10, tokens_after=5,
-                               notes=[note], facts=facts)
-        memory.write_now(record.session_key, record.notes, record.facts, record.language)
+        memory.write_now(f"cli:w{number}", [note], facts, "en")
 
 
 def test_worker_processes_on_one_day_file_and_memory_lose_nothing(tmp_path: Path) -> None:
@@ -355,15 +352,13 @@ async def test_concurrent_jobs_in_one_worker_process_lose_nothing(tmp_path: Path
     # arq runs up to max_jobs at once in one process: each write runs in its own thread.
     memory = MemoryFiles(tmp_path, "UTC", max_facts=10_000)
 
-    def job(number: int) -> SummaryRecord:
+    def job(number: int) -> Any:
         note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T10:{number:02d}:00",
                           last_timestamp=f"{TODAY}T10:{number:02d}:30", topics=[f"topic of job {number}"])
         facts = [Fact(text=text.format(n=number, i=number), importance=4) for text in KINDS]
-        return SummaryRecord(session_key=f"cli:j{number}", summary="s", start=0, boundary=2, boundary_timestamp=None,
-                             messages_before=2, messages_after=1, tokens_before=10, tokens_after=5,
-                             notes=[note], facts=facts)
+        return memory.write(f"cli:j{number}", [note], facts, "en")
 
-    results = await asyncio.gather(*(memory.write_record(job(n)) for n in range(20)))
+    results = await asyncio.gather(*(job(n) for n in range(20)))
     assert all(r.notes_sections == 1 and r.facts_added == 2 for r in results)
     day = (tmp_path / "memory" / f"{TODAY}.md").read_text(encoding="utf-8")
     facts = facts_in(memory.memory_path.read_text(encoding="utf-8"))

@@ -10,7 +10,8 @@ from pathlib import Path
 import redis as sync_redis
 
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, daily_flag_key, record_key
-from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record
+from nanobot_hooks.queue import enqueue_summary, load_record
+from worker.outcomes import load_outcome
 from worker.cron import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply
 from worker.notes import noted_through

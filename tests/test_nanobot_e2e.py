@@ -14,7 +14,8 @@ import pytest
 from arq.connections import create_pool
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_outcome, load_record
+from nanobot_hooks.queue import enqueue_summary, load_record
+from worker.outcomes import load_outcome
 from nanobot_hooks.settings import Settings
 from worker.connections import answers, redis_settings
 

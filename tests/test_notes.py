@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord, TechnicalIssue
+from worker.answer import DailyNotes, Fact, TechnicalIssue
 from worker.memory import MemoryFiles
 from worker.notes import HEADINGS, append_notes, note_date, noted_through, spans
 
@@ -18,11 +18,10 @@ UTC = ZoneInfo("UTC")
 KEY = "telegram:42"
 
 
-def record(notes: list[DailyNotes], language: str = "en", key: str = KEY,
-           facts: list[Fact] | None = None) -> SummaryRecord:
-    return SummaryRecord(session_key=key, summary="s", start=0, boundary=10, boundary_timestamp=None,
-                         messages_before=10, messages_after=1, tokens_before=100, tokens_after=10,
-                         language=language, notes=notes, facts=facts or [])
+def write(memory: MemoryFiles, notes: list[DailyNotes], language: str = "en", key: str = KEY,
+          facts: list[Fact] | None = None):
+    """What a summary job hands the memory files."""
+    return memory.write(key, notes, facts or [], language)
 
 
 def late_evening() -> DailyNotes:
@@ -43,7 +42,7 @@ def memory_bytes(workspace: Path) -> dict[str, bytes]:
 
 async def test_a_conversation_across_midnight_lands_in_two_files(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path, "UTC")
-    result = await memory.write_record(record([late_evening(), after_midnight()]))
+    result = await write(memory, [late_evening(), after_midnight()])
     assert result.notes_sections == 2
     first = (tmp_path / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     second = (tmp_path / "memory" / "2026-11-21.md").read_text(encoding="utf-8")
@@ -63,16 +62,16 @@ FACTS = [Fact(text="The blog is built with Hugo 0.139", category="projects", imp
 
 async def test_the_same_write_twice_changes_nothing(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path, "UTC")
-    first = await memory.write_record(record([late_evening(), after_midnight()], facts=FACTS))
+    first = await write(memory, [late_evening(), after_midnight()], facts=FACTS)
     assert (first.notes_sections, first.facts_added) == (2, 3)
     before = memory_bytes(tmp_path)
     assert set(before) == {"2026-11-20.md", "2026-11-21.md", "MEMORY.md"}
-    again = await memory.write_record(record([late_evening(), after_midnight()], facts=FACTS))
+    again = await write(memory, [late_evening(), after_midnight()], facts=FACTS)
     assert (again.notes_sections, again.facts_added, again.facts_replaced) == (0, 0, 0)
     assert memory_bytes(tmp_path) == before
     # arq is at-least-once: a re-run's model may word things differently; the span decides.
     reworded = after_midnight().model_copy(update={"topics": ["the RSS feed, reworded"]})
-    result = await memory.write_record(record([late_evening(), reworded]))
+    result = await write(memory, [late_evening(), reworded])
     assert result.notes_sections == 0
     assert memory_bytes(tmp_path) == before
 
@@ -117,7 +116,7 @@ async def test_a_chinese_conversation_gets_chinese_notes(tmp_path: Path) -> None
     note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T20:00:00", last_timestamp="2026-11-20T20:30:00",
                       topics=["博客迁移到 Hugo"],
                       technical_issues=[TechnicalIssue(problem="主题构建失败", solution="固定 Hugo 版本")])
-    await memory.write_record(record([note], language="zh"))
+    await write(memory, [note], language="zh")
     text = (tmp_path / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     assert "### 主要话题\n- 博客迁移到 Hugo\n" in text
     assert "### 技术问题与解决方案\n- 主题构建失败 → 固定 Hugo 版本\n" in text

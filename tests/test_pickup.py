@@ -59,7 +59,7 @@ def test_a_fitting_record_is_applied_once_and_marked():
 def test_a_copy_of_the_record_in_metadata_is_read_and_forgotten_once_applied():
     session = StandInSession("telegram:1", conversation(10))
     record = record_for(session, 12)
-    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}
     found = pending_in_metadata(session)
     assert found is not None and found.boundary == 12
     apply_record(session, found)
@@ -86,7 +86,7 @@ def test_new_makes_the_record_stale_and_its_metadata_copy_is_dropped():
     session = StandInSession("telegram:1", conversation(10))
     record = record_for(session, 12)
     session.messages, session.last_archived = [], 0  # what /new leaves
-    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}
     assert apply_record(session, record) == ("stale", True)
     assert pending_in_metadata(session) is None and session.messages == []
 

@@ -198,7 +198,7 @@ async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_
     integration = make()
     session = StandInSession(KEY, conversation(10))
     record = record_for(session, 12)
-    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})}
+    session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}
     integration.s.sessions.cached[KEY] = session
 
     publish_turn_started(integration, TurnContext(content, ephemeral))

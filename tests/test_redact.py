@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord, TechnicalIssue
+from worker.answer import DailyNotes, Fact, TechnicalIssue
 from worker.memory import MemoryFiles
 from worker.redact import MARK, one_line, redact
 
@@ -117,23 +117,22 @@ def test_one_line_is_a_single_safe_bullet() -> None:
 
 async def test_planted_secrets_appear_in_no_memory_file(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path, "UTC", max_facts=50)
-    record = SummaryRecord(
-        session_key="telegram:42", summary="s", start=0, boundary=4, boundary_timestamp=None, messages_before=4,
-        messages_after=1, tokens_before=100, tokens_after=10, language="en",
-        notes=[DailyNotes(
+    result = await memory.write(
+        "telegram:42",
+        [DailyNotes(
             date="2026-11-20", first_timestamp="2026-11-20T10:00:00", last_timestamp="2026-11-20T10:30:00",
             topics=[f"set up the DeepSeek key {API_KEY}"],
             decisions=[f"use password={PASSWORD} for the staging db"],
             technical_issues=[TechnicalIssue(problem="ssh login failed", solution=f"installed key\n{PRIVATE_KEY}")],
         )],
-        facts=[
+        [
             Fact(text=f"The DeepSeek API key is set in providers.deepseek.apiKey (value {API_KEY})",
                  importance=4, category="configuration"),
             Fact(text=f"Staging database password: {PASSWORD}", importance=4, category="configuration"),
             Fact(text=f"Deploy key for the build box: {PRIVATE_KEY}", importance=4, category="configuration"),
         ],
+        "en",
     )
-    result = await memory.write_record(record)
     assert result.notes_sections == 1 and result.facts_added == 3
     files = [p for p in (tmp_path / "memory").rglob("*") if p.is_file()]
     assert {p.name for p in files} >= {"2026-11-20.md", "MEMORY.md"}

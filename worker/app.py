@@ -20,7 +20,8 @@ from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
 from worker.llm import routing_problem
 from worker.memory import MemoryFiles
-from worker.nanobot_config import NanobotConfig, NanobotConfigError, resolve_model
+from worker.errors import NanobotConfigError
+from worker.nanobot_config import NanobotConfig, resolve_model
 from worker.tokens import best_counter
 
 log = logging.getLogger("worker")

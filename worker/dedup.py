@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from nanobot_hooks.contract import Fact
+from worker.answer import Fact
 
 # Seed 001: "similarity > 0.8 or an exact match: skip".
 DEFAULT_THRESHOLD = 0.8

@@ -11,36 +11,31 @@ from typing import Any, Protocol
 
 from arq import Retry
 from arq.connections import ArqRedis
-from filelock import Timeout
 
-from nanobot_hooks.contract import (
-    METADATA_KEY,
-    DailyNotes,
-    Fact,
-    JobOutcome,
-    SummarizeRequest,
-    SummaryRecord,
-    daily_flag_key,
-)
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord, daily_flag_key
 from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import load_record, save_outcome, store_record
+from nanobot_hooks.queue import load_record, store_record
 from nanobot_hooks.settings import Settings
+from worker.answer import NOTE_PARTS, Answer, DailyNotes, Fact, parse_answer
 from worker.cut import Cut, plan_cut
-from worker.llm import (
-    Answer,
+from worker.errors import (
     BadAnswer,
     ContextTooLong,
+    LLMError,
+    MemoryFilesError,
     PermanentLLMError,
-    TransientLLMError,
-    complete,
-    context_window,
-    parse_answer,
+    RetryableError,
+    SessionError,
+    SummaryFailed,
+    WorkerError,
 )
-from worker.nanobot_config import ModelChoice, NanobotConfig, NanobotConfigError
+from worker.llm import complete, context_window
+from worker.nanobot_config import ModelChoice, NanobotConfig
+from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.redact import redact
-from worker.sessions import SessionFile, SessionKeyError, SessionNotFound, read_session, write_metadata_entry
+from worker.sessions import SessionFile, read_session, write_metadata_entry
 from worker.tokens import Counter, count_message
 
 log = logging.getLogger("worker.jobs")
@@ -81,10 +76,6 @@ class Deps:
         return self.nanobot.sessions_dir
 
 
-class SummaryFailed(Exception):
-    """The job cannot succeed by retrying; the outcome says why."""
-
-
 async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     """arq entry point. Transient trouble is retried with backoff; the outcome is kept for status."""
     deps: Deps = ctx["deps"]
@@ -101,20 +92,19 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
     try:
         outcome = await run_job(deps, redis, req, job_try)
-    except (TransientLLMError, BadAnswer) as exc:
+    except RetryableError as exc:
         if job_try < deps.settings.summary_max_tries:
             if since:
                 # The retry must still note through the end. Only a retry: a flag left after the last
                 # try would make after_job_end queue the session again, forever.
                 await redis.set(daily_flag_key(req.session_key), since, nx=True)
             delay = deps.settings.summary_retry_delay * 2 ** (job_try - 1)
-            retry_after = getattr(exc, "retry_after", None) or 0.0
+            retry_after = exc.retry_after or 0.0
             log.warning("summary of %s failed (try %d): %s; retrying", req.session_key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), retry_after)) from None
         detail = f"gave up after {job_try} tries: {exc}"
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=detail)
-    except (SummaryFailed, PermanentLLMError, SessionNotFound, SessionKeyError, NanobotConfigError,
-            OSError) as exc:
+    except WorkerError as exc:
         outcome = JobOutcome(session_key=req.session_key, status="failed", detail=str(exc))
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
         log.exception("summary of %s crashed", req.session_key)
@@ -181,24 +171,20 @@ async def summarize_part(
         messages_after=cut.kept + 1,  # nanobot's hidden checkpoint marker is replayed too
         tokens_before=tokens_before,
         tokens_after=tokens_after,
-        language=language,
-        # Nothing fresh: whatever notes the model wrote repeat what the day files already hold.
-        notes=dated_notes(answer.notes, fresh) if fresh else [],
-        facts=answer.facts,
-        model=deps.model.model,
-        chunks=parts,
         reason=req.reason,
     )
+    # Nothing fresh: whatever notes the model wrote repeat what the day files already hold.
+    notes = dated_notes(answer.notes, fresh) if fresh else []
     detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
     # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
     # Its failures are reported, never fatal: the summary does not wait on a broken workspace.
-    detail += f"; {await write_memory(deps, key, record.notes, record.facts, language)}"
+    detail += f"; {await write_memory(deps, key, notes, answer.facts, language)}"
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
         write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
-                             {"pending": record.model_dump(mode="json", exclude={"notes", "facts"})})
-    except (OSError, Timeout) as exc:
+                             {"pending": record.model_dump(mode="json")})
+    except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
     await store_record(redis, record)
@@ -236,7 +222,7 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
         return "no memory files"
     try:
         return str(await deps.memory.write(key, notes, facts, language))
-    except (OSError, RuntimeError, Timeout) as exc:
+    except MemoryFilesError as exc:
         log.warning("%s: memory files not written: %s", key, exc)
         return f"memory files not written: {exc}"
 
@@ -247,7 +233,7 @@ def known_facts(deps: Deps) -> list[str]:
         return []
     try:
         return deps.memory.known_facts()[:KNOWN_FACTS_IN_PROMPT]
-    except (OSError, RuntimeError, Timeout) as exc:
+    except OSError as exc:
         log.warning("MEMORY.md not readable: %s", exc)
         return []
 
@@ -358,7 +344,9 @@ async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: 
                 messages[1]["content"] = f"{prompt}\n\nYour last summary had {bad.oversized} characters: shorten it."
                 completion = await complete(choice, messages, deps.settings.summary_timeout)
                 return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary, allow_prose)
-        except (TransientLLMError, PermanentLLMError, BadAnswer) as exc:
+        except ContextTooLong:
+            raise  # the caller shrinks the input; another model would not read more
+        except LLMError as exc:
             log.warning("model %s failed: %s", choice.model, exc)
             error = exc
     assert error is not None
@@ -375,7 +363,7 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
     for note in notes:
         date = note.date if note.date in dates else (dates[-1] if dates else note.date)
         merged = by_date.setdefault(date, DailyNotes(date=date))
-        for name in ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights"):
+        for name in NOTE_PARTS:
             target = getattr(merged, name)
             target.extend(item for item in getattr(note, name) if item not in target)
     for date, note in by_date.items():

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from nanobot_hooks.contract import Fact
+from worker.answer import Fact
+from worker.errors import MemoryFilesError
 from worker.dedup import (
     CATEGORIES,
     DEFAULT_THRESHOLD,
@@ -279,7 +280,7 @@ def _write_temp(path: Path, data: bytes) -> Path:
     return Path(name)
 
 
-class MemoryConflict(RuntimeError):
+class MemoryConflict(MemoryFilesError):
     """MEMORY.md kept changing under us; the job's retry will merge again."""
 
 

@@ -8,9 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from nanobot_hooks.contract import DailyNotes, Fact, SummaryRecord
+from filelock import Timeout
+
+from worker.answer import DailyNotes, Fact
 from worker import longterm, notes
 from worker.dedup import DEFAULT_THRESHOLD
+from worker.errors import MemoryFilesError
 
 
 @dataclass(frozen=True)
@@ -56,11 +59,13 @@ class MemoryFiles:
 
     async def write(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact],
                     language: str) -> MemoryResult:
-        """Writes notes and facts; file work and locks run in a thread, off the event loop."""
-        return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language)
+        """Writes notes and facts; file work and locks run in a thread, off the event loop.
 
-    async def write_record(self, record: SummaryRecord) -> MemoryResult:
-        return await self.write(record.session_key, record.notes, record.facts, record.language)
+        Raises MemoryFilesError for what the file system refused (the caller reports it)."""
+        try:
+            return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language)
+        except (OSError, Timeout) as exc:
+            raise MemoryFilesError(str(exc) or type(exc).__name__) from exc
 
     def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact],
                   language: str) -> MemoryResult:

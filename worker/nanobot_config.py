@@ -8,15 +8,13 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from worker.errors import NanobotConfigError
+
 DEFAULT_SUMMARY_MODEL = "deepseek/deepseek-chat"
 DEFAULT_WORKSPACE = "~/.nanobot/workspace"
 # nanobot provider names whose models litellm knows under another prefix; the
 # OpenAI-compatible ones all speak litellm's `openai/` protocol with a base URL.
 _OPENAI_COMPATIBLE = {"custom", "vllm", "ollama_openai", "lm_studio", "openai_compatible", "azure_openai"}
-
-
-class NanobotConfigError(RuntimeError):
-    """nanobot's config is missing or unreadable; the message says which file and why."""
 
 
 @dataclass(frozen=True)

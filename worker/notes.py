@@ -14,12 +14,10 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from nanobot_hooks.contract import DailyNotes
+from worker.answer import NOTE_PARTS, DailyNotes
 from worker.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
 from worker.prepare import local_time
 from worker.redact import one_line
-
-PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
 
 HEADINGS: dict[str, dict[str, str]] = {
     "en": {"topics": "Topics", "preferences": "User preferences", "decisions": "Decisions", "tasks": "Tasks",
@@ -77,7 +75,7 @@ def clean(item: str) -> str:
 
 def note_items(note: DailyNotes) -> dict[str, list[str]]:
     items: dict[str, list[str]] = {}
-    for part in PARTS:
+    for part in NOTE_PARTS:
         values = getattr(note, part)
         if part == "technical_issues":
             lines = [f"{clean(v.problem)} → {clean(v.solution)}" if clean(v.solution) else clean(v.problem)
@@ -89,7 +87,7 @@ def note_items(note: DailyNotes) -> dict[str, list[str]]:
 
 
 def digest(items: dict[str, list[str]]) -> str:
-    joined = "\n".join(f"{part}:{normalize(line)}" for part in PARTS for line in items.get(part, []))
+    joined = "\n".join(f"{part}:{normalize(line)}" for part in NOTE_PARTS for line in items.get(part, []))
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:12]
 
 
@@ -148,7 +146,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     known = session_items(existing, session)
     headings = HEADINGS.get(language, HEADINGS["en"])
     blocks: list[str] = []
-    for part in PARTS:
+    for part in NOTE_PARTS:
         fresh: list[str] = []
         for line in items[part]:
             key = normalize(line)

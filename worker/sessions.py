@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from nanobot_hooks.nanobot_format import (
     METADATA_TYPE,
@@ -20,17 +20,10 @@ from nanobot_hooks.nanobot_format import (
     summary_text,
     timestamp_before,
 )
+from worker.errors import SessionError, SessionKeyError, SessionNotFound
 
 LOCK_TIMEOUT_SECONDS = 30
 _MAX_KEY_BYTES = 180  # base64 grows by 4/3; keeps the file name under 255 bytes
-
-
-class SessionKeyError(ValueError):
-    """A session key or path that cannot name a session file in the sessions folder."""
-
-
-class SessionNotFound(FileNotFoundError):
-    pass
 
 
 def validate_key(key: str) -> str:
@@ -102,6 +95,8 @@ def read_session(sessions_dir: Path, key: str) -> SessionFile:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
+    except OSError as exc:
+        raise SessionError(f"cannot read session {key!r}: {exc}") from None
     return parse_session(key, path, raw)
 
 
@@ -140,9 +135,17 @@ def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) ->
     A dict value is merged into a dict already there, so keys others keep in it (the hooks' `applied`
     marker) survive.
 
-    Returns False (and changes nothing) when the file or its metadata line is missing.
+    Returns False (and changes nothing) when the file or its metadata line is missing; raises
+    SessionError when the file system or the lock refuses.
     """
     path = session_path(sessions_dir, key)
+    try:
+        return _write_metadata_entry(sessions_dir, path, name, value)
+    except (OSError, Timeout) as exc:
+        raise SessionError(f"cannot write line 1 of {path.name}: {exc}") from None
+
+
+def _write_metadata_entry(sessions_dir: Path, path: Path, name: str, value: Any) -> bool:
     with FileLock(str(sessions_dir / SESSION_FILES_LOCK), timeout=LOCK_TIMEOUT_SECONDS):
         try:
             raw = path.read_bytes()

@@ -1,0 +1,136 @@
+"""The summarizer's answer: its schema (summary, daily notes, facts) and a defensive parse of what a model sends."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import json_repair
+from pydantic import BaseModel, Field, ValidationError
+
+from worker.errors import BadAnswer
+
+log = logging.getLogger("worker.answer")
+
+# The parts of one day's notes (the user's DailySummary), in the order the notes file shows them.
+NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
+# The parts that are plain lists of strings (technical issues are problem/solution pairs).
+TEXT_PARTS = tuple(part for part in NOTE_PARTS if part != "technical_issues")
+
+FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
+
+
+class TechnicalIssue(BaseModel):
+    problem: str
+    solution: str = ""
+
+
+class DailyNotes(BaseModel):
+    """One day's notes for one session and covered span."""
+
+    date: str  # YYYY-MM-DD, from the messages' own timestamps
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    topics: list[str] = Field(default_factory=list)
+    preferences: list[str] = Field(default_factory=list)
+    decisions: list[str] = Field(default_factory=list)
+    tasks: list[str] = Field(default_factory=list)
+    technical_issues: list[TechnicalIssue] = Field(default_factory=list)
+    insights: list[str] = Field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not any(getattr(self, part) for part in NOTE_PARTS)
+
+
+class Fact(BaseModel):
+    """A candidate for long-term memory."""
+
+    text: str
+    tag: FactTag = "durable"
+    importance: int = Field(default=3, ge=1, le=5)
+    category: str | None = None
+    # For a correction: the old fact it replaces, as the model quoted it.
+    replaces: str | None = None
+
+
+@dataclass
+class Answer:
+    summary: str
+    notes: list[DailyNotes] = field(default_factory=list)
+    facts: list[Fact] = field(default_factory=list)
+    prose: bool = False  # the model answered in plain text: a summary, but no notes or facts
+
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+
+
+def parse_answer(text: str, max_chars: int, need_summary: bool = True, allow_prose: bool = True) -> Answer:
+    """JSON (repaired if broken); prose only as a first summary, when there is nothing to lose by it.
+
+    With a previous summary to fold in, prose is refused: a refusal or an apology ("I can't help with
+    that") would otherwise replace everything the session had.
+    """
+    cleaned = _FENCE.sub("", text.strip()).strip()
+    if not cleaned:
+        raise BadAnswer("empty answer")
+    data: Any = None
+    if cleaned.startswith("{") or '"summary"' in cleaned:
+        data = json_repair.loads(cleaned[cleaned.find("{"):] if "{" in cleaned else cleaned)
+    if isinstance(data, dict):
+        summary = data.get("summary")
+        if not isinstance(summary, str) or not summary.strip():
+            if need_summary:
+                raise BadAnswer("the JSON answer has no summary")
+            summary = ""
+        answer = Answer(summary=summary.strip())
+        answer.notes, bad_notes = _models(DailyNotes, data.get("daily_notes"), _lenient_note)
+        answer.facts, bad_facts = _models(Fact, data.get("facts"), _lenient_fact)
+        if bad_notes or bad_facts:
+            log.info("dropped %d unreadable notes and %d unreadable facts of the answer", bad_notes, bad_facts)
+    elif cleaned.startswith(("{", "[")) or not need_summary:
+        raise BadAnswer("the answer is JSON the repair could not read")
+    elif not allow_prose:
+        raise BadAnswer("prose instead of the JSON answer, with a previous summary to fold in")
+    else:
+        answer = Answer(summary=cleaned, prose=True)
+    if len(answer.summary) > max_chars:
+        raise BadAnswer(f"summary of {len(answer.summary)} characters is over {max_chars}", len(answer.summary))
+    return answer
+
+
+def _lenient_fact(item: dict[str, Any]) -> dict[str, Any]:
+    if "importance" in item:
+        # Models answer "4", 4.5 or 9 as often as 4: clamp rather than lose the fact.
+        item = {**item, "importance": min(5, max(1, round(float(item["importance"]))))}
+    return item
+
+
+def _lenient_note(item: dict[str, Any]) -> dict[str, Any]:
+    """Keep every readable item of a day: one odd entry must not cost the whole day's notes."""
+    cleaned: dict[str, Any] = {"date": str(item.get("date", ""))}
+    for name in TEXT_PARTS:
+        values = item.get(name)
+        values = values if isinstance(values, list) else [values] if values else []
+        cleaned[name] = [str(v) for v in values if isinstance(v, (str, int, float)) and str(v).strip()]
+    issues = []
+    for issue in item.get("technical_issues") or []:
+        if isinstance(issue, str) and issue.strip():
+            issues.append({"problem": issue})
+        elif isinstance(issue, dict) and issue.get("problem"):
+            issues.append({"problem": str(issue["problem"]), "solution": str(issue.get("solution") or "")})
+    cleaned["technical_issues"] = issues
+    return cleaned
+
+
+def _models(model: type[Any], items: Any, lenient: Any) -> tuple[list[Any], int]:
+    good, bad = [], 0
+    for item in items if isinstance(items, list) else []:
+        try:
+            if not isinstance(item, dict):
+                raise TypeError("not an object")
+            good.append(model.model_validate(lenient(item)))
+        except (ValidationError, ValueError, TypeError):
+            bad += 1
+    return good, bad

@@ -1,0 +1,71 @@
+"""The worker's one error hierarchy. Lower-layer errors (litellm, file locks, OS) are converted where they occur.
+
+A job sorts every failure by what to do about it:
+- `RetryableError`: try the job again later (arq `Retry` with backoff);
+- any other `WorkerError`: the job fails now with the message as its outcome;
+- anything else is a bug: the job fails with "internal error" and a traceback in the log.
+"""
+
+from __future__ import annotations
+
+
+class WorkerError(Exception):
+    """Base of every failure the worker expects and reports in one line."""
+
+
+class RetryableError(WorkerError):
+    """Worth another try of the whole job later."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class LLMError(WorkerError):
+    """A summarizing call did not give a usable answer."""
+
+
+class TransientLLMError(LLMError, RetryableError):
+    """Rate limits, server errors, timeouts, connection trouble: retry later (honouring Retry-After)."""
+
+
+class PermanentLLMError(LLMError):
+    """Retrying the same call will not help: a bad key, an unknown model, a rejected request."""
+
+
+class ContextTooLong(LLMError):
+    """The input did not fit the model: shrink it and ask again."""
+
+
+class BadAnswer(LLMError, RetryableError):
+    """The model answered, but nothing usable: empty, unreadable, oversized, a refusal, or a summary that lost
+    what the previous one held."""
+
+    def __init__(self, message: str, oversized: int | None = None) -> None:
+        super().__init__(message)
+        self.oversized = oversized
+
+
+class SummaryFailed(WorkerError):
+    """The job cannot succeed by retrying; the outcome says why."""
+
+
+class NanobotConfigError(WorkerError):
+    """nanobot's config is missing or unreadable; the message says which file and why."""
+
+
+class SessionError(WorkerError):
+    """A session that cannot be read."""
+
+
+class SessionKeyError(SessionError, ValueError):
+    """A session key or path that cannot name a session file in the sessions folder."""
+
+
+class SessionNotFound(SessionError, FileNotFoundError):
+    """No file for this session key."""
+
+
+class MemoryFilesError(WorkerError):
+    """The memory folder could not be written (full disk, read-only, a lock held too long, a file that
+    kept changing). Reported in the outcome; never fails a summary."""

@@ -1,0 +1,42 @@
+"""What each job did, kept in Redis for `enqueue.py --wait` and `status.py`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from arq.connections import ArqRedis
+from pydantic import BaseModel, Field
+
+from nanobot_hooks.contract import KEY_PREFIX, utcnow
+
+OUTCOME_PREFIX = f"{KEY_PREFIX}:outcome:"
+KEEP_SECONDS = 7 * 24 * 3600
+
+
+def outcome_key(session_key: str) -> str:
+    """The last job's outcome for a session."""
+    return OUTCOME_PREFIX + session_key
+
+
+class JobOutcome(BaseModel):
+    """What the last job for a session did."""
+
+    session_key: str
+    status: Literal["summarized", "noted", "noop", "failed"]
+    detail: str = ""
+    boundary: int | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    seconds: float | None = None  # how long the job ran (LLM calls included)
+    job_try: int = 1
+    finished_at: datetime = Field(default_factory=utcnow)
+
+
+async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
+    await redis.set(outcome_key(outcome.session_key), outcome.model_dump_json(), ex=keep_seconds)
+
+
+async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
+    raw = await redis.get(outcome_key(session_key))
+    return JobOutcome.model_validate_json(raw) if raw else None
