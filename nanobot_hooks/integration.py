@@ -30,11 +30,11 @@ from typing import Any
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, record_key
-from nanobot_hooks.link import RedisLink, redacted
+from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
 from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
-from nanobot_hooks.settings import Settings
+from nanobot_hooks.settings import HookSettings, redacted_url
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
@@ -66,7 +66,7 @@ class Surface:
 
 
 class Integration:
-    def __init__(self, surface: Surface, settings: Settings) -> None:
+    def __init__(self, surface: Surface, settings: HookSettings) -> None:
         self.s = surface
         self.settings = settings
         self.link = RedisLink(settings.redis_url, THROTTLE)
@@ -95,7 +95,7 @@ class Integration:
             + (f" or every {interval} user messages" if interval else "")
             if self.settings.auto_summary else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
         )
-        logs.info(f"on: summaries {when}; Redis {redacted(self.settings.redis_url)}")
+        logs.info(f"on: summaries {when}; Redis {redacted_url(self.settings.redis_url)}")
 
     def _install(self) -> None:
         s = self.s

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 
 from nanobot_hooks import logs
+from nanobot_hooks.settings import redacted_url
 
 T = TypeVar("T")
 
@@ -18,27 +18,6 @@ T = TypeVar("T")
 # and a `nanobot agent -m` process waits for those before it exits.
 CALL_TIMEOUT = 2.0
 TROUBLE = "redis"
-
-
-def redacted(url: str) -> str:
-    """`url` fit for a log line: passwords (in the user part or as `?password=`) become ***.
-
-    The host part is kept as written (IPv6 brackets, port). Never raises."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        userinfo, at, host = netloc.rpartition("@")
-        if at and ":" in userinfo:
-            netloc = f"{userinfo.partition(':')[0]}:***@{host}"
-        query = "&".join(
-            f"{name}=***" if sep and name.strip().lower() == "password" else f"{name}{sep}{value}"
-            for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
-        ) if parts.query else parts.query
-        return (f"{parts.scheme}:" + ("//" if url[len(parts.scheme) + 1:].startswith("//") else "")
-                + netloc + parts.path + (f"?{query}" if query else "")
-                + (f"#{parts.fragment}" if parts.fragment else ""))
-    except Exception:  # noqa: BLE001 - a malformed URL must not break a log line, nor leak through it
-        return "<a Redis URL that cannot be parsed>"
 
 
 class RedisLink:
@@ -78,7 +57,7 @@ class RedisLink:
     def trouble(self, doing: str, exc: BaseException) -> None:
         self.throttle.warning(
             TROUBLE,
-            f"Redis at {redacted(self.url)} failed while {doing} ({logs.describe(exc)}); "
+            f"Redis at {redacted_url(self.url)} failed while {doing} ({logs.describe(exc)}); "
             "nanobot goes on, summaries wait until Redis answers again",
         )
 
@@ -86,7 +65,7 @@ class RedisLink:
         # Says once that Redis answers again, but keeps the rate limit: a Redis that is partly failing
         # (reads work, writes fail) still warns at most once a minute.
         if self.throttle.recovered(TROUBLE):
-            logs.info(f"Redis at {redacted(self.url)} answers again")
+            logs.info(f"Redis at {redacted_url(self.url)} answers again")
 
     async def close(self) -> None:
         """Close the connections of this event loop's client (a client of another loop is just dropped). Never raises."""

@@ -18,7 +18,7 @@ from rich.progress import Progress  # noqa: E402
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
 from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_record  # noqa: E402
-from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
+from worker.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.cron import flag_sessions  # noqa: E402

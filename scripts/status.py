@@ -16,7 +16,7 @@ from rich.table import Table  # noqa: E402
 
 from nanobot_hooks.contract import QUEUE_NAME, utcnow  # noqa: E402
 from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
-from nanobot_hooks.settings import SettingsError, load_settings  # noqa: E402
+from worker.settings import SettingsError, load_settings  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.outcomes import OUTCOME_PREFIX, JobOutcome  # noqa: E402
 

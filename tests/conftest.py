@@ -13,7 +13,7 @@ import pytest
 from arq.connections import ArqRedis, create_pool
 from arq.worker import Worker
 
-from nanobot_hooks.settings import Settings
+from worker.settings import Settings
 from worker.app import build_deps, worker_options
 from worker.connections import answers, redis_settings, start_embedded
 from tests.support.fakellm import FakeLLM, Reply

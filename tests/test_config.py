@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.settings import KeepRule, Settings, SettingsError, load_settings
+from worker.settings import KeepRule, Settings, SettingsError, load_settings
 from worker.app import build_deps
 from worker.errors import NanobotConfigError
 from worker.nanobot_config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
@@ -42,6 +42,24 @@ def test_a_bad_value_names_the_variable_and_what_it_accepts(monkeypatch, name, v
         load_settings()
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{name}={value!r}") and accepts in message
+
+
+def test_a_bad_worker_only_value_leaves_the_hooks_settings_alone(monkeypatch) -> None:
+    from nanobot_hooks.settings import load_settings as load_hook_settings
+
+    monkeypatch.setenv("NANOBOT_SUMMARY_DAILY_AT", "25:00")
+    monkeypatch.setenv("NANOBOT_SUMMARY_KEEP", "all of it")
+    monkeypatch.setenv("NANOBOT_SUMMARY_INTERVAL", "4")
+    assert load_hook_settings().summary_interval == 4
+    with pytest.raises(SettingsError, match="NANOBOT_SUMMARY_DAILY_AT"):
+        load_settings()
+
+
+def test_a_bad_redis_url_is_named_without_its_password(monkeypatch) -> None:
+    monkeypatch.setenv("REDIS_URL", "http://admin:s3cret-pw@10.0.0.5:6379/0")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "s3cret-pw" not in str(caught.value) and "admin:***@10.0.0.5" in str(caught.value)
 
 
 def test_defaults_are_the_users(monkeypatch) -> None:

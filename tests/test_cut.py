@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.settings import KeepRule
+from worker.settings import KeepRule
 from worker.cut import orphaned_results, plan_cut
 
 

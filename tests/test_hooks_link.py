@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nanobot_hooks import logs
-from nanobot_hooks.link import RedisLink, redacted
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.settings import redacted_url
 
 from .nanobot_fixtures import free_port
 
@@ -24,9 +25,9 @@ def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):
 
 
 def test_passwords_never_reach_the_log():
-    assert redacted("redis://:s3cret@10.0.0.5:6380/2") == "redis://:***@10.0.0.5:6380/2"
-    assert redacted("redis://bob:s3cret@host/0") == "redis://bob:***@host/0"
-    assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert redacted_url("redis://:s3cret@10.0.0.5:6380/2") == "redis://:***@10.0.0.5:6380/2"
+    assert redacted_url("redis://bob:s3cret@host/0") == "redis://bob:***@host/0"
+    assert redacted_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
 
 
 async def test_a_dead_redis_returns_none_and_warns_once(monkeypatch):
@@ -68,8 +69,8 @@ async def test_any_error_in_the_work_is_contained(monkeypatch, redis_url, bad):
     ("rediss://bob:pw@h:6380/1?ssl_cert_reqs=none&PASSWORD=pw", "rediss://bob:***@h:6380/1?ssl_cert_reqs=none&PASSWORD=***"),
 ])
 def test_query_passwords_are_masked_and_hosts_kept_as_written(url, shown):
-    assert redacted(url) == shown
+    assert redacted_url(url) == shown
 
 
 def test_a_url_that_cannot_be_parsed_is_not_logged():
-    assert "s3cret" not in redacted("redis://:s3cret@[::1/0")
+    assert "s3cret" not in redacted_url("redis://:s3cret@[::1/0")

@@ -16,7 +16,7 @@ from arq.connections import create_pool
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.outcomes import load_outcome
-from nanobot_hooks.settings import Settings
+from worker.settings import Settings
 from worker.connections import answers, redis_settings
 
 from .conftest import NanobotHome, conversation, run_burst

@@ -21,7 +21,7 @@ from nanobot_hooks.contract import METADATA_KEY, PENDING_SET, STATS_KEY, record_
 from nanobot_hooks.integration import MAX_USAGE_ENTRIES, Integration, Surface
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import store_record
-from nanobot_hooks.settings import Settings
+from nanobot_hooks.settings import HookSettings
 
 from .conftest import conversation
 from .test_pickup import StandInSession, record_for
@@ -106,7 +106,7 @@ async def make(redis_url, quiet):
 
     def build(loop: Loop | None = None, **settings: Any) -> Integration:
         loop = loop or Loop()
-        integration = Integration(surface_for(loop), Settings(redis_url=redis_url, **settings))
+        integration = Integration(surface_for(loop), HookSettings(redis_url=redis_url, **settings))
         integration.install()
         made.append(integration)
         return integration

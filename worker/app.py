@@ -14,7 +14,6 @@ from arq import cron, func
 from arq.worker import run_worker
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
-from nanobot_hooks.settings import Settings, SettingsError, load_settings
 from worker.connections import answers, redis_settings, start_embedded
 from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
@@ -22,6 +21,7 @@ from worker.llm import routing_problem
 from worker.memory import MemoryFiles
 from worker.errors import NanobotConfigError
 from worker.nanobot_config import NanobotConfig, resolve_model
+from worker.settings import Settings, SettingsError, load_settings
 from worker.tokens import best_counter
 
 log = logging.getLogger("worker")

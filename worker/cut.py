@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanobot_hooks.settings import KeepRule
 from nanobot_hooks.nanobot_format import is_user_turn
+from worker.settings import KeepRule
 
 
 @dataclass(frozen=True)

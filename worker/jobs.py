@@ -15,7 +15,6 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord, daily_flag_key
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import load_record, store_record
-from nanobot_hooks.settings import Settings
 from worker.answer import NOTE_PARTS, Answer, DailyNotes, Fact, parse_answer
 from worker.cut import Cut, plan_cut
 from worker.errors import (
@@ -35,6 +34,7 @@ from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.redact import redact
+from worker.settings import Settings
 from worker.sessions import SessionFile, read_session, write_metadata_entry
 from worker.tokens import Counter, count_message
 

@@ -1,0 +1,95 @@
+"""The worker's settings: the hooks' settings plus everything only the worker reads, validated at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, NamedTuple
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from nanobot_hooks.settings import HookSettings, SettingsError, load
+
+__all__ = ["KeepRule", "Settings", "SettingsError", "load_settings"]
+
+
+class KeepRule(NamedTuple):
+    """How much recent history stays verbatim after a summary (seed 004's `keep`)."""
+
+    kind: Literal["messages", "tokens", "fraction"]
+    value: float
+
+    @classmethod
+    def parse(cls, text: str) -> KeepRule:
+        kind, sep, raw = text.strip().partition(":")
+        if not sep or kind not in ("messages", "tokens", "fraction"):
+            raise ValueError("expected messages:N, tokens:N or fraction:F")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not a number") from None
+        if kind == "fraction" and not 0 < value < 1:
+            raise ValueError("fraction:F needs 0 < F < 1")
+        if kind != "fraction" and (value < 0 or value != int(value)):
+            raise ValueError(f"{kind}:N needs a whole number >= 0")
+        return cls(kind, value)
+
+    def __str__(self) -> str:
+        value = self.value if self.kind == "fraction" else int(self.value)
+        return f"{self.kind}:{value}"
+
+
+class Settings(HookSettings):
+    summary_model: str | None = Field(None, description="litellm model string, e.g. deepseek/deepseek-chat")
+    summary_fallback_model: str | None = Field(None, description="used when the summary model keeps failing")
+    summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("messages", 10), description="messages:N, tokens:N or fraction:F")
+    summary_input_tokens: int = Field(24_000, ge=1_000, description="input budget of one summarizing call")
+    summary_max_chars: int = Field(8_000, ge=500, description="size cap of the rolling summary")
+    summary_prompt_file: Path | None = Field(None, description="a file whose text replaces the instructions")
+    summary_timeout: float = Field(120.0, gt=0, description="seconds for one LLM call")
+    summary_max_tries: int = Field(5, ge=1, description="attempts of one job before it gives up")
+    summary_retry_delay: float = Field(5.0, ge=0, description="seconds before the first retry; doubles each time")
+    summary_workspace: Path | None = Field(None, description="workspace override for memory files")
+    summary_daily_at: str = Field("23:55", description="HH:MM of the daily run, in the timezone below")
+    summary_timezone: str | None = Field(None, description="IANA timezone; default: nanobot's")
+    memory_max_facts: int = Field(300, ge=1, description="cap of facts in MEMORY.md's managed part")
+    config: Path = Field(Path("~/.nanobot/config.json"), description="nanobot's config.json")
+
+    @field_validator("summary_keep", mode="before")
+    @classmethod
+    def _parse_keep(cls, value: object) -> object:
+        return KeepRule.parse(value) if isinstance(value, str) else value
+
+    @field_validator("summary_model", "summary_fallback_model", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("summary_daily_at")
+    @classmethod
+    def _check_time(cls, value: str) -> str:
+        hour, sep, minute = value.partition(":")
+        if not (sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
+            raise ValueError("expected HH:MM")
+        return value
+
+    @field_validator("summary_timezone")
+    @classmethod
+    def _check_timezone(cls, value: str | None) -> str | None:
+        if value:
+            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError("expected an IANA timezone such as Asia/Shanghai") from None
+        return value
+
+    @property
+    def config_path(self) -> Path:
+        return self.config.expanduser()
+
+
+def load_settings() -> Settings:
+    """Read the environment; a bad value raises SettingsError with one readable line."""
+    return load(Settings)
