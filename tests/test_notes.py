@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from worker.answer import DailyNotes, Fact, TechnicalIssue
 from worker.memory import MemoryFiles
-from worker.notes import HEADINGS, append_notes, note_date, noted_through, spans
+from worker.language import LANGUAGES
+from worker.notes import append_notes, note_date, noted_through, spans
 
 UTC = ZoneInfo("UTC")
 KEY = "telegram:42"
@@ -93,7 +94,7 @@ def test_empty_parts_are_left_out(tmp_path: Path) -> None:
     append_notes(tmp_path, KEY, [note], "en", UTC)
     text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
     assert "### Decisions\n- ship on Friday\n" in text
-    for part, heading in HEADINGS["en"].items():
+    for part, heading in LANGUAGES["en"].note_headings.items():
         if part != "decisions":
             assert heading not in text
 
@@ -105,9 +106,9 @@ def test_notes_get_headings_in_the_conversation_language(tmp_path: Path, languag
                       technical_issues=[TechnicalIssue(problem="登录失败", solution="清除缓存")], insights=["先测后发"])
     append_notes(tmp_path, KEY, [note], language, UTC)
     text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
-    for heading in HEADINGS[language].values():
+    for heading in LANGUAGES[language].note_headings.values():
         assert f"### {heading}\n" in text
-    for heading in HEADINGS["en"].values():
+    for heading in LANGUAGES["en"].note_headings.values():
         assert heading not in text
 
 

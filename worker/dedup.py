@@ -10,6 +10,7 @@ from functools import lru_cache
 from rapidfuzz import fuzz, process
 
 from worker.answer import Fact
+from worker.language import CJK_LETTERS
 
 # Seed 001: "similarity > 0.8 or an exact match: skip".
 DEFAULT_THRESHOLD = 0.8
@@ -19,8 +20,7 @@ MIN_IMPORTANCE = 3
 CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
 _APOSTROPHES = "'’‘′`´"
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-_SPACE_NEAR_CJK = re.compile(rf"(?<=[{_CJK}]) | (?=[{_CJK}])")
+_SPACE_NEAR_CJK = re.compile(f"(?<=[{CJK_LETTERS}]) | (?=[{CJK_LETTERS}])")
 _SPACES = re.compile(r"\s+")
 
 

@@ -25,7 +25,8 @@ from worker.dedup import (
     importance,
     normalize,
 )
-from worker.prepare import text_language
+from worker.language import LANGUAGES, text_language
+from worker.language import language as language_table
 from worker.redact import one_line
 
 BEGIN = "<!-- nanobot-summary:begin"
@@ -33,20 +34,8 @@ END = "<!-- nanobot-summary:end -->"
 LOCK_TIMEOUT = 120.0
 CAS_RETRIES = 8
 
-TITLES = {"en": "Remembered from conversations", "zh": "对话中记住的信息", "ja": "会話から覚えたこと",
-          "ko": "대화에서 기억한 내용"}
-GROUPS: dict[str, dict[str, str]] = {
-    "en": {"preferences": "Preferences", "decisions": "Decisions", "configuration": "Configuration",
-           "solutions": "Solutions", "people": "People", "projects": "Projects", "other": "Other"},
-    "zh": {"preferences": "偏好", "decisions": "决定", "configuration": "配置", "solutions": "解决方案",
-           "people": "人物", "projects": "项目", "other": "其他"},
-    "ja": {"preferences": "好み", "decisions": "決定事項", "configuration": "設定", "solutions": "解決策",
-           "people": "人物", "projects": "プロジェクト", "other": "その他"},
-    "ko": {"preferences": "선호", "decisions": "결정", "configuration": "설정", "solutions": "해결책",
-           "people": "사람", "projects": "프로젝트", "other": "기타"},
-}
 # A heading in any of our languages maps back to its group, so a part written in one stays stable.
-_HEADING_GROUP = {normalize(title): key for table in GROUPS.values() for key, title in table.items()}
+_HEADING_GROUP = {normalize(title): key for lang in LANGUAGES.values() for key, title in lang.memory_groups.items()}
 
 _BEGIN_LINE = re.compile(r"^<!-- nanobot-summary:begin\b[^\n]*-->[ \t\r]*$", re.MULTILINE)
 # The part ends right after "-->": whatever follows on that line (a CRLF's \r) stays the user's.
@@ -102,7 +91,7 @@ def parse(body: str, today: str, default_language: str = "en") -> Part:
     """The facts of a managed part (begin and end lines included); lines without metadata date from today."""
     head = body.split("\n", 1)[0]
     lang = _LANG.search(head)
-    part = Part(lang.group(1) if lang and lang.group(1) in TITLES else text_language(body, default_language))
+    part = Part(lang.group(1) if lang and lang.group(1) in LANGUAGES else text_language(body, default_language))
     group = "other"
     for raw in body.split("\n")[1:]:
         if _BEGIN_LINE.match(raw) or _END_LINE.match(raw) or _COMMENT.match(raw) or not raw.strip():
@@ -124,11 +113,12 @@ def parse(body: str, today: str, default_language: str = "en") -> Part:
 
 def render(part: Part) -> str:
     """The managed part, begin and end lines included, with no newline after the end line."""
-    groups = GROUPS.get(part.language, GROUPS["en"])
+    table = language_table(part.language)
+    groups = table.memory_groups
     order = list(CATEGORIES) + [g for g in dict.fromkeys(line.group for line in part.lines) if g not in groups]
     out = [f"{BEGIN} lang={part.language}: facts kept by the summary worker, one per line; edits are kept;"
            f" 'i4 2026-11-20' = importance 4 of 5, learned 2026-11-20 -->",
-           f"## {TITLES.get(part.language, TITLES['en'])}"]
+           f"## {table.memory_title}"]
     for group in order:
         members = [line for line in part.lines if line.group == group]
         if members:
@@ -247,7 +237,7 @@ def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts
     """The whole file's new text: only the managed part differs (or is appended when the file had none)."""
     span = locate(text)
     if span is None:
-        part = Part(language if language in TITLES else "en")
+        part = Part(language if language in LANGUAGES else "en")
         stats = merge(part, outside_lines(text), facts, today, max_facts, threshold)
         if not part.lines:
             return text, stats

@@ -16,19 +16,9 @@ from filelock import FileLock
 
 from worker.answer import NOTE_PARTS, DailyNotes
 from worker.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.language import language as language_table
 from worker.prepare import local_time
 from worker.redact import one_line
-
-HEADINGS: dict[str, dict[str, str]] = {
-    "en": {"topics": "Topics", "preferences": "User preferences", "decisions": "Decisions", "tasks": "Tasks",
-           "technical_issues": "Technical issues and solutions", "insights": "Key insights"},
-    "zh": {"topics": "主要话题", "preferences": "用户偏好", "decisions": "重要决定", "tasks": "待办事项",
-           "technical_issues": "技术问题与解决方案", "insights": "关键洞察"},
-    "ja": {"topics": "話題", "preferences": "ユーザーの好み", "decisions": "決定事項", "tasks": "タスク",
-           "technical_issues": "技術的な問題と解決策", "insights": "重要な気づき"},
-    "ko": {"topics": "주제", "preferences": "사용자 선호", "decisions": "결정 사항", "tasks": "할 일",
-           "technical_issues": "기술 문제와 해결책", "insights": "핵심 인사이트"},
-}
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 LOCK_TIMEOUT = 120.0
@@ -144,7 +134,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     if any(span.same(old) for old in spans(existing)):
         return ""
     known = session_items(existing, session)
-    headings = HEADINGS.get(language, HEADINGS["en"])
+    headings = language_table(language).note_headings
     blocks: list[str] = []
     for part in NOTE_PARTS:
         fresh: list[str] = []

@@ -10,6 +10,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from nanobot_hooks.nanobot_format import is_hidden
+from worker.language import text_language
 from worker.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
@@ -17,10 +18,6 @@ TOOL_RESULT_CHARS = 3_000
 TOOL_ARGS_CHARS = 600
 MESSAGE_CHARS = 12_000
 
-_KANA = re.compile(r"[\u3040-\u30ff]")
-_HANGUL = re.compile(r"[\uac00-\ud7af]")
-_HAN = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_LETTER = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)
@@ -161,15 +158,3 @@ def detect_language(messages: Sequence[dict[str, Any]]) -> str:
     return text_language(
         "".join(block_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
     )
-
-
-def text_language(text: str, default: str = "en") -> str:
-    """zh / ja / ko by the share of their scripts among the letters (kana first: Japanese uses kanji too)."""
-    letters = len(_LETTER.findall(text)) or 1
-    if len(_KANA.findall(text)) / letters > 0.05:
-        return "ja"
-    if len(_HANGUL.findall(text)) / letters > 0.2:
-        return "ko"
-    if len(_HAN.findall(text)) / letters > 0.2:
-        return "zh"
-    return default

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.language import LANGUAGES
 from worker.prepare import Entry
 
-LANGUAGE_NAMES = {"zh": "Chinese (简体中文)", "ja": "Japanese (日本語)", "ko": "Korean (한국어)", "en": "English"}
 
 INSTRUCTIONS = """\
 You maintain the working memory of a personal AI assistant. The messages below are leaving the
@@ -47,7 +47,7 @@ _MEMORY_FIELDS = """\
 
 def _answer_shape(language: str, max_chars: int | None) -> str:
     summary = f'"summary": "markdown, at most {max_chars} characters",\n ' if max_chars else ""
-    name = LANGUAGE_NAMES.get(language, "the conversation's language")
+    name = LANGUAGES[language].name if language in LANGUAGES else "the conversation's language"
     return (f"Answer with one JSON object and nothing else:\n{{{summary}{_MEMORY_FIELDS}}}\n"
             f"Write every text in {name}, the language the user writes in.")
 

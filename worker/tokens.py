@@ -8,13 +8,15 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
+from worker.language import CJK_PUNCTUATION, HAN, HANGUL, KANA
+
 # Pieces close to cl100k's pre-tokenizer: chars/4 is 2-4x low for CJK text (anchors, lesson 2),
 # where nearly every ideograph, kana or hangul syllable is a token of its own.
 _WORD = re.compile(r"[A-Za-z]+")
 _DIGITS = re.compile(r"\d{1,3}")
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_KANA_PUNCT = re.compile(r"[\u3000-\u303f\u3040-\u30ff\uff00-\uffef]")
-_HANGUL = re.compile(r"[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]")
+_HAN = re.compile(f"[{HAN}]")
+_KANA_PUNCT = re.compile(f"[{KANA}{CJK_PUNCTUATION}]")
+_HANGUL = re.compile(f"[{HANGUL}]")
 _PUNCT_RUN = re.compile(r"[^\sA-Za-z\d\u0080-\U0010ffff]+")
 _OTHER = re.compile(r"[\u0080-\u2fff\ua000-\uabff\ud7b0-\uf8ff\U00010000-\U0010ffff]")
 # Per-message framing the chat format adds (role, separators), as OpenAI documents it.
