@@ -1,4 +1,4 @@
-"""The arq worker: its settings, start-up (validated config, model, tokenizer), and the `python -m worker` entry."""
+"""The arq worker: its options (functions, cron, timeouts), start-up (config, model, tokenizer), and `python -m worker`."""
 
 from __future__ import annotations
 

@@ -1,0 +1,81 @@
+"""The design rules that imports and packaging must keep: one-way dependencies, and a base install that
+puts only the hooks, all importable, into nanobot's environment."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .nanobot_fixtures import find_nanobot, nanobot_python
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the worker may take from nanobot_hooks: the contract, the session format, the queue helpers, and
+# the settings it extends.
+WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.nanobot_format", "nanobot_hooks.queue",
+                  "nanobot_hooks.settings"}
+
+
+def imports_of(folder: str) -> dict[str, set[str]]:
+    """Module file -> every module it imports (absolute names, `from x import y` as x and x.y)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> None:
+    for module, names in imports_of("nanobot_hooks").items():
+        bad = {n for n in names if n.split(".")[0] in {"worker", "litellm", "scripts", "tests", "tiktoken"}}
+        assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks() -> None:
+    for module, names in imports_of("worker").items():
+        hooks = {n for n in names if n.startswith("nanobot_hooks")}
+        # `from nanobot_hooks.contract import X` adds both the module and X: only modules are checked.
+        modules = {n for n in hooks if n.count(".") == 1} | {n.rsplit(".", 1)[0] for n in hooks if n.count(".") == 2}
+        assert modules <= WORKER_MAY_USE, f"{module} uses {sorted(modules - WORKER_MAY_USE)}"
+        upward = {n for n in names if n.split(".")[0] in {"scripts", "tests"}}
+        assert not upward, f"{module} imports {sorted(upward)}"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (path,) = out.glob("*.whl")
+    return path
+
+
+def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
+    zipfile.ZipFile(wheel).extractall(tmp_path)
+    modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)
+                     for p in (tmp_path / "nanobot_hooks").rglob("*.py"))
+    assert "nanobot_hooks.plugin" in modules
+    python = nanobot_python(find_nanobot())
+    probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\nprint('ok')"
+    result = subprocess.run([str(python), "-c", probe, *modules], capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
