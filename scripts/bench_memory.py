@@ -12,19 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-try:
-    import worker  # noqa: F401
-except ImportError:  # run from a checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
+from worker import answer, dedup, longterm, redact  # noqa: E402
 from worker.answer import DailyNotes, Fact  # noqa: E402
-from worker import dedup, longterm, redact  # noqa: E402
 from worker.notes import append_notes  # noqa: E402
 
 EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",
       "staging", "the gateway", "port", "dark mode", "Hugo", "Redis", "Python", "every Friday", "backup", "cron")
 ZH = ("用户", "喜欢", "配置", "项目", "服务器", "部署", "修复", "问题", "周五", "备份", "网关", "端口", "简洁", "回答")
-CATEGORIES = list(dedup.CATEGORIES)
+CATEGORIES = list(answer.CATEGORIES)
 
 
 def sentence(rng: random.Random, number: int) -> str:

@@ -196,3 +196,12 @@ def test_notes_without_timestamps_are_deduplicated_by_content(tmp_path: Path) ->
     assert append_notes(tmp_path, KEY, [note], "en", UTC) == 1
     assert append_notes(tmp_path, KEY, [note], "en", UTC) == 0
     assert (tmp_path / "2026-11-20.md").read_text(encoding="utf-8").count("undated topic") == 1
+
+
+def test_every_language_names_every_note_part_and_fact_group() -> None:
+    from worker.answer import CATEGORIES, NOTE_PARTS
+
+    assert set(LANGUAGES) >= {"en", "zh", "ja", "ko"}
+    for lang in LANGUAGES.values():
+        assert list(lang.note_headings) == list(NOTE_PARTS) and all(lang.note_headings.values())
+        assert list(lang.memory_groups) == list(CATEGORIES) and all(lang.memory_groups.values())

@@ -20,6 +20,8 @@ NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues",
 TEXT_PARTS = tuple(part for part in NOTE_PARTS if part != "technical_issues")
 
 FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
+# The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
+CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
 
 class TechnicalIssue(BaseModel):

@@ -9,15 +9,13 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from worker.answer import Fact
+from worker.answer import CATEGORIES, Fact
 from worker.language import CJK_LETTERS
 
 # Seed 001: "similarity > 0.8 or an exact match: skip".
 DEFAULT_THRESHOLD = 0.8
 # Below this a fact does not enter long-term memory (the seed's "important" bar on the 1-5 scale).
 MIN_IMPORTANCE = 3
-
-CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
 _APOSTROPHES = "'’‘′`´"
 _SPACE_NEAR_CJK = re.compile(f"(?<=[{CJK_LETTERS}]) | (?=[{CJK_LETTERS}])")

@@ -1,9 +1,13 @@
-"""Languages: the CJK character ranges, telling a text's language, and every per-language word the worker writes."""
+"""Languages: the CJK character ranges, telling a text's language, and the per-language words (languages.toml)."""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
+
+from worker.answer import CATEGORIES, NOTE_PARTS
 
 # Unicode ranges, written once: token counting, language detection and memory normalization share them.
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
@@ -32,49 +36,30 @@ def text_language(text: str, default: str = "en") -> str:
 
 @dataclass(frozen=True)
 class Language:
-    """Everything the worker writes in a language other than the model's own text."""
+    """Everything the worker writes in a language, besides the model's own text."""
 
     code: str
     name: str  # as the summarizer's prompt names it
-    note_headings: dict[str, str]  # one per note part (worker.answer.NOTE_PARTS)
     memory_title: str  # the heading of MEMORY.md's managed part
-    memory_groups: dict[str, str]  # one per fact category (worker.dedup.CATEGORIES)
+    notes: tuple[str, ...]  # a heading per note part, in the order of answer.NOTE_PARTS
+    groups: tuple[str, ...]  # a heading per fact category, in the order of answer.CATEGORIES
+
+    @property
+    def note_headings(self) -> dict[str, str]:
+        return dict(zip(NOTE_PARTS, self.notes, strict=True))
+
+    @property
+    def memory_groups(self) -> dict[str, str]:
+        return dict(zip(CATEGORIES, self.groups, strict=True))
 
 
-LANGUAGES: dict[str, Language] = {
-    "en": Language(
-        "en", "English",
-        {"topics": "Topics", "preferences": "User preferences", "decisions": "Decisions", "tasks": "Tasks",
-         "technical_issues": "Technical issues and solutions", "insights": "Key insights"},
-        "Remembered from conversations",
-        {"preferences": "Preferences", "decisions": "Decisions", "configuration": "Configuration",
-         "solutions": "Solutions", "people": "People", "projects": "Projects", "other": "Other"},
-    ),
-    "zh": Language(
-        "zh", "Chinese (简体中文)",
-        {"topics": "主要话题", "preferences": "用户偏好", "decisions": "重要决定", "tasks": "待办事项",
-         "technical_issues": "技术问题与解决方案", "insights": "关键洞察"},
-        "对话中记住的信息",
-        {"preferences": "偏好", "decisions": "决定", "configuration": "配置", "solutions": "解决方案",
-         "people": "人物", "projects": "项目", "other": "其他"},
-    ),
-    "ja": Language(
-        "ja", "Japanese (日本語)",
-        {"topics": "話題", "preferences": "ユーザーの好み", "decisions": "決定事項", "tasks": "タスク",
-         "technical_issues": "技術的な問題と解決策", "insights": "重要な気づき"},
-        "会話から覚えたこと",
-        {"preferences": "好み", "decisions": "決定事項", "configuration": "設定", "solutions": "解決策",
-         "people": "人物", "projects": "プロジェクト", "other": "その他"},
-    ),
-    "ko": Language(
-        "ko", "Korean (한국어)",
-        {"topics": "주제", "preferences": "사용자 선호", "decisions": "결정 사항", "tasks": "할 일",
-         "technical_issues": "기술 문제와 해결책", "insights": "핵심 인사이트"},
-        "대화에서 기억한 내용",
-        {"preferences": "선호", "decisions": "결정", "configuration": "설정", "solutions": "해결책",
-         "people": "사람", "projects": "프로젝트", "other": "기타"},
-    ),
-}
+def _load(path: Path) -> dict[str, Language]:
+    table = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {code: Language(code, row["name"], row["memory_title"], tuple(row["notes"]), tuple(row["groups"]))
+            for code, row in table.items()}
+
+
+LANGUAGES: dict[str, Language] = _load(Path(__file__).with_name("languages.toml"))
 
 
 def language(code: str) -> Language:

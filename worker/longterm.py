@@ -13,10 +13,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from worker.answer import Fact
+from worker.answer import CATEGORIES, Fact
 from worker.errors import MemoryFilesError
 from worker.dedup import (
-    CATEGORIES,
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,
     best_match,
@@ -52,7 +51,7 @@ class Line:
     """One fact of the managed part."""
 
     text: str
-    group: str  # one of dedup.CATEGORIES, or a heading someone added inside the part
+    group: str  # one of answer.CATEGORIES, or a heading someone added inside the part
     importance: int
     date: str  # YYYY-MM-DD it was learned or last corrected
     seq: int = 0  # breaks ties between equal importance and date: a higher one is newer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.answer import CATEGORIES
 from worker.language import LANGUAGES
 from worker.prepare import Entry
 
@@ -41,7 +42,7 @@ _MEMORY_FIELDS = """\
 "daily_notes": [{"date": "YYYY-MM-DD", "topics": [], "preferences": [], "decisions": [], "tasks": [],
                   "technical_issues": [{"problem": "", "solution": ""}], "insights": []}],
  "facts": [{"text": "", "tag": "permanent|durable|ephemeral|correction", "importance": 3,
-            "category": "preferences|decisions|configuration|solutions|people|projects|other",
+            "category": "{"|".join(CATEGORIES)}",
             "replaces": null}]"""
 
 
