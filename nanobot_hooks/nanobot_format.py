@@ -36,6 +36,39 @@ def is_internal_session(session_key: str | None) -> bool:
     return not session_key or session_key.startswith(INTERNAL_SESSION_PREFIXES)
 
 
+def channel_of(session_key: str) -> str:
+    """The channel of a key (`telegram` of `telegram:42`; a second instance `telegram.work` is `telegram`)."""
+    return session_key.partition(":")[0].partition(".")[0]
+
+
+def is_direct_chat(session_key: str) -> bool:
+    """A one-to-one chat with the user, as far as nanobot's key alone tells (unknown = False).
+
+    nanobot keys are `channel:chat_id`; only some channels' ids say whether the chat is private:
+    Telegram's private chats are the user's (positive) id, groups are negative; Slack DMs start with D;
+    WhatsApp groups end in @g.us; Feishu private chats are the sender's open id (ou_), groups oc_;
+    DingTalk and NapCat put `group:` / `private:` in the id. Discord, Matrix and QQ ids do not say,
+    email senders and web clients (websocket, api) are anyone: none of these count as direct.
+    """
+    channel = channel_of(session_key)
+    chat = session_key.partition(":")[2]
+    if channel == "cli":
+        return True
+    if channel == "telegram":
+        return chat.isdigit()  # a topic (`-100..:topic:7`) or a group (negative) is not
+    if channel == "slack":
+        return chat.startswith("D") and ":" not in chat
+    if channel == "whatsapp":
+        return bool(chat) and not chat.endswith("@g.us") and ":" not in chat
+    if channel == "feishu":
+        return chat.startswith("ou_")
+    if channel == "dingtalk":
+        return bool(chat) and not chat.startswith("group:")
+    if channel == "napcat":
+        return chat.startswith("private:")
+    return False
+
+
 def is_hidden(message: Mapping[str, Any]) -> bool:
     """nanobot's checkpoint markers and slash commands: never a turn, never summarized."""
     return any(message.get(flag) for flag in NOT_A_TURN_FLAGS)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from nanobot_hooks.nanobot_format import is_direct_chat
 
 ENV_PREFIX = "NANOBOT_"
 S = TypeVar("S", bound="HookSettings")
@@ -47,6 +50,26 @@ class HookSettings(BaseSettings):
         validation_alias=AliasChoices("REDIS_URL"),
         description="redis://host:port/db",
     )
+    memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("direct",),
+        description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
+                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none'",
+    )
+
+    @field_validator("memory_sessions", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: object) -> object:
+        if isinstance(value, str):
+            patterns = tuple(part.strip() for part in value.split(",") if part.strip())
+            if not patterns:
+                raise ValueError("expected patterns such as direct,telegram:42 (or none)")
+            return () if patterns == ("none",) else patterns
+        return value
+
+    def is_trusted(self, session_key: str) -> bool:
+        """May this session's user write long-term memory, and recall what other sessions said?"""
+        return any(is_direct_chat(session_key) if pattern == "direct" else fnmatchcase(session_key, pattern)
+                   for pattern in self.memory_sessions)
 
     @field_validator("redis_url")
     @classmethod

@@ -143,3 +143,31 @@ def test_a_model_litellm_cannot_route_stops_start_up_in_one_line(nanobot_home) -
     with pytest.raises(SettingsError, match="NANOBOT_SUMMARY_FALLBACK_MODEL"):
         build_deps(Settings(config=nanobot_home.config_path, summary_model="deepseek/deepseek-chat",
                             summary_fallback_model="nonsense-model"))
+
+
+@pytest.mark.parametrize("key, direct", [
+    ("cli:direct", True), ("telegram:42", True), ("telegram:-1001234", False), ("telegram:-100:topic:7", False),
+    ("telegram.work:42", True), ("slack:D0123ABC", True), ("slack:C0123ABC", False),
+    ("whatsapp:8613800000000@s.whatsapp.net", True), ("whatsapp:1203630@g.us", False),
+    ("feishu:ou_abc", True), ("feishu:oc_abc", False), ("dingtalk:staff1", True), ("dingtalk:group:c1", False),
+    ("napcat:private:1", True), ("napcat:group:1", False), ("discord:123", False), ("matrix:!room:x", False),
+    ("email:someone@example.com", False), ("websocket:6f1c", False), ("api:default", False), ("qq:abc", False),
+])
+def test_direct_chats_are_told_by_their_key(key, direct) -> None:
+    from nanobot_hooks.nanobot_format import is_direct_chat
+
+    assert is_direct_chat(key) is direct
+
+
+def test_trusted_sessions_follow_the_setting(monkeypatch) -> None:
+    from nanobot_hooks.settings import load_settings as load_hook_settings
+
+    assert load_hook_settings().is_trusted("telegram:42") and not load_hook_settings().is_trusted("email:a@b")
+    monkeypatch.setenv("NANOBOT_MEMORY_SESSIONS", "discord:99, email:me@*")
+    settings = load_hook_settings()
+    assert settings.is_trusted("discord:99") and settings.is_trusted("email:me@example.com")
+    assert not settings.is_trusted("telegram:42")
+    monkeypatch.setenv("NANOBOT_MEMORY_SESSIONS", "none")
+    assert not load_hook_settings().is_trusted("cli:direct")
+    monkeypatch.setenv("NANOBOT_MEMORY_SESSIONS", "*")
+    assert load_hook_settings().is_trusted("websocket:x")
