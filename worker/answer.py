@@ -65,22 +65,59 @@ class Answer:
     prose: bool = False  # the model answered in plain text: a summary, but no notes or facts
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+def _schema(with_summary: bool) -> dict[str, Any]:
+    """The answer's JSON schema, strict-mode ready (every property required, nothing else allowed)."""
+    def strict(properties: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": properties, "required": list(properties),
+                "additionalProperties": False}
+
+    strings = {"type": "array", "items": {"type": "string"}}
+    note = strict({"date": {"type": "string"}, **{part: strings for part in TEXT_PARTS},
+                   "technical_issues": {"type": "array", "items": strict(
+                       {"problem": {"type": "string"}, "solution": {"type": "string"}})}})
+    fact = strict({"text": {"type": "string"},
+                   "tag": {"type": "string", "enum": ["permanent", "durable", "ephemeral", "correction"]},
+                   "importance": {"type": "integer"},
+                   "category": {"type": "string", "enum": list(CATEGORIES)},
+                   "replaces": {"type": ["string", "null"]}})
+    summary = {"summary": {"type": "string"}} if with_summary else {}
+    return strict({**summary, "daily_notes": {"type": "array", "items": note},
+                   "facts": {"type": "array", "items": fact}})
 
 
-def parse_answer(text: str, max_chars: int, need_summary: bool = True, allow_prose: bool = True) -> Answer:
-    """JSON (repaired if broken); prose only as a first summary, when there is nothing to lose by it.
+# What a summarizing call answers, and what a notes-only call answers.
+ANSWER_SCHEMA = _schema(with_summary=True)
+NOTES_SCHEMA = _schema(with_summary=False)
 
-    With a previous summary to fold in, prose is refused: a refusal or an apology ("I can't help with
-    that") would otherwise replace everything the session had.
+_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+_KEYS = ('"summary"', '"daily_notes"', '"facts"')
+
+
+def _json_text(text: str) -> str | None:
+    """The JSON object of an answer: bare, in a code fence, or after a sentence of chatter."""
+    fenced = _FENCE.search(text)
+    if fenced and "{" in fenced.group(1):
+        text = fenced.group(1)
+    start = text.find("{")
+    if start < 0 or (start > 0 and not any(key in text for key in _KEYS)):
+        return None  # prose, maybe with a brace in it
+    end = text.rfind("}")
+    # Chatter after the object goes; a truncated object (no closing brace) is left for the repair.
+    return text[start:end + 1] if end > start and not text[end + 1:].lstrip().startswith(("{", "[")) else text[start:]
+
+
+def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
+    """JSON (found in a fence or chatter, repaired if truncated or broken), else the text as a prose summary.
+
+    Prose is read as a summary with no notes or facts (`prose=True`); whether a summary may be committed,
+    prose or JSON alike, is for the guards (worker.guards) to decide. A notes-only call needs JSON.
     """
-    cleaned = _FENCE.sub("", text.strip()).strip()
+    cleaned = text.strip()
     if not cleaned:
         raise BadAnswer("empty answer")
-    data: Any = None
-    if cleaned.startswith("{") or '"summary"' in cleaned:
-        data = json_repair.loads(cleaned[cleaned.find("{"):] if "{" in cleaned else cleaned)
-    if isinstance(data, dict):
+    candidate = _json_text(cleaned)
+    data: Any = json_repair.loads(candidate) if candidate is not None else None
+    if isinstance(data, dict) and any(key.strip('"') in data for key in _KEYS):
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
             if need_summary:
@@ -91,10 +128,10 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True, allow_pro
         answer.facts, bad_facts = _models(Fact, data.get("facts"), _lenient_fact)
         if bad_notes or bad_facts:
             log.info("dropped %d unreadable notes and %d unreadable facts of the answer", bad_notes, bad_facts)
-    elif cleaned.startswith(("{", "[")) or not need_summary:
+    elif not need_summary:
+        raise BadAnswer("prose instead of the JSON notes asked for")
+    elif candidate is not None and cleaned.startswith(("{", "[")):
         raise BadAnswer("the answer is JSON the repair could not read")
-    elif not allow_prose:
-        raise BadAnswer("prose instead of the JSON answer, with a previous summary to fold in")
     else:
         answer = Answer(summary=cleaned, prose=True)
     if len(answer.summary) > max_chars:

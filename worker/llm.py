@@ -1,44 +1,98 @@
-"""One summarizing call through litellm, with litellm's errors converted to the worker's, and model facts from its tables."""
+"""One summarizing call through litellm: structured output where the model has it, litellm's errors converted to
+the worker's, and what the call cost."""
 
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import litellm
 
 from worker.errors import ContextTooLong, PermanentLLMError, TransientLLMError
 from worker.nanobot_config import ModelChoice
+from worker.redact import redact
 
 litellm.suppress_debug_info = True
 log = logging.getLogger("worker.llm")
 DEFAULT_WINDOW = 128_000
+
+JsonMode = Literal["auto", "json_schema", "json_object", "off"]
+# Strongest first: a server that rejects one is asked with the next.
+_MODES: tuple[str, ...] = ("json_schema", "json_object", "off")
+# Models whose server refused a response_format this process asked for: they are asked with a weaker one.
+_REFUSED: dict[str, str] = {}
+# Providers whose API takes only {"type": "json_object"}, whatever litellm's table says of the model.
+_OBJECT_ONLY = {"deepseek"}
 
 
 @dataclass
 class Completion:
     text: str
     model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost: float | None  # in USD, from litellm's local price table; None for a model it does not price
+    finish_reason: str | None
     seconds: float
 
 
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    try:
-        value = headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
+def json_mode(model: str, wanted: JsonMode = "auto") -> str:
+    """The response_format to ask `model` for: a JSON schema where litellm knows the model follows one,
+    else JSON mode, weakened for a model whose server refused the stronger kind earlier."""
+    if wanted == "auto":
+        provider = model.split("/", 1)[0] if "/" in model else ""
+        try:
+            schema = litellm.supports_response_schema(model) and provider not in _OBJECT_ONLY
+        except Exception:  # noqa: BLE001 - litellm's tables raise several kinds for unknown models
+            schema = False
+        wanted = "json_schema" if schema else "json_object"
+    refused = _REFUSED.get(model)
+    if refused is not None and _MODES.index(wanted) <= _MODES.index(refused):
+        return _MODES[min(_MODES.index(refused) + 1, len(_MODES) - 1)]
+    return wanted
 
 
-async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout: float) -> Completion:
-    """One attempt, no hidden retries: arq's Retry is the layer that survives a crash."""
+def _response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    if mode == "json_schema" and schema is not None:
+        return {"type": "json_schema", "json_schema": {"name": "summary_answer", "schema": schema, "strict": True}}
+    if mode in ("json_schema", "json_object"):
+        return {"type": "json_object"}
+    return None
+
+
+def _rejects_format(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object", "json mode",
+                                          "structured output"))
+
+
+async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout: float,
+                   schema: dict[str, Any] | None = None, wanted: JsonMode = "auto") -> Completion:
+    """One attempt, no hidden retries: arq's Retry is the layer that survives a crash.
+
+    With `schema`, the answer is asked for as JSON (see json_mode). A server that rejects the
+    response_format (HTTP 400 naming it) is asked again at once with a weaker one; such a 400 is not
+    billed by providers, and the weaker kind is remembered for the model.
+    """
+    mode = json_mode(choice.model, wanted) if schema is not None else "off"
+    while True:
+        try:
+            return await _call(choice, messages, timeout, _response_format(mode, schema))
+        except PermanentLLMError as exc:
+            if mode == "off" or not _rejects_format(exc):
+                raise
+            log.warning("model %s refused response_format %s; asking without it", choice.model, mode)
+            _REFUSED[choice.model] = mode
+            mode = _MODES[_MODES.index(mode) + 1]
+
+
+async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: float,
+                response_format: dict[str, Any] | None) -> Completion:
     started = time.monotonic()
+    extra = {"response_format": response_format} if response_format is not None else {}
     try:
         response: Any = await litellm.acompletion(
             model=choice.model,
@@ -48,9 +102,10 @@ async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout:
             timeout=timeout,
             max_retries=0,
             temperature=0.2,
+            **extra,
         )
     except litellm.ContextWindowExceededError as exc:
-        raise ContextTooLong(str(exc)) from None
+        raise ContextTooLong(_short(exc)) from None
     except (
         litellm.RateLimitError,
         litellm.InternalServerError,
@@ -62,26 +117,55 @@ async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout:
         raise TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc)) from None
     except litellm.BadRequestError as exc:
         if "context" in str(exc).lower() and "length" in str(exc).lower():
-            raise ContextTooLong(str(exc)) from None
+            raise ContextTooLong(_short(exc)) from None
         raise PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}") from None
     except (litellm.AuthenticationError, litellm.NotFoundError, litellm.PermissionDeniedError) as exc:
         raise PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}") from None
     except litellm.APIError as exc:
-        raise TransientLLMError(f"{type(exc).__name__}: {_short(exc)}") from None
-    choice_ = response.choices[0] if response.choices else None
-    text = (choice_.message.content or "") if choice_ is not None else ""
+        raise TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc)) from None
+    first = response.choices[0] if response.choices else None
     usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
-        text=text,
+        text=(first.message.content or "") if first is not None else "",
         model=choice.model,
-        prompt_tokens=getattr(usage, "prompt_tokens", None),
-        completion_tokens=getattr(usage, "completion_tokens", None),
+        prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+        completion_tokens=_count(getattr(usage, "completion_tokens", None)),
+        cached_tokens=_count(getattr(details, "cached_tokens", None)),
+        cost=_cost(response),
+        finish_reason=getattr(first, "finish_reason", None),
         seconds=time.monotonic() - started,
     )
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _cost(response: Any) -> float | None:
+    """What litellm's local price table says the call cost (cached prompt tokens at their price)."""
+    hidden = getattr(response, "_hidden_params", None)
+    value = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """The provider's Retry-After, in seconds. litellm keeps the real headers on the exception itself;
+    `exc.response` is a stand-in without them."""
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        try:
+            value = headers.get("retry-after") if headers is not None else None
+            if value is not None:
+                return max(0.0, float(value))
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def _short(exc: Exception) -> str:
-    return " ".join(str(exc).split())[:300]
+    # Provider errors can quote the request (and a key in it): redacted before it reaches a log or outcome.
+    return redact(" ".join(str(exc).split())[:300])
 
 
 def routing_problem(model: str) -> str | None:
