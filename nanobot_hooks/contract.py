@@ -42,6 +42,11 @@ def daily_flag_key(session_key: str) -> str:
     return f"{KEY_PREFIX}:daily:{session_key}"
 
 
+def cooldown_key(session_key: str) -> str:
+    """Set by the worker after a failed or fruitless paid job: the trigger waits until it expires."""
+    return f"{KEY_PREFIX}:cooldown:{session_key}"
+
+
 def session_from_job_id(value: str) -> str | None:
     prefix = f"{KEY_PREFIX}:job:"
     return value[len(prefix):] if value.startswith(prefix) else None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, record_key
+from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, cooldown_key, record_key
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
@@ -245,9 +245,16 @@ class Integration:
 
     async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None) -> None:
         async def work(client: Any) -> str:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.exists(record_key(key))
+                pipe.exists(cooldown_key(key))
+                pending, resting = await pipe.execute()
             # A record waiting for pickup already covers this range: a second job would cover it again.
-            if await client.exists(record_key(key)):
+            if pending:
                 return "pending"
+            # The worker rests a session after a failed or fruitless paid job: asking again would pay again.
+            if resting:
+                return "resting"
             request = SummarizeRequest(session_key=key, reason=reason, prompt_tokens=prompt, context_window=window)
             return "queued" if await enqueue_summary(client, request) is not None else "running"
 
@@ -255,6 +262,9 @@ class Integration:
         if result == "queued":
             self.counts["queued"] += 1
             logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
+        elif result == "resting":
+            self.counts["resting"] += 1
+            logs.debug(f"not queueing a summary of {key}: it rests after a failed job (scripts/status.py says why)")
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.

@@ -17,6 +17,7 @@ from rich.progress import Progress  # noqa: E402
 
 from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
 from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
+from nanobot_hooks.settings import redacted_url  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_record  # noqa: E402
 from worker.settings import SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
@@ -83,7 +84,8 @@ def session_keys(deps: Deps, args: argparse.Namespace) -> list[str]:
 
 async def connect(url: str) -> ArqRedis:
     if not answers(url):
-        raise UsageError(f"Redis at {url} does not answer (is the worker's Redis running? set REDIS_URL)")
+        raise UsageError(f"Redis at {redacted_url(url)} does not answer (is the worker's Redis running? "
+                         "set REDIS_URL)")
     return await create_pool(redis_settings(url), retry=0)
 
 
@@ -146,7 +148,7 @@ async def run(args: argparse.Namespace) -> int:
         for key in keys:
             if args.since:
                 # the same path as the daily run: the job notes every message from that date on
-                await flag_sessions(deps, redis, args.since, [key])
+                await flag_sessions(deps, redis, args.since, [key], reason="manual")
                 progress.console.print(f"{key}: queued, notes since {args.since}")
             else:
                 job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))

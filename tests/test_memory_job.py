@@ -211,7 +211,7 @@ async def test_broken_memory_files_never_block_the_summary(redis, nanobot_home, 
 
 async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.default = Reply(json.dumps({
-        "summary": "s", "facts": [],
+        "summary": "## What happened\n- the user asked about the deploy script", "facts": [],
         "daily_notes": [{"date": "2026-11-20", "topics": ["kept topic", {"odd": 1}],
                          "technical_issues": ["a plain string issue", {"problem": "p", "solution": "s"}, 7]}]}))
     nanobot_home.write_session(KEY, conversation(15))
@@ -228,7 +228,7 @@ async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_ma
     def disobedient(request: FakeRequest) -> Reply:
         nonlocal calls
         calls += 1
-        return Reply(json.dumps({"summary": "s", "facts": [],
+        return Reply(json.dumps({"summary": "## What happened\n- the user asked about the deploy script", "facts": [],
                                  "daily_notes": [{"date": "2026-11-20", "topics": [f"wording {calls}"]}]}))
 
     fake_llm.responder = disobedient

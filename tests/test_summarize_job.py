@@ -236,18 +236,6 @@ async def test_malformed_lines_are_skipped_and_counted(redis, nanobot_home, fake
     assert b"{not json" in path.read_bytes() and b"\xff\xfe broken bytes" in path.read_bytes()
 
 
-async def test_prose_never_replaces_a_previous_summary(redis, nanobot_home, fake_llm, deps_for):
-    fake_llm.default = Reply("I'm sorry, I can't help with that.")
-    path = nanobot_home.write_session(KEY, conversation(15),
-                                      metadata={"_last_summary": {"text": "KEEP-ME", "last_active": "x"}})
-    before = path.read_bytes()
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for(summary_max_tries=2))
-    outcome = await load_outcome(redis, KEY)
-    assert outcome is not None and outcome.status == "failed" and "prose" in outcome.detail
-    assert await load_record(redis, KEY) is None and path.read_bytes() == before
-
-
 async def test_internal_sessions_are_left_alone(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session("dream:nightly", conversation(15))

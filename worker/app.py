@@ -14,6 +14,7 @@ from arq import cron, func
 from arq.worker import run_worker
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
+from nanobot_hooks.settings import redacted_url
 from worker.connections import answers, redis_settings, start_embedded
 from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
@@ -44,8 +45,14 @@ def build_deps(settings: Settings) -> Deps:
             raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
     tz = notes_timezone(settings, nanobot)
     memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts)
-    return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback,
-                counter=best_counter(), tz=tz, instructions=instructions, memory=memory)
+    return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback, counter=best_counter(), tz=tz,
+                instructions=instructions, memory=memory, job_timeout=job_timeout(settings))
+
+
+def job_timeout(settings: Settings) -> int:
+    """arq's time for one try: room for several calls. A try that would run past it stops before the next
+    call, keeps its finished chunks and retries (worker.progress)."""
+    return int(max(300, settings.summary_timeout * 6))
 
 
 def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
@@ -74,10 +81,11 @@ async def startup(ctx: dict[str, Any]) -> None:
 
 def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:
     """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
-    job_timeout = int(max(300, settings.summary_timeout * 6))
     hour, minute = (int(part) for part in settings.summary_daily_at.split(":"))
     return {
-        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries)],
+        # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
+        # to leave its outcome ("gave up"), instead of arq failing it unseen.
+        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1)],
         # unique: two workers never both run a tick; a short timeout keeps crash recovery quick.
         "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True, timeout=60)],
         "timezone": tz,
@@ -86,8 +94,8 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "redis_settings": redis_settings(settings.redis_url),
         "on_startup": startup,
         "keep_result": 0,
-        "max_tries": settings.summary_max_tries,
-        "job_timeout": job_timeout,
+        "max_tries": settings.summary_max_tries + 1,
+        "job_timeout": job_timeout(settings),
         "health_check_interval": 30,
         "max_jobs": 10,
     }
@@ -125,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     embedded = None
     if not answers(settings.redis_url):
         if args.no_embedded_redis:
-            print(f"error: Redis at {settings.redis_url} does not answer", file=sys.stderr)
+            print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
             return 2
         try:
             embedded = start_embedded(settings.redis_url)
@@ -133,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
-                    "data in %s). Set REDIS_URL to use your own.", settings.redis_url, embedded.directory)
+                    "data in %s). Set REDIS_URL to use your own.", redacted_url(settings.redis_url),
+                    embedded.directory)
     try:
         if args.reload:
             # `arq --watch` restarts but keeps running the old code; a fresh process does not.

