@@ -237,3 +237,33 @@ def session_lines(home: NanobotHome, key: str) -> tuple[dict[str, Any], list[dic
     lines = [json.loads(line) for line in home.session_file(key).read_text(encoding="utf-8").splitlines() if line]
     head = next(line for line in lines if line.get("_type") == "metadata")
     return head, [line for line in lines if "_type" not in line]
+
+
+@dataclass
+class ProcfileWorker:
+    """The worker exactly as the Procfile starts it (`worker:` line), in its own process."""
+
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        root = Path(__file__).resolve().parent.parent
+        line = next(line for line in (root / "Procfile").read_text(encoding="utf-8").splitlines()
+                    if line.startswith("worker:"))
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(line.partition(":")[2].split(), cwd=root, env=self.env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""

@@ -19,14 +19,20 @@ from worker.outcomes import load_outcome
 from worker.settings import Settings
 from worker.connections import answers, redis_settings
 
+from nanobot_hooks.contract import job_id
+from tests.support.fakellm import Error
+from tests.support.models import Summarizer
+
 from .conftest import NanobotHome, conversation, run_burst
 from .nanobot_fixtures import (
     ARCHIVED,
     BIG_PROMPT,
     SMALL_PROMPT,
+    SUMMARY_MODEL,
     SUMMARY_TEXT,
     Gateway,
     LLMScript,
+    ProcfileWorker,
     agent_turn,
     chat_requests,
     find_nanobot,
@@ -408,7 +414,9 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_max_tries": "3",
         "summary_retry_delay": "1", "summary_workspace": str(agent_home.workspace), "summary_daily_at": "23:30",
         "summary_timezone": "Asia/Shanghai", "memory_max_facts": "100", "config": str(agent_home.config_path),
-        "redis_url": redis_url,
+        "redis_url": redis_url, "summary_json": "json_object", "summary_min_carry": "0.4",
+        "summary_cooldown": "600", "summary_cooldown_max": "7200", "summary_daily_tokens": "100000",
+        "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,discord:*",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
@@ -536,3 +544,87 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
     assert f"telegram:321: {len(messages)} messages, summarized through 0" in dry.stdout
     assert f"would cover messages 0..{users[-1] - 1}" in dry.stdout, dry.stdout
     assert len(fake_llm.requests) == asked, "a dry run calls no model"
+
+
+@pytest.fixture
+def procfile_worker(agent_home, fake_llm, redis_url, tmp_path):
+    """A factory: `procfile_worker(**env)` starts the Procfile's worker summarizing with `openai/summarizer`
+    (the fake LLM tells its calls from nanobot's by that name); all are stopped at the end."""
+    config = json.loads(agent_home.config_path.read_text(encoding="utf-8"))
+    config["providers"]["openai"] = {"apiBase": fake_llm.url, "apiKey": "sk-fake"}
+    agent_home.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    started: list[ProcfileWorker] = []
+
+    def start(**settings: str) -> ProcfileWorker:
+        env = nanobot_env(agent_home, redis_url, NANOBOT_CONFIG=str(agent_home.config_path),
+                          NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}", **settings)
+        worker = ProcfileWorker(env, tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        worker.start()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def _route(script: LLMScript, summary_model):
+    """nanobot's own calls go to `script`; the worker's (model `summarizer`) to `summary_model`."""
+    return lambda request: (summary_model(request) if (request.body or {}).get("model") == SUMMARY_MODEL
+                            else script(request))
+
+
+async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through_nanobot(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker):
+    prose = Summarizer("prose")
+    fake_llm.responder = _route(script, prose)
+    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2"}
+    worker = procfile_worker(**settings)
+    env = nanobot_env(agent_home, redis_url, **settings)
+    key = "telegram:77"
+    summaries: list[str] = []
+    for number in range(1, 8):
+        await turn(nanobot_exe, agent_home, env, key, f"turn {number}: deploy host-{number}.example.com")
+        if number % 2 == 0:  # the interval fired: wait for the worker's summary of it
+            await wait_until(lambda: has_record(redis, key), timeout=60, what=f"summary {len(summaries) + 1}\n"
+                             + worker.log()[-2000:])
+            record = await load_record(redis, key)
+            assert record is not None
+            summaries.append(record.summary)
+    assert len(summaries) == 3
+    for before, after in zip(summaries, summaries[1:]):
+        assert before in after, "each summary folds in the one before"
+    assert "host-5.example.com" in summaries[-1]  # turn 6 is the kept tail (messages:2)
+    # Turn 7 applied the third summary at its start: its request carried it, not the covered turns.
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED in system_text(request) and summaries[-1] in system_text(request)
+    assert "turn 1: deploy" not in history_text(request)
+    assert (await stats(redis)).get("applied") == 3
+
+
+async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_every_turn_is_answered(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker):
+    failing = []
+
+    def broken(request):
+        failing.append(request)
+        return Error.server()
+
+    fake_llm.responder = _route(script, broken)
+    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2",
+                "NANOBOT_SUMMARY_MAX_TRIES": "3", "NANOBOT_SUMMARY_RETRY_DELAY": "0.2"}
+    worker = procfile_worker(**settings)
+    env = nanobot_env(agent_home, redis_url, **settings)
+    key = "telegram:78"
+    for number in range(1, 17):
+        result = await turn(nanobot_exe, agent_home, env, key, f"turn {number}")
+        assert f"reply number {number}" in result.stdout
+    await wait_until(lambda: _idle(redis, key), timeout=60,
+                     what="the worker to finish\n" + worker.log()[-2000:])
+    assert 3 <= len(failing) <= 6, f"{len(failing)} summarizing calls: at most two jobs of three tries"
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and outcome.cooldown_until is not None
+
+
+async def _idle(redis, key: str) -> bool:
+    return await queued_jobs(redis) == 0 and not await redis.exists(f"arq:in-progress:{job_id(key)}")

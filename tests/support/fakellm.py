@@ -73,6 +73,9 @@ class Reply:
     delay: float = 0.0
     finish_reason: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens
+    # Stop half-way: a stream ends after half its content without [DONE]; a plain answer sends half its body.
+    broken: bool = False
 
 
 @dataclass
@@ -296,6 +299,15 @@ class FakeLLM:
             return _error_response(answer)
         if req.body.get("stream"):
             return await self._stream(request, req, answer)
+        if answer.broken:
+            body = json.dumps(_completion(req, answer)).encode()
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(body)
+            await resp.prepare(request)
+            await resp.write(body[: len(body) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return resp
         return web.json_response(_completion(req, answer))
 
     async def _sleep(self, seconds: float) -> None:
@@ -325,8 +337,13 @@ class FakeLLM:
             return [{"index": 0, "delta": d, "finish_reason": finish}]
 
         await send(delta({"role": "assistant", "content": ""}))
-        for piece in _split(reply.content, 4):
+        pieces = _split(reply.content, 4)
+        for piece in pieces[: len(pieces) // 2] if reply.broken else pieces:
             await send(delta({"content": piece}))
+        if reply.broken:
+            if request.transport is not None:
+                request.transport.close()
+            return resp
         for i, call in enumerate(_tool_calls(reply)):
             await send(delta({"tool_calls": [{"index": i, **call}]}))
         await send(delta({}, _finish_reason(reply)))
@@ -378,7 +395,7 @@ def _finish_reason(reply: Reply) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def _usage(req: FakeRequest, reply: Reply) -> dict[str, int]:
+def _usage(req: FakeRequest, reply: Reply) -> dict[str, Any]:
     prompt = reply.prompt_tokens
     if prompt is None:
         body = req.body or {}
@@ -387,7 +404,11 @@ def _usage(req: FakeRequest, reply: Reply) -> dict[str, int]:
     if completion is None:
         calls = _tool_calls(reply)
         completion = _estimate_tokens(reply.content + (json.dumps(calls) if calls else ""))
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _completion(req: FakeRequest, reply: Reply) -> dict[str, Any]:

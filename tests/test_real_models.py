@@ -1,0 +1,263 @@
+"""Real models are not obedient: each scripted misbehaviour through a real arq worker, real Redis, and litellm
+over HTTP to the fake LLM. What is committed, what is not, and what it cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from nanobot_hooks.contract import SummarizeRequest, cooldown_key
+from nanobot_hooks.queue import enqueue_summary, load_record
+from tests.support.fakellm import Error, FakeRequest, Reply
+from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
+from worker import llm
+from worker.budget import cooling
+from worker.outcomes import load_outcome
+
+from .conftest import conversation, run_burst
+
+KEY = "telegram:42"
+ROOT = Path(__file__).resolve().parent.parent
+EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"
+           "- repository acme/site, branch release-2.4")
+
+
+def day(n: int) -> datetime:
+    return datetime(2026, 11, 20, 9, 0) + timedelta(hours=n)
+
+
+async def summarize(redis, deps, reason: str = "tokens", **worker):
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason=reason))
+    await run_burst(deps, **worker)
+    return await load_outcome(redis, KEY), await load_record(redis, KEY)
+
+
+async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going(
+        redis, nanobot_home, fake_llm, deps_for):
+    model = fake_llm.responder = Summarizer("prose")
+    deps = deps_for()
+    messages: list[dict] = []
+    summaries = []
+    for round_ in range(3):
+        messages += conversation(8, start=day(round_), user=f"round {round_} question {{i}} about host-{round_}-{{i}}")
+        nanobot_home.write_session(KEY, messages)
+        outcome, record = await summarize(redis, deps)
+        assert outcome is not None and outcome.status == "summarized", outcome
+        assert record is not None
+        summaries.append(record.summary)
+    # Each summary folds the one before in, and the chain never stalls on prose.
+    for before, after in zip(summaries, summaries[1:]):
+        assert before in after and len(after) > len(before)
+    assert "round 2 question" in summaries[-1]
+    # The notes of a prose model: asked once in a smaller call; it answered prose again, so never again.
+    notes_calls = [r for r in fake_llm.requests if not is_summary_request(r)]
+    assert len(notes_calls) == 1 and model.calls == 4
+    assert "notes and facts skipped" in outcome.detail
+
+
+@pytest.mark.parametrize("kind", ["fenced", "truncated"])
+async def test_json_in_a_fence_with_chatter_or_cut_half_way_is_read(redis, nanobot_home, fake_llm, deps_for, kind):
+    fact = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4,
+            "category": "configuration", "replaces": None}
+    fake_llm.responder = Summarizer(kind, facts=[fact])
+    nanobot_home.write_session(KEY, conversation(15, user="question {i} about stage-7.example.com"))
+    outcome, record = await summarize(redis, deps_for())
+    assert outcome is not None and outcome.status == "summarized", outcome
+    assert record is not None and "- asked: question 0 about stage-7.example.com" in record.summary
+    assert "notes and facts skipped" not in outcome.detail, "the JSON's own notes were used: no second call"
+    assert len(fake_llm.requests) == 1
+    memory = nanobot_home.workspace / "memory"
+    if kind == "fenced":
+        assert "stage-7.example.com" in (memory / "MEMORY.md").read_text(encoding="utf-8")
+    assert (memory / "2026-11-20.md").exists()
+
+
+@pytest.mark.parametrize("answer", [
+    Reply(REFUSAL), Reply("抱歉，我无法完成这个请求。"), Reply(""), Reply("Summary unavailable"),
+    Reply('{"error": {"message": "upstream overloaded"}}'), "forgetful",
+], ids=["refusal", "refusal-zh", "empty", "placeholder", "error-text", "drops-the-previous-summary"])
+async def test_an_unusable_summary_is_never_committed_and_the_session_keeps_its_own(
+        redis, nanobot_home, fake_llm, deps_for, answer):
+    if answer == "forgetful":
+        fake_llm.responder = Summarizer("forgetful")
+    else:
+        fake_llm.default = answer
+    path = nanobot_home.write_session(KEY, conversation(15), metadata={"_last_summary": {"text": EARLIER,
+                                                                                         "last_active": "x"}})
+    before = path.read_bytes()
+    outcome, record = await summarize(redis, deps_for())
+    assert outcome is not None and outcome.status == "failed", outcome
+    assert record is None and path.read_bytes() == before, "nothing committed, line 1 untouched"
+    # Asked once more in a second try, then given up: never five paid calls for the same failure.
+    assert len(fake_llm.requests) == 2 and outcome.spend.calls == 2
+    assert outcome.cooldown_until is not None and await cooling(redis, KEY) is not None
+    if answer == "forgetful":
+        assert "identifiers" in outcome.detail and "NANOBOT_SUMMARY_MIN_CARRY" in outcome.detail
+
+
+async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
+        redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Error.server()
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for(summary_max_tries=3)
+    outcome, _ = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "failed" and len(fake_llm.requests) == 3
+    first_rest = await cooling(redis, KEY)
+    assert first_rest is not None and first_rest.failures == 1
+    for _ in range(3):  # the trigger fires again and again: every job rests, no call is made
+        outcome, _ = await summarize(redis, deps)
+        assert outcome is not None and outcome.status == "noop" and "resting until" in outcome.detail
+    assert len(fake_llm.requests) == 3
+    # A manual enqueue does not wait; failing again doubles the rest.
+    outcome, _ = await summarize(redis, deps, reason="manual")
+    assert outcome is not None and outcome.status == "failed" and len(fake_llm.requests) == 6
+    second_rest = await cooling(redis, KEY)
+    assert second_rest is not None and second_rest.failures == 2
+    assert 1700 < (second_rest.until - first_rest.until).total_seconds() + 900 < 1900 + 5
+    # A good job ends the rest.
+    fake_llm.default = Reply(json.dumps({"summary": "## What happened\n- deploy questions", "daily_notes": [],
+                                         "facts": []}))
+    outcome, record = await summarize(redis, deps, reason="manual")
+    assert outcome is not None and outcome.status == "summarized" and record is not None
+    assert await cooling(redis, KEY) is None and not await redis.exists(cooldown_key(KEY))
+
+
+async def test_a_429_is_retried_after_the_retry_after_it_names(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.script(Error.rate_limit(retry_after=1.5))
+    fake_llm.responder = Summarizer()
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for(summary_retry_delay=0.05))
+    assert outcome is not None and outcome.status == "summarized" and outcome.job_try == 2
+    first, second = fake_llm.requests
+    assert second.received_at - first.received_at >= 1.5
+
+
+def _slow(model: Summarizer, seconds: float):
+    return lambda request: replace(model(request), delay=seconds)
+
+
+def _summarized_users(requests: list[FakeRequest]) -> list[str]:
+    return [text for r in requests if is_summary_request(r) for _, text in user_lines(r)]
+
+
+def _backlog(home) -> list[dict]:
+    messages = conversation(60, user="backlog message {i} " + "with a long body of text " * 30)
+    home.write_session(KEY, messages)
+    return messages
+
+
+async def test_a_try_that_would_run_out_of_time_keeps_its_chunks_and_the_retry_resumes(
+        redis, nanobot_home, fake_llm, deps_for):
+    _backlog(nanobot_home)
+    fake_llm.responder = _slow(Summarizer(), 0.3)
+    deps = deps_for(summary_input_tokens=2000, summary_timeout=1.0)
+    deps.job_timeout = 2.5  # room for a few calls per try
+    outcome, record = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "summarized" and outcome.job_try > 1, outcome
+    users = _summarized_users(fake_llm.requests)
+    assert len(users) == len(set(users)), "no message was sent to the summarizer twice"
+    assert len(fake_llm.requests) == outcome.spend.calls > 3
+
+
+async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resumes(
+        redis, nanobot_home, fake_llm, deps_for):
+    _backlog(nanobot_home)
+    fake_llm.responder = _slow(Summarizer(), 0.5)
+    deps = deps_for(summary_input_tokens=2000)
+    outcome, record = await summarize(redis, deps, job_timeout=2)  # arq cancels the try part-way
+    assert outcome is not None and outcome.status == "failed" and "cancelled" in outcome.detail
+    assert record is None
+    before = fake_llm.requests
+    assert len(before) >= 2
+    in_flight = set(_summarized_users(before[-1:]))  # cut off by the cancel: never answered
+    fake_llm.responder = Summarizer()
+    outcome, record = await summarize(redis, deps, reason="manual")
+    assert outcome is not None and outcome.status == "summarized" and record is not None
+    again = set(_summarized_users(before)) & set(_summarized_users(fake_llm.requests[len(before):]))
+    assert again == in_flight, "only the chunk cut off in flight is asked again, no finished one"
+
+
+async def test_structured_output_is_asked_for_and_a_server_that_refuses_it_is_asked_without(
+        redis, nanobot_home, fake_llm, deps_for, monkeypatch):
+    monkeypatch.setattr(llm, "_REFUSED", {})
+    model = Summarizer()
+
+    def strict_server(request: FakeRequest) -> Reply | Error:
+        if (request.body or {}).get("response_format"):
+            return Error(400, "Invalid parameter: 'response_format' of type 'json_object' is not supported",
+                         type="invalid_request_error")
+        return model(request)
+
+    fake_llm.responder = strict_server
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for()
+    outcome, record = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "summarized" and record is not None
+    first, second = fake_llm.requests
+    assert first.body["response_format"] == {"type": "json_object"} and "response_format" not in second.body
+    nanobot_home.write_session(KEY, conversation(25))
+    await summarize(redis, deps)
+    assert "response_format" not in fake_llm.requests[-1].body, "remembered: not asked with it again"
+
+
+async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
+        redis, redis_url, nanobot_home, fake_llm, deps_for):
+    config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+    config["providers"]["openai"] = {"apiBase": fake_llm.url, "apiKey": "sk-fake"}
+    nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+    model = Summarizer()
+    fake_llm.responder = lambda request: replace(model(request), prompt_tokens=10_000, completion_tokens=1_000,
+                                                 cached_tokens=4_000)
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for(summary_model="openai/gpt-4o-mini"))
+    assert outcome is not None and outcome.status == "summarized"
+    assert fake_llm.requests[0].body["response_format"]["type"] == "json_schema"
+    spend = outcome.spend
+    assert (spend.calls, spend.prompt_tokens, spend.completion_tokens, spend.cached_tokens) == (1, 10_000, 1_000,
+                                                                                                 4_000)
+    # gpt-4o-mini in litellm's table: 6,000 tokens at $0.15/M, 4,000 cached at $0.075/M, 1,000 out at $0.60/M.
+    assert spend.cost == pytest.approx(6_000 * 0.15e-6 + 4_000 * 0.075e-6 + 1_000 * 0.6e-6, rel=0.01)
+    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
+    shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    state = json.loads(shown.stdout)
+    assert state["spend"]["sessions"][KEY]["calls"] == 1 and state["spend"]["total"]["prompt_tokens"] == 10_000
+    assert state["spend"]["sessions"][KEY]["cost"] == pytest.approx(spend.cost)
+    [last] = state["outcomes"]
+    assert last["spend"]["calls"] == 1 and last["reason"] == "tokens" and last["model"] == "openai/gpt-4o-mini"
+    table = subprocess.run([sys.executable, "scripts/status.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=60)
+    assert table.returncode == 0 and "summarizing so far: 1 calls, 10,000 prompt" in table.stdout
+
+
+async def test_a_daily_token_cap_stops_summarizing_until_tomorrow(redis, nanobot_home, fake_llm, deps_for):
+    model = Summarizer()
+    fake_llm.responder = lambda request: replace(model(request), prompt_tokens=900, completion_tokens=100)
+    deps = deps_for(summary_daily_tokens=500)
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, _ = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "summarized"
+    nanobot_home.write_session(KEY, conversation(30))
+    outcome, _ = await summarize(redis, deps, reason="manual")
+    assert outcome is not None and outcome.status == "noop" and "daily cap" in outcome.detail
+    assert len(fake_llm.requests) == 1
+    rest = await cooling(redis, KEY)
+    assert rest is not None and rest.until > datetime.now(rest.until.tzinfo) + timedelta(seconds=50)
+
+
+async def test_fidelity_is_recorded_for_each_summary(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = Summarizer()
+    nanobot_home.write_session(KEY, conversation(15, user="question {i} about host-{i}.example.com"),
+                               metadata={"_last_summary": {"text": EARLIER, "last_active": "x"}})
+    outcome, _ = await summarize(redis, deps_for())
+    assert outcome is not None and outcome.status == "summarized"
+    assert outcome.carry_forward == 1.0, "the obedient model keeps every identifier of the previous summary"
+    assert outcome.covered_kept is not None and 0.3 < outcome.covered_kept <= 1.0
