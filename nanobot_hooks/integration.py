@@ -69,7 +69,7 @@ class Integration:
     def __init__(self, surface: Surface, settings: HookSettings) -> None:
         self.s = surface
         self.settings = settings
-        self.link = RedisLink(settings.redis_url, THROTTLE)
+        self.link = RedisLink(settings.redis_url, THROTTLE, options=settings.redis_options())
         self.counts: Counter[str] = Counter()
         # session key -> (prompt tokens of the last LLM call, context window), consumed after the turn
         self.usage: dict[str, tuple[int, int | None]] = {}

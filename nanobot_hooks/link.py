@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
@@ -24,8 +24,10 @@ class RedisLink:
     """Connects on first use and again after any failure, so a Redis that comes back is used again
     without anyone restarting nanobot."""
 
-    def __init__(self, url: str, throttle: logs.Throttle, timeout: float = CALL_TIMEOUT) -> None:
+    def __init__(self, url: str, throttle: logs.Throttle, timeout: float = CALL_TIMEOUT,
+                 options: dict[str, Any] | None = None) -> None:
         self.url = url
+        self.options = options or {}
         self.timeout = timeout
         self.throttle = throttle
         self._client: ArqRedis | None = None
@@ -36,7 +38,7 @@ class RedisLink:
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
             pool = ConnectionPool.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout,
+                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout, **self.options,
             )
             self._client, self._loop = ArqRedis(pool_or_conn=pool), loop
         return self._client

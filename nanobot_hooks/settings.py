@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -48,8 +49,9 @@ class HookSettings(BaseSettings):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
-        description="redis://host:port/db",
+        description="redis://[user:password@]host:port/db, or rediss:// for TLS",
     )
+    redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
@@ -65,6 +67,10 @@ class HookSettings(BaseSettings):
                 raise ValueError("expected patterns such as direct,telegram:42 (or none)")
             return () if patterns == ("none",) else patterns
         return value
+
+    def redis_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of redis-py's `from_url` for this Redis (a CA file for TLS)."""
+        return {"ssl_ca_certs": str(self.redis_ca_file.expanduser())} if self.redis_ca_file else {}
 
     def is_trusted(self, session_key: str) -> bool:
         """May this session's user write long-term memory, and recall what other sessions said?"""

@@ -19,7 +19,7 @@ from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa:
 from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_record  # noqa: E402
-from worker.settings import SettingsError, load_settings  # noqa: E402
+from worker.settings import Settings, SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.cron import flag_sessions  # noqa: E402
@@ -82,11 +82,11 @@ def session_keys(deps: Deps, args: argparse.Namespace) -> list[str]:
     return keys
 
 
-async def connect(url: str) -> ArqRedis:
-    if not answers(url):
-        raise UsageError(f"Redis at {redacted_url(url)} does not answer (is the worker's Redis running? "
-                         "set REDIS_URL)")
-    return await create_pool(redis_settings(url), retry=0)
+async def connect(settings: Settings) -> ArqRedis:
+    if not answers(settings.redis_url, **settings.redis_options()):
+        raise UsageError(f"Redis at {redacted_url(settings.redis_url)} does not answer (is the worker's Redis "
+                         "running? set REDIS_URL)")
+    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
 
 
 async def dry_run(deps: Deps, keys: list[str], redis: ArqRedis | None) -> None:
@@ -138,10 +138,10 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no sessions in {deps.sessions_dir}")
         return 0
     if args.dry_run:
-        redis = await create_pool(redis_settings(settings.redis_url), retry=0) if answers(settings.redis_url) else None
+        redis = await connect(settings) if answers(settings.redis_url, **settings.redis_options()) else None
         await dry_run(deps, keys, redis)
         return 0
-    redis = await connect(settings.redis_url)
+    redis = await connect(settings)
     status = 0
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))

@@ -47,14 +47,14 @@ ANSWER = {
          "insights": ["RSS 阅读器需要绝对链接"]},
     ],
     "facts": [
-        {"text": "用户喜欢简洁的回答，不要长篇大论", "tag": "permanent", "importance": 5, "category": "preferences"},
-        {"text": "博客用 Hugo 0.139 构建（0.140 的主题 shortcode 不兼容）", "tag": "durable", "importance": 4,
+        {"text": "用户喜欢简洁的回答，不要长篇大论", "tag": "permanent", "importance": 5, "category": "preferences", "source": "user"},
+        {"text": "博客用 Hugo 0.139 构建（0.140 的主题 shortcode 不兼容）", "tag": "durable", "importance": 4, "source": "user",
          "category": "projects"},
-        {"text": "DeepSeek API key sk-live1234567890abcdefXYZ 配置在 providers.deepseek.apiKey", "tag": "durable",
+        {"text": "DeepSeek API key sk-live1234567890abcdefXYZ 配置在 providers.deepseek.apiKey", "tag": "durable", "source": "user",
          "importance": 4, "category": "configuration"},
-        {"text": "RSS 相对链接问题：设置 baseURL 并用 absURL 解决", "tag": "durable", "importance": 3,
+        {"text": "RSS 相对链接问题：设置 baseURL 并用 absURL 解决", "tag": "durable", "importance": 3, "source": "user",
          "category": "solutions"},
-        {"text": "今晚在改博客", "tag": "ephemeral", "importance": 2},
+        {"text": "今晚在改博客", "tag": "ephemeral", "importance": 2, "source": "user"},
     ],
 }
 

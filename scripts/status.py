@@ -134,10 +134,10 @@ def show(console: Console, state: dict[str, Any]) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    if not answers(settings.redis_url):
+    if not answers(settings.redis_url, **settings.redis_options()):
         print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
         return 2
-    redis = await create_pool(redis_settings(settings.redis_url), retry=0)
+    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
     try:
         state = await gather(redis)
     finally:

@@ -19,7 +19,7 @@ from worker.longterm import BEGIN, END, apply, known_facts, locate, write_facts
 from worker.memory import MemoryFiles
 
 TODAY = "2026-11-20"
-FACT_LINE = re.compile(r"^- (.*?) <!-- i(\d) (\d{4}-\d{2}-\d{2}) -->$", re.MULTILINE)
+FACT_LINE = re.compile(r"^- (.*?) <!-- i(\d) (\d{4}-\d{2}-\d{2})(?: \S+)? -->$", re.MULTILINE)
 
 
 def facts_in(text: str) -> list[str]:

@@ -34,7 +34,7 @@ def echo_memory(request: FakeRequest) -> Reply:
         if not noted:
             days.setdefault(day, []).append(text[:60])
     notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
-    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4,
+    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4, "source": "user",
               "category": "configuration"}]
     answer = {"daily_notes": notes, "facts": facts}
     if '"summary"' in system:
@@ -151,8 +151,8 @@ async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_ll
             "daily_notes": [{"date": "2026-11-20", "decisions": [f"store {secret_text}"],
                              "tasks": [f"rotate password={PASSWORD}"]}],
             "facts": [{"text": f"The DeepSeek API key is {API_KEY} in providers.deepseek.apiKey", "tag": "durable",
-                       "importance": 5, "category": "configuration"},
-                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5}],
+                       "importance": 5, "category": "configuration", "source": "user"},
+                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5, "source": "user"}],
         }))
     fake_llm.responder = leaky
     nanobot_home.write_session(KEY, conversation(15, user=f"my key is {API_KEY} {{i}}"))

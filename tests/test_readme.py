@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-_LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2} -->")  # the day a fact was learned is the day of the run
+_LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2}( \S+)? -->")  # the day a fact was learned is the day of the run
 
 
 def _example_module():

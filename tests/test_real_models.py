@@ -64,7 +64,7 @@ async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going(
 
 @pytest.mark.parametrize("kind", ["fenced", "truncated"])
 async def test_json_in_a_fence_with_chatter_or_cut_half_way_is_read(redis, nanobot_home, fake_llm, deps_for, kind):
-    fact = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4,
+    fact = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4, "source": "user",
             "category": "configuration", "replaces": None}
     fake_llm.responder = Summarizer(kind, facts=[fact])
     nanobot_home.write_session(KEY, conversation(15, user="question {i} about stage-7.example.com"))
@@ -157,7 +157,7 @@ async def test_a_try_that_would_run_out_of_time_keeps_its_chunks_and_the_retry_r
         redis, nanobot_home, fake_llm, deps_for):
     _backlog(nanobot_home)
     fake_llm.responder = _slow(Summarizer(), 0.3)
-    deps = deps_for(summary_input_tokens=2000, summary_timeout=1.0)
+    deps = deps_for(summary_input_tokens=3000, summary_timeout=1.0, summary_max_tries=10)
     deps.job_timeout = 2.5  # room for a few calls per try
     outcome, record = await summarize(redis, deps)
     assert outcome is not None and outcome.status == "summarized" and outcome.job_try > 1, outcome

@@ -189,7 +189,7 @@ async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot
 
 async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(15))
-    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", "tag": "permanent",'))
+    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", "source": "user", "tag": "permanent",'))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps_for())
     record = await load_record(redis, KEY)

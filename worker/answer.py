@@ -20,6 +20,10 @@ NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues",
 TEXT_PARTS = tuple(part for part in NOTE_PARTS if part != "technical_issues")
 
 FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
+# Who stated a fact. Only what the user said may become long-term memory; "unknown" (the model did not
+# say) counts as not the user.
+FactSource = Literal["user", "assistant", "tool", "unknown"]
+SOURCES = ("user", "assistant", "tool")
 # The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
 CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
@@ -55,6 +59,7 @@ class Fact(BaseModel):
     category: str | None = None
     # For a correction: the old fact it replaces, as the model quoted it.
     replaces: str | None = None
+    source: FactSource = "unknown"
 
 
 @dataclass
@@ -79,7 +84,8 @@ def _schema(with_summary: bool) -> dict[str, Any]:
                    "tag": {"type": "string", "enum": ["permanent", "durable", "ephemeral", "correction"]},
                    "importance": {"type": "integer"},
                    "category": {"type": "string", "enum": list(CATEGORIES)},
-                   "replaces": {"type": ["string", "null"]}})
+                   "replaces": {"type": ["string", "null"]},
+                   "source": {"type": "string", "enum": list(SOURCES)}})
     summary = {"summary": {"type": "string"}} if with_summary else {}
     return strict({**summary, "daily_notes": {"type": "array", "items": note},
                    "facts": {"type": "array", "items": fact}})
@@ -143,7 +149,10 @@ def _lenient_fact(item: dict[str, Any]) -> dict[str, Any]:
     if "importance" in item:
         # Models answer "4", 4.5 or 9 as often as 4: clamp rather than lose the fact.
         item = {**item, "importance": min(5, max(1, round(float(item["importance"]))))}
-    return item
+    source = str(item.get("source") or "").strip().casefold()
+    # "tool result", "web page", "User" and the like: read the first word; anything else is unknown.
+    source = next((known for known in SOURCES if source.startswith(known)), "tool" if "web" in source else "unknown")
+    return {**item, "source": source}
 
 
 def _lenient_note(item: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import Deps, summarize_session
 from worker.llm import routing_problem
 from worker.memory import MemoryFiles
+from worker.redact import redact
 from worker.errors import NanobotConfigError
 from worker.nanobot_config import NanobotConfig, resolve_model
 from worker.settings import Settings, SettingsError, load_settings
@@ -91,7 +92,7 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": QUEUE_NAME,
-        "redis_settings": redis_settings(settings.redis_url),
+        "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
         "on_startup": startup,
         "keep_result": 0,
         "max_tries": settings.summary_max_tries + 1,
@@ -109,6 +110,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
+class RedactingFilter(logging.Filter):
+    """Every log line the worker prints goes through worker.redact: lines quote models, providers and
+    conversations, and no secret value may reach a log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
@@ -124,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     try:
         settings = load_settings()
         deps = build_deps(settings)
@@ -131,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     embedded = None
-    if not answers(settings.redis_url):
+    if not answers(settings.redis_url, **settings.redis_options()):
         if args.no_embedded_redis:
             print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
             return 2

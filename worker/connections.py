@@ -10,21 +10,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from typing import Any
+
 import redis
 from arq.connections import RedisSettings
+from redis.connection import parse_url
 
 from nanobot_hooks.settings import redacted_url
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
 
-def redis_settings(url: str) -> RedisSettings:
-    return RedisSettings.from_dsn(url)
+def redis_settings(url: str, ssl_ca_certs: str | None = None) -> RedisSettings:
+    """arq's settings for a URL, read as redis-py reads it: a percent-encoded user or password is decoded
+    (arq's own from_dsn passes it on encoded), TLS options in the query (`?ssl_ca_certs=...`) count, and
+    `ssl_ca_certs` (NANOBOT_REDIS_CA_FILE) names the CA of a TLS Redis."""
+    options = parse_url(url)
+    return RedisSettings(
+        host=options.get("host") or "localhost",
+        port=int(options.get("port") or 6379),
+        unix_socket_path=options.get("path"),
+        database=int(options.get("db") or 0),
+        username=options.get("username"),
+        password=options.get("password"),
+        ssl=url.startswith("rediss://"),
+        ssl_ca_certs=ssl_ca_certs or options.get("ssl_ca_certs"),
+        ssl_certfile=options.get("ssl_certfile"),
+        ssl_keyfile=options.get("ssl_keyfile"),
+        ssl_cert_reqs=options.get("ssl_cert_reqs") or "required",
+    )
 
 
-def answers(url: str, timeout: float = 1.0) -> bool:
+def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
     """Does a Redis server answer PING at this URL (TLS and passwords included)?"""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
     try:
         return bool(client.ping())
     except redis.AuthenticationError:
@@ -48,6 +67,17 @@ def redis_server_binary() -> str | None:
     return str(candidate) if candidate.exists() else None
 
 
+def _credentials(url: str) -> str:
+    """redis.conf lines requiring the URL's user and password (none for a URL without them)."""
+    options = parse_url(url)
+    user, password = options.get("username"), options.get("password")
+    if not password:
+        return ""
+    if user and user != "default":
+        return f"user default off\nuser {user} on >{password} ~* &* +@all\n"
+    return f"requirepass {password}\n"
+
+
 @dataclass
 class EmbeddedRedis:
     process: subprocess.Popen[bytes]
@@ -63,8 +93,14 @@ class EmbeddedRedis:
 
 
 def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
-    """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache)."""
+    """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache).
+
+    A user and password in the URL are required by the server too; they go into its config file (mode
+    0600), never onto its command line, where any local user could read them."""
     parts = urlsplit(url)
+    if url.startswith("rediss://"):
+        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "
+                           "start it yourself, or use redis:// for the embedded one")
     if parts.hostname not in LOCAL_HOSTS and parts.hostname is not None:
         raise RuntimeError(f"Redis at {redacted_url(url)} does not answer, and it is not local, so none can be "
                            "started for it")
@@ -76,8 +112,11 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
         )
     port = parts.port or 6379
     directory = Path(tempfile.mkdtemp(prefix="nanobot-summary-redis-"))
+    config = directory / "redis.conf"
+    config.touch(mode=0o600)
+    config.write_text(_credentials(url), encoding="utf-8")
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        [binary, str(config), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(directory), "--logfile", str(directory / "redis.log")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -185,10 +185,11 @@ async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any
     """Adds the job's spend and timing to its outcome, starts or ends the session's rest, and keeps it."""
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
+    # Details quote models and providers: redacted like every other text the worker keeps.
+    detail = redact("; ".join(p for p in (outcome.detail, run.notes_skipped, spend.describe()) if p))
     outcome = outcome.model_copy(update={
         "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
-        "model": run.deps.model.model, "spend": spend,
-        "detail": "; ".join(p for p in (outcome.detail, run.notes_skipped, spend.describe()) if p),
+        "model": run.deps.model.model, "spend": spend, "detail": detail,
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
@@ -344,11 +345,18 @@ async def ask_notes(run: Run, part: list[Entry], language: str, known: list[str]
 
 
 async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
-    """Memory-file trouble (a full disk, a read-only workspace, a lock held too long) is reported, not fatal."""
+    """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
+    in a trusted session (NANOBOT_MEMORY_SESSIONS). Memory-file trouble (a full disk, a read-only
+    workspace, a lock held too long) is reported, not fatal."""
     if deps.memory is None:
         return "no memory files"
+    trusted = deps.settings.is_trusted(key)
+    admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
+    left_out = len(facts) - len(admitted)
+    why = "" if not left_out else (
+        f"; {left_out} facts left out ({'not stated by the user' if trusted else 'an untrusted session'})")
     try:
-        return str(await deps.memory.write(key, notes, facts, language))
+        return str(await deps.memory.write(key, notes, admitted, language)) + why
     except MemoryFilesError as exc:
         log.warning("%s: memory files not written: %s", key, exc)
         return f"memory files not written: {exc}"

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from filelock import FileLock
 
@@ -40,7 +41,8 @@ _BEGIN_LINE = re.compile(r"^<!-- nanobot-summary:begin\b[^\n]*-->[ \t\r]*$", re.
 # The part ends right after "-->": whatever follows on that line (a CRLF's \r) stays the user's.
 _END_LINE = re.compile(r"^<!-- nanobot-summary:end\b[^\n]*?-->(?=[ \t\r]*$)", re.MULTILINE)
 _LANG = re.compile(r"\blang=([a-z]{2})\b")
-_META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})\s*-->\s*$")
+_META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})(?:\s+(?P<session>[^\s<>]+))?\s*-->\s*$")
+_SAFE = ":@+._~/"  # session keys are written url-quoted but for these, as in the notes' markers
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
@@ -55,6 +57,7 @@ class Line:
     importance: int
     date: str  # YYYY-MM-DD it was learned or last corrected
     seq: int = 0  # breaks ties between equal importance and date: a higher one is newer
+    session: str | None = None  # the session it was learned in (None: written by someone else, or before)
 
     def rank(self) -> tuple[int, str, int]:
         return (self.importance, self.date, self.seq)
@@ -106,7 +109,8 @@ def parse(body: str, today: str, default_language: str = "en") -> Part:
         text = one_line(_BULLET.sub("", text, count=1))
         if text:
             level = int(meta["importance"]) if meta else MIN_IMPORTANCE
-            part.lines.append(Line(text, group, level, meta["date"] if meta else today, len(part.lines)))
+            session = unquote(meta["session"]) if meta and meta["session"] else None
+            part.lines.append(Line(text, group, level, meta["date"] if meta else today, len(part.lines), session))
     return part
 
 
@@ -116,16 +120,21 @@ def render(part: Part) -> str:
     groups = table.memory_groups
     order = list(CATEGORIES) + [g for g in dict.fromkeys(line.group for line in part.lines) if g not in groups]
     out = [f"{BEGIN} lang={part.language}: facts kept by the summary worker, one per line; edits are kept;"
-           f" 'i4 2026-11-20' = importance 4 of 5, learned 2026-11-20 -->",
+           f" 'i4 2026-11-20 telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->",
            f"## {table.memory_title}"]
     for group in order:
         members = [line for line in part.lines if line.group == group]
         if members:
             out.append("")
             out.append(f"### {groups.get(group, group)}")
-            out.extend(f"- {line.text} <!-- i{line.importance} {line.date} -->" for line in members)
+            out.extend(f"- {line.text} <!-- {_meta(line)} -->" for line in members)
     out.append(END)
     return "\n".join(out)
+
+
+def _meta(line: Line) -> str:
+    session = f" {quote(line.session, safe=_SAFE)}" if line.session else ""
+    return f"i{line.importance} {line.date}{session}"
 
 
 def outside_lines(text: str) -> list[str]:
@@ -167,7 +176,7 @@ def _candidates(facts: Sequence[Fact], stats: MergeStats) -> list[_Candidate]:
 
 
 def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
+          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
     """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap."""
     stats = MergeStats()
     lines = part.lines
@@ -197,6 +206,7 @@ def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str,
         line = lines[target]
         exact[norms[offset + target]] -= 1
         line.text, line.importance, line.date = cand.text, max(line.importance, cand.level), today
+        line.session = session
         norms[offset + target] = cand.norm
         exact[cand.norm] += 1
         stats.replaced += 1
@@ -207,7 +217,7 @@ def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str,
     existing = sorted(line.rank() for line in lines)
     accepted: list[tuple[_Candidate, Line]] = []
     for k, cand in enumerate(regular):
-        new = Line(cand.text, cand.group, cand.level, today, top + len(regular) - k)
+        new = Line(cand.text, cand.group, cand.level, today, top + len(regular) - k, session)
         above = len(accepted) + len(existing) - bisect.bisect_right(existing, new.rank())
         if above >= max_facts or exact[cand.norm] or find_duplicate(cand.norm, norms, threshold) is not None:
             stats.skipped += 1
@@ -232,12 +242,12 @@ def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str,
 
 
 def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD) -> tuple[str, MergeStats]:
+          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> tuple[str, MergeStats]:
     """The whole file's new text: only the managed part differs (or is appended when the file had none)."""
     span = locate(text)
     if span is None:
         part = Part(language if language in LANGUAGES else "en")
-        stats = merge(part, outside_lines(text), facts, today, max_facts, threshold)
+        stats = merge(part, outside_lines(text), facts, today, max_facts, threshold, session)
         if not part.lines:
             return text, stats
         separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
@@ -245,7 +255,7 @@ def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts
     start, end = span
     part = parse(text[start:end], today, language)
     stats = merge(part, outside_lines(text[:start]) + outside_lines(text[end:]), facts, today, max_facts,
-                  threshold)
+                  threshold, session)
     return text[:start] + render(part) + text[end:], stats
 
 
@@ -274,7 +284,7 @@ class MemoryConflict(MemoryFilesError):
 
 
 def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
-                threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
+                threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
     """Merges facts into the file atomically: lock, read, merge, temp file, compare, replace."""
     if path.is_symlink():
         path = path.resolve()  # replace the file the link points to, and keep the user's link
@@ -284,7 +294,7 @@ def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, ma
             before = _read_bytes(path)
             # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
             text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
-            new_text, stats = apply(text, facts, language, today, max_facts, threshold)
+            new_text, stats = apply(text, facts, language, today, max_facts, threshold, session)
             if new_text == text:
                 return stats
             temp = _write_temp(path, new_text.encode("utf-8", errors="surrogateescape"))

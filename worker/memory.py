@@ -74,7 +74,7 @@ class MemoryFiles:
         stats = longterm.MergeStats()
         if facts:
             stats = longterm.write_facts(self.memory_path, facts, language, self.today(),
-                                         self.max_facts, self.threshold)
+                                         self.max_facts, self.threshold, session_key)
         return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted)
 
     def known_facts(self, limit: int | None = None) -> list[str]:

@@ -149,7 +149,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     text = "" if not existing or existing.endswith("\n") else "\n"
     text += f"\n{span.marker()}\n"
     if blocks:
-        text += f"## {' '.join(session.split())}{_when(note, tz)}\n\n" + "\n".join(blocks)
+        text += f"## {one_line(session)}{_when(note, tz)}\n\n" + "\n".join(blocks)
     return text
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from nanobot_hooks.contract import KEY_PREFIX, Reason, utcnow
 from worker.budget import Spend
+from worker.redact import redact
 
 OUTCOME_PREFIX = f"{KEY_PREFIX}:outcome:"
 KEEP_SECONDS = 7 * 24 * 3600
@@ -45,7 +46,8 @@ class JobOutcome(BaseModel):
 
 
 async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
-    await redis.set(outcome_key(outcome.session_key), outcome.model_dump_json(), ex=keep_seconds)
+    kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
+    await redis.set(outcome_key(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:

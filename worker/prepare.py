@@ -11,6 +11,7 @@ from typing import Any
 
 from nanobot_hooks.nanobot_format import is_hidden
 from worker.language import text_language
+from worker.redact import redact
 from worker.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
@@ -89,8 +90,23 @@ def _tool_call_text(call: Any) -> str:
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
+# The prompt's own block names (worker.prompts): data must never open or close one.
+_BLOCK_TAG = re.compile(r"<(/?)(?=(?:messages|previous_summary|already_remembered)\b)", re.IGNORECASE)
+
+
+def defused(text: str) -> str:
+    """Text made safe to quote in a block of the prompt: secret values redacted, our block tags defused."""
+    return _BLOCK_TAG.sub(r"‹\1", redact(text))
+
+
+def as_data(text: str) -> str:
+    """A message's text for the transcript: defused, and every line after the first indented, so no
+    message can start a line of its own (a forged "user:" turn) in it."""
+    return defused(text).replace("\n", "\n    ")
+
+
 def render(message: dict[str, Any], moment: datetime | None = None) -> str | None:
-    """A message as one transcript line (stamped with its local time), or None when the summary should not see it."""
+    """A message as one transcript entry (stamped with its local time), or None when the summary should not see it."""
     if is_hidden(message):
         return None  # nanobot's checkpoint markers and slash commands
     role = message.get("role")
@@ -99,15 +115,15 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
     if message.get("media") and not text:
         text = "[attachment]"
     if role == "tool":
-        name = message.get("name") or "tool"
-        return f"{stamp}tool result ({name}): {cut_middle(text, TOOL_RESULT_CHARS)}"
+        name = " ".join(str(message.get("name") or "tool").split())
+        return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS))}"
     calls = [_tool_call_text(c) for c in message.get("tool_calls") or []]
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
         return None
-    label = role if role in ("user", "assistant", "system") else str(role or "unknown")
-    return f"{stamp}{label}: {cut_middle(text, MESSAGE_CHARS)}"
+    label = role if role in ("user", "assistant", "system") else "unknown"
+    return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS))}"
 
 
 def transcript(

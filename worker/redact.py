@@ -159,5 +159,17 @@ def redact(text: str) -> str:
 def one_line(text: str) -> str:
     """Redacted, on one line, valid UTF-8, without HTML-comment delimiters: safe as one bullet of a memory file."""
     text = text.encode("utf-8", errors="ignore").decode("utf-8")  # lone surrogates cannot be written
-    text = redact(text).replace("<!--", "").replace("-->", "")
-    return " ".join(text.split())
+    return " ".join(no_comments(redact(text)).split())
+
+
+_COMMENT_DELIMITERS = ("<!--", "-->", "--!>")
+
+
+def no_comments(text: str) -> str:
+    """`text` with no HTML-comment delimiter left, however nested: taking one out can join the characters
+    around it into another (`<-->!--` becomes `<!--`), so it repeats until none is left. A delimiter
+    would hide the rest of a memory file in a Markdown viewer, or forge this project's markers."""
+    while any(delimiter in text for delimiter in _COMMENT_DELIMITERS):
+        for delimiter in _COMMENT_DELIMITERS:
+            text = text.replace(delimiter, "")
+    return text

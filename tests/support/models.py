@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from tests.support.fakellm import FakeRequest, Reply
 
 REFUSAL = "I'm sorry, I can't help with that."
-_BLOCK = re.compile(r"<(previous_summary|messages)[^>]*>\n?(.*?)\n?</\1>", re.DOTALL)
+_BLOCK = re.compile(r"<(previous_summary|messages)(-\w+)?[^>]*>\n?(.*?)\n?</\1\2>", re.DOTALL)
 _USER_LINE = re.compile(r"^(?:\[(\d{4}-\d{2}-\d{2})[^\]]*\]\s*)?user:\s*(.+)$", re.MULTILINE)
 
 
 def previous_summary(request: FakeRequest) -> str:
     """The previous summary the worker sent ('' for none)."""
-    blocks = dict(_BLOCK.findall(request.last_user_text))
+    blocks = {name: body for name, _, body in _BLOCK.findall(request.last_user_text)}
     text = blocks.get("previous_summary", "").strip()
     return "" if text == "(none yet)" else text
 
 
 def user_lines(request: FakeRequest) -> list[tuple[str | None, str]]:
     """(date, text) of each user message in the transcript the worker sent."""
-    blocks = dict(_BLOCK.findall(request.last_user_text))
+    blocks = {name: body for name, _, body in _BLOCK.findall(request.last_user_text)}
     return [(date or None, text.strip()) for date, text in _USER_LINE.findall(blocks.get("messages", ""))]
 
 
