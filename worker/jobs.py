@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, tzinfo
@@ -33,6 +35,7 @@ from worker.nanobot_config import ModelChoice, NanobotConfig
 from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
+from worker.recall_index import RecallIndex, RecallIndexError, archived_through
 from worker.redact import redact
 from worker.settings import Settings
 from worker.sessions import SessionFile, read_session, write_metadata_entry
@@ -70,6 +73,7 @@ class Deps:
     tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
     instructions: str | None = None
     memory: Memory | None = None
+    recall: RecallIndex | None = None
 
     @property
     def sessions_dir(self) -> Path:
@@ -136,7 +140,21 @@ async def run_job(deps: Deps, redis: ArqRedis, req: SummarizeRequest, job_try: i
         status = "noted" if outcome.status == "noop" and written else outcome.status
         detail = f"{outcome.detail}; {written or 'notes up to date'}"
         outcome = outcome.model_copy(update={"status": status, "detail": detail})
+    await index_for_recall(deps, session, outcome.boundary)
     return outcome
+
+
+async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None) -> None:
+    """The recall index follows what this job archived and noted; its trouble is logged, never fatal."""
+    if deps.recall is None:
+        return
+    through = max(archived_through(session), boundary or 0)
+    try:
+        done = await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir, session, through)
+    except (RecallIndexError, sqlite3.Error, OSError) as exc:
+        log.warning("%s: recall index not updated: %s", session.key, exc)
+        return
+    log.info("%s: %s", session.key, done)
 
 
 async def summarize_part(
