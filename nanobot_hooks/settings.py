@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -54,6 +54,13 @@ class HookSettings(BaseSettings):
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
                     "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none'",
+    )
+
+    summary_recall: bool = Field(True, description="offer the recall tool to the model; false = not offered")
+    summary_recall_scope: Literal["session", "trusted"] = Field(
+        "session",
+        description="what recall searches: 'session' = the asking session's own material and MEMORY.md; "
+                    "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
     )
 
     @field_validator("memory_sessions", mode="before")
