@@ -408,7 +408,8 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_max_tries": "3",
         "summary_retry_delay": "1", "summary_workspace": str(agent_home.workspace), "summary_daily_at": "23:30",
         "summary_timezone": "Asia/Shanghai", "memory_max_facts": "100", "config": str(agent_home.config_path),
-        "redis_url": redis_url,
+        "redis_url": redis_url, "memory_sessions": "direct,slack:D*", "summary_recall": "true",
+        "summary_recall_scope": "trusted",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
