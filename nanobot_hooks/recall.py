@@ -183,7 +183,8 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
         stopped = True  # what was found in time is still worth giving
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
-    hits.sort(key=lambda h: (h.score, h.day or "", h.at or ""), reverse=True)
+    # MEMORY.md is in every prompt already: of equal score, what the conversation said comes first.
+    hits.sort(key=lambda h: (h.score, h.part.kind != "memory", h.day or "", h.at or ""), reverse=True)
     return render(query, hits[:RESULTS], terms, asker, widened, stopped, dated)
 
 

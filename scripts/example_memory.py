@@ -9,6 +9,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -59,7 +61,9 @@ ANSWER = {
 }
 
 
-async def produce(redis_url: str) -> dict[str, str]:
+@asynccontextmanager
+async def summarized_home(redis_url: str) -> AsyncIterator[NanobotHome]:
+    """A throwaway nanobot home whose conversation the real worker summarized (memory files, recall index)."""
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps(ANSWER, ensure_ascii=False))
         home = NanobotHome.create(Path(tmp), llm.url)
@@ -82,6 +86,11 @@ async def produce(redis_url: str) -> dict[str, str]:
         await worker.close()
         await redis.flushdb()
         await redis.aclose()
+        yield home
+
+
+async def produce(redis_url: str) -> dict[str, str]:
+    async with summarized_home(redis_url) as home:
         return {p.name: p.read_text(encoding="utf-8") for p in sorted((home.workspace / "memory").glob("*.md"))}
 
 

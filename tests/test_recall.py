@@ -301,3 +301,10 @@ async def test_the_recall_tool_answers_in_plain_text_and_never_raises(home, inde
     monkeypatch.setattr(recall, "search", lambda *a, **k: __import__("time").sleep(0.5))
     assert (await slow.execute(query="端口")).endswith("did not answer in time.")
     assert json.dumps(tool.parameters) and asyncio.iscoroutinefunction(tool.execute)
+
+
+def test_the_benchmark_runs_in_its_smoke_size():
+    done = subprocess.run([sys.executable, "scripts/bench_recall.py", "--smoke"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "query latency, all (60)" in done.stdout and "queries with passages found: 40 of 60" in done.stdout
