@@ -170,8 +170,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
     stopped = False
     try:
         # mode=ro: the tool can never change the index; WAL lets it read while the worker writes.
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget,
-                                     check_same_thread=False)) as db:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget)) as db:
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
             if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."

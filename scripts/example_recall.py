@@ -3,19 +3,15 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from example_memory import KEY, summarized_home  # noqa: E402
+from example_memory import KEY, run_example, summarized_home  # noqa: E402
 from nanobot_hooks.recall import search  # noqa: E402
 from nanobot_hooks.settings import HookSettings  # noqa: E402
-from worker.connections import answers, start_embedded  # noqa: E402
 
 GROUP = "telegram:-1001234"
 # (the session asking, the tool's arguments)
@@ -41,16 +37,7 @@ async def produce(redis_url: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/example_recall.py", description=__doc__)
-    parser.add_argument("--redis-url", default=os.environ.get("EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/15"),
-                        help="a Redis DB the script may flush (default DB 15)")
-    args = parser.parse_args(argv)
-    embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
-    try:
-        print(asyncio.run(produce(args.redis_url)))
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    print(run_example("scripts/example_recall.py", __doc__, produce, argv))
     return 0
 
 

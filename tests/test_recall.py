@@ -22,6 +22,7 @@ from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_par
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
+from worker.outcomes import load_outcome
 from worker.recall_index import RecallIndex, gram_text, memory_rows, note_rows
 
 from .conftest import conversation, run_burst, summary_json
@@ -270,6 +271,31 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
     assert "answer 3: use flag --zone-3" in found and "2026-11-20 09:07" in found
     assert search(nanobot_home.workspace, "zone-11", DM, trusted).startswith("Nothing found"), "kept, not archived"
     assert "部署脚本" in search(nanobot_home.workspace, "部署", DM, trusted)
+
+
+async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for,
+                                                                 monkeypatch):
+    from worker import recall_index
+
+    monkeypatch.setattr(recall_index, "fts_problem", lambda: "no FTS5 here")
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_session(DM, conversation(12))
+    await enqueue_summary(redis, SummarizeRequest(session_key=DM))
+    await run_burst(deps_for(summary_keep="messages:4"))
+    outcome = await load_outcome(redis, DM)
+    assert outcome is not None and outcome.status == "summarized", outcome
+
+
+def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
+    from worker import recall_index
+
+    monkeypatch.setattr(recall_index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
+    with pytest.raises(recall_index.RecallIndexError, match="no FTS5 trigram"):
+        RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
+    assert not (home.workspace / RECALL_INDEX).exists()
+    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    monkeypatch.setattr(recall, "fts_available", lambda: False)
+    assert plugin.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
 
 
 def test_the_recall_tool_is_offered_unless_switched_off(monkeypatch):
