@@ -202,6 +202,10 @@ def test_changed_files_are_followed_a_reset_session_forgets_and_a_deleted_day_go
     home.write_session(DM, _messages([("2026-11-24T10:00:00", "user", "a fresh start after /new")]))
     index.refresh(home.sessions_dir)
     assert ask(home, "端口").startswith("Nothing found"), "nanobot's /new emptied the session"
+    assert "7777" in ask(home, "端口", asker=GROUP)
+    home.session_file(GROUP).unlink()
+    index.refresh(home.sessions_dir)
+    assert ask(home, "端口", asker=GROUP).startswith("Nothing found"), "a deleted session file is forgotten"
 
 
 def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):

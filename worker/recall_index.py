@@ -33,7 +33,7 @@ from nanobot_hooks.contract import (
     RECALL_TABLES,
     SummaryRecord,
 )
-from nanobot_hooks.nanobot_format import is_internal_session, timestamp_before
+from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
 from worker import longterm, notes
 from worker.errors import SessionError, WorkerError
 from worker.language import CJK_LETTERS
@@ -258,7 +258,15 @@ class RecallIndex:
     def _sweep(self, db: sqlite3.Connection, sessions_dir: Path, skip: str | None) -> int:
         """Every session whose file changed since it was last read here; files that went are forgotten."""
         added = 0
-        for key in list_session_keys(sessions_dir):
+        keys = list_session_keys(sessions_dir)
+        if sessions_dir.is_dir():  # an unreachable folder is not a folder emptied
+            for part, key in db.execute("SELECT id, session FROM parts WHERE kind = 'messages'").fetchall():
+                if key not in keys and key != skip:
+                    with _transaction(db):
+                        self._drop(db, part)
+                        db.execute("UPDATE parts SET through = 0, stamp = NULL WHERE id = ?", (part,))
+                        db.execute("DELETE FROM files WHERE name = ?", (f"sessions/{storage_name(key)}",))
+        for key in keys:
             if key == skip or is_internal_session(key):
                 continue
             try:
