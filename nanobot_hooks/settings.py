@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -58,6 +58,13 @@ class HookSettings(BaseSettings):
                     "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none'",
     )
 
+    summary_recall: bool = Field(True, description="offer the recall tool to the model; false = not offered")
+    summary_recall_scope: Literal["session", "trusted"] = Field(
+        "session",
+        description="what recall searches: 'session' = the asking session's own material and MEMORY.md; "
+                    "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
+    )
+
     @field_validator("memory_sessions", mode="before")
     @classmethod
     def _split_patterns(cls, value: object) -> object:
@@ -68,9 +75,17 @@ class HookSettings(BaseSettings):
             return () if patterns == ("none",) else patterns
         return value
 
+    @field_validator("redis_ca_file", mode="before")
+    @classmethod
+    def _blank_path_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     def redis_options(self) -> dict[str, Any]:
-        """Extra keyword arguments of redis-py's `from_url` for this Redis (a CA file for TLS)."""
-        return {"ssl_ca_certs": str(self.redis_ca_file.expanduser())} if self.redis_ca_file else {}
+        """Extra keyword arguments of redis-py's `from_url` for this Redis: the CA file, for TLS only
+        (a plain connection takes no TLS options)."""
+        if self.redis_ca_file is None or not self.redis_url.startswith("rediss://"):
+            return {}
+        return {"ssl_ca_certs": str(self.redis_ca_file.expanduser())}
 
     def is_trusted(self, session_key: str) -> bool:
         """May this session's user write long-term memory, and recall what other sessions said?"""

@@ -9,7 +9,10 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,6 +28,7 @@ from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 
 KEY = "telegram:42"
+T = TypeVar("T")
 USER_LINES = "# Long-term Memory\n\n- I am Li Lei, I live in Hangzhou. (written by the user)\n"
 TURNS = [
     ("2026-11-20T23:41:00", "帮我把博客从 WordPress 迁到 Hugo，旧链接要保留。", "好的，先导出文章，再用 aliases 保留旧链接。"),
@@ -59,7 +63,9 @@ ANSWER = {
 }
 
 
-async def produce(redis_url: str) -> dict[str, str]:
+@asynccontextmanager
+async def summarized_home(redis_url: str) -> AsyncIterator[NanobotHome]:
+    """A throwaway nanobot home whose conversation the real worker summarized (memory files, recall index)."""
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps(ANSWER, ensure_ascii=False))
         home = NanobotHome.create(Path(tmp), llm.url)
@@ -82,20 +88,31 @@ async def produce(redis_url: str) -> dict[str, str]:
         await worker.close()
         await redis.flushdb()
         await redis.aclose()
+        yield home
+
+
+async def produce(redis_url: str) -> dict[str, str]:
+    async with summarized_home(redis_url) as home:
         return {p.name: p.read_text(encoding="utf-8") for p in sorted((home.workspace / "memory").glob("*.md"))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/example_memory.py", description=__doc__)
+def run_example(prog: str, description: str | None, make: Callable[[str], Awaitable[T]],
+                argv: list[str] | None = None) -> T:
+    """An example script's command line: --redis-url, an embedded Redis when none answers there, then `make`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--redis-url", default=os.environ.get("EXAMPLE_REDIS_URL", "redis://127.0.0.1:6379/15"),
                         help="a Redis DB the script may flush (default DB 15)")
     args = parser.parse_args(argv)
     embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
     try:
-        files = asyncio.run(produce(args.redis_url))
+        return asyncio.run(make(args.redis_url))
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    files = run_example("scripts/example_memory.py", __doc__, produce, argv)
     for name, text in files.items():
         print(f"==> memory/{name} <==\n{text}")
     return 0

@@ -66,7 +66,8 @@ def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    declared = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.plugin:RecallTool" in declared
 
 
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 _LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2}( \S+)? -->")  # the day a fact was learned is the day of the run
 
 
-def _example_module():
-    spec = importlib.util.spec_from_file_location("example_memory", ROOT / "scripts" / "example_memory.py")
+def _example_module(name: str = "example_memory"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -37,3 +37,12 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
     for script in ("scripts/run-worker", "scripts/test"):
         assert (ROOT / script).stat().st_mode & 0o111, f"{script} is executable"
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+async def test_readme_recall_example_matches_the_code(redis_url) -> None:
+    match = re.search(r"`scripts/example_recall.py`[^`]*```text\n(.*?)\n```", README, re.DOTALL)
+    assert match, "README has no recall example"
+    produced = await _example_module("example_recall").produce(redis_url)
+    assert "[REDACTED]" in produced and "sk-live" not in produced
+    learned = re.compile(r"learned \d{4}-\d{2}-\d{2}")  # MEMORY.md's facts are learned on the day of the run
+    assert learned.sub("learned", match.group(1)) == learned.sub("learned", produced)

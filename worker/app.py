@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import shlex
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from worker.memory import MemoryFiles
 from worker.redact import redact
 from worker.errors import NanobotConfigError
 from worker.nanobot_config import NanobotConfig, resolve_model
+from worker.recall_index import RecallIndex, RecallIndexError
 from worker.settings import Settings, SettingsError, load_settings
 from worker.tokens import best_counter
 
@@ -47,7 +50,8 @@ def build_deps(settings: Settings) -> Deps:
     tz = notes_timezone(settings, nanobot)
     memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts)
     return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback, counter=best_counter(), tz=tz,
-                instructions=instructions, memory=memory, job_timeout=job_timeout(settings))
+                instructions=instructions, memory=memory, job_timeout=job_timeout(settings),
+                recall=RecallIndex(memory.workspace, tz))
 
 
 def job_timeout(settings: Settings) -> int:
@@ -78,6 +82,19 @@ async def startup(ctx: dict[str, Any]) -> None:
     except NanobotConfigError as exc:
         # Not fatal: nanobot may simply not have run yet; each job reports it again until it has.
         log.warning("%s", exc)
+        return
+    await sweep_recall_index(deps)
+
+
+async def sweep_recall_index(deps: Deps) -> None:
+    """Catch the recall index up with sessions and memory files that changed while no worker ran
+    (and build it when missing); off the turn's path, and never fatal."""
+    if deps.recall is None:
+        return
+    try:
+        log.info("%s", await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir))
+    except (RecallIndexError, sqlite3.Error, OSError, NanobotConfigError) as exc:
+        log.warning("recall index not refreshed: %s", exc)
 
 
 def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:

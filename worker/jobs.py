@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
@@ -38,6 +39,7 @@ from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
+from worker.recall_index import RecallIndex, RecallIndexError, archived_through
 from worker.redact import redact
 from worker.sessions import SessionFile, read_session, write_metadata_entry
 from worker.settings import Settings
@@ -84,6 +86,7 @@ class Deps:
     job_timeout: float = 300.0  # arq's, for the deadline of one try
     # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
     prose_models: set[str] = field(default_factory=set)
+    recall: RecallIndex | None = None
 
     @property
     def sessions_dir(self) -> Path:
@@ -233,7 +236,21 @@ async def run_job(run: Run) -> JobOutcome:
         status = "noted" if outcome.status == "noop" and written else outcome.status
         detail = f"{outcome.detail}; {written or 'notes up to date'}"
         outcome = outcome.model_copy(update={"status": status, "detail": detail})
+    await index_for_recall(deps, session, outcome.boundary)
     return outcome
+
+
+async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None) -> None:
+    """The recall index follows what this job archived and noted; its trouble is logged, never fatal."""
+    if deps.recall is None:
+        return
+    through = max(archived_through(session), boundary or 0)
+    try:
+        done = await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir, session, through)
+    except (RecallIndexError, sqlite3.Error, OSError) as exc:
+        log.warning("%s: recall index not updated: %s", session.key, exc)
+        return
+    log.info("%s: %s", session.key, done)
 
 
 async def summarize_part(run: Run, session: SessionFile) -> tuple[JobOutcome, set[int]]:

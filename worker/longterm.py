@@ -151,6 +151,25 @@ def outside_lines(text: str) -> list[str]:
     return found
 
 
+def dated_lines(text: str) -> list[tuple[int, str, str, str | None]]:
+    """Every text line of the file (ours and the user's): (line number, its heading, the text without
+    bullet or metadata, the day it was learned or None). For the recall index."""
+    found = []
+    heading = ""
+    for number, raw in enumerate(text.split("\n")):
+        if _COMMENT.match(raw):
+            continue
+        title = _HEADING.match(raw)
+        if title:
+            heading = title.group(2).strip()
+            continue
+        meta = _META.search(raw)
+        line = one_line(_BULLET.sub("", raw[: meta.start()] if meta else raw, count=1))
+        if line:
+            found.append((number, heading, line, meta["date"] if meta else None))
+    return found
+
+
 @dataclass
 class _Candidate:
     text: str

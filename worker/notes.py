@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date as Date
 from datetime import datetime
@@ -81,27 +82,38 @@ def digest(items: dict[str, list[str]]) -> str:
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:12]
 
 
-def spans(text: str) -> list[Span]:
+def _span(match: re.Match[str]) -> Span:
     def value(raw: str) -> str | None:
         return None if raw == "-" else unquote(raw)
-    return [Span(value(m["session"]) or "", value(m["first"]), value(m["last"]), m["digest"])
-            for m in _MARKER.finditer(text)]
+    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"])
+
+
+def spans(text: str) -> list[Span]:
+    return [_span(m) for m in _MARKER.finditer(text)]
+
+
+def section_items(text: str) -> Iterator[tuple[Span, str, str]]:
+    """Every bullet of a day's text inside a section: (its span, its `###` heading, the bullet's text).
+
+    Lines before the first marker belong to no session and are left out."""
+    current: Span | None = None
+    heading = ""
+    for line in text.splitlines():
+        marker = _MARKER.match(line)
+        if marker:
+            current, heading = _span(marker), ""
+            continue
+        if line.startswith("### "):
+            heading = line[4:].strip()
+            continue
+        bullet = _BULLET.match(line)
+        if current is not None and bullet:
+            yield current, heading, bullet.group(1)
 
 
 def session_items(text: str, session: str) -> list[str]:
     """Normalized bullet items already noted for a session in a day's text."""
-    found: list[str] = []
-    current: str | None = None
-    for line in text.splitlines():
-        marker = _MARKER.match(line)
-        if marker:
-            current = unquote(marker["session"])
-            continue
-        if current == session:
-            bullet = _BULLET.match(line)
-            if bullet:
-                found.append(normalize(bullet.group(1)))
-    return found
+    return [normalize(item) for span, _, item in section_items(text) if span.session == session]
 
 
 def _clock(stamp: str | None, tz: ZoneInfo) -> str | None:

@@ -1,0 +1,229 @@
+"""The recall search: a few short, dated passages of what summaries left out, from the worker's index.
+
+Runs inside nanobot for the `recall` tool (plugin.RecallTool). Light and read-only: the standard
+library's sqlite3 on the index the worker keeps (layout: contract.py), opened with `mode=ro`, stopped
+at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
+
+Who sees what (`visible_parts`): a session sees its own archived messages, its own sections of the daily
+notes, and MEMORY.md (which nanobot already puts in every session's prompt). Only when the user set
+NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
+trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import date as Date
+from functools import lru_cache
+from pathlib import Path
+
+from nanobot_hooks.contract import PART_BITS, RECALL_INDEX, RECALL_SCHEMA_VERSION
+
+BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
+RESULTS = 5
+PER_TERM = 200  # the most recent matches of one term in one part: enough to rank, bounded in cost
+SNIPPET_CHARS = 180
+MAX_TERMS = 8
+MIN_TRIGRAM = 3  # shorter terms (most Chinese words) are looked up in the bigram table
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_EDGE_PUNCTUATION = "\"'“”‘’「」『』()（）[]【】,，。.、;；:：!！?？"
+_PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
+
+
+@dataclass(frozen=True)
+class Part:
+    id: int
+    kind: str  # messages | notes | memory
+    session: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    part: Part
+    position: int
+    score: int  # how many of the query's terms it holds
+    day: str | None
+    at: str | None
+    label: str
+    body: str
+
+
+# -- pure ------------------------------------------------------------------------------------------
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's words, two characters or more, each once (case aside), at most MAX_TERMS."""
+    seen: dict[str, str] = {}
+    for raw in query.split():
+        term = raw.strip(_EDGE_PUNCTUATION)
+        if len(term) >= 2 and term.casefold() not in seen:
+            seen[term.casefold()] = term
+    return list(seen.values())[:MAX_TERMS]
+
+
+def phrase(term: str) -> str:
+    """An FTS5 string literal: the term must appear as it is (a substring, or a bigram token)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def visible_parts(parts: Sequence[Part], asker: str | None, trusted: Callable[[str], bool], scope: str) -> list[Part]:
+    """The parts a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
+    widen = scope == "trusted" and asker is not None and trusted(asker)
+    return [p for p in parts if p.kind == "memory"
+            or (asker is not None and p.session == asker)
+            or (widen and p.session and trusted(p.session))]
+
+
+def check_day(value: str | None, name: str) -> str | None:
+    """A YYYY-MM-DD date or None; raises ValueError naming the parameter."""
+    if value is None or value == "":
+        return None
+    try:
+        if not _DAY.match(value):
+            raise ValueError
+        return Date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise ValueError(f"{name} must be a date written YYYY-MM-DD, not {value!r}") from None
+
+
+def snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
+    """The part of `body` around the first term it holds, on one line, `width` characters at most."""
+    text = " ".join(body.split())
+    lowered = text.lower()
+    found = [i for i in (lowered.find(t.lower()) for t in terms) if i >= 0]
+    if len(text) <= width:
+        return text
+    at = min(found) if found else 0
+    start = max(0, min(at - width // 3, len(text) - width))
+    cut = text[start:start + width]
+    return ("…" if start else "") + cut + ("…" if start + width < len(text) else "")
+
+
+def where(hit: Hit, asker: str | None) -> str:
+    """Where a passage came from, as the model reads it."""
+    chat = "this conversation" if hit.part.session == asker else f"conversation {hit.part.session}"
+    if hit.part.kind == "messages":
+        return f"{hit.at or hit.day or 'undated'} · {chat}, message {hit.position} ({hit.label})"
+    if hit.part.kind == "notes":
+        label = f", {hit.label}" if hit.label else ""
+        return f"{hit.at or hit.day} · daily notes memory/{hit.day}.md, {chat}{label}"
+    learned = f"learned {hit.day}" if hit.day else "undated"
+    return f"MEMORY.md line {hit.position + 1} ({learned}{', ' + hit.label if hit.label else ''})"
+
+
+def describe_scope(widened: bool) -> str:
+    if widened:
+        return "your trusted conversations' archives and daily notes, and MEMORY.md"
+    return "this conversation's archive, its daily notes and MEMORY.md"
+
+
+def render(query: str, hits: Sequence[Hit], terms: Sequence[str], asker: str | None, widened: bool,
+           stopped: bool, dated: str) -> str:
+    """The tool's answer: plain text, one numbered passage per hit, each with its date and its source."""
+    scope = describe_scope(widened) + dated
+    late = " (the search stopped at its time limit)" if stopped else ""
+    if not hits:
+        return f"Nothing found for {query!r} in {scope}{late}."
+    lines = [f"Found {len(hits)} passage{'s' if len(hits) > 1 else ''} for {query!r} in {scope}{late}; "
+             "dates are local:"]
+    for number, hit in enumerate(hits, start=1):
+        lines.append(f"{number}. {where(hit, asker)}")
+        lines.append(f"   {snippet(hit.body, terms)}")
+    return "\n".join(lines)
+
+
+# -- the index (read-only I/O) ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def fts_available() -> bool:
+    """Can this Python's SQLite read the index (FTS5 with the trigram tokenizer)?"""
+    try:
+        with closing(sqlite3.connect(":memory:")) as db:
+            db.execute("CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='trigram')")
+        return True
+    except sqlite3.Error:
+        return False
+
+
+def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[str], bool], scope: str = "session",
+           date_from: str | None = None, date_to: str | None = None, budget: float = BUDGET_SECONDS) -> str:
+    """The answer to one recall. Raises ValueError for a bad date only; the index's trouble is "nothing found"."""
+    since, until = check_day(date_from, "date_from"), check_day(date_to, "date_to")
+    if since and until and since > until:
+        since, until = until, since
+    dated = f" between {since or 'the start'} and {until or 'today'}" if since or until else ""
+    terms = query_terms(query)
+    if not terms:
+        return f"Nothing to search for in {query!r}: give one or more keywords of two characters or more."
+    path = Path(workspace) / RECALL_INDEX
+    widened = scope == "trusted" and asker is not None and trusted(asker)
+    if not path.is_file():
+        return f"Nothing found for {query!r}: no archive has been indexed yet."
+    deadline = time.monotonic() + budget
+    hits: list[Hit] = []
+    stopped = False
+    try:
+        # mode=ro: the tool can never change the index; WAL lets it read while the worker writes.
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget)) as db:
+            db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+            if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
+                return f"Nothing found for {query!r}: the archive index is being rebuilt."
+            parts = [Part(*row) for row in db.execute("SELECT id, kind, session FROM parts")]
+            _find(db, visible_parts(parts, asker, trusted, scope), terms, since, until, hits)
+    except sqlite3.OperationalError as exc:
+        if "interrupt" not in str(exc):
+            return f"Nothing found for {query!r}: the archive index cannot be read right now."
+        stopped = True  # what was found in time is still worth giving
+    except sqlite3.Error:
+        return f"Nothing found for {query!r}: the archive index cannot be read right now."
+    # MEMORY.md is in every prompt already: of equal score, what the conversation said comes first.
+    hits.sort(key=lambda h: (h.score, h.part.kind != "memory", h.day or "", h.at or ""), reverse=True)
+    return render(query, hits[:RESULTS], terms, asker, widened, stopped, dated)
+
+
+def _find(db: sqlite3.Connection, parts: Sequence[Part], terms: Sequence[str], since: str | None,
+          until: str | None, hits: list[Hit]) -> None:
+    """Adds to `hits` the best RESULTS of each part (most terms first, then the most recent), as found."""
+    for part in parts:
+        span = _rowid_span(db, part, since, until)
+        if span is None:
+            continue
+        scores: dict[int, int] = {}
+        for term in terms:
+            table = "passages" if len(term) >= MIN_TRIGRAM else "grams"
+            for (rowid,) in db.execute(
+                    f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
+                    "ORDER BY rowid DESC LIMIT ?", (phrase(term), span[0], span[1], PER_TERM)):
+                scores[rowid] = scores.get(rowid, 0) + 1
+        # Within a part a higher rowid is later (message index, note date): the best of each part first.
+        kept = 0
+        for rowid in sorted(scores, key=lambda r: (scores[r], r), reverse=True):
+            row = db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?", (rowid,)).fetchone()
+            if row is None or not _in_range(row[1], since, until):
+                continue
+            hits.append(Hit(part, rowid & ((1 << PART_BITS) - 1), scores[rowid], row[1], row[2], row[3] or "",
+                            row[0]))
+            kept += 1
+            if kept == RESULTS:
+                break
+
+
+def _rowid_span(db: sqlite3.Connection, part: Part, since: str | None, until: str | None) -> tuple[int, int] | None:
+    base = part.id << PART_BITS
+    if since is None and until is None:
+        return base, base | ((1 << PART_BITS) - 1)
+    low, high = db.execute("SELECT min(low), max(high) FROM days WHERE part = ? AND day BETWEEN ? AND ?",
+                           (part.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
+    return None if low is None else (low, high)
+
+
+def _in_range(day: str | None, since: str | None, until: str | None) -> bool:
+    if since is None and until is None:
+        return True
+    return day is not None and (since or "") <= day <= (until or "9999-99-99")

@@ -1,0 +1,185 @@
+"""Benchmark of the recall index: query latency, the update after one summary, the rebuild, size on disk.
+
+A workspace with a year of conversation (100,000 archived messages, mixed Chinese, Japanese and English)
+and a year of daily notes is indexed with the worker's own code; queries run through the tool's search,
+each opening the index read-only as the tool does. Prints figures; `--smoke` is a small, quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+
+from nanobot_hooks.contract import RECALL_INDEX  # noqa: E402
+from nanobot_hooks.nanobot_format import is_direct_chat  # noqa: E402
+from nanobot_hooks.recall import search  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
+from worker.recall_index import RecallIndex  # noqa: E402
+from worker.sessions import read_session  # noqa: E402
+
+UTC = ZoneInfo("UTC")
+MAIN = "telegram:42"
+EN = ("the", "deploy", "script", "server", "config", "nginx", "port", "database", "backup", "blog", "Hugo",
+      "theme", "build", "error", "cache", "Redis", "queue", "worker", "timeout", "retry", "token", "model",
+      "summary", "note", "user", "prefers", "short", "answers", "we", "should", "try", "again", "tomorrow")
+ZH = ("我们", "部署", "脚本", "服务器", "配置", "端口", "数据库", "备份", "博客", "主题", "构建", "报错", "缓存",
+      "队列", "超时", "重试", "模型", "总结", "笔记", "用户", "喜欢", "简洁", "回答", "明天", "再试", "一下", "的", "了")
+JA = ("サーバー", "の", "ポート", "を", "設定", "して", "ください", "デプロイ", "スクリプト", "バックアップ", "は",
+      "明日", "もう一度", "試して", "キャッシュ", "エラー", "が", "出ました")
+# Common words (thousands of matches: the costly kind), and rare codes planted in the messages.
+WORDS = ["nginx port", "端口", "数据库 端口", "ポート", "デプロイ スクリプト", "backup tomorrow", "Redis queue",
+         "部署 脚本 报错", "theme build error", "超时 重试", "the", "我们", "用户 喜欢 简洁 回答"]
+CODES = [f"zx{n:05d}" for n in range(0, 400, 7)] + [f"编号{n:05d}" for n in range(0, 400, 11)]
+
+
+def sentence(rng: random.Random) -> str:
+    roll = rng.random()
+    if roll < 0.5:
+        return "".join(rng.choices(ZH, k=rng.randint(8, 40)))
+    if roll < 0.7:
+        return "".join(rng.choices(JA, k=rng.randint(6, 30)))
+    return " ".join(rng.choices(EN, k=rng.randint(8, 45)))
+
+
+def conversation(count: int, start: datetime, span: timedelta, rng: random.Random, planted: int) -> list[dict]:
+    """`count` messages over `span`; every `count // planted`-th carries a rare code to look for."""
+    step = span / count
+    every = max(1, count // max(planted, 1))
+    messages = []
+    for i in range(count):
+        text = sentence(rng)
+        if i % every == 0:
+            text += f" zx{i // every:05d} 编号{i // every:05d}"
+        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text,
+                         "timestamp": (start + step * i).isoformat(timespec="seconds")})
+    return messages
+
+
+def day_notes(day: str, sessions: list[str], rng: random.Random) -> str:
+    text = f"# {day}\n"
+    for n, key in enumerate(sessions):
+        first = f"{day}T{8 + n:02d}:00:00"
+        text += (f"\n<!-- nanobot-summary:notes session={key} first={first} last={day}T{8 + n:02d}:30:00"
+                 f" digest={n:012x} -->\n## {key} · {8 + n:02d}:00–{8 + n:02d}:30\n\n### 主要话题\n")
+        text += "".join(f"- {sentence(rng)[:80]}\n" for _ in range(rng.randint(4, 8)))
+    return text
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="archived messages in the workspace (100000)")
+    parser.add_argument("--sessions", type=int, default=5, help="sessions they are spread over (5)")
+    parser.add_argument("--main-share", type=float, default=0.7,
+                        help="share of the messages in the session that asks (0.7: the worst case is the asker's)")
+    parser.add_argument("--days", type=int, default=365, help="days of notes and of conversation (365)")
+    parser.add_argument("--queries", type=int, default=1_000, help="queries timed (1000)")
+    parser.add_argument("--updates", type=int, default=30, help="summaries whose index update is timed (30)")
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.messages, args.days, args.queries, args.updates = 2_000, 20, 60, 3
+    rng = random.Random(7)
+    start = datetime(2025, 11, 20, 8, 0)
+    span = timedelta(days=args.days)
+    others = [f"telegram:{100 + n}" for n in range(args.sessions - 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
+        main_count = int(args.messages * args.main_share)
+        counts = {MAIN: main_count, **{k: (args.messages - main_count) // max(len(others), 1) for k in others}}
+        text_bytes = 0
+        for key, count in counts.items():
+            messages = conversation(count, start, span, rng, planted=400)
+            text_bytes += sum(len(m["content"].encode()) for m in messages)
+            home.write_session(key, messages, last_archived=count)
+        memory = home.workspace / "memory"
+        memory.mkdir()
+        for n in range(args.days):
+            day = (start + timedelta(days=n)).date().isoformat()
+            (memory / f"{day}.md").write_text(day_notes(day, [MAIN, *others[:2]], rng), encoding="utf-8")
+        facts = "".join(f"- {sentence(rng)[:60]} <!-- i4 2026-01-{n % 28 + 1:02d} -->\n" for n in range(300))
+        (memory / "MEMORY.md").write_text(f"# Long-term Memory\n\n{facts}", encoding="utf-8")
+
+        index = RecallIndex(home.workspace, UTC)
+        began = time.perf_counter()
+        built = index.refresh(home.sessions_dir)
+        build_seconds = time.perf_counter() - began
+        path = home.workspace / RECALL_INDEX
+        size = sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
+
+        # One summary: 40 more messages leave the context, and a notes section is appended to the day file.
+        updates = []
+        last_day = memory / f"{(start + span - timedelta(days=1)).date().isoformat()}.md"
+        messages = read_session(home.sessions_dir, MAIN).messages
+        for n in range(args.updates):
+            moment = start + span + timedelta(minutes=40 * n)
+            for i in range(40):
+                messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": sentence(rng),
+                                 "timestamp": (moment + timedelta(seconds=30 * i)).isoformat(timespec="seconds")})
+            home.write_session(MAIN, messages, last_archived=len(messages))
+            with last_day.open("a", encoding="utf-8") as notes:
+                notes.write(day_notes(last_day.stem, [MAIN], rng).split("\n", 1)[1].replace(
+                    "digest=000000000000", f"digest={n + 1:012x}").replace("T08:", f"T{10 + n % 12:02d}:"))
+            session = read_session(home.sessions_dir, MAIN)
+            began = time.perf_counter()
+            index.refresh(home.sessions_dir, session, len(session.messages))
+            updates.append(time.perf_counter() - began)
+
+        # A worker start: the asking session's file changed since the last sweep (it is re-read), the rest did not.
+        began = time.perf_counter()
+        index.refresh(home.sessions_dir)
+        sweep_seconds = time.perf_counter() - began
+
+        latencies: dict[str, list[float]] = {"all": []}
+        found = 0
+        last = (start + span).date()
+        for n in range(args.queries):
+            kind = ("words", "rare code", "words, 3 months")[n % 3]
+            query = (CODES if kind == "rare code" else WORDS)[n // 3 % len(CODES if kind == "rare code" else WORDS)]
+            dated = {"date_from": (last - timedelta(days=120)).isoformat(),
+                     "date_to": (last - timedelta(days=30)).isoformat()} if kind == "words, 3 months" else {}
+            began = time.perf_counter()
+            answer = search(home.workspace, query, MAIN, is_direct_chat, **dated)
+            seconds = time.perf_counter() - began
+            latencies["all"].append(seconds)
+            latencies.setdefault(kind, []).append(seconds)
+            found += answer.startswith("Found")
+            assert "time limit" not in answer, f"{query!r} reached the time budget"
+        size_after = sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
+
+    print(f"workspace: {args.messages:,} archived messages ({text_bytes / 1e6:.1f} MB of text) in "
+          f"{args.sessions} sessions ({main_count:,} in the asking one), {args.days} days of notes, 300 facts")
+    print(f"rebuild from the files: {build_seconds:.1f} s ({built})")
+    print(f"index on disk: {size / 1e6:.1f} MB after the rebuild, {size_after / 1e6:.1f} MB after the updates")
+    print(f"update after one summary (40 messages + one notes section), {args.updates} runs: "
+          f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}")
+    print(f"start-up sweep, the asking session's file changed: {sweep_seconds:.2f} s")
+    for kind, values in latencies.items():
+        print(f"query latency, {kind} ({len(values)}): p50 {ms(percentile(values, 0.5))}, "
+              f"p99 {ms(percentile(values, 0.99))}, max {ms(max(values))}")
+    print(f"queries with passages found: {found} of {args.queries}")
+    print(json.dumps({"p50_ms": round(percentile(latencies["all"], 0.5) * 1000, 3),
+                      "p99_ms": round(percentile(latencies["all"], 0.99) * 1000, 3)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""The recall index (worker) and its search (nanobot_hooks): languages, dates, who sees what, rebuilds, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from nanobot_hooks import plugin, recall
+from nanobot_hooks.contract import RECALL_INDEX, SummarizeRequest
+from nanobot_hooks.nanobot_format import is_direct_chat
+from nanobot_hooks.queue import enqueue_summary
+from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_parts
+from nanobot_hooks.settings import HookSettings
+from tests.support.fakellm import Reply
+from tests.support.sandbox import NanobotHome
+from worker.outcomes import load_outcome
+from worker.recall_index import RecallIndex, gram_text, memory_rows, note_rows
+
+from .conftest import conversation, run_burst, summary_json
+
+ROOT = Path(__file__).resolve().parent.parent
+UTC = ZoneInfo("UTC")
+DM, OTHER_DM, GROUP = "telegram:42", "telegram:77", "telegram:-100123"
+SECRET = "sk-proj-" + "Q7w" * 12
+
+DM_MESSAGES = [
+    ("2026-11-20T10:00:00", "user", "预发环境的数据库端口改成 54329 了，记一下"),
+    ("2026-11-20T10:01:00", "assistant", "好的，预发数据库端口 54329。"),
+    ("2026-11-21T09:00:00", "user", "本番サーバーのポートは 8443 にしてください"),
+    ("2026-11-21T09:01:00", "assistant", "了解しました。ポート 8443 に変更します。"),
+    ("2026-11-22T18:00:00", "user", f"The nginx upstream timeout is 75 seconds; my OpenAI key is {SECRET}"),
+    ("2026-11-22T18:01:00", "assistant", "Noted: nginx upstream timeout 75s."),
+    ("2026-11-23T08:00:00", "user", "still in context, not archived: 端口 99999"),
+]
+DAY_NOTES = """# 2026-11-20
+
+<!-- nanobot-summary:notes session=telegram:42 first=2026-11-20T10:00:00 last=2026-11-20T10:01:00 digest=aaaaaaaaaaaa -->
+## telegram:42 · 10:00–10:01
+
+### 重要决定
+- 预发数据库端口定为 54329
+
+<!-- nanobot-summary:notes session=telegram:-100123 first=2026-11-20T11:00:00 last=2026-11-20T11:05:00 digest=bbbbbbbbbbbb -->
+## telegram:-100123 · 11:00–11:05
+
+### 主要话题
+- 群里讨论团建地点：杭州西湖
+"""
+MEMORY = """# Long-term Memory
+
+- I live in Hangzhou. (written by the user)
+
+<!-- nanobot-summary:begin lang=en: facts kept by the summary worker -->
+## Remembered from conversations
+
+### Projects
+- The blog is built with Hugo 0.139 <!-- i4 2026-11-21 -->
+<!-- nanobot-summary:end -->
+"""
+
+
+def _messages(rows: list[tuple[str, str, str]]) -> list[dict]:
+    return [{"role": role, "content": text, "timestamp": stamp} for stamp, role, text in rows]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> NanobotHome:
+    """A DM with 6 archived messages (one still in context), another DM, a group, notes and MEMORY.md."""
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
+    home.write_session(DM, _messages(DM_MESSAGES), last_archived=6)
+    home.write_session(OTHER_DM, _messages([("2026-11-20T12:00:00", "user", "另一个私聊：备份端口 6000")]),
+                       last_archived=1)
+    home.write_session(GROUP, _messages([("2026-11-20T11:00:00", "user", "群聊：团建在杭州西湖，端口 7777")]),
+                       last_archived=1)
+    memory = home.workspace / "memory"
+    memory.mkdir()
+    (memory / "2026-11-20.md").write_text(DAY_NOTES, encoding="utf-8")
+    (memory / "MEMORY.md").write_text(MEMORY, encoding="utf-8")
+    return home
+
+
+@pytest.fixture
+def index(home: NanobotHome) -> RecallIndex:
+    built = RecallIndex(home.workspace, UTC)
+    built.refresh(home.sessions_dir)
+    return built
+
+
+def trusted(key: str) -> bool:
+    return is_direct_chat(key)
+
+
+def ask(home: NanobotHome, query: str, asker: str | None = DM, **options) -> str:
+    return search(home.workspace, query, asker, trusted, **options)
+
+
+def test_chinese_japanese_and_english_queries_find_the_archived_passages_with_dates(home, index):
+    chinese = ask(home, "数据库 端口")  # a 3-character word (trigrams) and a 2-character one (bigrams)
+    assert "54329" in chinese and "2026-11-20 10:00 · this conversation, message 0 (user)" in chinese
+    assert "daily notes memory/2026-11-20.md, this conversation, 重要决定" in chinese
+    assert "99999" not in chinese, "a message still in the context is not archived"
+    two_characters = ask(home, "端口")
+    assert "54329" in two_characters
+    japanese = ask(home, "ポート")
+    assert "8443" in japanese and "2026-11-21 09:00" in japanese
+    english = ask(home, "NGINX timeout")
+    assert "75 seconds" in english and "2026-11-22 18:00" in english
+    assert english.index("message 5 (assistant)") < english.index("message 4"), "both hold both terms: newer first"
+    ranked = ask(home, "upstream seconds")
+    assert ranked.index("message 4 (user)") < ranked.index("message 5"), "more of the terms first"
+    memory = ask(home, "Hugo")
+    assert "MEMORY.md line 9 (learned 2026-11-21, Projects)" in memory and "Hugo 0.139" in memory
+
+
+def test_a_secret_is_not_searchable_and_never_shown(home, index):
+    assert ask(home, SECRET).startswith("Nothing found")
+    assert ask(home, SECRET[8:20]).startswith("Nothing found")
+    shown = ask(home, "OpenAI key")
+    assert "[REDACTED]" in shown and SECRET not in shown
+
+
+def test_a_date_range_keeps_only_passages_of_those_days(home, index):
+    everything = ask(home, "端口")
+    assert "2026-11-20" in everything
+    later = ask(home, "8443 端口 ポート", date_from="2026-11-21", date_to="2026-11-21")
+    assert "2026-11-21 09:00" in later and "2026-11-20" not in later.split("\n", 1)[1]
+    assert "between 2026-11-21 and 2026-11-21" in later
+    assert ask(home, "端口", date_to="2026-11-19").startswith("Nothing found")
+    assert "MEMORY.md" in ask(home, "Hugo", date_from="2026-11-21") and \
+        ask(home, "Hugo", date_to="2026-11-20").startswith("Nothing found"), "facts are dated by when they were learned"
+    with pytest.raises(ValueError, match="date_from must be a date written YYYY-MM-DD"):
+        ask(home, "端口", date_from="last tuesday")
+
+
+def test_a_session_never_sees_what_it_must_not(home, index):
+    group = ask(home, "端口", asker=GROUP)
+    assert "7777" in group and "54329" not in group and "6000" not in group
+    assert "54329" not in ask(home, "端口", asker=GROUP, scope="trusted"), "an untrusted session never widens"
+    assert ask(home, "杭州西湖").startswith("Nothing found"), "the group's notes are the group's"
+    assert "6000" not in ask(home, "端口"), "by default not even the user's other private chat"
+    widened = ask(home, "端口", scope="trusted")
+    assert "6000" in widened and "conversation telegram:77, message 0" in widened and "7777" not in widened
+    nobody = ask(home, "端口 Hugo", asker=None)
+    assert "Hugo" in nobody and "54329" not in nobody, "no session: MEMORY.md only"
+
+
+def test_visible_parts_is_the_rule_in_one_place():
+    parts = [Part(1, "messages", DM), Part(2, "notes", DM), Part(3, "memory", ""), Part(4, "messages", GROUP),
+             Part(5, "messages", OTHER_DM)]
+    ids = lambda *args: [p.id for p in visible_parts(parts, *args)]  # noqa: E731
+    assert ids(DM, trusted, "session") == [1, 2, 3]
+    assert ids(DM, trusted, "trusted") == [1, 2, 3, 5]
+    assert ids(GROUP, trusted, "trusted") == [3, 4]
+    assert ids(None, trusted, "trusted") == [3]
+
+
+def test_a_missing_or_unreadable_index_is_nothing_found_not_an_error(home, tmp_path):
+    assert ask(home, "端口") == "Nothing found for '端口': no archive has been indexed yet."
+    (home.workspace / RECALL_INDEX).parent.mkdir(exist_ok=True)
+    (home.workspace / RECALL_INDEX).write_bytes(b"not a database at all" * 100)
+    assert ask(home, "端口").startswith("Nothing found for '端口': the archive index cannot be read")
+    assert ask(home, "x").startswith("Nothing to search for")
+
+
+def test_the_index_is_rebuilt_from_the_files_when_missing_damaged_or_of_another_version(home, index):
+    before = ask(home, "数据库 端口")
+    path = home.workspace / RECALL_INDEX
+    index.discard()
+    assert not path.exists()
+    assert "rebuilt" in str(index.refresh(home.sessions_dir, None))
+    assert ask(home, "数据库 端口") == before
+    path.write_bytes(b"garbage" * 1000)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    assert "rebuilt" in str(index.refresh(home.sessions_dir))
+    assert ask(home, "数据库 端口") == before
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    assert ask(home, "端口").endswith("the archive index is being rebuilt.")
+    assert "rebuilt" in str(index.refresh(home.sessions_dir))
+    assert ask(home, "数据库 端口") == before
+
+
+def test_changed_files_are_followed_a_reset_session_forgets_and_a_deleted_day_goes(home, index):
+    day = home.workspace / "memory" / "2026-11-20.md"
+    day.write_text(DAY_NOTES.replace("54329", "54330"), encoding="utf-8")
+    assert "files re-read" in str(index.refresh(home.sessions_dir))
+    notes = ask(home, "预发数据库端口定为")
+    assert "54330" in notes and "54329" not in notes
+    day.unlink()
+    index.refresh(home.sessions_dir)
+    assert "daily notes memory/" not in ask(home, "端口")
+    home.write_session(DM, _messages([("2026-11-24T10:00:00", "user", "a fresh start after /new")]))
+    index.refresh(home.sessions_dir)
+    assert ask(home, "端口").startswith("Nothing found"), "nanobot's /new emptied the session"
+    assert "7777" in ask(home, "端口", asker=GROUP)
+    home.session_file(GROUP).unlink()
+    index.refresh(home.sessions_dir)
+    assert ask(home, "端口", asker=GROUP).startswith("Nothing found"), "a deleted session file is forgotten"
+
+
+def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):
+    long = [(f"2026-11-25T{h:02d}:{m:02d}:00", "user", f"kill test line {h * 60 + m} 端口") for h in range(3)
+            for m in range(60)]
+    home.write_session(DM, _messages(DM_MESSAGES + long), last_archived=len(DM_MESSAGES) + len(long))
+    crash = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from zoneinfo import ZoneInfo
+from worker import recall_index
+recall_index.MESSAGES_PER_TRANSACTION = 50
+calls = []
+real = recall_index.RecallIndex._insert
+def insert_then_die(db, part, rows):
+    real(db, part, rows)
+    calls.append(1)
+    if len(calls) == 3:
+        os._exit(9)  # inside the third transaction: no rollback, no close, as in a crash
+recall_index.RecallIndex._insert = staticmethod(insert_then_die)
+recall_index.RecallIndex(Path({str(home.workspace)!r}), ZoneInfo("UTC")).refresh(Path({str(home.sessions_dir)!r}))
+"""
+    died = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
+    assert died.returncode == 9, died.stderr
+    with sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True) as db:
+        (through,) = db.execute("SELECT through FROM parts WHERE kind = 'messages' AND session = ?", (DM,)).fetchone()
+    assert through == 6 + 2 * 50, "two steps of 50 were committed, the third was not"
+    assert "54329" in ask(home, "数据库 端口"), "what was committed before the crash is still found"
+    latest = ask(home, "kill")
+    assert "kill test line 98 " in latest and "kill test line 99 " not in latest
+    index.refresh(home.sessions_dir)
+    assert "kill test line 179" in ask(home, "kill test line 179")
+    assert "54329" in ask(home, "数据库 端口")
+
+
+def test_the_search_stops_at_its_time_budget_and_says_so(home, index):
+    lines = [(f"2026-11-26T{i // 60:02d}:{i % 60:02d}:00", "user", f"budget line {i} port") for i in range(1200)]
+    home.write_session(DM, _messages(lines), last_archived=len(lines))
+    index.refresh(home.sessions_dir)
+    answer = ask(home, "budget line port", budget=0.0)
+    assert answer.startswith("Nothing found") and "time limit" in answer
+    assert "budget line 1199" in ask(home, "budget line port")
+
+
+def test_pure_parts_terms_snippets_grams_and_file_rows():
+    assert query_terms('"端口" nginx, NGINX 端 a ポート') == ["端口", "nginx", "ポート"]
+    assert snippet("x" * 300 + " the port is 8443 " + "y" * 300, ["8443"], 60).startswith("…")
+    assert "8443" in snippet("x" * 300 + " the port is 8443 " + "y" * 300, ["8443"], 60)
+    assert snippet("short\n text", ["t"]) == "short text"
+    assert gram_text("数据库端口 is on db 22") == "数据 据库 库端 端口 is on db 22"
+    rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
+    assert [(session, row.label, row.body) for session, row in rows] == [
+        (DM, "重要决定", "预发数据库端口定为 54329"), (GROUP, "主要话题", "群里讨论团建地点：杭州西湖")]
+    assert [(r.position, r.day, r.body) for r in memory_rows(MEMORY)] == [
+        (2, None, "I live in Hangzhou. (written by the user)"), (8, "2026-11-21", "The blog is built with Hugo 0.139")]
+
+
+async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json("## What happened\n- talk about a deploy"))
+    messages = conversation(12, start=datetime(2026, 11, 20, 9, 0), user="question {i} about the 部署脚本",
+                            assistant="answer {i}: use flag --zone-{i}")
+    nanobot_home.write_session(DM, messages)
+    await enqueue_summary(redis, SummarizeRequest(session_key=DM))
+    await run_burst(deps_for(summary_keep="messages:4"))
+    found = search(nanobot_home.workspace, "zone-3", DM, trusted)
+    assert "answer 3: use flag --zone-3" in found and "2026-11-20 09:07" in found
+    assert search(nanobot_home.workspace, "zone-11", DM, trusted).startswith("Nothing found"), "kept, not archived"
+    assert "部署脚本" in search(nanobot_home.workspace, "部署", DM, trusted)
+
+
+async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for,
+                                                                 monkeypatch):
+    from worker import recall_index
+
+    monkeypatch.setattr(recall_index, "fts_problem", lambda: "no FTS5 here")
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_session(DM, conversation(12))
+    await enqueue_summary(redis, SummarizeRequest(session_key=DM))
+    await run_burst(deps_for(summary_keep="messages:4"))
+    outcome = await load_outcome(redis, DM)
+    assert outcome is not None and outcome.status == "summarized", outcome
+
+
+def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
+    from worker import recall_index
+
+    monkeypatch.setattr(recall_index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
+    with pytest.raises(recall_index.RecallIndexError, match="no FTS5 trigram"):
+        RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
+    assert not (home.workspace / RECALL_INDEX).exists()
+    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    monkeypatch.setattr(recall, "fts_available", lambda: False)
+    assert plugin.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
+
+
+def test_the_recall_tool_is_offered_unless_switched_off(monkeypatch):
+    ctx = SimpleNamespace(workspace="/tmp/ws")
+    for name in ("NANOBOT_SUMMARY_RECALL", "NANOBOT_SUMMARY_THRESHOLD"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    assert plugin.RecallTool.enabled(ctx) is True
+    monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "false")
+    assert plugin.RecallTool.enabled(ctx) is False
+    monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "true")
+    monkeypatch.setenv("NANOBOT_SUMMARY_THRESHOLD", "1.5")
+    assert plugin.RecallTool.enabled(ctx) is False, "a bad setting: off, without raising"
+    monkeypatch.delenv("NANOBOT_SUMMARY_THRESHOLD")
+    monkeypatch.setattr(plugin, "check_version", lambda: (_ for _ in ()).throw(plugin.Off("0.4.0")))
+    assert plugin.RecallTool.enabled(ctx) is False
+
+
+async def test_the_recall_tool_answers_in_plain_text_and_never_raises(home, index, monkeypatch):
+    tool = plugin.RecallTool(home.workspace, HookSettings())
+    assert tool.read_only and tool.name == "recall" and "Archived Context Summary" in tool.description
+    monkeypatch.setattr(plugin, "_asking_session", lambda: DM)
+    assert "54329" in await tool.execute(query="数据库 端口")
+    assert (await tool.execute(query="端口", date_from="yesterday")).startswith("Error: date_from")
+    monkeypatch.setattr(recall, "search", lambda *a, **k: 1 / 0)
+    assert (await tool.execute(query="端口")).startswith("Nothing found for '端口': the search failed")
+    slow = plugin.RecallTool(home.workspace, HookSettings())
+    monkeypatch.setattr(recall, "BUDGET_SECONDS", -1.9)
+    monkeypatch.setattr(recall, "search", lambda *a, **k: __import__("time").sleep(0.5))
+    assert (await slow.execute(query="端口")).endswith("did not answer in time.")
+    assert json.dumps(tool.parameters) and asyncio.iscoroutinefunction(tool.execute)
+
+
+def test_the_benchmark_runs_in_its_smoke_size():
+    done = subprocess.run([sys.executable, "scripts/bench_recall.py", "--smoke"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "query latency, all (60)" in done.stdout and "queries with passages found: 40 of 60" in done.stdout
