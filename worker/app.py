@@ -141,6 +141,20 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+# Third-party loggers that print whole requests and answers at debug level, with their own handlers.
+PAYLOAD_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "httpcore", "openai")
+
+
+def quiet_and_redacted() -> None:
+    """Every handler redacts; the loggers that would print payloads (conversations, keys) stay at WARNING,
+    also with -v."""
+    for name in PAYLOAD_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for name in ("", *PAYLOAD_LOGGERS):
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(RedactingFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
@@ -156,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
+    quiet_and_redacted()
     try:
         settings = load_settings()
         deps = build_deps(settings)

@@ -1,0 +1,106 @@
+"""Throwaway redis-server processes for tests: on a free port, with a password, an ACL user or TLS, and
+killed or restarted on demand. Never the shared Redis the other tests use."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Certificates:
+    """A CA and a server certificate for 127.0.0.1, made with openssl."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def make(cls, folder: Path) -> Certificates:
+        if shutil.which("openssl") is None:
+            pytest.skip("needs openssl to make TLS certificates")
+        folder.mkdir(parents=True, exist_ok=True)
+
+        def run(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
+            "-subj", "/CN=test CA")
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")
+        (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="utf-8")
+        run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "1", "-extfile", "san.cnf")
+        return cls(folder / "ca.crt", folder / "server.crt", folder / "server.key")
+
+
+@dataclass
+class RedisServer:
+    """One redis-server. `config` lines go into its config file (a password never on its command line)."""
+
+    folder: Path
+    config: list[str] = field(default_factory=list)
+    tls: Certificates | None = None
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    def url(self, credentials: str = "", db: int = 0) -> str:
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{credentials + '@' if credentials else ''}127.0.0.1:{self.port}/{db}"
+
+    def start(self, wait: float = 10.0) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("needs a redis-server binary")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lines = [f"bind 127.0.0.1", f"dir {self.folder}", "save \"\"", "appendonly no",
+                 f"logfile {self.folder / 'redis.log'}", *self.config]
+        if self.tls is not None:
+            lines += ["port 0", f"tls-port {self.port}", f"tls-cert-file {self.tls.cert}",
+                      f"tls-key-file {self.tls.key}", f"tls-ca-cert-file {self.tls.ca}", "tls-auth-clients no"]
+        else:
+            lines.append(f"port {self.port}")
+        config = self.folder / "redis.conf"
+        config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        self.process = subprocess.Popen([binary, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.05)
+        log = (self.folder / "redis.log")
+        raise AssertionError(f"redis-server did not start: {log.read_text() if log.exists() else ''}")
+
+    def kill(self) -> None:
+        """SIGKILL: gone at once, nothing kept (no persistence)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self.process = None
