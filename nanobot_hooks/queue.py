@@ -44,10 +44,14 @@ async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | N
     )
 
 
+# A record nobody applied for this long (its session deleted, its nanobot gone) expires.
+RECORD_SECONDS = 14 * 24 * 3600
+
+
 async def store_record(redis: ArqRedis, record: SummaryRecord) -> None:
     """Keep the record until nanobot applies it, then tell listeners it is ready."""
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.set(record_key(record.session_key), record.model_dump_json())
+        pipe.set(record_key(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
         pipe.sadd(PENDING_SET, record.session_key)
         pipe.publish(NOTICE_CHANNEL, record.session_key)
         await pipe.execute()
@@ -63,6 +67,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
     deleted and taken off the pending set, and UNREADABLE is returned: it would never apply."""
     raw = await redis.get(record_key(session_key))
     if not raw:
+        await redis.srem(PENDING_SET, session_key)  # expired or dropped: nothing to wait for
         return None
     try:
         return SummaryRecord.model_validate_json(raw)

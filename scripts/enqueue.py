@@ -64,11 +64,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def session_keys(deps: Deps, args: argparse.Namespace) -> list[str]:
-    """Every key checked before anything is queued, so a typo queues nothing."""
+    """Every key checked before anything is queued, so a typo queues nothing. With --all, the sessions the
+    worker can serve (one it cannot is skipped with a warning, never stopping the others)."""
     if args.all:
-        keys = [k for k in list_session_keys(deps.sessions_dir) if not is_internal_session(k)]
-    else:
-        keys = list(dict.fromkeys(args.keys))
+        return [k for k in list_session_keys(deps.sessions_dir) if not is_internal_session(k)]
+    keys = list(dict.fromkeys(args.keys))
     for key in keys:
         if is_internal_session(key):
             raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")

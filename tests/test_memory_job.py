@@ -14,7 +14,7 @@ from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.outcomes import load_outcome
 from worker.cron import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply
-from worker.notes import noted_through
+from worker.notes import noted_spans
 
 from .conftest import conversation, run_burst
 
@@ -80,7 +80,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert outcome is not None and outcome.status == "summarized" and "noted 12 more messages" in outcome.detail
     day = today.strftime("%Y-%m-%d")
     notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
-    assert noted_through(nanobot_home.workspace / "memory", KEY, day) == messages[-1]["timestamp"]
+    assert max(last for _, last in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == messages[-1]["timestamp"]
     for i in range(20):
         assert notes.count(f"- daily item {i}\n") == 1, f"daily item {i} is noted exactly once"
 
@@ -111,7 +111,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     await run_burst(deps)
     assert len(fake_llm.requests) == calls
     assert memory_files(nanobot_home.workspace) == files
-    assert noted_through(nanobot_home.workspace / "memory", KEY, day) == more[-1]["timestamp"]
+    assert max(last for _, last in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == more[-1]["timestamp"]
 
 
 async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, nanobot_home, fake_llm, deps_for):
@@ -119,10 +119,10 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
     deps = deps_for()
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    original = deps.memory.noted_through
+    original = deps.memory.noted_spans
     flagged = False
 
-    def set_flag_during_job(session_key: str, date: str) -> str | None:
+    def set_flag_during_job(session_key: str, date: str) -> list[tuple[str, str]]:
         # the daily run fires while the job runs: after the job took (no) flag at its start
         nonlocal flagged
         if not flagged:
@@ -132,7 +132,7 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
             client.close()
         return original(session_key, date)
 
-    deps.memory.noted_through = set_flag_during_job  # type: ignore[method-assign]
+    deps.memory.noted_spans = set_flag_during_job  # type: ignore[method-assign]
     await run_burst(deps)
     assert flagged
     # after_job_end queued a second job; a burst worker may have exited before it landed

@@ -320,8 +320,8 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
     summarized, release = asyncio.Event(), asyncio.Event()
 
     class HeldMemory:
-        def noted_through(self, session_key: str, date: str) -> None:
-            return None
+        def noted_spans(self, session_key: str, date: str) -> list:
+            return []
 
         def known_facts(self) -> list[str]:
             return []

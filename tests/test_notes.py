@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from worker.answer import DailyNotes, Fact, TechnicalIssue
 from worker.memory import MemoryFiles
 from worker.language import LANGUAGES
-from worker.notes import append_notes, note_date, noted_through, spans
+from worker.notes import append_notes, is_noted, note_date, noted_spans, spans
 
 UTC = ZoneInfo("UTC")
 KEY = "telegram:42"
@@ -149,11 +149,12 @@ def test_a_new_span_with_nothing_new_leaves_only_its_marker(tmp_path: Path) -> N
     assert append_notes(tmp_path, KEY, [again], "en", UTC) == 0
     text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
     assert text.count("moving the blog to Hugo") == 1 and text.count(f"## {KEY}") == 1
-    assert noted_through(tmp_path, KEY, "2026-11-20") == "2026-11-20T09:45:00"
+    assert noted_spans(tmp_path, KEY, "2026-11-20") == [("2026-11-20T09:00:00", "2026-11-20T09:30:00"),
+                                                         ("2026-11-20T09:00:00", "2026-11-20T09:45:00")]
 
 
-def test_noted_through(tmp_path: Path) -> None:
-    assert noted_through(tmp_path, KEY, "2026-11-20") is None
+def test_noted_spans_tell_which_messages_are_noted_with_gaps_left_open(tmp_path: Path) -> None:
+    assert noted_spans(tmp_path, KEY, "2026-11-20") == []
     spans_of_day = [("2026-11-20T09:00:00", "2026-11-20T09:30:00"), ("2026-11-20T13:00:00", "2026-11-20T14:05:00"),
                     ("2026-11-20T10:00:00", "2026-11-20T10:10:00")]
     for number, (first, last) in enumerate(spans_of_day):
@@ -162,11 +163,15 @@ def test_noted_through(tmp_path: Path) -> None:
     other = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T22:00:00", last_timestamp="2026-11-20T23:00:00",
                        topics=["x"])
     append_notes(tmp_path, "websocket:a b-->c", [other], "en", UTC)
-    assert noted_through(tmp_path, KEY, "2026-11-20") == "2026-11-20T14:05:00"
-    assert noted_through(tmp_path, "websocket:a b-->c", "2026-11-20") == "2026-11-20T23:00:00"
-    assert noted_through(tmp_path, KEY, "2026-11-21") is None
+    noted = noted_spans(tmp_path, KEY, "2026-11-20")
+    assert sorted(noted) == sorted(spans_of_day)
+    assert is_noted("2026-11-20T09:10:00", noted) and is_noted("2026-11-20T14:05:00", noted)
+    assert not is_noted("2026-11-20T11:00:00", noted), "a gap between spans stays un-noted"
+    assert not is_noted("2026-11-20T15:00:00", noted)
+    assert noted_spans(tmp_path, "websocket:a b-->c", "2026-11-20") == [("2026-11-20T22:00:00", "2026-11-20T23:00:00")]
+    assert noted_spans(tmp_path, KEY, "2026-11-21") == []
     with pytest.raises(ValueError):
-        noted_through(tmp_path, KEY, "../MEMORY")
+        noted_spans(tmp_path, KEY, "../MEMORY")
 
 
 def test_appends_never_change_earlier_bytes(tmp_path: Path) -> None:

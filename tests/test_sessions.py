@@ -176,3 +176,50 @@ def test_line_one_rewrites_race_the_real_nanobot_store(nanobot_home) -> None:
     script.write_text(REAL_NANOBOT_WRITER)
     _run_concurrently(nanobot_home, key, [os.environ["NANOBOT_PYTHON"], str(script), str(nanobot_home.workspace),
                                           str(nanobot_home.root / "sessions"), key, "150"], 150)
+
+
+RECOVERY = textwrap.dedent('''
+    """nanobot's own SessionManager: `checkpoint` starts a long turn and keeps its recovery file;
+    `load` is a restarted nanobot loading the session and printing what it recovered."""
+    import json, sys
+    from pathlib import Path
+    from nanobot.session.manager import SessionManager
+    workspace, root, key, step = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+    manager = SessionManager(workspace, sessions_root=root)
+    session = manager.get_or_create(key)
+    if step == "checkpoint":
+        for i in range(6):
+            session.add_message("user" if i % 2 == 0 else "assistant", f"message {i}")
+        manager.save(session)
+        session.add_message("user", "run the long tool task")
+        manager.save(session)
+        session.metadata["runtime_checkpoint"] = {"phase": "tools_completed",
+                                                  "completed_tool_results": [{"tool_call_id": "c1", "content": "done"}]}
+        manager.save_runtime_checkpoint(session)
+    print(json.dumps({"checkpoint": session.metadata.get("runtime_checkpoint"), "messages": len(session.messages)}))
+''')
+
+
+@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobot_home) -> None:
+    key = "telegram:101"
+    script = nanobot_home.root / "recovery.py"
+    script.write_text(RECOVERY)
+
+    def nanobot(step: str) -> dict:
+        done = subprocess.run([os.environ["NANOBOT_PYTHON"], str(script), str(nanobot_home.workspace),
+                               str(nanobot_home.root / "sessions"), key, step], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    started = nanobot("checkpoint")
+    assert started["checkpoint"]["phase"] == "tools_completed"
+    path = nanobot_home.session_file(key)
+    mtime = path.stat().st_mtime_ns
+    # The worker finishes a summary job while the turn runs, then nanobot crashes and starts again.
+    assert write_metadata_entry(nanobot_home.sessions_dir, key, METADATA_KEY, {"pending": {"boundary": 4}})
+    assert METADATA_KEY in json.loads(path.read_bytes().split(b"\n")[0])["metadata"]
+    assert path.stat().st_mtime_ns == mtime
+    recovered = nanobot("load")
+    assert recovered == started, "the unfinished turn's finished tool results are recovered"

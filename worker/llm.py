@@ -127,7 +127,7 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
-        text=(first.message.content or "") if first is not None else "",
+        text=_encodable((first.message.content or "") if first is not None else ""),
         model=choice.model,
         prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
         completion_tokens=_count(getattr(usage, "completion_tokens", None)),
@@ -136,6 +136,12 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
         finish_reason=getattr(first, "finish_reason", None),
         seconds=time.monotonic() - started,
     )
+
+
+def _encodable(text: str) -> str:
+    """A model's text with any lone surrogate (a broken "\\ud83d" escape in its JSON) replaced: such a
+    character cannot be written to Redis or a file, and would fail the job after its paid calls."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def _count(value: Any) -> int:

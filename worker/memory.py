@@ -81,6 +81,6 @@ class MemoryFiles:
         """What MEMORY.md already holds, most important of ours first, for the summarizer's prompt."""
         return longterm.known_facts(self.memory_path, limit)
 
-    def noted_through(self, session_key: str, date: str) -> str | None:
-        """The latest message timestamp of a session already in that day's notes (for the daily run)."""
-        return notes.noted_through(self.memory_dir, session_key, date)
+    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]:
+        """The spans of a session's messages already in that day's notes (first, last timestamps)."""
+        return notes.noted_spans(self.memory_dir, session_key, date)

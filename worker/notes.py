@@ -139,7 +139,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     """The text to append to a day file holding `existing`, or "" when this span is already noted.
 
     Items this session already has that day are left out; when nothing new is left the section is
-    the hidden marker alone, so `noted_through` still sees the span.
+    the hidden marker alone, so `noted_spans` still sees the span.
     """
     items = note_items(note)
     span = Span(session, note.first_timestamp, note.last_timestamp, digest(items))
@@ -209,13 +209,18 @@ def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], langua
     return added
 
 
-def noted_through(memory_dir: Path, session_key: str, date: str) -> str | None:
-    """The latest `last_timestamp` noted for a session in that day's file, as it was recorded; None if none."""
-    lasts = [span.last for span in spans(_read(day_path(memory_dir, date)))
-             if span.session == session_key and span.last]
-    if not lasts:
-        return None
+def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str, str]]:
+    """The (first, last) message timestamps of every span of a session noted in that day's file."""
+    return [(span.first or span.last or "", span.last or span.first or "")
+            for span in spans(_read(day_path(memory_dir, date)))
+            if span.session == session_key and (span.first or span.last)]
+
+
+def is_noted(stamp: str, noted: list[tuple[str, str]]) -> bool:
+    """Does a noted span cover this message timestamp? Spans, not a high-water mark: messages whose notes
+    were never written (a failed write, history from before the install) stay un-noted until they are."""
     try:
-        return max(lasts, key=datetime.fromisoformat)
-    except (ValueError, TypeError):  # mixed or odd formats: ISO strings of one format sort as text
-        return max(lasts)
+        moment = datetime.fromisoformat(stamp)
+        return any(datetime.fromisoformat(first) <= moment <= datetime.fromisoformat(last) for first, last in noted)
+    except (ValueError, TypeError):  # odd formats: ISO strings of one format compare as text
+        return any(first <= stamp <= last for first, last in noted)

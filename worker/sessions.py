@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +24,21 @@ from nanobot_hooks.nanobot_format import (
 )
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
 
+log = logging.getLogger("worker.sessions")
 LOCK_TIMEOUT_SECONDS = 30
-_MAX_KEY_BYTES = 180  # base64 grows by 4/3; keeps the file name under 255 bytes
+WRITE_ATTEMPTS = 5
+# A file name of 255 bytes at most (ext4, APFS, NTFS): base64 of the key plus ".jsonl". nanobot stores every
+# key that fits (about 186 bytes), so every such key is accepted.
+MAX_FILE_NAME_BYTES = 255
 
 
 def validate_key(key: str) -> str:
     if not key or not key.strip():
         raise SessionKeyError("empty session key")
-    if any(ord(ch) < 32 for ch in key) or len(key.encode("utf-8")) > _MAX_KEY_BYTES:
+    if any(ord(ch) < 32 for ch in key):
         raise SessionKeyError(f"malformed session key {key!r}")
+    if len(storage_name(key)) > MAX_FILE_NAME_BYTES:
+        raise SessionKeyError(f"session key of {len(key.encode('utf-8'))} bytes: no file name can hold it")
     return key
 
 
@@ -49,10 +57,22 @@ def ensure_inside(sessions_dir: Path, path: Path) -> Path:
 
 
 def list_session_keys(sessions_dir: Path) -> list[str]:
+    """Every session of the folder the worker can serve; a file it cannot (a key with control characters, a
+    link out of the folder) is logged and skipped, so it never stops a run over all the others."""
     if not sessions_dir.is_dir():
         return []
-    keys = (key_from_name(p.name) for p in sessions_dir.glob("*.jsonl") if not p.name.startswith("."))
-    return sorted(k for k in keys if k is not None)
+    keys = []
+    for path in sorted(sessions_dir.glob("*.jsonl")):
+        key = key_from_name(path.name) if not path.name.startswith(".") else None
+        if key is None:
+            continue
+        try:
+            session_path(sessions_dir, key)
+        except SessionKeyError as exc:
+            log.warning("skipping session file %s: %s", path.name, exc)
+            continue
+        keys.append(key)
+    return sorted(keys)
 
 
 @dataclass
@@ -130,54 +150,92 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
 
 
 def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:
-    """Set `metadata[name]` in line 1, under nanobot's lock, copying every other byte as it is.
+    """Set `metadata[name]` in line 1, copying every other byte as it is.
 
     A dict value is merged into a dict already there, so keys others keep in it (the hooks' `applied`
-    marker) survive.
+    marker) survive. The new file is made outside nanobot's lock; the lock is held only to check that
+    nanobot did not save meanwhile and to rename (nanobot's saves wait on that lock, on its event loop).
+    Only if nanobot saved during every such attempt is the whole write done under the lock.
+    The file keeps its modification time: nanobot discards an unfinished turn's recovery file when the
+    session file is newer than it.
 
     Returns False (and changes nothing) when the file or its metadata line is missing; raises
     SessionError when the file system or the lock refuses.
     """
     path = session_path(sessions_dir, key)
+    lock = FileLock(str(sessions_dir / SESSION_FILES_LOCK), timeout=LOCK_TIMEOUT_SECONDS)
     try:
-        return _write_metadata_entry(sessions_dir, path, name, value)
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            done = _write_metadata_entry(path, name, value, lock, hold=attempt == WRITE_ATTEMPTS)
+            if done is not None:
+                return done
     except (OSError, Timeout) as exc:
         raise SessionError(f"cannot write line 1 of {path.name}: {exc}") from None
+    raise AssertionError("the last attempt holds the lock and cannot be overtaken")
 
 
-def _write_metadata_entry(sessions_dir: Path, path: Path, name: str, value: Any) -> bool:
-    with FileLock(str(sessions_dir / SESSION_FILES_LOCK), timeout=LOCK_TIMEOUT_SECONDS):
+def _identity(stat: os.stat_result) -> tuple[int, int, int]:
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _write_metadata_entry(path: Path, name: str, value: Any, lock: FileLock, hold: bool) -> bool | None:
+    """One attempt: False when there is nothing to write into, None when nanobot saved meanwhile.
+    With `hold`, the lock is held throughout, so nothing can save meanwhile."""
+    with lock if hold else nullcontext():
         try:
+            before = path.stat()
             raw = path.read_bytes()
         except FileNotFoundError:
             return False
-        first, newline, rest = raw.partition(b"\n")
+        content = _with_entry(raw, name, value)
+        if content is None:
+            return False
+        tmp = _temp_copy(path, content, before.st_mode)
         try:
-            record = json.loads(first.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return False
-        if not isinstance(record, dict) or record.get("_type") != METADATA_TYPE:
-            return False
-        metadata = record.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        current = metadata.get(name)
-        if isinstance(current, dict) and isinstance(value, dict):
-            value = {**current, **value}
-        record["metadata"] = {**metadata, name: value}
-        head = json.dumps(record, ensure_ascii=False).encode("utf-8")
-        _replace_atomically(path, head + b"\n" + rest if newline else head + b"\n")
+            with nullcontext() if hold else lock:
+                try:
+                    now = path.stat()
+                except FileNotFoundError:
+                    return False
+                if _identity(now) != _identity(before):
+                    return None  # nanobot saved since the read: read again
+                os.replace(tmp, path)
+                os.utime(path, ns=(now.st_atime_ns, now.st_mtime_ns))
+        finally:
+            tmp.unlink(missing_ok=True)
     return True
 
 
-def _replace_atomically(path: Path, content: bytes) -> None:
+def _with_entry(raw: bytes, name: str, value: Any) -> bytes | None:
+    """The file's bytes with `metadata[name]` set in line 1; None when line 1 is no metadata record."""
+    first, newline, rest = raw.partition(b"\n")
+    try:
+        record = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("_type") != METADATA_TYPE:
+        return None
+    metadata = record.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    current = metadata.get(name)
+    if isinstance(current, dict) and isinstance(value, dict):
+        value = {**current, **value}
+    record["metadata"] = {**metadata, name: value}
+    head = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    return head + b"\n" + rest if newline else head + b"\n"
+
+
+def _temp_copy(path: Path, content: bytes, mode: int) -> Path:
+    """The new content in a temporary file beside `path`, synced to disk, with `path`'s permissions."""
     # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
         with open(tmp, "xb") as handle:
-            os.chmod(tmp, 0o600)
+            os.chmod(tmp, mode & 0o7777)
             handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+    return tmp

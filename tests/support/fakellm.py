@@ -367,7 +367,7 @@ def _text_of(content: Any) -> str:
 
 def _estimate_tokens(data: Any) -> int:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return max(1, len(text.encode()) // 4)
+    return max(1, len(text.encode("utf-8", "surrogatepass")) // 4)  # a model may send a lone surrogate
 
 
 def _tool_calls(reply: Reply) -> list[dict[str, Any]]:

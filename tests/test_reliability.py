@@ -1,0 +1,236 @@
+"""Reliability: old Redis, odd session keys, a model's broken characters, a notes write that failed, records of
+deleted sessions, and bad input of every shape (property-based)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from arq.connections import create_pool
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nanobot_hooks.contract import PENDING_SET, SummarizeRequest, SummaryRecord, daily_flag_key, record_key
+from nanobot_hooks.nanobot_format import storage_name
+from nanobot_hooks.queue import enqueue_summary, load_record, store_record
+from tests.support.fakellm import Reply
+from tests.support.models import Summarizer
+from tests.support.redis_server import RedisServer
+from worker import longterm
+from worker.answer import Fact
+from worker.budget import Cooldown, Spend, cool_down
+from worker.connections import redis_settings, version_problem
+from worker.cron import daily_summaries
+from worker.cut import plan_cut
+from worker.notes import is_noted, noted_spans
+from worker.outcomes import JobOutcome, load_outcome
+from worker.prepare import transcript
+from worker.progress import Progress
+from worker.sessions import list_session_keys, parse_session
+from worker.settings import KeepRule
+from worker.tokens import count_message, estimate_tokens
+
+from .conftest import conversation, run_burst, summary_json
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "telegram:42"
+# Commands of Redis 6.0 and later (GETDEL and GETEX are 6.2): switched off, the server answers like a 5.0.
+NEWER_COMMANDS = ("GETDEL", "GETEX", "LMOVE", "BLMOVE", "COPY", "ZRANGESTORE", "SMISMEMBER", "ZMSCORE", "LPOS",
+                  "HRANDFIELD", "ZRANDMEMBER", "ZDIFF", "ZINTER", "ZUNION", "GEOSEARCH", "XAUTOCLAIM", "RESET")
+
+
+async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(tmp_path, nanobot_home, fake_llm,
+                                                                               deps_for):
+    server = RedisServer(tmp_path / "redis", [f'rename-command {name} ""' for name in NEWER_COMMANDS]).start()
+    try:
+        url = server.url()
+        redis = await create_pool(redis_settings(url))
+        fake_llm.responder = Summarizer()
+        nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
+        deps = deps_for(redis_url=url)
+        assert await daily_summaries({"deps": deps, "redis": redis}) == 1
+        await run_burst(deps)
+        outcome = await load_outcome(redis, KEY)
+        assert outcome is not None and outcome.status == "summarized", outcome
+        assert "noted" in outcome.detail and not await redis.exists(daily_flag_key(KEY))
+        await redis.aclose()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("version, problem", [("4.0.14", True), ("2.8.24", True), ("5.0.7", False),
+                                              ("6.0.16", False), ("7.2.4", False), ("valkey-8", False)])
+def test_a_redis_older_than_5_0_is_refused_in_one_line(version: str, problem: bool) -> None:
+    found = version_problem(version)
+    assert (found is not None) is problem
+    if problem:
+        assert found == f"Redis {version} is too old: 5.0 or later is needed"
+
+
+async def test_a_flagged_session_that_rests_is_not_queued_again_and_again(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = Summarizer()
+    nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
+    await cool_down(redis, KEY, "a failed job", 600, 600)
+    deps = deps_for()
+    assert await daily_summaries({"deps": deps, "redis": redis}) == 1
+    worker = await run_burst(deps)
+    assert worker.jobs_complete == 1, "after_job_end did not queue the resting session again"
+    assert await redis.exists(daily_flag_key(KEY)), "its flag waits for a job after the rest"
+    assert fake_llm.requests == []
+
+
+def _longest_key() -> str:
+    key = "email:" + "a" * 200 + "@example.com"
+    while len(storage_name(key)) > 255:
+        key = key[:6] + key[7:]
+    return key
+
+
+async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run(
+        redis, redis_url, nanobot_home, fake_llm, deps_for):
+    longest = _longest_key()
+    assert len(longest.encode()) >= 185
+    fake_llm.responder = Summarizer()
+    for key in (longest, KEY):
+        nanobot_home.write_session(key, conversation(15, start=datetime.now().replace(hour=8)))
+    # A file whose key the worker refuses (a control character), beside them.
+    bad = nanobot_home.sessions_dir / storage_name("telegram:\x07bell")
+    bad.write_text(nanobot_home.session_file(KEY).read_text(encoding="utf-8"), encoding="utf-8")
+    assert set(list_session_keys(nanobot_home.sessions_dir)) == {longest, KEY}
+    deps = deps_for()
+    assert await daily_summaries({"deps": deps, "redis": redis}) == 2
+    await run_burst(deps)
+    for key in (longest, KEY):
+        outcome = await load_outcome(redis, key)
+        assert outcome is not None and outcome.status == "summarized", (key, outcome)
+    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
+    listed = subprocess.run([sys.executable, "scripts/enqueue.py", "--all", "--dry-run"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and longest in listed.stdout and "skipping session file" in listed.stderr
+
+
+async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(redis, nanobot_home, fake_llm,
+                                                                            deps_for):
+    fake_llm.default = Reply(summary_json("## What happened\n- the user sent \ud83d half an emoji"))
+    nanobot_home.write_session(KEY, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    outcome = await load_outcome(redis, KEY)
+    record = await load_record(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized", outcome
+    assert record is not None and "half an emoji" in record.summary
+
+
+async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.responder = Summarizer()
+    morning = datetime.now().replace(hour=8, minute=0, second=0, microsecond=0)
+    messages = conversation(15, start=morning)
+    nanobot_home.write_session(KEY, messages)
+    memory = nanobot_home.workspace / "memory"
+    memory.write_text("not a folder", encoding="utf-8")  # the memory folder cannot be made
+    deps = deps_for(summary_keep="messages:2")
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
+    memory.unlink()
+    # nanobot applies the summary (its hidden marker at the boundary); later messages are summarized and
+    # noted: the earlier ones must not count as noted because of that.
+    record = await load_record(redis, KEY)
+    assert record is not None
+    messages.insert(record.boundary, {"role": "user", "content": "Continue from the checkpoint.",
+                                      "_hidden_history": True, "timestamp": messages[record.boundary]["timestamp"]})
+    messages += conversation(10, start=morning.replace(hour=11), user="later question {i}")
+    nanobot_home.write_session(KEY, messages, last_archived=record.boundary,
+                               metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
+    await redis.delete(record_key(KEY))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    day = morning.date().isoformat()
+    spans = noted_spans(memory, KEY, day)
+    assert spans and not is_noted(messages[0]["timestamp"], spans)
+    # The daily run notes what the failed write left out.
+    await daily_summaries({"deps": deps, "redis": redis})
+    await run_burst(deps)
+    spans = noted_spans(memory, KEY, day)
+    visible = [m for m in messages if not m.get("_hidden_history")]
+    assert all(is_noted(m["timestamp"], spans) for m in visible), "every message of the day is in its notes"
+
+
+async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(redis, nanobot_home, deps_for):
+    for key in ("telegram:gone", KEY):
+        await store_record(redis, SummaryRecord(session_key=key, summary="s", start=0, boundary=2,
+                                                boundary_timestamp="t", messages_before=4, messages_after=3,
+                                                tokens_before=10, tokens_after=5))
+    nanobot_home.write_session(KEY, conversation(3))
+    assert 0 < await redis.ttl(record_key(KEY))
+    await daily_summaries({"deps": deps_for(), "redis": redis})
+    assert await load_record(redis, "telegram:gone") is None
+    assert await load_record(redis, KEY) is not None
+    assert {m.decode() for m in await redis.smembers(PENDING_SET)} == {KEY}
+
+
+# -- bad input, property-based -------------------------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12)
+MESSAGE = st.dictionaries(
+    st.sampled_from(["role", "content", "timestamp", "tool_calls", "tool_call_id", "name", "_hidden_history",
+                     "_command", "media", "reasoning_content"]),
+    JSON | st.sampled_from(["user", "assistant", "tool", "system", "wizard", "2026-11-20T10:00:00"]),
+    max_size=6)
+
+
+@given(st.binary(max_size=400))
+def test_the_session_reader_never_raises_on_random_bytes(raw: bytes) -> None:
+    session = parse_session(KEY, Path("x.jsonl"), raw)
+    assert all(isinstance(m, dict) for m in session.messages)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(MESSAGE, max_size=12), st.integers(0, 14))
+def test_odd_messages_never_break_reading_counting_or_planning(messages: list[dict], start: int) -> None:
+    raw = "\n".join([json.dumps({"_type": "metadata", "metadata": {}})] + [json.dumps(m) for m in messages])
+    session = parse_session(KEY, Path("x.jsonl"), raw.encode())
+    counts = [count_message(m, estimate_tokens) for m in session.messages]
+    cut = plan_cut(session.messages, start, counts, KeepRule("messages", 2), 1000)
+    assert cut.start <= cut.boundary <= cut.read == len(session.messages)
+    transcript(session.messages, cut.start, cut.boundary, estimate_tokens)
+
+
+FACT = st.builds(Fact, text=st.text(min_size=1, max_size=40), tag=st.sampled_from(["permanent", "durable"]),
+                 importance=st.integers(3, 5), category=st.sampled_from(["preferences", "people", None]))
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(FACT, max_size=6), st.text(max_size=80))
+def test_merging_facts_twice_equals_merging_once(facts: list[Fact], user_text: str) -> None:
+    once, _ = longterm.apply(user_text, facts, "en", "2026-11-20", 300, session=KEY)
+    twice, stats = longterm.apply(once, facts, "en", "2026-11-20", 300, session=KEY)
+    assert twice == once and stats.added == 0
+
+
+MODELS = [
+    st.builds(SummarizeRequest, session_key=st.text(min_size=1, max_size=30)),
+    st.builds(SummaryRecord, session_key=st.text(max_size=30), summary=st.text(max_size=80),
+              boundary_timestamp=st.none() | st.text(max_size=20)),
+    st.builds(JobOutcome, session_key=st.text(max_size=30), detail=st.text(max_size=60),
+              spend=st.builds(Spend, cost=st.floats(0, 1e6))),
+    st.builds(Progress, running=st.text(max_size=60)),
+    st.builds(Cooldown, reason=st.text(max_size=40)),
+]
+
+
+@pytest.mark.parametrize("strategy", MODELS, ids=lambda s: repr(s)[7:40])
+def test_every_model_kept_in_redis_round_trips(strategy) -> None:
+    @given(strategy)
+    def check(model) -> None:
+        assert type(model).model_validate_json(model.model_dump_json()) == model
+
+    check()
