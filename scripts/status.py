@@ -60,8 +60,8 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         raw = await redis.get(OUTCOME_PREFIX + key)
         if raw:
             outcomes.append(JobOutcome.model_validate_json(raw).model_dump(mode="json"))
-    spend = {key: vars(budget.Spend.from_hash(await redis.hgetall(budget.spend_key(key))))
-             for key in await _scan(redis, f"{KEY_PREFIX}:spend:session:")}
+    spend = {key: budget.Spend.from_hash(await redis.hgetall(budget.spend_key(f"session:{key}"))).model_dump()
+             for key in await _scan(redis, budget.spend_key("session:"))}
     stats = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in (await redis.hgetall(STATS_KEY)).items()}
     return {
         "worker": health.decode() if health else None,
@@ -69,7 +69,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "pending_records": records,
         "resting": resting,
         "outcomes": outcomes,
-        "spend": {"total": vars(budget.Spend.from_hash(await redis.hgetall(budget.SPEND_TOTAL))),
+        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(budget.SPEND_TOTAL)).model_dump(),
                   "sessions": spend},
         "pickups": stats,
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -14,22 +13,17 @@ from nanobot_hooks.contract import KEY_PREFIX, cooldown_key
 if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.llm import Completion
 
-SPEND_TOTAL = f"{KEY_PREFIX}:spend"  # a hash: the totals since the first job
 DAY_SECONDS = 24 * 3600
 
 
-def spend_key(session_key: str) -> str:
-    return f"{KEY_PREFIX}:spend:session:{session_key}"
+def spend_key(scope: str) -> str:
+    """A hash of spend: `total` since the first job; `session:<key>`; `job:<key>`, the session's current job
+    over all its tries; `day:<YYYY-MM-DD>`, tokens of a day in nanobot's timezone (field `tokens`, and
+    `tokens:<key>` per session)."""
+    return f"{KEY_PREFIX}:spend:{scope}"
 
 
-def job_spend_key(session_key: str) -> str:
-    """The spend of the session's current job, over all its tries."""
-    return f"{KEY_PREFIX}:spend:job:{session_key}"
-
-
-def day_key(day: str) -> str:
-    """Tokens spent on one day (in nanobot's timezone): field `tokens`, and `tokens:<session>` per session."""
-    return f"{KEY_PREFIX}:spend:day:{day}"
+SPEND_TOTAL = spend_key("total")
 
 
 def streak_key(session_key: str) -> str:
@@ -37,8 +31,7 @@ def streak_key(session_key: str) -> str:
     return f"{KEY_PREFIX}:failures:{session_key}"
 
 
-@dataclass
-class Spend:
+class Spend(BaseModel):
     """LLM calls and what they cost, as the provider reported them."""
 
     calls: int = 0
@@ -54,15 +47,15 @@ class Spend:
 
     @classmethod
     def of(cls, completion: Completion) -> Spend:
-        return cls(1, completion.prompt_tokens, completion.completion_tokens, completion.cached_tokens,
-                   completion.cost or 0.0, 0 if completion.cost is not None else 1)
+        return cls(calls=1, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                   cached_tokens=completion.cached_tokens, cost=completion.cost or 0.0,
+                   unpriced_calls=0 if completion.cost is not None else 1)
 
     @classmethod
     def from_hash(cls, raw: dict[Any, Any]) -> Spend:
         values = {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
-        # Hash values come back as text; the dataclass's field types say which are whole numbers.
-        return cls(**{f.name: (float if f.type == "float" else int)(float(values.get(f.name, 0)))
-                      for f in fields(cls)})
+        # Hash values come back as text ("3", "0.25"); pydantic makes them numbers of the fields' types.
+        return cls(**{name: float(values.get(name, 0)) for name in cls.model_fields})
 
     def describe(self) -> str:
         if not self.calls:
@@ -76,28 +69,28 @@ class Spend:
 
 async def record_call(redis: ArqRedis, session_key: str, completion: Completion, day: str) -> None:
     """Adds one call to the totals, the session's, the job's and the day's."""
-    spend = asdict(Spend.of(completion))
+    spend = Spend.of(completion).model_dump()
     async with redis.pipeline(transaction=False) as pipe:
-        for key in (SPEND_TOTAL, spend_key(session_key), job_spend_key(session_key)):
+        for key in (SPEND_TOTAL, spend_key(f"session:{session_key}"), spend_key(f"job:{session_key}")):
             for name, value in spend.items():
                 if isinstance(value, float):
                     pipe.hincrbyfloat(key, name, value)
                 else:
                     pipe.hincrby(key, name, value)
-        pipe.expire(job_spend_key(session_key), DAY_SECONDS)
+        pipe.expire(spend_key(f"job:{session_key}"), DAY_SECONDS)
         tokens = completion.prompt_tokens + completion.completion_tokens
-        pipe.hincrby(day_key(day), "tokens", tokens)
-        pipe.hincrby(day_key(day), f"tokens:{session_key}", tokens)
-        pipe.expire(day_key(day), 3 * DAY_SECONDS)
+        pipe.hincrby(spend_key(f"day:{day}"), "tokens", tokens)
+        pipe.hincrby(spend_key(f"day:{day}"), f"tokens:{session_key}", tokens)
+        pipe.expire(spend_key(f"day:{day}"), 3 * DAY_SECONDS)
         await pipe.execute()
 
 
 async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
-    return Spend.from_hash(await redis.hgetall(job_spend_key(session_key)))
+    return Spend.from_hash(await redis.hgetall(spend_key(f"job:{session_key}")))
 
 
 async def start_job_spend(redis: ArqRedis, session_key: str) -> None:
-    await redis.delete(job_spend_key(session_key))
+    await redis.delete(spend_key(f"job:{session_key}"))
 
 
 async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int | None,
@@ -105,7 +98,7 @@ async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int
     """Why no more summarizing tokens may be spent today, or None."""
     if per_session is None and overall is None:
         return None
-    total, mine = await redis.hmget(day_key(day), ["tokens", f"tokens:{session_key}"])
+    total, mine = await redis.hmget(spend_key(f"day:{day}"), ["tokens", f"tokens:{session_key}"])
     total, mine = int(total or 0), int(mine or 0)
     if per_session is not None and mine >= per_session:
         return f"the session's daily cap of {per_session} summarizing tokens is reached ({mine} today)"
