@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Status: the worker's health, the queue, records waiting for nanobot, resting sessions, spend, and last outcomes."""
+"""Status: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend
+and last outcomes, as tables, JSON or Prometheus metrics."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -14,16 +16,22 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
 from arq.connections import ArqRedis, create_pool  # noqa: E402
+from arq.constants import in_progress_key_prefix, retry_key_prefix  # noqa: E402
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, utcnow  # noqa: E402
+from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, session_from_job_id, utcnow  # noqa: E402
 from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from worker import budget  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.outcomes import OUTCOME_PREFIX, JobOutcome  # noqa: E402
 from worker.settings import SettingsError, load_settings  # noqa: E402
+
+STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
+PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in STATS_KEY
+METRIC_PREFIX = "nanobot_summary_"
 
 
 def ago(moment: datetime) -> str:
@@ -35,21 +43,35 @@ def ago(moment: datetime) -> str:
     return f"{seconds / 3600:.1f}h ago"
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 async def _scan(redis: ArqRedis, prefix: str) -> list[str]:
-    keys = [k.decode() if isinstance(k, bytes) else k async for k in redis.scan_iter(match=f"{prefix}*", count=500)]
+    keys = [_text(k) async for k in redis.scan_iter(match=f"{prefix}*", count=500)]
     return sorted(k[len(prefix):] for k in keys)
 
 
 async def gather(redis: ArqRedis) -> dict[str, Any]:
-    """Everything status shows, as plain data (also what --json prints)."""
+    """Everything status shows, as plain data (also what --json prints); the only place that reads Redis."""
     health = await redis.get(f"{QUEUE_NAME}:health-check")
+    # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
+    running = await _scan(redis, in_progress_key_prefix)
+    in_flight = []
+    for job in running:
+        tries = await redis.get(retry_key_prefix + job)
+        in_flight.append({"job_id": job, "session": session_from_job_id(job), "try": int(tries) if tries else None})
+    now_ms = utcnow().timestamp() * 1000
+    waiting = [score for job, score in await redis.zrange(QUEUE_NAME, 0, -1, withscores=True)
+               if _text(job) not in running]
     records = []
     for key in await pending_sessions(redis):
         record = await load_record(redis, key)
         if record is not None:
-            records.append({"session": key, "start": record.start, "boundary": record.boundary,
-                            "tokens_before": record.tokens_before, "tokens_after": record.tokens_after,
-                            "created_at": record.created_at.isoformat()})
+            records.append({"session": key, "reason": record.reason, "start": record.start,
+                            "boundary": record.boundary, "tokens_before": record.tokens_before,
+                            "tokens_after": record.tokens_after, "messages_before": record.messages_before,
+                            "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
     resting = []
     for key in await _scan(redis, f"{KEY_PREFIX}:cooldown:"):
         rest = await budget.cooling(redis, key)
@@ -59,13 +81,17 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     for key in await _scan(redis, OUTCOME_PREFIX):
         raw = await redis.get(OUTCOME_PREFIX + key)
         if raw:
-            outcomes.append(JobOutcome.model_validate_json(raw).model_dump(mode="json"))
+            streak = await redis.get(budget.streak_key(key))
+            outcomes.append({**JobOutcome.model_validate_json(raw).model_dump(mode="json"),
+                             "failures_in_a_row": int(streak or 0)})
     spend = {key: budget.Spend.from_hash(await redis.hgetall(budget.spend_key(f"session:{key}"))).model_dump()
              for key in await _scan(redis, budget.spend_key("session:"))}
-    stats = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in (await redis.hgetall(STATS_KEY)).items()}
+    stats = {_text(k): int(v) for k, v in (await redis.hgetall(STATS_KEY)).items()}
     return {
-        "worker": health.decode() if health else None,
-        "queued": await redis.zcard(QUEUE_NAME),
+        "worker": _text(health) if health else None,
+        "queued": len(waiting),
+        "deferred": sum(1 for score in waiting if score > now_ms),
+        "in_flight": in_flight,
         "pending_records": records,
         "resting": resting,
         "outcomes": outcomes,
@@ -81,19 +107,35 @@ def _money(spend: dict[str, Any]) -> str:
     return f"${spend['cost']:.4f}" + ("+" if spend["unpriced_calls"] else "")
 
 
+def _arrow(before: int | None, after: int | None) -> str:
+    return f"{before} -> {after}" if before is not None else ""
+
+
 def show(console: Console, state: dict[str, Any]) -> None:
-    console.print(f"worker: {state['worker'] or '[yellow]no health report in the last minute[/]'}")
-    console.print(f"queued jobs: {state['queued']}; pickups: {state['pickups'] or 'none yet'}")
+    # Session keys, details and reasons come from chats and models: escaped, so rich never reads them as markup.
+    health = escape(state["worker"]) if state["worker"] else "[yellow]no health report (a live one comes every 30 s)[/]"
+    console.print(f"worker: {health}")
+    console.print(f"queued jobs: {state['queued']} ({state['deferred']} waiting for a retry time); "
+                  f"in flight: {len(state['in_flight'])}; pickups: {state['pickups'] or 'none yet'}")
     total = state["spend"]["total"]
     console.print(f"summarizing so far: {total['calls']} calls, {total['prompt_tokens']:,} prompt + "
                   f"{total['completion_tokens']:,} completion tokens, cost {_money(total)}")
 
+    if state["in_flight"]:
+        running = Table(title="jobs in flight")
+        for column in ("session", "try", "job id"):
+            running.add_column(column)
+        for job in state["in_flight"]:
+            running.add_row(escape(job["session"] or ""), str(job["try"] or ""), escape(job["job_id"]))
+        console.print(running)
+
     pending = Table(title="records waiting for nanobot to apply them")
-    for column in ("session", "covers", "tokens before -> after", "made"):
+    for column in ("session", "trigger", "covers", "tokens before -> after", "messages before -> after", "made"):
         pending.add_column(column)
     for record in state["pending_records"]:
-        pending.add_row(record["session"], f"{record['start']}..{record['boundary'] - 1}",
-                        f"{record['tokens_before']} -> {record['tokens_after']}",
+        pending.add_row(escape(record["session"]), record["reason"], f"{record['start']}..{record['boundary'] - 1}",
+                        _arrow(record["tokens_before"], record["tokens_after"]),
+                        _arrow(record["messages_before"], record["messages_after"]),
                         ago(datetime.fromisoformat(record["created_at"])))
     console.print(pending)
 
@@ -102,24 +144,27 @@ def show(console: Console, state: dict[str, Any]) -> None:
         for column in ("session", "until (UTC)", "failures in a row", "why"):
             resting.add_column(column)
         for rest in state["resting"]:
-            resting.add_row(rest["session"], rest["until"][:19].replace("T", " "), str(rest["failures"]),
-                            rest["reason"])
+            resting.add_row(escape(rest["session"]), rest["until"][:19].replace("T", " "), str(rest["failures"]),
+                            escape(rest["reason"]))
         console.print(resting)
 
     outcomes = Table(title="last job per session")
-    for column in ("session", "status", "trigger", "tokens before -> after", "calls", "tokens spent", "cost",
-                   "took", "finished", "detail"):
+    for column in ("session", "status", "trigger", "tokens before -> after", "messages before -> after", "model",
+                   "spent", "took", "finished", "detail"):
         outcomes.add_column(column)
     for outcome in state["outcomes"]:
         spend = outcome["spend"]
         style = {"failed": "red", "noop": "dim"}.get(outcome["status"], "green")
+        status = f"[{style}]{outcome['status']}[/]"
+        status += f" ({outcome['failures_in_a_row']} in a row)" if outcome["failures_in_a_row"] > 1 else ""
         took = f"{outcome['seconds']:.1f}s" if outcome["seconds"] is not None else ""
         took += f" (try {outcome['job_try']})" if outcome["job_try"] > 1 else ""
-        shrink = f"{outcome['tokens_before']} -> {outcome['tokens_after']}" if outcome["tokens_before"] else ""
-        outcomes.add_row(outcome["session_key"], f"[{style}]{outcome['status']}[/]", outcome["reason"], shrink,
-                         str(spend["calls"]), f"{spend['prompt_tokens'] + spend['completion_tokens']:,}",
-                         _money(spend), took, ago(datetime.fromisoformat(outcome["finished_at"])),
-                         outcome["detail"])
+        spent = (f"{spend['calls']} calls, {spend['prompt_tokens'] + spend['completion_tokens']:,} tokens, "
+                 f"{_money(spend)}")
+        outcomes.add_row(escape(outcome["session_key"]), status, outcome["reason"],
+                         _arrow(outcome["tokens_before"], outcome["tokens_after"]),
+                         _arrow(outcome["messages_before"], outcome["messages_after"]), escape(outcome["model"]),
+                         spent, took, ago(datetime.fromisoformat(outcome["finished_at"])), escape(outcome["detail"]))
     console.print(outcomes)
 
     if state["spend"]["sessions"]:
@@ -127,38 +172,141 @@ def show(console: Console, state: dict[str, Any]) -> None:
         for column in ("session", "calls", "prompt tokens", "completion tokens", "cached", "cost"):
             spent.add_column(column)
         for key, spend in state["spend"]["sessions"].items():
-            spent.add_row(key, str(spend["calls"]), f"{spend['prompt_tokens']:,}", f"{spend['completion_tokens']:,}",
-                          f"{spend['cached_tokens']:,}", _money(spend))
+            spent.add_row(escape(key), str(spend["calls"]), f"{spend['prompt_tokens']:,}",
+                          f"{spend['completion_tokens']:,}", f"{spend['cached_tokens']:,}", _money(spend))
         console.print(spent)
+
+
+# --- Prometheus text exposition format 0.0.4 -----------------------------------------------------------------
+
+Samples = list[tuple[dict[str, str], float]]
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(value: str) -> str:
+    return _escape_help(value).replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _family(name: str, kind: str, text: str, samples: Samples) -> list[str]:
+    """One metric family: HELP and TYPE, then its samples (a family may have none yet)."""
+    full = METRIC_PREFIX + name
+    lines = [f"# HELP {full} {_escape_help(text)}", f"# TYPE {full} {kind}"]
+    for labels, value in samples:
+        inside = ",".join(f'{key}="{_escape_label(label)}"' for key, label in labels.items())
+        lines.append(f"{full}{{{inside}}} {_number(value)}" if inside else f"{full} {_number(value)}")
+    return lines
+
+
+def _per_session(outcomes: list[dict[str, Any]], field: str) -> Samples:
+    return [({"session": o["session_key"]}, o[field]) for o in outcomes if o[field] is not None]
+
+
+def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str:
+    """The state as Prometheus metrics; `None` (Redis did not answer) gives only `redis_up 0`."""
+    lines = _family("redis_up", "gauge", "1 if Redis answered when these metrics were read.",
+                    [({}, 0 if state is None else 1)])
+    if state is None:
+        return "\n".join(lines) + "\n"
+    now = now or utcnow()
+    records, outcomes, total = state["pending_records"], state["outcomes"], state["spend"]["total"]
+    oldest = min((datetime.fromisoformat(r["created_at"]) for r in records), default=now)
+    families = [
+        ("worker_up", "gauge", "1 if a worker is alive: arq's health-check key, rewritten every 30 s, is there.",
+         [({}, 1 if state["worker"] else 0)]),
+        ("queue_depth", "gauge", "Jobs in the queue that no worker runs yet (deferred ones included).",
+         [({}, state["queued"])]),
+        ("queue_deferred", "gauge", "Queued jobs waiting for a later time (a retry's backoff).",
+         [({}, state["deferred"])]),
+        ("jobs_in_flight", "gauge", "Jobs a worker runs now (arq in-progress keys).",
+         [({}, len(state["in_flight"]))]),
+        ("pending_records", "gauge", "Finished summaries waiting for nanobot to apply them.", [({}, len(records))]),
+        ("oldest_pending_record_age_seconds", "gauge",
+         "Age of the oldest summary waiting for nanobot (0 when none): grows while no nanobot applies them.",
+         [({}, max(0.0, (now - oldest).total_seconds()))]),
+        ("resting_sessions", "gauge", "Sessions resting after a failed or fruitless job (the trigger waits).",
+         [({}, len(state["resting"]))]),
+        ("llm_calls_total", "counter", "Summarizing LLM calls since the first job.", [({}, total["calls"])]),
+        ("prompt_tokens_total", "counter", "Prompt tokens of summarizing calls, as providers reported them.",
+         [({}, total["prompt_tokens"])]),
+        ("completion_tokens_total", "counter", "Completion tokens of summarizing calls.",
+         [({}, total["completion_tokens"])]),
+        ("cached_tokens_total", "counter", "Cached prompt tokens of summarizing calls.",
+         [({}, total["cached_tokens"])]),
+        ("cost_usd_total", "counter", "What summarizing cost, in USD, from litellm's price table.",
+         [({}, total["cost"])]),
+        ("unpriced_calls_total", "counter", "Summarizing calls of a model litellm has no price for.",
+         [({}, total["unpriced_calls"])]),
+        ("pickups_total", "counter",
+         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate.",
+         [({"result": result}, state["pickups"].get(result, 0))
+          for result in dict.fromkeys([*PICKUP_RESULTS, *sorted(state["pickups"])])]),
+        ("last_outcome_status", "gauge", "1 for the status of the session's last job, 0 for the others.",
+         [({"session": o["session_key"], "status": status}, 1 if o["status"] == status else 0)
+          for o in outcomes for status in STATUSES]),
+        ("last_outcome_seconds", "gauge", "How long the session's last job ran.", _per_session(outcomes, "seconds")),
+        ("last_outcome_finished_timestamp_seconds", "gauge", "When the session's last job ended (Unix time).",
+         [({"session": o["session_key"]}, datetime.fromisoformat(o["finished_at"]).timestamp()) for o in outcomes]),
+        ("last_outcome_tokens_before", "gauge", "Replayed tokens before the session's last summary (estimate).",
+         _per_session(outcomes, "tokens_before")),
+        ("last_outcome_tokens_after", "gauge", "Replayed tokens after it, the summary included (estimate).",
+         _per_session(outcomes, "tokens_after")),
+    ]
+    for name, kind, text, samples in families:
+        lines += _family(name, kind, text, samples)
+    return "\n".join(lines) + "\n"
 
 
 async def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     if not answers(settings.redis_url, **settings.redis_options()):
         print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
+        if args.prometheus:
+            print(prometheus(None), end="")
         return 2
     redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
     try:
         state = await gather(redis)
     finally:
         await redis.aclose()
-    if args.json:
+    if args.prometheus:
+        print(prometheus(state), end="")
+    elif args.json:
         print(json.dumps({"redis": redacted_url(settings.redis_url), "auto_summary": settings.auto_summary,
                           **state}, ensure_ascii=False, indent=2))
-        return 0
-    console = Console()
-    console.print(f"Redis {redacted_url(settings.redis_url)}; auto summary {'on' if settings.auto_summary else 'off'}")
-    show(console, state)
+    else:
+        console = Console()
+        console.print(f"Redis {redacted_url(settings.redis_url)}; auto summary "
+                      f"{'on' if settings.auto_summary else 'off'}")
+        show(console, state)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/status.py",
-        description="Show the summary worker's state in Redis (REDIS_URL): health, queue, records waiting for "
-        "nanobot, resting sessions, what summarizing cost, and each session's last job.",
+        description="Show the summary worker's state in Redis (REDIS_URL): health, queue depth, jobs in flight, "
+        "records waiting for nanobot, resting sessions, what summarizing cost, and each session's last job "
+        "(trigger, tokens and messages before and after, time taken, model, failures).",
+        epilog="Three outputs of the same data: tables for people (the default); --json, one JSON object for "
+        "scripts; --prometheus, metrics named nanobot_summary_* in Prometheus' text format 0.0.4, e.g. for "
+        "node_exporter's textfile collector. Exit code 2 when Redis does not answer (--prometheus then still "
+        "prints nanobot_summary_redis_up 0).",
     )
-    parser.add_argument("--json", action="store_true", help="print the same as one JSON object, for scripts")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
+    output.add_argument("--prometheus", action="store_true",
+                        help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
     args = parser.parse_args(argv)
     try:
         return asyncio.run(run(args))

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Undo a session's summary: nanobot replays the covered messages again (they never left the session file), and
+no record waiting in Redis or in line 1 is applied. For a summary that went wrong; run it while nanobot is stopped."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+
+from arq.connections import create_pool  # noqa: E402
+from arq.constants import in_progress_key_prefix  # noqa: E402
+from filelock import FileLock  # noqa: E402
+
+from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id  # noqa: E402
+from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, SESSION_FILES_LOCK  # noqa: E402
+from nanobot_hooks.queue import drop_record, load_record  # noqa: E402
+from nanobot_hooks.settings import redacted_url  # noqa: E402
+from worker.connections import answers, redis_settings  # noqa: E402
+from worker.errors import NanobotConfigError, SessionKeyError  # noqa: E402
+from worker.nanobot_config import NanobotConfig  # noqa: E402
+from worker.sessions import session_path  # noqa: E402
+from worker.settings import SettingsError, load_settings  # noqa: E402
+
+# nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
+WATERMARKS = ("last_archived", "last_consolidated")
+
+
+class Refused(Exception):
+    """Why nothing was undone, in one line."""
+
+
+def undone_line_one(head: dict[str, Any]) -> list[str]:
+    """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary."""
+    metadata = head.get("metadata") if isinstance(head.get("metadata"), dict) else {}
+    done = []
+    if metadata.pop(LAST_SUMMARY, None) is not None:
+        done.append("removed the summary nanobot sends instead of the covered messages (metadata._last_summary)")
+    watermark = next((head[k] for k in WATERMARKS if isinstance(head.get(k), int) and head[k] > 0), 0)
+    if watermark:
+        done.append(f"moved the watermark from {watermark} to 0: messages 0..{watermark - 1} are replayed again")
+        head.update({k: 0 for k in WATERMARKS if k in head})
+    if metadata.pop(METADATA_KEY, None) is not None:
+        done.append(f"removed the worker's marks (metadata.{METADATA_KEY}: a waiting copy, the applied mark)")
+    head["metadata"] = metadata
+    return done
+
+
+def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
+    """Line 1 undone under nanobot's lock; every message line is copied byte for byte, and the file keeps its
+    permissions and modification time (nanobot keeps an unfinished turn's recovery file only when the session
+    file is not newer)."""
+    with FileLock(str(path.parent / SESSION_FILES_LOCK), timeout=30):
+        before = path.stat()
+        first, _, rest = path.read_bytes().partition(b"\n")
+        try:
+            head = json.loads(first.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            head = None
+        if not isinstance(head, dict) or head.get("_type") != METADATA_TYPE:
+            raise Refused(f"line 1 of {path.name} is not nanobot's metadata line: not touched")
+        done = undone_line_one(head)
+        if done and not dry_run:
+            # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
+            handle_fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            tmp = Path(name)
+            try:
+                with os.fdopen(handle_fd, "wb") as handle:
+                    os.chmod(tmp, before.st_mode & 0o7777)
+                    handle.write(json.dumps(head, ensure_ascii=False).encode("utf-8") + b"\n" + rest)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, path)
+                os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+            finally:
+                tmp.unlink(missing_ok=True)
+    return done
+
+
+async def undo(key: str, dry_run: bool) -> list[str]:
+    settings = load_settings()
+    try:
+        path = session_path(NanobotConfig.load(settings.config_path).sessions_dir, key)
+    except (NanobotConfigError, SessionKeyError) as exc:
+        raise Refused(str(exc)) from None
+    if not path.exists():
+        raise Refused(f"no session {key!r} ({path.name} is not in {path.parent})")
+    if not answers(settings.redis_url, **settings.redis_options()):
+        raise Refused(f"Redis at {redacted_url(settings.redis_url)} does not answer: a record waiting there would "
+                      "still be applied")
+    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    try:
+        # A job running or queued now would store a record over the undone state.
+        if await redis.exists(in_progress_key_prefix + job_id(key)) or \
+                await redis.zscore(QUEUE_NAME, job_id(key)) is not None:
+            raise Refused(f"a summary job for {key!r} is queued or running: let it end (scripts/status.py), "
+                          "then run this again")
+        done = rewrite_line_one(path, dry_run)
+        record = await load_record(redis, key)
+        if record is not None:
+            if not dry_run:
+                await drop_record(redis, record)
+            done.append(f"dropped the summary waiting in Redis (messages {record.start}..{record.boundary - 1})")
+    finally:
+        await redis.aclose()
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/undo_summary.py",
+        description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
+        "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
+        "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
+        "Then make a fresh summary from the messages with scripts/enqueue.py --wait KEY (with the worker "
+        "running), or let the trigger make one. The memory files keep what the summary added; edit them by hand.",
+    )
+    parser.add_argument("session", help="the session key, e.g. telegram:42")
+    parser.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    args = parser.parse_args(argv)
+    try:
+        done = asyncio.run(undo(args.session, args.dry_run))
+    except (Refused, SettingsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    prefix = f"{args.session}: {'would have ' if args.dry_run else ''}"
+    print("\n".join(prefix + line for line in done) if done else f"{args.session}: no summary to undo")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

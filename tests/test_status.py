@@ -1,0 +1,190 @@
+"""scripts/status.py's three outputs: a job followed through a real arq worker (in flight, then its outcome) in
+JSON and Prometheus metrics, metrics that parse strictly, and session keys with quotes, backslashes, newlines
+and markup carried through every output unharmed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from arq.constants import in_progress_key_prefix
+from prometheus_client.parser import text_string_to_metric_families
+
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, SummaryRecord, job_id
+from nanobot_hooks.queue import enqueue_summary, load_record, store_record
+from tests.support.fakellm import FakeRequest, Reply
+from worker import budget
+from worker.outcomes import JobOutcome, load_outcome, save_outcome
+
+from .conftest import conversation, summary_json
+from .nanobot_fixtures import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "telegram:42"
+ODD = 'web:say "hi" \\ back\nslash [bold]x[/]'
+Series = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+# Format 0.0.4, read strictly: a sample line is a name, optional labels with only \\, \" and \n escaped, a value.
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})? (\S+)$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(?:,|$)')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def strict_parse(text: str) -> tuple[Series, dict[str, str]]:
+    """Every family: HELP then TYPE (once each), then its samples, contiguous; no series twice."""
+    assert text.endswith("\n"), "the exposition ends with a line feed"
+    series: Series = {}
+    kinds: dict[str, str] = {}
+    family = None
+    for line in text[:-1].split("\n"):
+        if line.startswith("# HELP "):
+            family = line.split(" ")[2]
+            assert re.fullmatch(_NAME, family) and family not in kinds and family not in series, line
+            series[family] = {}
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert name == family and name not in kinds and kind in {"counter", "gauge"}, line
+            kinds[name] = kind
+        else:
+            match = _SAMPLE.match(line)
+            assert match and match.group(1) == family and family in kinds, f"stray sample line: {line!r}"
+            labels, rest = [], match.group(2) or ""
+            while rest:
+                label = _LABEL.match(rest)
+                assert label, f"bad labels in {line!r}"
+                labels.append((label.group(1), re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], label.group(2))))
+                rest = rest[label.end():]
+            key = tuple(sorted(labels))
+            assert key not in series[family], f"series twice: {line!r}"
+            series[family][key] = float(match.group(3))
+    return series, kinds
+
+
+def metrics(text: str) -> tuple[Series, dict[str, str]]:
+    """The strict reading, checked against prometheus_client's own parser: both must agree."""
+    series, kinds = strict_parse(text)
+    reference: Series = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            reference.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    assert reference == {name: values for name, values in series.items() if values}
+    return series, kinds
+
+
+def status(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "scripts/status.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "REDIS_URL": redis_url, "COLUMNS": "250"}, timeout=60)
+
+
+def value(series: Series, name: str, **labels: str) -> float:
+    return series[f"nanobot_summary_{name}"][tuple(sorted(labels.items()))]
+
+
+class Gate:
+    """A fake-LLM answer held back until the test opens the gate: meanwhile the job is in flight."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+
+    def __call__(self, request: FakeRequest) -> Reply:
+        self.open.wait(60)
+        return Reply(summary_json())
+
+
+async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nanobot_home, fake_llm, redis, redis_url):
+    gate = fake_llm.responder = Gate()
+    nanobot_home.write_session(KEY, conversation(15))
+    worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "REDIS_URL": redis_url,
+                                                              "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    try:
+        await wait_until(lambda: redis.exists(f"{QUEUE_NAME}:health-check"), 60, "the worker's health report")
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+        try:
+            during = json.loads(status(redis_url, "--json").stdout)
+            assert during["in_flight"] == [{"job_id": job_id(KEY), "session": KEY, "try": 1}]
+            assert during["queued"] == 0 and during["worker"] and during["outcomes"] == []
+            series, _ = metrics(status(redis_url, "--prometheus").stdout)
+            assert value(series, "jobs_in_flight") == 1 and value(series, "queue_depth") == 0
+            assert value(series, "worker_up") == 1 and value(series, "redis_up") == 1
+            assert "jobs in flight" in status(redis_url).stdout
+        finally:
+            gate.open.set()
+        await wait_until(lambda: load_outcome(redis, KEY), 60, "the job's outcome")
+        await wait_until(lambda: _gone(redis, in_progress_key_prefix + job_id(KEY)), 60, "the job's end")
+        outcome, record = await load_outcome(redis, KEY), await load_record(redis, KEY)
+        assert outcome is not None and outcome.status == "summarized" and record is not None
+
+        result = status(redis_url, "--prometheus")
+        assert result.returncode == 0, result.stderr
+        series, kinds = metrics(result.stdout)
+        assert {value(series, "last_outcome_status", session=KEY, status=s)
+                for s in ("noted", "noop", "failed")} == {0} and value(
+            series, "last_outcome_status", session=KEY, status="summarized") == 1
+        assert value(series, "last_outcome_seconds", session=KEY) == outcome.seconds
+        assert value(series, "last_outcome_tokens_before", session=KEY) == outcome.tokens_before
+        assert value(series, "last_outcome_tokens_after", session=KEY) == outcome.tokens_after
+        assert value(series, "last_outcome_finished_timestamp_seconds", session=KEY) == \
+            outcome.finished_at.timestamp()
+        assert value(series, "pending_records") == 1 and value(series, "jobs_in_flight") == 0
+        assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
+        assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
+        assert value(series, "pickups_total", result="applied") == 0
+        assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
+        assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
+
+        after = json.loads(status(redis_url, "--json").stdout)
+        shown = after["outcomes"][0]
+        assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
+        assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)
+        assert after["pending_records"][0]["boundary"] == record.boundary
+        tables = status(redis_url).stdout
+        assert outcome.model in tables and f"{record.messages_before} -> {record.messages_after}" in tables
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+
+
+async def _gone(redis, key: str) -> bool:
+    return not await redis.exists(key)
+
+
+async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_every_output(redis, redis_url):
+    await save_outcome(redis, JobOutcome(session_key=ODD, status="failed", detail="broke on [red]x[/]",
+                                         seconds=1.25, reason="interval", model="openai/m"))
+    await store_record(redis, SummaryRecord(session_key=ODD, summary="s", start=0, boundary=4, boundary_timestamp="t",
+                                            messages_before=9, messages_after=6, tokens_before=900, tokens_after=300))
+    await budget.cool_down(redis, ODD, "it failed", base=60, longest=600)
+
+    result = status(redis_url, "--prometheus")
+    assert result.returncode == 0, result.stderr
+    series, _ = metrics(result.stdout)
+    assert value(series, "last_outcome_status", session=ODD, status="failed") == 1
+    assert value(series, "last_outcome_seconds", session=ODD) == 1.25
+    assert value(series, "pending_records") == 1 and value(series, "resting_sessions") == 1
+    assert value(series, "oldest_pending_record_age_seconds") >= 0
+    assert ODD not in result.stdout and '\\"hi\\" \\\\ back\\nslash' in result.stdout
+
+    shown = json.loads(status(redis_url, "--json").stdout)
+    assert [o["session_key"] for o in shown["outcomes"]] == [ODD] and shown["resting"][0]["session"] == ODD
+    tables = status(redis_url)
+    assert tables.returncode == 0, tables.stderr
+    assert "[bold]x[/]" in tables.stdout and "[red]x[/]" in tables.stdout, "markup in data is shown, not obeyed"
+
+
+def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics() -> None:
+    helped = subprocess.run([sys.executable, "scripts/status.py", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60).stdout
+    assert "tables" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
+    dead = status(f"redis://127.0.0.1:{free_port()}/0", "--prometheus")
+    assert dead.returncode == 2 and "does not answer" in dead.stderr
+    series, _ = metrics(dead.stdout)
+    assert series == {"nanobot_summary_redis_up": {(): 0.0}}

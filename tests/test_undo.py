@@ -1,0 +1,101 @@
+"""scripts/undo_summary.py: after the real nanobot applied a summary, undoing it makes nanobot replay the covered
+messages again with every message line unchanged, and a fresh summary starts from the first message; a summary
+still waiting is dropped, and a queued job, a dry run and an unknown session leave everything as it was."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
+from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
+from tests.support.models import is_summary_request
+
+from .conftest import conversation, run_burst
+from .nanobot_fixtures import (
+    ARCHIVED, SMALL_PROMPT, chat_requests, history_text, session_lines, system_text, turn,
+)
+from .test_nanobot_e2e import (  # noqa: F401 (fixtures)
+    agent_home, assert_summary_replaces_covered_messages, nanobot_exe, script, seed_and_cross, worker_deps,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "telegram:42"
+
+
+def undo(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(home.config_path)}
+    return subprocess.run([sys.executable, "scripts/undo_summary.py", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def message_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[1:]
+
+
+async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fresh_one_starts_at_zero(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:7"
+    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
+    await run_burst(worker_deps())
+    record = await load_record(redis, key)
+    assert record is not None and record.boundary > 0
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "turn that applies the summary")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+
+    path = agent_home.session_file(key)
+    lines, mtime = message_lines(path), path.stat().st_mtime_ns
+    result = undo(agent_home, redis_url, key)
+    assert result.returncode == 0, result.stderr
+    assert f"from {record.boundary} to 0" in result.stdout
+    assert message_lines(path) == lines, "every message line byte for byte, nanobot's marker included"
+    assert path.stat().st_mtime_ns == mtime, "an unfinished turn's recovery file stays valid"
+    head, _ = session_lines(agent_home, key)
+    assert head["last_archived"] == head["last_consolidated"] == 0
+    assert "_last_summary" not in head["metadata"] and METADATA_KEY not in head["metadata"]
+
+    await turn(nanobot_exe, agent_home, env, key, "turn after the undo")
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED not in system_text(request)
+    assert all(m["content"] in history_text(request) for m in seeded), "the covered messages are sent again"
+    # nanobot's hidden marker row stays where the summary was applied, and nanobot sends it too (the README says so).
+    assert "Continue the active task from the working-memory checkpoint above." in history_text(request)
+
+    fake_llm.clear()
+    await enqueue_summary(redis, SummarizeRequest(session_key=key))
+    await run_burst(worker_deps())
+    fresh = await load_record(redis, key)
+    assert fresh is not None and fresh.start == 0, "summarized from the first message, no old summary folded in"
+    asked = [r for r in fake_llm.requests if is_summary_request(r)]
+    assert asked and seeded[0]["content"] in str(asked[0].body)
+
+
+async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
+        nanobot_home, default_reply, redis, redis_url, deps_for):
+    path = nanobot_home.write_session(KEY, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    queued = undo(nanobot_home, redis_url, KEY)
+    assert queued.returncode == 2 and "queued or running" in queued.stderr
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None
+    before = path.read_bytes()
+
+    dry = undo(nanobot_home, redis_url, "--dry-run", KEY)
+    assert dry.returncode == 0 and "would have dropped the summary waiting in Redis" in dry.stdout
+    assert path.read_bytes() == before and await load_record(redis, KEY) is not None
+
+    done = undo(nanobot_home, redis_url, KEY)
+    assert done.returncode == 0, done.stderr
+    assert await load_record(redis, KEY) is None and await pending_sessions(redis) == []
+    head, _ = session_lines(nanobot_home, KEY)
+    assert METADATA_KEY not in head["metadata"], "the copy in line 1 is gone too: nothing left to apply"
+    assert message_lines(path) == before.split(b"\n")[1:]
+    again = undo(nanobot_home, redis_url, KEY)
+    assert again.returncode == 0 and "no summary to undo" in again.stdout
+
+    unknown = undo(nanobot_home, redis_url, "telegram:43")
+    assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
