@@ -113,6 +113,16 @@ async def seed_and_cross(exe, home: NanobotHome, redis_url: str, script: LLMScri
     return seeded, env
 
 
+async def seed_cross_and_summarize(exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str, redis, deps):
+    """`seed_and_cross`, then the worker's job for it: the seeded messages, nanobot's environment and the
+    record waiting in Redis."""
+    seeded, env = await seed_and_cross(exe, home, redis_url, script, key)
+    await run_burst(deps)
+    record = await load_record(redis, key)
+    assert record is not None
+    return seeded, env, record
+
+
 async def gateway_cross(gateway, home: NanobotHome, script: LLMScript, redis, text: str):
     """A session with history, a gateway, and one WebSocket turn that crosses the threshold and enqueues."""
     seeded = conversation(SEEDED_TURNS)
@@ -200,10 +210,8 @@ async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses
 async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn_and_nothing_is_left_open(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:17"
-    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
-    await run_burst(worker_deps())
-    record = await load_record(redis, key)
-    assert record is not None
+    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
+                                                         worker_deps())
 
     # ResourceWarnings shown: an unclosed Redis connection or an unawaited task would print one.
     python = [str(nanobot_python(nanobot_exe)), "-W", "always::ResourceWarning", "-m", "nanobot"]
@@ -225,10 +233,9 @@ async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn
 async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:8"
-    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
-    await run_burst(worker_deps())
-    record = await load_record(redis, key)
-    assert record is not None and await queued_jobs(redis) == 0
+    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
+                                                         worker_deps())
+    assert await queued_jobs(redis) == 0
     # As if nanobot had saved the session over the worker's copy in line 1: only Redis has the record.
     path = agent_home.session_file(key)
     head, *rest = path.read_text(encoding="utf-8").splitlines()

@@ -18,7 +18,7 @@ from .nanobot_fixtures import (
     ARCHIVED, SMALL_PROMPT, chat_requests, history_text, session_lines, system_text, turn,
 )
 from .test_nanobot_e2e import (  # noqa: F401 (fixtures)
-    agent_home, assert_summary_replaces_covered_messages, nanobot_exe, script, seed_and_cross, worker_deps,
+    agent_home, assert_summary_replaces_covered_messages, nanobot_exe, script, seed_cross_and_summarize, worker_deps,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,10 +38,9 @@ def message_lines(path: Path) -> list[bytes]:
 async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fresh_one_starts_at_zero(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:7"
-    seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
-    await run_burst(worker_deps())
-    record = await load_record(redis, key)
-    assert record is not None and record.boundary > 0
+    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
+                                                         worker_deps())
+    assert record.boundary > 0
     script.prompt_tokens = SMALL_PROMPT
     await turn(nanobot_exe, agent_home, env, key, "turn that applies the summary")
     assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
