@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -139,3 +140,18 @@ CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
 -- short words, one token each. Contentless and without positions: it only answers "which rows".
 CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5(gram, content='', detail='none', tokenize='unicode61');
 """
+
+
+@lru_cache(maxsize=1)
+def fts_problem() -> str | None:
+    """Why this Python's SQLite cannot hold the index (None when it can)."""
+    import sqlite3  # here: the hooks import the contract on every nanobot start, most never need SQLite
+    from contextlib import closing
+
+    try:
+        with closing(sqlite3.connect(":memory:")) as db:
+            db.execute("CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='trigram')")
+    except sqlite3.Error as exc:
+        return (f"this Python's SQLite {sqlite3.sqlite_version} has no FTS5 trigram tokenizer ({exc}); "
+                "SQLite 3.34 or later with FTS5 is needed")
+    return None

@@ -71,12 +71,6 @@ class Throttle:
         warning(message + (f" ({hidden} similar lines suppressed)" if hidden else ""))
         return True
 
-    def clear(self, kind: str) -> bool:
-        """Forget a kind of trouble; True if it had been reported (so the caller can say it is over)."""
-        self._suppressed.pop(kind, None)
-        self._shown.discard(kind)
-        return self._last.pop(kind, None) is not None
-
     def recovered(self, kind: str) -> bool:
         """True once after a warning of `kind` was shown (so the caller can say it is over). Unlike
         `clear`, the rate limit stays: the next failure within the window is counted, not shown."""

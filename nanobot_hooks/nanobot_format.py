@@ -26,9 +26,9 @@ LAST_SUMMARY = "_last_summary"
 # nanobot guards every session-file write in a sessions folder with this cross-process lock file.
 SESSION_FILES_LOCK = ".session-files.lock"
 SESSION_SUFFIX = ".jsonl"
-# The recovery file of an unfinished turn, beside the session file. nanobot discards it on load when
-# the session file's mtime is newer, or when line 1's `updated_at` or the message count changed.
-CHECKPOINT_SUFFIX = ".checkpoint.json"
+# nanobot keeps the recovery file of an unfinished turn beside the session file (`<stem>.checkpoint.json`)
+# and discards it on load when the session file's mtime is newer, or when line 1's `updated_at` or the
+# message count changed: whoever writes a session file keeps all three.
 
 
 def is_internal_session(session_key: str | None) -> bool:
@@ -79,6 +79,34 @@ def is_user_turn(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user" and not is_hidden(message)
 
 
+def tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of an assistant message (OpenAI's shape); none for anything else a file may hold."""
+    calls = message.get("tool_calls")
+    return [call for call in calls if isinstance(call, dict)] if isinstance(calls, list) else []
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's `content`: a string, or an OpenAI content-block list (other blocks leave a
+    short placeholder such as [image])."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else str(content)
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif kind in ("image_url", "image", "input_image"):
+                parts.append("[image]")
+            elif kind:
+                parts.append(f"[{kind}]")
+    return "\n".join(parts)
+
+
 def timestamp_before(messages: Sequence[Mapping[str, Any]], boundary: int) -> str | None:
     """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
     if boundary <= 0 or boundary > len(messages):
@@ -94,19 +122,10 @@ def summary_text(metadata: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
-def file_stem(key: str) -> str:
-    """nanobot's file stem for a key: base64url without padding."""
-    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
-
-
 def storage_name(key: str) -> str:
-    """nanobot's session file name for a key (`telegram:123` -> `dGVsZWdyYW06MTIz.jsonl`)."""
-    return file_stem(key) + SESSION_SUFFIX
-
-
-def checkpoint_name(key: str) -> str:
-    """The name of the recovery file nanobot keeps beside a session file during a long turn."""
-    return file_stem(key) + CHECKPOINT_SUFFIX
+    """nanobot's session file name for a key: base64url without padding (`telegram:123` ->
+    `dGVsZWdyYW06MTIz.jsonl`)."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=") + SESSION_SUFFIX
 
 
 def key_from_name(name: str) -> str | None:

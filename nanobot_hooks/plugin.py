@@ -248,13 +248,13 @@ class RecallTool(_ToolBase):  # type: ignore[misc, valid-type]
         """Offered unless NANOBOT_SUMMARY_RECALL=false, a setting is bad or nanobot unsupported (the
         hooks' entry logs those), or this Python's SQLite cannot read the index."""
         try:
-            from nanobot_hooks.recall import fts_available
+            from nanobot_hooks.contract import fts_problem
             from nanobot_hooks.settings import load_settings
 
             check_version()
             if not load_settings().summary_recall:
                 return False
-            if not fts_available():
+            if fts_problem() is not None:
                 _switch_off("this Python's SQLite has no FTS5 trigram tokenizer", "recall tool off")
                 return False
             return isinstance(getattr(ctx, "workspace", None), (str, Path))

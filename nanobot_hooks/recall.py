@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import date as Date
-from functools import lru_cache
 from pathlib import Path
 
 from nanobot_hooks.contract import PART_BITS, RECALL_INDEX, RECALL_SCHEMA_VERSION
@@ -138,17 +137,6 @@ def render(query: str, hits: Sequence[Hit], terms: Sequence[str], asker: str | N
 
 
 # -- the index (read-only I/O) ---------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def fts_available() -> bool:
-    """Can this Python's SQLite read the index (FTS5 with the trigram tokenizer)?"""
-    try:
-        with closing(sqlite3.connect(":memory:")) as db:
-            db.execute("CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='trigram')")
-        return True
-    except sqlite3.Error:
-        return False
 
 
 def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[str], bool], scope: str = "session",

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
+import copy
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +15,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 
 from arq.connections import create_pool  # noqa: E402
 from arq.constants import in_progress_key_prefix  # noqa: E402
-from filelock import FileLock  # noqa: E402
 
 from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id  # noqa: E402
-from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, SESSION_FILES_LOCK  # noqa: E402
+from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name  # noqa: E402
 from nanobot_hooks.queue import drop_record, load_record  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
 from worker.errors import NanobotConfigError, SessionKeyError  # noqa: E402
 from worker.nanobot_config import NanobotConfig  # noqa: E402
-from worker.sessions import session_path  # noqa: E402
+from worker.sessions import edit_line_one, read_session, session_path  # noqa: E402
 from worker.settings import SettingsError, load_settings  # noqa: E402
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -54,33 +51,15 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
 
 
 def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
-    """Line 1 undone under nanobot's lock; every message line is copied byte for byte, and the file keeps its
-    permissions and modification time (nanobot keeps an unfinished turn's recovery file only when the session
-    file is not newer)."""
-    with FileLock(str(path.parent / SESSION_FILES_LOCK), timeout=30):
-        before = path.stat()
-        first, _, rest = path.read_bytes().partition(b"\n")
-        try:
-            head = json.loads(first.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            head = None
-        if not isinstance(head, dict) or head.get("_type") != METADATA_TYPE:
-            raise Refused(f"line 1 of {path.name} is not nanobot's metadata line: not touched")
-        done = undone_line_one(head)
-        if done and not dry_run:
-            # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
-            handle_fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            tmp = Path(name)
-            try:
-                with os.fdopen(handle_fd, "wb") as handle:
-                    os.chmod(tmp, before.st_mode & 0o7777)
-                    handle.write(json.dumps(head, ensure_ascii=False).encode("utf-8") + b"\n" + rest)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)
-                os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-            finally:
-                tmp.unlink(missing_ok=True)
+    """Line 1 undone the way the worker writes it (worker.sessions.edit_line_one): every message line copied
+    byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
+    recovery file only when the session file is not newer)."""
+    if dry_run:
+        record = read_session(path.parent, key_from_name(path.name) or "").metadata_record
+        return undone_line_one(copy.deepcopy(record)) if record.get("_type") == METADATA_TYPE else []
+    done = edit_line_one(path.parent, path, undone_line_one)
+    if done is None:
+        raise Refused(f"line 1 of {path.name} is not nanobot's metadata line: not touched")
     return done
 
 

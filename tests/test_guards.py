@@ -41,6 +41,18 @@ def test_real_summaries_pass(text: str) -> None:
     assert unusable(text) is None
 
 
+@pytest.mark.parametrize("text", [
+    "Error handling in the deploy script was reworked: retries now back off, and ./deploy.sh logs to /var/log.",
+    "Rate limiting for the API gateway was discussed; the user chose 100 requests per minute.",
+    "Exception tracking moved to Sentry (project acme-web).",
+    "Unfortunately the migration to Hugo 0.140 broke the theme; the user pinned 0.139.",
+    "Sorry-state of the old wiki: the user wants it archived.",
+    "## Summary\n- I'm sorry about the outage, the user wrote to the team; then they fixed nginx.\n" + "- detail\n" * 80,
+])
+def test_summaries_that_merely_open_like_an_error_or_an_apology_pass(text: str) -> None:
+    assert unusable(text) is None
+
+
 def test_identifiers_are_found_in_every_script_and_sentence_openers_are_not() -> None:
     found = identifiers("## Goals\n- Migrate from WordPress to Hugo 0.139 at https://blog.example.com/post/1\n"
                         "Port 8080 in /etc/hugo/config.toml; ask Alice about ticket ABC-1234. "

@@ -21,7 +21,7 @@ def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):
     assert throttle.warning("other", "other trouble", now=59.9)
     assert throttle.warning("redis", "down", now=61.0)
     assert shown == ["down", "other trouble", "down (2 similar lines suppressed)"]
-    assert throttle.clear("redis") and not throttle.clear("redis")
+    assert throttle.recovered("redis") and not throttle.recovered("redis")
 
 
 def test_passwords_never_reach_the_log():

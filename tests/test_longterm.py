@@ -262,18 +262,18 @@ def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("# Memory\n- my own line\n", encoding="utf-8")
-    real = longterm._write_temp
+    real = longterm.temp_beside
     calls: list[int] = []
 
-    def edit_then_write(target: Path, data: bytes) -> Path:
+    def edit_then_write(target: Path, data: bytes, mode: int | None = None) -> Path:
         # Plays nanobot's Dream: it writes the file in place and takes no lock.
         if not calls:
             with target.open("a", encoding="utf-8") as handle:
                 handle.write("- a line Dream wrote meanwhile\n")
         calls.append(1)
-        return real(target, data)
+        return real(target, data, mode)
 
-    monkeypatch.setattr(longterm, "_write_temp", edit_then_write)
+    monkeypatch.setattr(longterm, "temp_beside", edit_then_write)
     stats = write(path, [Fact(text="Lives in Berlin", category="people")])
     text = path.read_text(encoding="utf-8")
     assert len(calls) == 2, "the first attempt saw the change and merged again"

@@ -19,6 +19,8 @@ from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker import llm
 from worker.budget import cooling
+from worker.cron import daily_summaries
+from worker.notes import is_noted, noted_spans
 from worker.outcomes import load_outcome
 
 from .conftest import conversation, run_burst
@@ -31,6 +33,13 @@ EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\
 
 def day(n: int) -> datetime:
     return datetime(2026, 11, 20, 9, 0) + timedelta(hours=n)
+
+
+def route_openai_models_to(home, llm) -> None:
+    """Models named `openai/<name>` (a fallback, a priced model) go to the fake LLM too."""
+    config = json.loads(home.config_path.read_text(encoding="utf-8"))
+    config["providers"]["openai"] = {"apiBase": llm.url, "apiKey": "sk-fake"}
+    home.config_path.write_text(json.dumps(config), encoding="utf-8")
 
 
 async def summarize(redis, deps, reason: str = "tokens", **worker):
@@ -176,9 +185,10 @@ async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resum
     assert record is None
     before = fake_llm.requests
     assert len(before) >= 2
+    assert await cooling(redis, KEY) is None, "a cancelled try is no failure of the session: no rest"
     in_flight = set(_summarized_users(before[-1:]))  # cut off by the cancel: never answered
     fake_llm.responder = Summarizer()
-    outcome, record = await summarize(redis, deps, reason="manual")
+    outcome, record = await summarize(redis, deps)
     assert outcome is not None and outcome.status == "summarized" and record is not None
     again = set(_summarized_users(before)) & set(_summarized_users(fake_llm.requests[len(before):]))
     assert again == in_flight, "only the chunk cut off in flight is asked again, no finished one"
@@ -209,9 +219,7 @@ async def test_structured_output_is_asked_for_and_a_server_that_refuses_it_is_as
 
 async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
         redis, redis_url, nanobot_home, fake_llm, deps_for):
-    config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
-    config["providers"]["openai"] = {"apiBase": fake_llm.url, "apiKey": "sk-fake"}
-    nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+    route_openai_models_to(nanobot_home, fake_llm)
     model = Summarizer()
     fake_llm.responder = lambda request: replace(model(request), prompt_tokens=10_000, completion_tokens=1_000,
                                                  cached_tokens=4_000)
@@ -261,3 +269,95 @@ async def test_fidelity_is_recorded_for_each_summary(redis, nanobot_home, fake_l
     assert outcome is not None and outcome.status == "summarized"
     assert outcome.carry_forward == 1.0, "the obedient model keeps every identifier of the previous summary"
     assert outcome.covered_kept is not None and 0.3 < outcome.covered_kept <= 1.0
+
+
+async def test_notes_a_prose_model_could_not_give_are_not_marked_noted_and_are_asked_for_again(
+        redis, nanobot_home, fake_llm, deps_for):
+    prose = Summarizer("prose")
+    json_model = Summarizer()
+    fake_llm.responder = lambda request: (prose(request) if is_summary_request(request)
+                                          else Error.rate_limit())  # the notes call fails once
+    morning = datetime.now().replace(hour=8, minute=0, second=0, microsecond=0)
+    nanobot_home.write_session(KEY, conversation(15, start=morning))
+    deps = deps_for()
+    outcome, record = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "summarized" and record is not None
+    assert "notes and facts skipped" in outcome.detail
+    memory = nanobot_home.workspace / "memory"
+    assert noted_spans(memory, KEY, morning.date().isoformat()) == [], "nothing marked as noted"
+    # The daily run asks again (a model that gives notes now) and notes them.
+    fake_llm.responder = json_model
+    await daily_summaries({"deps": deps, "redis": redis})
+    await run_burst(deps)
+    spans = noted_spans(memory, KEY, morning.date().isoformat())
+    assert all(is_noted(m["timestamp"], spans) for m in conversation(15, start=morning)[:record.boundary])
+
+
+async def test_a_bad_answer_then_a_failing_fallback_still_gives_up_after_two_tries(
+        redis, nanobot_home, fake_llm, deps_for):
+    calls = {"main": 0, "fallback": 0}
+
+    def two_models(request: FakeRequest) -> Reply | Error:
+        if request.body["model"] == "fallback-model":
+            calls["fallback"] += 1
+            return Error.rate_limit()
+        calls["main"] += 1
+        return Reply(REFUSAL)
+
+    fake_llm.responder = two_models
+    route_openai_models_to(nanobot_home, fake_llm)
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for(summary_fallback_model="openai/fallback-model"))
+    assert outcome is not None and outcome.status == "failed" and record is None
+    assert calls == {"main": 2, "fallback": 1}, calls
+
+
+async def test_a_job_that_finds_the_session_resting_neither_pays_nor_lengthens_the_rest(
+        redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(REFUSAL)
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for()
+    await summarize(redis, deps)
+    first = await cooling(redis, KEY)
+    assert first is not None and first.failures == 1
+    for _ in range(2):  # the daily run, the trigger: jobs that find the rest
+        outcome, _ = await summarize(redis, deps, reason="daily")
+        assert outcome is not None and outcome.status == "noop" and outcome.spend.calls == 0
+    rest = await cooling(redis, KEY)
+    assert rest is not None and (rest.failures, rest.until) == (1, first.until)
+
+
+async def test_an_empty_notes_answer_does_not_switch_notes_off_for_the_model(redis, nanobot_home, fake_llm,
+                                                                            deps_for):
+    prose = Summarizer("prose")
+    notes_answers = [Reply(""), Reply(json.dumps({"daily_notes": [{"date": "2026-11-20", "topics": ["deploys"]}],
+                                                  "facts": []}))]
+    fake_llm.responder = lambda request: prose(request) if is_summary_request(request) else notes_answers.pop(0)
+    deps = deps_for()
+    for key in ("telegram:1", "telegram:2"):
+        nanobot_home.write_session(key, conversation(15))
+        await enqueue_summary(redis, SummarizeRequest(session_key=key))
+        await run_burst(deps)
+    assert notes_answers == [], "the second session's notes were asked for"
+    assert "deploys" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+
+
+async def test_the_daily_cap_reached_by_the_summary_call_keeps_the_summary(redis, nanobot_home, fake_llm, deps_for):
+    prose = Summarizer("prose")
+    fake_llm.responder = lambda request: replace(prose(request), prompt_tokens=900, completion_tokens=100)
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for(summary_daily_tokens=500))
+    assert outcome is not None and outcome.status == "summarized" and record is not None
+    assert "notes and facts skipped" in outcome.detail and "daily cap" in outcome.detail
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_summary_that_would_not_shrink_still_writes_its_paid_notes(redis, nanobot_home, fake_llm, deps_for):
+    notes = [{"date": "2026-11-20", "topics": ["the deploy script"]}]
+    fake_llm.default = Reply(json.dumps({"summary": "## What happened\n" + "- a very long summary line\n" * 60,
+                                         "daily_notes": notes, "facts": []}))
+    nanobot_home.write_session(KEY, conversation(12, user="q{i}", assistant="a{i}"))
+    outcome, record = await summarize(redis, deps_for(summary_keep="messages:2"))
+    assert outcome is not None and outcome.status == "noop" and "would not shrink" in outcome.detail
+    assert record is None
+    assert "the deploy script" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import plugin, recall
+from nanobot_hooks import contract, plugin, recall
 from nanobot_hooks.contract import RECALL_INDEX, SummarizeRequest
 from nanobot_hooks.nanobot_format import is_direct_chat
 from nanobot_hooks.queue import enqueue_summary
@@ -298,7 +298,7 @@ def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered
         RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
     assert not (home.workspace / RECALL_INDEX).exists()
     monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
-    monkeypatch.setattr(recall, "fts_available", lambda: False)
+    monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5 trigrams")
     assert plugin.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
 
 

@@ -46,9 +46,6 @@ class DailyNotes(BaseModel):
     technical_issues: list[TechnicalIssue] = Field(default_factory=list)
     insights: list[str] = Field(default_factory=list)
 
-    def is_empty(self) -> bool:
-        return not any(getattr(self, part) for part in NOTE_PARTS)
-
 
 class Fact(BaseModel):
     """A candidate for long-term memory."""
@@ -96,6 +93,9 @@ ANSWER_SCHEMA = _schema(with_summary=True)
 NOTES_SCHEMA = _schema(with_summary=False)
 
 _FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+# An answer that opens with JSON (bare or fenced) is JSON, never prose: an error payload or an object of other
+# keys must not become the rolling summary.
+_OPENS_AS_JSON = re.compile(r"\s*(?:```[A-Za-z]*\s*)?[\[{]")
 _KEYS = ('"summary"', '"daily_notes"', '"facts"')
 
 
@@ -134,10 +134,10 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer
         answer.facts, bad_facts = _models(Fact, data.get("facts"), _lenient_fact)
         if bad_notes or bad_facts:
             log.info("dropped %d unreadable notes and %d unreadable facts of the answer", bad_notes, bad_facts)
+    elif _OPENS_AS_JSON.match(cleaned):
+        raise BadAnswer("the answer is JSON without the fields asked for (or JSON the repair could not read)")
     elif not need_summary:
-        raise BadAnswer("prose instead of the JSON notes asked for")
-    elif candidate is not None and cleaned.startswith(("{", "[")):
-        raise BadAnswer("the answer is JSON the repair could not read")
+        raise BadAnswer("prose instead of the JSON notes asked for", prose=True)
     else:
         answer = Answer(summary=cleaned, prose=True)
     if len(answer.summary) > max_chars:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanobot_hooks.nanobot_format import is_user_turn
+from nanobot_hooks.nanobot_format import is_user_turn, tool_calls
 from worker.settings import KeepRule
 
 
@@ -45,8 +45,8 @@ def orphaned_results(messages: Sequence[dict[str, Any]], boundary: int) -> bool:
     """True if a tool result at or after `boundary` answers a call made before it."""
     kept_calls: set[str] = set()
     for message in messages[boundary:]:
-        for call in message.get("tool_calls") or []:
-            if isinstance(call, dict) and isinstance(call.get("id"), str):
+        for call in tool_calls(message):
+            if isinstance(call.get("id"), str):
                 kept_calls.add(call["id"])
         call_id = message.get("tool_call_id")
         if message.get("role") == "tool" and isinstance(call_id, str) and call_id not in kept_calls:

@@ -41,9 +41,11 @@ class BadAnswer(LLMError, RetryableError):
     """The model answered, but nothing usable: empty, unreadable, oversized, a refusal, or a summary that lost
     what the previous one held."""
 
-    def __init__(self, message: str, oversized: int | None = None) -> None:
+    def __init__(self, message: str, oversized: int | None = None, prose: bool = False) -> None:
         super().__init__(message)
         self.oversized = oversized
+        self.prose = prose  # prose where JSON was asked for (a notes-only call)
+        self.model: str | None = None  # the model that answered, set by the caller
 
 
 class OutOfTime(RetryableError):

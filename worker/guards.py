@@ -12,7 +12,7 @@ from worker.language import HAN, HANGUL
 # A refusal or apology opens the answer; a real summary starts with its content (or a heading).
 _REFUSAL = re.compile(
     r"(?i)^\W*(?:"
-    r"(?:i'?m|i am)\s+(?:sorry|afraid|unable|not able)|i\s+apologi[sz]e|sorry\b|apologies\b|unfortunately\b"
+    r"(?:i'?m|i am)\s+(?:sorry|afraid|unable|not able)|i\s+apologi[sz]e|sorry(?![-\w])|apologies(?![-\w])"
     r"|i\s+(?:can(?:'|no)?t|cannot|won'?t|will not|am not able to)\b|as an ai\b"
     r"|很抱歉|抱歉|对不起|對不起|我无法|我無法|我不能|无法(?:协助|帮助|提供|完成|总结)|作为(?:一个)?(?:AI|人工智能)"
     r"|申し訳|すみません|できません|お手伝いできません|죄송|할 수 없|도와드릴 수 없"
@@ -20,8 +20,9 @@ _REFUSAL = re.compile(
 )
 # An error text instead of an answer (a proxy's or provider's message passed through as content).
 _ERROR = re.compile(
-    r"(?i)^\W*(?:error\b|exception\b|traceback \(most recent call last\)|internal server error|bad gateway"
-    r"|service unavailable|rate limit|request failed|\{\s*\"error\"|错误[:：]|エラー[:：]|오류[:：])"
+    r"(?i)^\W*(?:(?:error|exception)\s*(?:[:：]|\d{3}\b)|traceback \(most recent call last\)"
+    r"|internal server error|bad gateway|service unavailable|rate limit (?:reached|exceeded)|request failed"
+    r"|\{\s*\"error\"|错误[:：]|エラー[:：]|오류[:：])"
 )
 _PLACEHOLDERS = {
     "", "n/a", "na", "none", "null", "nothing", "no summary", "summary unavailable", "summary", "todo", "tbd",
@@ -29,6 +30,9 @@ _PLACEHOLDERS = {
 }
 _TEMPLATE = re.compile(r"^[\[<{(]\s*[\w\s.-]{0,40}\s*[\]>})]$")  # "[summary]", "<summary here>", "{summary}"
 _REFUSAL_WINDOW = 200  # how far into the answer a refusal is looked for
+# A refusal or an error text is short; a real summary that happens to open with "Error handling..." or
+# "Sorry, ..." (quoting the user) is longer than this, and only its first lines are looked at anyway.
+SHORT = 600
 
 
 def unusable(summary: str) -> str | None:
@@ -38,9 +42,9 @@ def unusable(summary: str) -> str | None:
     plain = re.sub(r"[\W_]+", " ", text.casefold()).strip()
     if {plain, plain.replace(" ", "")} & _PLACEHOLDERS or len(plain) < 3 or _TEMPLATE.match(text):
         return f"a placeholder instead of a summary ({_quote(text)})"
-    if _ERROR.match(head):
+    if len(text) < SHORT and _ERROR.match(head):
         return f"an error text instead of a summary ({_quote(text)})"
-    if _REFUSAL.match(head):
+    if len(text) < SHORT and _REFUSAL.match(head):
         return f"a refusal or an apology instead of a summary ({_quote(text)})"
     return None
 

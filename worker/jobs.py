@@ -139,6 +139,9 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} try {job_try}")  # arq runs each job in a task of its own
     started = time.monotonic()
     run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
+    if job_try == 1:
+        # Before any early exit: an outcome must never show (and be rested for) an earlier job's spend.
+        await budget.start_job_spend(redis, key)
     if is_internal_session(key):
         return await finish(run, JobOutcome(session_key=key, status="noop", detail="an internal nanobot session"),
                             started)
@@ -147,11 +150,10 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         # that the job can say so.
         detail = f"gave up after {job_try - 1} tries (the worker stopped or the job ran out of time)"
         return await finish(run, JobOutcome(session_key=key, status="failed", detail=detail), started)
-    if req.reason != "manual" and (rest := await budget.cooling(redis, key)) is not None:
+    # A retry (job_try > 1) belongs to a job already admitted: only a new job waits for the rest.
+    if req.reason != "manual" and job_try == 1 and (rest := await budget.cooling(redis, key)) is not None:
         detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
-    if job_try == 1:
-        await budget.start_job_spend(redis, key)
     async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
         pipe.get(daily_flag_key(key))
         pipe.delete(daily_flag_key(key))
@@ -181,10 +183,13 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     except WorkerError as exc:
         outcome = JobOutcome(session_key=key, status="failed", detail=str(exc))
     except asyncio.CancelledError:
-        # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Finished chunks
-        # are kept (worker.progress), so the retry or the next job resumes after them.
+        # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Not a failure of
+        # the session (no rest): the retry, or the next job, resumes after the finished chunks
+        # (worker.progress), and still notes through the end.
+        if since:
+            await redis.set(daily_flag_key(key), since, nx=True)
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
-        await finish(run, outcome, started)
+        await finish(run, outcome, started, rest=False)
         raise
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
         log.exception("summary of %s crashed", key)
@@ -192,7 +197,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     return await finish(run, outcome, started)
 
 
-async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any]:
+async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = True) -> dict[str, Any]:
     """Adds the job's spend and timing to its outcome, starts or ends the session's rest, and keeps it."""
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
@@ -204,11 +209,11 @@ async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
-    if fruitless and outcome.cooldown_until is None:
-        rest = await budget.cool_down(redis, key, outcome.detail[:200], settings.summary_cooldown,
-                                      settings.summary_cooldown_max)
-        if rest is not None:
-            outcome.cooldown_until = rest.until
+    if fruitless and rest and outcome.cooldown_until is None:
+        cooldown = await budget.cool_down(redis, key, outcome.detail[:200], settings.summary_cooldown,
+                                          settings.summary_cooldown_max)
+        if cooldown is not None:
+            outcome.cooldown_until = cooldown.until
     elif outcome.status in ("summarized", "noted"):
         await budget.recovered(redis, key)
     log.info("%s %s in %.1fs: %s", outcome.status, key, outcome.seconds, outcome.detail)
@@ -234,11 +239,14 @@ def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[in
 async def run_job(run: Run) -> JobOutcome:
     """The summary of what leaves the context, then (daily run) notes for every message not yet noted."""
     deps, req = run.deps, run.req
+    # The record first, then the file: if nanobot applies the record in between, the file read after it
+    # shows it applied, and the job folds it in; the other order would cover the old range again.
+    pending = await load_record(run.redis, req.session_key)
     session = read_session(deps.sessions_dir, req.session_key)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
-    outcome, covered = await summarize_part(run, session)
+    outcome, covered = await summarize_part(run, session, pending)
     if req.notes_through_end and deps.memory is not None:
         written = await notes_part(run, session, covered)
         status = "noted" if outcome.status == "noop" and written else outcome.status
@@ -261,10 +269,11 @@ async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | Non
     log.info("%s: %s", session.key, done)
 
 
-async def summarize_part(run: Run, session: SessionFile) -> tuple[JobOutcome, set[int]]:
+async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord | None
+                         ) -> tuple[JobOutcome, set[int]]:
     """Returns the outcome and the indices whose notes this part took care of."""
     deps, key = run.deps, run.key
-    start, previous = chain_start(session, await load_record(run.redis, key))
+    start, previous = chain_start(session, pending)
     cut, counts = plan_for(deps, session, start, run.req)
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if cut.covered == 0 or not entries:
@@ -272,15 +281,18 @@ async def summarize_part(run: Run, session: SessionFile) -> tuple[JobOutcome, se
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
-    answer, calls, last_part = await summarize_entries(
+    answer, calls, last_noted = await summarize_entries(
         run, marked, fresh, previous, language, (cut.start, cut.boundary, session.timestamp_before(cut.boundary)))
 
     replay_from = session.last_archived
     tokens_before = deps.counter(session.previous_summary) + sum(counts[replay_from:cut.read])
     tokens_after = deps.counter(answer.summary) + sum(counts[cut.boundary:cut.read])
     await clear_progress(run.redis, key)
+    # The last part's notes and facts are true, and paid for, whether or not the summary is committed.
+    notes = dated_notes(answer.notes, last_noted)
+    memory = await write_memory(deps, key, notes, answer.facts, language)
     if tokens_after >= tokens_before:
-        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before}"
+        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before}; {memory}"
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
     record = SummaryRecord(
         session_key=key,
@@ -294,11 +306,10 @@ async def summarize_part(run: Run, session: SessionFile) -> tuple[JobOutcome, se
         tokens_after=tokens_after,
         reason=run.req.reason,
     )
-    notes = dated_notes(answer.notes, [e for e in last_part if e.index in fresh])
-    detail = f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} tokens"
-    # Memory first: a crash before the record is stored re-runs the range, and notes are idempotent.
-    # Its failures are reported, never fatal: the summary does not wait on a broken workspace.
-    detail += f"; {await write_memory(deps, key, notes, answer.facts, language)}"
+    # Memory was written first: a crash before the record is stored re-runs the range, and notes are
+    # idempotent. Its failures are reported, never fatal: the summary does not wait on a broken workspace.
+    detail = (f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} "
+              f"tokens; {memory}")
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
@@ -338,14 +349,19 @@ async def notes_part(run: Run, session: SessionFile, covered: set[int]) -> str:
     notes: list[DailyNotes] = []
     facts: list[Fact] = []
     parts = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
+    noted: list[Entry] = []
     for number, part in enumerate(parts, start=1):
         found = await ask_notes(run, part, language, known, number, number == len(parts))
         if found is None:
-            return f"notes of {len(entries)} more messages skipped"
+            break  # the parts noted so far are paid for: they are written; the rest waits for a later run
         notes += found.notes
         facts += found.facts
-    written = await write_memory(deps, key, dated_notes(notes, entries), facts, language)
-    return f"noted {len(entries)} more messages: {written}"
+        noted += part
+    if not noted:
+        return f"notes of {len(entries)} more messages skipped"
+    written = await write_memory(deps, key, dated_notes(notes, noted), facts, language)
+    of = "" if len(noted) == len(entries) else f" of {len(entries)}"
+    return f"noted {len(noted)}{of} more messages: {written}"
 
 
 async def ask_notes(run: Run, part: list[Entry], language: str, known: list[str], number: int = 1,
@@ -361,9 +377,10 @@ async def ask_notes(run: Run, part: list[Entry], language: str, known: list[str]
     try:
         return await ask(run, notes_system_prompt(language), prompt, NOTES_SCHEMA, need_summary=False)
     except BadAnswer as exc:
-        run.deps.prose_models.add(model)
+        if exc.prose:  # only a model that answered prose is not asked again; an empty answer may pass
+            run.deps.prose_models.add(exc.model or model)
         run.notes_skipped = f"notes and facts skipped: {exc}"
-    except (LLMError, OutOfTime) as exc:
+    except (LLMError, OutOfTime, OverBudget) as exc:
         # The summary is what matters; a retry for its notes would pay for the summary again.
         run.notes_skipped = f"notes and facts skipped: {exc}"
     return None
@@ -444,7 +461,7 @@ async def summarize_entries(
 ) -> tuple[Answer, int, list[Entry]]:
     """One call when the input fits the budget; otherwise chunks, each folding in the summary so far.
 
-    Returns the last answer, the number of calls, and the entries of the last part. Every finished
+    Returns the last answer, the number of calls, and the entries whose notes the last answer holds. Every finished
     chunk but the last has its notes written and its running summary kept, so a retry resumes after it.
     """
     deps, key = run.deps, run.key
@@ -478,8 +495,10 @@ async def summarize_entries(
                     found = await ask_notes(run, unnoted_part, language, known)
                     if found is not None:
                         answer.notes, answer.facts = found.notes, found.facts
+                    else:
+                        unnoted_part = []  # not noted: no span may mark them, the daily run asks again
                 if last:
-                    return answer, calls, part
+                    return answer, calls, unnoted_part
                 await write_memory(deps, key, dated_notes(answer.notes, unnoted_part), answer.facts, language)
                 running, done = redact(answer.summary), part[-1].index + 1
                 await save_progress(run.redis, key, Progress(
@@ -518,7 +537,8 @@ async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any], need_s
             raise  # the caller shrinks the input; another model would not read more
         except LLMError as exc:
             log.warning("model %s failed: %s", choice.model, exc)
-            error = exc
+            # A bad answer decides the job's tries (2), also when the fallback then fails otherwise.
+            error = error if isinstance(error, BadAnswer) else exc
     assert error is not None
     raise error
 
@@ -533,6 +553,7 @@ async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]],
         try:
             return parse_answer(completion.text, settings.summary_max_chars, need_summary)
         except BadAnswer as bad:
+            bad.model = choice.model
             if bad.oversized is None or firm:
                 raise
             # One firmer request: most models comply when told their own length.

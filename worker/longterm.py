@@ -5,17 +5,18 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from filelock import FileLock
 
 from worker.answer import CATEGORIES, Fact
 from worker.errors import MemoryFilesError
+from worker.files import temp_beside
+from worker.notes import quote_key
 from worker.dedup import (
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,
@@ -42,7 +43,6 @@ _BEGIN_LINE = re.compile(r"^<!-- nanobot-summary:begin\b[^\n]*-->[ \t\r]*$", re.
 _END_LINE = re.compile(r"^<!-- nanobot-summary:end\b[^\n]*?-->(?=[ \t\r]*$)", re.MULTILINE)
 _LANG = re.compile(r"\blang=([a-z]{2})\b")
 _META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})(?:\s+(?P<session>[^\s<>]+))?\s*-->\s*$")
-_SAFE = ":@+._~/"  # session keys are written url-quoted but for these, as in the notes' markers
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
@@ -133,7 +133,7 @@ def render(part: Part) -> str:
 
 
 def _meta(line: Line) -> str:
-    session = f" {quote(line.session, safe=_SAFE)}" if line.session else ""
+    session = f" {quote_key(line.session)}" if line.session else ""
     return f"i{line.importance} {line.date}{session}"
 
 
@@ -285,19 +285,6 @@ def _read_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    try:
-        os.chmod(name, path.stat().st_mode & 0o7777)
-    except FileNotFoundError:
-        os.chmod(name, 0o644)  # mkstemp's 0600 would hide the file from a nanobot running as another user
-    return Path(name)
-
-
 class MemoryConflict(MemoryFilesError):
     """MEMORY.md kept changing under us; the job's retry will merge again."""
 
@@ -316,7 +303,7 @@ def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, ma
             new_text, stats = apply(text, facts, language, today, max_facts, threshold, session)
             if new_text == text:
                 return stats
-            temp = _write_temp(path, new_text.encode("utf-8", errors="surrogateescape"))
+            temp = temp_beside(path, new_text.encode("utf-8", errors="surrogateescape"))
             try:
                 # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
                 # read, merge again into its version rather than replace it.

@@ -30,7 +30,7 @@ _MARKER = re.compile(
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
-_SAFE = ":@+._~/"
+_SAFE = ":@+._~/"  # what stays readable of a session key in a marker: the rest is url-quoted
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,14 @@ class Span:
 
     def marker(self) -> str:
         def field(value: str | None) -> str:
-            return quote(value, safe=_SAFE) if value else "-"
+            return quote_key(value) if value else "-"
         return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
                 f" last={field(self.last)} digest={self.digest} -->")
+
+
+def quote_key(key: str) -> str:
+    """A session key as markers write it: one token, never "-->", readable where it can be."""
+    return quote(key, safe=_SAFE)
 
 
 def clean(item: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from nanobot_hooks.nanobot_format import is_hidden
+from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
 from worker.language import text_language
 from worker.redact import redact
 from worker.tokens import Counter
@@ -40,27 +40,6 @@ def cut_middle(text: str, max_chars: int) -> str:
     note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
     head = max_chars // 2
     return text[:head] + note + text[len(text) - (max_chars - head):]
-
-
-def block_text(content: Any) -> str:
-    """Text of a str or an OpenAI content-block list; other blocks leave a short placeholder."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return "" if content is None else str(content)
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            kind = block.get("type")
-            if isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif kind in ("image_url", "image", "input_image"):
-                parts.append("[image]")
-            elif kind:
-                parts.append(f"[{kind}]")
-    return "\n".join(parts)
 
 
 def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
@@ -111,13 +90,13 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
         return None  # nanobot's checkpoint markers and slash commands
     role = message.get("role")
     stamp = moment.strftime("[%Y-%m-%d %H:%M] ") if moment else ""
-    text = block_text(message.get("content")).strip()
+    text = content_text(message.get("content")).strip()
     if message.get("media") and not text:
         text = "[attachment]"
     if role == "tool":
         name = " ".join(str(message.get("name") or "tool").split())
         return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS))}"
-    calls = [_tool_call_text(c) for c in message.get("tool_calls") or []]
+    calls = [_tool_call_text(c) for c in tool_calls(message)]
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
@@ -172,5 +151,5 @@ def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[
 def detect_language(messages: Sequence[dict[str, Any]]) -> str:
     """zh / ja / ko / en from what the user wrote; the prompt also says 'the user's language'."""
     return text_language(
-        "".join(block_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
+        "".join(content_text(m.get("content")) for m in messages if m.get("role") == "user" and not is_hidden(m))
     )

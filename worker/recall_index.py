@@ -32,6 +32,7 @@ from nanobot_hooks.contract import (
     RECALL_SCHEMA_VERSION,
     RECALL_TABLES,
     SummaryRecord,
+    fts_problem,
 )
 from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
 from worker import longterm, notes
@@ -149,18 +150,6 @@ def archived_through(session: SessionFile) -> int:
 
 
 # -- the database (I/O) ------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=1)
-def fts_problem() -> str | None:
-    """Why this Python's SQLite cannot hold the index (None when it can)."""
-    try:
-        with closing(sqlite3.connect(":memory:")) as db:
-            db.execute("CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='trigram')")
-    except sqlite3.Error as exc:
-        return (f"this Python's SQLite {sqlite3.sqlite_version} has no FTS5 trigram tokenizer ({exc}); "
-                "SQLite 3.34 or later with FTS5 is needed")
-    return None
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from nanobot_hooks.nanobot_format import (
     timestamp_before,
 )
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
+from worker.files import temp_beside
 
 log = logging.getLogger("worker.sessions")
 LOCK_TIMEOUT_SECONDS = 30
@@ -150,25 +151,38 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
 
 
 def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:
-    """Set `metadata[name]` in line 1, copying every other byte as it is.
+    """Set `metadata[name]` in line 1. A dict value is merged into a dict already there, so keys others keep in
+    it (the hooks' `applied` marker) survive. False (nothing changed) when the file or its metadata line is
+    missing."""
+    def set_entry(record: dict[str, Any]) -> bool:
+        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        current = metadata.get(name)
+        merged = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
+        record["metadata"] = {**metadata, name: merged}
+        return True
 
-    A dict value is merged into a dict already there, so keys others keep in it (the hooks' `applied`
-    marker) survive. The new file is made outside nanobot's lock; the lock is held only to check that
-    nanobot did not save meanwhile and to rename (nanobot's saves wait on that lock, on its event loop).
-    Only if nanobot saved during every such attempt is the whole write done under the lock.
-    The file keeps its modification time: nanobot discards an unfinished turn's recovery file when the
-    session file is newer than it.
+    return bool(edit_line_one(sessions_dir, session_path(sessions_dir, key), set_entry))
 
-    Returns False (and changes nothing) when the file or its metadata line is missing; raises
-    SessionError when the file system or the lock refuses.
+
+LineEdit = Callable[[dict[str, Any]], Any]
+
+
+def edit_line_one(sessions_dir: Path, path: Path, edit: LineEdit) -> Any:
+    """Rewrite line 1 (nanobot's metadata record) through `edit`, copying every other byte as it is, and return
+    what `edit` returned; a falsy result writes nothing. None when the file or its metadata line is missing.
+
+    The new file is made outside nanobot's lock; the lock is held only to check that nanobot did not save
+    meanwhile and to rename (nanobot's saves wait on that lock, on its event loop). Only if nanobot saved
+    during every such attempt is the whole write done under the lock. The file keeps its permissions and its
+    modification time: nanobot discards an unfinished turn's recovery file when the session file is newer.
+    Raises SessionError when the file system or the lock refuses.
     """
-    path = session_path(sessions_dir, key)
     lock = FileLock(str(sessions_dir / SESSION_FILES_LOCK), timeout=LOCK_TIMEOUT_SECONDS)
     try:
         for attempt in range(1, WRITE_ATTEMPTS + 1):
-            done = _write_metadata_entry(path, name, value, lock, hold=attempt == WRITE_ATTEMPTS)
-            if done is not None:
-                return done
+            done, result = _edit_line_one(path, edit, lock, hold=attempt == WRITE_ATTEMPTS)
+            if done:
+                return result
     except (OSError, Timeout) as exc:
         raise SessionError(f"cannot write line 1 of {path.name}: {exc}") from None
     raise AssertionError("the last attempt holds the lock and cannot be overtaken")
@@ -178,64 +192,37 @@ def _identity(stat: os.stat_result) -> tuple[int, int, int]:
     return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
-def _write_metadata_entry(path: Path, name: str, value: Any, lock: FileLock, hold: bool) -> bool | None:
-    """One attempt: False when there is nothing to write into, None when nanobot saved meanwhile.
-    With `hold`, the lock is held throughout, so nothing can save meanwhile."""
+def _edit_line_one(path: Path, edit: LineEdit, lock: FileLock, hold: bool) -> tuple[bool, Any]:
+    """One attempt: (False, None) when nanobot saved meanwhile. With `hold`, the lock is held throughout, so
+    nothing can save meanwhile."""
     with lock if hold else nullcontext():
         try:
             before = path.stat()
             raw = path.read_bytes()
         except FileNotFoundError:
-            return False
-        content = _with_entry(raw, name, value)
-        if content is None:
-            return False
-        tmp = _temp_copy(path, content, before.st_mode)
+            return True, None
+        first, newline, rest = raw.partition(b"\n")
+        try:
+            record = json.loads(first.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return True, None
+        if not isinstance(record, dict) or record.get("_type") != METADATA_TYPE:
+            return True, None
+        result = edit(record)
+        if not result:
+            return True, result
+        head = json.dumps(record, ensure_ascii=False).encode("utf-8")
+        temp = temp_beside(path, head + b"\n" + rest if newline else head + b"\n", before.st_mode)
         try:
             with nullcontext() if hold else lock:
                 try:
                     now = path.stat()
                 except FileNotFoundError:
-                    return False
+                    return True, None
                 if _identity(now) != _identity(before):
-                    return None  # nanobot saved since the read: read again
-                os.replace(tmp, path)
+                    return False, None  # nanobot saved since the read: read again
+                os.replace(temp, path)
                 os.utime(path, ns=(now.st_atime_ns, now.st_mtime_ns))
         finally:
-            tmp.unlink(missing_ok=True)
-    return True
-
-
-def _with_entry(raw: bytes, name: str, value: Any) -> bytes | None:
-    """The file's bytes with `metadata[name]` set in line 1; None when line 1 is no metadata record."""
-    first, newline, rest = raw.partition(b"\n")
-    try:
-        record = json.loads(first.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(record, dict) or record.get("_type") != METADATA_TYPE:
-        return None
-    metadata = record.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    current = metadata.get(name)
-    if isinstance(current, dict) and isinstance(value, dict):
-        value = {**current, **value}
-    record["metadata"] = {**metadata, name: value}
-    head = json.dumps(record, ensure_ascii=False).encode("utf-8")
-    return head + b"\n" + rest if newline else head + b"\n"
-
-
-def _temp_copy(path: Path, content: bytes, mode: int) -> Path:
-    """The new content in a temporary file beside `path`, synced to disk, with `path`'s permissions."""
-    # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        with open(tmp, "xb") as handle:
-            os.chmod(tmp, mode & 0o7777)
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
+            temp.unlink(missing_ok=True)
+    return True, result

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from nanobot_hooks.nanobot_format import content_text
 from worker.language import CJK_PUNCTUATION, HAN, HANGUL, KANA
 
 # Pieces close to cl100k's pre-tokenizer: chars/4 is 2-4x low for CJK text (anchors, lesson 2),
@@ -59,18 +60,7 @@ def best_counter() -> Counter:
 
 def message_text(message: dict[str, Any]) -> str:
     """Everything in a message that the model reads: text blocks, tool calls, reasoning."""
-    parts: list[str] = []
-    content = message.get("content")
-    if isinstance(content, str):
-        parts.append(content)
-    elif isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict):
-                text = block.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-            elif isinstance(block, str):
-                parts.append(block)
+    parts = [content_text(message.get("content"))]
     for name in ("tool_calls", "reasoning_content", "thinking_blocks"):
         value = message.get(name)
         if value:
@@ -81,6 +71,3 @@ def message_text(message: dict[str, Any]) -> str:
 def count_message(message: dict[str, Any], counter: Counter) -> int:
     return counter(message_text(message)) + MESSAGE_OVERHEAD
 
-
-def count_messages(messages: Iterable[dict[str, Any]], counter: Counter) -> int:
-    return sum(count_message(m, counter) for m in messages)

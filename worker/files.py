@@ -1,0 +1,32 @@
+"""Replacing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def temp_beside(path: Path, content: bytes, mode: int | None = None) -> Path:
+    """A synced temporary file in `path`'s folder holding `content`, ready for `os.replace(temp, path)`.
+
+    Named like nanobot's own (a dot name ending in .tmp), so nothing lists it as a session or a note. It gets
+    `mode`, else `path`'s permissions, else 0644 (mkstemp's 0600 would hide a new file from a nanobot that
+    runs as another user). The caller removes it if it does not replace `path`."""
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+        if mode is None:
+            try:
+                mode = path.stat().st_mode
+            except FileNotFoundError:
+                mode = 0o644
+        os.chmod(temp, mode & 0o7777)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
