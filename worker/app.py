@@ -56,7 +56,10 @@ def build_deps(settings: Settings) -> Deps:
 
 def job_timeout(settings: Settings) -> int:
     """arq's time for one try: room for several calls. A try that would run past it stops before the next
-    call, keeps its finished chunks and retries (worker.progress)."""
+    call, keeps its finished chunks and retries (worker.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq
+    runs the job of a killed worker again only this long + 10 s after it started."""
+    if settings.summary_job_timeout is not None:
+        return settings.summary_job_timeout
     return int(max(300, settings.summary_timeout * 6))
 
 
@@ -106,8 +109,10 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
         "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1)],
-        # unique: two workers never both run a tick; a short timeout keeps crash recovery quick.
-        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True, timeout=60)],
+        # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
+        # timeout of any function, the cron's included: never longer than a job's.
+        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
+                           timeout=min(60, job_timeout(settings)))],
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": QUEUE_NAME,
