@@ -45,7 +45,8 @@ def orphaned_results(messages: Sequence[dict[str, Any]], boundary: int) -> bool:
     """True if a tool result at or after `boundary` answers a call made before it."""
     kept_calls: set[str] = set()
     for message in messages[boundary:]:
-        for call in message.get("tool_calls") or []:
+        calls = message.get("tool_calls")  # a hand-edited file may hold anything here
+        for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict) and isinstance(call.get("id"), str):
                 kept_calls.add(call["id"])
         call_id = message.get("tool_call_id")

@@ -117,7 +117,8 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
     if role == "tool":
         name = " ".join(str(message.get("name") or "tool").split())
         return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS))}"
-    calls = [_tool_call_text(c) for c in message.get("tool_calls") or []]
+    listed = message.get("tool_calls")
+    calls = [_tool_call_text(c) for c in listed] if isinstance(listed, list) else []
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
