@@ -287,10 +287,14 @@ def _read_bytes(path: Path) -> bytes | None:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        os.unlink(name)  # a full disk must not leave a half-written copy behind at every try
+        raise
     try:
         os.chmod(name, path.stat().st_mode & 0o7777)
     except FileNotFoundError:
