@@ -184,7 +184,9 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Finished chunks
         # are kept (worker.progress), so the retry or the next job resumes after them.
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
-        await finish(run, outcome, started)
+        # No rest: the model did not fail. After a shutdown arq runs the job again at once, and it must not
+        # find the session resting (it would do nothing for the next 15 minutes).
+        await finish(run, outcome, started, rest=False)
         raise
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
         log.exception("summary of %s crashed", key)
@@ -192,7 +194,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     return await finish(run, outcome, started)
 
 
-async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any]:
+async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = True) -> dict[str, Any]:
     """Adds the job's spend and timing to its outcome, starts or ends the session's rest, and keeps it."""
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
@@ -204,7 +206,7 @@ async def finish(run: Run, outcome: JobOutcome, started: float) -> dict[str, Any
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
-    if fruitless and outcome.cooldown_until is None:
+    if fruitless and rest and outcome.cooldown_until is None:
         rest = await budget.cool_down(redis, key, outcome.detail[:200], settings.summary_cooldown,
                                       settings.summary_cooldown_max)
         if rest is not None:
