@@ -13,7 +13,9 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from arq import cron, func
-from arq.worker import run_worker
+from arq.worker import Worker
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
@@ -126,6 +128,33 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
     }
 
 
+# What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
+REDIS_GONE = (RedisConnectionError, RedisTimeoutError, OSError)
+REDIS_RETRY_SECONDS = 1.0
+
+
+class SteadyWorker(Worker):
+    """arq's Worker, made to outlive a Redis outage. arq's loop raises at the first poll that fails and the
+    process exits (honcho then stops nanobot's gateway with it); this one says so once, polls again every
+    second, and says so once more when Redis answers. A job running meanwhile ends without its record (the
+    next trigger runs it again); a Redis without persistence comes back without the queued jobs."""
+
+    redis_down = False
+
+    async def _poll_iteration(self) -> None:  # one step of arq 0.28's loop (pinned in pyproject.toml)
+        try:
+            await super()._poll_iteration()
+        except REDIS_GONE as exc:
+            if not self.redis_down:
+                self.redis_down = True
+                log.warning("Redis does not answer (%s): no job starts until it does", exc)
+            await asyncio.sleep(REDIS_RETRY_SECONDS)
+            return
+        if self.redis_down:
+            self.redis_down = False
+            log.info("Redis answers again: jobs start again")
+
+
 def __getattr__(name: str) -> Any:
     # `arq worker.app.WorkerSettings` works too; built on access so importing this module reads no environment.
     if name == "WorkerSettings":
@@ -213,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
-        run_worker(options, burst=args.burst)
+        SteadyWorker(**options, burst=args.burst).run()
     finally:
         if embedded is not None:
             embedded.stop()
