@@ -6,10 +6,11 @@ import json
 import logging
 import os
 import secrets
+import shutil
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
@@ -27,6 +28,7 @@ from worker.errors import SessionError, SessionKeyError, SessionNotFound
 log = logging.getLogger("worker.sessions")
 LOCK_TIMEOUT_SECONDS = 30
 WRITE_ATTEMPTS = 5
+COPY_BUFFER = 1 << 20
 # A file name of 255 bytes at most (ext4, APFS, NTFS): base64 of the key plus ".jsonl". nanobot stores every
 # key that fits (about 186 bytes), so every such key is accepted.
 MAX_FILE_NAME_BYTES = 255
@@ -180,35 +182,39 @@ def _identity(stat: os.stat_result) -> tuple[int, int, int]:
 
 def _write_metadata_entry(path: Path, name: str, value: Any, lock: FileLock, hold: bool) -> bool | None:
     """One attempt: False when there is nothing to write into, None when nanobot saved meanwhile.
-    With `hold`, the lock is held throughout, so nothing can save meanwhile."""
+    With `hold`, the lock is held throughout, so nothing can save meanwhile.
+
+    The file is copied through a small buffer, never read whole (a session can be tens of MB). The old
+    file stays open until the lock is released: replacing the last link to a 50 MB file frees its blocks,
+    24 ms on ext4 here, and that now happens after nanobot may save again."""
     with lock if hold else nullcontext():
         try:
-            before = path.stat()
-            raw = path.read_bytes()
+            source = path.open("rb")
         except FileNotFoundError:
             return False
-        content = _with_entry(raw, name, value)
-        if content is None:
-            return False
-        tmp = _temp_copy(path, content, before.st_mode)
-        try:
-            with nullcontext() if hold else lock:
-                try:
-                    now = path.stat()
-                except FileNotFoundError:
-                    return False
-                if _identity(now) != _identity(before):
-                    return None  # nanobot saved since the read: read again
-                os.replace(tmp, path)
-                os.utime(path, ns=(now.st_atime_ns, now.st_mtime_ns))
-        finally:
-            tmp.unlink(missing_ok=True)
+        with source:
+            before = os.fstat(source.fileno())
+            head = _with_entry(source.readline(), name, value)
+            if head is None:
+                return False
+            tmp = _temp_copy(path, head, source, before.st_mode)
+            try:
+                with nullcontext() if hold else lock:
+                    try:
+                        now = path.stat()
+                    except FileNotFoundError:
+                        return False
+                    if _identity(now) != _identity(before):
+                        return None  # nanobot saved since the read: read again
+                    os.replace(tmp, path)
+                    os.utime(path, ns=(now.st_atime_ns, now.st_mtime_ns))
+            finally:
+                tmp.unlink(missing_ok=True)
     return True
 
 
-def _with_entry(raw: bytes, name: str, value: Any) -> bytes | None:
-    """The file's bytes with `metadata[name]` set in line 1; None when line 1 is no metadata record."""
-    first, newline, rest = raw.partition(b"\n")
+def _with_entry(first: bytes, name: str, value: Any) -> bytes | None:
+    """Line 1 (`first`, as read) with `metadata[name]` set; None when it is no metadata record."""
     try:
         record = json.loads(first.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -221,18 +227,19 @@ def _with_entry(raw: bytes, name: str, value: Any) -> bytes | None:
     if isinstance(current, dict) and isinstance(value, dict):
         value = {**current, **value}
     record["metadata"] = {**metadata, name: value}
-    head = json.dumps(record, ensure_ascii=False).encode("utf-8")
-    return head + b"\n" + rest if newline else head + b"\n"
+    return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
-def _temp_copy(path: Path, content: bytes, mode: int) -> Path:
-    """The new content in a temporary file beside `path`, synced to disk, with `path`'s permissions."""
+def _temp_copy(path: Path, head: bytes, rest: BinaryIO, mode: int) -> Path:
+    """`head` then the rest of `rest` in a temporary file beside `path`, synced to disk, with `path`'s
+    permissions."""
     # A dot-name ending in .tmp, like nanobot's own, so nothing lists it as a session.
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     try:
         with open(tmp, "xb") as handle:
             os.chmod(tmp, mode & 0o7777)
-            handle.write(content)
+            handle.write(head)
+            shutil.copyfileobj(rest, handle, COPY_BUFFER)
             handle.flush()
             os.fsync(handle.fileno())
     except BaseException:
