@@ -113,6 +113,19 @@ def test_the_line_one_write_of_a_big_session_copies_through_a_small_buffer(nanob
     assert path.read_bytes().split(b"\n", 1)[1] == raw.split(b"\n", 1)[1]
 
 
+def test_reading_a_big_session_holds_its_messages_not_its_bytes(nanobot_home) -> None:
+    path = nanobot_home.write_session("telegram:9", conversation(10_000, user="question {i} " + "x" * 400))
+    tracemalloc.start()
+    try:
+        session = read_session(nanobot_home.sessions_dir, "telegram:9")
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert len(session.messages) == 20_000
+    assert peak - kept < size / 4, f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
+
+
 class WatchedLock:
     """nanobot's lock as the worker takes it; on release, records whether the replaced file is still open."""
 

@@ -7,6 +7,7 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,22 +113,28 @@ class SessionFile:
 
 
 def read_session(sessions_dir: Path, key: str) -> SessionFile:
+    """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
+    the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB)."""
     path = session_path(sessions_dir, key)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as lines:
+            return parse_lines(key, path, lines)
     except FileNotFoundError:
         raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
     except OSError as exc:
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
-    return parse_session(key, path, raw)
 
 
 def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
-    """nanobot writes by atomic rename, so one plain read is a consistent snapshot."""
+    return parse_lines(key, path, raw.split(b"\n"))
+
+
+def parse_lines(key: str, path: Path, lines: Iterable[bytes]) -> SessionFile:
+    """The session in these lines; a line that is not a JSON object is skipped and counted, never fatal."""
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for number, line in enumerate(raw.split(b"\n"), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
