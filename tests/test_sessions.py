@@ -29,6 +29,8 @@ from worker.sessions import _write_metadata_entry
 
 from .conftest import conversation
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_storage_name_matches_nanobot() -> None:
     assert storage_name("telegram:123") == "dGVsZWdyYW06MTIz.jsonl"
@@ -283,3 +285,11 @@ def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobo
     assert path.stat().st_mtime_ns == mtime
     recovered = nanobot("load")
     assert recovered == started, "the unfinished turn's finished tool results are recovered"
+
+
+def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
+    done = subprocess.run([sys.executable, "scripts/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2,000 messages" in done.stdout and "peak memory:" in done.stdout, done.stdout
+    assert done.stdout.count("line-1 write, ") == 2 and "a nanobot save waited" in done.stdout, done.stdout
