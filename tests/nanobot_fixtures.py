@@ -97,7 +97,9 @@ def write_config(home: NanobotHome, llm_url: str, ws_port: int | None = None) ->
             "contextWindowTokens": 128000, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
             "timezone": "UTC", "dream": {"enabled": False},
         }},
-        "providers": {"custom": {"apiBase": llm_url, "apiKey": "sk-fake"}},
+        # nanobot answers through "custom"; the worker's `openai/summarizer` reaches the same fake LLM.
+        "providers": {"custom": {"apiBase": llm_url, "apiKey": "sk-fake"},
+                      "openai": {"apiBase": llm_url, "apiKey": "sk-fake"}},
     }
     if ws_port is not None:
         config["channels"] = {"websocket": {"enabled": True, "host": "127.0.0.1", "port": ws_port,

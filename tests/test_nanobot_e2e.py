@@ -418,7 +418,8 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "auto_summary": "true", "summary_model": "openai/summarizer", "summary_fallback_model": "openai/other",
         "summary_interval": "0", "summary_threshold": "0.5", "summary_context_window": "100000",
         "summary_keep": "messages:6", "summary_input_tokens": "20000", "summary_max_chars": "4000",
-        "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_max_tries": "3",
+        "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_job_timeout": "600",
+        "summary_max_tries": "3",
         "summary_retry_delay": "1", "summary_workspace": str(agent_home.workspace), "summary_daily_at": "23:30",
         "summary_timezone": "Asia/Shanghai", "memory_max_facts": "100", "config": str(agent_home.config_path),
         "redis_url": redis_url, "summary_json": "json_object", "summary_min_carry": "0.4",
@@ -555,16 +556,14 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
 
 
 @pytest.fixture
-def procfile_worker(agent_home, fake_llm, redis_url, tmp_path):
+def procfile_worker(nanobot_home, redis_url, tmp_path):
     """A factory: `procfile_worker(**env)` starts the Procfile's worker summarizing with `openai/summarizer`
-    (the fake LLM tells its calls from nanobot's by that name); all are stopped at the end."""
-    config = json.loads(agent_home.config_path.read_text(encoding="utf-8"))
-    config["providers"]["openai"] = {"apiBase": fake_llm.url, "apiKey": "sk-fake"}
-    agent_home.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (the fake LLM tells its calls from nanobot's by that name; write_config routes it there); all are
+    stopped at the end."""
     started: list[ProcfileWorker] = []
 
     def start(**settings: str) -> ProcfileWorker:
-        env = nanobot_env(agent_home, redis_url, NANOBOT_CONFIG=str(agent_home.config_path),
+        env = nanobot_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path),
                           NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}", **settings)
         worker = ProcfileWorker(env, tmp_path / f"worker-{len(started)}.log")
         started.append(worker)

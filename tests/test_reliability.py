@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from arq.connections import create_pool
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_hooks.contract import PENDING_SET, SummarizeRequest, SummaryRecord, daily_flag_key, record_key
@@ -195,6 +195,7 @@ def test_the_session_reader_never_raises_on_random_bytes(raw: bytes) -> None:
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(MESSAGE, max_size=12), st.integers(0, 14))
+@example([{}, {"role": "user"}, {"tool_calls": True}], 0)  # once found by chance: now tried every run
 def test_odd_messages_never_break_reading_counting_or_planning(messages: list[dict], start: int) -> None:
     raw = "\n".join([json.dumps({"_type": "metadata", "metadata": {}})] + [json.dumps(m) for m in messages])
     session = parse_session(KEY, Path("x.jsonl"), raw.encode())

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import tracemalloc
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.nanobot_format import key_from_name, storage_name
+from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK, key_from_name, storage_name
 from worker.sessions import (
     SessionKeyError,
     SessionNotFound,
@@ -23,8 +25,11 @@ from worker.sessions import (
     session_path,
     write_metadata_entry,
 )
+from worker.sessions import _edit_line_one
 
 from .conftest import conversation
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_storage_name_matches_nanobot() -> None:
@@ -95,6 +100,65 @@ def test_metadata_write_copies_every_other_byte(nanobot_home) -> None:
     head = json.loads(path.read_bytes().split(b"\n", 1)[0])
     assert head["metadata"][METADATA_KEY] == {"applied": {"through": 9}, "pending": {"boundary": 8}}
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_line_one_write_of_a_big_session_copies_through_a_small_buffer(nanobot_home) -> None:
+    path = nanobot_home.write_session("telegram:7", conversation(10_000, user="question {i} " + "x" * 400))
+    raw = path.read_bytes()
+    tracemalloc.start()
+    try:
+        assert write_metadata_entry(nanobot_home.sessions_dir, "telegram:7", METADATA_KEY, {"pending": {"b": 1}})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(raw) > 5 * 2**20 and peak < 3 * 2**20, f"{peak / 2**20:.1f} MB for a {len(raw) / 2**20:.0f} MB file"
+    assert path.read_bytes().split(b"\n", 1)[1] == raw.split(b"\n", 1)[1]
+
+
+def test_reading_a_big_session_holds_its_messages_not_its_bytes(nanobot_home) -> None:
+    path = nanobot_home.write_session("telegram:9", conversation(10_000, user="question {i} " + "x" * 400))
+    tracemalloc.start()
+    try:
+        session = read_session(nanobot_home.sessions_dir, "telegram:9")
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert len(session.messages) == 20_000
+    assert peak - kept < size / 4, f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
+
+
+class WatchedLock:
+    """nanobot's lock as the worker takes it; on release, records whether the replaced file is still open."""
+
+    def __init__(self, path: Path, lock: FileLock) -> None:
+        self.inode, self.lock, self.open_at_release = path.stat().st_ino, lock, False
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        fds = Path("/proc/self/fd")
+        self.open_at_release = any(_inode(fds / fd) == self.inode for fd in os.listdir(fds))
+        self.lock.release()
+
+
+def _inode(fd: Path) -> int | None:
+    try:
+        return fd.stat().st_ino
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
+def test_the_replaced_file_is_freed_after_the_lock_is_released(nanobot_home) -> None:
+    # Freeing a big file's blocks takes milliseconds that nanobot's saves must not wait for.
+    path = nanobot_home.write_session("telegram:8", conversation(3))
+    lock = WatchedLock(path, FileLock(str(nanobot_home.sessions_dir / SESSION_FILES_LOCK)))
+    done, result = _edit_line_one(path, lambda record: record.setdefault("metadata", {}).update(b=1) or True,
+                                  lock, hold=False)  # type: ignore[arg-type]
+    assert done and result
+    assert lock.open_at_release and path.stat().st_ino != lock.inode
 
 
 NANOBOT_STYLE_WRITER = textwrap.dedent('''
@@ -223,3 +287,11 @@ def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobo
     assert path.stat().st_mtime_ns == mtime
     recovered = nanobot("load")
     assert recovered == started, "the unfinished turn's finished tool results are recovered"
+
+
+def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
+    done = subprocess.run([sys.executable, "scripts/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2,000 messages" in done.stdout and "peak memory:" in done.stdout, done.stdout
+    assert done.stdout.count("line-1 write, ") == 2 and "a nanobot save waited" in done.stdout, done.stdout

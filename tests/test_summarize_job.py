@@ -6,12 +6,16 @@ import asyncio
 import json
 import re
 
+import pytest
+
 from nanobot_hooks.contract import METADATA_KEY, NOTICE_CHANNEL, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
 from worker.outcomes import load_outcome
 from tests.support.fakellm import Error, Reply
+from worker.cut import plan_cut
+from worker.jobs import plan_for, window_for
 from worker.sessions import read_session
-from worker.tokens import cl100k_counter
+from worker.tokens import cl100k_counter, count_message
 
 from .conftest import conversation, run_burst, summary_json
 
@@ -257,3 +261,17 @@ async def test_a_timed_out_call_is_retried(redis, nanobot_home, fake_llm, deps_f
     assert record is not None and record.summary == "after a timeout"
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.job_try == 2
+
+
+@pytest.mark.parametrize("keep", ["messages:6", "tokens:300", "fraction:0.002"])
+def test_the_plan_counts_tokens_from_the_watermark_on_and_cuts_as_if_it_counted_all(nanobot_home, deps_for, keep):
+    nanobot_home.write_session(KEY, conversation(60), last_archived=80)
+    deps = deps_for(summary_keep=keep)
+    session = read_session(deps.sessions_dir, KEY)
+    request = SummarizeRequest(session_key=KEY)
+    cut, counts = plan_for(deps, session, 84, request)
+    assert counts[:80] == [0] * 80 and all(counts[80:]), "nothing before the watermark is counted"
+    every = [count_message(m, deps.counter) for m in session.messages]
+    assert counts[80:] == every[80:]
+    assert cut == plan_cut(session.messages, 84, every, deps.settings.summary_keep, window_for(deps, request))
+    assert cut.covered > 0

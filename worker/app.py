@@ -13,7 +13,9 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from arq import cron, func
-from arq.worker import run_worker
+from arq.worker import Worker
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
@@ -56,7 +58,10 @@ def build_deps(settings: Settings) -> Deps:
 
 def job_timeout(settings: Settings) -> int:
     """arq's time for one try: room for several calls. A try that would run past it stops before the next
-    call, keeps its finished chunks and retries (worker.progress)."""
+    call, keeps its finished chunks and retries (worker.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq
+    runs the job of a killed worker again only this long + 10 s after it started."""
+    if settings.summary_job_timeout is not None:
+        return settings.summary_job_timeout
     return int(max(300, settings.summary_timeout * 6))
 
 
@@ -106,8 +111,10 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
         "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1)],
-        # unique: two workers never both run a tick; a short timeout keeps crash recovery quick.
-        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True, timeout=60)],
+        # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
+        # timeout of any function, the cron's included: never longer than a job's.
+        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
+                           timeout=min(60, job_timeout(settings)))],
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": QUEUE_NAME,
@@ -119,6 +126,33 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "health_check_interval": 30,
         "max_jobs": 10,
     }
+
+
+# What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
+REDIS_GONE = (RedisConnectionError, RedisTimeoutError, OSError)
+REDIS_RETRY_SECONDS = 1.0
+
+
+class SteadyWorker(Worker):
+    """arq's Worker, made to outlive a Redis outage. arq's loop raises at the first poll that fails and the
+    process exits (honcho then stops nanobot's gateway with it); this one says so once, polls again every
+    second, and says so once more when Redis answers. A job running meanwhile ends without its record (the
+    next trigger runs it again); a Redis without persistence comes back without the queued jobs."""
+
+    redis_down = False
+
+    async def _poll_iteration(self) -> None:  # one step of arq 0.28's loop (pinned in pyproject.toml)
+        try:
+            await super()._poll_iteration()
+        except REDIS_GONE as exc:
+            if not self.redis_down:
+                self.redis_down = True
+                log.warning("Redis does not answer (%s): no job starts until it does", exc)
+            await asyncio.sleep(REDIS_RETRY_SECONDS)
+            return
+        if self.redis_down:
+            self.redis_down = False
+            log.info("Redis answers again: jobs start again")
 
 
 def __getattr__(name: str) -> Any:
@@ -208,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
-        run_worker(options, burst=args.burst)
+        SteadyWorker(**options, burst=args.burst).run()
     finally:
         if embedded is not None:
             embedded.stop()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
+
+# Copies go through a buffer of this size: a session file can be tens of MB, never read whole.
+COPY_BUFFER = 1 << 20
 
 
-def temp_beside(path: Path, content: bytes, mode: int | None = None) -> Path:
-    """A synced temporary file in `path`'s folder holding `content`, ready for `os.replace(temp, path)`.
+def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: BinaryIO | None = None) -> Path:
+    """A synced temporary file in `path`'s folder holding `content` (then what is left of `rest`), ready for
+    `os.replace(temp, path)`.
 
     Named like nanobot's own (a dot name ending in .tmp), so nothing lists it as a session or a note. It gets
     `mode`, else `path`'s permissions, else 0644 (mkstemp's 0600 would hide a new file from a nanobot that
@@ -18,6 +24,8 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None) -> Path:
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(content)
+            if rest is not None:
+                shutil.copyfileobj(rest, out, COPY_BUFFER)
             out.flush()
             os.fsync(out.fileno())
         if mode is None:

@@ -450,8 +450,10 @@ def window_for(deps: Deps, req: SummarizeRequest) -> int:
 
 
 def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest) -> tuple[Cut, list[int]]:
-    """The cut a job makes now (and `--dry-run` prints), with each message's token count."""
-    counts = [count_message(m, deps.counter) for m in session.messages]
+    """The cut a job makes now (and `--dry-run` prints), with each message's token count from the watermark
+    on (0 before it: no figure reads them; counting a 100,000-message history took 3.4 s for 200 new ones)."""
+    first = min(start, session.last_archived)
+    counts = [0] * first + [count_message(m, deps.counter) for m in session.messages[first:]]
     return plan_cut(session.messages, start, counts, deps.settings.summary_keep, window_for(deps, req)), counts
 
 

@@ -206,12 +206,24 @@ def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], langua
                 continue
             if not existing:
                 text = f"# {path.stem}\n" + text
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
+            _append_whole(path, text.encode("utf-8"))
             added += 1 if "\n## " in text else 0
     return added
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Appends all of `data` or nothing: a write the disk refused part-way (full, over quota) is cut off
+    again, so the day file never ends in half a section. Unbuffered, so nothing is written again on close."""
+    with path.open("ab", buffering=0) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[handle.write(view):]
+            os.fsync(handle.fileno())
+        except OSError:
+            handle.truncate(size)
+            raise
 
 
 def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str, str]]:

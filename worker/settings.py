@@ -47,6 +47,9 @@ class Settings(HookSettings):
     summary_max_chars: int = Field(8_000, ge=500, description="size cap of the rolling summary")
     summary_prompt_file: Path | None = Field(None, description="a file whose text replaces the instructions")
     summary_timeout: float = Field(120.0, gt=0, description="seconds for one LLM call")
+    summary_job_timeout: int | None = Field(None, ge=1, description="seconds one try of a job may run; "
+                                            "a worker killed mid-job has the job run again this long "
+                                            "+ 10 s later; default: 6 x the call timeout, at least 300")
     summary_json: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto", description="how to ask for the JSON answer: auto (a schema where litellm knows the model follows "
                             "one, else JSON mode), json_schema, json_object or off")

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Benchmark: one big session file (50 MB, 100,000 messages). The summary job's peak memory and its read and
+plan times, in a fresh process; and how long the worker's line-1 write holds nanobot's session-files lock,
+now (only the rename) and as the whole write under the lock did before, seen from a process that takes
+that lock in a loop as nanobot's saves do."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
+
+from filelock import FileLock  # noqa: E402
+
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest  # noqa: E402
+from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK  # noqa: E402
+from tests.support.redis_server import free_port  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
+from worker.sessions import _edit_line_one, read_session  # noqa: E402
+
+KEY = "telegram:4242"
+WORDS = ("deploy", "the", "server", "config", "Redis", "port", "timeout", "backup", "user", "asked", "about",
+         "logs", "nginx", "restart", "部署", "服务器", "配置", "端口", "日志", "备份", "error", "fixed", "Friday")
+KEPT_UNSUMMARIZED = 200  # a long-lived session: all but the last messages are summarized already
+
+
+def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHome:
+    """A nanobot home whose one session has `messages` messages of about size/messages bytes each."""
+    home = NanobotHome.create(folder, llm_url)
+    rng = random.Random(7)
+    words = max(4, round((size / messages - 78) / 6.6))  # a line: ~78 bytes of JSON around ~6.6 bytes a word
+    path = home.session_file(KEY)
+    archived = max(0, messages - KEPT_UNSUMMARIZED)
+    head = {"_type": "metadata", "key": KEY, "created_at": "2026-01-01T09:00:00", "updated_at": "2026-11-20T10:00:00",
+            "metadata": {"_last_summary": {"text": "## What happened\n- a year of questions", "last_active": "x"}},
+            "last_archived": archived, "last_consolidated": archived}
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps(head, ensure_ascii=False) + "\n")
+        for i in range(messages):
+            minute = i % (24 * 60)
+            stamp = f"2026-{1 + i * 11 // messages:02d}-{1 + i % 27:02d}T{minute // 60:02d}:{minute % 60:02d}:00"
+            text = f"message {i}: " + " ".join(rng.choices(WORDS, k=words))
+            out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
+                                  "timestamp": stamp}, ensure_ascii=False) + "\n")
+    return home
+
+
+def max_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+async def run_one_job(config: Path, redis_url: str) -> float:
+    """The real job through a burst arq worker (the recall index left out: bench_recall measures it)."""
+    from arq.connections import create_pool
+    from arq.worker import Worker
+
+    from nanobot_hooks.queue import enqueue_summary
+    from worker.app import build_deps, worker_options
+    from worker.connections import redis_settings
+    from worker.outcomes import load_outcome
+    from worker.settings import Settings
+
+    settings = Settings(redis_url=redis_url, config=config)
+    deps = build_deps(settings)
+    deps.recall = None
+    redis = await create_pool(redis_settings(redis_url))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
+                       "handle_signals": False})
+    started = time.perf_counter()
+    await worker.main()
+    elapsed = time.perf_counter() - started
+    await worker.close()
+    outcome = await load_outcome(redis, KEY)
+    await redis.aclose()
+    if outcome is None or outcome.status != "summarized":
+        raise SystemExit(f"the job did not summarize: {outcome}")
+    return elapsed
+
+
+def child_job(config: Path, redis_url: str) -> dict[str, float]:
+    """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
+    from worker.app import build_deps
+    from worker.jobs import plan_for
+    from worker.settings import Settings
+
+    deps = build_deps(Settings(redis_url=redis_url, config=config))
+    figures = {"rss_at_rest_mb": max_rss_mb()}
+    figures["job_s"] = asyncio.run(run_one_job(config, redis_url))
+    figures["rss_job_mb"] = max_rss_mb()
+    started = time.perf_counter()
+    session = read_session(deps.sessions_dir, KEY)
+    figures["read_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    plan_for(deps, session, session.last_archived, SummarizeRequest(session_key=KEY))
+    figures["plan_s"] = time.perf_counter() - started
+    del session
+    # Python's own allocations (tracemalloc slows the code down: timed above, without it).
+    tracemalloc.start()
+    session = read_session(deps.sessions_dir, KEY)
+    figures["traced_read_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+    plan_for(deps, session, session.last_archived, SummarizeRequest(session_key=KEY))
+    figures["traced_read_plan_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return figures
+
+
+def contender(lock_path: Path, stop: Path) -> list[tuple[float, float]]:
+    """nanobot's side: take the lock in a loop, as each save does, until `stop` exists; returns (when it
+    asked, how long it waited) for each time."""
+    waits = []
+    lock = FileLock(str(lock_path), poll_interval=0.0005)
+    while not stop.exists():
+        asked = time.monotonic()
+        with lock:
+            waits.append((asked, time.monotonic() - asked))
+        time.sleep(0.002)
+    return waits
+
+
+class TimedLock:
+    """The worker's lock, timing each hold."""
+
+    def __init__(self, lock: FileLock) -> None:
+        self.lock, self._since = lock, 0.0
+        self.holds: list[float] = []
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        self._since = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.holds.append(time.perf_counter() - self._since)
+        self.lock.release()
+
+
+def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
+    """Line-1 writes of the big file with a contender running: the new write, and the whole write under the
+    lock (what the worker did before, and still does after four writes overtaken by nanobot's saves)."""
+    lock_path = home.sessions_dir / SESSION_FILES_LOCK
+    path = home.session_file(KEY)
+    stop = home.root / "stop-contender"
+    other = subprocess.Popen([sys.executable, __file__, "--contender", str(lock_path), str(stop)],
+                             stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # the contender is looping
+    phases: dict[str, tuple[float, float, TimedLock]] = {}
+    for name, hold in (("now: only the rename under the lock", False),
+                       ("as before issue 8: copy, fsync and rename under it", True)):
+        timed = TimedLock(FileLock(str(lock_path)))
+        began = time.monotonic()
+        for n in range(writes):
+            # What a line-1 write does at its first attempt (hold=False) and at its last (hold=True).
+            value = {"pending": {"n": n, "phase": name}}
+
+            def mark(record: dict, value: dict = value) -> bool:
+                record.setdefault("metadata", {})[METADATA_KEY] = value
+                return True
+
+            done, _ = _edit_line_one(path, mark, timed, hold=hold)  # type: ignore[arg-type]
+            assert done, "nothing else writes the file here, so no write is overtaken"
+            time.sleep(0.05)
+        phases[name] = (began, time.monotonic(), timed)
+    stop.touch()
+    out, _ = other.communicate(timeout=60)
+    waits = [tuple(pair) for pair in json.loads(out)]
+    result = {}
+    for name, (began, ended, timed) in phases.items():
+        seen = [wait for asked, wait in waits if began <= asked <= ended]
+        result[name] = {"hold_max_ms": max(timed.holds) * 1000, "hold_median_ms": statistics.median(timed.holds) * 1000,
+                        "wait_max_ms": max(seen) * 1000 if seen else 0.0, "saves": len(seen)}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/bench_bigsession.py", description=__doc__)
+    parser.add_argument("--messages", type=int, default=100_000, help="messages in the session (100000)")
+    parser.add_argument("--megabytes", type=float, default=50.0, help="size of the session file (50)")
+    parser.add_argument("--writes", type=int, default=5, help="line-1 writes of each kind (5)")
+    parser.add_argument("--smoke", action="store_true", help="a small run that checks the script works")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--contender", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.contender:
+        print(json.dumps(contender(Path(args.contender[0]), Path(args.contender[1]))))
+        return 0
+    if args.child:
+        print(json.dumps(child_job(Path(args.child[0]), args.child[1])))
+        return 0
+    if args.smoke:
+        args.messages, args.megabytes, args.writes = 2_000, 1.0, 2
+
+    from tests.support.fakellm import FakeLLM, Reply
+    from worker.connections import start_embedded
+
+    reply = json.dumps({"summary": "## What happened\n- a year of questions\n- and these", "daily_notes": [],
+                        "facts": []})
+    redis_url = f"redis://127.0.0.1:{free_port()}/0"
+    embedded = start_embedded(redis_url)  # a throwaway Redis: nothing shared is touched
+    try:
+        with tempfile.TemporaryDirectory() as tmp, FakeLLM(default=Reply(reply)) as llm:
+            folder = Path(tmp)
+            started = time.perf_counter()
+            home = make_home(folder, llm.url, args.messages, int(args.megabytes * 2**20))
+            size = home.session_file(KEY).stat().st_size
+            print(f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
+                  f"{KEPT_UNSUMMARIZED} summarized already (written in {time.perf_counter() - started:.1f} s)")
+            child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url],
+                                   capture_output=True, text=True, timeout=1800)
+            if child.returncode != 0:
+                print(child.stderr[-3000:], file=sys.stderr)
+                return 1
+            job: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+            print(f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
+                  f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s")
+            print(f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
+                  f"({job['rss_at_rest_mb']:.0f} MB, litellm loaded), max RSS {job['rss_job_mb']:.0f} MB; "
+                  f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
+                  f"{job['traced_read_plan_mb']:.0f} MB")
+            for name, figures in lock_holds(home, args.writes).items():
+                print(f"line-1 write, {name}: lock held {figures['hold_median_ms']:.2f} ms median, "
+                      f"{figures['hold_max_ms']:.2f} ms max; a nanobot save waited {figures['wait_max_ms']:.2f} ms "
+                      f"at most ({figures['saves']} saves)")
+    finally:
+        embedded.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
