@@ -15,6 +15,10 @@ Paths, and what each costs nanobot's turn:
   the session's turn lock, re-validates and applies. Runs where nanobot runs its message loop
   (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the two paths above, and a
   record found when the trigger fires again is applied right after that turn.
+- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
+  prompt cache is still warm and the context is not near the window) is held in memory, and the
+  metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
+  start of each turn applies it as soon as it is due. No network on the turn's path either way.
 - closing: when `run()` returns and when nanobot closes the loop (`aclose()`), the listener is
   cancelled and awaited and the Redis connections are closed.
 """
@@ -26,7 +30,8 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, cooldown_key, record_key
@@ -35,8 +40,8 @@ from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
 from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
 from nanobot_hooks.settings import HookSettings, redacted_url
-from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.trigger import count_from, decide, user_turns_since
+from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
+from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
 
 # One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
 THROTTLE = logs.Throttle(every=60.0)
@@ -76,6 +81,9 @@ class Integration:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._picking: set[str] = set()
         self._again: set[str] = set()
+        # Idle pickup: records fetched but not due yet, and the timers that look at them again.
+        self.held: dict[str, SummaryRecord] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self._listener: asyncio.Task[None] | None = None
         self._undo: list[Callable[[], None]] = []
         self.factory: Callable[[Any], Any] | None = None
@@ -148,6 +156,9 @@ class Integration:
         """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis
         connections. Never raises (but a cancel of the caller still propagates)."""
         task, self._listener = self._listener, None
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         try:
             running = asyncio.get_running_loop()
             if task is not None and not task.done():
@@ -176,6 +187,9 @@ class Integration:
         if self._listener is not None:
             self._listener.cancel()
             self._listener = None
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
 
     # -- trigger --------------------------------------------------------------------------------
 
@@ -279,9 +293,12 @@ class Integration:
             if is_internal_session(key):
                 return
             session = self.s.sessions.get_cached(key)
-            record = pending_in_metadata(session) if session is not None else None
-            if record is None or not self._ordinary_turn(session):
+            if session is None:
                 return
+            record = self.held.get(key) or pending_in_metadata(session)
+            if record is None or not self._due(session) or not self._ordinary_turn(session):
+                return
+            self.held.pop(key, None)
             outcome, changed = apply_record(session, record)
             if changed:
                 self.s.sessions.save(session)
@@ -331,7 +348,37 @@ class Integration:
         finally:
             self._picking.discard(key)
 
-    async def pickup(self, key: str) -> Outcome | None:
+    def _due(self, session: Any) -> bool:
+        """Apply now, or hold until the cache is cold or the context nears the window (idle pickup)."""
+        settings = self.settings
+        if settings.summary_pickup == "now":
+            return True
+        window = settings.summary_context_window or getattr(self.s.loop, "context_window_tokens", None)
+        return pickup_due(mode=settings.summary_pickup, idle_seconds=idle_seconds(session),
+                          cache_ttl=settings.summary_cache_ttl, prompt_tokens=last_context_tokens(session.metadata),
+                          context_window=window if isinstance(window, int) else None,
+                          threshold=settings.summary_threshold)
+
+    def _hold(self, key: str, record: SummaryRecord, session: Any) -> None:
+        """Keep `record` for the turn that finds it due, and look again when the cache would be cold."""
+        self.held.pop(key, None)
+        self.held[key] = record
+        while len(self.held) > MAX_USAGE_ENTRIES:
+            del self.held[next(iter(self.held))]
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        delay = max(self.settings.summary_cache_ttl - (idle_seconds(session) or 0.0), 0.0) + 0.05
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, self._recheck, key)
+        logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
+                   "or the context nears the window")
+
+    def _recheck(self, key: str) -> None:
+        self._timers.pop(key, None)
+        if key in self.held:
+            self.request_pickup(key)
+
+    async def pickup(self, key: str) -> Outcome | Literal["held"] | None:
         try:
             sessions = self.s.sessions
             if sessions.get_cached(key) is None and not self._on_disk(key):
@@ -350,6 +397,10 @@ class Integration:
                 return None
             async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
                 session = sessions.get_or_create(key)
+                if not self._due(session):
+                    self._hold(key, record, session)
+                    return "held"
+                self.held.pop(key, None)
                 outcome, changed = apply_record(session, record)
                 if changed:
                     sessions.save(session)
@@ -402,3 +453,12 @@ class Integration:
         # Throttled per kind of error, not per session, so one bug cannot flood the log.
         THROTTLE.warning(f"bug:{type(exc).__name__}",
                          f"unexpected error while {doing}: {logs.describe(exc)}; nanobot goes on")
+
+
+def idle_seconds(session: Any) -> float | None:
+    """Seconds since nanobot last saved the session (its `updated_at`, local time), None if unknown."""
+    updated = getattr(session, "updated_at", None)
+    try:
+        return max((datetime.now(updated.tzinfo) - updated).total_seconds(), 0.0)
+    except (AttributeError, TypeError):  # not a datetime
+        return None

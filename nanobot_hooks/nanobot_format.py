@@ -22,6 +22,8 @@ METADATA_TYPE = "metadata"
 PROVIDER_STATE_TYPE = "provider_state"
 # The metadata entry nanobot renders as `[Archived Context Summary]`: {"text", "last_active"}.
 LAST_SUMMARY = "_last_summary"
+# nanobot stores the last turn's token usage here (`LLMUsage.to_dict()`), read back by its web UI.
+LAST_USAGE = "_last_usage"
 
 # nanobot guards every session-file write in a sessions folder with this cross-process lock file.
 SESSION_FILES_LOCK = ".session-files.lock"
@@ -138,3 +140,16 @@ def key_from_name(name: str) -> str | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return key if storage_name(key) == name else None
+
+
+def last_context_tokens(metadata: Any) -> int | None:
+    """The prompt size of the session's last LLM call as nanobot saved it (None when unknown)."""
+    usage = metadata.get(LAST_USAGE) if isinstance(metadata, Mapping) else None
+    if not isinstance(usage, Mapping):
+        return None
+    # `context_tokens` is the last call's prompt; `input_tokens` sums a turn's calls (an upper bound).
+    for name in ("context_tokens", "input_tokens"):
+        value = usage.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None

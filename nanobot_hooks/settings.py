@@ -58,6 +58,14 @@ class HookSettings(BaseSettings):
                     "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none'",
     )
 
+    summary_pickup: Literal["now", "idle"] = Field(
+        "now",
+        description="when a finished summary is applied: 'now' = before the next turn; 'idle' = once the session "
+                    "has been quiet longer than the provider's prompt cache lasts (NANOBOT_SUMMARY_CACHE_TTL), "
+                    "when that cache is cold anyway, or at once when the context nears the window",
+    )
+    summary_cache_ttl: float = Field(300.0, gt=0, description="seconds the main model's provider keeps a prompt "
+                                     "cached (for NANOBOT_SUMMARY_PICKUP=idle)")
     summary_recall: bool = Field(True, description="offer the recall tool to the model; false = not offered")
     summary_recall_scope: Literal["session", "trusted"] = Field(
         "session",

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.settings import KeepRule
-from worker.cut import orphaned_results, plan_cut
+from worker.cut import orphaned_results, plan_cut, worth_summarizing
 
 
 def turn(i: int, tools: int) -> list[dict[str, Any]]:
@@ -89,3 +89,9 @@ def test_an_orphan_in_a_damaged_file_pushes_the_boundary_back() -> None:
     cut = plan_cut(messages, 0, [1] * len(messages), KeepRule("messages", 3), 1000)
     assert not orphaned_results(messages, cut.boundary)
     assert cut.boundary == 0
+
+
+def test_a_summary_is_worth_it_only_above_the_minimum_share_of_the_window() -> None:
+    assert worth_summarizing(1_600, 32_000, 0.05) and not worth_summarizing(1_599, 32_000, 0.05)
+    assert worth_summarizing(1, 32_000, 0.0) and not worth_summarizing(0, 32_000, 0.0)
+    assert not worth_summarizing(-50, 32_000, 0.0), "a summary longer than what it replaces never is"

@@ -182,6 +182,50 @@ async def test_gateway_applies_the_summary_between_turns_and_the_next_request_us
     assert await queued_jobs(redis) == 0
 
 
+async def test_idle_pickup_holds_the_summary_while_the_cache_is_warm_and_applies_it_once_cold(
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    key = f"websocket:{CHAT}"
+    seeded = conversation(SEEDED_TURNS)
+    nanobot_home.write_session(key, seeded)
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_PICKUP="idle", NANOBOT_SUMMARY_CACHE_TTL="8")
+    script.prompt_tokens = BIG_PROMPT  # over the 60% trigger, under the 80% where idle pickup applies at once
+    await gw.say(CHAT, "first live turn")
+    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    await run_burst(worker_deps())
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and outcome.status == "summarized"
+
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "a turn while the cache is warm")
+    assert ARCHIVED not in system_text(chat_requests(fake_llm)[-1]), "held: the cached prefix is kept"
+    assert await has_record(redis, key) and not (await stats(redis)).get("applied")
+
+    # Quiet for longer than the cache lasts: the gateway applies it between turns, on its own.
+    await wait_until(lambda: _applied(redis, key), timeout=30, what="the held summary to be applied")
+    await gw.say(CHAT, "a turn after a pause")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
+    assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
+
+
+async def test_idle_pickup_applies_at_once_when_the_context_nears_the_window(
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    key = f"websocket:{CHAT}"
+    seeded = conversation(SEEDED_TURNS)
+    nanobot_home.write_session(key, seeded)
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_PICKUP="idle",
+                       NANOBOT_SUMMARY_CACHE_TTL="3600")
+    script.prompt_tokens = 110_000  # past 80% of the 128,000 window
+    await gw.say(CHAT, "first live turn")
+    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
+    await run_burst(worker_deps())
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and outcome.status == "summarized"
+    await wait_until(lambda: _applied(redis, key), what="the summary to be applied between turns")
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "next turn")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
+
+
 async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses_the_summary(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:7"

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import weakref
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -204,6 +205,67 @@ async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_
     publish_turn_started(integration, TurnContext(content, ephemeral))
     assert (session.last_archived == 12) is applies
     assert ("pending" in session.metadata[METADATA_KEY]) is not applies
+
+
+# -- 4: idle pickup holds a summary while the prompt cache is warm -----------------------------------
+
+def idle_session(prompt_tokens: int, quiet_for: float) -> StandInSession:
+    session = StandInSession(KEY, conversation(10))
+    session.updated_at = datetime.now() - timedelta(seconds=quiet_for)  # type: ignore[attr-defined]
+    session.metadata["_last_usage"] = {"input_tokens": prompt_tokens, "context_tokens": prompt_tokens}
+    return session
+
+
+async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_went_cold_applies(make, redis):
+    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000)
+    session = idle_session(prompt_tokens=65_000, quiet_for=5)
+    integration.s.sessions.cached[KEY] = session
+    record = record_for(session, 12)
+    await store_record(redis, record)
+
+    assert await integration.pickup(KEY) == "held"
+    assert session.last_archived == 0 and integration.held[KEY] == record
+    publish_turn_started(integration, TurnContext("hello"))
+    assert session.last_archived == 0, "a turn while the cache is warm keeps the prompt as it was"
+
+    session.updated_at = datetime.now() - timedelta(seconds=301)  # type: ignore[attr-defined]
+    publish_turn_started(integration, TurnContext("back after a pause"))
+    assert session.last_archived == 12 and KEY not in integration.held
+    await asyncio.sleep(0.2)  # the record is settled in the background
+    assert not await redis.exists(record_key(KEY))
+
+
+async def test_idle_pickup_applies_at_the_turn_start_when_the_context_nears_the_window(make, redis):
+    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000)
+    session = idle_session(prompt_tokens=65_000, quiet_for=0)
+    integration.s.sessions.cached[KEY] = session
+    await store_record(redis, record_for(session, 12))
+    assert await integration.pickup(KEY) == "held"
+    session.metadata["_last_usage"]["context_tokens"] = 85_000  # the last turn grew past 80%
+    publish_turn_started(integration, TurnContext("hello"))
+    assert session.last_archived == 12
+
+
+async def test_a_held_summary_is_applied_between_turns_once_the_cache_lifetime_has_passed(make, redis):
+    integration = make(summary_pickup="idle", summary_cache_ttl=0.5, summary_context_window=100_000)
+    session = idle_session(prompt_tokens=10_000, quiet_for=0)
+    integration.s.sessions.cached[KEY] = session
+    await store_record(redis, record_for(session, 12))
+    assert await integration.pickup(KEY) == "held"
+    for _ in range(100):
+        if session.last_archived == 12:
+            break
+        await asyncio.sleep(0.05)
+    assert session.last_archived == 12 and integration.s.sessions.saved == [KEY]
+    assert not integration._timers and not integration.held
+
+
+async def test_now_pickup_applies_at_once_whatever_the_cache(make, redis):
+    integration = make()
+    session = idle_session(prompt_tokens=65_000, quiet_for=0)
+    integration.s.sessions.cached[KEY] = session
+    await store_record(redis, record_for(session, 12))
+    assert await integration.pickup(KEY) == "applied" and session.last_archived == 12
 
 
 # -- 5: a partly failing Redis warns at most once a minute ---------------------------------------------

@@ -98,6 +98,45 @@ async def test_nothing_to_cover_is_a_noop_without_an_llm_call(redis, nanobot_hom
     assert await load_record(redis, KEY) is None
 
 
+@pytest.mark.parametrize("reason", ["tokens", "interval", "daily"])
+async def test_a_saving_under_the_minimum_asks_nothing_and_rests_nothing(redis, nanobot_home, fake_llm, deps_for,
+                                                                        reason):
+    fake_llm.default = Reply(summary_json("a summary"))
+    nanobot_home.write_session(KEY, conversation(15))  # ~20 covered messages of ~15 tokens
+    deps = deps_for(summary_min_saving=0.05, summary_context_window=32_000)  # asks for 1,600 tokens
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason=reason))
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noop" and "too little to summarize" in outcome.detail
+    assert "1600" in outcome.detail and outcome.cooldown_until is None
+    assert not [r for r in fake_llm.requests if r.path.endswith("completions")], "nothing paid"
+    assert await load_record(redis, KEY) is None
+
+
+async def test_a_manual_summary_is_made_whatever_it_saves(redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Reply(summary_json("a summary"))
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for(summary_min_saving=0.05, summary_context_window=32_000)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
+    await run_burst(deps)
+    record = await load_record(redis, KEY)
+    assert record is not None and record.boundary == 20
+
+
+async def test_a_summary_that_hardly_shrinks_the_context_is_not_committed(redis, nanobot_home, fake_llm, deps_for):
+    # The covered part passes the minimum, but the answer is nearly as long as what it replaces.
+    nanobot_home.write_session(KEY, conversation(15))
+    counts = [count_message(m, cl100k_counter()) for m in conversation(15)[:20]]
+    fake_llm.default = Reply(summary_json("word " * (sum(counts) - 5)))
+    deps = deps_for(summary_min_saving=0.5 * sum(counts) / 32_000, summary_context_window=32_000,
+                    summary_max_chars=100_000)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noop" and "would not shrink" in outcome.detail
+    assert await load_record(redis, KEY) is None
+
+
 async def test_huge_session_is_summarized_in_chunks_within_the_input_budget(redis, nanobot_home, fake_llm, deps_for):
     messages = conversation(150, user="历史问题 {i}：请检查部署脚本", assistant="回答 {i}")
     log = "\n".join(f"2026-11-20 10:00:{i % 60:02d} INFO worker line {i} processed item {i * 7}" for i in range(5000))

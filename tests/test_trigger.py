@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
-from nanobot_hooks.trigger import count_from, decide, user_turns_since
+from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn, last_context_tokens
+from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
 
 from .conftest import conversation
 
@@ -121,3 +121,33 @@ def test_odd_markers_fall_back_to_the_watermark(applied):
     assert through == 21
     assert count_from(messages, 10, {METADATA_KEY: {"applied": applied}}) == 10
     assert count_from(messages, 10, {METADATA_KEY: [applied]}) == 10
+
+
+IDLE = dict(mode="idle", cache_ttl=300.0, context_window=100_000, threshold=0.6)
+
+
+def test_now_pickup_is_always_due():
+    assert pickup_due(mode="now", idle_seconds=0.0, cache_ttl=300.0, prompt_tokens=1, context_window=100_000,
+                      threshold=0.6)
+
+
+def test_idle_pickup_waits_for_a_cold_cache_or_a_context_near_the_window():
+    assert not pickup_due(idle_seconds=10.0, prompt_tokens=60_000, **IDLE), "warm cache, room left: hold"
+    assert pickup_due(idle_seconds=300.0, prompt_tokens=10_000, **IDLE), "the cache has gone cold"
+    assert not pickup_due(idle_seconds=0.0, prompt_tokens=79_999, **IDLE)
+    assert pickup_due(idle_seconds=0.0, prompt_tokens=80_000, **IDLE), "halfway from 60% to the window"
+
+
+def test_idle_pickup_with_nothing_known_applies_and_with_a_known_idle_time_waits_for_it():
+    assert pickup_due(idle_seconds=None, prompt_tokens=None, **IDLE)
+    assert not pickup_due(idle_seconds=5.0, prompt_tokens=None, **IDLE)
+    assert pickup_due(idle_seconds=None, prompt_tokens=90_000, **IDLE)
+    assert not pickup_due(idle_seconds=None, prompt_tokens=10_000, **IDLE)
+
+
+def test_the_last_prompt_size_is_read_from_nanobots_saved_usage():
+    assert last_context_tokens({"_last_usage": {"context_tokens": 1234, "input_tokens": 5000}}) == 1234
+    assert last_context_tokens({"_last_usage": {"context_tokens": None, "input_tokens": 5000}}) == 5000
+    assert last_context_tokens({"_last_usage": {"input_tokens": True}}) is None
+    assert last_context_tokens({"_last_usage": "odd"}) is None
+    assert last_context_tokens({}) is None and last_context_tokens(None) is None

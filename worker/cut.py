@@ -72,3 +72,10 @@ def plan_cut(
             return Cut(start, boundary, read)
         boundary -= 1
     return Cut(start, start, read)
+
+
+def worth_summarizing(saving: int, window: int, min_saving: float) -> bool:
+    """Is taking `saving` tokens out of every later request worth a summarizing call and the prompt-cache
+    miss its pickup causes (the cache ends where the summary sits in the system prompt)? A saving under
+    `min_saving` of the window is not: it buys a few turns at most before the next summary."""
+    return saving > 0 and saving >= min_saving * window

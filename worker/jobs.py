@@ -20,7 +20,7 @@ from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import load_record, store_record
 from worker import budget, guards
 from worker.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
-from worker.cut import Cut, plan_cut
+from worker.cut import Cut, plan_cut, worth_summarizing
 from worker.errors import (
     BadAnswer,
     ContextTooLong,
@@ -278,6 +278,14 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if cut.covered == 0 or not entries:
         return JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule"), set()
+    window = window_for(deps, run.req)
+    # Asked by hand: the user wants it whatever it saves.
+    min_saving = 0.0 if run.req.reason == "manual" else deps.settings.summary_min_saving
+    covered_tokens = sum(counts[cut.start:cut.boundary])
+    if not worth_summarizing(covered_tokens, window, min_saving):
+        detail = (f"too little to summarize: {covered_tokens} tokens would leave the context, "
+                  f"NANOBOT_SUMMARY_MIN_SAVING asks for {min_saving * window:.0f}")
+        return JobOutcome(session_key=key, status="noop", detail=detail), set()
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
@@ -291,8 +299,9 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     # The last part's notes and facts are true, and paid for, whether or not the summary is committed.
     notes = dated_notes(answer.notes, last_noted)
     memory = await write_memory(deps, key, notes, answer.facts, language)
-    if tokens_after >= tokens_before:
-        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before}; {memory}"
+    # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
+    if not worth_summarizing(tokens_before - tokens_after, window, min_saving / 2):
+        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
     record = SummaryRecord(
         session_key=key,

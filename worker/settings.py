@@ -43,6 +43,9 @@ class Settings(HookSettings):
     summary_model: str | None = Field(None, description="litellm model string, e.g. deepseek/deepseek-chat")
     summary_fallback_model: str | None = Field(None, description="used when the summary model keeps failing")
     summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("messages", 10), description="messages:N, tokens:N or fraction:F")
+    summary_min_saving: float = Field(0.05, ge=0, lt=1, description="share of the context window a summary must "
+                                      "take out of every later request; a smaller one is not asked for "
+                                      "(a manual enqueue always is); 0 = any saving")
     summary_input_tokens: int = Field(24_000, ge=1_000, description="input budget of one summarizing call")
     summary_max_chars: int = Field(8_000, ge=500, description="size cap of the rolling summary")
     summary_prompt_file: Path | None = Field(None, description="a file whose text replaces the instructions")
