@@ -27,15 +27,13 @@ from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
+from tests.support.corpora import CORPORA, REPEATED  # noqa: E402
 from worker.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
-TEXTS = {
-    "Chinese chat": "我们需要检查部署脚本的配置文件，数据库连接失败时请先确认密码和端口是否正确。" * 40,
-    "English chat": "Please check the deploy script's config file; when the database connection fails, "
-                    "confirm the password and port first. " * 40,
-    "Japanese chat": "デプロイスクリプトの設定ファイルを確認してください。接続に失敗したらポートを確認します。" * 40,
-    "Python code": (Path(__file__).read_text(encoding="utf-8")),
-}
+# The tests' corpora (a text of each kind the assistant reads, written apart from the estimate's calibration),
+# the benchmark's first texts (one sentence forty times) and this file; tests/test_tokens.py holds the estimate
+# within 10% of cl100k on every one.
+TEXTS = {**CORPORA, **REPEATED, "Python code (this file)": Path(__file__).read_text(encoding="utf-8")}
 
 
 def bench_counters(console: Console, rounds: int) -> None:
