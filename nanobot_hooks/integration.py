@@ -156,9 +156,7 @@ class Integration:
         """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis
         connections. Never raises (but a cancel of the caller still propagates)."""
         task, self._listener = self._listener, None
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self._cancel_timers()
         try:
             running = asyncio.get_running_loop()
             if task is not None and not task.done():
@@ -187,6 +185,9 @@ class Integration:
         if self._listener is not None:
             self._listener.cancel()
             self._listener = None
+        self._cancel_timers()
+
+    def _cancel_timers(self) -> None:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
