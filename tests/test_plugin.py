@@ -235,23 +235,25 @@ async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_w
     assert not await redis.exists(record_key(KEY))
 
 
-async def test_idle_pickup_applies_at_the_turn_start_when_the_context_nears_the_window(make, redis):
-    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000)
-    session = idle_session(prompt_tokens=65_000, quiet_for=0)
+async def held_at_pickup(make, redis, cache_ttl: float, prompt_tokens: int) -> tuple[Integration, StandInSession]:
+    """An idle-pickup integration whose session was just saved, with a record it fetched and holds."""
+    integration = make(summary_pickup="idle", summary_cache_ttl=cache_ttl, summary_context_window=100_000)
+    session = idle_session(prompt_tokens=prompt_tokens, quiet_for=0)
     integration.s.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
     assert await integration.pickup(KEY) == "held"
+    return integration, session
+
+
+async def test_idle_pickup_applies_at_the_turn_start_when_the_context_nears_the_window(make, redis):
+    integration, session = await held_at_pickup(make, redis, cache_ttl=300, prompt_tokens=65_000)
     session.metadata["_last_usage"]["context_tokens"] = 85_000  # the last turn grew past 80%
     publish_turn_started(integration, TurnContext("hello"))
     assert session.last_archived == 12
 
 
 async def test_a_held_summary_is_applied_between_turns_once_the_cache_lifetime_has_passed(make, redis):
-    integration = make(summary_pickup="idle", summary_cache_ttl=0.5, summary_context_window=100_000)
-    session = idle_session(prompt_tokens=10_000, quiet_for=0)
-    integration.s.sessions.cached[KEY] = session
-    await store_record(redis, record_for(session, 12))
-    assert await integration.pickup(KEY) == "held"
+    integration, session = await held_at_pickup(make, redis, cache_ttl=0.5, prompt_tokens=10_000)
     for _ in range(100):
         if session.last_archived == 12:
             break
