@@ -20,9 +20,12 @@ from tests.support.fakellm import FakeLLM, Reply
 from worker.jobs import Deps
 from tests.support.sandbox import NanobotHome
 
-# The tests' sessions are a few hundred tokens: the worker summarizes whatever they save (the worker
-# processes the tests start inherit this too). The tests of that rule set it themselves.
-os.environ.setdefault("NANOBOT_SUMMARY_MIN_SAVING", "0")
+# The tests' sessions are a few hundred tokens: the worker summarizes whatever they save, and keeps the
+# last 10 messages, whose boundaries the tests assert (the worker processes the tests start inherit
+# these too). The tests of those rules set them themselves.
+TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10"}
+for _name, _value in TEST_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 # DB 13 keeps the tests away from anything a developer keeps in DB 0.
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/13")

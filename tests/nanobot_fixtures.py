@@ -23,7 +23,7 @@ from tests.support.gateway import Gateway, write_config  # noqa: F401
 from tests.support.redis_server import free_port  # noqa: F401
 from worker.nanobot_config import ModelChoice
 
-from .conftest import NanobotHome, summary_json
+from .conftest import TEST_DEFAULTS, NanobotHome, summary_json
 
 # What scripts/test makes; NANOBOT_BIN points elsewhere.
 DEFAULT_NANOBOT_BIN = Path(__file__).resolve().parent.parent / ".venv-nanobot" / "bin" / "nanobot"
@@ -87,9 +87,8 @@ def history_text(request: FakeRequest) -> str:
 
 
 def nanobot_env(home: NanobotHome, redis_url: str, **settings: str) -> dict[str, str]:
-    """nanobot's (and the worker's) environment for a test: the tests' sessions are a few hundred tokens,
-    so the worker summarizes whatever they save unless a test sets NANOBOT_SUMMARY_MIN_SAVING itself."""
-    return _gateway.nanobot_env(home, redis_url, **{"NANOBOT_SUMMARY_MIN_SAVING": "0", **settings})
+    """nanobot's (and the worker's) environment for a test, with the tests' defaults (conftest)."""
+    return _gateway.nanobot_env(home, redis_url, **{**TEST_DEFAULTS, **settings})
 
 
 @dataclass

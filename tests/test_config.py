@@ -67,7 +67,8 @@ def test_defaults_are_the_users(monkeypatch) -> None:
         monkeypatch.delenv(name)
     settings = Settings()
     assert settings.auto_summary and settings.summary_interval == 10 and settings.summary_threshold == 0.6
-    assert settings.summary_keep == KeepRule("messages", 10)
+    assert settings.summary_keep == KeepRule("fraction", 0.03)
+    assert settings.summary_min_saving == 0.05 and settings.summary_pickup == "now"
     assert settings.redis_url == "redis://127.0.0.1:6379/0"
     assert settings.config_path == Path("~/.nanobot/config.json").expanduser()
 

@@ -42,7 +42,12 @@ class KeepRule(NamedTuple):
 class Settings(HookSettings):
     summary_model: str | None = Field(None, description="litellm model string, e.g. deepseek/deepseek-chat")
     summary_fallback_model: str | None = Field(None, description="used when the summary model keeps failing")
-    summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("messages", 10), description="messages:N, tokens:N or fraction:F")
+    # 3% of the window: the last exchange or two stay verbatim at 32,000 tokens, a few more at 128,000.
+    # Kept tokens are re-sent with every request until the next summary, and re-sent uncached right after
+    # one (scripts/bench_compare.py: 10 messages kept made this project cost 1.06x nanobot alone at 32,000;
+    # 3% of the window, 0.77x).
+    summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("fraction", 0.03),
+                                                        description="messages:N, tokens:N or fraction:F")
     summary_min_saving: float = Field(0.05, ge=0, lt=1, description="share of the context window a summary must "
                                       "take out of every later request; a smaller one is not asked for "
                                       "(a manual enqueue always is); 0 = any saving")
