@@ -23,7 +23,7 @@ from worker import longterm, notes
 from worker.connections import redis_settings
 from worker.redact import no_comments, one_line
 
-from .conftest import conversation, run_burst
+from .conftest import TEST_DEFAULTS, conversation, run_burst
 from .nanobot_fixtures import BIG_PROMPT, LLMScript, agent_turn, find_nanobot, nanobot_env, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ REDIS_PASSWORD = "s3cret-Pass-91"
 
 def worker_env(home, redis_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
-    return {**env, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(home.config_path), **extra}
+    return {**env, **TEST_DEFAULTS, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(home.config_path), **extra}
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
