@@ -652,6 +652,14 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     assert ARCHIVED in system_text(request) and summaries[-1] in system_text(request)
     assert "turn 1: deploy" not in history_text(request)
     assert (await stats(redis)).get("applied") == 3
+    assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19), \
+        "the worker yields the CPU to nanobot's turns"
+
+
+def niceness(pid: int) -> int:
+    # /proc/<pid>/stat: the 19th field, after the command in parentheses (which may hold spaces)
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[16])
 
 
 async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_every_turn_is_answered(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import shlex
 import sqlite3
 import sys
@@ -192,6 +193,19 @@ def quiet_and_redacted() -> None:
             handler.addFilter(RedactingFilter())
 
 
+# The worker runs beside the user's assistant, often on the same small machine: its CPU work (parsing
+# answers, memory files, the recall index) must not slow down a turn (scripts/bench_compare.py).
+NICENESS = 10
+
+
+def lower_priority() -> int:
+    """Yield the CPU to nanobot: raise this process's niceness by NICENESS. Returns the niceness now."""
+    try:
+        return os.nice(NICENESS)
+    except (AttributeError, OSError):  # not on this platform, or not allowed: run as is
+        return os.nice(0) if hasattr(os, "nice") else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m worker",
@@ -208,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s")
     quiet_and_redacted()
+    lower_priority()
     try:
         settings = load_settings()
         deps = build_deps(settings)
