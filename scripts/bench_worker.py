@@ -59,7 +59,7 @@ def bench_counters(console: Console, rounds: int) -> None:
     console.print(table)
 
 
-async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str) -> None:
+async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str, recall: bool = True) -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [], "facts": []}))
         home = NanobotHome.create(Path(tmp), llm.url)
@@ -71,8 +71,11 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
                 messages.append({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
                                  "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
             home.write_session(f"bench:{n}", messages)
-        settings = Settings(redis_url=redis_url, config=home.config_path)
+        # 10 messages kept, not 3% of the window: these sessions are short, and every job must summarize.
+        settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10")
         deps = build_deps(settings)
+        if not recall:
+            deps.recall = None
         redis = await create_pool(redis_settings(redis_url))
         await redis.flushdb()
         for n in range(sessions):
@@ -99,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="counting rounds per text (default 200)")
     parser.add_argument("--sessions", type=int, default=100, help="sessions to summarize (default 100)")
     parser.add_argument("--turns", type=int, default=40, help="user turns per session (default 40)")
+    parser.add_argument("--no-recall", dest="recall", action="store_false",
+                        help="jobs without the recall index update, to see what it costs")
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
                         help="a Redis DB the benchmark may flush (default DB 14)")
     args = parser.parse_args(argv)
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_counters(console, args.rounds)
     embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
     try:
-        asyncio.run(bench_jobs(console, args.sessions, args.turns, args.redis_url))
+        asyncio.run(bench_jobs(console, args.sessions, args.turns, args.redis_url, args.recall))
     finally:
         if embedded is not None:
             embedded.stop()

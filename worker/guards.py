@@ -87,8 +87,9 @@ def _norm(text: str) -> str:
 def identifiers(text: str) -> set[str]:
     """The identifiers of `text`, normalized (width and case folded)."""
     found: set[str] = set()
+    first_word = len(text) - len(text.lstrip())
     for match in [*_IDENTIFIER.finditer(text), *_NAME.finditer(text)]:
-        if match.re is _NAME and not text[:match.start()].strip():
+        if match.re is _NAME and match.start() <= first_word:
             continue  # the text's first word
         value = next((g for g in match.groups() if g), None) or match.group(0)
         value = _norm(value.strip("`\"'.,;:!?)]}>。，、"))
