@@ -354,10 +354,9 @@ class Integration:
         settings = self.settings
         if settings.summary_pickup == "now":
             return True
-        window = settings.summary_context_window or getattr(self.s.loop, "context_window_tokens", None)
         return pickup_due(mode=settings.summary_pickup, idle_seconds=idle_seconds(session),
                           cache_ttl=settings.summary_cache_ttl, prompt_tokens=last_context_tokens(session.metadata),
-                          context_window=window if isinstance(window, int) else None,
+                          context_window=settings.summary_context_window or self._window(),
                           threshold=settings.summary_threshold)
 
     def _hold(self, key: str, record: SummaryRecord, session: Any) -> None:
