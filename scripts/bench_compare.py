@@ -273,8 +273,9 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         if ours:
             worker_env = nanobot_env(home, redis_url, **base, **settings, NANOBOT_CONFIG=str(home.config_path),
                                      NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
-            worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
-                                      stdout=open(folder / "worker.log", "wb"), stderr=subprocess.STDOUT)
+            with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
+                worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
+                                          stdout=log, stderr=subprocess.STDOUT)
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
         await gateway.start()
         latencies: list[float] = []
