@@ -275,9 +275,9 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     deps, key = run.deps, run.key
     start, previous = chain_start(session, pending)
     cut, counts = plan_for(deps, session, start, run.req)
-    entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
-    if cut.covered == 0 or not entries:
-        return JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule"), set()
+    nothing = JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule")
+    if cut.covered == 0:
+        return nothing, set()
     window = window_for(deps, run.req)
     # Asked by hand: the user wants it whatever it saves.
     min_saving = 0.0 if run.req.reason == "manual" else deps.settings.summary_min_saving
@@ -286,6 +286,9 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
         detail = (f"too little to summarize: {covered_tokens} tokens would leave the context, "
                   f"NANOBOT_SUMMARY_MIN_SAVING asks for {min_saving * window:.0f}")
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
+    entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
+    if not entries:
+        return nothing, set()
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
