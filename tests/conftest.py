@@ -15,9 +15,10 @@ from arq.worker import Worker
 
 from worker.settings import Settings
 from worker.app import build_deps, worker_options
-from worker.connections import answers, redis_settings, start_embedded
+from worker.connections import redis_settings
 from tests.support.fakellm import FakeLLM, Reply
 from worker.jobs import Deps
+from tests.support.redis_server import RedisServer
 from tests.support.sandbox import NanobotHome
 
 # The tests' sessions are a few hundred tokens: the worker summarizes whatever they save, and keeps the
@@ -27,18 +28,22 @@ TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "mes
 for _name, _value in TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 
-# DB 13 keeps the tests away from anything a developer keeps in DB 0.
-TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    embedded = None
-    if not answers(TEST_REDIS_URL):
-        embedded = start_embedded(TEST_REDIS_URL)
-    yield TEST_REDIS_URL
-    if embedded is not None:
-        embedded.stop()
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of this test process's own, on a free port: two runs on one machine (two checkouts,
+    or `pytest -n 2`, whose every process gets its own) never take each other's jobs or keys.
+    TEST_REDIS_URL names an existing one instead (its database is flushed by the tests)."""
+    configured = os.environ.get("TEST_REDIS_URL")
+    if configured:
+        yield configured
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server.url()
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Throwaway redis-server processes for tests: on a free port, with a password, an ACL user or TLS, and
-killed or restarted on demand. Never the shared Redis the other tests use."""
+killed or restarted on demand. Every test run gets one of its own (conftest's `redis_url`), so no test
+ever shares a Redis with another run on the machine."""
 
 from __future__ import annotations
 
