@@ -24,6 +24,9 @@ class LiveSession(Protocol):
     key: str
     messages: list[dict[str, Any]]
     metadata: dict[str, Any]
+    # Responses-API providers (OpenAI's gpt-5 and o-series, Azure, Codex, Copilot): an opaque replay of
+    # every earlier input item, sent instead of the history while it matches the provider and model.
+    provider_state: Any
 
     @property
     def last_archived(self) -> int: ...
@@ -74,6 +77,9 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
         # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
         return "stale", _forget_pending(session, record)
     session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
+    # As nanobot's own checkpoints do: the next request resumes from the summary and the kept tail, not
+    # from the provider's replay of every earlier item (which would still carry what was just covered).
+    session.provider_state = None
     session.metadata[METADATA_KEY] = {
         "applied": {
             "created_at": record.stamp,

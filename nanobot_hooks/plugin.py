@@ -149,6 +149,8 @@ def probe(loop: Any) -> Any:
         raise Off("Session.commit_summary_checkpoint() takes no insert_at")
     if not isinstance(_need(session_class, "last_archived", "Session.last_archived"), property):
         raise Off("Session.last_archived is not a property")
+    # Reset when a summary is applied: a nanobot that renamed it would keep sending every covered message.
+    _declared(session_class, "provider_state", "Session.provider_state")
     schedule = getattr(loop, "schedule_background", None)
     run = getattr(loop, "run", None)
     aclose = getattr(loop, "aclose", None)
@@ -176,6 +178,13 @@ def _need(owner: Any, name: str, what: str) -> Any:
     if value is _MISSING or value is None:
         raise Off(f"this nanobot has no {what}")
     return value
+
+
+def _declared(cls: Any, name: str, what: str) -> None:
+    """`cls` declares the instance attribute `name` (a dataclass field, an annotation or a class attribute)."""
+    declared = any(name in vars(klass).get("__annotations__", {}) for klass in getattr(cls, "__mro__", ()))
+    if not declared and not hasattr(cls, name):
+        raise Off(f"this nanobot has no {what}")
 
 
 def _callable(owner: Any, name: str, what: str) -> Any:

@@ -27,6 +27,7 @@ class StandInSession:
     messages: list[dict[str, Any]]
     metadata: dict[str, Any] = field(default_factory=dict)
     last_archived: int = 0
+    provider_state: Any = None
 
     def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
                                   last_active: datetime | None = None) -> None:
@@ -54,6 +55,19 @@ def test_a_fitting_record_is_applied_once_and_marked():
     assert session.metadata[METADATA_KEY]["applied"]["through"] == 21, "the message count right after applying"
     assert apply_record(session, record) == ("duplicate", False), "a second delivery changes nothing"
     assert len(session.messages) == 21
+
+
+def test_applying_drops_the_providers_replay_as_nanobots_own_checkpoints_do():
+    """A Responses-API provider replays `provider_state` (every earlier input item) instead of the history:
+    kept, it would still carry every covered message after the summary."""
+    session = StandInSession("telegram:1", conversation(10), provider_state=object())
+    record = record_for(session, 12)
+    assert apply_record(session, record) == ("applied", True)
+    assert session.provider_state is None
+    replay = object()
+    after_new = StandInSession("telegram:1", [], provider_state=replay)
+    assert apply_record(after_new, record) == ("stale", False)
+    assert after_new.provider_state is replay, "a record that does not apply leaves the session as it was"
 
 
 def test_a_copy_of_the_record_in_metadata_is_read_and_forgotten_once_applied():

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import weakref
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -138,6 +139,64 @@ def test_a_closed_loop_is_collected(monkeypatch, redis_url, quiet):
     del loop, integration
     gc.collect()
     assert alive() is None, "the plugin keeps no reference to a loop"
+
+
+# -- 1b: the probe of nanobot's surface ----------------------------------------------------------------
+
+@dataclass
+class NanobotSession:
+    """The parts of nanobot 0.3.5's Session the probe checks, declared as nanobot declares them."""
+
+    key: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    provider_state: Any = field(default=None, repr=False)  # a dataclass field: None on the class itself
+
+    @property
+    def last_archived(self) -> int:
+        return 0
+
+    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
+                                  last_active: datetime | None = None) -> None:
+        pass
+
+
+class ProbedLoop(Loop):
+    def _get_session_lock(self, key: str) -> asyncio.Lock:
+        return asyncio.Lock()
+
+
+def nanobot_names(session_class: type) -> Any:
+    """plugin._import against stand-ins: nanobot's Session is `session_class`, every other name exists."""
+    def lookup(module: str, name: str) -> Any:
+        return session_class if (module, name) == ("nanobot.session.manager", "Session") else type(name, (), {})
+    return lookup
+
+
+def test_the_probe_switches_the_integration_off_with_one_line_when_session_has_no_provider_state(
+        monkeypatch, quiet):
+    loop = ProbedLoop()
+    monkeypatch.setattr(plugin, "_import", nanobot_names(NanobotSession))
+    assert plugin.probe(loop).sessions is loop.sessions, "nanobot 0.3.5's Session passes (field default None)"
+
+    class Session:  # a nanobot whose Session no longer declares provider_state
+        messages: list[dict[str, Any]]
+        last_archived = property(lambda self: 0)
+
+        def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None) -> None:
+            pass
+
+    monkeypatch.setattr(plugin, "_import", nanobot_names(Session))
+    with pytest.raises(plugin.Off, match=r"^this nanobot has no Session.provider_state$"):
+        plugin.probe(loop)
+    monkeypatch.setattr(plugin, "_announced", set())
+    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    monkeypatch.setattr(plugin, "agent_loop", lambda ctx: ctx)
+    for name in [n for n in os.environ if n.startswith("NANOBOT_")]:
+        monkeypatch.delenv(name)
+    assert plugin.SummaryWorkerHooks.enabled(loop) is False
+    assert plugin.SummaryWorkerHooks.enabled(loop) is False
+    assert quiet == ["integration off: this nanobot has no Session.provider_state; nanobot runs without it"]
+    assert plugin.installed(loop) is None and loop._hook_factories == [] and loop.bus.handlers == []
 
 
 # -- 2: a record is applied once its session exists here; an unreadable record is dropped -----------

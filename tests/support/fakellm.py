@@ -1,4 +1,5 @@
-"""Fake OpenAI-compatible chat-completions server on loopback, scripted by tests and benchmarks.
+"""Fake OpenAI-compatible server on loopback (chat completions and the Responses API), scripted by tests
+and benchmarks.
 
 Usage from a test (sync or async, any event loop, or a subprocess given ``llm.url``)::
 
@@ -11,6 +12,10 @@ Replies are taken from the scripted queue first, then from ``llm.responder`` (if
 returns something), then ``llm.default``. Reply kinds: ``Reply`` (success, streaming or not),
 ``Error`` (OpenAI-style error body), ``Hang`` (wait, then 504 or drop the connection).
 To simulate a model emitting malformed JSON, script ``Reply('{"broken": ')`` - no special kind.
+The same replies answer ``POST /v1/responses`` (OpenAI's Responses API, which nanobot's `openai` provider
+uses for gpt-5 and o-series models): a ``response`` object, or with ``"stream": true`` its server-sent
+events (``response.created`` ... ``response.completed``); ``FakeRequest.instructions`` and ``.input``
+read such a request.
 
 CLI: ``python -m tests.support.fakellm --port 8999 --reply TEXT --delay 0.1``.
 """
@@ -31,6 +36,7 @@ from aiohttp import web
 
 FAKE_MODEL = "fake-model"
 _CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+_RESPONSES_PATHS = ("/v1/responses", "/responses")
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,18 @@ class FakeRequest:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return list((self.body or {}).get("messages") or [])
+
+    @property
+    def instructions(self) -> str:
+        """A Responses-API request's system prompt ('' if none)."""
+        value = (self.body or {}).get("instructions")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def input(self) -> list[dict[str, Any]]:
+        """A Responses-API request's input items (the conversation it sends)."""
+        value = (self.body or {}).get("input")
+        return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
     @property
     def last_user_text(self) -> str:
@@ -278,7 +296,8 @@ class FakeLLM:
         if request.method == "GET" and request.path.rstrip("/") in ("/v1/models", "/models"):
             model = {"id": FAKE_MODEL, "object": "model", "created": 0, "owned_by": "fakellm"}
             return web.json_response({"object": "list", "data": [model]})
-        if request.method != "POST" or request.path.rstrip("/") not in _CHAT_PATHS:
+        path = request.path.rstrip("/")
+        if request.method != "POST" or path not in _CHAT_PATHS + _RESPONSES_PATHS:
             unknown = f"Unknown path {request.method} {request.path}"
             return _error_response(Error(404, unknown, code="not_found", type="invalid_request_error"))
         if req.body is None:
@@ -297,10 +316,13 @@ class FakeLLM:
         await self._sleep(answer.delay)
         if isinstance(answer, Error):
             return _error_response(answer)
+        responses = path in _RESPONSES_PATHS
         if req.body.get("stream"):
+            if responses:
+                return await self._stream_response(request, req, answer)
             return await self._stream(request, req, answer)
         if answer.broken:
-            body = json.dumps(_completion(req, answer)).encode()
+            body = json.dumps(_response(req, answer) if responses else _completion(req, answer)).encode()
             resp = web.StreamResponse(headers={"Content-Type": "application/json"})
             resp.content_length = len(body)
             await resp.prepare(request)
@@ -308,7 +330,7 @@ class FakeLLM:
             if request.transport is not None:
                 request.transport.close()
             return resp
-        return web.json_response(_completion(req, answer))
+        return web.json_response(_response(req, answer) if responses else _completion(req, answer))
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that ends early when the server stops, so stop() never waits on a Hang."""
@@ -350,6 +372,49 @@ class FakeLLM:
         if (req.body or {}).get("stream_options", {}).get("include_usage"):
             await send([], usage=_usage(req, reply))
         await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+
+    async def _stream_response(self, request: web.Request, req: FakeRequest, reply: Reply) -> web.StreamResponse:
+        """The Responses API's server-sent events, in the order OpenAI sends them."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        final = _response(req, reply)
+        sequence = 0
+
+        async def send(kind: str, **fields: Any) -> None:
+            nonlocal sequence
+            data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
+            sequence += 1
+            await resp.write(f"event: {kind}\ndata: {data}\n\n".encode())
+
+        await send("response.created", response={**final, "status": "in_progress", "output": [], "usage": None})
+        for index, item in enumerate(final["output"]):
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                await send("response.output_item.added", output_index=index,
+                           item={**item, "status": "in_progress", "content": []})
+                part = {"type": "output_text", "text": "", "annotations": []}
+                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                await send("response.content_part.added", **where, part=part)
+                pieces = _split(text, 4)
+                for piece in pieces[: len(pieces) // 2] if reply.broken else pieces:
+                    await send("response.output_text.delta", **where, delta=piece)
+                if reply.broken:  # cut off: no terminal event, as when a connection drops
+                    if request.transport is not None:
+                        request.transport.close()
+                    return resp
+                await send("response.output_text.done", **where, text=text)
+                await send("response.content_part.done", **where, part={**part, "text": text})
+            else:  # function_call
+                await send("response.output_item.added", output_index=index,
+                           item={**item, "status": "in_progress", "arguments": ""})
+                where = {"item_id": item["id"], "output_index": index}
+                await send("response.function_call_arguments.delta", **where, delta=item["arguments"])
+                await send("response.function_call_arguments.done", **where, arguments=item["arguments"])
+            await send("response.output_item.done", output_index=index, item=item)
+        await send(f"response.{final['status']}", response=final)
         await resp.write_eof()
         return resp
 
@@ -399,7 +464,10 @@ def _usage(req: FakeRequest, reply: Reply) -> dict[str, Any]:
     prompt = reply.prompt_tokens
     if prompt is None:
         body = req.body or {}
-        prompt = _estimate_tokens([body.get("messages") or [], body.get("tools") or []])
+        sent = [body.get("messages") or [], body.get("tools") or []]
+        if "input" in body:  # the Responses API sends `instructions` and `input` instead of `messages`
+            sent += [body.get("instructions") or "", body["input"]]
+        prompt = _estimate_tokens(sent)
     completion = reply.completion_tokens
     if completion is None:
         calls = _tool_calls(reply)
@@ -425,6 +493,44 @@ def _completion(req: FakeRequest, reply: Reply) -> dict[str, Any]:
         "model": (req.body or {}).get("model", FAKE_MODEL),
         "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}],
         "usage": _usage(req, reply),
+    }
+
+
+def _response(req: FakeRequest, reply: Reply) -> dict[str, Any]:
+    """A Responses-API `response` object: a message item with the text, a function_call item per tool call."""
+    output: list[dict[str, Any]] = []
+    calls = _tool_calls(reply)
+    if reply.content or not calls:
+        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
+                       "role": "assistant",
+                       "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
+    for call in calls:
+        output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": call["id"],
+                       "name": call["function"]["name"], "arguments": call["function"]["arguments"],
+                       "status": "completed"})
+    usage = _usage(req, reply)
+    cut = _finish_reason(reply) == "length"
+    body = req.body or {}
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:24]}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if cut else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+        "error": None,
+        "model": body.get("model", FAKE_MODEL),
+        "instructions": body.get("instructions"),
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": reply.cached_tokens or 0},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["total_tokens"],
+        },
     }
 
 
