@@ -8,6 +8,11 @@ Who sees what (`visible_parts`): a session sees its own archived messages, its o
 notes, and MEMORY.md (which nanobot already puts in every session's prompt). Only when the user set
 NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
 trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
+
+Ranking: the passages holding the most of the query's terms first, then the most recent. The search
+asks for passages holding every term, then every choice of one term fewer, and so on (`_find`), so a
+passage's score counts all of its terms however many newer passages hold fewer of them. The asker's own
+material is searched first (`search_order`): the time budget never runs out before it.
 """
 
 from __future__ import annotations
@@ -15,19 +20,20 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import date as Date
+from itertools import combinations
 from pathlib import Path
 
 from nanobot_hooks.contract import PART_BITS, RECALL_INDEX, RECALL_SCHEMA_VERSION
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 RESULTS = 5
-PER_TERM = 200  # the most recent matches of one term in one part: enough to rank, bounded in cost
 SNIPPET_CHARS = 180
 MAX_TERMS = 8
+MAX_CHOICES = 8  # a level of more choices of terms (3 of 5: 10) is not searched as such; see _find
 MIN_TRIGRAM = 3  # shorter terms (most Chinese words) are looked up in the bigram table
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _EDGE_PUNCTUATION = "\"'“”‘’「」『』()（）[]【】,，。.、;；:：!！?？"
@@ -76,6 +82,28 @@ def visible_parts(parts: Sequence[Part], asker: str | None, trusted: Callable[[s
     return [p for p in parts if p.kind == "memory"
             or (asker is not None and p.session == asker)
             or (widen and p.session and trusted(p.session))]
+
+
+def search_order(parts: Sequence[Part], asker: str | None) -> list[list[Part]]:
+    """The parts to search, in groups searched one after the other: the asker's own material and MEMORY.md
+    first (with many trusted sessions, the budget could otherwise run out before it), then the others."""
+    own = [p for p in parts if p.kind == "memory" or (asker is not None and p.session == asker)]
+    others = [p for p in parts if p not in own]
+    return [group for group in (own, others) if group]
+
+
+def term_sets(terms: Sequence[str]) -> Iterator[tuple[int, list[tuple[str, ...]]]]:
+    """(k, every choice of k terms), from all the terms down to one."""
+    for size in range(len(terms), 0, -1):
+        yield size, list(combinations(terms, size))
+
+
+def holds(body: str, term: str) -> bool:
+    """Whether the index would find `term` in `body`: as a substring, case aside; a two-character Latin
+    term as a whole word (the bigram table keeps short words whole)."""
+    if len(term) < MIN_TRIGRAM and term.isascii():
+        return re.search(rf"(?<!\w){re.escape(term)}(?!\w)", body, re.IGNORECASE) is not None
+    return term.casefold() in body.casefold()
 
 
 def check_day(value: str | None, name: str) -> str | None:
@@ -163,7 +191,10 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
             if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
             parts = [Part(*row) for row in db.execute("SELECT id, kind, session FROM parts")]
-            _find(db, visible_parts(parts, asker, trusted, scope), terms, since, until, hits)
+            groups = search_order(visible_parts(parts, asker, trusted, scope), asker)
+            _find(db, groups, terms, since, until, hits, deadline)
+    except _OutOfTime:
+        stopped = True
     except sqlite3.OperationalError as exc:
         if "interrupt" not in str(exc):
             return f"Nothing found for {query!r}: the archive index cannot be read right now."
@@ -175,31 +206,72 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
     return render(query, hits[:RESULTS], terms, asker, widened, stopped, dated)
 
 
-def _find(db: sqlite3.Connection, parts: Sequence[Part], terms: Sequence[str], since: str | None,
-          until: str | None, hits: list[Hit]) -> None:
-    """Adds to `hits` the best RESULTS of each part (most terms first, then the most recent), as found."""
-    for part in parts:
-        span = _rowid_span(db, part, since, until)
-        if span is None:
-            continue
-        scores: dict[int, int] = {}
-        for term in terms:
-            table = "passages" if len(term) >= MIN_TRIGRAM else "grams"
-            for (rowid,) in db.execute(
-                    f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
-                    "ORDER BY rowid DESC LIMIT ?", (phrase(term), span[0], span[1], PER_TERM)):
-                scores[rowid] = scores.get(rowid, 0) + 1
-        # Within a part a higher rowid is later (message index, note date): the best of each part first.
-        kept = 0
-        for rowid in sorted(scores, key=lambda r: (scores[r], r), reverse=True):
-            row = db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?", (rowid,)).fetchone()
-            if row is None or not _in_range(row[1], since, until):
-                continue
-            hits.append(Hit(part, rowid & ((1 << PART_BITS) - 1), scores[rowid], row[1], row[2], row[3] or "",
-                            row[0]))
-            kept += 1
-            if kept == RESULTS:
+class _OutOfTime(Exception):
+    """The budget ran out between two queries (SQLite's progress handler stops one that runs long)."""
+
+
+def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Part]], terms: Sequence[str], since: str | None,
+          until: str | None, hits: list[Hit], deadline: float) -> None:
+    """Adds to `hits`, as found, the passages holding the most terms, the most recent of each part first.
+
+    Group by group, level by level: the passages holding all k terms of some choice of k, for k from all
+    the terms down to one. A passage holding more terms was found at a higher level (a higher level of a
+    part is searched whole before a lower one, or the lower one is not needed), so its score is the number
+    of terms it holds. A level is skipped once RESULTS passages hold more terms than it does. Of a long
+    query only the levels of few choices are searched, and a passage found below a level left out is
+    scored by reading its text (`holds`).
+    """
+    found: dict[int, set[int]] = {}  # part id -> rowids already in `hits`
+    spans: dict[int, tuple[int, int] | None] = {}
+    for group in groups:
+        skipped = False
+        for size, choices in term_sets(terms):
+            if sum(1 for hit in hits if hit.score > size) >= RESULTS:
                 break
+            if len(choices) > MAX_CHOICES and size > 1:
+                skipped = True
+                continue
+            for part in group:
+                if part.id not in spans:
+                    spans[part.id] = _rowid_span(db, part, since, until)
+                span = spans[part.id]
+                if span is None:
+                    continue
+                seen = found.setdefault(part.id, set())
+                for chosen in choices:
+                    if time.monotonic() > deadline:
+                        raise _OutOfTime
+                    new = 0
+                    for (rowid,) in _holding(db, chosen, span):
+                        if rowid in seen:  # holds more terms: found at a higher level
+                            continue
+                        row = db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?",
+                                         (rowid,)).fetchone()
+                        if row is None or not _in_range(row[1], since, until):
+                            continue
+                        seen.add(rowid)
+                        score = size + (sum(holds(row[0], t) for t in terms if t not in chosen)
+                                        if skipped else 0)
+                        hits.append(Hit(part, rowid & ((1 << PART_BITS) - 1), score, row[1], row[2],
+                                        row[3] or "", row[0]))
+                        new += 1
+                        if new == RESULTS:
+                            break
+
+
+def _holding(db: sqlite3.Connection, chosen: Sequence[str], span: tuple[int, int]) -> sqlite3.Cursor:
+    """The rowids of `span` holding every term in `chosen`, newest first, read as they are needed. Terms of
+    three characters or more are found in the trigram table, shorter ones (most Chinese words) in the
+    bigram table. FTS5 intersects one table's terms; SQLite merges the two tables' ordered lists (a lookup
+    of one table's rows in the other costs a search per row, and the terms may have no row in common)."""
+    selects: list[str] = []
+    values: list[object] = []
+    for table, wanted in (("passages", [t for t in chosen if len(t) >= MIN_TRIGRAM]),
+                          ("grams", [t for t in chosen if len(t) < MIN_TRIGRAM])):
+        if wanted:
+            selects.append(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?")
+            values += [" AND ".join(phrase(t) for t in wanted), *span]
+    return db.execute(" INTERSECT ".join(selects) + " ORDER BY 1 DESC", values)
 
 
 def _rowid_span(db: sqlite3.Connection, part: Part, since: str | None, until: str | None) -> tuple[int, int] | None:

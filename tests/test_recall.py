@@ -251,6 +251,64 @@ def test_the_search_stops_at_its_time_budget_and_says_so(home, index):
     assert "budget line 1199" in ask(home, "budget line port")
 
 
+def test_a_passage_holding_every_term_comes_first_however_many_newer_passages_hold_one(home, index):
+    old = [("2026-10-01T09:00:00", "user", "zx00007 lives on the staging server, rack 4")]
+    start = datetime(2026, 11, 1, 8, 0)
+    newer = [((start + i * (datetime(2026, 11, 1, 8, 1) - start)).isoformat(), "assistant",
+              f"zx00007 build log line {i}" if i % 2 else f"the server restarted, line {i}") for i in range(800)]
+    home.write_session(DM, _messages(old + newer), last_archived=1 + len(newer))
+    index.refresh(home.sessions_dir)
+    both = ask(home, "zx00007 server")
+    assert both.split("\n")[1].endswith("this conversation, message 0 (user)"), both
+    assert "rack 4" in both.split("\n")[2]
+    assert "line 799" in both and "line 798" in both, "then the newest passages holding one of the terms"
+    two_of_three = ask(home, "zx00007 server kubernetes")
+    assert "rack 4" in two_of_three.split("\n")[2], "fewer terms, still ranked by how many it holds"
+    dated = ask(home, "zx00007 server", date_to="2026-10-31")
+    assert "rack 4" in dated and "line" not in dated
+
+
+class SlowClock:
+    """time.monotonic for the search: each look at the clock is 10 ms later, as on a slow disk or a busy
+    machine, so what the budget covers depends on the work done, not on how fast this machine is."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 0.01
+        return self.now
+
+
+def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_the_budget_runs_out(
+        tmp_path, monkeypatch):
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
+    for n in range(120):  # indexed first: their parts come before the asker's in the index
+        lines = [(f"2026-11-2{n % 5}T10:{m:02d}:00", "user", f"zx00007 deploy log {n}.{m}") for m in range(30)]
+        home.write_session(f"telegram:{1000 + n}", _messages(lines), last_archived=len(lines))
+    built = RecallIndex(home.workspace, UTC)
+    built.refresh(home.sessions_dir)
+    own = [("2026-11-01T09:00:00", "user", "zx00007 is the server in rack 4")]
+    home.write_session(DM, _messages(own), last_archived=1)
+    built.refresh(home.sessions_dir)
+    assert "this conversation, message 0" in ask(home, "zx00007 server", scope="trusted")
+
+    monkeypatch.setattr(recall, "time", SlowClock())
+    answer = ask(home, "zx00007 server", scope="trusted")
+    assert "time limit" in answer, "the budget ran out in the other sessions"
+    assert "this conversation, message 0 (user)" in answer.split("\n")[1] and "rack 4" in answer
+
+
+def test_pure_search_order_term_sets_and_what_a_text_holds():
+    parts = [Part(1, "messages", OTHER_DM), Part(2, "memory", ""), Part(3, "notes", DM), Part(4, "messages", DM)]
+    assert [[p.id for p in group] for group in recall.search_order(parts, DM)] == [[2, 3, 4], [1]]
+    assert [[p.id for p in group] for group in recall.search_order(parts, None)] == [[2], [1, 3, 4]]
+    assert [(size, len(choices)) for size, choices in recall.term_sets(["a", "b", "c"])] == [(3, 1), (2, 3), (1, 3)]
+    assert recall.holds("Our DB is up", "db") and not recall.holds("mydb is up", "db"), "short Latin words whole"
+    assert recall.holds("预发数据库端口", "端口") and recall.holds("NGINX conf", "nginx")
+    assert not recall.holds("nginx conf", "apache")
+
+
 def test_pure_parts_terms_snippets_grams_and_file_rows():
     assert query_terms('"端口" nginx, NGINX 端 a ポート') == ["端口", "nginx", "ポート"]
     assert snippet("x" * 300 + " the port is 8443 " + "y" * 300, ["8443"], 60).startswith("…")
