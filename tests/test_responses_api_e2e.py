@@ -25,36 +25,22 @@ from .nanobot_fixtures import (
     BIG_PROMPT,
     SMALL_PROMPT,
     SUMMARY_TEXT,
-    LLMScript,
     agent_turn,
-    find_nanobot,
     nanobot_env,
     nanobot_python,
     queued_jobs,
     session_lines,
     stats,
-    summarizer,
     turn,
     write_config,
 )
+from .test_nanobot_e2e import nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
 
 # A name without "gpt-5" in it: the provider speaks the Responses API here because the config says so
 # (`apiType: responses`), which is also what it takes for any base URL other than OpenAI's own.
 RESPONSES_MODEL = "fake-reasoner"
 KEY = "telegram:900"
 SEEDED_TURNS = 10
-
-
-@pytest.fixture(scope="module")
-def nanobot_exe():
-    return find_nanobot()
-
-
-@pytest.fixture
-def script(fake_llm: FakeLLM) -> LLMScript:
-    responder = LLMScript()
-    fake_llm.responder = responder
-    return responder
 
 
 @pytest.fixture
@@ -83,7 +69,7 @@ def provider_state_lines(home: NanobotHome, key: str) -> list[dict[str, Any]]:
 
 
 async def test_after_a_summary_the_next_responses_request_sends_the_summary_not_the_covered_items(
-        nanobot_exe, responses_home, fake_llm, script, redis, redis_url, deps_for):
+        nanobot_exe, responses_home, fake_llm, script, redis, redis_url, worker_deps):
     seeded = conversation(SEEDED_TURNS)
     responses_home.write_session(KEY, seeded)
     env = nanobot_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
@@ -94,9 +80,7 @@ async def test_after_a_summary_the_next_responses_request_sends_the_summary_not_
     assert provider_state_lines(responses_home, KEY), "nanobot keeps its replay in the session file"
     assert await queued_jobs(redis) == 1
 
-    deps = deps_for()
-    deps.model, deps.fallback = summarizer(fake_llm.url), None
-    await run_burst(deps)
+    await run_burst(worker_deps())
     head, _ = session_lines(responses_home, KEY)
     boundary = head["metadata"][METADATA_KEY]["pending"]["boundary"]
     assert provider_state_lines(responses_home, KEY), "the worker's write of line 1 keeps nanobot's other lines"
