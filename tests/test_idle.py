@@ -26,6 +26,9 @@ from worker.sessions import read_session
 from worker.settings import KeepRule
 
 from .conftest import conversation, summary_json
+from .nanobot_fixtures import ARCHIVED, SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, nanobot_env, \
+    summarizer, system_text, turn
+from .test_nanobot_e2e import CHAT, _applied, agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
 from .test_pickup import record_for
 from .test_plugin import KEY, TurnContext, idle_session, make, publish_turn_started, quiet, started  # noqa: F401
 
@@ -88,14 +91,14 @@ async def worker(redis) -> AsyncIterator[Any]:
 def idle_deps(deps_for, fake_llm):
     def build(**overrides: Any) -> Deps:
         deps = deps_for(**{**IDLE, **overrides})
-        deps.model = type(deps.model)(model="openai/summarizer", api_base=fake_llm.url, api_key="sk-fake")
+        deps.model = summarizer(fake_llm.url)
         deps.fallback = None
         return deps
     return build
 
 
 def summary_calls(fake_llm) -> int:
-    return sum(1 for r in fake_llm.requests if (r.body or {}).get("model") == "summarizer")
+    return summary_calls_named(fake_llm, SUMMARY_MODEL)
 
 
 def saved_now(path: os.PathLike[str]) -> None:
@@ -244,3 +247,56 @@ async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(m
     await asyncio.gather(*integration._tasks)
     assert not await redis.exists(record_key(KEY))
     assert (await redis.hgetall(STATS_KEY)).get(b"stale") == b"1"
+
+
+# -- end to end with the real nanobot ---------------------------------------------------------------
+
+def assert_starts_from_the_idle_summary(fake_llm, seeded: list[dict[str, Any]], kept: list[str]) -> None:
+    request = chat_requests(fake_llm)[-1]
+    system, history = system_text(request), history_text(request)
+    assert ARCHIVED in system and SUMMARY_TEXT in system, "the summary made during the pause is in the prompt"
+    assert not [m["content"] for m in seeded if m["content"] in history], "no covered message is replayed"
+    assert all(text in history for text in kept), "the last exchange before the pause stays verbatim"
+
+
+async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_starts_from_the_summary(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps, worker):  # noqa: F811
+    key = "telegram:77"
+    seeded = conversation(10)
+    agent_home.write_session(key, seeded)
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
+                      NANOBOT_SUMMARY_CACHE_TTL=str(TTL))
+    await turn(nanobot_exe, agent_home, env, key, "the last question before the pause")
+    assert await Job(idle_job_id(key), redis, _queue_name=QUEUE_NAME).info() is not None, \
+        "the process queued the session's idle check before it exited"
+    assert not await redis.exists(f"arq:job:{job_id(key)}"), "no threshold job: the prompt was small"
+
+    await worker(worker_deps(**IDLE))  # the pause: no nanobot process is alive
+    await wait_for(lambda: load_outcome(redis, key))
+    record = await load_record(redis, key)
+    assert record is not None and record.reason == "idle" and record.boundary == len(seeded)
+    assert summary_calls(fake_llm) == 1
+
+    await turn(nanobot_exe, agent_home, env, key, "back after the pause")
+    assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",
+                                                           "back after the pause"])
+
+
+async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_before_the_next_turn(
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps, worker):  # noqa: F811
+    key = f"websocket:{CHAT}"
+    seeded = conversation(10)
+    nanobot_home.write_session(key, seeded)
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true", NANOBOT_SUMMARY_CACHE_TTL=str(TTL),
+                       NANOBOT_SUMMARY_PICKUP="idle")
+    await worker(worker_deps(**IDLE))
+    await gw.say(CHAT, "the last question before the pause")
+    await wait_for(lambda: _applied(redis, key), timeout=30)  # applied by the gateway, during the pause
+    assert summary_calls(fake_llm) == 1
+    await gw.say(CHAT, "back after the pause")
+    assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",
+                                                           "back after the pause"])
+
+
+def summary_calls_named(fake_llm, model: str) -> int:
+    return sum(1 for r in fake_llm.requests if (r.body or {}).get("model") == model)
