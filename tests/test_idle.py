@@ -300,3 +300,22 @@ async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_
 
 def summary_calls_named(fake_llm, model: str) -> int:
     return sum(1 for r in fake_llm.requests if (r.body or {}).get("model") == model)
+
+
+def test_the_keep_rule_benchmark_runs_and_an_idle_summary_shrinks_the_turn_after_a_pause(capsys):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_idle_keep.py"
+    spec = importlib.util.spec_from_file_location("bench_idle_keep", path)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclass looks itself up there
+    spec.loader.exec_module(bench)
+    bench.main(["--window", "32000", "--turns", "32", "--rule", "off", "messages:0", "turns:1"])
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
+    assert set(rows) == {"off", "messages:0", "turns:1"}
+    first_after_pause = {name: int(row[5].replace(",", "")) for name, row in rows.items()}
+    assert first_after_pause["messages:0"] < first_after_pause["turns:1"] < first_after_pause["off"]
+    assert int(rows["turns:1"][4].replace(",", "")) > 0, "the last exchange is kept"

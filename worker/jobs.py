@@ -461,14 +461,20 @@ def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest
     first = min(start, session.last_archived)
     counts = [0] * first + [count_message(m, deps.counter) for m in session.messages[first:]]
     keep = KeepRule.parse(req.keep) if req.keep else deps.settings.summary_keep
-    if req.keep and keep == KEEP_NOTHING:
-        # Asked for explicitly (an idle summary beside nanobot's own idle compaction): cover everything, so
-        # nanobot finds nothing left to compact. Ending at the end keeps every tool call whole.
-        read = len(session.messages)
-        return Cut(min(max(start, 0), read), read, read), counts
+    return cut_by(session.messages, start, counts, keep, window_for(deps, req), explicit=bool(req.keep)), counts
+
+
+def cut_by(messages: list[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
+           explicit: bool = False) -> Cut:
+    """The planner's cut for `keep`, with the rules it does not know itself: turns:N (the last N user turns
+    and what followed them), and keeping nothing when the job's request asks for exactly that (an idle
+    summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""
+    if explicit and keep == KEEP_NOTHING:
+        read = len(messages)  # ending at the end keeps every tool call whole
+        return Cut(min(max(start, 0), read), read, read)
     if keep.kind == "turns":
-        keep = KeepRule("messages", len(session.messages) - last_turns_start(session.messages, int(keep.value)))
-    return plan_cut(session.messages, start, counts, keep, window_for(deps, req)), counts
+        keep = KeepRule("messages", len(messages) - last_turns_start(messages, int(keep.value)))
+    return plan_cut(messages, start, counts, keep, window)
 
 
 KEEP_NOTHING = KeepRule("messages", 0)
