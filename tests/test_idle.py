@@ -319,3 +319,16 @@ def test_the_keep_rule_benchmark_runs_and_an_idle_summary_shrinks_the_turn_after
     first_after_pause = {name: int(row[5].replace(",", "")) for name, row in rows.items()}
     assert first_after_pause["messages:0"] < first_after_pause["turns:1"] < first_after_pause["off"]
     assert int(rows["turns:1"][4].replace(",", "")) > 0, "the last exchange is kept"
+
+
+async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, redis_url):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    assert await enqueue_idle_check(redis, KEY, 300)
+    shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=Path(__file__).resolve().parent.parent,
+                           capture_output=True, text=True, env={**os.environ, "REDIS_URL": redis_url}, timeout=60)
+    state = json.loads(shown.stdout)
+    assert state["idle_checks"] == 1 and state["queued"] == 0 and state["deferred"] == 0
