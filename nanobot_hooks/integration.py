@@ -309,13 +309,13 @@ class Integration:
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None:
+            if record is None or not self._ordinary_turn(session):
                 return
-            if (refused := verdict(session, record)) is not None:
+            if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
                 self._discard(session, record, refused, "at the start of a turn")
                 self._spawn(self._settle(record, refused))
                 return
-            if not self._due(session) or not self._ordinary_turn(session):
+            if not self._due(session):
                 return
             self.held.pop(key, None)
             outcome, changed = apply_record(session, record)
