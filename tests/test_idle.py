@@ -134,6 +134,32 @@ async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
     assert await redis.zcard(QUEUE_NAME) == 0, "no check is left waiting"
 
 
+def test_nanobots_idle_compaction_is_read_from_its_config_on_by_default(tmp_path):
+    from worker.nanobot_config import NanobotConfig
+
+    def seconds(**defaults: Any) -> tuple[float, float]:
+        config = NanobotConfig(path=tmp_path / "config.json", data={"agents": {"defaults": defaults}})
+        return config.idle_compact_seconds, config.idle_compact_scan_seconds
+
+    assert seconds() == (900.0, 60.0), "nanobot's defaults: 15 minutes, scanned every minute"
+    assert seconds(idleCompactAfterMinutes=0) == (0.0, 60.0)
+    assert seconds(sessionTtlMinutes=2, idleCompactCheckIntervalSeconds=10) == (120.0, 10.0)
+
+
+async def test_beside_nanobots_own_idle_compaction_the_idle_summary_leaves_it_nothing(
+        redis, nanobot_home, fake_llm, idle_deps, worker):
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_config(fake_llm.url, idleCompactAfterMinutes=15)  # nanobot's default: on
+    messages = conversation(12)
+    path = nanobot_home.write_session(KEY, messages)
+    os.utime(path, (time.time() - 10, time.time() - 10))
+    assert await enqueue_idle_check(redis, KEY, 0)
+    await worker(idle_deps())
+    await wait_for(lambda: load_outcome(redis, KEY))
+    record = await load_record(redis, KEY)
+    assert record is not None and record.boundary == len(messages), "everything covered: nothing left for nanobot"
+
+
 async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause(
         redis, nanobot_home, fake_llm, idle_deps, worker):
     fake_llm.default = Reply(summary_json())
