@@ -4,7 +4,9 @@ Paths, and what each costs nanobot's turn:
 - after every LLM call (`AgentHook.after_iteration`): remember the reported prompt tokens and the
   context window. A dict write.
 - after the turn is saved (`SessionTurnPersisted`): decide (`trigger.decide`); when it fires, a
-  background task checks for a pending record and enqueues. The turn never waits for Redis.
+  background task checks for a pending record and enqueues. With idle summaries on, another background
+  task makes sure the session's idle check waits in the queue, deferred by the cache lifetime (the worker
+  decides there whether the session was quiet long enough). The turn never waits for Redis.
 - at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
   loaded from disk may carry the worker's record in its metadata; it is applied there, without
   network. This is how a fresh `nanobot agent` process or a restarted gateway picks up. Not in an
@@ -18,7 +20,10 @@ Paths, and what each costs nanobot's turn:
 - with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
   prompt cache is still warm and the context is not near the window) is held in memory, and the
   metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
-  start of each turn applies it as soon as it is due. No network on the turn's path either way.
+  start of each turn applies it as soon as it is due. Whenever a held record is looked at (the trigger,
+  the timer, a turn's start) it is checked against the live session first: one that no longer fits (a
+  `/new`, nanobot's own compaction) is dropped at once, so it never blocks the next job. No network on
+  the turn's path either way.
 - closing: when `run()` returns and when nanobot closes the loop (`aclose()`), the listener is
   cancelled and awaited and the Redis connections are closed.
 """
@@ -101,6 +106,7 @@ class Integration:
         when = (
             f"at {self.settings.summary_threshold:.0%} of the context window"
             + (f" or every {interval} user messages" if interval else "")
+            + (f", and after {self.settings.summary_cache_ttl:g} s quiet" if self.settings.summary_idle else "")
             if self.settings.auto_summary else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
         )
         logs.info(f"on: summaries {when}; Redis {redacted_url(self.settings.redis_url)}")

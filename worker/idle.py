@@ -32,7 +32,7 @@ from worker.settings import KeepRule
 log = logging.getLogger("worker.idle")
 
 # Looking a little after the cache lifetime has passed, never a little before.
-SLACK_SECONDS = 0.5
+SLACK_SECONDS = 0.05
 # The check re-defers itself (arq's Retry) while the session is active: as many times as it takes.
 MAX_DEFERRALS = 1_000_000
 
