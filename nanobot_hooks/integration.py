@@ -4,7 +4,9 @@ Paths, and what each costs nanobot's turn:
 - after every LLM call (`AgentHook.after_iteration`): remember the reported prompt tokens and the
   context window. A dict write.
 - after the turn is saved (`SessionTurnPersisted`): decide (`trigger.decide`); when it fires, a
-  background task checks for a pending record and enqueues. The turn never waits for Redis.
+  background task checks for a pending record and enqueues. With idle summaries on, another background
+  task makes sure the session's idle check waits in the queue, deferred by the cache lifetime (the worker
+  decides there whether the session was quiet long enough). The turn never waits for Redis.
 - at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
   loaded from disk may carry the worker's record in its metadata; it is applied there, without
   network. This is how a fresh `nanobot agent` process or a restarted gateway picks up. Not in an
@@ -18,7 +20,10 @@ Paths, and what each costs nanobot's turn:
 - with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
   prompt cache is still warm and the context is not near the window) is held in memory, and the
   metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
-  start of each turn applies it as soon as it is due. No network on the turn's path either way.
+  start of each turn applies it as soon as it is due. Whenever a held record is looked at (the trigger,
+  the timer, a turn's start) it is checked against the live session first: one that no longer fits (a
+  `/new`, nanobot's own compaction) is dropped at once, so it never blocks the next job. No network on
+  the turn's path either way.
 - closing: when `run()` returns and when nanobot closes the loop (`aclose()`), the listener is
   cancelled and awaited and the Redis connections are closed.
 """
@@ -37,8 +42,8 @@ from nanobot_hooks import logs
 from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, cooldown_key, record_key
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
-from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
-from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
+from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
+from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_idle_check, enqueue_summary, load_record_or_drop
 from nanobot_hooks.settings import HookSettings, redacted_url
 from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
 from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
@@ -101,6 +106,7 @@ class Integration:
         when = (
             f"at {self.settings.summary_threshold:.0%} of the context window"
             + (f" or every {interval} user messages" if interval else "")
+            + (f", and after {self.settings.summary_cache_ttl:g} s quiet" if self.settings.summary_idle else "")
             if self.settings.auto_summary else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
         )
         logs.info(f"on: summaries {when}; Redis {redacted_url(self.settings.redis_url)}")
@@ -255,10 +261,19 @@ class Integration:
                             user_turns=turns, interval=interval)
             if reason is not None:
                 self._spawn(self._enqueue(key, reason, prompt, window))
+            if self.settings.summary_idle:
+                self._spawn(self._arm_idle(key))
         except Exception as exc:  # noqa: BLE001
             self._bug("deciding whether to summarize", exc)
 
-    async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None) -> None:
+    async def _arm_idle(self, key: str) -> None:
+        """Make sure the session's idle check waits in the queue: the worker looks once the session could
+        have been quiet for the cache lifetime, and looks again later while it is not."""
+        ttl = self.settings.summary_cache_ttl
+        await self.link.call(f"queueing the idle check of {key}", lambda c: enqueue_idle_check(c, key, ttl))
+
+    async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None,
+                       again: bool = True) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.exists(record_key(key))
@@ -283,7 +298,10 @@ class Integration:
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.
-            await self.pickup(key)
+            outcome = await self.pickup(key)
+            if outcome in ("stale", "duplicate") and again:
+                # It never applied (a /new or nanobot's own compaction since): this turn still asked.
+                await self._enqueue(key, reason, prompt, window, again=False)
 
     # -- pickup -----------------------------------------------------------------------------------
 
@@ -297,7 +315,13 @@ class Integration:
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None or not self._due(session) or not self._ordinary_turn(session):
+            if record is None or not self._ordinary_turn(session):
+                return
+            if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
+                self._discard(session, record, refused, "at the start of a turn")
+                self._spawn(self._settle(record, refused))
+                return
+            if not self._due(session):
                 return
             self.held.pop(key, None)
             outcome, changed = apply_record(session, record)
@@ -373,6 +397,19 @@ class Integration:
         logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
                    "or the context nears the window")
 
+    def _discard(self, session: Any, record: SummaryRecord, outcome: Outcome, where: str) -> None:
+        """A record that will never apply (stale, or applied already): no longer held, its metadata copy
+        gone (the session saved), reported. The caller settles it in Redis."""
+        key = record.session_key
+        if self.held.get(key) == record:
+            del self.held[key]
+            timer = self._timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+        if forget_pending(session, record):
+            self.s.sessions.save(session)
+        self._report(record, outcome, where)
+
     def _recheck(self, key: str) -> None:
         self._timers.pop(key, None)
         if key in self.held:
@@ -397,14 +434,18 @@ class Integration:
                 return None
             async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
                 session = sessions.get_or_create(key)
-                if not self._due(session):
+                outcome = verdict(session, record)  # checked first: a stale record is not held
+                if outcome is not None:
+                    self._discard(session, record, outcome, "between turns")
+                elif not self._due(session):
                     self._hold(key, record, session)
                     return "held"
-                self.held.pop(key, None)
-                outcome, changed = apply_record(session, record)
-                if changed:
-                    sessions.save(session)
-            self._report(record, outcome, "between turns")
+                else:
+                    self.held.pop(key, None)
+                    outcome, changed = apply_record(session, record)
+                    if changed:
+                        sessions.save(session)
+                    self._report(record, outcome, "between turns")
             await self._settle(record, outcome)
             return outcome
         except asyncio.CancelledError:

@@ -21,7 +21,7 @@ from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, session_from_job_id, utcnow  # noqa: E402
+from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, idle_job_id, session_from_job_id, utcnow  # noqa: E402
 from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from worker import budget  # noqa: E402
@@ -62,8 +62,11 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         tries = await redis.get(retry_key_prefix + job)
         in_flight.append({"job_id": job, "session": session_from_job_id(job), "try": int(tries) if tries else None})
     now_ms = utcnow().timestamp() * 1000
-    waiting = [score for job, score in await redis.zrange(QUEUE_NAME, 0, -1, withscores=True)
-               if _text(job) not in running]
+    queue = [(_text(job), score) for job, score in await redis.zrange(QUEUE_NAME, 0, -1, withscores=True)
+             if _text(job) not in running]
+    # Idle checks wait by design (one per recently active session, until it has been quiet long enough).
+    idle_checks = sum(1 for job, _ in queue if job.startswith(idle_job_id("")))
+    waiting = [score for job, score in queue if not job.startswith(idle_job_id(""))]
     records = []
     for key in await pending_sessions(redis):
         record = await load_record(redis, key)
@@ -91,6 +94,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "worker": _text(health) if health else None,
         "queued": len(waiting),
         "deferred": sum(1 for score in waiting if score > now_ms),
+        "idle_checks": idle_checks,
         "in_flight": in_flight,
         "pending_records": records,
         "resting": resting,
@@ -116,6 +120,7 @@ def show(console: Console, state: dict[str, Any]) -> None:
     health = escape(state["worker"]) if state["worker"] else "[yellow]no health report (a live one comes every 30 s)[/]"
     console.print(f"worker: {health}")
     console.print(f"queued jobs: {state['queued']} ({state['deferred']} waiting for a retry time); "
+                  f"idle checks waiting: {state['idle_checks']}; "
                   f"in flight: {len(state['in_flight'])}; pickups: {state['pickups'] or 'none yet'}")
     total = state["spend"]["total"]
     console.print(f"summarizing so far: {total['calls']} calls, {total['prompt_tokens']:,} prompt + "
@@ -224,10 +229,12 @@ def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str
     families = [
         ("worker_up", "gauge", "1 if a worker is alive: arq's health-check key, rewritten every 30 s, is there.",
          [({}, 1 if state["worker"] else 0)]),
-        ("queue_depth", "gauge", "Jobs in the queue that no worker runs yet (deferred ones included).",
+        ("queue_depth", "gauge", "Summary jobs in the queue that no worker runs yet (deferred ones included, idle checks apart).",
          [({}, state["queued"])]),
         ("queue_deferred", "gauge", "Queued jobs waiting for a later time (a retry's backoff).",
          [({}, state["deferred"])]),
+        ("idle_checks", "gauge", "Idle checks waiting for their sessions to be quiet past the cache lifetime.",
+         [({}, state["idle_checks"])]),
         ("jobs_in_flight", "gauge", "Jobs a worker runs now (arq in-progress keys).",
          [({}, len(state["in_flight"]))]),
         ("pending_records", "gauge", "Finished summaries waiting for nanobot to apply them.", [({}, len(records))]),

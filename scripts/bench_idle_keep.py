@@ -1,0 +1,117 @@
+"""What an idle summary should keep verbatim: main-model tokens and cost of each keep rule, on bench_compare's conversation.
+
+A simulation, no model and no network: the conversation, replies and summaries of `scripts/bench_compare.py`,
+counted with cl100k, the cut made by the worker's own planner (`worker.jobs.plan_for`, the idle keep rule as
+the worker applies it). Every pause longer than the cache lifetime gets an idle summary (if it is worth
+NANOBOT_SUMMARY_MIN_SAVING); the 60% trigger stays the safety net (its summary keeps the last exchange).
+Billing as bench_compare's: a request's prefix shared with the previous request within the cache lifetime
+is cached at a tenth of the price. The figures to weigh: what each rule adds to every later request, against
+the last exchange being in the prompt verbatim (what a user's next message after a pause most often refers to).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
+from worker.jobs import cut_by  # noqa: E402
+from worker.settings import KeepRule  # noqa: E402
+from worker.tokens import best_counter, count_message  # noqa: E402
+
+RULES = ("off", "messages:0", "turns:1", "turns:2", "fraction:0.03")  # off: no idle summaries (the safety net only)
+SAFETY_NET_KEEP = KeepRule("turns", 1)  # NANOBOT_SUMMARY_KEEP's default keeps the last user turn at least
+BASE_PROMPT = 8_300  # nanobot's system prompt and 23 tool schemas, cl100k (measured through the gateway)
+
+
+@dataclass
+class Figures:
+    prompt_tokens: int = 0
+    input_cost: float = 0.0
+    idle_summaries: int = 0
+    kept_after_idle: int = 0
+    first_after_pause: int = 0
+    pauses: int = 0
+
+
+def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Namespace) -> Figures:
+    count = best_counter()
+    script = conversation(turns, args.chars)
+    messages: list[dict[str, Any]] = []
+    counts: list[int] = []
+    start = 0  # the watermark: messages before it are summarized
+    summary = 0  # tokens of the rolling summary
+    previous: list[int] | None = None  # the last request, as token blocks, for the cache
+    figures = Figures()
+    for i, turn in enumerate(script):
+        cold = turn.pause > args.cache_ttl
+        if cold and i:
+            figures.pauses += 1
+        if cold and i and rule is not None:
+            boundary = cut_by(messages, start, counts, rule, window, explicit=True).boundary
+            if sum(counts[start:boundary]) >= args.min_saving * window:
+                text = "\n".join(m["content"] for m in messages[start:boundary])
+                summary = count(fake_summary(text, args.summary_chars))
+                start = boundary
+                figures.idle_summaries += 1
+                figures.kept_after_idle += sum(counts[start:])
+        user = {"role": "user", "content": turn.text}
+        request = [BASE_PROMPT, summary, *counts[start:], count_message(user, count)]
+        prompt = sum(request)
+        shared = 0
+        if previous is not None and not cold:
+            for mine, theirs in zip(request, previous):
+                if mine != theirs:
+                    break
+                shared += mine
+        figures.prompt_tokens += prompt
+        figures.input_cost += (prompt - shared) + PRICE_CACHED * shared
+        if cold and i:
+            figures.first_after_pause += prompt
+        previous = request
+        reply = {"role": "assistant", "content": reply_text(turn.text[:40], args.reply_chars)}
+        messages += [user, reply]
+        counts += [count_message(user, count), count_message(reply, count)]
+        if prompt >= 0.6 * window:  # the safety net, applied before the next turn
+            boundary = cut_by(messages, start, counts, SAFETY_NET_KEEP, window).boundary
+            summary = count(fake_summary("\n".join(m["content"] for m in messages[start:boundary]),
+                                         args.summary_chars))
+            start = boundary
+    return figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--window", type=int, nargs="+", default=[32_000, 128_000])
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--chars", type=int, default=1700, help="characters per user message")
+    parser.add_argument("--reply-chars", type=int, default=500, help="characters per assistant reply")
+    parser.add_argument("--summary-chars", type=int, default=1200, help="characters of a summary")
+    parser.add_argument("--cache-ttl", type=float, default=300.0, help="provider cache lifetime, seconds")
+    parser.add_argument("--min-saving", type=float, default=0.05, help="NANOBOT_SUMMARY_MIN_SAVING")
+    parser.add_argument("--rule", nargs="+", default=list(RULES), help="idle keep rules to compare")
+    args = parser.parse_args(argv)
+    for window in args.window:
+        print(f"window {window:,}, {args.turns} turns, pauses over {args.cache_ttl:.0f} s every 15 turns")
+        print(f"  {'idle keep':<14} {'prompt tokens':>14} {'input cost':>11} {'idle sums':>9} "
+              f"{'kept/idle':>9} {'1st after pause':>15}")
+        base = None
+        for text in args.rule:
+            rule = None if text == "off" else KeepRule.parse(text)
+            f = simulate(rule, window, args.turns, args)
+            base = base or f
+            print(f"  {text:<14} {f.prompt_tokens:>14,} {f.input_cost:>11,.0f} {f.idle_summaries:>9} "
+                  f"{f.kept_after_idle / max(f.idle_summaries, 1):>9,.0f} "
+                  f"{f.first_after_pause / max(f.pauses, 1):>15,.0f}"
+                  f"   ({f.prompt_tokens / base.prompt_tokens:.2f}x / {f.input_cost / base.input_cost:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
