@@ -411,6 +411,44 @@ def dump_meta(meta: Mapping[str, Meta]) -> bytes:
     return (f'{{"format": {META_FORMAT}, "facts": {{\n' + ",\n".join(rows) + "\n}}\n").encode("utf-8")
 
 
+def pending_path(path: Path) -> Path:
+    """`memory/.MEMORY.pending.jsonl`: facts held for a moment when no session's prompt cache is warm."""
+    return path.with_name(f".{path.stem}.pending.jsonl")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A batch waiting in the pending file, and when it was held (epoch seconds)."""
+
+    batch: Batch
+    held_at: float
+
+
+def _held_line(batch: Batch, held_at: float) -> bytes:
+    # Redacted now: the pending file is on disk as long as no quiet moment comes.
+    facts = [fact.model_copy(update={"text": one_line(fact.text),
+                                     "replaces": one_line(fact.replaces) if fact.replaces else None})
+             for fact in batch.facts]
+    return (json.dumps({"held_at": held_at, "session": batch.session, "language": batch.language,
+                        "today": batch.today, "facts": [fact.model_dump(mode="json") for fact in facts]},
+                       ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def read_held(path: Path) -> list[Held]:
+    """The batches held for MEMORY.md (`path`), oldest first; a line that does not parse is skipped."""
+    raw = _read_bytes(pending_path(path))
+    found = []
+    for line in (raw or b"").splitlines():
+        try:
+            data = json.loads(line)
+            batch = Batch([Fact.model_validate(fact) for fact in data["facts"]], str(data["language"]),
+                          str(data["today"]), data.get("session"))
+            found.append(Held(batch, float(data["held_at"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: a held batch is unreadable and skipped (%s)", pending_path(path).name, exc)
+    return found
+
+
 def _replace(path: Path, data: bytes) -> None:
     temp = temp_beside(path, data)
     try:
@@ -423,44 +461,77 @@ class _MemoryFile:
     """MEMORY.md and its sidecar under the worker's lock: read, change, write back atomically."""
 
     def __init__(self, path: Path) -> None:
+        self.given = path
         self.meta_path = sidecar_path(path)
+        self.pending_path = pending_path(path)
         # Replace the file a symlink points to, and keep the user's link.
         self.path = path.resolve() if path.is_symlink() else path
         self.lock = FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=LOCK_TIMEOUT)
 
-    def update(self, change: Callable[[str, dict[str, Meta]], Merged]) -> Merged:
-        """`change(text, sidecar)` under the lock; writes the sidecar first (a fact in the file always has
+    def _update(self, change: Callable[[str, dict[str, Meta]], Merged]) -> Merged:
+        """`change(text, sidecar)`, the lock held: writes the sidecar first (a fact in the file always has
         its record), then the file, retried when someone else wrote the file meanwhile."""
+        for _ in range(CAS_RETRIES):
+            before = _read_bytes(self.path)
+            # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
+            text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
+            stored = load_meta(self.meta_path)
+            merged = change(text, stored)
+            if merged.meta != stored:
+                _replace(self.meta_path, dump_meta(merged.meta))
+            if merged.text == text:
+                return merged
+            temp = temp_beside(self.path, merged.text.encode("utf-8", errors="surrogateescape"))
+            try:
+                # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
+                # read, merge again into its version rather than replace it.
+                if _read_bytes(self.path) != before:
+                    continue
+                os.replace(temp, self.path)
+            finally:
+                temp.unlink(missing_ok=True)
+            _sync_dir(self.path.parent)
+            return merged
+        raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
+
+    def hold(self, batch: Batch, held_at: float) -> None:
+        """Adds a batch to the pending file (atomically: a crash keeps the old file or the new one)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
-            for _ in range(CAS_RETRIES):
-                before = _read_bytes(self.path)
-                # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
-                text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
-                stored = load_meta(self.meta_path)
-                merged = change(text, stored)
-                if merged.meta != stored:
-                    _replace(self.meta_path, dump_meta(merged.meta))
-                if merged.text == text:
-                    return merged
-                temp = temp_beside(self.path, merged.text.encode("utf-8", errors="surrogateescape"))
-                try:
-                    # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
-                    # read, merge again into its version rather than replace it.
-                    if _read_bytes(self.path) != before:
-                        continue
-                    os.replace(temp, self.path)
-                finally:
-                    temp.unlink(missing_ok=True)
-                _sync_dir(self.path.parent)
-                return merged
-        raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
+            _replace(self.pending_path, (_read_bytes(self.pending_path) or b"") + _held_line(batch, held_at))
+            _sync_dir(self.pending_path.parent)
+
+    def commit(self, batches: Sequence[Batch], max_facts: int, threshold: float) -> MergeStats | None:
+        """The held batches, then `batches`, merged into the file; the pending file goes only after the file
+        is written (a crash in between merges them again, which adds nothing twice). None: nothing to do."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            held = [h.batch for h in read_held(self.given)]
+            if not held and not batches:
+                return None
+            merged = self._update(lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta))
+            if held:
+                self.pending_path.unlink(missing_ok=True)
+                _sync_dir(self.pending_path.parent)
+            return merged.stats
+
+
+def hold_facts(path: Path, batch: Batch, held_at: float) -> None:
+    """Keeps a batch for MEMORY.md (`path`) in the pending file beside it, to be merged by `flush`."""
+    if batch.facts:
+        _MemoryFile(path).hold(batch, held_at)
+
+
+def flush(path: Path, max_facts: int, threshold: float = DEFAULT_THRESHOLD) -> MergeStats | None:
+    """Merges the held batches into the file and empties the pending file; None when nothing was held."""
+    return _MemoryFile(path).commit([], max_facts, threshold)
 
 
 def write_batches(path: Path, batches: Sequence[Batch], max_facts: int,
                   threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
-    """Merges batches into the file atomically: lock, read, merge, temp file, compare, replace."""
-    return _MemoryFile(path).update(lambda text, meta: merge_text(text, batches, max_facts, threshold, meta)).stats
+    """Merges batches (after any held ones) into the file atomically: lock, read, merge, temp file, compare,
+    replace."""
+    return _MemoryFile(path).commit(batches, max_facts, threshold) or MergeStats()
 
 
 def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
@@ -471,7 +542,7 @@ def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, ma
 
 def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
     """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
-    says); returns their texts. Lines without a session (the user's, or older) stay."""
+    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay."""
     removed: list[str] = []
 
     def change(text: str, meta: dict[str, Meta]) -> Merged:
@@ -487,7 +558,19 @@ def forget_session(path: Path, session: str, today: str, dry_run: bool = False) 
         part.lines = [line for line in part.lines if line.session != session]
         return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
 
-    _MemoryFile(path).update(change)
+    memory = _MemoryFile(path)
+    memory.path.parent.mkdir(parents=True, exist_ok=True)
+    with memory.lock:
+        memory._update(change)
+        held = read_held(path)
+        theirs = [h for h in held if h.batch.session == session]
+        removed.extend(one_line(fact.text) for h in theirs for fact in h.batch.facts)
+        if theirs and not dry_run:
+            kept = b"".join(_held_line(h.batch, h.held_at) for h in held if h.batch.session != session)
+            if kept:
+                _replace(memory.pending_path, kept)
+            else:
+                memory.pending_path.unlink(missing_ok=True)
     return removed
 
 
@@ -505,11 +588,10 @@ def _sync_dir(directory: Path) -> None:
 
 
 def known_facts(path: Path, limit: int | None = None) -> list[str]:
-    """What MEMORY.md already remembers, for the extractor: our facts, most important first, then other bullets."""
+    """What MEMORY.md already remembers, for the extractor: our facts, most important first, the facts held
+    for it, then other bullets."""
     raw = _read_bytes(path)
-    if raw is None:
-        return []
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(text)
     ours: list[str] = []
     rest = text
@@ -519,5 +601,6 @@ def known_facts(path: Path, limit: int | None = None) -> list[str]:
         rest = text[:span[0]] + "\n" + text[span[1]:]
     theirs = [_BULLET.sub("", raw_line, count=1).strip() for raw_line in rest.split("\n")
               if _BULLET.match(raw_line) and _BULLET.sub("", raw_line, count=1).strip()]
-    found = list(dict.fromkeys(ours + theirs))
+    held = [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
+    found = list(dict.fromkeys(ours + held + theirs))
     return found if limit is None else found[:limit]
