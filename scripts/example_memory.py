@@ -77,7 +77,9 @@ async def summarized_home(redis_url: str) -> AsyncIterator[NanobotHome]:
             messages.append({"role": "assistant", "content": answer, "timestamp": stamp})
         home.write_session(KEY, messages)
 
-        settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2")
+        # memory_write="now": the facts go in at once, as they do at the next quiet moment by default.
+        settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2",
+                            memory_write="now")
         deps = build_deps(settings)
         redis = await create_pool(redis_settings(redis_url))
         await redis.flushdb()

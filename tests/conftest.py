@@ -23,11 +23,12 @@ from tests.support.sandbox import NanobotHome
 
 # The tests' sessions are a few hundred tokens: the worker summarizes whatever they save, and keeps the
 # last 10 messages, whose boundaries the tests assert (the worker processes the tests start inherit
-# these too). The tests of those rules set them themselves.
-# Idle summaries are off too: their deferred checks would keep a burst worker waiting and add jobs to the
-# queue the tests count; tests/test_idle.py switches them on.
+# these too). Idle summaries are off: their deferred checks would keep a burst worker waiting and add jobs
+# to the queue the tests count (tests/test_idle.py switches them on). MEMORY.md takes a job's facts at once,
+# not at the next quiet moment (the sessions the tests write are all fresh). The tests of those rules set
+# them themselves.
 TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10",
-                 "NANOBOT_SUMMARY_IDLE": "false"}
+                 "NANOBOT_SUMMARY_IDLE": "false", "NANOBOT_MEMORY_WRITE": "now"}
 for _name, _value in TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 

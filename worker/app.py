@@ -21,7 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
 from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
-from worker.cron import daily_summaries, requeue_flagged
+from worker.cron import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.idle import MAX_DEFERRALS, idle_summary
 from worker.jobs import CURRENT_JOB, Deps, summarize_session
 from worker.llm import routing_problem
@@ -52,7 +52,8 @@ def build_deps(settings: Settings) -> Deps:
         except OSError as exc:
             raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
     tz = notes_timezone(settings, nanobot)
-    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts)
+    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts,
+                         hold=settings.memory_write == "idle")
     return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback, counter=best_counter(), tz=tz,
                 instructions=instructions, memory=memory, job_timeout=job_timeout(settings),
                 recall=RecallIndex(memory.workspace, tz))
@@ -118,7 +119,10 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
         # timeout of any function, the cron's included: never longer than a job's.
         "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
-                           timeout=min(60, job_timeout(settings)))],
+                           timeout=min(60, job_timeout(settings)))] + (
+            # Every minute, and at start-up (held facts a stopped worker left behind).
+            [cron(flush_memory, name=JOB_FLUSH_MEMORY, run_at_startup=True, unique=True,
+                  timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": QUEUE_NAME,

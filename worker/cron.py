@@ -1,7 +1,9 @@
-"""The daily run: flag every session with recent messages so its next job also notes the kept tail."""
+"""The daily run: flag every session with recent messages so its next job also notes the kept tail; and the
+minute's check that writes MEMORY.md's held facts once no session is active."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import datetime, timedelta
@@ -9,17 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
+from filelock import Timeout
 
 from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord, daily_flag_key, session_from_job_id
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
 from worker.jobs import Deps
-from worker.errors import SessionKeyError
+from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
+from worker.memory import MemoryFiles
 from worker.sessions import list_session_keys, session_path
 
 log = logging.getLogger("worker.cron")
 # A session untouched for this long has nothing new to note; its file is not even read.
 RECENT_SECONDS = 3 * 24 * 3600
+JOB_FLUSH_MEMORY = "flush_memory"
+# The daily run writes held facts that waited this long even while some session is active: a workspace
+# never quiet for the cache lifetime still gets its memory once a day.
+MAX_HOLD_SECONDS = 24 * 3600
 
 
 async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str] | None = None,
@@ -58,7 +66,35 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
     dropped = await drop_orphaned_records(deps, ctx["redis"])
     if dropped:
         log.info("daily run: dropped the records of %d deleted sessions", dropped)
+    await flush_memory(ctx, max_hold=MAX_HOLD_SECONDS)
     return len(keys)
+
+
+async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> str:
+    """arq cron, every minute: MEMORY.md's held facts are written when no session was written within the
+    cache lifetime (a change to the file then costs no session a warm cache), or when they waited `max_hold`
+    seconds. A failure leaves them held for the next run."""
+    deps: Deps = ctx["deps"]
+    memory = deps.memory
+    if not isinstance(memory, MemoryFiles):
+        return "no memory files"
+    try:
+        sessions_dir = deps.sessions_dir
+    except NanobotConfigError:
+        sessions_dir = None  # nanobot has not run yet: no session is active
+    try:
+        since = await asyncio.to_thread(memory.held_since)
+        force = deps.settings.memory_write == "now" or (
+            max_hold is not None and since is not None and time.time() - since >= max_hold)
+        stats = await asyncio.to_thread(memory.flush, sessions_dir, deps.settings.summary_cache_ttl, force)
+    except (OSError, Timeout, MemoryFilesError) as exc:
+        log.warning("MEMORY.md: held facts not written yet (%s); the next run tries again", exc)
+        return f"not written: {exc}"
+    if stats is None:
+        return "nothing written"
+    log.info("MEMORY.md: held facts written: +%d added, %d replaced, %d skipped, %d evicted",
+             stats.added, stats.replaced, stats.skipped, stats.evicted)
+    return f"+{stats.added} facts"
 
 
 async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:

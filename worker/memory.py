@@ -1,8 +1,11 @@
-"""The memory files a finished summary writes (daily notes, then MEMORY.md): the façade the job calls."""
+"""The memory files a finished summary writes (daily notes, then MEMORY.md): the façade the job calls.
+MEMORY.md's new facts can wait in a pending file until no session's prompt cache is warm."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,17 +28,48 @@ class MemoryResult:
     facts_replaced: int  # corrections applied in place
     facts_skipped: int  # ephemeral, unimportant, duplicate, or below the cap
     facts_evicted: int  # older facts dropped to keep the cap
+    facts_held: int = 0  # waiting for a quiet moment (NANOBOT_MEMORY_WRITE=idle)
 
     def __str__(self) -> str:
+        if self.facts_held:
+            return (f"notes +{self.notes_sections} sections; {self.facts_held} facts held for MEMORY.md until no "
+                    "session is active")
         return (f"notes +{self.notes_sections} sections; facts +{self.facts_added} added, "
                 f"{self.facts_replaced} replaced, {self.facts_skipped} skipped, {self.facts_evicted} evicted")
+
+
+def last_session_write(sessions_dir: Path | None) -> float | None:
+    """When nanobot last wrote anything in its sessions folder (a session file, or a running turn's recovery
+    file): close to its last request, since it saves after each turn and each tool round. None: nothing."""
+    if sessions_dir is None:
+        return None
+    newest = None
+    try:
+        entries = os.scandir(sessions_dir)
+    except OSError:  # no folder yet: nanobot has not run
+        return None
+    with entries:
+        for entry in entries:
+            if entry.name.endswith((".lock", ".tmp")):  # the lock files the worker takes too; half-written files
+                continue
+            try:
+                modified = entry.stat().st_mtime
+            except OSError:
+                continue
+            newest = modified if newest is None else max(newest, modified)
+    return newest
+
+
+def quiet(last_write: float | None, now: float, cache_ttl: float) -> bool:
+    """No session sent a prompt within the provider's cache lifetime: a MEMORY.md change costs no warm cache."""
+    return last_write is None or now - last_write >= cache_ttl
 
 
 class MemoryFiles:
     """`<workspace>/memory/YYYY-MM-DD.md` and `<workspace>/memory/MEMORY.md`, shared safely by many workers."""
 
     def __init__(self, workspace: Path, timezone: str = "UTC", max_facts: int = 300,
-                 threshold: float = DEFAULT_THRESHOLD) -> None:
+                 threshold: float = DEFAULT_THRESHOLD, hold: bool = False) -> None:
         try:
             self.tz = ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError):
@@ -45,6 +79,7 @@ class MemoryFiles:
         self.workspace = Path(workspace).expanduser()
         self.max_facts = max_facts
         self.threshold = threshold
+        self.hold = hold  # MEMORY.md's facts wait for `flush` (nanobot puts the file in every prompt)
 
     @property
     def memory_dir(self) -> Path:
@@ -72,14 +107,36 @@ class MemoryFiles:
         # Both writers redact every line they write (worker.redact.one_line): no secret reaches a file.
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
         stats = longterm.MergeStats()
+        batch = longterm.Batch(facts, language, self.today(), session_key)
+        if facts and self.hold:
+            longterm.hold_facts(self.memory_path, batch, time.time())
+            return MemoryResult(sections, 0, 0, 0, 0, facts_held=len(facts))
         if facts:
-            stats = longterm.write_facts(self.memory_path, facts, language, self.today(),
-                                         self.max_facts, self.threshold, session_key)
+            stats = longterm.write_batches(self.memory_path, [batch], self.max_facts, self.threshold)
         return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted)
+
+    def held_since(self) -> float | None:
+        """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""
+        held = longterm.read_held(self.memory_path)
+        return min(h.held_at for h in held) if held else None
+
+    def flush(self, sessions_dir: Path | None, cache_ttl: float, force: bool = False) -> longterm.MergeStats | None:
+        """Writes the held facts into MEMORY.md if no session was written within `cache_ttl` seconds (or
+        `force`); None when nothing was held or a session is still active. Blocking: call it in a thread."""
+        if not longterm.pending_path(self.memory_path).exists():
+            return None
+        if not force and not quiet(last_session_write(sessions_dir), time.time(), cache_ttl):
+            return None
+        return longterm.flush(self.memory_path, self.max_facts, self.threshold)
 
     def known_facts(self, limit: int | None = None) -> list[str]:
         """What MEMORY.md already holds, most important of ours first, for the summarizer's prompt."""
         return longterm.known_facts(self.memory_path, limit)
+
+    def forget(self, session_key: str, dry_run: bool = False) -> list[str]:
+        """Removes the facts a session taught MEMORY.md, held ones too; returns their texts (a dry run only
+        lists them)."""
+        return longterm.forget_session(self.memory_path, session_key, self.today(), dry_run)
 
     def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]:
         """The spans of a session's messages already in that day's notes (first, last timestamps)."""

@@ -82,6 +82,9 @@ class Settings(HookSettings):
     summary_daily_at: str = Field("23:55", description="HH:MM of the daily run, in the timezone below")
     summary_timezone: str | None = Field(None, description="IANA timezone; default: nanobot's")
     memory_max_facts: int = Field(300, ge=1, description="cap of facts in MEMORY.md's managed part")
+    memory_write: Literal["idle", "now"] = Field(
+        "idle", description="when new facts enter MEMORY.md: idle (held in memory/.MEMORY.pending.jsonl until no "
+                            "session was active for NANOBOT_SUMMARY_CACHE_TTL seconds, or the daily run) or now")
     config: Path = Field(Path("~/.nanobot/config.json"), description="nanobot's config.json")
 
     @field_validator("summary_keep", "summary_idle_keep", mode="before")

@@ -1,0 +1,182 @@
+"""MEMORY.md's facts wait for a quiet moment: held on disk while a session is active, written by the real worker's
+minute check once no session file was written for the cache lifetime; nothing lost, doubled, or overwritten."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from nanobot_hooks.contract import SummarizeRequest, record_key
+from nanobot_hooks.queue import enqueue_summary
+from worker import longterm
+from worker.answer import Fact
+from worker.cron import JOB_FLUSH_MEMORY, daily_summaries
+from worker.dedup import normalize
+from worker.memory import MemoryFiles, last_session_write, quiet
+from worker.outcomes import load_outcome
+
+from .conftest import NanobotHome, conversation, run_burst
+from .nanobot_fixtures import wait_until
+from .test_memory_job import echo_memory
+from .test_nanobot_e2e import agent_home, procfile_worker  # noqa: F401 - fixtures
+
+KEY = "telegram:42"
+OTHER = "cli:direct"
+FACT = "The user deploys with ./deploy.sh --env prod"  # what echo_memory remembers
+USER_FILE = "# Long-term Memory\n- my own line\n"
+
+
+def backdate(home: NanobotHome, seconds: float, keys: list[str] | None = None) -> None:
+    """The sessions (all files of the folder, or these keys' files) were last written `seconds` ago."""
+    moment = time.time() - seconds
+    paths = [home.session_file(key) for key in keys] if keys is not None else list(home.sessions_dir.iterdir())
+    for path in paths:
+        os.utime(path, (moment, moment))
+
+
+def seeded_memory(home: NanobotHome) -> Path:
+    path = home.workspace / "memory" / "MEMORY.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(USER_FILE, encoding="utf-8")
+    longterm.write_facts(path, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-19", 300,
+                         session=OTHER)
+    return path
+
+
+async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redis, nanobot_home, fake_llm,
+                                                                            deps_for):
+    fake_llm.responder = echo_memory
+    path = seeded_memory(nanobot_home)
+    pending = longterm.pending_path(path)
+    before = path.read_bytes()
+    nanobot_home.write_session(KEY, conversation(15))
+    nanobot_home.write_session(OTHER, conversation(3))
+    deps = deps_for(memory_write="idle", summary_cache_ttl=60)
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)  # its minute check runs too, at start-up
+
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized", outcome
+    assert "1 facts held for MEMORY.md" in outcome.detail
+    assert path.read_bytes() == before, "an active conversation: MEMORY.md's bytes do not change"
+    assert FACT in pending.read_text(encoding="utf-8")
+    assert "question 0 about the deploy script" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(
+        encoding="utf-8"), \
+        "daily notes are written as before"
+    assert FACT in MemoryFiles(nanobot_home.workspace).known_facts(), "the next job's model knows it is kept"
+
+    # The user edits MEMORY.md meanwhile, inside the part and around it.
+    text = before.decode()
+    edited = (text.replace("- my own line\n", "- my own line\n- a line added meanwhile\n")
+              .replace("Remember: prefers short answers", "Remember: prefers short answers, in German")
+              + "\nbelow the part\n")
+    path.write_text(edited, encoding="utf-8")
+
+    backdate(nanobot_home, 120, [KEY])  # one session is quiet, the other still active: still held
+    await run_burst(deps)
+    assert path.read_text(encoding="utf-8") == edited and pending.exists()
+
+    backdate(nanobot_home, 120)  # every session quiet past the cache lifetime: the next check writes
+    await run_burst(deps)
+    text = path.read_text(encoding="utf-8")
+    assert FACT in text and not pending.exists()
+    assert text.startswith("# Long-term Memory\n- my own line\n- a line added meanwhile\n")
+    assert text.endswith("\nbelow the part\n") and "Remember: prefers short answers, in German\n" in text
+    meta = longterm.load_meta(longterm.sidecar_path(path))
+    assert meta[normalize(FACT)].session == KEY
+    assert meta[normalize("Remember: prefers short answers, in German")].session == OTHER, "the edit keeps its record"
+
+    # arq is at-least-once: the same range again holds the same fact again, and the flush adds it no twice.
+    written = path.read_bytes()
+    await redis.delete(record_key(KEY))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    await run_burst(deps)
+    assert path.read_bytes() == written and not pending.exists()
+    assert path.read_text(encoding="utf-8").count("./deploy.sh") == 1
+
+
+async def test_a_worker_killed_between_hold_and_flush_loses_nothing(redis, agent_home, fake_llm, deps_for,
+                                                                    procfile_worker):  # noqa: F811
+    fake_llm.responder = echo_memory
+    path = seeded_memory(agent_home)
+    pending = longterm.pending_path(path)
+    before = path.read_bytes()
+    agent_home.write_session(KEY, conversation(15))
+    worker = procfile_worker(NANOBOT_MEMORY_WRITE="idle", NANOBOT_SUMMARY_CACHE_TTL="3600")
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+
+    async def summarized() -> bool:
+        outcome = await load_outcome(redis, KEY)
+        return outcome is not None and outcome.status == "summarized"
+
+    try:
+        await wait_until(summarized, 90, "the job's outcome")
+    except AssertionError:
+        raise AssertionError(worker.log()[-3000:]) from None
+    assert worker.process is not None
+    os.killpg(worker.process.pid, signal.SIGKILL)
+    worker.process.wait(10)
+    assert path.read_bytes() == before and FACT in pending.read_text(encoding="utf-8"), "held on disk"
+
+    backdate(agent_home, 7200)
+    await run_burst(deps_for(memory_write="idle", summary_cache_ttl=3600))  # the next worker's start-up check
+    assert FACT in path.read_text(encoding="utf-8") and not pending.exists()
+    assert path.read_bytes().startswith(USER_FILE.encode())
+
+
+async def test_the_daily_run_writes_what_waited_a_day_even_while_a_session_is_active(redis, nanobot_home, deps_for):
+    path = seeded_memory(nanobot_home)
+    nanobot_home.write_session(OTHER, conversation(3, user="x {i}"))  # active now
+    deps = deps_for(memory_write="idle", summary_cache_ttl=60, auto_summary=True)
+    fresh = longterm.Batch([Fact(text="Remember: the cat is called Mochi", source="user")], "en", "2026-11-20", KEY)
+    longterm.hold_facts(path, fresh, time.time())
+    await daily_summaries({"deps": deps, "redis": redis})
+    assert "Mochi" not in path.read_text(encoding="utf-8"), "held for less than a day: still waits"
+    old = longterm.Batch([Fact(text="Remember: backups go to the NAS in the basement", source="user")], "en", "2026-11-19", KEY)
+    longterm.hold_facts(path, old, time.time() - 25 * 3600)
+    await daily_summaries({"deps": deps, "redis": redis})
+    text = path.read_text(encoding="utf-8")
+    assert "NAS in the basement" in text and "Mochi" in text and not longterm.pending_path(path).exists()
+
+
+def test_the_minute_check_is_an_arq_cron_only_when_facts_are_held(settings_for):
+    from worker.app import worker_options
+
+    names = {job.name: job for job in worker_options(settings_for(memory_write="idle"))["cron_jobs"]}
+    assert names[JOB_FLUSH_MEMORY].run_at_startup and names[JOB_FLUSH_MEMORY].unique
+    assert names[JOB_FLUSH_MEMORY].minute is None, "every minute"
+    assert JOB_FLUSH_MEMORY not in {job.name for job in worker_options(settings_for(memory_write="now"))["cron_jobs"]}
+
+
+def test_write_now_merges_what_an_idle_worker_held(tmp_path: Path) -> None:
+    path = tmp_path / "memory" / "MEMORY.md"
+    held = longterm.Batch([Fact(text="Remember: the cat is called Mochi", source="user")], "en", "2026-11-20", KEY)
+    longterm.hold_facts(path, held, time.time())
+    memory = MemoryFiles(tmp_path)
+    result = memory.write_now(OTHER, [], [Fact(text="Remember: prefers tea", source="user")], "en")
+    assert result.facts_added == 2 and not longterm.pending_path(path).exists()
+
+
+def test_forgetting_a_session_drops_its_held_facts_too(tmp_path: Path) -> None:
+    memory = MemoryFiles(tmp_path, hold=True)
+    memory.write_now(KEY, [], [Fact(text="Remember: the cat is called Mochi", source="user")], "en")
+    memory.write_now(OTHER, [], [Fact(text="Remember: prefers tea", source="user")], "en")
+    assert memory.forget(KEY, dry_run=True) == ["Remember: the cat is called Mochi"]
+    assert memory.forget(KEY) == ["Remember: the cat is called Mochi"]
+    assert memory.flush(None, 60) is not None
+    text = memory.memory_path.read_text(encoding="utf-8")
+    assert "Mochi" not in text and "prefers tea" in text
+
+
+def test_the_last_session_write_is_the_newest_file_nanobot_wrote(tmp_path: Path) -> None:
+    assert last_session_write(tmp_path / "missing") is None and quiet(None, time.time(), 300)
+    session, checkpoint, lock = (tmp_path / n for n in ("a.jsonl", "a.runtime.json", ".session-files.lock"))
+    for path, age in ((session, 900), (checkpoint, 100), (lock, 1)):
+        path.write_text("x", encoding="utf-8")
+        os.utime(path, (time.time() - age, time.time() - age))
+    newest = last_session_write(tmp_path)
+    assert newest is not None and abs(time.time() - 100 - newest) < 5, "a running turn's file counts, a lock does not"
+    assert not quiet(newest, time.time(), 300) and quiet(newest, time.time(), 60)
