@@ -13,6 +13,8 @@ KEY_PREFIX = "nanobot-summary"
 
 JOB_SUMMARIZE = "summarize_session"
 JOB_DAILY = "daily_summaries"
+# Deferred by the cache lifetime after each turn; summarizes the session once it has been quiet that long.
+JOB_IDLE = "idle_summary"
 
 # Published (payload: the session key) when a record is stored and ready for pickup.
 NOTICE_CHANNEL = f"{KEY_PREFIX}:ready"
@@ -26,12 +28,18 @@ STATS_KEY = f"{KEY_PREFIX}:stats"
 # Where nanobot_hooks keeps its own marker inside the session metadata.
 METADATA_KEY = "_summary_worker"
 
-Reason = Literal["tokens", "interval", "manual", "daily"]
+Reason = Literal["tokens", "interval", "manual", "daily", "idle"]
 
 
 def job_id(session_key: str) -> str:
     """One id per session: arq refuses a second job while one is queued or running."""
     return f"{KEY_PREFIX}:job:{session_key}"
+
+
+def idle_job_id(session_key: str) -> str:
+    """One waiting idle check per session, apart from the summarize job's id: a check deferred for the
+    cache lifetime must not hold back the threshold trigger's job."""
+    return f"{KEY_PREFIX}:idle:{session_key}"
 
 
 def record_key(session_key: str) -> str:
@@ -68,6 +76,9 @@ class SummarizeRequest(BaseModel):
     # The daily run notes every message up to the end, not only up to the cut, from this date on.
     notes_through_end: bool = False
     notes_since: str | None = None  # YYYY-MM-DD
+    # The keep rule of this job (messages:N, tokens:N, fraction:F or turns:N); None = NANOBOT_SUMMARY_KEEP.
+    # An idle summary carries its own (NANOBOT_SUMMARY_IDLE_KEEP).
+    keep: str | None = None
 
 
 class SummaryRecord(BaseModel):

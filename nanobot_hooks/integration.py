@@ -37,8 +37,8 @@ from nanobot_hooks import logs
 from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, cooldown_key, record_key
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
-from nanobot_hooks.pickup import Outcome, apply_record, pending_in_metadata
-from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_summary, load_record_or_drop
+from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
+from nanobot_hooks.queue import UNREADABLE, drop_record, enqueue_idle_check, enqueue_summary, load_record_or_drop
 from nanobot_hooks.settings import HookSettings, redacted_url
 from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
 from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
@@ -255,10 +255,19 @@ class Integration:
                             user_turns=turns, interval=interval)
             if reason is not None:
                 self._spawn(self._enqueue(key, reason, prompt, window))
+            if self.settings.summary_idle:
+                self._spawn(self._arm_idle(key))
         except Exception as exc:  # noqa: BLE001
             self._bug("deciding whether to summarize", exc)
 
-    async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None) -> None:
+    async def _arm_idle(self, key: str) -> None:
+        """Make sure the session's idle check waits in the queue: the worker looks once the session could
+        have been quiet for the cache lifetime, and looks again later while it is not."""
+        ttl = self.settings.summary_cache_ttl
+        await self.link.call(f"queueing the idle check of {key}", lambda c: enqueue_idle_check(c, key, ttl))
+
+    async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None,
+                       again: bool = True) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.exists(record_key(key))
@@ -283,7 +292,10 @@ class Integration:
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.
-            await self.pickup(key)
+            outcome = await self.pickup(key)
+            if outcome in ("stale", "duplicate") and again:
+                # It never applied (a /new or nanobot's own compaction since): this turn still asked.
+                await self._enqueue(key, reason, prompt, window, again=False)
 
     # -- pickup -----------------------------------------------------------------------------------
 
@@ -297,7 +309,13 @@ class Integration:
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None or not self._due(session) or not self._ordinary_turn(session):
+            if record is None:
+                return
+            if (refused := verdict(session, record)) is not None:
+                self._discard(session, record, refused, "at the start of a turn")
+                self._spawn(self._settle(record, refused))
+                return
+            if not self._due(session) or not self._ordinary_turn(session):
                 return
             self.held.pop(key, None)
             outcome, changed = apply_record(session, record)
@@ -373,6 +391,19 @@ class Integration:
         logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
                    "or the context nears the window")
 
+    def _discard(self, session: Any, record: SummaryRecord, outcome: Outcome, where: str) -> None:
+        """A record that will never apply (stale, or applied already): no longer held, its metadata copy
+        gone (the session saved), reported. The caller settles it in Redis."""
+        key = record.session_key
+        if self.held.get(key) == record:
+            del self.held[key]
+            timer = self._timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+        if forget_pending(session, record):
+            self.s.sessions.save(session)
+        self._report(record, outcome, where)
+
     def _recheck(self, key: str) -> None:
         self._timers.pop(key, None)
         if key in self.held:
@@ -397,14 +428,18 @@ class Integration:
                 return None
             async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
                 session = sessions.get_or_create(key)
-                if not self._due(session):
+                outcome = verdict(session, record)  # checked first: a stale record is not held
+                if outcome is not None:
+                    self._discard(session, record, outcome, "between turns")
+                elif not self._due(session):
                     self._hold(key, record, session)
                     return "held"
-                self.held.pop(key, None)
-                outcome, changed = apply_record(session, record)
-                if changed:
-                    sessions.save(session)
-            self._report(record, outcome, "between turns")
+                else:
+                    self.held.pop(key, None)
+                    outcome, changed = apply_record(session, record)
+                    if changed:
+                        sessions.save(session)
+                    self._report(record, outcome, "between turns")
             await self._settle(record, outcome)
             return outcome
         except asyncio.CancelledError:

@@ -65,14 +65,10 @@ def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
 def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, bool]:
     """Apply `record` if it still describes this session. Returns the outcome and whether the
     session changed (the caller then saves it)."""
-    if record.session_key != session.key:
-        return "stale", False
-    if already_applied(session, record):
-        return "duplicate", _forget_pending(session, record)
+    refused = verdict(session, record)
+    if refused is not None:
+        return refused, forget_pending(session, record)
     messages = session.messages
-    if not record.fits(session.last_archived, len(messages), timestamp_before(messages, record.boundary)):
-        # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
-        return "stale", _forget_pending(session, record)
     session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
     session.metadata[METADATA_KEY] = {
         "applied": {
@@ -88,7 +84,7 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
     return "applied", True
 
 
-def _forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
+def forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
     """Remove the metadata copy of a record that will never apply, so no later turn re-checks it."""
     pending = pending_in_metadata(session)
     if pending is None or pending.stamp != record.stamp:
@@ -97,3 +93,18 @@ def _forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
     if isinstance(entry, dict):
         entry.pop("pending", None)
     return True
+
+
+def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
+    """What applying `record` would come to, without changing anything: "stale" or "duplicate" when it
+    never will apply, None while it still fits. Also asked of a record held back by idle pickup, so a
+    stale one is dropped at once rather than when it would have been due."""
+    if record.session_key != session.key:
+        return "stale"
+    if already_applied(session, record):
+        return "duplicate"
+    messages = session.messages
+    if not record.fits(session.last_archived, len(messages), timestamp_before(messages, record.boundary)):
+        # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
+        return "stale"
+    return None

@@ -8,12 +8,14 @@ from arq.jobs import Job
 from pydantic import ValidationError
 
 from nanobot_hooks.contract import (
+    JOB_IDLE,
     JOB_SUMMARIZE,
     NOTICE_CHANNEL,
     PENDING_SET,
     QUEUE_NAME,
     SummarizeRequest,
     SummaryRecord,
+    idle_job_id,
     job_id,
     record_key,
 )
@@ -41,6 +43,18 @@ async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | N
         request.model_dump(mode="json"),
         _job_id=job_id(request.session_key),
         _queue_name=QUEUE_NAME,
+    )
+
+
+async def enqueue_idle_check(redis: ArqRedis, session_key: str, defer_by: float) -> Job | None:
+    """The session's idle check, run `defer_by` seconds from now; None when one is already waiting (it
+    re-defers itself while the session is active, so one per session is enough)."""
+    return await redis.enqueue_job(
+        JOB_IDLE,
+        SummarizeRequest(session_key=session_key, reason="idle").model_dump(mode="json"),
+        _job_id=idle_job_id(session_key),
+        _queue_name=QUEUE_NAME,
+        _defer_by=defer_by,
     )
 
 

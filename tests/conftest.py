@@ -24,7 +24,10 @@ from tests.support.sandbox import NanobotHome
 # The tests' sessions are a few hundred tokens: the worker summarizes whatever they save, and keeps the
 # last 10 messages, whose boundaries the tests assert (the worker processes the tests start inherit
 # these too). The tests of those rules set them themselves.
-TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10"}
+# Idle summaries are off too: their deferred checks would keep a burst worker waiting and add jobs to the
+# queue the tests count; tests/test_idle.py switches them on.
+TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10",
+                 "NANOBOT_SUMMARY_IDLE": "false"}
 for _name, _value in TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 

@@ -18,10 +18,11 @@ from arq.worker import Worker
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
 from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
 from worker.cron import daily_summaries, requeue_flagged
+from worker.idle import MAX_DEFERRALS, idle_summary
 from worker.jobs import CURRENT_JOB, Deps, summarize_session
 from worker.llm import routing_problem
 from worker.memory import MemoryFiles
@@ -111,7 +112,9 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
     return {
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
-        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1)],
+        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1),
+                      # The idle check re-defers itself (a Retry) for as long as its session stays active.
+                      func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS, timeout=60)],
         # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
         # timeout of any function, the cron's included: never longer than a job's.
         "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,

@@ -16,7 +16,7 @@ from arq import Retry
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord, daily_flag_key
-from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
 from worker import budget, guards
 from worker.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
@@ -44,7 +44,7 @@ from worker.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.recall_index import RecallIndex, RecallIndexError, archived_through
 from worker.redact import redact
 from worker.sessions import SessionFile, read_session, write_metadata_entry
-from worker.settings import Settings
+from worker.settings import KeepRule, Settings
 from worker.tokens import Counter, count_message
 
 log = logging.getLogger("worker.jobs")
@@ -273,19 +273,13 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
                          ) -> tuple[JobOutcome, set[int]]:
     """Returns the outcome and the indices whose notes this part took care of."""
     deps, key = run.deps, run.key
-    start, previous = chain_start(session, pending)
-    cut, counts = plan_for(deps, session, start, run.req)
+    plan = plan_job(deps, session, pending, run.req)
+    previous, cut, counts, window, min_saving = plan.previous, plan.cut, plan.counts, plan.window, plan.min_saving
     nothing = JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule")
     if cut.covered == 0:
         return nothing, set()
-    window = window_for(deps, run.req)
-    # Asked by hand: the user wants it whatever it saves.
-    min_saving = 0.0 if run.req.reason == "manual" else deps.settings.summary_min_saving
-    covered_tokens = sum(counts[cut.start:cut.boundary])
-    if not worth_summarizing(covered_tokens, window, min_saving):
-        detail = (f"too little to summarize: {covered_tokens} tokens would leave the context, "
-                  f"NANOBOT_SUMMARY_MIN_SAVING asks for {min_saving * window:.0f}")
-        return JobOutcome(session_key=key, status="noop", detail=detail), set()
+    if not plan.worth:
+        return JobOutcome(session_key=key, status="noop", detail=plan.too_little), set()
     entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
     if not entries:
         return nothing, set()
@@ -466,7 +460,64 @@ def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest
     on (0 before it: no figure reads them; counting a 100,000-message history took 3.4 s for 200 new ones)."""
     first = min(start, session.last_archived)
     counts = [0] * first + [count_message(m, deps.counter) for m in session.messages[first:]]
-    return plan_cut(session.messages, start, counts, deps.settings.summary_keep, window_for(deps, req)), counts
+    keep = KeepRule.parse(req.keep) if req.keep else deps.settings.summary_keep
+    if req.keep and keep == KEEP_NOTHING:
+        # Asked for explicitly (an idle summary beside nanobot's own idle compaction): cover everything, so
+        # nanobot finds nothing left to compact. Ending at the end keeps every tool call whole.
+        read = len(session.messages)
+        return Cut(min(max(start, 0), read), read, read), counts
+    if keep.kind == "turns":
+        keep = KeepRule("messages", len(session.messages) - last_turns_start(session.messages, int(keep.value)))
+    return plan_cut(session.messages, start, counts, keep, window_for(deps, req)), counts
+
+
+KEEP_NOTHING = KeepRule("messages", 0)
+
+
+def last_turns_start(messages: list[dict[str, Any]], turns: int) -> int:
+    """Where the last `turns` user turns begin (the end when 0; the start when there are fewer)."""
+    if turns <= 0:
+        return len(messages)
+    seen = 0
+    for index in range(len(messages) - 1, -1, -1):
+        if is_user_turn(messages[index]):
+            seen += 1
+            if seen == turns:
+                return index
+    return 0
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a job would cover, and whether that is worth a call: decided before anything is rendered."""
+
+    start: int
+    previous: str
+    cut: Cut
+    counts: list[int]
+    window: int
+    min_saving: float
+
+    @property
+    def covered_tokens(self) -> int:
+        return sum(self.counts[self.cut.start:self.cut.boundary])
+
+    @property
+    def worth(self) -> bool:
+        return worth_summarizing(self.covered_tokens, self.window, self.min_saving)
+
+    @property
+    def too_little(self) -> str:
+        return (f"too little to summarize: {self.covered_tokens} tokens would leave the context, "
+                f"NANOBOT_SUMMARY_MIN_SAVING asks for {self.min_saving * self.window:.0f}")
+
+
+def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> JobPlan:
+    start, previous = chain_start(session, pending)
+    cut, counts = plan_for(deps, session, start, req)
+    # Asked by hand: the user wants it whatever it saves.
+    min_saving = 0.0 if req.reason == "manual" else deps.settings.summary_min_saving
+    return JobPlan(start, previous, cut, counts, window_for(deps, req), min_saving)
 
 
 async def summarize_entries(

@@ -92,6 +92,20 @@ class NanobotConfig:
         return value if isinstance(value, int) and value > 0 else None
 
     @property
+    def idle_compact_seconds(self) -> float:
+        """nanobot's own idle compaction: after this many seconds quiet (plus up to its scan interval) it
+        summarizes a session to the end; 0 = off. nanobot's default is on, at 15 minutes."""
+        minutes = self._get("idleCompactAfterMinutes", "idle_compact_after_minutes",
+                            self._get("sessionTtlMinutes", "session_ttl_minutes", 15))
+        return float(minutes) * 60 if isinstance(minutes, (int, float)) and minutes > 0 else 0.0
+
+    @property
+    def idle_compact_scan_seconds(self) -> float:
+        """How often nanobot looks for idle sessions (at most this long after its threshold)."""
+        value = self._get("idleCompactCheckIntervalSeconds", "idle_compact_check_interval_seconds", 60)
+        return float(value) if isinstance(value, (int, float)) and value >= 0 else 60.0
+
+    @property
     def summary_model(self) -> str | None:
         # nanobot ignores unknown keys under agents.defaults, so ours can live there (seed 001).
         value = self._get("summaryModel", "summary_model")

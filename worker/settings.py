@@ -16,14 +16,14 @@ __all__ = ["KeepRule", "Settings", "SettingsError", "load_settings"]
 class KeepRule(NamedTuple):
     """How much recent history stays verbatim after a summary (seed 004's `keep`)."""
 
-    kind: Literal["messages", "tokens", "fraction"]
+    kind: Literal["messages", "tokens", "fraction", "turns"]  # turns: the last N user turns and what followed
     value: float
 
     @classmethod
     def parse(cls, text: str) -> KeepRule:
         kind, sep, raw = text.strip().partition(":")
-        if not sep or kind not in ("messages", "tokens", "fraction"):
-            raise ValueError("expected messages:N, tokens:N or fraction:F")
+        if not sep or kind not in ("messages", "tokens", "fraction", "turns"):
+            raise ValueError("expected messages:N, tokens:N, fraction:F or turns:N")
         try:
             value = float(raw)
         except ValueError:
@@ -48,6 +48,13 @@ class Settings(HookSettings):
     # 3% of the window, 0.77x).
     summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("fraction", 0.03),
                                                         description="messages:N, tokens:N or fraction:F")
+    # An idle summary happens when the cache is cold anyway; what it keeps verbatim is re-sent with every
+    # later request. The last exchange (the question and its answer) is what a user's next message most
+    # often refers to (README, Idle summaries, has the figures).
+    summary_idle_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("turns", 1), description="what an idle "
+                                                             "summary keeps verbatim: turns:N (the last N user "
+                                                             "turns and their answers), messages:N, tokens:N or "
+                                                             "fraction:F; messages:0 = nothing")
     summary_min_saving: float = Field(0.05, ge=0, lt=1, description="share of the context window a summary must "
                                       "take out of every later request; a smaller one is not asked for "
                                       "(a manual enqueue always is); 0 = any saving")
@@ -77,7 +84,7 @@ class Settings(HookSettings):
     memory_max_facts: int = Field(300, ge=1, description="cap of facts in MEMORY.md's managed part")
     config: Path = Field(Path("~/.nanobot/config.json"), description="nanobot's config.json")
 
-    @field_validator("summary_keep", mode="before")
+    @field_validator("summary_keep", "summary_idle_keep", mode="before")
     @classmethod
     def _parse_keep(cls, value: object) -> object:
         return KeepRule.parse(value) if isinstance(value, str) else value

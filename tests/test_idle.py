@@ -1,0 +1,246 @@
+"""Idle summaries (a quiet session is summarized once the provider's cache is cold) and idle pickup's held
+records: a real Redis, a real arq worker in this process, litellm over HTTP to the fake LLM, and the stand-in
+AgentLoop of test_plugin for the hooks' side."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from arq.jobs import Job
+from arq.worker import Worker
+
+from nanobot_hooks.contract import QUEUE_NAME, STATS_KEY, SummarizeRequest, idle_job_id, job_id, record_key
+from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
+from tests.support.fakellm import Reply
+from worker.app import worker_options
+from worker.idle import KEEP_NOTHING, idle_keep
+from worker.jobs import Deps, plan_for
+from worker.outcomes import load_outcome
+from worker.sessions import read_session
+from worker.settings import KeepRule
+
+from .conftest import conversation, summary_json
+from .test_pickup import record_for
+from .test_plugin import KEY, TurnContext, idle_session, make, publish_turn_started, quiet, started  # noqa: F401
+
+TTL = 1.5
+IDLE = {"summary_idle": True, "summary_cache_ttl": TTL, "summary_idle_keep": KeepRule("turns", 1)}
+
+
+# -- the keep rule of an idle summary, beside nanobot's own idle compaction ---------------------------
+
+def test_idle_keep_stands_aside_for_nanobots_idle_compaction_or_leaves_it_nothing():
+    turns = KeepRule("turns", 1)
+    assert idle_keep(turns, cache_ttl=300, nanobot_idle=0) == turns, "nanobot's idle compaction off: ours"
+    assert idle_keep(turns, cache_ttl=300, nanobot_idle=900) == KEEP_NOTHING, "ours first: nothing left for nanobot"
+    assert idle_keep(turns, cache_ttl=300, nanobot_idle=60) is None, "nanobot first: no second summary"
+    assert idle_keep(turns, cache_ttl=300, nanobot_idle=330, nanobot_scan=60) is None, "too close to call"
+
+
+def test_the_idle_keep_rules_cut(nanobot_home, deps_for):
+    messages = conversation(10)
+    messages[-1:-1] = [{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+                        "function": {"name": "exec", "arguments": "{}"}}], "timestamp": messages[-1]["timestamp"]},
+                       {"role": "tool", "tool_call_id": "c1", "content": "ok", "timestamp": messages[-1]["timestamp"]}]
+    nanobot_home.write_session(KEY, messages)
+    session = read_session(nanobot_home.sessions_dir, KEY)
+    deps = deps_for()
+    last_turn = len(messages) - 4  # the last user turn: its tool call, the result and the answer follow
+
+    def cut(keep: str | None) -> tuple[int, int]:
+        planned, _ = plan_for(deps, session, 0, SummarizeRequest(session_key=KEY, reason="idle", keep=keep))
+        return planned.start, planned.boundary
+
+    assert cut("turns:1") == (0, last_turn), "the last exchange stays whole, tool call and result included"
+    assert cut("turns:2") == (0, last_turn - 2)
+    assert cut("messages:0") == (0, len(messages)), "keep nothing: everything is covered"
+    assert cut(None) == (0, 12), "no keep on the request: NANOBOT_SUMMARY_KEEP (messages:10 in the tests)"
+
+
+# -- the worker's idle check, in a real arq worker -----------------------------------------------------
+
+@pytest.fixture
+async def worker(redis) -> AsyncIterator[Any]:
+    """A factory: `await worker(deps)` starts a real arq worker (not burst: deferred jobs must run)."""
+    running: list[tuple[Worker, asyncio.Task[None]]] = []
+
+    async def start(deps: Deps) -> Worker:
+        options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05,
+                   "handle_signals": False}
+        instance = Worker(**options)
+        running.append((instance, asyncio.create_task(instance.main())))
+        return instance
+
+    yield start
+    for instance, task in running:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await instance.close()
+
+
+@pytest.fixture
+def idle_deps(deps_for, fake_llm):
+    def build(**overrides: Any) -> Deps:
+        deps = deps_for(**{**IDLE, **overrides})
+        deps.model = type(deps.model)(model="openai/summarizer", api_base=fake_llm.url, api_key="sk-fake")
+        deps.fallback = None
+        return deps
+    return build
+
+
+def summary_calls(fake_llm) -> int:
+    return sum(1 for r in fake_llm.requests if (r.body or {}).get("model") == "summarizer")
+
+
+def saved_now(path: os.PathLike[str]) -> None:
+    """What nanobot's save of a turn does to the file, as far as the idle check looks."""
+    os.utime(path)
+
+
+async def wait_for(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
+        redis, nanobot_home, fake_llm, idle_deps, worker):
+    fake_llm.default = Reply(summary_json("## What happened\n- deploy questions, summarized while idle"))
+    messages = conversation(12)
+    saved_now(nanobot_home.write_session(KEY, messages))
+    assert await enqueue_idle_check(redis, KEY, TTL)
+    assert await enqueue_idle_check(redis, KEY, TTL) is None, "one idle check per session"
+    await worker(idle_deps())
+
+    await asyncio.sleep(TTL / 2)
+    assert summary_calls(fake_llm) == 0, "nothing is asked while the cache may still be warm"
+    await wait_for(lambda: load_outcome(redis, KEY))  # saved after the record
+    record = await load_record(redis, KEY)
+    assert record is not None and record.reason == "idle"
+    assert (record.start, record.boundary) == (0, len(messages) - 2), "the last exchange stays verbatim"
+    assert summary_calls(fake_llm) == 1
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized" and outcome.reason == "idle"
+    assert await redis.zcard(QUEUE_NAME) == 0, "no check is left waiting"
+
+
+async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause(
+        redis, nanobot_home, fake_llm, idle_deps, worker):
+    fake_llm.default = Reply(summary_json())
+    path = nanobot_home.write_session(KEY, conversation(12))
+    saved_now(path)
+    assert await enqueue_idle_check(redis, KEY, TTL)
+    await worker(idle_deps())
+
+    active_until = time.monotonic() + 2.5 * TTL
+    while time.monotonic() < active_until:  # a turn every 0.3 s: the cache never goes cold
+        saved_now(path)
+        await asyncio.sleep(0.3)
+    assert summary_calls(fake_llm) == 0 and not await redis.exists(record_key(KEY))
+    assert await Job(idle_job_id(KEY), redis, _queue_name=QUEUE_NAME).info() is not None, \
+        "the check deferred itself to the last activity + the cache lifetime"
+
+    await wait_for(lambda: load_record(redis, KEY))  # the pause after the last turn
+    assert summary_calls(fake_llm) == 1
+
+
+async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
+        redis, nanobot_home, fake_llm, idle_deps, worker):
+    fake_llm.default = Reply(summary_json())
+    saved_now(nanobot_home.write_session(KEY, conversation(3)))
+    assert await enqueue_idle_check(redis, KEY, TTL)
+    await worker(idle_deps(summary_min_saving=0.05))  # 5% of a 128,000 window: far more than 3 exchanges
+
+    async def check_done() -> bool:
+        return not await redis.zcard(QUEUE_NAME) and not await redis.exists(f"arq:in-progress:{idle_job_id(KEY)}")
+
+    await wait_for(check_done)
+    await asyncio.sleep(0.3)
+    assert summary_calls(fake_llm) == 0 and not await redis.exists(record_key(KEY))
+    assert await load_outcome(redis, KEY) is None, "no summarize job was even queued"
+
+
+async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
+        redis, nanobot_home, fake_llm, idle_deps, worker):
+    fake_llm.default = Reply(summary_json())
+    saved_now(nanobot_home.write_session(KEY, conversation(12)))
+    os.utime(nanobot_home.session_file(KEY), (time.time() - 10, time.time() - 10))  # quiet already
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
+    await redis.zadd(QUEUE_NAME, {job_id(KEY): (time.time() + 3600) * 1000})  # queued, not yet due
+    assert await enqueue_idle_check(redis, KEY, 0)
+    await worker(idle_deps())
+
+    await wait_for(lambda: _gone(redis, idle_job_id(KEY)))
+    assert summary_calls(fake_llm) == 0
+    info = await Job(job_id(KEY), redis, _queue_name=QUEUE_NAME).info()
+    assert info is not None and info.args[0]["reason"] == "tokens", "single flight: the queued job stays the one"
+
+
+async def _gone(redis, job: str) -> bool:
+    return not await redis.exists(f"arq:job:{job}")
+
+
+# -- the hooks: one idle check per session after each saved turn ----------------------------------------
+
+async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # noqa: F811
+    integration = make(summary_idle=True, summary_cache_ttl=300, summary_interval=0)
+    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    for _ in range(2):
+        integration._on_turn_persisted(started(KEY))
+        await asyncio.gather(*integration._tasks)
+    assert await redis.zcard(QUEUE_NAME) == 1
+    due = await redis.zscore(QUEUE_NAME, idle_job_id(KEY))
+    assert due is not None and 290 < due / 1000 - time.time() <= 300, "deferred by the cache lifetime"
+
+
+async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: F811
+    integration = make(summary_idle=False, summary_interval=0)
+    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    integration._on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    assert await redis.zcard(QUEUE_NAME) == 0
+
+
+# -- idle pickup: a held record is re-checked, and a stale one no longer blocks the trigger --------------
+
+async def held_then_new(make, redis) -> tuple[Any, Any]:  # noqa: F811
+    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000,
+                       summary_interval=0)
+    session = idle_session(prompt_tokens=65_000, quiet_for=0)
+    integration.s.sessions.cached[KEY] = session
+    await store_record(redis, record_for(session, 12))
+    assert await integration.pickup(KEY) == "held"
+    # /new: nanobot clears the session; the user goes on talking in the fresh one.
+    session.messages, session.last_archived = conversation(3), 0
+    session.updated_at = datetime.now()
+    return integration, session
+
+
+async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_job(make, redis):  # noqa: F811
+    integration, session = await held_then_new(make, redis)
+    integration.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
+    integration._on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+
+    assert KEY not in integration.held and not integration._timers
+    assert not await redis.exists(record_key(KEY))
+    assert (await redis.hgetall(STATS_KEY)).get(b"stale") == b"1"
+    info = await Job(job_id(KEY), redis, _queue_name=QUEUE_NAME).info()
+    assert info is not None and info.args[0]["reason"] == "tokens", "the trigger queues the fresh session"
+    assert session.last_archived == 0
+
+
+async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(make, redis):  # noqa: F811
+    integration, session = await held_then_new(make, redis)
+    publish_turn_started(integration, TurnContext("hello again"))
+    assert KEY not in integration.held and session.last_archived == 0
+    await asyncio.gather(*integration._tasks)
+    assert not await redis.exists(record_key(KEY))
+    assert (await redis.hgetall(STATS_KEY)).get(b"stale") == b"1"

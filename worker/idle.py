@@ -1,0 +1,99 @@
+"""Idle summaries: a session quiet for longer than the provider's prompt cache lasts is summarized in the background.
+
+The next turn pays a cold cache anyway, so a summary applied then costs no extra cache miss; nanobot's own
+idle compaction works the same way, on the main model. The hooks queue one deferred check per session after
+each saved turn (`idle_job_id`); the check runs here once the session could have been quiet for
+NANOBOT_SUMMARY_CACHE_TTL:
+- active since (the session file was saved later): it defers itself to the last save + the cache lifetime;
+- quiet long enough: it plans the cut with the idle keep rule and, only when that is worth
+  NANOBOT_SUMMARY_MIN_SAVING, queues the ordinary summarize job with reason "idle" under the session's job id
+  (single flight with the threshold trigger: a job already queued or running covers the session instead).
+  Nothing is asked of any model when it is not worth it, nor while the session rests after a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from arq import Retry
+from arq.connections import ArqRedis
+
+from nanobot_hooks.contract import SummarizeRequest
+from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.queue import enqueue_summary, load_record
+from worker import budget
+from worker.errors import NanobotConfigError, SessionError
+from worker.jobs import CURRENT_JOB, KEEP_NOTHING, Deps, plan_job
+from worker.sessions import read_session, session_path
+from worker.settings import KeepRule
+
+log = logging.getLogger("worker.idle")
+
+# Looking a little after the cache lifetime has passed, never a little before.
+SLACK_SECONDS = 0.5
+# The check re-defers itself (arq's Retry) while the session is active: as many times as it takes.
+MAX_DEFERRALS = 1_000_000
+
+
+def idle_keep(keep: KeepRule, cache_ttl: float, nanobot_idle: float, nanobot_scan: float = 60.0) -> KeepRule | None:
+    """The keep rule of an idle summary beside nanobot's own idle compaction (`nanobot_idle` seconds, 0 = off),
+    or None to stand aside.
+
+    nanobot compacts a quiet session to its end whenever anything is left after its watermark. When it
+    comes first (its threshold, plus up to one scan, is not after ours), ours would pay for a summary it
+    then replaces: none is made. When ours comes first, it covers everything (keeps nothing), so nanobot
+    finds nothing left to compact: one summary per pause, on the cheaper model."""
+    if nanobot_idle <= 0:
+        return keep
+    if nanobot_idle <= cache_ttl + nanobot_scan:
+        return None
+    return KEEP_NOTHING
+
+
+def quiet_seconds(deps: Deps, key: str) -> float | None:
+    """Seconds since nanobot last saved the session file (its modification time: the worker's own writes
+    keep it); None when there is no such file."""
+    try:
+        return max(time.time() - session_path(deps.sessions_dir, key).stat().st_mtime, 0.0)
+    except (OSError, NanobotConfigError, SessionError):
+        return None
+
+
+async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, str]:
+    """arq entry point of the idle check. Returns what it did (for the log; arq keeps no result)."""
+    deps: Deps = ctx["deps"]
+    redis: ArqRedis = ctx["redis"]
+    key = SummarizeRequest.model_validate(request).session_key
+    CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} idle check")
+    settings = deps.settings
+    ttl = settings.summary_cache_ttl
+    keep = idle_keep(settings.summary_idle_keep, ttl, deps.nanobot.idle_compact_seconds,
+                     deps.nanobot.idle_compact_scan_seconds)
+    if not settings.auto_summary or not settings.summary_idle or is_internal_session(key):
+        return {"status": "off"}
+    if keep is None:
+        return {"status": "off", "detail": "nanobot's own idle compaction comes first"}
+    quiet = quiet_seconds(deps, key)
+    if quiet is None:
+        return {"status": "gone"}
+    if quiet < ttl:
+        raise Retry(defer=ttl - quiet + SLACK_SECONDS)
+    summary = SummarizeRequest(session_key=key, reason="idle", keep=str(keep))
+    if await budget.cooling(redis, key) is not None:
+        return {"status": "resting"}
+    # The record first, then the file, as the job reads them.
+    pending = await load_record(redis, key)
+    try:
+        session = read_session(deps.sessions_dir, key)
+    except (SessionError, NanobotConfigError) as exc:
+        return {"status": "gone", "detail": str(exc)}
+    plan = plan_job(deps, session, pending, summary)
+    if plan.cut.covered == 0 or not plan.worth:
+        log.debug("%s quiet for %.0f s: %s", key, quiet, plan.too_little)
+        return {"status": "noop", "detail": plan.too_little}
+    queued = await enqueue_summary(redis, summary) is not None
+    log.info("%s quiet for %.0f s: %s", key, quiet,
+             "summary queued" if queued else "a summary is already queued or running")
+    return {"status": "queued" if queued else "running"}
