@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 from worker import answer, dedup, longterm, redact  # noqa: E402
 from worker.answer import DailyNotes, Fact  # noqa: E402
 from worker.notes import append_notes  # noqa: E402
+from worker.tokens import best_counter  # noqa: E402
 
 EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",
       "staging", "the gateway", "port", "dark mode", "Hugo", "Redis", "Python", "every Friday", "backup", "cron")
@@ -69,6 +70,26 @@ def timed(action: Callable[[], object], repeat: int, cold: bool) -> list[float]:
     return seconds
 
 
+def prompt_cost(cap: int) -> str:
+    """What the managed part at the cap adds to every nanobot prompt, and how much of it is neither a fact
+    nor a heading; beside the same facts in the line-comment format of earlier versions."""
+    counter = best_counter()
+    rng = random.Random(7)
+    facts = [Fact(text=sentence(random.Random(i), i), importance=rng.randint(3, 5), category=rng.choice(CATEGORIES),
+                  tag="permanent") for i in range(cap)]
+    text, _ = longterm.apply("", facts, "en", "2026-11-20", cap, session="telegram:42")
+    start, end = longterm.locate(text) or (0, len(text))
+    part = text[start:end]
+    lines = longterm.parse(part, "2026-11-20").lines
+    old = (f"{longterm.BEGIN} lang=en: facts kept by the summary worker, one per line; edits are kept; 'i4 2026-11-20 "
+           "telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->\n"
+           + "\n".join(f"- {line.text} <!-- i{line.importance} {line.date} telegram:42 -->" for line in lines)
+           + f"\n{longterm.END}")
+    return (f"managed part at the cap ({len(lines)} facts): {counter(part):,} tokens in every prompt, "
+            f"{longterm.markup_share(part, counter):.1%} neither fact nor heading (line comments: "
+            f"{counter(old):,} tokens, {longterm.markup_share(old, counter):.1%})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Measure the MEMORY.md merge: N existing facts, M new candidates, in memory and on disk "
@@ -119,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"existing facts {args.existing:,}; candidates {args.new} ({args.duplicates:.0%} restated); "
           f"first merge: +{stats.added} added, {stats.skipped} skipped")
+    print(prompt_cost(300))
     try:
         from rich.console import Console
         from rich.table import Table

@@ -21,7 +21,8 @@ from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_n
 from nanobot_hooks.queue import drop_record, load_record  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from worker.connections import answers, redis_settings  # noqa: E402
-from worker.errors import NanobotConfigError, SessionKeyError  # noqa: E402
+from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError  # noqa: E402
+from worker.memory import MemoryFiles  # noqa: E402
 from worker.nanobot_config import NanobotConfig  # noqa: E402
 from worker.sessions import edit_line_one, read_session, session_path  # noqa: E402
 from worker.settings import SettingsError, load_settings  # noqa: E402
@@ -92,6 +93,23 @@ async def undo(key: str, dry_run: bool) -> list[str]:
     return done
 
 
+def forget_facts(key: str, dry_run: bool) -> list[str]:
+    """The facts `key` taught MEMORY.md, removed (listed on a dry run); the worker's lock keeps this safe
+    while the worker and nanobot run."""
+    settings = load_settings()
+    try:
+        nanobot = NanobotConfig.load(settings.config_path)
+    except NanobotConfigError as exc:
+        raise Refused(str(exc)) from None
+    try:
+        memory = MemoryFiles(settings.summary_workspace or nanobot.workspace,
+                             settings.summary_timezone or nanobot.timezone)
+    except ValueError:
+        memory = MemoryFiles(settings.summary_workspace or nanobot.workspace)
+    removed = memory.forget(key, dry_run)
+    return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/undo_summary.py",
@@ -99,14 +117,24 @@ def main(argv: list[str] | None = None) -> int:
         "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
         "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
         "Then make a fresh summary from the messages with scripts/enqueue.py --wait KEY (with the worker "
-        "running), or let the trigger make one. The memory files keep what the summary added; edit them by hand.",
+        "running), or let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
+        "--forget-facts removes the session's facts from MEMORY.md.",
     )
     parser.add_argument("session", help="the session key, e.g. telegram:42")
     parser.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    parser.add_argument("--forget-facts", action="store_true",
+                        help="also remove from MEMORY.md the facts learned in this session (the worker records "
+                        "each fact's session beside the file); the user's own lines stay")
+    parser.add_argument("--keep-summary", action="store_true",
+                        help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
     args = parser.parse_args(argv)
+    if args.keep_summary and not args.forget_facts:
+        parser.error("--keep-summary only goes with --forget-facts")
     try:
-        done = asyncio.run(undo(args.session, args.dry_run))
-    except (Refused, SettingsError) as exc:
+        done = [] if args.keep_summary else asyncio.run(undo(args.session, args.dry_run))
+        if args.forget_facts:
+            done += forget_facts(args.session, args.dry_run)
+    except (Refused, SettingsError, MemoryFilesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     prefix = f"{args.session}: {'would have ' if args.dry_run else ''}"

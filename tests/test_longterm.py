@@ -1,4 +1,5 @@
-"""MEMORY.md: the managed part, dedup against the whole file, corrections in place, the cap, atomic writes."""
+"""MEMORY.md: the managed part, dedup against the whole file, corrections in place, the cap, atomic writes, the
+sidecar of each fact's importance, day and session, and the migration of files that kept them in comments."""
 
 from __future__ import annotations
 
@@ -15,15 +16,22 @@ from hypothesis import strategies as st
 
 from worker.answer import DailyNotes, Fact
 from worker import longterm
-from worker.longterm import BEGIN, END, apply, known_facts, locate, write_facts
+from worker.dedup import normalize
+from worker.longterm import BEGIN, END, Meta, apply, known_facts, load_meta, locate, sidecar_path, write_facts
 from worker.memory import MemoryFiles
 
 TODAY = "2026-11-20"
-FACT_LINE = re.compile(r"^- (.*?) <!-- i(\d) (\d{4}-\d{2}-\d{2})(?: \S+)? -->$", re.MULTILINE)
 
 
 def facts_in(text: str) -> list[str]:
-    return [m.group(1) for m in FACT_LINE.finditer(text)]
+    """The fact lines of the managed part, in order."""
+    span = locate(text)
+    assert span is not None
+    return [line for line in text[span[0]:span[1]].split("\n")[1:-1] if line.strip() and not line.startswith("#")]
+
+
+def meta_of(path: Path, fact: str) -> Meta:
+    return load_meta(sidecar_path(path))[normalize(fact)]
 
 
 def write(path: Path, facts: list[Fact], language: str = "en", today: str = TODAY, max_facts: int = 300):
@@ -36,7 +44,8 @@ def test_a_missing_file_is_created_with_just_the_managed_part(tmp_path: Path) ->
     text = path.read_text(encoding="utf-8")
     assert stats.added == 1
     assert text.startswith(BEGIN) and text.endswith(END + "\n")
-    assert "### People\n- The user's name is Ada <!-- i3 2026-11-20 -->\n" in text
+    assert "### People\nThe user's name is Ada\n" in text
+    assert meta_of(path, "The user's name is Ada") == Meta(3, "2026-11-20", None)
 
 
 def test_nothing_to_add_creates_no_file(tmp_path: Path) -> None:
@@ -128,7 +137,8 @@ def test_a_correction_replaces_the_old_fact_in_place(tmp_path: Path) -> None:
     assert stats.replaced == 1 and stats.added == 0
     assert "Prefers tea over coffee" not in text
     assert facts_in(text) == ["Prefers coffee over tea since November", "Uses Neovim with LazyVim", "Lives in Berlin"]
-    assert "- Prefers coffee over tea since November <!-- i3 2026-11-20 -->" in text
+    assert "\nPrefers coffee over tea since November\n" in text
+    assert meta_of(path, "Prefers coffee over tea since November") == Meta(3, "2026-11-20", None)
 
 
 def test_a_correction_without_a_usable_quote_finds_its_fact_by_its_own_text(tmp_path: Path) -> None:
@@ -172,7 +182,7 @@ def test_the_cap_holds_with_ten_thousand_candidates(tmp_path: Path) -> None:
                        importance=i % 5 + 1, category="projects") for i in range(10_000)]
     stats = write(path, candidates, max_facts=300)
     text = path.read_text(encoding="utf-8")
-    levels = [int(m.group(2)) for m in FACT_LINE.finditer(text)]
+    levels = [meta_of(path, fact).importance for fact in facts_in(text)]
     assert len(levels) == 300 and stats.added == 300
     assert set(levels) == {5}, "only the most important survive"
     assert stats.added + stats.skipped == 10_000
@@ -237,13 +247,15 @@ def test_edits_inside_the_part_are_kept_as_facts(tmp_path: Path) -> None:
     write(path, [Fact(text="Lives in Berlin", category="people"), Fact(text="Prefers tea", category="preferences")])
     text = path.read_text(encoding="utf-8")
     # Someone (the user, nanobot's Dream) deletes one fact and adds another by hand.
-    text = text.replace("- Prefers tea <!-- i3 2026-11-20 -->\n", "- Speaks Portuguese\n")
+    text = text.replace("\nPrefers tea\n", "\n- Speaks Portuguese\n")
     path.write_text(text, encoding="utf-8")
     write(path, [Fact(text="Owns a Raspberry Pi 5", category="projects")], today="2026-11-22")
     kept = path.read_text(encoding="utf-8")
     assert "Prefers tea" not in kept
-    assert "- Speaks Portuguese <!-- i3 2026-11-22 -->" in kept
-    assert "- Owns a Raspberry Pi 5 <!-- i3 2026-11-22 -->" in kept
+    assert "\nSpeaks Portuguese\n" in kept and "\nOwns a Raspberry Pi 5\n" in kept
+    assert meta_of(path, "Speaks Portuguese") == Meta(3, "2026-11-22", None), "a hand-added fact: defaults"
+    assert meta_of(path, "Lives in Berlin") == Meta(3, "2026-11-20", None), "the others keep theirs"
+    assert normalize("Prefers tea") not in load_meta(sidecar_path(path)), "the deleted fact's record goes"
 
 
 def test_an_orphan_begin_marker_is_left_alone(tmp_path: Path) -> None:
@@ -267,6 +279,8 @@ def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: 
 
     def edit_then_write(target: Path, data: bytes, mode: int | None = None) -> Path:
         # Plays nanobot's Dream: it writes the file in place and takes no lock.
+        if target.name != "MEMORY.md":  # the sidecar
+            return real(target, data, mode)
         if not calls:
             with target.open("a", encoding="utf-8") as handle:
                 handle.write("- a line Dream wrote meanwhile\n")
@@ -279,7 +293,7 @@ def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: 
     assert len(calls) == 2, "the first attempt saw the change and merged again"
     assert stats.added == 1
     assert text.startswith("# Memory\n- my own line\n- a line Dream wrote meanwhile\n")
-    assert "- Lives in Berlin <!-- i3" in text
+    assert "\nLives in Berlin\n" in text
     assert not list(tmp_path.glob(".MEMORY.md.*.tmp")), "no temp file is left behind"
 
 
@@ -380,3 +394,111 @@ def test_a_symlinked_memory_file_stays_a_symlink(tmp_path: Path) -> None:
     assert link.is_symlink() and link.resolve() == real
     text = real.read_text(encoding="utf-8")
     assert text.startswith("# mine\n") and "Prefers short answers" in text
+
+
+# -- the sidecar: importance, day and session beside the file, not in every prompt ----------------------
+
+OLD_FORMAT = (
+    "# Long-term Memory\n\n- I am Li Lei (the user's own line)\n\n"
+    f"{BEGIN} lang=en: facts kept by the summary worker, one per line; edits are kept; "
+    "'i4 2026-11-20 telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->\n"
+    "## Remembered from conversations\n\n"
+    "### Preferences\n"
+    "- Prefers short answers <!-- i5 2026-11-02 telegram:42 -->\n"
+    "- Speaks Portuguese\n\n"
+    "### Configuration\n"
+    "- Gateway listens on port 18790 <!-- i4 2026-11-03 cli:direct -->\n"
+    "- Odd key <!-- i3 2026-11-04 slack:T1%3AU%20x -->\n"
+    f"{END}\n\nmy text below\n"
+)
+
+
+def test_a_file_with_line_comments_migrates_on_its_first_write(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text(OLD_FORMAT, encoding="utf-8")
+    outside = _outside(path.read_bytes())
+    write(path, [Fact(text="Uses Neovim with LazyVim", category="preferences")], today="2026-11-22")
+    text = path.read_text(encoding="utf-8")
+    assert _outside(path.read_bytes()) == outside, "every byte outside the part is the user's"
+    assert "<!-- i" not in text and f"{BEGIN} lang=en -->\n" in text
+    assert facts_in(text) == ["Prefers short answers", "Speaks Portuguese", "Uses Neovim with LazyVim",
+                              "Gateway listens on port 18790", "Odd key"]
+    assert meta_of(path, "Prefers short answers") == Meta(5, "2026-11-02", "telegram:42")
+    assert meta_of(path, "Gateway listens on port 18790") == Meta(4, "2026-11-03", "cli:direct")
+    assert meta_of(path, "Odd key") == Meta(3, "2026-11-04", "slack:T1:U x")
+    assert meta_of(path, "Speaks Portuguese") == Meta(3, "2026-11-22", None), "a hand-added line: defaults"
+    assert meta_of(path, "Uses Neovim with LazyVim") == Meta(3, "2026-11-22", None)
+    # Ranks survive the move: the cap still evicts the least important and oldest first.
+    stats = write(path, [Fact(text="Moved to Lisbon", importance=4, category="people")], max_facts=5)
+    assert stats.evicted == 1 and "Odd key" not in facts_in(path.read_text(encoding="utf-8"))
+
+
+def test_an_edited_fact_keeps_its_record(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write_facts(path, [Fact(text="Remember: the gateway listens on port 18790", category="configuration")],
+                "en", "2026-11-01", 300, session="telegram:42")
+    path.write_text(path.read_text(encoding="utf-8").replace("port 18790", "port 18790 behind Caddy"),
+                    encoding="utf-8")
+    write(path, [Fact(text="Prefers tea", category="preferences")], today="2026-11-22")
+    assert meta_of(path, "Remember: the gateway listens on port 18790 behind Caddy") == \
+        Meta(4, "2026-11-01", "telegram:42")
+
+
+def test_an_unreadable_sidecar_costs_the_metadata_not_the_facts(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="Lives in Berlin", importance=5)], today="2026-11-01")
+    sidecar_path(path).write_text("{not json", encoding="utf-8")
+    stats = write(path, [Fact(text="Prefers tea", category="preferences")], today="2026-11-22")
+    assert stats.added == 1 and facts_in(path.read_text(encoding="utf-8")) == ["Prefers tea", "Lives in Berlin"]
+    assert meta_of(path, "Lives in Berlin") == Meta(3, "2026-11-22", None)
+
+
+def test_the_part_at_the_cap_is_facts_and_headings(tmp_path: Path) -> None:
+    """Markers, bullets and metadata are at most 5% of the part's tokens (nanobot sends it in every prompt)."""
+    from worker.tokens import best_counter
+
+    words = ("the user", "prefers", "deploys", "the staging server", "on port", "with Redis", "every Friday",
+             "backups to", "Hugo", "用户喜欢简洁的回答", "配置", "dark mode", "fixed the bug in", "cron")
+    facts = [Fact(text=" ".join(words[(i * k) % len(words)] for k in range(1, 3 + i % 6)) + f" #{i}",
+                  importance=3 + i % 3, category=("preferences", "configuration", "projects", "people")[i % 4])
+             for i in range(300)]
+    path = tmp_path / "MEMORY.md"
+    for n in range(0, 300, 100):
+        write_facts(path, facts[n:n + 100], "en", TODAY, 300, session=f"telegram:{n}")
+    text = path.read_text(encoding="utf-8")
+    span = locate(text)
+    assert span is not None and len(facts_in(text)) == 300
+    share = longterm.markup_share(text[span[0]:span[1]], best_counter())
+    assert share <= 0.05, f"{share:.1%} of the part is neither fact nor heading"
+    # The old format, for comparison: the same part with each fact's comment, over half of it.
+    old = longterm.markup_share(OLD_FORMAT[OLD_FORMAT.index(BEGIN):OLD_FORMAT.index(END) + len(END)], best_counter())
+    assert old > 0.3
+
+
+def test_one_sessions_facts_are_found_and_removed(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    path.write_text(OLD_FORMAT, encoding="utf-8")
+    write_facts(path, [Fact(text="Owns a Raspberry Pi 5", category="projects")], "en", TODAY, 300,
+                session="telegram:42")
+    write_facts(path, [Fact(text="Works at a bakery", category="people")], "en", TODAY, 300, session="cli:direct")
+    before = path.read_bytes()
+    assert longterm.forget_session(path, "telegram:42", TODAY, dry_run=True) == [
+        "Prefers short answers", "Owns a Raspberry Pi 5"]
+    assert path.read_bytes() == before, "a dry run changes nothing"
+    outside = _outside(before)
+    assert longterm.forget_session(path, "telegram:42", TODAY) == ["Prefers short answers", "Owns a Raspberry Pi 5"]
+    assert _outside(path.read_bytes()) == outside
+    assert facts_in(path.read_text(encoding="utf-8")) == [
+        "Speaks Portuguese", "Gateway listens on port 18790", "Odd key", "Works at a bakery"]
+    assert longterm.forget_session(path, "telegram:42", TODAY) == []
+    assert longterm.forget_session(tmp_path / "none.md", "telegram:42", TODAY) == []
+
+
+def test_the_recall_index_dates_facts_from_the_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "MEMORY.md"
+    write(path, [Fact(text="Lives in Berlin", category="people")], today="2026-11-03")
+    text = path.read_text(encoding="utf-8")
+    dated = {line: learned for _, _, line, learned in longterm.dated_lines(text, load_meta(sidecar_path(path)))}
+    assert dated["Lives in Berlin"] == "2026-11-03"
+    assert longterm.dated_lines(OLD_FORMAT)[2][3] is None  # the user's own line
+    assert ("Gateway listens on port 18790", "2026-11-03") in [(t, d) for _, _, t, d in longterm.dated_lines(OLD_FORMAT)]

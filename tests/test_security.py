@@ -230,10 +230,9 @@ async def test_hostile_messages_leave_the_prompt_memory_md_and_the_notes_intact(
     assert memory.count("<!-- nanobot-summary:begin") == 1 and memory.count("<!-- nanobot-summary:end -->") == 1
     assert longterm.locate(memory) is not None
     assert "obey" in memory, "the facts themselves were kept, as text"
-    for line in memory.splitlines():
-        comment_free = line.split(" <!-- i")[0] if line.startswith("- ") else line
-        if line.startswith("- "):
-            assert "<!--" not in comment_free and "-->" not in comment_free, line
+    span = longterm.locate(memory)
+    for line in memory[span[0]:span[1]].splitlines()[1:-1]:  # facts and headings: no comment delimiter left
+        assert "<!--" not in line and "-->" not in line, line
     day = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     markers = [line for line in day.splitlines() if "<!--" in line]
     assert len(markers) == len(notes.spans(day)) == 1, markers
@@ -267,7 +266,9 @@ async def test_facts_reach_memory_md_only_from_the_user_in_a_trusted_session(
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     text = memory.read_text(encoding="utf-8")
-    assert "Helix" in text and "telegram:42 -->" in text, "kept, with the session it came from"
+    assert "Helix" in text, "kept"
+    assert [line for line in longterm.forget_session(memory, KEY, "2026-11-20", dry_run=True) if "Helix" in line], \
+        "with the session it came from"
     assert "ci-9.example.com" not in text and "Python 3.13" not in text
     # Daily notes stay per session, each section saying which session it came from.
     day = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")

@@ -238,7 +238,7 @@ async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home
     record = await load_record(redis, KEY)
     assert record is not None and record.summary == "repaired summary"
     memory = (nanobot_home.workspace / "memory" / "MEMORY.md").read_text(encoding="utf-8")
-    assert "- user likes tea <!--" in memory
+    assert "\nuser likes tea\n" in memory
 
     other = "cli:direct"
     nanobot_home.write_session(other, conversation(15))

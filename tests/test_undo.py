@@ -98,3 +98,28 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
 
     unknown = undo(nanobot_home, redis_url, "telegram:43")
     assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
+
+
+def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url) -> None:
+    from worker.answer import Fact
+    from worker.longterm import write_facts
+
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("# Long-term Memory\n- my own line\n", encoding="utf-8")
+    write_facts(memory, [Fact(text="Remember: the staging host is stage-7", source="user")], "en", "2026-11-20", 300,
+                session=KEY)
+    write_facts(memory, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-20", 300,
+                session="cli:direct")
+    before = memory.read_bytes()
+    listed = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{KEY}: would have removed from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
+    assert memory.read_bytes() == before
+    done = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    assert done.returncode == 0, done.stderr
+    text = memory.read_text(encoding="utf-8")
+    assert "stage-7" not in text and "prefers short answers" in text and text.startswith("# Long-term Memory\n- my own line\n")
+    again = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    assert "no fact of this session in MEMORY.md" in again.stdout
+    assert undo(nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2

@@ -1,12 +1,15 @@
-"""MEMORY.md: merges facts into the project's one marked part of the file, never touching a byte outside it."""
+"""MEMORY.md: merges facts into the project's one marked part of the file, never touching a byte outside it;
+each fact's importance, day and session live in a sidecar file beside it, not in the prompt nanobot sends."""
 
 from __future__ import annotations
 
 import bisect
+import json
+import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
@@ -16,7 +19,6 @@ from filelock import FileLock
 from worker.answer import CATEGORIES, Fact
 from worker.errors import MemoryFilesError
 from worker.files import temp_beside
-from worker.notes import quote_key
 from worker.dedup import (
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,
@@ -34,6 +36,9 @@ BEGIN = "<!-- nanobot-summary:begin"
 END = "<!-- nanobot-summary:end -->"
 LOCK_TIMEOUT = 120.0
 CAS_RETRIES = 8
+META_FORMAT = 1
+
+log = logging.getLogger("worker.longterm")
 
 # A heading in any of our languages maps back to its group, so a part written in one stays stable.
 _HEADING_GROUP = {normalize(title): key for lang in LANGUAGES.values() for key, title in lang.memory_groups.items()}
@@ -42,6 +47,7 @@ _BEGIN_LINE = re.compile(r"^<!-- nanobot-summary:begin\b[^\n]*-->[ \t\r]*$", re.
 # The part ends right after "-->": whatever follows on that line (a CRLF's \r) stays the user's.
 _END_LINE = re.compile(r"^<!-- nanobot-summary:end\b[^\n]*?-->(?=[ \t\r]*$)", re.MULTILINE)
 _LANG = re.compile(r"\blang=([a-z]{2})\b")
+# The per-line comment of files written before the sidecar: read once, moved to the sidecar on the next write.
 _META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})(?:\s+(?P<session>[^\s<>]+))?\s*-->\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -61,6 +67,15 @@ class Line:
 
     def rank(self) -> tuple[int, str, int]:
         return (self.importance, self.date, self.seq)
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What the worker knows of one fact, kept in the sidecar (keyed by the fact's normalized text)."""
+
+    importance: int
+    date: str
+    session: str | None = None
 
 
 @dataclass
@@ -89,11 +104,16 @@ def locate(text: str) -> tuple[int, int] | None:
     return chosen
 
 
-def parse(body: str, today: str, default_language: str = "en") -> Part:
-    """The facts of a managed part (begin and end lines included); lines without metadata date from today."""
+def parse(body: str, today: str, default_language: str = "en", meta: Mapping[str, Meta] | None = None,
+          threshold: float = DEFAULT_THRESHOLD) -> Part:
+    """The facts of a managed part (begin and end lines included), with their metadata from `meta` (the
+    sidecar) or an old-style line comment. A line someone edited inherits the record of the text it was
+    edited from; a line with no record at all (added by hand) gets importance 3, today, no session."""
     head = body.split("\n", 1)[0]
     lang = _LANG.search(head)
     part = Part(lang.group(1) if lang and lang.group(1) in LANGUAGES else text_language(body, default_language))
+    meta = meta or {}
+    unknown: list[Line] = []
     group = "other"
     for raw in body.split("\n")[1:]:
         if _BEGIN_LINE.match(raw) or _END_LINE.match(raw) or _COMMENT.match(raw) or not raw.strip():
@@ -104,37 +124,70 @@ def parse(body: str, today: str, default_language: str = "en") -> Part:
                 title = heading.group(2)
                 group = _HEADING_GROUP.get(normalize(title), title)
             continue  # the part's own "## title"
-        meta = _META.search(raw)
-        text = raw[: meta.start()] if meta else raw
-        text = one_line(_BULLET.sub("", text, count=1))
-        if text:
-            level = int(meta["importance"]) if meta else MIN_IMPORTANCE
-            session = unquote(meta["session"]) if meta and meta["session"] else None
-            part.lines.append(Line(text, group, level, meta["date"] if meta else today, len(part.lines), session))
+        old = _META.search(raw)
+        text = one_line(_BULLET.sub("", raw[: old.start()] if old else raw, count=1))
+        if not text:
+            continue
+        line = Line(text, group, MIN_IMPORTANCE, today, len(part.lines))
+        if old:
+            line.importance, line.date = int(old["importance"]), old["date"]
+            line.session = unquote(old["session"]) if old["session"] else None
+        elif (known := meta.get(normalize(text))) is not None:
+            _inherit(line, known)
+        else:
+            unknown.append(line)
+        part.lines.append(line)
+    if unknown and meta:
+        claimed = {normalize(line.text) for line in part.lines}
+        free = [key for key in meta if key not in claimed]
+        for line in unknown:
+            found = best_match(normalize(line.text), free, threshold) if free else None
+            if found is not None:
+                _inherit(line, meta[free.pop(found)])
     return part
 
 
+def _inherit(line: Line, known: Meta) -> None:
+    line.importance, line.date, line.session = known.importance, known.date, known.session
+
+
+def metas(part: Part) -> dict[str, Meta]:
+    """The sidecar's records of the part's facts, in the part's order."""
+    found: dict[str, Meta] = {}
+    for line in part.lines:
+        found.setdefault(normalize(line.text), Meta(line.importance, line.date, line.session))
+    return found
+
+
 def render(part: Part) -> str:
-    """The managed part, begin and end lines included, with no newline after the end line."""
+    """The managed part, begin and end lines included, with no newline after the end line: headings and
+    fact lines only (nanobot sends the file in every prompt; metadata lives in the sidecar).
+
+    A fact is a paragraph of its own, not a list item: with cl100k a blank line costs what a line break
+    does, a "- " costs one token a fact (7% of the part at 300 facts of 12 tokens)."""
     table = language_table(part.language)
     groups = table.memory_groups
     order = list(CATEGORIES) + [g for g in dict.fromkeys(line.group for line in part.lines) if g not in groups]
-    out = [f"{BEGIN} lang={part.language}: facts kept by the summary worker, one per line; edits are kept;"
-           f" 'i4 2026-11-20 telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->",
-           f"## {table.memory_title}"]
+    out = [f"{BEGIN} lang={part.language} -->", f"## {table.memory_title}"]
     for group in order:
         members = [line for line in part.lines if line.group == group]
         if members:
             out.append("")
             out.append(f"### {groups.get(group, group)}")
-            out.extend(f"- {line.text} <!-- {_meta(line)} -->" for line in members)
+            out.append("\n\n".join(line.text for line in members))
     out.append(END)
     return "\n".join(out)
 
 
-def _meta(line: Line) -> str:
-    session = f" {quote_key(line.session)}" if line.session else ""
-    return f"i{line.importance} {line.date}{session}"
+def markup_share(part_text: str, count: Callable[[str], int]) -> float:
+    """The share of a managed part's tokens that is neither a fact nor a heading (markers, bullets,
+    comments): what the part costs every prompt beyond what it says. Facts and headings are counted
+    one a line."""
+    part = parse(part_text, "0000-00-00")
+    said = [line.text for line in part.lines]
+    said += [raw for raw in part_text.split("\n") if _HEADING.match(raw) and not _COMMENT.match(raw)]
+    total = count(part_text)
+    return max(0, total - count("\n".join(said))) / total if total else 0.0
 
 
 def outside_lines(text: str) -> list[str]:
@@ -151,9 +204,11 @@ def outside_lines(text: str) -> list[str]:
     return found
 
 
-def dated_lines(text: str) -> list[tuple[int, str, str, str | None]]:
+def dated_lines(text: str, meta: Mapping[str, Meta] | None = None) -> list[tuple[int, str, str, str | None]]:
     """Every text line of the file (ours and the user's): (line number, its heading, the text without
-    bullet or metadata, the day it was learned or None). For the recall index."""
+    bullet or metadata, the day it was learned (from `meta`, the sidecar, or an old line comment) or None).
+    For the recall index."""
+    meta = meta or {}
     found = []
     heading = ""
     for number, raw in enumerate(text.split("\n")):
@@ -163,10 +218,11 @@ def dated_lines(text: str) -> list[tuple[int, str, str, str | None]]:
         if title:
             heading = title.group(2).strip()
             continue
-        meta = _META.search(raw)
-        line = one_line(_BULLET.sub("", raw[: meta.start()] if meta else raw, count=1))
+        old = _META.search(raw)
+        line = one_line(_BULLET.sub("", raw[: old.start()] if old else raw, count=1))
         if line:
-            found.append((number, heading, line, meta["date"] if meta else None))
+            known = meta.get(normalize(line)) if old is None else None
+            found.append((number, heading, line, old["date"] if old else known.date if known else None))
     return found
 
 
@@ -260,22 +316,60 @@ def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str,
     return stats
 
 
-def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> tuple[str, MergeStats]:
-    """The whole file's new text: only the managed part differs (or is appended when the file had none)."""
+@dataclass(frozen=True)
+class Batch:
+    """The facts of one job, merged with that job's day, session and language."""
+
+    facts: Sequence[Fact]
+    language: str
+    today: str
+    session: str | None = None
+
+
+@dataclass
+class Merged:
+    """A merge's outcome: the whole file's new text and what the sidecar must hold for it."""
+
+    text: str
+    meta: dict[str, Meta]  # the part's records before and after: a crash between the two writes loses none
+    stats: MergeStats
+
+
+def merge_text(text: str, batches: Sequence[Batch], max_facts: int, threshold: float = DEFAULT_THRESHOLD,
+               meta: Mapping[str, Meta] | None = None) -> Merged:
+    """Merges batches, in order, into the file's text: only the managed part differs (or is appended when
+    the file had none). Pure: `meta` is the sidecar as read."""
+    stats = MergeStats()
+    if not batches:
+        return Merged(text, dict(meta or {}), stats)
+    first = batches[0]
     span = locate(text)
     if span is None:
-        part = Part(language if language in LANGUAGES else "en")
-        stats = merge(part, outside_lines(text), facts, today, max_facts, threshold, session)
+        part = Part(first.language if first.language in LANGUAGES else "en")
+        outside, before = outside_lines(text), {}
+    else:
+        part = parse(text[span[0]:span[1]], first.today, first.language, meta, threshold)
+        outside = outside_lines(text[:span[0]]) + outside_lines(text[span[1]:])
+        before = metas(part)
+    for batch in batches:
+        done = merge(part, outside, batch.facts, batch.today, max_facts, threshold, batch.session)
+        stats.added += done.added
+        stats.replaced += done.replaced
+        stats.skipped += done.skipped
+        stats.evicted += done.evicted
+    if span is None:
         if not part.lines:
-            return text, stats
+            return Merged(text, {}, stats)
         separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
-        return f"{text}{separator}{render(part)}\n", stats
-    start, end = span
-    part = parse(text[start:end], today, language)
-    stats = merge(part, outside_lines(text[:start]) + outside_lines(text[end:]), facts, today, max_facts,
-                  threshold, session)
-    return text[:start] + render(part) + text[end:], stats
+        return Merged(f"{text}{separator}{render(part)}\n", metas(part), stats)
+    return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, stats)
+
+
+def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts: int,
+          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> tuple[str, MergeStats]:
+    """The whole file's new text after one batch (no sidecar: lines without a comment get the defaults)."""
+    merged = merge_text(text, [Batch(facts, language, today, session)], max_facts, threshold)
+    return merged.text, merged.stats
 
 
 def _read_bytes(path: Path) -> bytes | None:
@@ -289,32 +383,112 @@ class MemoryConflict(MemoryFilesError):
     """MEMORY.md kept changing under us; the job's retry will merge again."""
 
 
+def sidecar_path(path: Path) -> Path:
+    """`memory/.MEMORY.meta.json`: each fact's importance, day and session; the worker's own file."""
+    return path.with_name(f".{path.stem}.meta.json")
+
+
+def load_meta(path: Path) -> dict[str, Meta]:
+    """The sidecar's records; none when it is missing or unreadable (the facts then get the defaults)."""
+    raw = _read_bytes(path)
+    if raw is None:
+        return {}
+    try:
+        facts = json.loads(raw.decode("utf-8"))["facts"]
+        return {str(key): Meta(int(value["importance"]), str(value["learned"]),
+                               str(value["session"]) if value.get("session") else None)
+                for key, value in facts.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("%s is not readable (%s): its facts get default importance and day", path.name, exc)
+        return {}
+
+
+def dump_meta(meta: Mapping[str, Meta]) -> bytes:
+    """The sidecar's bytes: one fact per line, so `grep telegram:42` finds a session's facts."""
+    rows = [f"{json.dumps(key, ensure_ascii=False)}: " + json.dumps(
+        {"importance": m.importance, "learned": m.date, "session": m.session}, ensure_ascii=False)
+        for key, m in meta.items()]
+    return (f'{{"format": {META_FORMAT}, "facts": {{\n' + ",\n".join(rows) + "\n}}\n").encode("utf-8")
+
+
+def _replace(path: Path, data: bytes) -> None:
+    temp = temp_beside(path, data)
+    try:
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+class _MemoryFile:
+    """MEMORY.md and its sidecar under the worker's lock: read, change, write back atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.meta_path = sidecar_path(path)
+        # Replace the file a symlink points to, and keep the user's link.
+        self.path = path.resolve() if path.is_symlink() else path
+        self.lock = FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=LOCK_TIMEOUT)
+
+    def update(self, change: Callable[[str, dict[str, Meta]], Merged]) -> Merged:
+        """`change(text, sidecar)` under the lock; writes the sidecar first (a fact in the file always has
+        its record), then the file, retried when someone else wrote the file meanwhile."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            for _ in range(CAS_RETRIES):
+                before = _read_bytes(self.path)
+                # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
+                text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
+                stored = load_meta(self.meta_path)
+                merged = change(text, stored)
+                if merged.meta != stored:
+                    _replace(self.meta_path, dump_meta(merged.meta))
+                if merged.text == text:
+                    return merged
+                temp = temp_beside(self.path, merged.text.encode("utf-8", errors="surrogateescape"))
+                try:
+                    # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
+                    # read, merge again into its version rather than replace it.
+                    if _read_bytes(self.path) != before:
+                        continue
+                    os.replace(temp, self.path)
+                finally:
+                    temp.unlink(missing_ok=True)
+                _sync_dir(self.path.parent)
+                return merged
+        raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
+
+
+def write_batches(path: Path, batches: Sequence[Batch], max_facts: int,
+                  threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
+    """Merges batches into the file atomically: lock, read, merge, temp file, compare, replace."""
+    return _MemoryFile(path).update(lambda text, meta: merge_text(text, batches, max_facts, threshold, meta)).stats
+
+
 def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
                 threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
-    """Merges facts into the file atomically: lock, read, merge, temp file, compare, replace."""
-    if path.is_symlink():
-        path = path.resolve()  # replace the file the link points to, and keep the user's link
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.parent / f".{path.name}.lock"), timeout=LOCK_TIMEOUT):
-        for _ in range(CAS_RETRIES):
-            before = _read_bytes(path)
-            # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
-            text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
-            new_text, stats = apply(text, facts, language, today, max_facts, threshold, session)
-            if new_text == text:
-                return stats
-            temp = temp_beside(path, new_text.encode("utf-8", errors="surrogateescape"))
-            try:
-                # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
-                # read, merge again into its version rather than replace it.
-                if _read_bytes(path) != before:
-                    continue
-                os.replace(temp, path)
-            finally:
-                temp.unlink(missing_ok=True)
-            _sync_dir(path.parent)
-            return stats
-    raise MemoryConflict(f"{path} changed during each of {CAS_RETRIES} merges")
+    """One job's facts into the file (write_batches with one batch)."""
+    return write_batches(path, [Batch(facts, language, today, session)], max_facts, threshold)
+
+
+def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
+    """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
+    says); returns their texts. Lines without a session (the user's, or older) stay."""
+    removed: list[str] = []
+
+    def change(text: str, meta: dict[str, Meta]) -> Merged:
+        removed.clear()
+        span = locate(text)
+        if span is None:
+            return Merged(text, meta, MergeStats())
+        part = parse(text[span[0]:span[1]], today, "en", meta)
+        before = metas(part)
+        removed.extend(line.text for line in part.lines if line.session == session)
+        if dry_run or not removed:
+            return Merged(text, meta, MergeStats())
+        part.lines = [line for line in part.lines if line.session != session]
+        return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
+
+    _MemoryFile(path).update(change)
+    return removed
 
 
 def _sync_dir(directory: Path) -> None:
@@ -340,7 +514,7 @@ def known_facts(path: Path, limit: int | None = None) -> list[str]:
     ours: list[str] = []
     rest = text
     if span is not None:
-        part = parse(text[span[0]:span[1]], "0000-00-00")
+        part = parse(text[span[0]:span[1]], "0000-00-00", meta=load_meta(sidecar_path(path)))
         ours = [line.text for line in sorted(part.lines, key=Line.rank, reverse=True)]
         rest = text[:span[0]] + "\n" + text[span[1]:]
     theirs = [_BULLET.sub("", raw_line, count=1).strip() for raw_line in rest.split("\n")

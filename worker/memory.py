@@ -81,6 +81,10 @@ class MemoryFiles:
         """What MEMORY.md already holds, most important of ours first, for the summarizer's prompt."""
         return longterm.known_facts(self.memory_path, limit)
 
+    def forget(self, session_key: str, dry_run: bool = False) -> list[str]:
+        """Removes the facts a session taught MEMORY.md; returns their texts (a dry run only lists them)."""
+        return longterm.forget_session(self.memory_path, session_key, self.today(), dry_run)
+
     def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]:
         """The spans of a session's messages already in that day's notes (first, last timestamps)."""
         return notes.noted_spans(self.memory_dir, session_key, date)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import date as Date
@@ -127,10 +127,10 @@ def note_rows(text: str, day: str, tz: tzinfo | None) -> list[tuple[str, Row]]:
     return rows
 
 
-def memory_rows(text: str) -> list[Row]:
-    """Every text line of MEMORY.md, dated by the day it was learned when it says so."""
+def memory_rows(text: str, meta: Mapping[str, longterm.Meta] | None = None) -> list[Row]:
+    """Every text line of MEMORY.md, dated by the day it was learned when its sidecar record (`meta`) says so."""
     return [Row(number, learned, None, heading, line)
-            for number, heading, line, learned in longterm.dated_lines(text)]
+            for number, heading, line, learned in longterm.dated_lines(text, meta)]
 
 
 def archived_through(session: SessionFile) -> int:
@@ -317,7 +317,8 @@ class RecallIndex:
                 if name == MEMORY_FILE:
                     part = self._part(db, "memory", "")
                     self._drop(db, part)
-                    self._insert(db, part, memory_rows(text))
+                    meta = longterm.load_meta(longterm.sidecar_path(self.memory_dir / name))
+                    self._insert(db, part, memory_rows(text, meta))
                 else:
                     self._index_day(db, name.removesuffix(".md"), text)
                 if name in current:
