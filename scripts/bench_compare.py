@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
-from nanobot_hooks.contract import METADATA_KEY  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME  # noqa: E402
 from redis import Redis  # noqa: E402
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
@@ -312,6 +312,8 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
                                           stdout=log, stderr=subprocess.STDOUT)
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
         await gateway.start()
+        if worker is not None:
+            await worker_ready(redis_url, worker, folder / "worker.log")
         latencies: list[float] = []
         waited: list[int] = []
         applied: dict[str, float] = {}
@@ -339,6 +341,17 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         facts = {t.fact: t.fact in final for t in script if t.fact}
         return Run(name, window, len(script), latencies, waited, provider.calls,
                    ready_to_applied=list(applied.values()), facts_kept=facts)
+
+
+async def worker_ready(redis_url: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 300.0) -> None:
+    """Wait for the worker to poll its queue (arq's health-check key): on a loaded machine its start-up
+    takes a minute, and jobs queued meanwhile would wait for it, which no user's worker does."""
+    deadline = time.monotonic() + timeout
+    with Redis.from_url(redis_url) as client:
+        while not client.exists(f"{QUEUE_NAME}:health-check"):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            await asyncio.sleep(0.5)
 
 
 def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
@@ -436,9 +449,23 @@ def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str
             table.add_row(f"[bold]{name} / {baseline}[/]", *("" for _ in names))
             for row, value in values.items():
                 table.add_row(f"  {row}", *(f"{value:.3f}" if n == name else "" for n in names))
-    Console().print(table)
+    console = Console(width=max(120, 20 + 16 * len(names)))
+    console.print(table)
     aims = goals(window, paused)
     missed = {name: verdict(runs[name], values, aims) for name, values in ratios["alone"].items()}
+    # The headline: one row per variant of the project, its ratios over nanobot at its defaults (and with
+    # idle compaction off), the turns that waited and the planted facts in the last request.
+    headline = Table(title=f"window {window:,}: project / nanobot at its defaults (/ idle compaction off)")
+    for column in ("variant", "prompt tokens", "cost with caching", "all input", "turns waiting", "facts kept"):
+        headline.add_column(column, justify="left" if column == "variant" else "right")
+    off = ratios.get("alone-idle-off", {})
+    for name, values in ratios["alone"].items():
+        cells = [f"{values[k]:.3f}" + (f" ({off[name][k]:.3f})" if k in off.get(name, {}) else "")
+                 for k in ("main_prompt_tokens", "main_input_cost", "all_input_cost")]
+        headline.add_row(name, *cells, str(runs[name]["turns_waiting"]), runs[name]["facts_kept"])
+    headline.add_row("goal", *(f"<= {aims[k]}" if k in aims else "" for k in
+                               ("main_prompt_tokens", "main_input_cost", "all_input_cost")), "0", "all")
+    console.print(headline)
     for name, misses in missed.items():
         print(f"{name}: " + ("every goal met" if not misses else "missed: " + "; ".join(misses)))
     return {"vs_defaults": ratios["alone"], "vs_idle_off": ratios.get("alone-idle-off", {}), "goals": aims,
