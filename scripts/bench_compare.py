@@ -334,8 +334,7 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         finally:
             await gateway.stop()
             if worker is not None:
-                worker.terminate()
-                worker.wait(30)
+                await stop_worker(worker)
         note_applied(home, applied)
         final = provider.last_prompt
         facts = {t.fact: t.fact in final for t in script if t.fact}
@@ -352,6 +351,17 @@ async def worker_ready(redis_url: str, worker: subprocess.Popen[bytes], log: Pat
             if worker.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
             await asyncio.sleep(0.5)
+
+
+async def stop_worker(worker: subprocess.Popen[bytes], grace: float = 60.0) -> None:
+    """SIGTERM (arq lets a running job finish), then SIGKILL after `grace` seconds; the other runs of the
+    window go on meanwhile."""
+    worker.terminate()
+    try:
+        await asyncio.to_thread(worker.wait, grace)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        await asyncio.to_thread(worker.wait, 10)
 
 
 def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
