@@ -1,17 +1,25 @@
-"""Benchmark: nanobot's own compaction alone vs nanobot with this project, side by side through the real gateway.
+"""Benchmark: nanobot as its users run it vs nanobot with this project, side by side through the real gateway.
 
-One scripted conversation (mixed Chinese and English, planted facts, idle gaps) is sent over the WebSocket
-channel of a real `nanobot gateway`, once with the project switched off (nanobot alone) and once with its
-hooks and a real worker process. A fake OpenAI-compatible model answers every call on loopback with
-latencies (a turn takes `--turn-latency`; a summary grows with its input) and bills them as providers do:
-the longest prefix a request shares with a recent request of the same model (within the cache lifetime,
-in 128-token blocks, from 1,024 tokens) is cached and costs a tenth. Time is scaled: `--time-scale 100`
-plays a 5-minute cache lifetime and 20-minute pauses as 3 s and 12 s; the pauses between turns are at
-least `--min-gap` (2 s), longer than a summary takes, as between a user's messages.
+One scripted conversation (mixed Chinese and English, planted facts, pauses) is sent over the WebSocket
+channel of a real `nanobot gateway`: twice with the project switched off (nanobot alone at its defaults,
+its idle compaction on; and with its idle compaction off), then once per variant of the project (its
+hooks and a real worker process; nanobot's idle compaction off, as the README asks). A fake
+OpenAI-compatible model answers every call on loopback with latencies (a turn takes `--turn-latency`; a
+summary grows with its input) and bills them as providers do: the longest prefix a request shares with a
+recent request of the same model (within the cache lifetime, in 128-token blocks, from 1,024 tokens) is
+cached and costs a tenth. Its summaries keep every planted fact they were shown, and it names them as
+facts to remember, so a session trusted to write MEMORY.md (the `memory` variant) shows what those
+writes cost.
 
-Prints a table per window and the ratios (project / nanobot alone); `--json FILE` writes every figure.
-`--smoke` is a short run that only checks the script works. Prices: main-model input 1 per token, cached
-input 0.1, output 4; the summary model a tenth of that.
+Time: a pause of `--pause` seconds after every `--pause-every` turns, otherwise `--min-gap` between turns.
+nanobot's idle compaction is set to its default scaled with the pauses (`--nanobot-idle-minutes`, whole
+minutes: nanobot takes no less than 1, so the pauses and the cache lifetime cannot be scaled below a
+minute). `--time-scale` divides the pauses and the cache lifetime for runs without nanobot's idle
+compaction in play.
+
+Prints a table per window and the ratios (project / nanobot at its defaults, and / nanobot with idle
+compaction off); `--json FILE` writes every figure. `--smoke` is a short run that only checks the script
+works. Prices: main-model input 1 per token, cached input 0.1, output 4; the summary model a tenth of that.
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
-from nanobot_hooks.contract import METADATA_KEY  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME  # noqa: E402
+from redis import Redis  # noqa: E402
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from tests.support.redis_server import RedisServer, free_port  # noqa: E402
@@ -71,13 +80,13 @@ REPLY_EN = ("First, back up the current configuration.", "Then restart the servi
 @dataclass(frozen=True)
 class Turn:
     text: str
-    pause: float  # real-world seconds of silence before this message
+    pause: float  # seconds of silence before this message (unscaled; 0 = the shortest gap)
     fact: str | None = None
 
 
-def conversation(turns: int, chars: int, seed: int = 7) -> list[Turn]:
+def conversation(turns: int, chars: int, pause: float = 0.0, pause_every: int = 0, seed: int = 7) -> list[Turn]:
     """`turns` user messages of about `chars` characters, two thirds Chinese; a fact planted every
-    ~12 turns; a pause of 20 minutes every ~15 turns, 30-90 s between the others."""
+    12 turns (from the third); `pause` seconds of silence after every `pause_every` turns (0 = never)."""
     rng = random.Random(seed)
     out: list[Turn] = []
     for i in range(turns):
@@ -88,8 +97,8 @@ def conversation(turns: int, chars: int, seed: int = 7) -> list[Turn]:
             parts.append(f"请记住：我的新服务器的资产编号是 {fact}，以后会用到。")
         while sum(len(p) for p in parts) < chars:
             parts.append(rng.choice(ZH) if rng.random() < 0.5 else rng.choice(EN))
-        pause = 1200.0 if i and i % 15 == 0 else rng.uniform(30, 90)
-        out.append(Turn(" ".join(parts)[: chars + 40], pause, fact))
+        silence = pause if pause_every and i and i % pause_every == 0 else 0.0
+        out.append(Turn(" ".join(parts)[: chars + 40], silence, fact))
     return out
 
 
@@ -106,6 +115,13 @@ def fake_summary(text: str, chars: int) -> str:
     facts = sorted(set(FACT.findall(text)))
     kept = "；".join(f"用户的服务器资产编号 {fact}" for fact in facts)
     return (f"## 摘要\n{kept}\n" if kept else "## 摘要\n") + reply_text(text[-200:], chars)
+
+
+def fake_facts(text: str) -> list[dict[str, Any]]:
+    """The facts the worker's summarizer names: each planted fact it was shown, as a durable one."""
+    return [{"text": f"用户新服务器的资产编号是 {fact}", "tag": "durable", "importance": 4,
+             "category": "configuration", "replaces": None, "source": "user"}
+            for fact in sorted(set(FACT.findall(text)))]
 
 
 # -- the fake provider ------------------------------------------------------------------------------
@@ -168,7 +184,7 @@ class Provider:
         if model == SUMMARY_MODEL:
             kind = "summary"
             text = json.dumps({"summary": fake_summary(prompt_text, self.summary_chars),
-                               "daily_notes": [], "facts": []}, ensure_ascii=False)
+                               "daily_notes": [], "facts": fake_facts(prompt_text)}, ensure_ascii=False)
         elif COMPACTION_MARK in prompt_text:
             kind = "compaction"
             text = fake_summary(prompt_text, self.summary_chars)
@@ -203,8 +219,8 @@ class Run:
         cached = sum(c.cached for c in main)
         input_cost = prompt - cached + PRICE_CACHED * cached
         output_cost = PRICE_OUTPUT * sum(c.completion for c in main)
-        summary_cost = PRICE_SUMMARY * sum(c.prompt - c.cached + PRICE_CACHED * c.cached
-                                           + PRICE_OUTPUT * c.completion for c in summaries)
+        summary_input_cost = PRICE_SUMMARY * sum(c.prompt - c.cached + PRICE_CACHED * c.cached for c in summaries)
+        summary_cost = summary_input_cost + PRICE_SUMMARY * PRICE_OUTPUT * sum(c.completion for c in summaries)
         quiet = [lat for i, lat in enumerate(self.latencies) if i not in self.waited]
         return {
             "turns": self.turns,
@@ -219,6 +235,8 @@ class Run:
             "main_prompt_max": max((c.prompt for c in main), default=0),
             "cached_share": cached / prompt if prompt else 0.0,
             "main_input_cost": input_cost,
+            # nanobot's compactions run on the main model (inside main_input_cost); the worker's at a tenth.
+            "all_input_cost": input_cost + summary_input_cost,
             "main_output_cost": output_cost,
             "nanobot_compactions": sum(1 for c in main if c.kind == "compaction"),
             "summary_calls": len(summaries),
@@ -254,8 +272,24 @@ def tokenizer_dir() -> str:
     return str(Path(bundled.__file__).parent)
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One side of the comparison: nanobot alone (`ours` False) or with the project and these settings."""
+
+    ours: bool
+    settings: dict[str, str] = field(default_factory=dict)  # the project's environment
+    nanobot: dict[str, Any] = field(default_factory=dict)  # nanobot's agents.defaults
+
+
+def nanobot_defaults(window: int, args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, Any]:
+    """nanobot's agents.defaults for one run: the window, and idle compaction off unless asked for."""
+    return {"contextWindowTokens": window, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
+            "idleCompactCheckIntervalSeconds": args.nanobot_idle_check, **overrides}
+
+
 async def run_one(name: str, window: int, script: list[Turn], args: argparse.Namespace, work: Path,
-                  redis: RedisServer, db: int, ours: bool, settings: dict[str, str]) -> Run:
+                  redis: RedisServer, db: int, variant: Variant) -> Run:
+    ours, settings = variant.ours, variant.settings
     provider = Provider(args.turn_latency, args.summary_base, args.summary_per_token, args.summary_chars,
                         args.reply_chars, args.cache_ttl / args.time_scale)
     folder = work / name
@@ -264,7 +298,7 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         llm.responder = provider
         home = NanobotHome.create(folder, llm.url)
         ws_port = free_port()
-        write_config(home, llm.url, ws_port, contextWindowTokens=window, maxTokens=1024)
+        write_config(home, llm.url, ws_port, **nanobot_defaults(window, args, variant.nanobot))
         redis_url = redis.url(db=db)
         base = {"TIKTOKEN_CACHE_DIR": tokenizer_dir(), "NANOBOT_SUMMARY_RECALL": "false" if not ours else "true"}
         env = nanobot_env(home, redis_url, **base,
@@ -278,6 +312,8 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
                                           stdout=log, stderr=subprocess.STDOUT)
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
         await gateway.start()
+        if worker is not None:
+            await worker_ready(redis_url, worker, folder / "worker.log")
         latencies: list[float] = []
         waited: list[int] = []
         applied: dict[str, float] = {}
@@ -285,6 +321,7 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
             for i, turn in enumerate(script):
                 if i:
                     await asyncio.sleep(max(turn.pause / args.time_scale, args.min_gap))
+                    note_applied(home, applied)  # a summary applied during the pause (idle pickup)
                 before = len(provider.calls)
                 started = time.monotonic()
                 await gateway.say(CHAT, turn.text, timeout=300)
@@ -292,20 +329,39 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
                 if any(c.kind == "compaction" for c in provider.calls[before:]):
                     waited.append(i)
                 note_applied(home, applied)
-                if args.progress:
-                    print(f"\r  {name}: turn {i + 1}/{len(script)}", end="", file=sys.stderr, flush=True)
-            if args.progress:
-                print(file=sys.stderr)
+                if args.progress and (i + 1) % 12 == 0:
+                    print(f"  {name}: turn {i + 1}/{len(script)}", file=sys.stderr, flush=True)
         finally:
             await gateway.stop()
             if worker is not None:
-                worker.terminate()
-                worker.wait(30)
+                await stop_worker(worker)
         note_applied(home, applied)
         final = provider.last_prompt
         facts = {t.fact: t.fact in final for t in script if t.fact}
         return Run(name, window, len(script), latencies, waited, provider.calls,
                    ready_to_applied=list(applied.values()), facts_kept=facts)
+
+
+async def worker_ready(redis_url: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 300.0) -> None:
+    """Wait for the worker to poll its queue (arq's health-check key): on a loaded machine its start-up
+    takes a minute, and jobs queued meanwhile would wait for it, which no user's worker does."""
+    deadline = time.monotonic() + timeout
+    with Redis.from_url(redis_url) as client:
+        while not client.exists(f"{QUEUE_NAME}:health-check"):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            await asyncio.sleep(0.5)
+
+
+async def stop_worker(worker: subprocess.Popen[bytes], grace: float = 60.0) -> None:
+    """SIGTERM (arq lets a running job finish), then SIGKILL after `grace` seconds; the other runs of the
+    window go on meanwhile."""
+    worker.terminate()
+    try:
+        await asyncio.to_thread(worker.wait, grace)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        await asyncio.to_thread(worker.wait, 10)
 
 
 def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
@@ -348,35 +404,82 @@ def naive_vs_ours(turn_tokens: int, reply_tokens: int, summary_tokens: int, inte
 
 # -- output -------------------------------------------------------------------------------------------
 
-ROWS = ("latency_p50", "latency_p95", "latency_p95_quiet_turns", "latency_max", "turns_waiting", "main_prompt_tokens", "main_prompt_mean",
-        "main_prompt_max", "cached_share", "main_input_cost", "main_output_cost", "nanobot_compactions",
-        "summary_calls", "summary_input_tokens", "summary_cost", "total_cost", "summaries_applied",
-        "ready_to_applied_p50", "ready_to_applied_max", "facts_kept")
-RATIOS = ("main_prompt_tokens", "main_input_cost", "total_cost", "latency_p95")
+ROWS = ("latency_p50", "latency_p95", "latency_p95_quiet_turns", "latency_max", "turns_waiting", "main_prompt_tokens",
+        "main_prompt_mean", "main_prompt_max", "cached_share", "main_input_cost", "main_output_cost",
+        "nanobot_compactions", "summary_calls", "summary_input_tokens", "summary_cost", "all_input_cost",
+        "total_cost", "summaries_applied", "ready_to_applied_p50", "ready_to_applied_max", "facts_kept")
+RATIOS = ("main_prompt_tokens", "main_input_cost", "all_input_cost", "total_cost", "latency_p95")
+BASELINES = ("alone", "alone-idle-off")  # nanobot at its defaults (the headline), and with idle compaction off
 
 
-def show(window: int, runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def goals(window: int, paused: bool) -> dict[str, float]:
+    """The ratios (project / nanobot at its defaults) each scenario aims for."""
+    if window >= 128_000:
+        return {"main_prompt_tokens": 0.6, "main_input_cost": 0.6}
+    if paused:
+        return {"main_prompt_tokens": 0.8, "main_input_cost": 0.8, "all_input_cost": 0.6}
+    return {"main_prompt_tokens": 0.8, "main_input_cost": 0.8}
+
+
+def ratios_over(runs: dict[str, dict[str, Any]], baseline: str) -> dict[str, dict[str, float]]:
+    base = runs[baseline]
+    return {name: {r: figures[r] / base[r] for r in RATIOS if base[r]}
+            for name, figures in runs.items() if name not in BASELINES}
+
+
+def verdict(figures: dict[str, Any], ratios: dict[str, float], aims: dict[str, float]) -> list[str]:
+    """The goals a variant misses ([] = all met): the ratios, no turn waiting, every planted fact kept."""
+    missed = [f"{k} {ratios[k]:.3f} > {limit}" for k, limit in aims.items() if ratios.get(k, 0) > limit]
+    if figures["turns_waiting"]:
+        missed.append(f"{figures['turns_waiting']} turns waited")
+    if figures["facts_lost"]:
+        missed.append(f"facts lost: {', '.join(figures['facts_lost'])}")
+    return missed
+
+
+def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str, Any]:
     from rich.console import Console
     from rich.table import Table
 
     names = list(runs)
-    table = Table(title=f"window {window:,} tokens, {runs[names[0]]['turns']} turns")
+    table = Table(title=f"window {window:,} tokens, {runs[names[0]]['turns']} turns"
+                        + (", with pauses" if paused else ", without pauses"))
     table.add_column("figure")
     for name in names:
         table.add_column(name, justify="right")
     for row in ROWS:
         table.add_row(row, *(fmt(runs[n][row]) for n in names))
-    ratios = {n: {r: runs[n][r] / runs["alone"][r] for r in RATIOS if runs["alone"][r]} for n in names if n != "alone"}
+    ratios = {baseline: ratios_over(runs, baseline) for baseline in BASELINES if baseline in runs}
     quiet = runs["alone"]["latency_p95_quiet_turns"]
-    for name, values in ratios.items():
-        # The goal's yardstick: nanobot's own turns that needed no summarizing.
+    for name, values in ratios["alone"].items():
+        # The latency yardstick: nanobot's own turns that needed no summarizing.
         values["latency_p95_vs_quiet"] = runs[name]["latency_p95"] / quiet if quiet else float("nan")
-    for name, values in ratios.items():
-        table.add_row(f"[bold]{name} / alone[/]", *("" for _ in names))
-        for row, value in values.items():
-            table.add_row(f"  {row}", *(f"{value:.3f}" if n == name else "" for n in names))
-    Console().print(table)
-    return ratios
+    for baseline, per_variant in ratios.items():
+        for name, values in per_variant.items():
+            table.add_row(f"[bold]{name} / {baseline}[/]", *("" for _ in names))
+            for row, value in values.items():
+                table.add_row(f"  {row}", *(f"{value:.3f}" if n == name else "" for n in names))
+    console = Console(width=max(120, 20 + 16 * len(names)))
+    console.print(table)
+    aims = goals(window, paused)
+    missed = {name: verdict(runs[name], values, aims) for name, values in ratios["alone"].items()}
+    # The headline: one row per variant of the project, its ratios over nanobot at its defaults (and with
+    # idle compaction off), the turns that waited and the planted facts in the last request.
+    headline = Table(title=f"window {window:,}: project / nanobot at its defaults (/ idle compaction off)")
+    for column in ("variant", "prompt tokens", "cost with caching", "all input", "turns waiting", "facts kept"):
+        headline.add_column(column, justify="left" if column == "variant" else "right")
+    off = ratios.get("alone-idle-off", {})
+    for name, values in ratios["alone"].items():
+        cells = [f"{values[k]:.3f}" + (f" ({off[name][k]:.3f})" if k in off.get(name, {}) else "")
+                 for k in ("main_prompt_tokens", "main_input_cost", "all_input_cost")]
+        headline.add_row(name, *cells, str(runs[name]["turns_waiting"]), runs[name]["facts_kept"])
+    headline.add_row("goal", *(f"<= {aims[k]}" if k in aims else "" for k in
+                               ("main_prompt_tokens", "main_input_cost", "all_input_cost")), "0", "all")
+    console.print(headline)
+    for name, misses in missed.items():
+        print(f"{name}: " + ("every goal met" if not misses else "missed: " + "; ".join(misses)))
+    return {"vs_defaults": ratios["alone"], "vs_idle_off": ratios.get("alone-idle-off", {}), "goals": aims,
+            "missed": missed}
 
 
 def fmt(value: Any) -> str:
@@ -390,8 +493,8 @@ def fmt(value: Any) -> str:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--window", type=int, nargs="+", default=[32_000, 128_000], help="context windows to run")
-    parser.add_argument("--turns", type=int, nargs="+", default=[60, 100],
+    parser.add_argument("--window", type=int, nargs="+", default=[32_000], help="context windows to run")
+    parser.add_argument("--turns", type=int, nargs="+", default=[48],
                         help="turns per window (one number for all, or one per window)")
     parser.add_argument("--chars", type=int, default=1700, help="characters per user message")
     parser.add_argument("--reply-chars", type=int, default=500, help="characters per assistant reply")
@@ -399,32 +502,69 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--turn-latency", type=float, default=0.3, help="seconds per main-model turn call")
     parser.add_argument("--summary-base", type=float, default=1.0, help="seconds of any summarizing call")
     parser.add_argument("--summary-per-token", type=float, default=1 / 8000, help="more seconds per input token")
-    parser.add_argument("--cache-ttl", type=float, default=300.0, help="provider cache lifetime, real seconds")
-    parser.add_argument("--time-scale", type=float, default=100.0, help="real seconds per benchmark second")
+    parser.add_argument("--pause", type=float, default=90.0, help="seconds of a pause in the conversation")
+    parser.add_argument("--pause-every", type=int, default=12, help="a pause after every N turns; 0 = no pauses")
+    parser.add_argument("--cache-ttl", type=float, default=60.0, help="provider cache lifetime, seconds")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="divides the pauses and the cache lifetime (nanobot's idle compaction takes whole "
+                             "minutes: keep 1 when its idle compaction should run in the pauses)")
     parser.add_argument("--min-gap", type=float, default=2.0,
-                        help="shortest pause between turns, in benchmark seconds: a user takes longer to answer "
-                             "than a summary takes, and scaling the pauses alone would reverse that")
+                        help="seconds between turns outside the pauses: a user takes longer to answer than a "
+                             "summary takes")
+    parser.add_argument("--nanobot-idle-minutes", type=int, default=1,
+                        help="nanobot alone at its defaults: idleCompactAfterMinutes (its default 15 minutes, "
+                             "scaled with the pauses and the cache lifetime)")
+    parser.add_argument("--nanobot-idle-check", type=int, default=5,
+                        help="nanobot's idleCompactCheckIntervalSeconds (its default 60, scaled)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
-                        help="a run of the project with these settings (repeatable); default: defaults and "
-                             "NANOBOT_SUMMARY_PICKUP=idle")
+                        help="a run of the project with these settings (repeatable); `nanobot.KEY=VALUE` sets "
+                             "nanobot's agents.defaults KEY instead; default: `ours` (defaults), `ours-idle` "
+                             "(NANOBOT_SUMMARY_PICKUP=idle) and `memory` (the chat trusted to write MEMORY.md)")
+    parser.add_argument("--serial", dest="parallel", action="store_false",
+                        help="one run after another (default: a window's runs at the same time, which costs "
+                             "latency figures nothing that matters here and saves most of the wall time)")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("--smoke", action="store_true", help="a short run that only checks the script works")
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no progress lines")
     args = parser.parse_args(argv)
     if args.smoke:
         args.window, args.turns, args.chars, args.reply_chars, args.min_gap = [32_000], [8], 6000, 300, 0.5
+        args.pause_every = 0
     if len(args.turns) not in (1, len(args.window)):
         parser.error("--turns takes one number, or one per --window")
+    if args.pause_every and args.pause / args.time_scale < args.nanobot_idle_minutes * 60 + args.nanobot_idle_check:
+        print(f"note: pauses of {args.pause / args.time_scale:.0f} s are too short for nanobot's idle compaction "
+              f"({args.nanobot_idle_minutes} min + a {args.nanobot_idle_check} s check)", file=sys.stderr)
     return args
 
 
-def variants(specs: list[str], smoke: bool = False) -> dict[str, dict[str, str]]:
+def variants(specs: list[str], args: argparse.Namespace) -> dict[str, Variant]:
+    """nanobot alone at its defaults and with idle compaction off, then the project's variants."""
+    alone = {"alone": Variant(False, nanobot={"idleCompactAfterMinutes": args.nanobot_idle_minutes}),
+             "alone-idle-off": Variant(False)}
     if not specs:
-        return {"ours": {}} if smoke else {"ours": {}, "ours-idle": {"NANOBOT_SUMMARY_PICKUP": "idle"}}
-    out: dict[str, dict[str, str]] = {}
+        specs = ["ours"] if args.smoke else ["ours", "ours-idle:NANOBOT_SUMMARY_PICKUP=idle",
+                                             f"memory:NANOBOT_MEMORY_SESSIONS=websocket:{CHAT}"]
+    out: dict[str, Variant] = dict(alone)
     for spec in specs:
         name, _, rest = spec.partition(":")
-        out[name] = dict(item.split("=", 1) for item in rest.split(",") if item)
+        if name in alone:
+            sys.exit(f"--variant {name}: that name is nanobot alone's")
+        settings: dict[str, str] = {}
+        nanobot: dict[str, Any] = {}
+        for item in filter(None, rest.split(",")):
+            key, sep, value = item.partition("=")
+            if not sep:
+                sys.exit(f"--variant {spec}: {item!r} is not VAR=VALUE")
+            if key.startswith("nanobot."):
+                try:
+                    nanobot[key.removeprefix("nanobot.")] = json.loads(value)
+                except ValueError:
+                    nanobot[key.removeprefix("nanobot.")] = value
+            else:
+                settings[key] = value
+        settings.setdefault("NANOBOT_SUMMARY_CACHE_TTL", f"{args.cache_ttl / args.time_scale:g}")
+        out[name] = Variant(True, settings, nanobot)
     return out
 
 
@@ -433,34 +573,37 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         sys.exit("cl100k is not available: install the worker extra (pip install -e '.[worker]')")
     report: dict[str, Any] = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                               "windows": {}}
-    projects = variants(args.variant, args.smoke)
+    runs_of = variants(args.variant, args)
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
         redis = RedisServer(work / "redis").start()
         try:
-            db = 0
             for index, window in enumerate(args.window):
                 turns = args.turns[index] if len(args.turns) > 1 else args.turns[0]
-                script = conversation(turns, args.chars)
-                runs: dict[str, dict[str, Any]] = {}
-                raw: dict[str, Any] = {}
-                for name, settings in [("alone", {}), *projects.items()]:
-                    db += 1
-                    if settings:
-                        settings = {**settings, "NANOBOT_SUMMARY_CACHE_TTL": settings.get(
-                            "NANOBOT_SUMMARY_CACHE_TTL", str(args.cache_ttl / args.time_scale))}
-                    run = await run_one(f"{name}-{window}", window, script, args, work, redis, db % 16,
-                                        ours=name != "alone", settings=settings)
-                    runs[name] = run.figures()
-                    raw[name] = {"latencies": run.latencies, "waited": run.waited,
-                                 "calls": [asdict(c) for c in run.calls]}
-                ratios = show(window, runs)
-                report["windows"][str(window)] = {"figures": runs, "ratios": ratios, "settings": projects,
-                                                  "raw": raw}
+                script = conversation(turns, args.chars, args.pause, args.pause_every)
+                paused = any(t.pause for t in script)
+                # Each run its own Redis database (16 of them): a window's runs may go at the same time.
+                jobs = [run_one(f"{name}-{window}", window, script, args, work, redis, n % 16, variant)
+                        for n, (name, variant) in enumerate(runs_of.items())]
+                if args.parallel:
+                    done = await asyncio.gather(*jobs)
+                else:
+                    done = [await job for job in jobs]
+                runs = {name: run.figures() for name, run in zip(runs_of, done)}
+                raw = {name: {"latencies": run.latencies, "waited": run.waited,
+                              "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done)}
+                ratios = show(window, runs, paused)
+                report["windows"][str(window)] = {
+                    "figures": runs, "ratios": ratios["vs_defaults"], "ratios_vs_idle_off": ratios["vs_idle_off"],
+                    "goals": ratios["goals"], "missed": ratios["missed"], "paused": paused,
+                    "variants": {name: asdict(v) for name, v in runs_of.items()}, "raw": raw}
+                for n in range(len(runs_of)):  # the next window starts from empty databases
+                    with Redis.from_url(redis.url(db=n % 16)) as client:
+                        client.flushdb()
         finally:
             redis.stop()
     first = report["windows"][str(args.window[0])]["raw"]
-    summaries = [c for name, r in first.items() if name != "alone" for c in r["calls"] if c["kind"] == "summary"]
+    summaries = [c for name, r in first.items() if name not in BASELINES for c in r["calls"] if c["kind"] == "summary"]
     turn_calls = [c for c in first["alone"]["calls"] if c["kind"] == "turn"]
     counter = cl100k_counter()
     assert counter is not None

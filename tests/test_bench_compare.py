@@ -47,6 +47,50 @@ def test_the_naive_design_rereads_the_history_and_ours_reads_it_once():
     assert sim["ours_input"] == 150_000 - 300 + 100 * 200
 
 
+def test_the_conversation_pauses_after_every_nth_turn_and_plants_facts_early():
+    bench = load_bench()
+    script = bench.conversation(48, 300, pause=90.0, pause_every=12)
+    assert [i for i, t in enumerate(script) if t.pause] == [12, 24, 36], "a pause after turns 12, 24 and 36"
+    assert all(t.pause == 90.0 for t in script if t.pause)
+    assert [i for i, t in enumerate(script) if t.fact] == [2, 14, 26, 38]
+    assert not any(t.pause for t in bench.conversation(60, 300, pause=90.0, pause_every=0)), "0 = a steady chat"
+
+
+def test_nanobot_alone_runs_at_its_defaults_and_with_idle_compaction_off():
+    bench = load_bench()
+    args = bench.parse(["--variant", "tuned:NANOBOT_SUMMARY_THRESHOLD=0.5,nanobot.idleCompactAfterMinutes=2"])
+    runs = bench.variants(args.variant, args)
+    assert list(runs) == ["alone", "alone-idle-off", "tuned"]
+    configs = {name: bench.nanobot_defaults(32_000, args, v.nanobot) for name, v in runs.items()}
+    assert configs["alone"]["idleCompactAfterMinutes"] == 1, "its default 15 minutes, scaled with the pauses"
+    assert configs["alone"]["idleCompactCheckIntervalSeconds"] == 5
+    assert configs["alone-idle-off"]["idleCompactAfterMinutes"] == 0
+    assert configs["tuned"]["idleCompactAfterMinutes"] == 2, "a variant may set nanobot's own keys"
+    assert runs["tuned"].settings == {"NANOBOT_SUMMARY_THRESHOLD": "0.5", "NANOBOT_SUMMARY_CACHE_TTL": "60"}
+    default = bench.variants([], args)
+    assert default["memory"].settings["NANOBOT_MEMORY_SESSIONS"] == "websocket:bench", "a chat trusted with MEMORY.md"
+    assert not default["alone"].ours and default["ours"].ours
+
+
+def test_the_fake_summarizer_names_each_planted_fact_it_saw_as_a_fact():
+    bench = load_bench()
+    facts = bench.fake_facts("用户说 FACT-AK1234 和 FACT-BL5678，又说 FACT-AK1234")
+    assert [f["text"] for f in facts] == ["用户新服务器的资产编号是 FACT-AK1234", "用户新服务器的资产编号是 FACT-BL5678"]
+    assert bench.fake_facts("nothing planted") == []
+
+
+def test_goals_and_what_a_variant_misses():
+    bench = load_bench()
+    assert bench.goals(32_000, paused=True) == {"main_prompt_tokens": 0.8, "main_input_cost": 0.8, "all_input_cost": 0.6}
+    assert bench.goals(128_000, paused=True) == {"main_prompt_tokens": 0.6, "main_input_cost": 0.6}
+    figures = {"turns_waiting": 0, "facts_lost": []}
+    aims = bench.goals(32_000, paused=False)
+    assert bench.verdict(figures, {"main_prompt_tokens": 0.7, "main_input_cost": 0.8}, aims) == []
+    missed = bench.verdict({"turns_waiting": 2, "facts_lost": ["FACT-AK1234"]},
+                           {"main_prompt_tokens": 0.9, "main_input_cost": 0.5}, aims)
+    assert missed == ["main_prompt_tokens 0.900 > 0.8", "2 turns waited", "facts lost: FACT-AK1234"]
+
+
 def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"
@@ -55,12 +99,17 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text(encoding="utf-8"))
-    figures = report["windows"]["32000"]["figures"]
-    alone, ours = figures["alone"], figures["ours"]
-    assert alone["turns"] == ours["turns"] == 8 and alone["main_calls"] >= 8
+    window = report["windows"]["32000"]
+    figures = window["figures"]
+    alone, off, ours = figures["alone"], figures["alone-idle-off"], figures["ours"]
+    assert alone["turns"] == off["turns"] == ours["turns"] == 8 and alone["main_calls"] >= 8
     assert alone["summary_calls"] == 0 and ours["summary_calls"] >= 1, "the worker summarized"
     assert alone["nanobot_compactions"] >= 1, "the smoke conversation is long enough for nanobot to compact"
     assert 0 < alone["cached_share"] < 1 and alone["main_input_cost"] < alone["main_prompt_tokens"]
-    assert set(report["windows"]["32000"]["ratios"]["ours"]) >= {"main_prompt_tokens", "main_input_cost"}
+    assert ours["all_input_cost"] > ours["main_input_cost"], "the worker's input at a tenth is added"
+    assert alone["all_input_cost"] == alone["main_input_cost"], "nanobot's compactions are main-model calls"
+    assert set(window["ratios"]["ours"]) >= {"main_prompt_tokens", "main_input_cost", "all_input_cost"}
+    assert set(window["ratios_vs_idle_off"]["ours"]) >= {"main_prompt_tokens", "main_input_cost"}
+    assert window["variants"]["alone"]["nanobot"] == {"idleCompactAfterMinutes": 1}
     assert report["sim_1000_turns"]["ours_over_conversation"] < report["sim_1000_turns"]["naive_over_conversation"]
-    assert "ours / alone" in done.stdout
+    assert "ours / alone" in done.stdout and "ours / alone-idle-off" in done.stdout
