@@ -215,7 +215,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         finally:
             await pool.aclose()
         assert kept is not None and kept.summary == "kept"
-        shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=ROOT, env=env,
+        shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=60)
         assert '"session": "telegram:42"' in shown.stdout, shown.stderr
     finally:
