@@ -66,6 +66,9 @@ def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
         client.ping()
         client.exists(QUEUE_NAME)  # a user whose ACL allows PING but not our keys fails here
     except redis.AuthenticationError as exc:
+        if not parse_url(url).get("password"):
+            return (f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
+                    "(redis://:password@host:port/db)")
         return (f"Redis at {shown} refused the credentials ({_first_line(exc)}): put the right user and "
                 "password in REDIS_URL (redis://user:password@host:port/db)")
     except redis.exceptions.NoPermissionError as exc:
