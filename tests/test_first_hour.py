@@ -344,3 +344,15 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
         assert at is not None, (problem, out)
         assert lines[at].startswith(("FAIL", "warn")) and fix in lines[at + 1] and "fix:" in lines[at + 1], (problem, out)
     assert "wrong-password" not in out and out.rstrip().endswith("warning(s)")
+
+
+def test_run_worker_refuses_an_old_python_before_any_install(tmp_path) -> None:
+    old = tmp_path / "python3.10"
+    old.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'Python 3.10.12'; exit 0; }\nexit 1\n")
+    old.chmod(0o755)
+    result = subprocess.run([str(ROOT / "scripts" / "run-worker"), "--burst"], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHON": str(old), "VENV": str(tmp_path / "venv")})
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("error: Python 3.10.12 is too old: Python 3.11 or later is needed "
+                                     "(PYTHON=python3.12 scripts/run-worker)")
+    assert not (tmp_path / "venv").exists()
