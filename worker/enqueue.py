@@ -105,7 +105,11 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no sessions in {sessions_dir}")
         return 0
     if args.dry_run:
-        redis = None if redis_problem(settings.redis_url, **settings.redis_options()) else await connect(settings)
+        redis = None
+        if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+            print(f"note: {problem}; planned as if no summary were waiting there", file=sys.stderr)
+        else:
+            redis = await connect(settings)
         try:
             await dry_run(keys, settings, redis)
         finally:

@@ -277,7 +277,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     plan = plan_job(deps, session, pending, run.req)
     if plan.skip is not None:
         return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
-    start, previous, cut, counts, entries = plan.start, plan.previous, plan.cut, plan.counts, plan.entries
+    previous, cut, counts, entries = plan.previous, plan.cut, plan.counts, plan.entries
     window, min_saving = plan.window, plan.min_saving
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
