@@ -18,6 +18,9 @@ JOB_IDLE = "idle_summary"
 
 # Published (payload: the session key) when a record is stored and ready for pickup.
 NOTICE_CHANNEL = f"{KEY_PREFIX}:ready"
+# Published by the worker at the end of every job (payload: JSON with `session`, `status` and `line`, the
+# outcome in one line), so that why a summary was or was not made shows in nanobot's own log.
+OUTCOME_CHANNEL = f"{KEY_PREFIX}:outcome"
 # Session keys whose record waits for pickup; read by nanobot at start-up.
 PENDING_SET = f"{KEY_PREFIX}:pending"
 

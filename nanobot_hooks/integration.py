@@ -294,7 +294,7 @@ class Integration:
             logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
         elif result == "resting":
             self.counts["resting"] += 1
-            logs.debug(f"not queueing a summary of {key}: it rests after a failed job (scripts/status.py says why)")
+            logs.debug(f"not queueing a summary of {key}: it rests after a failed job (nanobot-summary status says why)")
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.

@@ -1,11 +1,14 @@
-"""Waits for the worker's notices, and finds records still pending at start-up and after reconnects."""
+"""Waits for the worker's notices (a record is ready; a job ended, which goes into nanobot's log), and finds records
+still pending at start-up and after reconnects."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
-from nanobot_hooks.contract import NOTICE_CHANNEL
+from nanobot_hooks import logs
+from nanobot_hooks.contract import NOTICE_CHANNEL, OUTCOME_CHANNEL
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import pending_sessions
 
@@ -26,7 +29,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             client = link.client()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             async with asyncio.timeout(link.timeout):
-                await pubsub.subscribe(NOTICE_CHANNEL)
+                await pubsub.subscribe(NOTICE_CHANNEL, OUTCOME_CHANNEL)
                 keys = await pending_sessions(client)
             link.ok()
             delay = FIRST_RETRY_SECONDS
@@ -37,7 +40,12 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 if message is not None and message.get("type") == "message":
                     data = message.get("data")
-                    on_key(data.decode() if isinstance(data, bytes) else str(data))
+                    text = data.decode() if isinstance(data, bytes) else str(data)
+                    channel = message.get("channel")
+                    if (channel.decode() if isinstance(channel, bytes) else channel) == OUTCOME_CHANNEL:
+                        log_outcome(text)
+                    else:
+                        on_key(text)
                 if loop.time() >= next_scan:
                     async with asyncio.timeout(link.timeout):
                         keys = await pending_sessions(client)
@@ -56,3 +64,18 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
                     pass
         await asyncio.sleep(delay)
         delay = min(delay * 2, MAX_RETRY_SECONDS)
+
+
+def log_outcome(payload: str) -> None:
+    """The worker's one line about a job, in nanobot's log (failures as warnings: the user must see them).
+    The worker redacted it; a payload that is not ours is ignored."""
+    try:
+        outcome = json.loads(payload)
+        line, status = str(outcome["line"]), str(outcome.get("status", ""))
+    except (ValueError, TypeError, KeyError):
+        return
+    line = " ".join(line.split())[:500]  # one line, bounded: it comes from Redis
+    if status == "failed":
+        logs.warning(line)
+    else:
+        logs.info(line)

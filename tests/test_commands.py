@@ -1,4 +1,4 @@
-"""The commands users type: the worker's run command (embedded Redis, bad settings) and scripts/enqueue.py."""
+"""The commands users type: the worker's run command (embedded Redis, bad settings) and nanobot-summary enqueue."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def _env(nanobot_home, redis_url: str, **extra: str) -> dict[str, str]:
 
 def test_dry_run_prints_the_planned_cut_without_calling_the_llm(nanobot_home, fake_llm, redis_url) -> None:
     nanobot_home.write_session("telegram:42", conversation(15))
-    result = run([sys.executable, "scripts/enqueue.py", "--dry-run", "telegram:42"], _env(nanobot_home, redis_url))
+    result = run([sys.executable, "-m", "worker", "enqueue", "--dry-run", "telegram:42"], _env(nanobot_home, redis_url))
     assert result.returncode == 0, result.stderr
-    assert "would cover messages 0..19 (20 messages" in result.stdout
+    assert "would cover messages 0..19 (20 of 20 messages" in result.stdout
     assert "would keep messages 20..29 (10 messages" in result.stdout
     assert fake_llm.requests == []
 
@@ -60,23 +60,23 @@ def test_dry_run_prints_the_planned_cut_without_calling_the_llm(nanobot_home, fa
 def test_unknown_malformed_key_and_dead_redis_fail_with_one_line(nanobot_home, redis_url) -> None:
     nanobot_home.write_session("telegram:42", conversation(3))
     env = _env(nanobot_home, redis_url)
-    unknown = run([sys.executable, "scripts/enqueue.py", "telegram:43"], env)
+    unknown = run([sys.executable, "-m", "worker", "enqueue", "telegram:43"], env)
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert "no session 'telegram:43'" in unknown.stderr and "telegram:42" in unknown.stderr
-    malformed = run([sys.executable, "scripts/enqueue.py", "bad\tkey"], env)
+    malformed = run([sys.executable, "-m", "worker", "enqueue", "bad\tkey"], env)
     assert malformed.returncode == 2 and "malformed session key" in malformed.stderr
-    dead = run([sys.executable, "scripts/enqueue.py", "telegram:42"],
+    dead = run([sys.executable, "-m", "worker", "enqueue", "telegram:42"],
                _env(nanobot_home, f"redis://127.0.0.1:{free_port()}/0"))
     assert dead.returncode == 2 and "does not answer" in dead.stderr and dead.stderr.count("\n") == 1
-    assert run([sys.executable, "scripts/enqueue.py"], env).returncode == 2
-    internal = run([sys.executable, "scripts/enqueue.py", "heartbeat"], env)
+    assert run([sys.executable, "-m", "worker", "enqueue"], env).returncode == 2
+    internal = run([sys.executable, "-m", "worker", "enqueue", "heartbeat"], env)
     assert internal.returncode == 2 and "nanobot's own sessions" in internal.stderr
 
 
 def test_all_skips_nanobots_internal_sessions(nanobot_home, fake_llm, redis_url) -> None:
     for key in ("telegram:42", "cron:nightly", "dream:x"):
         nanobot_home.write_session(key, conversation(15))
-    result = run([sys.executable, "scripts/enqueue.py", "--all", "--dry-run"], _env(nanobot_home, redis_url))
+    result = run([sys.executable, "-m", "worker", "enqueue", "--all", "--dry-run"], _env(nanobot_home, redis_url))
     assert result.returncode == 0, result.stderr
     assert "telegram:42:" in result.stdout and "cron:" not in result.stdout and "dream:" not in result.stdout
 
@@ -88,14 +88,14 @@ async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home,
     worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        result = run([sys.executable, "scripts/enqueue.py", "--wait", "--timeout", "60", "telegram:42"],
+        result = run([sys.executable, "-m", "worker", "enqueue", "--wait", "--timeout", "60", "telegram:42"],
                      _env(nanobot_home, redis_url))
     finally:
         worker.terminate()
         worker.wait(timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "telegram:42: queued" in result.stdout
-    assert "telegram:42: summarized: messages 0..19" in result.stdout
+    assert "summarized telegram:42: messages 0..19" in result.stdout
     record = await load_record(redis, "telegram:42")
     assert record is not None and record.summary == "done by the worker"
     outcome = await load_outcome(redis, "telegram:42")
@@ -114,13 +114,13 @@ async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm,
     for key in ("telegram:42", "cli:direct"):
         await enqueue_summary(redis, SummarizeRequest(session_key=key))
     await run_burst(deps_for())
-    result = run([sys.executable, "scripts/status.py"], {"REDIS_URL": redis_url, "COLUMNS": "200"})
+    result = run([sys.executable, "-m", "worker", "status"], {"REDIS_URL": redis_url, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     pending = result.stdout.split("records waiting")[1].split("last job per session")[0]
     assert "telegram:42" in pending and "0..19" in pending and "cli:direct" not in pending
     outcomes = result.stdout.split("last job per session")[1]
     assert "summarized" in outcomes and "noop" in outcomes
-    dead = run([sys.executable, "scripts/status.py"], {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    dead = run([sys.executable, "-m", "worker", "status"], {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     assert dead.returncode == 2 and "does not answer" in dead.stderr
 
 
@@ -158,12 +158,12 @@ async def test_since_flags_the_sessions_for_a_catch_up_of_their_notes(nanobot_ho
     from nanobot_hooks.contract import QUEUE_NAME, daily_flag_key
 
     nanobot_home.write_session("telegram:42", conversation(3))
-    result = run([sys.executable, "scripts/enqueue.py", "--since", "2026-11-01", "telegram:42"],
+    result = run([sys.executable, "-m", "worker", "enqueue", "--since", "2026-11-01", "telegram:42"],
                  _env(nanobot_home, redis_url))
     assert result.returncode == 0, result.stderr
     assert "telegram:42: queued, notes since 2026-11-01" in result.stdout
     assert await redis.get(daily_flag_key("telegram:42")) in (b"2026-11-01", "2026-11-01")
     assert await redis.zcard(QUEUE_NAME) == 1
-    bad = run([sys.executable, "scripts/enqueue.py", "--since", "yesterday", "telegram:42"],
+    bad = run([sys.executable, "-m", "worker", "enqueue", "--since", "yesterday", "telegram:42"],
               _env(nanobot_home, redis_url))
     assert bad.returncode == 2 and "is not a date like 2026-11-01" in bad.stderr

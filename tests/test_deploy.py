@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -215,10 +216,34 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         finally:
             await pool.aclose()
         assert kept is not None and kept.summary == "kept"
-        shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=ROOT, env=env,
+        shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=60)
         assert '"session": "telegram:42"' in shown.stdout, shown.stderr
     finally:
         if worker is not None:
             stop(worker)
         stop(redis_server)
+
+
+def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix() -> None:
+    """The unit on a root-owned checkout: one line naming the chown, before any install (here as `nobody`)."""
+    runuser = shutil.which("runuser")
+    if runuser is None or os.geteuid() != 0:
+        pytest.skip("needs root and runuser to run the script as another user")
+    folder = Path(tempfile.mkdtemp(prefix="root-owned-checkout-"))
+    try:
+        (folder / "scripts").mkdir()
+        shutil.copy2(ROOT / "scripts" / "run-worker", folder / "scripts" / "run-worker")
+        shutil.copy2(ROOT / "pyproject.toml", folder / "pyproject.toml")
+        folder.chmod(0o755)
+        result = subprocess.run([runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
+                                capture_output=True, text=True, timeout=60, env=clean_env())
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (f"error: .venv must be (re)installed, and user nobody cannot write it in "
+                                          f"{folder}: sudo chown -R nobody: {folder} (see "
+                                          "deploy/nanobot-summary-worker.service)"), result.stderr
+        assert not (folder / ".venv").exists()
+    finally:
+        shutil.rmtree(folder)
+    unit = (DEPLOY / WORKER_UNIT).read_text(encoding="utf-8")
+    assert f"sudo chown -R nanobot: {CHECKOUT}" in unit, "the unit's header says who owns the checkout"

@@ -354,7 +354,7 @@ async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, r
     from pathlib import Path
 
     assert await enqueue_idle_check(redis, KEY, 300)
-    shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=Path(__file__).resolve().parent.parent,
+    shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=Path(__file__).resolve().parent.parent,
                            capture_output=True, text=True, env={**os.environ, "REDIS_URL": redis_url}, timeout=60)
     state = json.loads(shown.stdout)
     assert state["idle_checks"] == 1 and state["queued"] == 0 and state["deferred"] == 0

@@ -589,7 +589,7 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
     asked = len(fake_llm.requests)
     root = Path(__file__).resolve().parent.parent
     dry = subprocess.run(
-        [sys.executable, "scripts/enqueue.py", "--dry-run", "telegram:321"], cwd=root, capture_output=True,
+        [sys.executable, "-m", "worker", "enqueue", "--dry-run", "telegram:321"], cwd=root, capture_output=True,
         text=True, timeout=120,
         env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(agent_home.config_path),
              "NANOBOT_SUMMARY_KEEP": "messages:2"})

@@ -233,7 +233,7 @@ async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
     # gpt-4o-mini in litellm's table: 6,000 tokens at $0.15/M, 4,000 cached at $0.075/M, 1,000 out at $0.60/M.
     assert spend.cost == pytest.approx(6_000 * 0.15e-6 + 4_000 * 0.075e-6 + 1_000 * 0.6e-6, rel=0.01)
     env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
-    shown = subprocess.run([sys.executable, "scripts/status.py", "--json"], cwd=ROOT, env=env, capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     state = json.loads(shown.stdout)
@@ -241,7 +241,7 @@ async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
     assert state["spend"]["sessions"][KEY]["cost"] == pytest.approx(spend.cost)
     [last] = state["outcomes"]
     assert last["spend"]["calls"] == 1 and last["reason"] == "tokens" and last["model"] == "openai/gpt-4o-mini"
-    table = subprocess.run([sys.executable, "scripts/status.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+    table = subprocess.run([sys.executable, "-m", "worker", "status"], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=60)
     assert table.returncode == 0 and "summarizing so far: 1 calls, 10,000 prompt" in table.stdout
 

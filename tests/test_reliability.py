@@ -109,7 +109,7 @@ async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run
         outcome = await load_outcome(redis, key)
         assert outcome is not None and outcome.status == "summarized", (key, outcome)
     env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
-    listed = subprocess.run([sys.executable, "scripts/enqueue.py", "--all", "--dry-run"], cwd=ROOT, env=env,
+    listed = subprocess.run([sys.executable, "-m", "worker", "enqueue", "--all", "--dry-run"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and longest in listed.stdout and "skipping session file" in listed.stderr
 

@@ -113,8 +113,8 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
         nanobot_home.write_session(KEY, conversation(15))
         url = server.url(credentials)
         env = worker_env(nanobot_home, url)
-        outputs = [run(["scripts/enqueue.py", KEY], env), run(["-m", "worker", "--burst"], env),
-                   run(["scripts/status.py"], env), run(["scripts/status.py", "--json"], env)]
+        outputs = [run(["-m", "worker", "enqueue", KEY], env), run(["-m", "worker", "--burst"], env),
+                   run(["-m", "worker", "status"], env), run(["-m", "worker", "status", "--json"], env)]
         assert all(o.returncode == 0 for o in outputs), [o.stderr[-1500:] for o in outputs]
         assert "summarized" in outputs[1].stderr and f"{credentials.partition(':')[0]}:***@" in outputs[2].stdout
         pool = await create_pool(redis_settings(url))
@@ -123,7 +123,7 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
         # Unreachable: every command says so in one line, without the password.
         dead = f"redis://{credentials}@127.0.0.1:{free_port()}/0"
         env = worker_env(nanobot_home, dead)
-        failures = [run(["scripts/enqueue.py", KEY], env), run(["scripts/status.py"], env),
+        failures = [run(["-m", "worker", "enqueue", KEY], env), run(["-m", "worker", "status"], env),
                     run(["-m", "worker", "--burst", "--no-embedded-redis"], env)]
         assert all(f.returncode == 2 and "does not answer" in f.stderr for f in failures)
         # Unreachable and local: the embedded Redis starts, requiring the same credentials.
@@ -169,7 +169,7 @@ async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_n
         url = server.url()
         env = worker_env(nanobot_home, url, NANOBOT_REDIS_CA_FILE=str(certificates.ca))
         # Without the CA the certificate is not trusted: a clear failure, nothing silently insecure.
-        untrusted = run(["scripts/status.py"], worker_env(nanobot_home, url))
+        untrusted = run(["-m", "worker", "status"], worker_env(nanobot_home, url))
         assert untrusted.returncode == 2 and "does not answer" in untrusted.stderr
         # nanobot's hooks enqueue over TLS after a turn that crosses the threshold.
         exe = find_nanobot()
@@ -186,7 +186,7 @@ async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_n
                                              "facts": []}))
         worked = run(["-m", "worker", "--burst"], env)
         assert worked.returncode == 0 and "summarized telegram:42" in worked.stderr, worked.stderr[-2000:]
-        status = run(["scripts/status.py", "--json"], env)
+        status = run(["-m", "worker", "status", "--json"], env)
         assert status.returncode == 0 and json.loads(status.stdout)["outcomes"][0]["status"] == "summarized"
     finally:
         server.stop()

@@ -1,4 +1,4 @@
-"""scripts/status.py's three outputs: a job followed through a real arq worker (in flight, then its outcome) in
+"""nanobot-summary status's three outputs: a job followed through a real arq worker (in flight, then its outcome) in
 JSON and Prometheus metrics, metrics that parse strictly, and session keys with quotes, backslashes, newlines
 and markup carried through every output unharmed."""
 
@@ -79,7 +79,7 @@ def metrics(text: str) -> tuple[Series, dict[str, str]]:
 
 
 def status(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "scripts/status.py", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "worker", "status", *args], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "REDIS_URL": redis_url, "COLUMNS": "250"}, timeout=60)
 
 
@@ -181,7 +181,7 @@ async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_
 
 
 def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics() -> None:
-    helped = subprocess.run([sys.executable, "scripts/status.py", "--help"], cwd=ROOT, capture_output=True,
+    helped = subprocess.run([sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60).stdout
     assert "tables" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
     dead = status(f"redis://127.0.0.1:{free_port()}/0", "--prometheus")

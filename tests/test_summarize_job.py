@@ -108,7 +108,7 @@ async def test_a_saving_under_the_minimum_asks_nothing_and_rests_nothing(redis, 
     await run_burst(deps)
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noop" and "too little to summarize" in outcome.detail
-    assert "1600" in outcome.detail and outcome.cooldown_until is None
+    assert "of 1,600 tokens" in outcome.detail and outcome.cooldown_until is None
     assert not [r for r in fake_llm.requests if r.path.endswith("completions")], "nothing paid"
     assert await load_record(redis, KEY) is None
 

@@ -1,4 +1,4 @@
-"""scripts/undo_summary.py: after the real nanobot applied a summary, undoing it makes nanobot replay the covered
+"""nanobot-summary undo: after the real nanobot applied a summary, undoing it makes nanobot replay the covered
 messages again with every message line unchanged, and a fresh summary starts from the first message; a summary
 still waiting is dropped, and a queued job, a dry run and an unknown session leave everything as it was."""
 
@@ -27,7 +27,7 @@ KEY = "telegram:42"
 
 def undo(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(home.config_path)}
-    return subprocess.run([sys.executable, "scripts/undo_summary.py", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "worker", "undo", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
 
 

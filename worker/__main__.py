@@ -1,5 +1,5 @@
-"""`python -m worker`: run the summary worker (see `python -m worker --help`)."""
+"""`python -m worker`: the `nanobot-summary` command line (see `python -m worker --help`)."""
 
-from worker.app import main
+from worker.cli import main
 
 raise SystemExit(main())

@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import os
 import shlex
+import signal
 import sqlite3
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from arq import cron, func
 from arq.worker import Worker
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
-from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
+from worker.connections import (port_taken, redis_problem, redis_settings, server_version, start_embedded,
+                                version_problem)
 from worker.cron import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.idle import MAX_DEFERRALS, idle_summary
 from worker.jobs import CURRENT_JOB, Deps, summarize_session
-from worker.llm import routing_problem
+from worker.llm import credentials_problem, routing_problem
 from worker.memory import MemoryFiles
 from worker.redact import redact
 from worker.errors import NanobotConfigError
@@ -77,9 +83,70 @@ def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
+def config_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when nanobot's config file is saved (or appears): a stat, no read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+class ConfigWatch:
+    """nanobot's config file, looked at before each job (one stat): a changed model, provider key, base URL,
+    timezone or workspace is used from the next job on, without a restart, and said in one log line. A
+    worker started before nanobot was configured picks the config up the same way."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.stamp = config_stamp(deps.settings.config_path)
+
+    def current(self) -> Deps:
+        stamp = config_stamp(self.deps.settings.config_path)
+        if stamp == self.stamp:
+            return self.deps
+        self.stamp = stamp
+        try:
+            fresh = build_deps(self.deps.settings)
+        except (SettingsError, NanobotConfigError) as exc:
+            log.warning("nanobot config %s changed, but cannot be used (%s): keeping the previous one",
+                        self.deps.settings.config_path, exc)
+            return self.deps
+        log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
+        if problem := credentials_problem(fresh.model):
+            log.warning("%s", problem)
+        # What the process learned stays: the tokenizer, and the models known to answer notes in prose.
+        self.deps = dataclasses.replace(fresh, counter=self.deps.counter, prose_models=self.deps.prose_models)
+        return self.deps
+
+
+def config_changes(old: Deps, new: Deps) -> str:
+    """What a config change means for the worker, in one line (no key value: only whether it changed)."""
+    changes = []
+    if (old.model.model, old.model.source) != (new.model.model, new.model.source):
+        changes.append(f"summary model {old.model.model} -> {new.model.model} (from {new.model.source})")
+    if old.model.api_key != new.model.api_key:
+        changes.append("its API key changed" if new.model.api_key else "its API key was removed")
+    if old.model.api_base != new.model.api_base:
+        changes.append(f"base URL {old.model.api_base or 'none'} -> {new.model.api_base or 'none'}")
+    if str(old.tz) != str(new.tz):
+        changes.append(f"timezone {old.tz} -> {new.tz} (notes; the daily run keeps its start-up time)")
+    if old.nanobot.workspace != new.nanobot.workspace:
+        changes.append(f"workspace {old.nanobot.workspace} -> {new.nanobot.workspace}")
+    return "; ".join(redact(change) for change in changes) or "nothing the worker uses"
+
+
+async def follow_config(ctx: dict[str, Any]) -> None:
+    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx)."""
+    watch = ctx.get("config_watch")
+    if watch is not None:
+        ctx["deps"] = watch.current()
+
+
 async def startup(ctx: dict[str, Any]) -> None:
     if "deps" not in ctx:
         ctx["deps"] = build_deps(load_settings())
+    ctx.setdefault("config_watch", ConfigWatch(ctx["deps"]))
     deps: Deps = ctx["deps"]
     if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
         raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
@@ -128,6 +195,7 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "queue_name": QUEUE_NAME,
         "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
         "on_startup": startup,
+        "on_job_start": follow_config,
         "keep_result": 0,
         "max_tries": settings.summary_max_tries + 1,
         "job_timeout": job_timeout(settings),
@@ -155,7 +223,10 @@ class SteadyWorker(Worker):
         except REDIS_GONE as exc:
             if not self.redis_down:
                 self.redis_down = True
-                log.warning("Redis does not answer (%s): no job starts until it does", exc)
+                if isinstance(exc, RedisAuthenticationError):
+                    log.warning("Redis refused the credentials (%s): fix REDIS_URL; no job starts until then", exc)
+                else:
+                    log.warning("Redis does not answer (%s): no job starts until it does", exc)
             await asyncio.sleep(REDIS_RETRY_SECONDS)
             return
         if self.redis_down:
@@ -213,19 +284,8 @@ def lower_priority() -> int:
         return os.nice(0) if hasattr(os, "nice") else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m worker",
-        description="Run the nanobot summary worker. Configuration comes from the environment "
-        "(NANOBOT_SUMMARY_*, NANOBOT_CONFIG, REDIS_URL); see the README.",
-    )
-    parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
-    parser.add_argument("--no-embedded-redis", action="store_true",
-                        help="fail instead of starting a local redis-server when REDIS_URL answers nothing")
-    parser.add_argument("--reload", action="store_true",
-                        help="development: restart the worker when a .py file of the project changes")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    args = parser.parse_args(argv)
+def run_worker(args: argparse.Namespace) -> int:
+    """`nanobot-summary run`: check the set-up (one line per problem, exit code 2), then run the worker."""
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s")
     quiet_and_redacted()
@@ -236,20 +296,27 @@ def main(argv: list[str] | None = None) -> int:
     except (SettingsError, NanobotConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if problem := credentials_problem(deps.model):
+        # Not fatal: nanobot may get its key after the worker started (the worker follows its config).
+        log.warning("%s", problem)
     embedded = None
-    if not answers(settings.redis_url, **settings.redis_options()):
-        if args.no_embedded_redis:
-            print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
-            return 2
-        try:
-            embedded = start_embedded(settings.redis_url)
-        except RuntimeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
-                    "data in %s). Set REDIS_URL to use your own.", redacted_url(settings.redis_url),
-                    embedded.directory)
-    try:
+    problem = redis_problem(settings.redis_url, **settings.redis_options())
+    if problem is not None and (args.no_embedded_redis or port_taken(settings.redis_url)
+                                or not problem.endswith(REDIS_ABSENT)):
+        # A server that is there but refuses us (password, ACL, database) is never replaced by an embedded one.
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    with cleanup_on_signals() as cleanups:
+        if problem is not None:
+            try:
+                embedded = start_embedded(settings.redis_url)
+            except RuntimeError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            cleanups.append(embedded.stop)
+            log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
+                        "data in %s, removed on exit). Set REDIS_URL to use your own.",
+                        redacted_url(settings.redis_url), embedded.directory)
         if problem := version_problem(server_version(settings.redis_url, **settings.redis_options())):
             print(f"error: {problem}", file=sys.stderr)
             return 2
@@ -258,14 +325,35 @@ def main(argv: list[str] | None = None) -> int:
             from watchfiles import PythonFilter, run_process
 
             root = Path(__file__).resolve().parent.parent
-            child = [sys.executable, "-m", "worker", "--no-embedded-redis"] + (["-v"] if args.verbose else [])
+            child = [sys.executable, "-m", "worker", "run", "--no-embedded-redis"] + (["-v"] if args.verbose else [])
             run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
                         target_type="command", watch_filter=PythonFilter())
             return 0
         options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
         SteadyWorker(**options, burst=args.burst).run()
-    finally:
-        if embedded is not None:
-            embedded.stop()
     return 0
+
+
+# The end of redis_problem's line for a server that is not there at all (the only case an embedded one may fill).
+REDIS_ABSENT = "start it, or set REDIS_URL"
+
+
+@contextlib.contextmanager
+def cleanup_on_signals() -> Iterator[list[Callable[[], None]]]:
+    """Run the cleanups (the embedded Redis's stop: its folder holds a config with the password) on every
+    exit: normal, an exception, SIGINT or SIGTERM before arq installs its own handlers (arq's handlers end
+    its loop, so the `finally` below runs then too)."""
+    cleanups: list[Callable[[], None]] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield cleanups
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for cleanup in reversed(cleanups):
+            cleanup()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -16,6 +17,7 @@ import redis
 from arq.connections import RedisSettings
 from redis.connection import parse_url
 
+from nanobot_hooks.contract import QUEUE_NAME
 from nanobot_hooks.settings import redacted_url
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
@@ -52,6 +54,61 @@ def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
         return False
     finally:
         client.close()
+
+
+def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
+    """Why this Redis cannot be used, in one line with its fix, or None when it answers PING and a read in
+    the URL's database. Tells a server that is not there from one that refuses us (password, ACL user or
+    rights, a database number it does not have): only the first may be replaced by an embedded Redis."""
+    shown = redacted_url(url)
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
+    try:
+        client.ping()
+        client.exists(QUEUE_NAME)  # a user whose ACL allows PING but not our keys fails here
+    except redis.AuthenticationError as exc:
+        if not parse_url(url).get("password"):
+            return (f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
+                    "(redis://:password@host:port/db)")
+        return (f"Redis at {shown} refused the credentials ({_first_line(exc)}): put the right user and "
+                "password in REDIS_URL (redis://user:password@host:port/db)")
+    except redis.exceptions.NoPermissionError as exc:
+        return (f"Redis at {shown}: the URL's user may not do what the worker needs ({_first_line(exc)}): "
+                "grant it ~nanobot-summary:* ~arq:* and +@all, or use another user")
+    except redis.ResponseError as exc:
+        text = _first_line(exc)
+        if "DB index is out of range" in text or "invalid DB index" in text:
+            return (f"Redis at {shown} has no database {parse_url(url).get('db', 0)} ({text}): use a number "
+                    "below its `databases` setting (16 by default), e.g. redis://host:6379/0")
+        if "NOAUTH" in text or "WRONGPASS" in text:
+            return (f"Redis at {shown} wants a password ({text}): put it in REDIS_URL "
+                    "(redis://:password@host:port/db)")
+        return f"Redis at {shown} answered with an error: {text}"
+    except (redis.RedisError, OSError, ValueError) as exc:
+        return f"Redis at {shown} does not answer ({_first_line(exc)}): start it, or set REDIS_URL"
+    finally:
+        client.close()
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return redact_secrets(text[:200]) if text else type(exc).__name__
+
+
+def redact_secrets(text: str) -> str:
+    """Server messages may quote the URL we sent: strip a password in it."""
+    return " ".join(redacted_url(word) if "://" in word else word for word in text.split())
+
+
+def port_taken(url: str, timeout: float = 0.5) -> bool:
+    """Does something already listen on the URL's local port? (Then no embedded Redis may be started
+    there: it would fail, or worse, the error would hide why the real one refused us.)"""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 # The oldest Redis the worker and the hooks work with (arq's commands, our Lua; nothing of 6.x).
@@ -108,11 +165,15 @@ class EmbeddedRedis:
     directory: Path
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        """Stop the server and remove its folder (config with the password, log); safe to call twice."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
@@ -152,5 +213,9 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
         if process.poll() is not None:
             break
         time.sleep(0.05)
+    try:
+        said = (directory / "redis.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+    except OSError:
+        said = []
     embedded.stop()
-    raise RuntimeError(f"redis-server did not start on port {port} (log: {directory / 'redis.log'})")
+    raise RuntimeError(f"redis-server did not start on port {port}" + (f": {said[0][-200:]}" if said else ""))

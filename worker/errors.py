@@ -33,6 +33,10 @@ class PermanentLLMError(LLMError):
     """Retrying the same call will not help: a bad key, an unknown model, a rejected request."""
 
 
+class CredentialsError(PermanentLLMError):
+    """The provider refused the key, or there is none: no retry can help until the user fixes the key."""
+
+
 class ContextTooLong(LLMError):
     """The input did not fit the model: shrink it and ask again."""
 

@@ -90,9 +90,9 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     except (SessionError, NanobotConfigError) as exc:
         return {"status": "gone", "detail": str(exc)}
     plan = plan_job(deps, session, pending, summary)
-    if plan.cut.covered == 0 or not plan.worth:
-        log.debug("%s quiet for %.0f s: %s", key, quiet, plan.too_little)
-        return {"status": "noop", "detail": plan.too_little}
+    if plan.skip is not None:
+        log.debug("%s quiet for %.0f s: %s", key, quiet, plan.skip)
+        return {"status": "noop", "detail": plan.skip}
     queued = await enqueue_summary(redis, summary) is not None
     log.info("%s quiet for %.0f s: %s", key, quiet,
              "summary queued" if queued else "a summary is already queued or running")

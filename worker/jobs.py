@@ -37,7 +37,7 @@ from worker.errors import (
 from worker.llm import complete, context_window
 from worker.nanobot_config import ModelChoice, NanobotConfig
 from worker.notes import is_noted
-from worker.outcomes import JobOutcome, save_outcome
+from worker.outcomes import JobOutcome, announce_outcome, save_outcome
 from worker.prepare import Entry, chunk, detect_language, transcript
 from worker.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.prompts import notes_system_prompt, system_prompt, user_prompt
@@ -218,6 +218,7 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
         await budget.recovered(redis, key)
     log.info("%s %s in %.1fs: %s", outcome.status, key, outcome.seconds, outcome.detail)
     await save_outcome(redis, outcome)
+    await announce_outcome(redis, outcome)
     return outcome.model_dump(mode="json")
 
 
@@ -274,15 +275,10 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     """Returns the outcome and the indices whose notes this part took care of."""
     deps, key = run.deps, run.key
     plan = plan_job(deps, session, pending, run.req)
-    previous, cut, counts, window, min_saving = plan.previous, plan.cut, plan.counts, plan.window, plan.min_saving
-    nothing = JobOutcome(session_key=key, status="noop", detail="nothing to cover beyond the keep rule")
-    if cut.covered == 0:
-        return nothing, set()
-    if not plan.worth:
-        return JobOutcome(session_key=key, status="noop", detail=plan.too_little), set()
-    entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
-    if not entries:
-        return nothing, set()
+    if plan.skip is not None:
+        return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
+    previous, cut, counts, entries = plan.previous, plan.cut, plan.counts, plan.entries
+    window, min_saving = plan.window, plan.min_saving
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
@@ -455,6 +451,44 @@ def window_for(deps: Deps, req: SummarizeRequest) -> int:
     )
 
 
+@dataclass
+class JobPlan:
+    """What a job does with a session now: the cut, and the messages it would summarize; or why it skips.
+    The job and `enqueue --dry-run` both make it here, so the dry run says exactly what the job would do."""
+
+    start: int
+    previous: str
+    cut: Cut
+    counts: list[int]
+    window: int
+    min_saving: float
+    covered_tokens: int = 0
+    entries: list[Entry] = field(default_factory=list)
+    skip: str | None = None  # the outcome's detail when nothing is to be summarized
+
+
+def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> JobPlan:
+    start, previous = chain_start(session, pending)
+    cut, counts = plan_for(deps, session, start, req)
+    window = window_for(deps, req)
+    # Asked by hand: the user wants it whatever it saves.
+    min_saving = 0.0 if req.reason == "manual" else deps.settings.summary_min_saving
+    plan = JobPlan(start, previous, cut, counts, window, min_saving, sum(counts[cut.start:cut.boundary]))
+    if cut.covered == 0:
+        plan.skip = "nothing to cover beyond the keep rule"
+    elif not worth_summarizing(plan.covered_tokens, window, min_saving):
+        plan.skip = (f"too little to summarize ({plan.covered_tokens:,} of {min_saving * window:,.0f} tokens "
+                     "NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context)")
+    else:
+        # Rendered only when it will be used (a 100,000-message session renders for long); hidden rows
+        # (nanobot's checkpoint marker) and command messages drop out here, so a cut of only those is empty.
+        plan.entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
+        if not plan.entries:
+            plan.skip = (f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
+                         "nanobot's hidden or command rows)")
+    return plan
+
+
 def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest) -> tuple[Cut, list[int]]:
     """The cut a job makes now (and `--dry-run` prints), with each message's token count from the watermark
     on (0 before it: no figure reads them; counting a 100,000-message history took 3.4 s for 200 new ones)."""
@@ -491,39 +525,6 @@ def last_turns_start(messages: list[dict[str, Any]], turns: int) -> int:
             if seen == turns:
                 return index
     return 0
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """What a job would cover, and whether that is worth a call: decided before anything is rendered."""
-
-    start: int
-    previous: str
-    cut: Cut
-    counts: list[int]
-    window: int
-    min_saving: float
-
-    @property
-    def covered_tokens(self) -> int:
-        return sum(self.counts[self.cut.start:self.cut.boundary])
-
-    @property
-    def worth(self) -> bool:
-        return worth_summarizing(self.covered_tokens, self.window, self.min_saving)
-
-    @property
-    def too_little(self) -> str:
-        return (f"too little to summarize: {self.covered_tokens} tokens would leave the context, "
-                f"NANOBOT_SUMMARY_MIN_SAVING asks for {self.min_saving * self.window:.0f}")
-
-
-def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> JobPlan:
-    start, previous = chain_start(session, pending)
-    cut, counts = plan_for(deps, session, start, req)
-    # Asked by hand: the user wants it whatever it saves.
-    min_saving = 0.0 if req.reason == "manual" else deps.settings.summary_min_saving
-    return JobPlan(start, previous, cut, counts, window_for(deps, req), min_saving)
 
 
 async def summarize_entries(

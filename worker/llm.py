@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import litellm
 
-from worker.errors import ContextTooLong, PermanentLLMError, TransientLLMError
+from worker.errors import ContextTooLong, CredentialsError, PermanentLLMError, TransientLLMError
 from worker.nanobot_config import ModelChoice
 from worker.redact import redact
 
@@ -106,23 +106,17 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
         )
     except litellm.ContextWindowExceededError as exc:
         raise ContextTooLong(_short(exc)) from None
-    except (
-        litellm.RateLimitError,
-        litellm.InternalServerError,
-        litellm.ServiceUnavailableError,
-        litellm.APIConnectionError,
-        litellm.Timeout,
-        litellm.BadGatewayError,
-    ) as exc:
-        raise TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc)) from None
-    except litellm.BadRequestError as exc:
-        if "context" in str(exc).lower() and "length" in str(exc).lower():
-            raise ContextTooLong(_short(exc)) from None
-        raise PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}") from None
-    except (litellm.AuthenticationError, litellm.NotFoundError, litellm.PermissionDeniedError) as exc:
-        raise PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}") from None
-    except litellm.APIError as exc:
-        raise TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc)) from None
+    except (litellm.AuthenticationError, litellm.PermissionDeniedError) as exc:
+        raise CredentialsError(key_fix(choice, f"{type(exc).__name__}: {_short(exc)}")) from None
+    except Exception as exc:
+        # The OpenAI client refuses to start without a key ("Missing credentials. Please pass an api_key"),
+        # and litellm passes that on as a connection error, which would be retried as an outage.
+        if _missing_key(exc):
+            raise CredentialsError(key_fix(choice, f"no API key ({_short(exc)})")) from None
+        converted = _converted(exc)
+        if converted is exc:
+            raise  # not litellm's: a bug, with its traceback
+        raise converted from None
     first = response.choices[0] if response.choices else None
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
@@ -136,6 +130,62 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
         finish_reason=getattr(first, "finish_reason", None),
         seconds=time.monotonic() - started,
     )
+
+
+def _converted(exc: Exception) -> Exception:
+    """litellm's exception as the worker's: what a retry may fix, and what it will not."""
+    if isinstance(exc, (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
+                        litellm.APIConnectionError, litellm.Timeout, litellm.BadGatewayError)):
+        return TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc))
+    if isinstance(exc, litellm.BadRequestError):
+        if "context" in str(exc).lower() and "length" in str(exc).lower():
+            return ContextTooLong(_short(exc))
+        return PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}")
+    if isinstance(exc, litellm.NotFoundError):
+        return PermanentLLMError(f"{type(exc).__name__}: {_short(exc)}")
+    if isinstance(exc, litellm.APIError):
+        return TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc))
+    return exc
+
+
+def _missing_key(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "api_key" in text and ("missing credentials" in text or "must be set" in text)
+
+
+def key_fix(choice: ModelChoice, what: str) -> str:
+    """One line: the key problem, where the key goes, and that nothing is retried until it is fixed."""
+    return (f"the provider refused the summary model's credentials ({what}); not retried: {where_key_goes(choice)}; "
+            "the session rests meanwhile, and `nanobot-summary enqueue KEY` makes a summary at once after the fix")
+
+
+def where_key_goes(choice: ModelChoice, missing: list[str] | None = None) -> str:
+    """Where the worker takes a key for the model from: nanobot's provider entry, or litellm's variable."""
+    if missing is None:
+        try:
+            missing = [str(n) for n in litellm.validate_environment(model=choice.model).get("missing_keys") or []]
+        except Exception:  # noqa: BLE001 - litellm's tables raise several kinds for unknown models
+            missing = []
+    provider = choice.provider or (choice.model.split("/", 1)[0] if "/" in choice.model else "")
+    fixes = [f"set providers.{provider}.apiKey in nanobot's config"] if provider else []
+    fixes += [f"{' / '.join(missing)} in the worker's environment"] if missing else []
+    return " or ".join(fixes) or "give the model a key"
+
+
+def credentials_problem(choice: ModelChoice) -> str | None:
+    """Why `choice` has no key, in one line with the fix (litellm's validate_environment: no call), or None.
+    A model with a key from nanobot's config, or one litellm says needs none, has no problem."""
+    if choice.api_key:
+        return None
+    try:
+        found = litellm.validate_environment(model=choice.model, api_key=choice.api_key, api_base=choice.api_base)
+    except Exception:  # noqa: BLE001 - an unknown provider: routing_problem reports it
+        return None
+    missing = [str(name) for name in found.get("missing_keys") or []]
+    if found.get("keys_in_environment") or not missing:
+        return None
+    return (f"summary model {choice.model} (from {choice.source}) has no API key: "
+            f"{where_key_goes(choice, missing)}")
 
 
 def _encodable(text: str) -> str:

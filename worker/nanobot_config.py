@@ -12,9 +12,45 @@ from worker.errors import NanobotConfigError
 
 DEFAULT_SUMMARY_MODEL = "deepseek/deepseek-chat"
 DEFAULT_WORKSPACE = "~/.nanobot/workspace"
-# nanobot provider names whose models litellm knows under another prefix; the
-# OpenAI-compatible ones all speak litellm's `openai/` protocol with a base URL.
-_OPENAI_COMPATIBLE = {"custom", "vllm", "ollama_openai", "lm_studio", "openai_compatible", "azure_openai"}
+
+# nanobot's provider names (its config schema and provider registry, 0.3.x) and how litellm reaches the
+# same endpoint: "" = litellm knows the provider under this very name and speaks its API; "openai" = an
+# OpenAI-compatible endpoint (litellm's openai/ with nanobot's base URL); "anthropic" = an
+# Anthropic-compatible one; "azure" = litellm's azure/ (the model is the deployment). The URL is nanobot's
+# default base, used when the config names none. Any other name under `providers` is, for nanobot, an
+# OpenAI-compatible endpoint of the user's.
+NANOBOT_PROVIDERS: dict[str, tuple[str, str | None]] = {
+    "openai": ("", None), "anthropic": ("", None), "deepseek": ("", None), "gemini": ("", None),
+    "openrouter": ("", None), "groq": ("", None), "mistral": ("", None), "dashscope": ("", None),
+    "moonshot": ("", None), "bedrock": ("", None),
+    "azure_openai": ("azure", None),
+    "custom": ("openai", None), "vllm": ("openai", None),
+    "ollama": ("openai", "http://localhost:11434/v1"), "lm_studio": ("openai", "http://localhost:1234/v1"),
+    "atomic_chat": ("openai", "http://localhost:1337/v1"), "ovms": ("openai", "http://localhost:8000/v3"),
+    "orcarouter": ("openai", "https://api.orcarouter.ai/v1"), "edenai": ("openai", "https://api.edenai.run/v3"),
+    "opencode": ("openai", "https://opencode.ai/zen/v1"), "opencode_zen": ("openai", "https://opencode.ai/zen/v1"),
+    "opencode_go": ("openai", "https://opencode.ai/zen/go/v1"),
+    "huggingface": ("openai", "https://router.huggingface.co/v1"),
+    "skywork": ("openai", "https://api.apifree.ai/agent/v1"), "aihubmix": ("openai", "https://aihubmix.com/v1"),
+    "siliconflow": ("openai", "https://api.siliconflow.cn/v1"), "novita": ("openai", "https://api.novita.ai/openai"),
+    "volcengine": ("openai", "https://ark.cn-beijing.volces.com/api/v3"),
+    "volcengine_coding_plan": ("openai", "https://ark.cn-beijing.volces.com/api/coding/v3"),
+    "byteplus": ("openai", "https://ark.ap-southeast.bytepluses.com/api/v3"),
+    "byteplus_coding_plan": ("openai", "https://ark.ap-southeast.bytepluses.com/api/coding/v3"),
+    "zhipu": ("openai", "https://open.bigmodel.cn/api/paas/v4"),
+    "modelscope": ("openai", "https://api-inference.modelscope.cn/v1"),
+    "minimax": ("openai", "https://api.minimax.io/v1"), "stepfun": ("openai", "https://api.stepfun.com/v1"),
+    "xiaomi_mimo": ("openai", "https://api.xiaomimimo.com/v1"),
+    "longcat": ("openai", "https://api.longcat.chat/openai/v1"), "ant_ling": ("openai", "https://api.ant-ling.com/v1"),
+    "nvidia": ("openai", "https://integrate.api.nvidia.com/v1"), "qianfan": ("openai", "https://qianfan.baidubce.com/v2"),
+    "kimi_coding": ("anthropic", "https://api.kimi.com/coding/v1"),
+    "minimax_anthropic": ("anthropic", "https://api.minimax.io/anthropic"),
+}
+# Providers nanobot reaches by a sign-in (OAuth) or that serve no chat: the worker has no key for them.
+NO_KEY_PROVIDERS = {"openai_codex": "signs in with OAuth", "xai_grok": "signs in with OAuth",
+                    "github_copilot": "signs in with OAuth", "assemblyai": "only transcribes speech"}
+# Providers an OpenAI- or Azure-compatible route cannot reach without the user's own base URL.
+NEEDS_BASE = {"custom", "vllm", "azure_openai"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +61,7 @@ class ModelChoice:
     api_key: str | None = None
     api_base: str | None = None
     source: str = "default"
+    provider: str = ""  # nanobot's provider entry the key and base URL came from ("" = none)
 
 
 @dataclass(frozen=True)
@@ -115,16 +152,34 @@ class NanobotConfig:
         providers = self.data.get("providers")
         return providers if isinstance(providers, dict) else {}
 
+    def provider_entry(self, name: str) -> dict[str, Any]:
+        providers = self._providers()
+        entry = providers.get(name) or providers.get(_camel(name)) or {}
+        return entry if isinstance(entry, dict) else {}
+
     def with_credentials(self, model: str, source: str) -> ModelChoice:
-        prefix = model.split("/", 1)[0] if "/" in model else ""
-        provider = self._providers().get(prefix) or {}
-        provider = provider if isinstance(provider, dict) else {}
-        return ModelChoice(
-            model=model,
-            api_key=provider.get("apiKey", provider.get("api_key")) or None,
-            api_base=provider.get("apiBase", provider.get("api_base")) or None,
-            source=source,
-        )
+        """`model` as litellm routes it, with the key and base URL nanobot has for its provider. A nanobot
+        provider name litellm does not know (custom/..., the gateways) becomes the endpoint nanobot calls;
+        one the worker cannot use raises NanobotConfigError with the fix."""
+        prefix, _, rest = model.partition("/") if "/" in model else ("", "", model)
+        entry = self.provider_entry(prefix) if prefix else {}
+        api_key = entry.get("apiKey", entry.get("api_key")) or None
+        api_base = entry.get("apiBase", entry.get("api_base")) or None
+        if prefix in NO_KEY_PROVIDERS:
+            raise NanobotConfigError(
+                f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} {NO_KEY_PROVIDERS[prefix]}, "
+                "which the worker cannot: name a model with an API key, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
+        route, default_base = NANOBOT_PROVIDERS.get(prefix, ("openai" if entry and prefix not in _litellm_names()
+                                                             else "", None))
+        if not route:
+            return ModelChoice(model=model, api_key=api_key, api_base=api_base, source=source,
+                               provider=prefix if entry else "")
+        base = api_base or default_base
+        if base is None:
+            raise NanobotConfigError(
+                f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} needs its base URL: set "
+                f"providers.{_camel(prefix)}.apiBase in nanobot's config (e.g. http://127.0.0.1:8000/v1)")
+        return ModelChoice(model=f"{route}/{rest}", api_key=api_key, api_base=base, source=source, provider=prefix)
 
     def main_model(self) -> ModelChoice | None:
         """nanobot's own model, with its provider's key and base URL, as litellm wants them."""
@@ -132,21 +187,19 @@ class NanobotConfig:
         if not isinstance(model, str) or not model:
             return None
         provider_name = str(self._get("provider", "provider", "auto") or "auto")
-        providers = self._providers()
         prefix = model.split("/", 1)[0] if "/" in model else ""
         if provider_name == "auto":
-            provider_name = prefix if prefix in providers else ""
-        provider = providers.get(provider_name) or providers.get(_camel(provider_name)) or {}
-        provider = provider if isinstance(provider, dict) else {}
-        api_key = provider.get("apiKey", provider.get("api_key")) or None
-        api_base = provider.get("apiBase", provider.get("api_base")) or None
-        if provider_name in _OPENAI_COMPATIBLE or (provider_name and provider_name not in _known_prefixes()):
-            # nanobot sends the name as is to an OpenAI-compatible endpoint.
-            if api_base or provider_name in _OPENAI_COMPATIBLE:
-                model = f"openai/{model}"
-        elif provider_name and prefix != provider_name:
-            model = f"{provider_name}/{model}"
-        return ModelChoice(model=model, api_key=api_key, api_base=api_base, source="nanobot config")
+            # nanobot's auto mode: the model's own prefix, when nanobot has that provider configured
+            provider_name = prefix if self.provider_entry(prefix) else ""
+        if provider_name and prefix != provider_name:
+            model = f"{provider_name}/{model}"  # nanobot sends the name as is to that provider's endpoint
+        return self.with_credentials(model, "nanobot config")
+
+
+def _litellm_names() -> set[str]:
+    """Provider prefixes litellm routes natively (for a user's own provider entry that shares one)."""
+    return {name for name, (route, _) in NANOBOT_PROVIDERS.items() if not route} | {
+        "azure", "ollama", "together_ai", "fireworks_ai", "xai", "cohere", "perplexity", "cerebras", "sambanova"}
 
 
 def host_timezone() -> str:
@@ -164,14 +217,6 @@ def host_timezone() -> str:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
-
-
-def _known_prefixes() -> set[str]:
-    return {
-        "anthropic", "openai", "deepseek", "gemini", "openrouter", "groq", "mistral", "dashscope",
-        "moonshot", "zhipu", "minimax", "xai", "bedrock", "azure", "ollama", "together_ai", "fireworks_ai",
-        "volcengine", "siliconflow", "cohere", "perplexity",
-    }
 
 
 def resolve_model(env_model: str | None, config: NanobotConfig) -> ModelChoice:

@@ -1,4 +1,5 @@
-"""What each job did, kept in Redis for `enqueue.py --wait` and `status.py`."""
+"""What each job did: kept in Redis for `nanobot-summary enqueue --wait` and `status`, and announced in one line
+for nanobot's log."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Literal
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
-from nanobot_hooks.contract import KEY_PREFIX, Reason, utcnow
+import json
+
+from nanobot_hooks.contract import KEY_PREFIX, OUTCOME_CHANNEL, Reason, utcnow
 from worker.budget import Spend
 from worker.redact import redact
 
@@ -48,6 +51,21 @@ class JobOutcome(BaseModel):
 async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
     kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
     await redis.set(outcome_key(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
+
+
+# How each status reads in a log line.
+VERBS = {"summarized": "summarized", "noted": "noted", "noop": "skipped", "failed": "failed"}
+
+
+def headline(outcome: JobOutcome) -> str:
+    """The outcome in one line, e.g. `skipped telegram:42: too little to summarize (1,146 of 3,277 tokens)`."""
+    return f"{VERBS[outcome.status]} {outcome.session_key}: {redact(outcome.detail)}"
+
+
+async def announce_outcome(redis: ArqRedis, outcome: JobOutcome) -> None:
+    """Tell nanobot's listeners (their log) how the job ended; nobody listening is fine."""
+    payload = {"session": outcome.session_key, "status": outcome.status, "line": headline(outcome)}
+    await redis.publish(OUTCOME_CHANNEL, json.dumps(payload, ensure_ascii=False))
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:

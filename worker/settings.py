@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, NamedTuple
 
@@ -10,7 +13,7 @@ from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, SettingsError, load
 
-__all__ = ["KeepRule", "Settings", "SettingsError", "load_settings"]
+__all__ = ["KeepRule", "Settings", "SettingsError", "load_settings", "unknown_variables"]
 
 
 class KeepRule(NamedTuple):
@@ -125,3 +128,22 @@ class Settings(HookSettings):
 def load_settings() -> Settings:
     """Read the environment; a bad value raises SettingsError with one readable line."""
     return load(Settings)
+
+
+# Our own variables' prefixes: nanobot reads other NANOBOT_* variables for its own settings, so only these
+# are ours to check for misspellings.
+OWN_PREFIXES = ("NANOBOT_SUMMARY_", "NANOBOT_MEMORY_")
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One line per NANOBOT_SUMMARY_* / NANOBOT_MEMORY_* variable no setting reads (a misspelling is
+    otherwise ignored without a word), with the nearest known name."""
+    environ = os.environ if environ is None else environ
+    known = {Settings.env_name(field) for field in Settings.model_fields}
+    lines = []
+    for name in sorted(environ):
+        if name.upper().startswith(OWN_PREFIXES) and name.upper() not in known:
+            nearest = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {nearest[0]}?" if nearest else "see the README's Configuration table"
+            lines.append(f"{name} is not a setting of the summary worker and is ignored; {hint}")
+    return lines

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Status: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend
+"""`nanobot-summary status`: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend
 and last outcomes, as tables, JSON or Prometheus metrics."""
 
 from __future__ import annotations
@@ -10,24 +9,21 @@ import json
 import math
 import sys
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+from arq.connections import ArqRedis, create_pool
+from arq.constants import in_progress_key_prefix, retry_key_prefix
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-from arq.connections import ArqRedis, create_pool  # noqa: E402
-from arq.constants import in_progress_key_prefix, retry_key_prefix  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.markup import escape  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, idle_job_id, session_from_job_id, utcnow  # noqa: E402
-from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
-from nanobot_hooks.settings import redacted_url  # noqa: E402
-from worker import budget  # noqa: E402
-from worker.connections import answers, redis_settings  # noqa: E402
-from worker.outcomes import OUTCOME_PREFIX, JobOutcome  # noqa: E402
-from worker.settings import SettingsError, load_settings  # noqa: E402
+from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, idle_job_id, session_from_job_id, utcnow
+from nanobot_hooks.queue import load_record, pending_sessions
+from nanobot_hooks.settings import redacted_url
+from worker import budget
+from worker.connections import redis_problem, redis_settings
+from worker.outcomes import OUTCOME_PREFIX, JobOutcome
+from worker.settings import SettingsError, load_settings
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
 PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in STATS_KEY
@@ -276,8 +272,8 @@ def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str
 
 async def run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    if not answers(settings.redis_url, **settings.redis_options()):
-        print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        print(f"error: {problem}", file=sys.stderr)
         if args.prometheus:
             print(prometheus(None), end="")
         return 2
@@ -299,28 +295,11 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/status.py",
-        description="Show the summary worker's state in Redis (REDIS_URL): health, queue depth, jobs in flight, "
-        "records waiting for nanobot, resting sessions, what summarizing cost, and each session's last job "
-        "(trigger, tokens and messages before and after, time taken, model, failures).",
-        epilog="Three outputs of the same data: tables for people (the default); --json, one JSON object for "
-        "scripts; --prometheus, metrics named nanobot_summary_* in Prometheus' text format 0.0.4, e.g. for "
-        "node_exporter's textfile collector. Exit code 2 when Redis does not answer (--prometheus then still "
-        "prints nanobot_summary_redis_up 0).",
-    )
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
-    output.add_argument("--prometheus", action="store_true",
-                        help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run(args))
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if args.prometheus:
+            print(prometheus(None), end="")
         return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Undo a session's summary: nanobot replays the covered messages again (they never left the session file), and
+"""`nanobot-summary undo`: undo a session's summary: nanobot replays the covered messages again (they never left the session file), and
 no record waiting in Redis or in line 1 is applied. For a summary that went wrong; run it while nanobot is stopped."""
 
 from __future__ import annotations
@@ -11,21 +10,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+from arq.connections import create_pool
+from arq.constants import in_progress_key_prefix
 
-from arq.connections import create_pool  # noqa: E402
-from arq.constants import in_progress_key_prefix  # noqa: E402
-
-from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id  # noqa: E402
-from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name  # noqa: E402
-from nanobot_hooks.queue import drop_record, load_record  # noqa: E402
-from nanobot_hooks.settings import redacted_url  # noqa: E402
-from worker.connections import answers, redis_settings  # noqa: E402
-from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError  # noqa: E402
-from worker.memory import MemoryFiles  # noqa: E402
-from worker.nanobot_config import NanobotConfig  # noqa: E402
-from worker.sessions import edit_line_one, read_session, session_path  # noqa: E402
-from worker.settings import SettingsError, load_settings  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id
+from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name
+from nanobot_hooks.queue import drop_record, load_record
+from worker.connections import redis_problem, redis_settings
+from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
+from worker.memory import MemoryFiles
+from worker.nanobot_config import NanobotConfig
+from worker.sessions import edit_line_one, read_session, session_path
+from worker.settings import SettingsError, load_settings
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
 WATERMARKS = ("last_archived", "last_consolidated")
@@ -72,15 +68,14 @@ async def undo(key: str, dry_run: bool) -> list[str]:
         raise Refused(str(exc)) from None
     if not path.exists():
         raise Refused(f"no session {key!r} ({path.name} is not in {path.parent})")
-    if not answers(settings.redis_url, **settings.redis_options()):
-        raise Refused(f"Redis at {redacted_url(settings.redis_url)} does not answer: a record waiting there would "
-                      "still be applied")
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        raise Refused(f"{problem} (a summary waiting there would still be applied)")
     redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
     try:
         # A job running or queued now would store a record over the undone state.
         if await redis.exists(in_progress_key_prefix + job_id(key)) or \
                 await redis.zscore(QUEUE_NAME, job_id(key)) is not None:
-            raise Refused(f"a summary job for {key!r} is queued or running: let it end (scripts/status.py), "
+            raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
                           "then run this again")
         done = rewrite_line_one(path, dry_run)
         record = await load_record(redis, key)
@@ -110,26 +105,10 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/undo_summary.py",
-        description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
-        "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
-        "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
-        "Then make a fresh summary from the messages with scripts/enqueue.py --wait KEY (with the worker "
-        "running), or let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
-        "--forget-facts removes the session's facts from MEMORY.md.",
-    )
-    parser.add_argument("session", help="the session key, e.g. telegram:42")
-    parser.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
-    parser.add_argument("--forget-facts", action="store_true",
-                        help="also remove from MEMORY.md the facts learned in this session (the worker records "
-                        "each fact's session beside the file); the user's own lines stay")
-    parser.add_argument("--keep-summary", action="store_true",
-                        help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
-    args = parser.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
     if args.keep_summary and not args.forget_facts:
-        parser.error("--keep-summary only goes with --forget-facts")
+        print("error: --keep-summary only goes with --forget-facts", file=sys.stderr)
+        return 2
     try:
         done = [] if args.keep_summary else asyncio.run(undo(args.session, args.dry_run))
         if args.forget_facts:
@@ -140,7 +119,3 @@ def main(argv: list[str] | None = None) -> int:
     prefix = f"{args.session}: {'would have ' if args.dry_run else ''}"
     print("\n".join(prefix + line for line in done) if done else f"{args.session}: no summary to undo")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

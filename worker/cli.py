@@ -1,0 +1,163 @@
+"""`nanobot-summary` (also `python -m worker`): one command line for the worker and the operator's tasks.
+
+Each subcommand imports what it needs only when it runs: `status`, `undo`, `enqueue` (without --dry-run)
+and `doctor` never load litellm, which alone takes seconds to import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import date
+
+PROG = "nanobot-summary"
+COMMANDS = ("run", "enqueue", "status", "undo", "doctor")
+
+EPILOG = """\
+the first hour:
+  nanobot-summary doctor              is everything in place? each problem with the line that fixes it
+  nanobot-summary run                 the worker (scripts/run-worker runs it in its own environment)
+  nanobot-summary enqueue --dry-run cli:direct   what a summary of that session would do, no LLM call
+  nanobot-summary enqueue --wait cli:direct      make one now and print its outcome
+  nanobot-summary status              queue, jobs, records waiting for nanobot, spend, last outcomes
+
+Configuration comes from the environment (NANOBOT_SUMMARY_*, NANOBOT_MEMORY_*, NANOBOT_CONFIG, REDIS_URL);
+see the README's Configuration table."""
+
+
+def _date(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-11-01") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from worker.app import run_worker
+
+    return run_worker(args)
+
+
+def _enqueue(args: argparse.Namespace) -> int:
+    from worker.enqueue import main
+
+    return main(args)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from worker.status import main
+
+    return main(args)
+
+
+def _undo(args: argparse.Namespace) -> int:
+    from worker.undo import main
+
+    return main(args)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from worker.doctor import main
+
+    return main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=PROG, description="The nanobot summary worker and its operator commands.",
+                                  epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the worker (the default when no command is named)",
+                         description="Run the summary worker: it takes summary jobs from Redis, runs the daily "
+                         "run, and follows changes to nanobot's config file without a restart.")
+    run.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    run.add_argument("--no-embedded-redis", action="store_true",
+                     help="fail instead of starting a local redis-server when REDIS_URL answers nothing")
+    run.add_argument("--reload", action="store_true",
+                     help="development: restart the worker when a .py file of the project changes")
+    run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    run.set_defaults(handler=_run)
+
+    enqueue = sub.add_parser(
+        "enqueue", help="queue summary jobs now, or show what one would do (--dry-run)",
+        description="Queue summary jobs for nanobot sessions (keys look like telegram:42 or cli:direct). A job "
+        "queued by hand is made whatever it saves, and does not wait for a session's rest.",
+        epilog="examples:\n  nanobot-summary enqueue --dry-run cli:direct\n  nanobot-summary enqueue --wait telegram:42\n"
+        "  nanobot-summary enqueue --all\n  nanobot-summary enqueue --all --since 2026-11-01   # catch up the daily notes",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    enqueue.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
+    enqueue.add_argument("--all", action="store_true", help="every session of nanobot's workspace")
+    enqueue.add_argument("--dry-run", action="store_true",
+                         help="print what the job would do now (the same plan the job makes); no LLM call, "
+                         "nothing queued")
+    enqueue.add_argument("--since", type=_date, metavar="YYYY-MM-DD",
+                         help="also write daily notes for every message from this date on (catch-up run)")
+    enqueue.add_argument("--wait", action="store_true", help="block until each job is done and print its outcome")
+    enqueue.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits per job (default 600)")
+    enqueue.set_defaults(handler=_enqueue, parser=enqueue)
+
+    status = sub.add_parser(
+        "status", help="health, queue, jobs in flight, records waiting for nanobot, rests, spend, outcomes",
+        description="Show the summary worker's state in Redis (REDIS_URL): health, queue depth, jobs in flight, "
+        "records waiting for nanobot, resting sessions, what summarizing cost, and each session's last job "
+        "(trigger, tokens and messages before and after, time taken, model, failures).",
+        epilog="Three outputs of the same data: tables for people (the default); --json, one JSON object for "
+        "scripts; --prometheus, metrics named nanobot_summary_* in Prometheus' text format 0.0.4, e.g. for "
+        "node_exporter's textfile collector. Exit code 2 when Redis cannot be used (--prometheus then still "
+        "prints nanobot_summary_redis_up 0).")
+    output = status.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
+    output.add_argument("--prometheus", action="store_true",
+                        help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
+    status.set_defaults(handler=_status)
+
+    undo = sub.add_parser(
+        "undo", help="undo a session's summary (nanobot stopped)",
+        description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
+        "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
+        "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
+        "Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
+        "let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
+        "--forget-facts removes the session's facts from MEMORY.md.")
+    undo.add_argument("session", help="the session key, e.g. telegram:42")
+    undo.add_argument("--dry-run", action="store_true", help="say what would change, change nothing")
+    undo.add_argument("--forget-facts", action="store_true",
+                      help="also remove from MEMORY.md the facts learned in this session (the worker records "
+                      "each fact's session beside the file); the user's own lines stay")
+    undo.add_argument("--keep-summary", action="store_true",
+                      help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
+    undo.set_defaults(handler=_undo)
+
+    doctor = sub.add_parser(
+        "doctor", help="check the whole set-up in one screen; each problem with the line that fixes it",
+        description="Check Python, nanobot's config, sessions and workspace, the summary model and its key "
+        "(no paid call), Redis (auth, database), nanobot's own compaction and Dream, the hooks in nanobot's "
+        "environment, and each session's last outcome. Exit code 1 when a problem was found.")
+    doctor.add_argument("--nanobot-python", metavar="PATH",
+                        help="the Python that runs nanobot (default: the one named by the `nanobot` command "
+                        "on PATH)")
+    doctor.set_defaults(handler=_doctor)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `python -m worker --burst` (flags only) keeps meaning "run the worker", as before the subcommands.
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        argv = ["run", *argv]
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command == "enqueue" and not args.keys and not args.all:
+        args.parser.error("name at least one session KEY, or --all")
+    warn_unknown_variables()
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+def warn_unknown_variables() -> None:
+    """A misspelled variable would be ignored without a word: name it, with the nearest known one."""
+    from worker.settings import unknown_variables
+
+    for line in unknown_variables():
+        print(f"warning: {line}", file=sys.stderr)

@@ -1,0 +1,235 @@
+"""`nanobot-summary doctor`: the whole set-up checked in one screen, each problem with the one line that fixes it.
+
+Each check is a function returning `Check`s; nothing here writes anything or makes a paid call (the model's key
+is checked with litellm's environment validation)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from nanobot_hooks.settings import redacted_url
+from worker.errors import NanobotConfigError
+from worker.nanobot_config import NanobotConfig
+from worker.settings import Settings, SettingsError, load_settings, unknown_variables
+
+Level = Literal["ok", "warn", "FAIL"]
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Check:
+    level: Level
+    what: str
+    fix: str = ""  # the one line that fixes it (a command, or what to set where)
+
+
+def python_checks() -> list[Check]:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info < (3, 11):
+        return [Check("FAIL", f"Python {version} ({sys.executable})", "use Python 3.11 or later: "
+                      "PYTHON=python3.12 scripts/run-worker")]
+    return [Check("ok", f"Python {version} ({sys.executable})")]
+
+
+def variable_checks() -> list[Check]:
+    return [Check("warn", line.split(";")[0], line.split("; ", 1)[1]) for line in unknown_variables()]
+
+
+def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | None]:
+    path = settings.config_path
+    try:
+        config = NanobotConfig.load(path)
+    except NanobotConfigError as exc:
+        return [Check("FAIL", str(exc), f"fix the JSON of {path}, or point NANOBOT_CONFIG at nanobot's config")], None
+    checks = []
+    if not path.exists():
+        checks.append(Check("FAIL", f"nanobot config {path} not found",
+                            "run `nanobot onboard` (it writes the config), or set NANOBOT_CONFIG to its path"))
+    else:
+        checks.append(Check("ok", f"nanobot config {path}"))
+    workspace = settings.summary_workspace or config.workspace
+    try:
+        checks.append(Check("ok", f"sessions in {config.sessions_dir}; workspace {workspace}"))
+    except NanobotConfigError as exc:
+        checks.append(Check("FAIL", str(exc), "let nanobot run once with this config: nanobot agent -m hello"))
+    defaults = config.data.get("agents", {}).get("defaults", {}) if isinstance(config.data.get("agents"), dict) else {}
+    defaults = defaults if isinstance(defaults, dict) else {}
+    idle = defaults.get("idleCompactAfterMinutes", defaults.get("sessionTtlMinutes", 15))
+    if idle != 0:
+        checks.append(Check("warn", f"nanobot's idle compaction is on ({idle} min): it replaces the worker's summaries",
+                            f'set "idleCompactAfterMinutes": 0 under agents.defaults in {path}'))
+    else:
+        checks.append(Check("ok", "nanobot's idle compaction is off"))
+    dream = defaults.get("dream") if isinstance(defaults.get("dream"), dict) else {}
+    if dream.get("enabled", True) is not False:
+        checks.append(Check("warn", "nanobot's Dream is on: it rewrites memory/MEMORY.md every two hours too",
+                            f'set "dream": {{"enabled": false}} under agents.defaults in {path}'))
+    else:
+        checks.append(Check("ok", "nanobot's Dream is off"))
+    return checks, config
+
+
+def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
+    from worker.llm import credentials_problem, routing_problem
+    from worker.nanobot_config import resolve_model
+
+    try:
+        choice = resolve_model(settings.summary_model, config)
+    except NanobotConfigError as exc:
+        what, _, fix = str(exc).rpartition(": ")
+        return [Check("FAIL", what or str(exc), fix)]
+    shown = f"summary model {choice.model} (from {choice.source})" + \
+        (f" at {redacted_url(choice.api_base)}" if choice.api_base else "")
+    if problem := routing_problem(choice.model):
+        return [Check("FAIL", f"{shown}: litellm cannot route it ({problem})",
+                      "name it as provider/model: NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")]
+    if problem := credentials_problem(choice):
+        what, _, fix = problem.partition(": ")
+        return [Check("FAIL", f"{shown}: no API key", fix)]
+    key = "a key from nanobot's config" if choice.api_key else "its key in the environment (or none needed)"
+    return [Check("ok", f"{shown}, {key}")]
+
+
+def redis_checks(settings: Settings) -> list[Check]:
+    from worker.connections import redis_problem, server_version, version_problem
+
+    url = redacted_url(settings.redis_url)
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        if problem.endswith("start it, or set REDIS_URL"):
+            return [Check("warn", problem.rsplit(": ", 1)[0],
+                          "`nanobot-summary run` starts an embedded one there; for a lasting one: "
+                          "sudo apt install redis-server, or set REDIS_URL")]
+        what, _, fix = problem.rpartition(": ")
+        return [Check("FAIL", what, fix)]
+    version = server_version(settings.redis_url, **settings.redis_options())
+    if problem := version_problem(version):
+        return [Check("FAIL", f"Redis at {url}: {problem}", "install Redis 5 or later")]
+    return [Check("ok", f"Redis {version} at {url} answers (credentials and database accepted)")]
+
+
+def nanobot_python(given: str | None) -> Path | None:
+    """The Python that runs nanobot: given, or the one the `nanobot` command's first line names."""
+    if given:
+        return Path(given)
+    command = shutil.which("nanobot")
+    if command is None:
+        return None
+    try:
+        first = Path(command).read_text(encoding="utf-8", errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return Path(first[2:].strip().split()[0]) if first.startswith("#!") else None
+
+
+PROBE = """\
+import importlib.metadata as m, json
+found = {}
+for name in ("nanobot-ai", "nanobot-summary-worker"):
+    try:
+        found[name] = m.version(name)
+    except m.PackageNotFoundError:
+        found[name] = None
+found["entry_points"] = sorted(e.name for e in m.entry_points(group="nanobot.tools"))
+print(json.dumps(found))
+"""
+
+
+def hooks_checks(given: str | None) -> list[Check]:
+    python = nanobot_python(given)
+    install = f"<nanobot's python> -m pip install {CHECKOUT}"
+    if python is None:
+        return [Check("warn", "nanobot's Python not found (no `nanobot` command on PATH)",
+                      "nanobot-summary doctor --nanobot-python /path/to/nanobot's/bin/python")]
+    try:
+        result = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=60)
+        found: dict[str, Any] = json.loads(result.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return [Check("FAIL", f"cannot run nanobot's Python {python}", "name the right one with --nanobot-python")]
+    install = f"{python} -m pip install {CHECKOUT}"
+    checks = []
+    if not found.get("nanobot-ai"):
+        checks.append(Check("FAIL", f"{python} has no nanobot-ai", "name nanobot's own Python with --nanobot-python"))
+    elif not str(found["nanobot-ai"]).startswith("0.3."):
+        checks.append(Check("FAIL", f"nanobot {found['nanobot-ai']}: the hooks support 0.3.x only",
+                            f"{python} -m pip install 'nanobot-ai>=0.3.5,<0.4'"))
+    if not found.get("nanobot-summary-worker") or "summary_worker" not in found.get("entry_points", []):
+        checks.append(Check("FAIL", f"the hooks are not installed in nanobot's environment ({python})", install))
+    elif not checks:
+        checks.append(Check("ok", f"hooks {found['nanobot-summary-worker']} installed in nanobot "
+                                  f"{found['nanobot-ai']}'s environment ({python})"))
+    return checks
+
+
+async def outcome_checks(settings: Settings) -> list[Check]:
+    from arq.connections import create_pool
+
+    from worker.connections import redis_problem, redis_settings
+    from worker.outcomes import OUTCOME_PREFIX, headline, load_outcome
+
+    if redis_problem(settings.redis_url, **settings.redis_options()):
+        return []
+    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    try:
+        keys = sorted([(k.decode() if isinstance(k, bytes) else k)[len(OUTCOME_PREFIX):]
+                       async for k in redis.scan_iter(match=f"{OUTCOME_PREFIX}*", count=500)])
+        outcomes = [o for o in [await load_outcome(redis, key) for key in keys] if o is not None]
+    finally:
+        await redis.aclose()
+    if not outcomes:
+        return [Check("ok", "no job has run yet",
+                      "nanobot-summary enqueue --dry-run cli:direct   # what a first summary would do")]
+    checks = []
+    for outcome in outcomes:
+        line = headline(outcome)
+        line = line if len(line) < 160 else line[:157] + "..."
+        if outcome.status == "failed":
+            checks.append(Check("FAIL", f"last job: {line}", f"fix the above, then: nanobot-summary enqueue "
+                                                           f"--wait {outcome.session_key}"))
+        else:
+            checks.append(Check("ok", f"last job: {line}"))
+    return checks
+
+
+def diagnose(args: argparse.Namespace) -> list[Check]:
+    checks = python_checks() + variable_checks()
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        return [*checks, Check("FAIL", str(exc), "fix that variable in the worker's environment")]
+    found, config = nanobot_checks(settings)
+    checks += found
+    if config is not None:
+        checks += model_checks(settings, config)
+    checks += redis_checks(settings)
+    checks += hooks_checks(args.nanobot_python or os.environ.get("NANOBOT_PYTHON"))
+    checks += asyncio.run(outcome_checks(settings))
+    return checks
+
+
+def render(checks: list[Check]) -> str:
+    lines = []
+    for check in checks:
+        lines.append(f"{check.level:<4}  {check.what}")
+        if check.fix and check.level != "ok":
+            lines.append(f"      fix: {check.fix}")
+        elif check.fix:
+            lines.append(f"      next: {check.fix}")
+    failed = sum(c.level == "FAIL" for c in checks)
+    warned = sum(c.level == "warn" for c in checks)
+    lines.append("all good" if not failed and not warned else f"{failed} problem(s), {warned} warning(s)")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    checks = diagnose(args)
+    print(render(checks))
+    return 1 if any(c.level == "FAIL" for c in checks) else 0

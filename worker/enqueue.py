@@ -1,0 +1,150 @@
+"""`nanobot-summary enqueue`: summarize one, several or all nanobot sessions now, or show what the job would do
+(--dry-run, the job's own plan). Only --dry-run loads the summarizing side (litellm, the token counter)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from arq.connections import ArqRedis, create_pool
+from arq.jobs import Job, JobStatus
+from rich.progress import Progress
+
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id
+from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.queue import enqueue_summary, load_record
+from worker.connections import redis_problem, redis_settings
+from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
+from worker.nanobot_config import NanobotConfig
+from worker.outcomes import headline, load_outcome
+from worker.sessions import list_session_keys, read_session
+from worker.settings import Settings, SettingsError, load_settings
+
+
+class UsageError(Exception):
+    """One line for the user, exit code 2."""
+
+
+def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
+    """Every key checked before anything is queued, so a typo queues nothing. With --all, the sessions the
+    worker can serve (one it cannot is skipped with a warning, never stopping the others)."""
+    if args.all:
+        return [k for k in list_session_keys(sessions_dir) if not is_internal_session(k)]
+    keys = list(dict.fromkeys(args.keys))
+    for key in keys:
+        if is_internal_session(key):
+            raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
+        try:
+            read_session(sessions_dir, key)
+        except SessionKeyError as exc:
+            raise UsageError(str(exc)) from None
+        except SessionNotFound:
+            known = ", ".join(list_session_keys(sessions_dir)[:5]) or "none"
+            raise UsageError(f"no session {key!r} in {sessions_dir} (known: {known})") from None
+    return keys
+
+
+async def connect(settings: Settings) -> ArqRedis:
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        raise UsageError(problem)
+    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+
+
+async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
+    """What the job would do now, from the job's own plan (worker.jobs.plan_job)."""
+    from worker.app import build_deps
+    from worker.jobs import plan_job
+
+    deps = build_deps(settings)
+    print(f"model {deps.model.model} ({deps.model.source}); keep {settings.summary_keep}; "
+          f"input budget {settings.summary_input_tokens} tokens per call")
+    for key in keys:
+        session = read_session(deps.sessions_dir, key)
+        pending = await load_record(redis, key) if redis is not None else None
+        plan = plan_job(deps, session, pending, SummarizeRequest(session_key=key, reason="manual"))
+        cut = plan.cut
+        print(f"{key}: {cut.read} messages, summarized through {plan.start}"
+              + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
+              + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else ""))
+        if plan.skip is not None:
+            print(f"  nothing to do: {plan.skip}; messages {cut.start}..{cut.read - 1} stay in context")
+            continue
+        kept = sum(plan.counts[cut.boundary:cut.read])
+        previous = deps.counter(plan.previous)
+        calls = -(-(plan.covered_tokens + previous) // max(settings.summary_input_tokens, 1))
+        print(f"  would cover messages {cut.start}..{cut.boundary - 1} ({len(plan.entries)} of {cut.covered} "
+              f"messages shown to the model, {plan.covered_tokens:,} tokens) + previous summary ({previous:,} tokens)")
+        print(f"  would keep messages {cut.boundary}..{cut.read - 1} ({cut.kept} messages, {kept:,} tokens)")
+        print(f"  about {max(calls, 1)} LLM call(s)")
+
+
+async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
+    job = Job(job_id(key), redis, _queue_name=QUEUE_NAME)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await job.status() != JobStatus.not_found:
+        if asyncio.get_running_loop().time() > deadline:
+            print(f"{key}: still {(await job.status()).value} after {timeout:.0f}s (is a worker running?)")
+            return 1
+        await asyncio.sleep(0.2)
+    outcome = await load_outcome(redis, key)
+    if outcome is None:
+        print(f"{key}: finished, but left no outcome")
+        return 1
+    print(headline(outcome))
+    return 1 if outcome.status == "failed" else 0
+
+
+async def run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    sessions_dir = NanobotConfig.load(settings.config_path).sessions_dir
+    keys = session_keys(sessions_dir, args)
+    if not keys:
+        print(f"no sessions in {sessions_dir}")
+        return 0
+    if args.dry_run:
+        redis = None
+        if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+            print(f"note: {problem}; planned as if no summary were waiting there", file=sys.stderr)
+        else:
+            redis = await connect(settings)
+        try:
+            await dry_run(keys, settings, redis)
+        finally:
+            if redis is not None:
+                await redis.aclose()
+        return 0
+    redis = await connect(settings)
+    status = 0
+    with Progress(transient=True, disable=len(keys) < 10) as progress:
+        task = progress.add_task("queueing", total=len(keys))
+        for key in keys:
+            if args.since:
+                from worker.cron import flag_sessions  # the same path as the daily run
+
+                # Named keys: flag_sessions reads nothing of the deps but the sessions folder.
+                await flag_sessions(SimpleNamespace(sessions_dir=sessions_dir), redis, args.since,  # type: ignore[arg-type]
+                                    [key], reason="manual")
+                progress.console.print(f"{key}: queued, notes since {args.since}")
+            else:
+                job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
+                progress.console.print(f"{key}: {'queued' if job else 'already queued or running'}")
+            progress.advance(task)
+    if args.wait:
+        with Progress(disable=len(keys) < 10) as progress:
+            task = progress.add_task("waiting", total=len(keys))
+            for key in keys:
+                status = max(status, await wait_for(redis, key, args.timeout))
+                progress.advance(task)
+    await redis.aclose()
+    return status
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(run(args))
+    except (UsageError, SettingsError, NanobotConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
