@@ -42,7 +42,7 @@ class Figures:
 
 def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Namespace) -> Figures:
     count = best_counter()
-    script = conversation(turns, args.chars)
+    script = conversation(turns, args.chars, args.pause, args.pause_every)
     messages: list[dict[str, Any]] = []
     counts: list[int] = []
     start = 0  # the watermark: messages before it are summarized
@@ -94,12 +94,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chars", type=int, default=1700, help="characters per user message")
     parser.add_argument("--reply-chars", type=int, default=500, help="characters per assistant reply")
     parser.add_argument("--summary-chars", type=int, default=1200, help="characters of a summary")
+    parser.add_argument("--pause", type=float, default=1200.0, help="seconds of a pause in the conversation")
+    parser.add_argument("--pause-every", type=int, default=15, help="a pause after every N turns")
     parser.add_argument("--cache-ttl", type=float, default=300.0, help="provider cache lifetime, seconds")
     parser.add_argument("--min-saving", type=float, default=0.05, help="NANOBOT_SUMMARY_MIN_SAVING")
     parser.add_argument("--rule", nargs="+", default=list(RULES), help="idle keep rules to compare")
     args = parser.parse_args(argv)
     for window in args.window:
-        print(f"window {window:,}, {args.turns} turns, pauses over {args.cache_ttl:.0f} s every 15 turns")
+        print(f"window {window:,}, {args.turns} turns, pauses of {args.pause:.0f} s every {args.pause_every} turns, cache {args.cache_ttl:.0f} s")
         print(f"  {'idle keep':<14} {'prompt tokens':>14} {'input cost':>11} {'idle sums':>9} "
               f"{'kept/idle':>9} {'1st after pause':>15}")
         base = None
