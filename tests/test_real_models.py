@@ -88,6 +88,23 @@ async def test_json_in_a_fence_with_chatter_or_cut_half_way_is_read(redis, nanob
     assert (memory / "2026-11-20.md").exists()
 
 
+@pytest.mark.parametrize("quote", ['{"summary": "a short recap", "daily_notes": []}', '{"facts": []}'])
+async def test_a_prose_summary_that_quotes_json_is_committed_whole(redis, nanobot_home, fake_llm, deps_for, quote):
+    def prose(request: FakeRequest) -> Reply:
+        if not is_summary_request(request):
+            return Reply("Here are the notes: nothing new.")
+        asked = "\n".join(f"- asked: {text[:60]}" for _, text in user_lines(request))
+        return Reply(f"## What happened\n{asked}\n- the notes tool printed {quote} for every request")
+
+    fake_llm.responder = prose
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for())
+    assert outcome is not None and outcome.status == "summarized", outcome
+    assert record is not None and record.summary.startswith("## What happened\n- asked: question 0")
+    assert record.summary.endswith(f"printed {quote} for every request"), "the prose, whole, not the quote"
+    assert await cooling(redis, KEY) is None
+
+
 @pytest.mark.parametrize("answer", [
     Reply(REFUSAL), Reply("抱歉，我无法完成这个请求。"), Reply(""), Reply("Summary unavailable"),
     Reply('{"error": {"message": "upstream overloaded"}}'), "forgetful",
