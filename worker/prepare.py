@@ -78,10 +78,15 @@ def defused(text: str) -> str:
     return _BLOCK_TAG.sub(r"‹\1", redact(text))
 
 
+# Every character str.splitlines() breaks a line at: a model may read any of them as one.
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def as_data(text: str) -> str:
     """A message's text for the transcript: defused, and every line after the first indented, so no
-    message can start a line of its own (a forged "user:" turn) in it."""
-    return defused(text).replace("\n", "\n    ")
+    message can start a line of its own (a forged "user:" turn) in it. A carriage return, a form feed or
+    a Unicode line separator counts as a line break, as it does to a model."""
+    return _LINE_BREAK.sub("\n    ", defused(text))
 
 
 def render(message: dict[str, Any], moment: datetime | None = None) -> str | None:
