@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
 from worker.language import text_language
-from worker.redact import redact
+from worker.redact import redact, redact_arguments
 from worker.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
@@ -58,14 +57,18 @@ def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
 
 
 
+def clamped(text: str, max_chars: int) -> str:
+    """`text` cut to `max_chars`, redacted first when it is cut: half a secret is one no rule recognizes."""
+    return cut_middle(redact(text), max_chars) if len(text) > max_chars else text
+
+
 def _tool_call_text(call: Any) -> str:
     if not isinstance(call, dict):
         return ""
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name", "?")
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
+    # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.redact).
+    arguments = redact_arguments(function.get("arguments", ""))
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
@@ -100,14 +103,14 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
         text = "[attachment]"
     if role == "tool":
         name = " ".join(str(message.get("name") or "tool").split())
-        return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS))}"
+        return f"{stamp}tool result ({as_data(name)}): {as_data(clamped(text, TOOL_RESULT_CHARS))}"
     calls = [_tool_call_text(c) for c in tool_calls(message)]
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
         return None
     label = role if role in ("user", "assistant", "system") else "unknown"
-    return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS))}"
+    return f"{stamp}{label}: {as_data(clamped(text, MESSAGE_CHARS))}"
 
 
 def transcript(
