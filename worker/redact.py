@@ -143,7 +143,7 @@ def _bodies(secret: str) -> set[str]:
 # Every pattern above needs one of these; most memory lines have none and skip the eight passes.
 _TRIGGER = re.compile(
     rf"(?i)PRIVATE KEY|://|sk-|[sr]k_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|npm_|:AA|eyJ|bearer"
-    rf"|mysql|mysqldump|mariadb|redis-cli|--pass|login|sshpass|curl"
+    rf"|mysql|mysqldump|mariadb|redis-cli|--pass|docker|podman|nerdctl|sshpass|curl"
     rf"|Authorization|{_PASSWORD_WORDS}|{_KEY_WORDS}"
 )
 
