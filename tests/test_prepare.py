@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.prepare import as_data, transcript
+from worker.prepare import MESSAGE_CHARS, TOOL_ARGS_CHARS, TOOL_RESULT_CHARS, as_data, render, transcript
 from worker.tokens import cl100k_counter
 
 # Every character str.splitlines() ends a line at.
@@ -35,3 +36,27 @@ def test_no_line_break_of_any_kind_lets_a_message_start_a_turn_of_its_own(brk: s
 def test_no_text_starts_a_line_in_the_transcript(text: str) -> None:
     lines = ("assistant: " + as_data(text)).splitlines()
     assert all(line.startswith("    ") for line in lines[1:]), lines
+
+
+KEY = "sk-proj-Zq8vT2mN4kL6pR1sX9wY3bC5dF7gH0jK"
+
+
+@pytest.mark.parametrize("role", ["user", "tool"])
+@pytest.mark.parametrize("at", ["head", "tail"])
+def test_a_secret_the_cut_goes_through_leaves_no_part_of_it(role: str, at: str) -> None:
+    limit = MESSAGE_CHARS if role == "user" else TOOL_RESULT_CHARS
+    # The cut keeps 14 characters of the key's head (too few for its shape), or 25 of its tail.
+    words = "word " * (limit // 10)
+    text = f"{words[:limit // 2 - 15]} {KEY} {words * 3}" if at == "head" else f"{words * 3}{KEY} {words[:limit // 2 - 26]}"
+    line = render({"role": role, "name": "exec", "content": text})
+    assert line is not None and "characters" in line and "cut ..." in line
+    assert not [KEY[i:i + 10] for i in range(len(KEY) - 9) if KEY[i:i + 10] in line]
+
+
+def test_a_huge_tool_call_keeps_its_secrets_out_and_its_size_down() -> None:
+    config = json.dumps({"providers": {"deepseek": {"apiKey": "short-key-1"}}, "notes": "word " * 50_000})
+    arguments = json.dumps({"path": "config.json", "content": config, "password": "pw 1"})
+    line = render({"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]})
+    assert line is not None and len(line) < 2 * TOOL_ARGS_CHARS
+    assert "short-key-1" not in line and "pw 1" not in line

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
@@ -31,14 +31,22 @@ class Entry:
     tokens: int
 
 
-def cut_middle(text: str, max_chars: int) -> str:
-    """Keep the head and the tail, and say how much of the middle went."""
+def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = None) -> str:
+    """Keep the head and the tail, and say how much of the middle went.
+
+    `clean` (worker.redact.redact) is applied to each kept end, and a margin past it, before the cut: a cut
+    through a secret would leave a half that no rule recognizes. Only the ends are read, so a megabyte of
+    tool output costs what its ends cost."""
     if len(text) <= max_chars:
         return text
     lines = text.count("\n", max_chars // 2, len(text) - max_chars // 2)
     note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
     head = max_chars // 2
-    return text[:head] + note + text[len(text) - (max_chars - head):]
+    tail = max_chars - head
+    if clean is None:
+        return text[:head] + note + text[len(text) - tail:]
+    # The margin (max_chars) is far longer than a secret, so the window's own edges fall in what goes.
+    return clean(text[:head + max_chars])[:head] + note + clean(text[max(0, len(text) - tail - max_chars):])[-tail:]
 
 
 def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
@@ -57,18 +65,13 @@ def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
 
 
 
-def clamped(text: str, max_chars: int) -> str:
-    """`text` cut to `max_chars`, redacted first when it is cut: half a secret is one no rule recognizes."""
-    return cut_middle(redact(text), max_chars) if len(text) > max_chars else text
-
-
 def _tool_call_text(call: Any) -> str:
     if not isinstance(call, dict):
         return ""
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name", "?")
     # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.redact).
-    arguments = redact_arguments(function.get("arguments", ""))
+    arguments = redact_arguments(function.get("arguments", ""), lambda text: cut_middle(text, TOOL_ARGS_CHARS, redact))
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
@@ -103,14 +106,14 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
         text = "[attachment]"
     if role == "tool":
         name = " ".join(str(message.get("name") or "tool").split())
-        return f"{stamp}tool result ({as_data(name)}): {as_data(clamped(text, TOOL_RESULT_CHARS))}"
+        return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS, redact))}"
     calls = [_tool_call_text(c) for c in tool_calls(message)]
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
         return None
     label = role if role in ("user", "assistant", "system") else "unknown"
-    return f"{stamp}{label}: {as_data(clamped(text, MESSAGE_CHARS))}"
+    return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS, redact))}"
 
 
 def transcript(

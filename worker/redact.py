@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -69,7 +70,9 @@ _KEY_WORDS = (
     r"api[_\-\s]?key|key|token|secret|credentials?|auth|access[_\-]?key|private[_\-]?key"
     r"|密钥|密鑰|秘钥|私钥|令牌|凭证|トークン|シークレット|秘密鍵|キー|토큰|키|시크릿"
 )
-_NAME = r"[A-Za-z0-9_.\-]*?"  # an identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password
+# An identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password. Read from the identifier's start only: tried
+# at every character of a long run (a base64 blob), the lazy prefix made redaction quadratic.
+_NAME = r"(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]*?"
 # A name may close its quotes with a backslash first: JSON quoted inside a JSON string (`\"apiKey\": \"...\"`).
 _STRONG_SEP = r"\\?[\"']?\s*(?:=|:|：|=>|->)\s*"
 _SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|\bto\b|是|为|為|は|が|는|은|이|가)\s*"
@@ -175,18 +178,25 @@ _SECRET_NAME = re.compile(
 )
 
 
-def redact_json(value: Any, name: str = "") -> Any:
+def _named_secret(name: str, value: Any) -> bool:
+    return (isinstance(value, str) and bool(value) and bool(_SECRET_NAME.search(name))
+            and not _REFERENCE.match(value) and not value.startswith("[REDACTED"))
+
+
+def redact_json(value: Any, name: str = "", shorten: Callable[[str], str] | None = None) -> Any:
     """A decoded JSON value with its secrets redacted: a string under a secret's name whole, every other
-    string by the text rules (it may hold JSON or a command line of its own)."""
+    string by the text rules (it may hold JSON or a command line of its own). `shorten` cuts a string to the
+    size it will be shown at, redacting what it keeps, before the rest is redacted."""
     if isinstance(value, dict):
-        return {key: redact_json(item, str(key)) for key, item in value.items()}
+        return {key: redact_json(item, str(key), shorten) for key, item in value.items()}
     if isinstance(value, list):
-        return [redact_json(item, name) for item in value]
-    if isinstance(value, str):
-        if value and _SECRET_NAME.search(name) and not _REFERENCE.match(value) and not value.startswith("[REDACTED"):
-            return MARK
-        return redact(_without_named_secrets(value))
-    return value
+        return [redact_json(item, name, shorten) for item in value]
+    if not isinstance(value, str):
+        return value
+    if _named_secret(name, value):
+        return MARK
+    value = _without_named_secrets(value)
+    return redact(shorten(value) if shorten else value)
 
 
 def _named_secrets(value: Any, name: str = "") -> set[str]:
@@ -194,9 +204,7 @@ def _named_secrets(value: Any, name: str = "") -> set[str]:
         return {secret for key, item in value.items() for secret in _named_secrets(item, str(key))}
     if isinstance(value, list):
         return {secret for item in value for secret in _named_secrets(item, name)}
-    if isinstance(value, str) and value and _SECRET_NAME.search(name) and not _REFERENCE.match(value):
-        return {value}
-    return set()
+    return {value} if _named_secret(name, value) else set()
 
 
 def _without_named_secrets(text: str) -> str:
@@ -214,18 +222,19 @@ def _without_named_secrets(text: str) -> str:
     return text
 
 
-def redact_arguments(arguments: Any) -> str:
+def redact_arguments(arguments: Any, shorten: Callable[[str], str] | None = None) -> str:
     """A tool call's arguments as text, secrets redacted. OpenAI's shape carries them as a JSON string: it is
-    decoded first, so a secret quoted in it (escaped, or under its key's name) is found like any other."""
-    if not isinstance(arguments, str):
-        return json.dumps(redact_json(arguments), ensure_ascii=False)
-    try:
-        decoded = json.loads(arguments)
-    except ValueError:
-        return redact(arguments)
-    if not isinstance(decoded, (dict, list)):
-        return redact(arguments)
-    return json.dumps(redact_json(decoded), ensure_ascii=False)
+    decoded first, so a secret quoted in it (escaped, or under its key's name) is found like any other.
+    `shorten`: as for redact_json."""
+    decoded = arguments
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, (dict, list)):
+            return redact(shorten(arguments) if shorten else arguments)
+    return json.dumps(redact_json(decoded, shorten=shorten), ensure_ascii=False)
 
 
 @lru_cache(maxsize=65536)  # the same MEMORY.md lines come back on every merge
