@@ -259,6 +259,24 @@ def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_i
     assert _passages(home) == edited
 
 
+def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(home):
+    from worker.sessions import read_session
+
+    rows = [(f"2026-11-25T10:{m:02d}:00", "user", f"behind the watermark {m} 端口") for m in range(30)]
+    home.write_session(DM, _messages(DM_MESSAGES + rows), last_archived=len(DM_MESSAGES) + 20)
+    session = read_session(home.sessions_dir, DM, from_watermark=True)
+    assert session.first > 0
+    fresh = RecallIndex(home.workspace, UTC)
+    fresh.refresh(home.sessions_dir, session, len(DM_MESSAGES) + 25)  # a new index: every session is read
+    assert "54329" in ask(home, "数据库 端口") and "behind the watermark 24 " in ask(home, "behind the watermark 24")
+    # A session reset with /new, then read from its (new) watermark: indexed anew from its first message.
+    home.write_session(DM, _messages([(f"2026-11-26T10:{m:02d}:00", "user", f"after new code{m:03d}q") for m in range(9)]),
+                       last_archived=8)
+    session = read_session(home.sessions_dir, DM, from_watermark=True)
+    fresh.refresh(home.sessions_dir, session, 8)
+    assert "code000q" in ask(home, "code000q") and ask(home, "预发环境的数据库端口").startswith("Nothing found")
+
+
 def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):
     long = [(f"2026-11-25T{h:02d}:{m:02d}:00", "user", f"kill test line {h * 60 + m} 端口") for h in range(3)
             for m in range(60)]

@@ -242,7 +242,9 @@ async def run_job(run: Run) -> JobOutcome:
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
     pending = await load_record(run.redis, req.session_key)
-    session = read_session(deps.sessions_dir, req.session_key)
+    # From the watermark: what it covers is all a summary reads (a 50 MB history costs no memory). The
+    # daily run notes every un-noted message of the day, wherever it is, so it reads them all.
+    session = read_session(deps.sessions_dir, req.session_key, from_watermark=not req.notes_through_end)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))

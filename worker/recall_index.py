@@ -327,6 +327,12 @@ class RecallIndex:
 
     def _sync_session(self, db: sqlite3.Connection, session: SessionFile, through: int) -> int:
         """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew."""
+        if session.first:
+            row = db.execute("SELECT parts.through FROM parts WHERE kind = 'messages' AND session = ?",
+                             (session.key,)).fetchone()
+            if row is None or row[0] - 1 < session.first:
+                # The job read from the watermark, and the index is further behind: read it all.
+                session = read_session(session.path.parent, session.key)
         messages = session.messages
         through = min(through, len(messages))
         added = 0
@@ -337,6 +343,9 @@ class RecallIndex:
                 if done > len(messages) or (done and timestamp_before(messages, done) != stamp):
                     self._drop(db, part)
                     done = 0
+                    if session.first:  # reset (`/new`): indexed anew from its first message
+                        session = read_session(session.path.parent, session.key)
+                        messages = session.messages
                 if through <= done:
                     db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
                                (done, timestamp_before(messages, done), part))
