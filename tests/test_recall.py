@@ -270,8 +270,8 @@ def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(ho
     fresh.refresh(home.sessions_dir, session, len(DM_MESSAGES) + 25)  # a new index: every session is read
     assert "54329" in ask(home, "数据库 端口") and "behind the watermark 24 " in ask(home, "behind the watermark 24")
     # A session reset with /new, then read from its (new) watermark: indexed anew from its first message.
-    home.write_session(DM, _messages([(f"2026-11-26T10:{m:02d}:00", "user", f"after new code{m:03d}q") for m in range(9)]),
-                       last_archived=8)
+    reset = [(f"2026-11-26T10:{m:02d}:00", "user", f"after new code{m:03d}q") for m in range(9)]
+    home.write_session(DM, _messages(reset), last_archived=8)
     session = read_session(home.sessions_dir, DM, from_watermark=True)
     fresh.refresh(home.sessions_dir, session, 8)
     assert "code000q" in ask(home, "code000q") and ask(home, "预发环境的数据库端口").startswith("Nothing found")
