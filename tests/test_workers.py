@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary
+from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest
+from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Reply
 from worker.outcomes import load_outcome
 
@@ -47,12 +47,11 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
             for key in keys:
                 await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
             await asyncio.sleep(0.15)
-        while True:
-            outcomes = [await load_outcome(redis, key) for key in keys]
-            if all(o is not None and o.status == "summarized" for o in outcomes) and \
-                    not await redis.keys("arq:in-progress:*"):
+        while True:  # every session's record stored, and no job queued or running any more
+            records = [await load_record(redis, key) for key in keys]
+            if all(records) and not await redis.zcard(QUEUE_NAME) and not await redis.keys("arq:in-progress:*"):
                 break
-            assert time.monotonic() < deadline, outcomes
+            assert time.monotonic() < deadline, [await load_outcome(redis, key) for key in keys]
             await asyncio.sleep(0.2)
     finally:
         for worker in workers:
