@@ -93,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=365, help="days of notes and of conversation (365)")
     parser.add_argument("--queries", type=int, default=1_000, help="queries timed (1000)")
     parser.add_argument("--updates", type=int, default=30, help="summaries whose index update is timed (30)")
+    parser.add_argument("--day-sessions", type=int, default=1_000,
+                        help="sessions with notes on the day the timed summaries write to (1000: a busy day)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.messages, args.days, args.queries, args.updates = 2_000, 20, 60, 3
+        args.messages, args.days, args.queries, args.updates, args.day_sessions = 2_000, 20, 60, 3, 20
     rng = random.Random(7)
     start = datetime(2025, 11, 20, 8, 0)
     span = timedelta(days=args.days)
@@ -114,7 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         memory.mkdir()
         for n in range(args.days):
             day = (start + timedelta(days=n)).date().isoformat()
-            (memory / f"{day}.md").write_text(day_notes(day, [MAIN, *others[:2]], rng), encoding="utf-8")
+            # The last day is the busy one the timed summaries append to: every session's notes precede them.
+            keys = [MAIN, *(f"telegram:{1000 + k}" for k in range(args.day_sessions - 1))] if n == args.days - 1 \
+                else [MAIN, *others[:2]]
+            (memory / f"{day}.md").write_text(day_notes(day, keys, rng), encoding="utf-8")
         facts = "".join(f"- {sentence(rng)[:60]} <!-- i4 2026-01-{n % 28 + 1:02d} -->\n" for n in range(300))
         (memory / "MEMORY.md").write_text(f"# Long-term Memory\n\n{facts}", encoding="utf-8")
 
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             index.refresh(home.sessions_dir, session, len(session.messages))
             updates.append(time.perf_counter() - began)
 
+        day_size = last_day.stat().st_size
         # A worker start: the asking session's file changed since the last sweep (it is re-read), the rest did not.
         began = time.perf_counter()
         index.refresh(home.sessions_dir)
@@ -169,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.sessions} sessions ({main_count:,} in the asking one), {args.days} days of notes, 300 facts")
     print(f"rebuild from the files: {build_seconds:.1f} s ({built})")
     print(f"index on disk: {size / 1e6:.1f} MB after the rebuild, {size_after / 1e6:.1f} MB after the updates")
-    print(f"update after one summary (40 messages + one notes section), {args.updates} runs: "
+    print(f"update after one summary (40 messages + one notes section appended to a day file of "
+          f"{args.day_sessions:,} sessions' notes, {day_size / 1e6:.1f} MB), {args.updates} runs: "
           f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}")
     print(f"start-up sweep, the asking session's file changed: {sweep_seconds:.2f} s")
     for kind, values in latencies.items():

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmark: token counters side by side (speed, error against cl100k), and summary jobs per second."""
+"""Benchmark: token counters side by side (speed, error against cl100k), and summary jobs per second with one
+or several worker processes on one Redis (single flight checked from the fake model's requests)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
-import statistics
+import re
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -25,11 +29,14 @@ from nanobot_hooks.queue import enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
+from worker.outcomes import load_outcome  # noqa: E402
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 from tests.support.corpora import CORPORA, REPEATED  # noqa: E402
 from worker.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
+# Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
+TAG = "bench-session-"
 # The tests' corpora (a text of each kind the assistant reads, written apart from the estimate's calibration),
 # the benchmark's first texts (one sentence forty times) and this file; tests/test_tokens.py holds the estimate
 # within 10% of cl100k on every one.
@@ -59,63 +66,148 @@ def bench_counters(console: Console, rounds: int) -> None:
     console.print(table)
 
 
-async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str, recall: bool = True) -> None:
+def make_home(folder: Path, llm_url: str, sessions: int, turns: int) -> NanobotHome:
+    """Sessions whose every user message names its session, so the fake model's requests say whose they are."""
+    home = NanobotHome.create(folder, llm_url)
+    for n in range(sessions):
+        messages = []
+        for i in range(turns):
+            messages.append({"role": "user", "content": f"问题 {i} ({TAG}{n}): 部署失败了怎么办?",
+                             "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
+            messages.append({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
+                             "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+        home.write_session(f"bench:{n}", messages)
+    return home
+
+
+def bench_settings(redis_url: str, config: Path) -> Settings:
+    # 10 messages kept, not 3% of the window: these sessions are short, and every job must summarize.
+    return Settings(redis_url=redis_url, config=config, summary_keep="messages:10")
+
+
+async def child_worker(redis_url: str, config: Path, recall: bool, profile: Path | None) -> dict[str, Any]:
+    """One worker process: ready, then (after "go" on stdin) a burst worker until the queue is empty."""
+    settings = bench_settings(redis_url, config)
+    deps = build_deps(settings)
+    if not recall:
+        deps.recall = None
+    worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
+                       "handle_signals": False, "max_jobs": 20})
+    print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)
+    profiler = cProfile.Profile() if profile else None
+    cpu, began = time.process_time(), time.time()
+    if profiler:
+        profiler.enable()
+    await worker.main()
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    figures = {"ended": time.time(), "began": began, "cpu": time.process_time() - cpu,
+               "complete": worker.jobs_complete, "failed": worker.jobs_failed}
+    await worker.close()
+    return figures
+
+
+def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], int]:
+    """LLM calls per session, and how many times two calls of one session were in flight at once."""
+    calls: dict[str, list[float]] = {}
+    for request in requests:
+        found = re.search(rf"\({re.escape(TAG)}(\d+)\)", json.dumps(request.body, ensure_ascii=False))
+        calls.setdefault(found.group(1) if found else "?", []).append(request.received_at)
+    overlaps = sum(1 for times in calls.values() for a, b in zip(sorted(times), sorted(times)[1:]) if b - a < delay)
+    return {key: len(times) for key, times in calls.items()}, overlaps
+
+
+async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str, recall: bool = True,
+                     workers: int = 1, delay: float = 0.0, profile: Path | None = None) -> dict[str, Any]:
+    """`workers` worker processes (this one only serves the fake model and counts) on one Redis."""
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
-        llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [], "facts": []}))
-        home = NanobotHome.create(Path(tmp), llm.url)
-        for n in range(sessions):
-            messages = []
-            for i in range(turns):
-                messages.append({"role": "user", "content": f"问题 {i}: 部署失败了怎么办?",
-                                 "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
-                messages.append({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
-                                 "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
-            home.write_session(f"bench:{n}", messages)
-        # 10 messages kept, not 3% of the window: these sessions are short, and every job must summarize.
-        settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10")
-        deps = build_deps(settings)
-        if not recall:
-            deps.recall = None
+        llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [],
+                                        "facts": []}), delay=delay)
+        home = make_home(Path(tmp), llm.url, sessions, turns)
         redis = await create_pool(redis_settings(redis_url))
         await redis.flushdb()
         for n in range(sessions):
             await enqueue_summary(redis, SummarizeRequest(session_key=f"bench:{n}"))
-        worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
-                           "handle_signals": False, "max_jobs": 20})
-        started = time.perf_counter()
-        await worker.main()
-        elapsed = time.perf_counter() - started
-        await worker.close()
+        children = []
+        for number in range(workers):
+            command = [sys.executable, __file__, "--child", "--redis-url", redis_url, "--config", str(home.config_path)]
+            if not recall:
+                command.append("--no-recall")
+            if profile is not None:
+                command += ["--profile", f"{profile}.{number}" if workers > 1 else str(profile)]
+            children.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
+        for child in children:  # start-up (litellm's import, the recall sweep) is not timed
+            if child.stdout is None or child.stdout.readline().strip() != "ready":
+                raise SystemExit("a worker process did not start")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        results = []
+        for child in children:
+            out, _ = child.communicate(timeout=3600)
+            results.append(json.loads(out.strip().splitlines()[-1]))
+        elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
+        outcomes = [await load_outcome(redis, f"bench:{n}") for n in range(sessions)]
         await redis.flushdb()
         await redis.aclose()
-        latencies = [r.received_at for r in llm.requests]
-        console.print(f"summary jobs: {sessions} sessions x {turns * 2} messages in {elapsed:.2f}s = "
-                      f"{sessions / elapsed:.1f} jobs/s ({worker.jobs_complete} complete, {worker.jobs_failed} failed, "
-                      f"{len(latencies)} LLM calls; fake LLM on loopback)")
-        if len(latencies) > 1:
-            gaps = [b - a for a, b in zip(sorted(latencies), sorted(latencies)[1:])]
-            console.print(f"  median gap between LLM calls {statistics.median(gaps) * 1000:.1f} ms")
+        summarized = sum(1 for o in outcomes if o is not None and o.status == "summarized")
+        calls, overlaps = single_flight(llm.requests, max(delay, 0.001))
+        cpu = sum(r["cpu"] for r in results)
+        figures = {"workers": workers, "jobs_per_s": round(sessions / elapsed, 1), "seconds": round(elapsed, 2),
+                   "cpu_ms_per_job": round(cpu / sessions * 1000, 1), "summarized": summarized,
+                   "llm_calls": len(llm.requests), "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
+                   "calls_in_flight_together": overlaps}
+        console.print(f"summary jobs, {workers} worker process(es): {sessions} sessions x {turns * 2} messages in "
+                      f"{elapsed:.2f}s = [bold]{sessions / elapsed:.1f} jobs/s[/] "
+                      f"({summarized} summarized, {sum(r['failed'] for r in results)} failed; "
+                      f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(llm.requests)} LLM calls, "
+                      f"fake model on loopback, {delay * 1000:.0f} ms per answer)")
+        console.print(f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
+                      f"{overlaps} times two calls of one session at once")
+        return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench_worker.py", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=200, help="counting rounds per text (default 200)")
-    parser.add_argument("--sessions", type=int, default=100, help="sessions to summarize (default 100)")
+    parser.add_argument("--rounds", type=int, default=200, help="counting rounds per text (default 200; 0 = skip)")
+    parser.add_argument("--sessions", type=int, default=200, help="sessions to summarize (default 200)")
     parser.add_argument("--turns", type=int, default=40, help="user turns per session (default 40)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1],
+                        help="worker processes on the one Redis; several values run one after the other, "
+                             "e.g. --workers 1 4 (default 1)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds the fake model takes per answer (0)")
     parser.add_argument("--no-recall", dest="recall", action="store_false",
                         help="jobs without the recall index update, to see what it costs")
+    parser.add_argument("--profile", type=Path, help="write each worker's cProfile stats here (.N per worker)")
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-                        help="a Redis DB the benchmark may flush (default DB 14)")
+                        help="a Redis DB the benchmark may flush (default DB 14); started if nothing answers")
+    parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(asyncio.run(child_worker(args.redis_url, args.config, args.recall, args.profile))))
+        return 0
     console = Console(width=120)
-    bench_counters(console, args.rounds)
+    if args.rounds:
+        bench_counters(console, args.rounds)
     embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
     try:
-        asyncio.run(bench_jobs(console, args.sessions, args.turns, args.redis_url, args.recall))
+        runs = [asyncio.run(bench_jobs(console, args.sessions, args.turns, args.redis_url, args.recall, workers,
+                                       args.delay, args.profile)) for workers in args.workers]
     finally:
         if embedded is not None:
             embedded.stop()
-    return 0
+    if len(runs) > 1:
+        console.print(f"speed-up of {runs[-1]['workers']} worker processes over {runs[0]['workers']}: "
+                      f"{runs[-1]['jobs_per_s'] / runs[0]['jobs_per_s']:.2f}x")
+    if args.json:
+        print(json.dumps(runs))
+    return 0 if all(r["sessions_called_twice"] == 0 and r["calls_in_flight_together"] == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":

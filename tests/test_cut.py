@@ -43,6 +43,9 @@ def test_cut_properties(shape: list[int], keep: KeepRule, start_at: int, counts_
     cut = plan_cut(messages, start, counts, keep, window=1000)
 
     assert cut.start == start and start <= cut.boundary <= cut.read == len(messages)
+    # the last user turn is never summarized away, whatever the keep rule says
+    last_question = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=len(messages))
+    assert cut.covered == 0 or cut.boundary <= last_question
     if cut.covered:
         # never separates a tool call from its results, and starts the kept tail at a user turn
         assert not orphaned_results(messages, cut.boundary)
@@ -58,6 +61,27 @@ def test_cut_properties(shape: list[int], keep: KeepRule, start_at: int, counts_
                 used += counts[keep_index - 1]
                 keep_index -= 1
             assert cut.boundary <= keep_index
+
+
+def test_the_last_user_turn_stays_when_its_answer_alone_is_over_the_keep_budget() -> None:
+    # 3% of a 32,000 window is 960 tokens; the answer just given is 1,005.
+    messages = session([0] * 6)
+    counts = [40] * (len(messages) - 1) + [1_005]
+    cut = plan_cut(messages, 0, counts, KeepRule("fraction", 0.03), 32_000)
+    assert cut.boundary == len(messages) - 2 and messages[cut.boundary]["content"] == "u5"
+    assert cut.kept == 2 and cut.covered == len(messages) - 2, "the question and its answer stay verbatim"
+
+
+def test_a_last_turn_of_tool_calls_over_the_budget_stays_whole() -> None:
+    messages = session([0, 0, 3])
+    counts = [10] * (len(messages) - 1) + [2_000]
+    cut = plan_cut(messages, 0, counts, KeepRule("tokens", 100), 32_000)
+    assert cut.boundary == 4 and messages[4]["content"] == "u2" and not orphaned_results(messages, cut.boundary)
+
+
+def test_a_session_whose_only_user_turn_is_the_last_covers_nothing() -> None:
+    messages = session([2])
+    assert plan_cut(messages, 0, [500] * len(messages), KeepRule("messages", 0), 1000).covered == 0
 
 
 def test_boundary_moves_back_to_the_user_turn_before_a_tool_call() -> None:

@@ -26,6 +26,7 @@ from nanobot_hooks.queue import load_record, store_record
 from tests.support.redis_server import free_port
 from worker.app import worker_options
 from worker.connections import answers, redis_settings
+from worker.nanobot_config import host_timezone
 from worker.settings import Settings
 
 from .conftest import conversation
@@ -145,6 +146,36 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert int(worker["stop_grace_period"].rstrip("s")) >= waits + 30
 
 
+def test_compose_gives_the_worker_the_hosts_timezone() -> None:
+    worker = compose()["services"]["worker"]
+    assert "/etc/localtime:/etc/localtime:ro" in worker["volumes"], "the host's zone file, read-only"
+    # Passed through without a value: set when the host's TZ is, unset otherwise (an empty TZ means UTC).
+    assert "TZ" in worker["environment"] and worker["environment"]["TZ"] is None
+
+
+@pytest.mark.parametrize("config_zone, tz, warned", [
+    (None, None, True),  # a container without TZ: this machine's zone is UTC, as an image's is
+    (None, "Asia/Shanghai", False),
+    ("Asia/Shanghai", None, False),
+], ids=["no-zone-anywhere", "tz-passed-in", "nanobot-names-one"])
+def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
+        nanobot_home, fake_llm, redis_url, config_zone, tz, warned) -> None:
+    if warned and host_timezone() != "UTC":
+        pytest.skip("this machine's own zone is not UTC, as a container's is")
+    nanobot_home.write_config(fake_llm.url, timezone=config_zone)
+    env = {k: v for k, v in clean_env(REDIS_URL=redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path)).items()
+           if k != "TZ"}
+    if tz:
+        env["TZ"] = tz
+    result = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "notes are dated in UTC" in line]
+    assert len(lines) == (1 if warned else 0), result.stderr[-3000:]
+    if warned:
+        assert "NANOBOT_SUMMARY_TIMEZONE" in lines[0] and "TZ" in lines[0]
+
+
 def start_redis(command: list[str], port: int, folder: Path) -> subprocess.Popen[bytes]:
     """The compose file's Redis command as written, on a free local port, its dir (./) being `folder`."""
     if shutil.which(command[0]) is None:
@@ -177,8 +208,10 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     host_home.mkdir()
     (host_home / ".nanobot").symlink_to(nanobot_home.root)
     variables = {"NANOBOT_HOST_HOME": str(host_home), "NANOBOT_UID": str(os.getuid()), "NANOBOT_GID": str(os.getgid())}
+    # A variable without a value is passed through from the caller's environment (TZ), as compose does.
     env = clean_env(**{**env_file(DEPLOY / "worker.env.example"),
-                       **{k: interpolate(v, variables) for k, v in worker_spec["environment"].items()}})
+                       **{k: interpolate(v, variables) for k, v in worker_spec["environment"].items()
+                          if v is not None}})
     # Only these two differ outside a container: Redis's service name, and the container's own environment.
     env.update(REDIS_URL=url, VENV=sys.prefix)
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker import llm
-from worker.budget import cooling
+from worker.budget import cooldown_seconds, cooling, streak_key
 from worker.cron import daily_summaries
 from worker.notes import is_noted, noted_spans
 from worker.outcomes import load_outcome
@@ -88,6 +88,23 @@ async def test_json_in_a_fence_with_chatter_or_cut_half_way_is_read(redis, nanob
     assert (memory / "2026-11-20.md").exists()
 
 
+@pytest.mark.parametrize("quote", ['{"summary": "a short recap", "daily_notes": []}', '{"facts": []}'])
+async def test_a_prose_summary_that_quotes_json_is_committed_whole(redis, nanobot_home, fake_llm, deps_for, quote):
+    def prose(request: FakeRequest) -> Reply:
+        if not is_summary_request(request):
+            return Reply("Here are the notes: nothing new.")
+        asked = "\n".join(f"- asked: {text[:60]}" for _, text in user_lines(request))
+        return Reply(f"## What happened\n{asked}\n- the notes tool printed {quote} for every request")
+
+    fake_llm.responder = prose
+    nanobot_home.write_session(KEY, conversation(15))
+    outcome, record = await summarize(redis, deps_for())
+    assert outcome is not None and outcome.status == "summarized", outcome
+    assert record is not None and record.summary.startswith("## What happened\n- asked: question 0")
+    assert record.summary.endswith(f"printed {quote} for every request"), "the prose, whole, not the quote"
+    assert await cooling(redis, KEY) is None
+
+
 @pytest.mark.parametrize("answer", [
     Reply(REFUSAL), Reply("抱歉，我无法完成这个请求。"), Reply(""), Reply("Summary unavailable"),
     Reply('{"error": {"message": "upstream overloaded"}}'), "forgetful",
@@ -136,6 +153,22 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
     outcome, record = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "summarized" and record is not None
     assert await cooling(redis, KEY) is None and not await redis.exists(cooldown_key(KEY))
+
+
+async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_rest(
+        redis, nanobot_home, fake_llm, deps_for):
+    fake_llm.default = Error.server()
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for(summary_max_tries=1, summary_cooldown=900, summary_cooldown_max=7200)
+    await redis.set(streak_key(KEY), 10_000)  # 2 ** 10,000 seconds is no float
+    outcome, _ = await summarize(redis, deps, reason="manual")
+    assert outcome is not None and outcome.status == "failed" and "internal error" not in outcome.detail
+    rest = await cooling(redis, KEY)
+    assert rest is not None and rest.failures == 10_001 and outcome.cooldown_until == rest.until
+    left = (rest.until - datetime.now(timezone.utc)).total_seconds()
+    assert 7200 - 60 < left <= 7200
+    assert 7200 - 60 < await redis.ttl(cooldown_key(KEY)) <= 7200
+    assert cooldown_seconds(10**9, 900, 7200) == 7200 and cooldown_seconds(3, 900, 7200) == 3600
 
 
 async def test_a_429_is_retried_after_the_retry_after_it_names(redis, nanobot_home, fake_llm, deps_for):

@@ -208,6 +208,75 @@ def test_changed_files_are_followed_a_reset_session_forgets_and_a_deleted_day_go
     assert ask(home, "端口", asker=GROUP).startswith("Nothing found"), "a deleted session file is forgotten"
 
 
+APPENDED = """
+<!-- nanobot-summary:notes session=telegram:42 first=2026-11-20T15:00:00 last=2026-11-20T15:10:00 digest=cccccccccccc -->
+## telegram:42 · 15:00–15:10
+
+### 待办事项
+- 周五前把备份脚本迁到 cron 7731
+"""
+
+
+def _passages(home: NanobotHome) -> list[tuple]:
+    with sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True) as db:
+        return db.execute("SELECT rowid, body, day, at, label FROM passages ORDER BY rowid").fetchall()
+
+
+def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(
+        home, index, monkeypatch):
+    from worker import recall_index
+
+    read: list[str] = []
+    real = recall_index.note_rows
+    monkeypatch.setattr(recall_index, "note_rows", lambda text, *args: read.append(text) or real(text, *args))
+    day = home.workspace / "memory" / "2026-11-20.md"
+    with day.open("a", encoding="utf-8") as out:
+        out.write(APPENDED)
+    index.refresh(home.sessions_dir)
+    assert read == [APPENDED], "only the appended section is read"
+    assert "7731" in ask(home, "备份脚本") and "54329" in ask(home, "预发数据库端口定为")
+    grown = _passages(home)
+    index.discard()
+    index.refresh(home.sessions_dir)
+    assert _passages(home) == grown, "the same rows as a rebuild from the whole file"
+
+    # An edit before the indexed point (same size, so only the digest can tell), with a section appended.
+    read.clear()
+    day.write_text(day.read_text(encoding="utf-8").replace("54329", "54330") + APPENDED.replace("7731", "7732"),
+                   encoding="utf-8")
+    index.refresh(home.sessions_dir)
+    assert len(read) == 1 and read[0].startswith("# 2026-11-20"), "the edited file is read whole"
+    assert "54330" in ask(home, "预发数据库端口定为") and "54329" not in ask(home, "预发数据库端口定为")
+    # Text appended under the last section (no marker of its own), then a file truncated: read whole.
+    for change in (lambda text: text + "- 追加在最后一节里 6061\n", lambda text: text[:len(text) // 2]):
+        read.clear()
+        day.write_text(change(day.read_text(encoding="utf-8")), encoding="utf-8")
+        index.refresh(home.sessions_dir)
+        assert len(read) == 1 and read[0].startswith("# 2026-11-20")
+    edited = _passages(home)
+    index.discard()
+    index.refresh(home.sessions_dir)
+    assert _passages(home) == edited
+
+
+def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(home):
+    from worker.sessions import read_session
+
+    rows = [(f"2026-11-25T10:{m:02d}:00", "user", f"behind the watermark {m} 端口") for m in range(30)]
+    home.write_session(DM, _messages(DM_MESSAGES + rows), last_archived=len(DM_MESSAGES) + 20)
+    session = read_session(home.sessions_dir, DM, from_watermark=True)
+    assert session.first > 0
+    fresh = RecallIndex(home.workspace, UTC)
+    fresh.refresh(home.sessions_dir, session, len(DM_MESSAGES) + 25)  # a new index: every session is read
+    assert "54329" in ask(home, "数据库 端口") and "behind the watermark 24 " in ask(home, "behind the watermark 24")
+    # A session reset with /new, then read from its (new) watermark: indexed anew from its first message.
+    reset = [(f"2026-11-26T10:{m:02d}:00", "user", f"after new code{m:03d}q") for m in range(9)]
+    home.write_session(DM, _messages(reset), last_archived=8)
+    session = read_session(home.sessions_dir, DM, from_watermark=True)
+    fresh.refresh(home.sessions_dir, session, 8)
+    assert "code000q" in ask(home, "code000q") and ask(home, "预发环境的数据库端口").startswith("Nothing found")
+
+
 def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):
     long = [(f"2026-11-25T{h:02d}:{m:02d}:00", "user", f"kill test line {h * 60 + m} 端口") for h in range(3)
             for m in range(60)]

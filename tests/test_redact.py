@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import string
 from pathlib import Path
 
@@ -60,6 +61,59 @@ def test_secret_values_are_removed(text: str, secret: str) -> None:
     out = redact(text)
     assert secret not in out
     assert MARK in out or "[REDACTED PRIVATE KEY]" in out
+
+
+ESCAPED = json.dumps({"path": "config.json", "content": json.dumps({"apiKey": "Zk39fLw02QmXr8TyVb61"}, indent=2)})
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("curl -u admin:Pa55-w0rd_x https://api.example.com", "Pa55-w0rd_x"),
+    ("curl -s --user 'deploy:hunter2x' -X POST https://ci.example.com", "hunter2x"),
+    ("curl --user=deploy:s3cr3t-pw https://ci.example.com", "s3cr3t-pw"),
+    ("docker login -u me -p Tr0ub4dor registry.example.com", "Tr0ub4dor"),
+    ("docker login --password hunter22x ghcr.io", "hunter22x"),
+    ("docker login --password=hunter22x ghcr.io", "hunter22x"),
+    ('docker login -p "two words9" ghcr.io', "two words9"),
+    ("sshpass -p 'Hunter2&x' ssh root@10.0.0.7", "Hunter2&x"),
+    ("sshpass -pHunter2x ssh root@10.0.0.7", "Hunter2x"),
+    ("curl -H 'authorization: basic dXNlcjpwYXNzd29yZA=='", "dXNlcjpwYXNzd29yZA=="),
+    ("AUTHORIZATION: BASIC dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ("authorization: bearer abcdefgh12345678", "abcdefgh12345678"),
+    (ESCAPED, "Zk39fLw02QmXr8TyVb61"),  # the raw arguments of a write_file call, quoted inside a string
+    ('"{\\"password\\": \\"p w1\\"}"', "p w1"),
+])
+def test_command_line_and_escaped_secrets_are_removed(text: str, secret: str) -> None:
+    out = redact(text)
+    assert secret not in out and MARK in out
+    assert redact(out) == out
+
+
+@pytest.mark.parametrize("text", [
+    "docker login --password-stdin < token.txt",
+    "curl -u admin https://host.example.com:8080/health",
+    "open the login page and check the Authorization header",
+    "the basic idea is to bear with it",
+])
+def test_command_lines_without_a_secret_value_survive(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_tool_call_arguments_lose_secret_values_by_name_and_by_shape() -> None:
+    from worker.redact import redact_arguments
+
+    config = json.dumps({"providers": {"x": {"apiKey": "short1"}}, "db": {"password": "pw 1"}, "theme": "dark"},
+                        indent=2)
+    arguments = json.dumps({"path": "config.json", "content": config, "token": "abc",
+                            "headers": {"Authorization": "Basic zzz"}, "env": {"DEEPSEEK_API_KEY": "${KEY}"},
+                            "command": "curl -u bob:Pa55word9 https://x", "max_tokens": "1000"})
+    out = redact_arguments(arguments)
+    for secret in ("short1", "pw 1", '"abc"', "zzz", "Pa55word9"):
+        assert secret not in out, secret
+    decoded = json.loads(out)
+    assert decoded["max_tokens"] == "1000" and decoded["env"] == {"DEEPSEEK_API_KEY": "${KEY}"}
+    assert json.loads(decoded["content"])["theme"] == "dark" and decoded["content"].startswith("{\n  ")
+    assert redact_arguments({"password": "hunter2"}) == f'{{"password": "{MARK}"}}'
+    assert redact_arguments("not json: password=hunter2") == f"not json: password={MARK}"
 
 
 @pytest.mark.parametrize("text", [

@@ -128,6 +128,34 @@ def test_reading_a_big_session_holds_its_messages_not_its_bytes(nanobot_home) ->
     assert peak - kept < size / 4, f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
 
 
+def test_a_read_from_the_watermark_holds_only_what_follows_it_under_the_sessions_own_indices(nanobot_home) -> None:
+    messages = conversation(10_000, user="question {i} " + "x" * 400)
+    nanobot_home.write_session("telegram:9", messages, last_archived=19_900)
+    tracemalloc.start()
+    try:
+        session = read_session(nanobot_home.sessions_dir, "telegram:9", from_watermark=True)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert kept < 1 << 20, f"{kept / 2**20:.1f} MB kept for 101 messages"
+    assert len(session.messages) == 20_000 and session.last_archived == 19_900 and session.first == 19_899
+    assert session.messages[19_899] == messages[19_899] and session.messages[-1] == messages[-1]
+    assert session.messages[19_950:] == messages[19_950:]
+    assert session.timestamp_before(19_900) == messages[19_899]["timestamp"]
+    assert session.timestamp_before(100) is None, "a cut before the watermark never fits: no need to read it"
+    with pytest.raises(ValueError, match="before 19899"):
+        session.messages[5]
+    with pytest.raises(ValueError):
+        list(session.messages)
+
+
+def test_a_read_from_an_out_of_range_watermark_reads_every_message(nanobot_home) -> None:
+    messages = conversation(10)
+    nanobot_home.write_session("telegram:9", messages, last_archived=500)  # nanobot starts over from 0
+    session = read_session(nanobot_home.sessions_dir, "telegram:9", from_watermark=True)
+    assert session.first == 0 and session.last_archived == 0 and list(session.messages) == messages
+
+
 class WatchedLock:
     """nanobot's lock as the worker takes it; on release, records whether the replaced file is still open."""
 

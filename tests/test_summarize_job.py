@@ -314,3 +314,21 @@ def test_the_plan_counts_tokens_from_the_watermark_on_and_cuts_as_if_it_counted_
     assert counts[80:] == every[80:]
     assert cut == plan_cut(session.messages, 84, every, deps.settings.summary_keep, window_for(deps, request))
     assert cut.covered > 0
+
+
+async def test_the_last_question_and_its_long_answer_stay_out_of_the_summary(redis, nanobot_home, fake_llm, deps_for):
+    # The default keep rule, 3% of a 32,000 window (960 tokens), and an answer just given of about 1,005.
+    fake_llm.default = Reply(summary_json("## What happened\n- earlier deploy questions"))
+    messages = conversation(10)
+    messages[-1]["content"] = "LAST-ANSWER " + "the deploy runs in three stages " * 167
+    messages[-2]["content"] = "LAST-QUESTION: how does the deploy run?"
+    nanobot_home.write_session(KEY, messages)
+    deps = deps_for(summary_keep="fraction:0.03", summary_context_window=32_000)
+    assert 960 < count_message(messages[-1], deps.counter) < 1_100
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps)
+    record = await load_record(redis, KEY)
+    assert record is not None and record.boundary == len(messages) - 2, "the last user turn is kept"
+    assert record.messages_after == 3  # the question, the answer and nanobot's checkpoint marker
+    prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
+    assert "question 8 " in prompt and "LAST-QUESTION" not in prompt and "LAST-ANSWER" not in prompt

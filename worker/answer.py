@@ -92,28 +92,39 @@ def _schema(with_summary: bool) -> dict[str, Any]:
 ANSWER_SCHEMA = _schema(with_summary=True)
 NOTES_SCHEMA = _schema(with_summary=False)
 
-_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
-# An answer that opens with JSON (bare or fenced) is JSON, never prose: an error payload or an object of other
-# keys must not become the rolling summary.
-_OPENS_AS_JSON = re.compile(r"\s*(?:```[A-Za-z]*\s*)?[\[{]")
-_KEYS = ('"summary"', '"daily_notes"', '"facts"')
+# An answer is JSON only if it opens with JSON: bare, in a code fence, or after one short first line of chatter
+# ("Here is the JSON:"). An answer that opens so is JSON, never prose: an error payload or an object of other keys
+# must not become the rolling summary. Anything else is prose, even one that quotes `{"summary": ...}` or
+# `{"facts": []}` further down: the quote is part of what it says. An array opens JSON only with an object in
+# it, so a summary that starts with a bracketed date is prose.
+_OPENING = re.compile(
+    r"(?:[^\n{\[`]{1,160}\n)?"  # one short line of chatter
+    r"\s*(?P<fence>```[A-Za-z]*[ \t]*\n?\s*)?"
+    r"(?=\{|\[\s*[{\]])"
+)
+_KEYS = ("summary", "daily_notes", "facts")
 
 
 def _json_text(text: str) -> str | None:
-    """The JSON object of an answer: bare, in a code fence, or after a sentence of chatter."""
-    fenced = _FENCE.search(text)
-    if fenced and "{" in fenced.group(1):
-        text = fenced.group(1)
-    start = text.find("{")
-    if start < 0 or (start > 0 and not any(key in text for key in _KEYS)):
-        return None  # prose, maybe with a brace in it
-    end = text.rfind("}")
+    """The JSON object an answer opens with, or None when it does not open with JSON."""
+    opening = _OPENING.match(text)
+    if opening is None:
+        return None
+    body = text[opening.end():]
+    if opening.group("fence"):
+        body = body.split("```", 1)[0]
+    start = body.find("{")
+    if start < 0:
+        return body
+    body = body[start:]
+    end = body.rfind("}")
     # Chatter after the object goes; a truncated object (no closing brace) is left for the repair.
-    return text[start:end + 1] if end > start and not text[end + 1:].lstrip().startswith(("{", "[")) else text[start:]
+    return body[:end + 1] if end > 0 else body
 
 
 def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
-    """JSON (found in a fence or chatter, repaired if truncated or broken), else the text as a prose summary.
+    """JSON (at the start, in a fence, or after a line of chatter; repaired if truncated or broken), else the
+    text as a prose summary.
 
     Prose is read as a summary with no notes or facts (`prose=True`); whether a summary may be committed,
     prose or JSON alike, is for the guards (worker.guards) to decide. A notes-only call needs JSON.
@@ -123,7 +134,7 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer
         raise BadAnswer("empty answer")
     candidate = _json_text(cleaned)
     data: Any = json_repair.loads(candidate) if candidate is not None else None
-    if isinstance(data, dict) and any(key.strip('"') in data for key in _KEYS):
+    if isinstance(data, dict) and any(key in data for key in _KEYS):
         summary = data.get("summary")
         if not isinstance(summary, str) or not summary.strip():
             if need_summary:
@@ -134,7 +145,7 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer
         answer.facts, bad_facts = _models(Fact, data.get("facts"), _lenient_fact)
         if bad_notes or bad_facts:
             log.info("dropped %d unreadable notes and %d unreadable facts of the answer", bad_notes, bad_facts)
-    elif _OPENS_AS_JSON.match(cleaned):
+    elif candidate is not None:
         raise BadAnswer("the answer is JSON without the fields asked for (or JSON the repair could not read)")
     elif not need_summary:
         raise BadAnswer("prose instead of the JSON notes asked for", prose=True)

@@ -34,7 +34,7 @@ from worker.llm import credentials_problem, routing_problem
 from worker.memory import MemoryFiles
 from worker.redact import redact
 from worker.errors import NanobotConfigError
-from worker.nanobot_config import NanobotConfig, resolve_model
+from worker.nanobot_config import NanobotConfig, resolve_model, utc_by_default
 from worker.recall_index import RecallIndex, RecallIndexError
 from worker.settings import Settings, SettingsError, load_settings
 from worker.tokens import best_counter
@@ -154,6 +154,10 @@ async def startup(ctx: dict[str, Any]) -> None:
              deps.settings.summary_keep, deps.nanobot.sessions_root)
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
+    if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
+        log.warning("notes are dated in UTC: neither nanobot's config (agents.defaults.timezone) nor TZ names a "
+                    "timezone, and this host's is UTC or unknown; to date them in yours, set "
+                    "NANOBOT_SUMMARY_TIMEZONE (e.g. Asia/Shanghai), or TZ (deploy/docker-compose.yml passes it in)")
     try:
         _ = deps.nanobot.sessions_dir
     except NanobotConfigError as exc:

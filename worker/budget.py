@@ -115,9 +115,14 @@ class Cooldown(BaseModel):
     failures: int = 0
 
 
+# Doublings past this many are capped anyway (2**60 times any base exceeds every sane `longest`); without a
+# cap, a long failure streak would make `base * 2 ** failures` too large for a float.
+MAX_DOUBLINGS = 60
+
+
 def cooldown_seconds(failures: int, base: float, longest: float) -> float:
     """The first failure rests `base`; each one in a row doubles it, up to `longest`."""
-    return min(longest, base * 2 ** max(0, failures - 1)) if base > 0 else 0.0
+    return min(longest, base * 2 ** min(MAX_DOUBLINGS, max(0, failures - 1))) if base > 0 else 0.0
 
 
 async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:

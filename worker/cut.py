@@ -41,6 +41,11 @@ def keep_start(token_counts: Sequence[int], keep: KeepRule, window: int) -> int:
     return index
 
 
+def last_turn_start(messages: Sequence[dict[str, Any]]) -> int:
+    """Where the last user turn starts; the end of the session when it has none."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if is_user_turn(messages[i])), len(messages))
+
+
 def orphaned_results(messages: Sequence[dict[str, Any]], boundary: int) -> bool:
     """True if a tool result at or after `boundary` answers a call made before it."""
     kept_calls: set[str] = set()
@@ -61,12 +66,17 @@ def plan_cut(
     keep: KeepRule,
     window: int,
 ) -> Cut:
-    """Move the keep rule's boundary back to the nearest turn start after `start` whose tail is whole."""
+    """Move the keep rule's boundary back to the nearest turn start after `start` whose tail is whole.
+
+    The last user turn always stays, whatever its size: a summary that took the question just asked and the
+    answer just given would leave the next turn without memory of what was said. When that turn alone is
+    over the keep budget, the summary covers what came before it."""
     read = len(messages)
     start = min(max(start, 0), read)
-    boundary = min(keep_start(token_counts, keep, window), read)
+    boundary = min(keep_start(token_counts, keep, window), last_turn_start(messages))
     while boundary > start:
-        # Cutting at the very end keeps nothing, which is whole by definition.
+        # Cutting at the very end keeps nothing, which is whole by definition (only a session without a
+        # user turn can be cut there).
         at_turn = boundary == read or is_user_turn(messages[boundary])
         if at_turn and not orphaned_results(messages, boundary):
             return Cut(start, boundary, read)

@@ -62,7 +62,7 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -
     print(f"model {deps.model.model} ({deps.model.source}); keep {settings.summary_keep}; "
           f"input budget {settings.summary_input_tokens} tokens per call")
     for key in keys:
-        session = read_session(deps.sessions_dir, key)
+        session = read_session(deps.sessions_dir, key, from_watermark=True)
         pending = await load_record(redis, key) if redis is not None else None
         plan = plan_job(deps, session, pending, SummarizeRequest(session_key=key, reason="manual"))
         cut = plan.cut

@@ -86,7 +86,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     # The record first, then the file, as the job reads them.
     pending = await load_record(redis, key)
     try:
-        session = read_session(deps.sessions_dir, key)
+        session = read_session(deps.sessions_dir, key, from_watermark=True)
     except (SessionError, NanobotConfigError) as exc:
         return {"status": "gone", "detail": str(exc)}
     plan = plan_job(deps, session, pending, summary)

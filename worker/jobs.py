@@ -45,7 +45,7 @@ from worker.recall_index import RecallIndex, RecallIndexError, archived_through
 from worker.redact import redact
 from worker.sessions import SessionFile, read_session, write_metadata_entry
 from worker.settings import KeepRule, Settings
-from worker.tokens import Counter, count_message
+from worker.tokens import Counter, count_message, count_recurring
 
 log = logging.getLogger("worker.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
@@ -243,7 +243,9 @@ async def run_job(run: Run) -> JobOutcome:
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
     pending = await load_record(run.redis, req.session_key)
-    session = read_session(deps.sessions_dir, req.session_key)
+    # From the watermark: what it covers is all a summary reads (a 50 MB history costs no memory). The
+    # daily run notes every un-noted message of the day, wherever it is, so it reads them all.
+    session = read_session(deps.sessions_dir, req.session_key, from_watermark=not req.notes_through_end)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
@@ -263,7 +265,7 @@ async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | Non
         return
     through = max(archived_through(session), boundary or 0)
     try:
-        done = await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir, session, through)
+        done = await asyncio.to_thread(deps.recall.refresh, session.path.parent, session, through)
     except (RecallIndexError, sqlite3.Error, OSError) as exc:
         log.warning("%s: recall index not updated: %s", session.key, exc)
         return
@@ -315,7 +317,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
-        write_metadata_entry(deps.sessions_dir, key, METADATA_KEY, {"pending": record.model_dump(mode="json")})
+        write_metadata_entry(session.path.parent, key, METADATA_KEY, {"pending": record.model_dump(mode="json")})
     except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
@@ -347,7 +349,8 @@ async def notes_part(run: Run, session: SessionFile, covered: set[int]) -> str:
         return ""
     language = detect_language(session.messages)
     known = known_facts(deps)
-    overhead = deps.counter(notes_system_prompt(language)) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
+    overhead = (count_recurring(deps.counter, notes_system_prompt(language))
+                + count_recurring(deps.counter, "\n".join(known)) + PROMPT_SLACK_TOKENS)
     notes: list[DailyNotes] = []
     facts: list[Fact] = []
     parts = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
@@ -540,7 +543,8 @@ async def summarize_entries(
     settings = deps.settings
     system = system_prompt(language, settings.summary_max_chars, deps.instructions)
     known = known_facts(deps)
-    fixed = deps.counter(system) + deps.counter("\n".join(known)) + PROMPT_SLACK_TOKENS
+    fixed = (count_recurring(deps.counter, system) + count_recurring(deps.counter, "\n".join(known))
+             + PROMPT_SLACK_TOKENS)
     running, done, calls = previous, plan[0], 0
     kept = await load_progress(run.redis, key)
     if kept is not None and kept.continues(*plan, previous):

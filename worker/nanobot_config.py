@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,12 +116,17 @@ class NanobotConfig:
         return self.sessions_root / workspace_id
 
     @property
-    def timezone(self) -> str:
-        """As nanobot resolves it: `timezoneMode` auto (the default without a timezone) means the host's zone."""
+    def timezone_is_host(self) -> bool:
+        """nanobot's `timezoneMode` auto (the default without a timezone): the host's zone, not a named one."""
         value = self._get("timezone", "timezone")
-        mode = self._get("timezoneMode", "timezone_mode") or ("manual" if value else "auto")
-        if mode == "auto":
+        return (self._get("timezoneMode", "timezone_mode") or ("manual" if value else "auto")) == "auto"
+
+    @property
+    def timezone(self) -> str:
+        """As nanobot resolves it: the configured zone, or the host's in auto mode."""
+        if self.timezone_is_host:
             return host_timezone()
+        value = self._get("timezone", "timezone")
         return value if isinstance(value, str) and value else "UTC"
 
     @property
@@ -212,6 +218,13 @@ def host_timezone() -> str:
     except Exception:  # tzlocal raises several kinds for odd /etc/localtime setups
         return "UTC"
     return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
+
+
+def utc_by_default(config: NanobotConfig, tz_name: str) -> bool:
+    """Notes dated in UTC only because nothing named a zone: nanobot's config names none, TZ is not set,
+    and the host's zone is UTC or cannot be told. A container's usual state (docker-compose without the
+    host's zone passed in), where a Shanghai user's 23:30 message would land in the next day's notes."""
+    return config.timezone_is_host and tz_name == "UTC" and not os.environ.get("TZ")
 
 
 def _camel(name: str) -> str:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
 from worker.language import text_language
-from worker.redact import redact
+from worker.redact import redact, redact_arguments
 from worker.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
@@ -32,14 +31,22 @@ class Entry:
     tokens: int
 
 
-def cut_middle(text: str, max_chars: int) -> str:
-    """Keep the head and the tail, and say how much of the middle went."""
+def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = None) -> str:
+    """Keep the head and the tail, and say how much of the middle went.
+
+    `clean` (worker.redact.redact) is applied to each kept end, and a margin past it, before the cut: a cut
+    through a secret would leave a half that no rule recognizes. Only the ends are read, so a megabyte of
+    tool output costs what its ends cost."""
     if len(text) <= max_chars:
         return text
     lines = text.count("\n", max_chars // 2, len(text) - max_chars // 2)
     note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
     head = max_chars // 2
-    return text[:head] + note + text[len(text) - (max_chars - head):]
+    tail = max_chars - head
+    if clean is None:
+        return text[:head] + note + text[len(text) - tail:]
+    # The margin (max_chars) is far longer than a secret, so the window's own edges fall in what goes.
+    return clean(text[:head + max_chars])[:head] + note + clean(text[max(0, len(text) - tail - max_chars):])[-tail:]
 
 
 def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
@@ -63,9 +70,8 @@ def _tool_call_text(call: Any) -> str:
         return ""
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name", "?")
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False)
+    # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.redact).
+    arguments = redact_arguments(function.get("arguments", ""), lambda text: cut_middle(text, TOOL_ARGS_CHARS, redact))
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
@@ -78,10 +84,15 @@ def defused(text: str) -> str:
     return _BLOCK_TAG.sub(r"‹\1", redact(text))
 
 
+# Every character str.splitlines() breaks a line at: a model may read any of them as one.
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
 def as_data(text: str) -> str:
     """A message's text for the transcript: defused, and every line after the first indented, so no
-    message can start a line of its own (a forged "user:" turn) in it."""
-    return defused(text).replace("\n", "\n    ")
+    message can start a line of its own (a forged "user:" turn) in it. A carriage return, a form feed or
+    a Unicode line separator counts as a line break, as it does to a model."""
+    return _LINE_BREAK.sub("\n    ", defused(text))
 
 
 def render(message: dict[str, Any], moment: datetime | None = None) -> str | None:
@@ -95,14 +106,14 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
         text = "[attachment]"
     if role == "tool":
         name = " ".join(str(message.get("name") or "tool").split())
-        return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS))}"
+        return f"{stamp}tool result ({as_data(name)}): {as_data(cut_middle(text, TOOL_RESULT_CHARS, redact))}"
     calls = [_tool_call_text(c) for c in tool_calls(message)]
     if role == "assistant" and calls:
         text = (text + "\n" if text else "") + "called " + "; ".join(c for c in calls if c)
     if not text:
         return None
     label = role if role in ("user", "assistant", "system") else "unknown"
-    return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS))}"
+    return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS, redact))}"
 
 
 def transcript(

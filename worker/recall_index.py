@@ -3,14 +3,17 @@
 The worker keeps it in step with the files after each job (off the turn's path); the recall tool inside
 nanobot reads it (nanobot_hooks/recall.py). Its layout is part of the contract (nanobot_hooks/contract.py).
 The files stay the source of truth: an index that is missing, of another schema version or unreadable is
-rebuilt from them, and every refresh re-reads the memory files whose size or time changed.
+rebuilt from them, and every refresh follows the memory files whose size or time changed: a day file that
+only grew (notes are appended) has only its new sections read, any other change re-reads the file whole.
 Crash safety: WAL, and every change is one transaction that also records how far it got, so a crash
 leaves the last committed state (which readers keep using) and the next refresh continues from there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +53,10 @@ _CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
 _WORD = re.compile(r"[^\W_]+")
 WRITE_WAIT_SECONDS = 30.0  # another worker process may hold the write lock for one transaction
 MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short write locks, resumable
+READ_BLOCK = 1 << 16
+# `state` rows "indexed:<day file>" = "<bytes indexed> <digest of those bytes>": a file that only grew has just
+# its new bytes read; one edited, truncated or replaced below that point no longer matches and is read whole.
+_INDEXED = "indexed:"
 _FULL = (1 << PART_BITS) - 1
 
 
@@ -112,10 +119,13 @@ def message_rows(messages: Sequence[dict[str, Any]], start: int, end: int, tz: t
     return rows
 
 
-def note_rows(text: str, day: str, tz: tzinfo | None) -> list[tuple[str, Row]]:
-    """(session, row) for every bullet of a day file's sections; a session's lines keep their order."""
+def note_rows(text: str, day: str, tz: tzinfo | None, counts: dict[str, int] | None = None
+              ) -> list[tuple[str, Row]]:
+    """(session, row) for every bullet of a day file's sections; a session's lines keep their order.
+
+    `counts`: how many lines each session already has that day (for text appended to an indexed file)."""
     base = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
-    counts: dict[str, int] = {}
+    counts = dict(counts or {})
     rows = []
     for span, heading, item in notes.section_items(text):
         number = counts.get(span.session, 0)
@@ -125,6 +135,15 @@ def note_rows(text: str, day: str, tz: tzinfo | None) -> list[tuple[str, Row]]:
         counts[span.session] = number + 1
         rows.append((span.session, Row(base | number, day, _local(span.first, tz)[1], heading, body)))
     return rows
+
+
+def starts_a_section(text: str) -> bool:
+    """Does text appended to a day file open a section of its own (its first non-blank line a notes
+    marker)? Only then can it be indexed apart from what precedes it; anything else is a mid-file edit."""
+    for line in text.splitlines():
+        if line.strip():
+            return bool(notes.spans(line))
+    return True  # blank lines alone add nothing
 
 
 def memory_rows(text: str, meta: Mapping[str, longterm.Meta] | None = None) -> list[Row]:
@@ -163,6 +182,10 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
     # OperationalError (locked, busy, disk full) is trouble of the moment; a bare DatabaseError is the file.
     return type(exc) is sqlite3.DatabaseError
@@ -176,6 +199,11 @@ class RecallIndex:
         self.path = self.workspace / RECALL_INDEX
         self.memory_dir = self.path.parent
         self.tz = tz
+        # An idle reader held open between refreshes: closing the last connection checkpoints the WAL into
+        # the file, which cost a refresh a third of its time; with this one open, SQLite's own
+        # auto-checkpoint does it every thousand pages instead. (inode, connection): a replaced file gets a
+        # new keeper.
+        self._keeper: tuple[int, sqlite3.Connection] | None = None
 
     def refresh(self, sessions_dir: Path, session: SessionFile | None = None, through: int | None = None) -> Refreshed:
         """Index `session` (as the job read it) up to `through`, then every memory file that changed.
@@ -196,6 +224,7 @@ class RecallIndex:
 
     def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None) -> Refreshed:
         with closing(self.connect()) as db:
+            self._keep_open()
             done = Refreshed(rebuilt=not self._complete(db))
             if session is not None:
                 done.messages += self._sync_session(db, session, archived_through(session) if through is None
@@ -229,8 +258,30 @@ class RecallIndex:
             db.close()
             raise
 
+    def _keep_open(self) -> None:
+        try:
+            inode = self.path.stat().st_ino
+        except OSError:
+            return
+        if self._keeper is not None and self._keeper[0] == inode:
+            return
+        self._close_keeper()
+        keeper = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            keeper.execute("SELECT 1 FROM state LIMIT 1").fetchall()  # opens the WAL index: a reader now
+        except sqlite3.Error:
+            keeper.close()
+            return
+        self._keeper = (inode, keeper)
+
+    def _close_keeper(self) -> None:
+        if self._keeper is not None:
+            self._keeper[1].close()
+            self._keeper = None
+
     def discard(self) -> None:
         """Remove the index and its WAL files (readers that have it open keep their copy until they close)."""
+        self._close_keeper()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
@@ -276,6 +327,12 @@ class RecallIndex:
 
     def _sync_session(self, db: sqlite3.Connection, session: SessionFile, through: int) -> int:
         """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew."""
+        if session.first:
+            row = db.execute("SELECT parts.through FROM parts WHERE kind = 'messages' AND session = ?",
+                             (session.key,)).fetchone()
+            if row is None or row[0] - 1 < session.first:
+                # The job read from the watermark, and the index is further behind: read it all.
+                session = read_session(session.path.parent, session.key)
         messages = session.messages
         through = min(through, len(messages))
         added = 0
@@ -286,6 +343,9 @@ class RecallIndex:
                 if done > len(messages) or (done and timestamp_before(messages, done) != stamp):
                     self._drop(db, part)
                     done = 0
+                    if session.first:  # reset (`/new`): indexed anew from its first message
+                        session = read_session(session.path.parent, session.key)
+                        messages = session.messages
                 if through <= done:
                     db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
                                (done, timestamp_before(messages, done), part))
@@ -301,18 +361,22 @@ class RecallIndex:
         """Re-index each day file and MEMORY.md whose size or modification time differs from last time."""
         current: dict[str, tuple[int, int]] = {}
         if self.memory_dir.is_dir():
-            for path in self.memory_dir.iterdir():
-                if path.name == MEMORY_FILE or _DAY_FILE.match(path.name):
-                    try:
-                        seen = path.stat()
-                    except OSError:
-                        continue
-                    current[path.name] = (seen.st_size, seen.st_mtime_ns)
+            with os.scandir(self.memory_dir) as entries:
+                for entry in entries:
+                    if entry.name == MEMORY_FILE or _DAY_FILE.match(entry.name):
+                        try:
+                            seen = entry.stat()
+                        except OSError:
+                            continue
+                        current[entry.name] = (seen.st_size, seen.st_mtime_ns)
         known = {name: (size, mtime) for name, size, mtime in
                  db.execute("SELECT name, size, mtime_ns FROM files WHERE name NOT LIKE 'sessions/%'")}
         changed = sorted(name for name in set(current) | set(known) if current.get(name) != known.get(name))
         for name in changed:
-            text = self._read(self.memory_dir / name) if name in current else ""
+            if name != MEMORY_FILE and name in current and self._append_day(db, name, current[name]):
+                continue
+            data = self._read_bytes(self.memory_dir / name) if name in current else b""
+            text = data.decode("utf-8", errors="replace")
             with _transaction(db):
                 if name == MEMORY_FILE:
                     part = self._part(db, "memory", "")
@@ -321,11 +385,66 @@ class RecallIndex:
                     self._insert(db, part, memory_rows(text, meta))
                 else:
                     self._index_day(db, name.removesuffix(".md"), text)
+                    db.execute("DELETE FROM state WHERE name = ?", (_INDEXED + name,))
+                    if data:
+                        db.execute("INSERT INTO state(name, value) VALUES(?, ?)",
+                                   (_INDEXED + name, f"{len(data)} {_digest(data)}"))
                 if name in current:
                     self._remember(db, name, *current[name])
                 else:
                     db.execute("DELETE FROM files WHERE name = ?", (name,))
         return len(changed)
+
+    def _append_day(self, db: sqlite3.Connection, name: str, seen: tuple[int, int]) -> bool:
+        """Index only what was appended to a day file since it was last indexed; False (nothing done) when
+        that cannot be told apart: never indexed, shorter, changed before the indexed point, or an
+        appended part that does not open a section of its own."""
+        row = db.execute("SELECT value FROM state WHERE name = ?", (_INDEXED + name,)).fetchone()
+        if row is None:
+            return False
+        size, _, digest = str(row[0]).partition(" ")
+        indexed = int(size)
+        try:
+            with (self.memory_dir / name).open("rb") as handle:
+                hashed = hashlib.blake2b(digest_size=16)
+                left = indexed
+                while left > 0 and (block := handle.read(min(READ_BLOCK, left))):
+                    hashed.update(block)
+                    left -= len(block)
+                if left or hashed.hexdigest() != digest:
+                    return False
+                tail = handle.read()
+        except OSError:
+            return False
+        text = tail.decode("utf-8", errors="replace")
+        if not starts_a_section(text):
+            return False
+        hashed.update(tail)
+        day = name.removesuffix(".md")
+        with _transaction(db):
+            sessions = {span.session for span in notes.spans(text)}
+            found = note_rows(text, day, self.tz, self._note_counts(db, day, sessions))
+            by_session: dict[str, list[Row]] = {}
+            for session, row in found:
+                by_session.setdefault(session, []).append(row)
+            for session, rows in by_session.items():
+                self._insert(db, self._part(db, "notes", session), rows)
+            db.execute("UPDATE state SET value = ? WHERE name = ?",
+                       (f"{indexed + len(tail)} {hashed.hexdigest()}", _INDEXED + name))
+            self._remember(db, name, *seen)
+        return True
+
+    @staticmethod
+    def _note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[str, int]:
+        """How many lines each of these sessions has indexed from one day file (positions count from 0)."""
+        first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
+        counts = {}
+        for session in sessions:
+            row = db.execute("SELECT days.high FROM parts JOIN days ON days.part = parts.id WHERE parts.kind = "
+                             "'notes' AND parts.session = ? AND days.day = ?", (session, day)).fetchone()
+            if row is not None:
+                counts[session] = (row[0] & _FULL) - first + 1
+        return counts
 
     def _index_day(self, db: sqlite3.Connection, day: str, text: str) -> None:
         try:
@@ -342,11 +461,11 @@ class RecallIndex:
             self._insert(db, self._part(db, "notes", session), rows)
 
     @staticmethod
-    def _read(path: Path) -> str:
+    def _read_bytes(path: Path) -> bytes:
         try:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            return path.read_bytes()
         except FileNotFoundError:
-            return ""
+            return b""
 
     @staticmethod
     def _known(db: sqlite3.Connection, name: str) -> tuple[int, int] | None:

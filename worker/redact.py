@@ -10,8 +10,11 @@ configured ("the DeepSeek API key is set in providers.deepseek.apiKey"), drop on
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 MARK = "[REDACTED]"
 KEY_MARK = "[REDACTED PRIVATE KEY]"
@@ -43,15 +46,22 @@ _PREFIXED = re.compile(
     r")"
 )
 
-# Passwords given to command-line clients: mysql -pSECRET, redis-cli -a SECRET, --password SECRET.
+# A quoted value: in double quotes, in single quotes, or in double quotes inside a JSON string (\"...\").
+_QUOTED = r"\\\"[^\"\\\n]*\\\"|\"[^\"\n]*\"|'[^'\n]*'"
+
+# Passwords given to command-line clients: mysql -pSECRET, redis-cli -a SECRET, docker login -p SECRET,
+# sshpass -p SECRET, --password SECRET or --password=SECRET, and curl -u user:SECRET (the user stays).
 _CLI_PASSWORD = re.compile(
     r"(?P<head>(?:\b(?:mysql|mysqldump|mariadb)\b[^\n]*?\s-p(?=\S)"
     r"|\bredis-cli\b[^\n]*?\s-a\s+"
-    r"|--pass(?:word)?\s+))(?P<value>[^\s\"']+)"
+    r"|\b(?:docker|podman|nerdctl)\s+login\b[^\n]*?\s-p(?:\s+|(?=\S))"
+    r"|\bsshpass\b[^\n]*?\s-p(?:\s+|(?=\S))"
+    r"|\bcurl\b[^\n]*?\s(?:-u\s*|--user[\s=]\s*)[\"']?[^\s:\"'@]*:"
+    rf"|--pass(?:word)?(?:\s+|=)))(?P<value>{_QUOTED}|[^\s\"']+)"
 )
 
-_BEARER = re.compile(r"(?P<head>\b(?:[Bb]earer|BEARER)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})")
-_BASIC = re.compile(r"(?P<head>\bAuthorization\s*[:=]\s*[\"']?Basic\s+)(?P<value>[A-Za-z0-9+/=]{8,})")
+_BEARER = re.compile(r"(?P<head>\b(?i:bearer)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})")
+_BASIC = re.compile(r"(?P<head>\b(?i:authorization\s*[:=]\s*[\"']?basic)\s+)(?P<value>[A-Za-z0-9+/=]{8,})")
 
 # Words after which a value is a secret. Passwords are redacted whatever they look like; keys and
 # tokens only when the value looks like one (so "API key: see providers.deepseek.apiKey" survives).
@@ -60,10 +70,12 @@ _KEY_WORDS = (
     r"api[_\-\s]?key|key|token|secret|credentials?|auth|access[_\-]?key|private[_\-]?key"
     r"|密钥|密鑰|秘钥|私钥|令牌|凭证|トークン|シークレット|秘密鍵|キー|토큰|키|시크릿"
 )
-_NAME = r"[A-Za-z0-9_.\-]*?"  # an identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password
-_STRONG_SEP = r"[\"']?\s*(?:=|:|：|=>|->)\s*"
+# An identifier's prefix: apiKey, DEEPSEEK_API_KEY, db.password. Read from the identifier's start only: tried
+# at every character of a long run (a base64 blob), the lazy prefix made redaction quadratic.
+_NAME = r"(?<![A-Za-z0-9_.\-])[A-Za-z0-9_.\-]*?"
+# A name may close its quotes with a backslash first: JSON quoted inside a JSON string (`\"apiKey\": \"...\"`).
+_STRONG_SEP = r"\\?[\"']?\s*(?:=|:|：|=>|->)\s*"
 _SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|\bto\b|是|为|為|は|が|는|은|이|가)\s*"
-_QUOTED = r"\"[^\"\n]*\"|'[^'\n]*'"
 _BARE = r"[^\s\"'，。；、]+"  # sentence punctuation at its end is handed back by _split_trailing
 
 _PASSWORD_STRONG = re.compile(
@@ -97,7 +109,7 @@ def _looks_like_token(value: str) -> bool:
 
 def _split_trailing(value: str) -> tuple[str, str]:
     """A bare value's sentence punctuation stays in the text."""
-    if value[:1] in "\"'":
+    if value[:1] in "\"'\\":
         return value, ""
     core = value.rstrip(_TRAILING)
     return core, value[len(core):]
@@ -105,11 +117,15 @@ def _split_trailing(value: str) -> tuple[str, str]:
 
 def _replace_value(match: re.Match[str], check: bool) -> str:
     value, tail = _split_trailing(match.group("value"))
+    quote = ""
+    if value.startswith('\\"') and value.endswith('\\"') and len(value) >= 4:
+        quote, value = '\\"', value[2:-2]  # quoted inside a JSON string
     if not value or _REFERENCE.match(value) or value.startswith("[REDACTED"):
         return match.group(0)
     if check and not _looks_like_token(value):
         return match.group(0)
-    quote = value[0] if value[0] in "\"'" and value[-1] == value[0] and len(value) > 1 else ""
+    if not quote and value[0] in "\"'" and value[-1] == value[0] and len(value) > 1:
+        quote = value[0]
     return f"{match.group('head')}{quote}{MARK}{quote}{tail}"
 
 
@@ -130,7 +146,7 @@ def _bodies(secret: str) -> set[str]:
 # Every pattern above needs one of these; most memory lines have none and skip the eight passes.
 _TRIGGER = re.compile(
     rf"(?i)PRIVATE KEY|://|sk-|[sr]k_|AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|xox|AIza|hf_|npm_|:AA|eyJ|bearer"
-    rf"|mysql|mysqldump|mariadb|redis-cli|--pass"
+    rf"|mysql|mysqldump|mariadb|redis-cli|--pass|docker|podman|nerdctl|sshpass|curl"
     rf"|Authorization|{_PASSWORD_WORDS}|{_KEY_WORDS}"
 )
 
@@ -153,6 +169,72 @@ def redact(text: str) -> str:
     text = _PASSWORD_SOFT.sub(_password_soft, text)
     text = _KEY_ANY.sub(lambda m: _replace_value(m, check=True), text)
     return text
+
+
+# JSON keys whose string value is a secret whatever it looks like ("apiKey", "DB_PASSWORD", "Authorization").
+_SECRET_NAME = re.compile(
+    rf"(?i)(?:{_PASSWORD_WORDS}|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credentials?"
+    rf"|auth|authorization)$"
+)
+
+
+def _named_secret(name: str, value: Any) -> bool:
+    return (isinstance(value, str) and bool(value) and bool(_SECRET_NAME.search(name))
+            and not _REFERENCE.match(value) and not value.startswith("[REDACTED"))
+
+
+def redact_json(value: Any, name: str = "", shorten: Callable[[str], str] | None = None) -> Any:
+    """A decoded JSON value with its secrets redacted: a string under a secret's name whole, every other
+    string by the text rules (it may hold JSON or a command line of its own). `shorten` cuts a string to the
+    size it will be shown at, redacting what it keeps, before the rest is redacted."""
+    if isinstance(value, dict):
+        return {key: redact_json(item, str(key), shorten) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact_json(item, name, shorten) for item in value]
+    if not isinstance(value, str):
+        return value
+    if _named_secret(name, value):
+        return MARK
+    value = _without_named_secrets(value)
+    return redact(shorten(value) if shorten else value)
+
+
+def _named_secrets(value: Any, name: str = "") -> set[str]:
+    if isinstance(value, dict):
+        return {secret for key, item in value.items() for secret in _named_secrets(item, str(key))}
+    if isinstance(value, list):
+        return {secret for item in value for secret in _named_secrets(item, name)}
+    return {value} if _named_secret(name, value) else set()
+
+
+def _without_named_secrets(text: str) -> str:
+    """A string that is JSON itself (a config file being written) loses the values under secret names, its
+    own layout kept."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return text
+    try:
+        secrets = _named_secrets(json.loads(text))
+    except ValueError:
+        return text
+    for secret in secrets:
+        for quoted in {json.dumps(secret), json.dumps(secret, ensure_ascii=False)}:
+            text = text.replace(quoted, f'"{MARK}"')
+    return text
+
+
+def redact_arguments(arguments: Any, shorten: Callable[[str], str] | None = None) -> str:
+    """A tool call's arguments as text, secrets redacted. OpenAI's shape carries them as a JSON string: it is
+    decoded first, so a secret quoted in it (escaped, or under its key's name) is found like any other.
+    `shorten`: as for redact_json."""
+    decoded = arguments
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, (dict, list)):
+            return redact(shorten(arguments) if shorten else arguments)
+    return json.dumps(redact_json(decoded, shorten=shorten), ensure_ascii=False)
 
 
 @lru_cache(maxsize=65536)  # the same MEMORY.md lines come back on every merge

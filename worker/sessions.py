@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, overload
 
 from filelock import FileLock, Timeout
 
@@ -76,16 +76,64 @@ def list_session_keys(sessions_dir: Path) -> list[str]:
     return sorted(keys)
 
 
+class Tail(Sequence[dict[str, Any]]):
+    """A session's messages from index `first` on, under the whole session's indices and length: a job reads
+    from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
+
+    def __init__(self, first: int, items: list[dict[str, Any]], total: int) -> None:
+        self.first, self.items, self.total = first, items, total
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.total)
+            if step != 1:
+                raise ValueError("only contiguous slices of a session's tail")
+            if stop <= start:
+                return []
+            self._check(start)
+            return self.items[start - self.first:stop - self.first]
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(f"message {index} of {self.total}")
+        self._check(index)
+        return self.items[index - self.first]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self.first:
+            raise ValueError(f"the messages before {self.first} were not read: iterate over a slice")
+        return iter(self.items)
+
+    def _check(self, index: int) -> None:
+        if index < self.first:
+            raise ValueError(f"message {index} is before {self.first}, where this read of the session started")
+
+
 @dataclass
 class SessionFile:
-    """One read of a session file. Messages keep nanobot's indices (its loader skips the same lines)."""
+    """One read of a session file. Messages keep nanobot's indices (its loader skips the same lines); a read
+    from the watermark (`read_session(..., from_watermark=True)`) holds only the messages from `first` on."""
 
     key: str
     path: Path
     metadata_record: dict[str, Any]
-    messages: list[dict[str, Any]]
+    messages: Sequence[dict[str, Any]]
     skipped_lines: int = 0
     skipped_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> int:
+        """The first message held: the others were counted, not kept."""
+        return self.messages.first if isinstance(self.messages, Tail) else 0
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -94,29 +142,47 @@ class SessionFile:
 
     @property
     def last_archived(self) -> int:
-        for name in ("last_archived", "last_consolidated"):
-            value = self.metadata_record.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                # nanobot resets an out-of-range watermark to 0; so do we.
-                return value if 0 <= value <= len(self.messages) else 0
-        return 0
+        value = watermark(self.metadata_record)
+        # nanobot resets an out-of-range watermark to 0; so do we.
+        return value if 0 <= value <= len(self.messages) else 0
 
     @property
     def previous_summary(self) -> str:
         return summary_text(self.metadata)
 
     def timestamp_before(self, boundary: int) -> str | None:
-        """The timestamp of message boundary-1: what a record uses to recognise its cut later."""
+        """The timestamp of message boundary-1: what a record uses to recognise its cut later. None for a
+        boundary before the watermark in a read from it: a record there no longer fits anyway."""
+        if boundary - 1 < self.first:
+            return None
         return timestamp_before(self.messages, boundary)
 
 
-def read_session(sessions_dir: Path, key: str) -> SessionFile:
+def watermark(metadata_record: dict[str, Any]) -> int:
+    """nanobot's `last_archived` (or the older `last_consolidated`) as written; 0 when missing."""
+    for name in ("last_archived", "last_consolidated"):
+        value = metadata_record.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+def read_session(sessions_dir: Path, key: str, from_watermark: bool = False) -> SessionFile:
     """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
-    the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB)."""
+    the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB).
+
+    `from_watermark`: the messages before nanobot's watermark are counted, not kept (all but the one just
+    before it, whose timestamp a record's cut is recognised by), so a long history costs no memory."""
     path = session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
-            return parse_lines(key, path, lines)
+            session = parse_lines(key, path, lines, from_watermark)
+        if session.first and session.first != max(0, session.last_archived - 1):
+            # An out-of-range watermark (nanobot starts over from 0), or a second metadata line that moved
+            # it back: the messages wanted were not all kept; read them all.
+            with path.open("rb") as lines:
+                session = parse_lines(key, path, lines)
+        return session
     except FileNotFoundError:
         raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
     except OSError as exc:
@@ -127,11 +193,16 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
     return parse_lines(key, path, raw.split(b"\n"))
 
 
-def parse_lines(key: str, path: Path, lines: Iterable[bytes]) -> SessionFile:
-    """The session in these lines; a line that is not a JSON object is skipped and counted, never fatal."""
+def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False) -> SessionFile:
+    """The session in these lines; a line that is not a JSON object is skipped and counted, never fatal.
+
+    `from_watermark`: with the metadata record first (as nanobot writes it), messages before its watermark
+    (but one) are counted and dropped as they are read."""
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []
+    first = 0  # the index of messages[0]
+    count = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -149,11 +220,16 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes]) -> SessionFile:
         record_type = data.get("_type")
         if record_type == METADATA_TYPE:
             metadata = data
+            if from_watermark and count == 0:
+                first = max(0, watermark(metadata) - 1)
         elif record_type == PROVIDER_STATE_TYPE:
             continue
         else:
-            messages.append(data)
-    return SessionFile(key, path, metadata, messages, len(skipped), skipped)
+            if count >= first:
+                messages.append(data)
+            count += 1
+    held: Sequence[dict[str, Any]] = Tail(min(first, count), messages, count) if first else messages
+    return SessionFile(key, path, metadata, held, len(skipped), skipped)
 
 
 def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:

@@ -174,6 +174,12 @@ def cl100k_counter() -> Counter | None:
     return count
 
 
+@lru_cache(maxsize=64)
+def count_recurring(counter: Counter, text: str) -> int:
+    """The count of a text every job sends again (the instructions, the known facts): counted once."""
+    return counter(text)
+
+
 def best_counter() -> Counter:
     return cl100k_counter() or estimate_tokens
 
