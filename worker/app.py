@@ -330,8 +330,10 @@ def run_worker(args: argparse.Namespace) -> int:
 
             root = Path(__file__).resolve().parent.parent
             child = [sys.executable, "-m", "worker", "run", "--no-embedded-redis"] + (["-v"] if args.verbose else [])
+            # A worker's shutdown closes its Redis pool and cancels its jobs: on a busy machine that takes
+            # longer than watchfiles' 5 s, whose SIGKILL then takes this process down with a traceback.
             run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
-                        target_type="command", watch_filter=PythonFilter())
+                        target_type="command", watch_filter=PythonFilter(), sigint_timeout=30)
             return 0
         options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
