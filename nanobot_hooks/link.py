@@ -8,9 +8,10 @@ from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
+from redis.asyncio.sentinel import Sentinel
 
 from nanobot_hooks import logs
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.settings import redacted_url, sentinel_target
 
 T = TypeVar("T")
 
@@ -18,6 +19,19 @@ T = TypeVar("T")
 # and a `nanobot agent -m` process waits for those before it exits.
 CALL_TIMEOUT = 2.0
 TROUBLE = "redis"
+
+
+def open_client(url: str, timeout: float, options: dict[str, Any] | None = None) -> ArqRedis:
+    """A client for `url` whose every connect and call is bounded by `timeout`. Behind Sentinel
+    (`redis+sentinel://`) it asks the Sentinels for the primary at each new connection, so after a
+    failover the next call reaches the promoted replica."""
+    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    target = sentinel_target(url)
+    if target is None:
+        return ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
+    sentinels = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds)
+    return sentinels.master_for(target.service, redis_class=ArqRedis, db=target.db,
+                                username=target.username, password=target.password)
 
 
 class RedisLink:
@@ -37,10 +51,7 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
-            pool = ConnectionPool.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout, **self.options,
-            )
-            self._client, self._loop = ArqRedis(pool_or_conn=pool), loop
+            self._client, self._loop = open_client(self.url, self.timeout, self.options), loop
         return self._client
 
     async def call(self, doing: str, work: Callable[[ArqRedis], Awaitable[T]]) -> T | None:

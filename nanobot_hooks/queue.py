@@ -6,6 +6,7 @@ from __future__ import annotations
 from arq.connections import ArqRedis
 from arq.jobs import Job
 from pydantic import ValidationError
+from redis.asyncio.sentinel import SentinelConnectionPool
 
 from nanobot_hooks.contract import (
     JOB_SUMMARIZE,
@@ -48,13 +49,25 @@ async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | N
 RECORD_SECONDS = 14 * 24 * 3600
 
 
-async def store_record(redis: ArqRedis, record: SummaryRecord) -> None:
-    """Keep the record until nanobot applies it, then tell listeners it is ready."""
+# Behind Sentinel, how long a stored record waits for a replica to confirm it (Redis's WAIT).
+REPLICA_WAIT_MS = 2000
+
+
+async def store_record(redis: ArqRedis, record: SummaryRecord) -> bool:
+    """Keep the record until nanobot applies it, then tell listeners it is ready.
+
+    Behind Sentinel the record is acknowledged only once a replica holds it too (WAIT 1): a failover
+    promotes a replica, and replication is asynchronous, so a record only the old primary had would be
+    gone. False when no replica confirmed it in time (a replica down or lagging; if none is connected there
+    is nothing a failover could promote either). The copy in line 1 of the session file stays meanwhile."""
     async with redis.pipeline(transaction=True) as pipe:
         pipe.set(record_key(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
         pipe.sadd(PENDING_SET, record.session_key)
         pipe.publish(NOTICE_CHANNEL, record.session_key)
         await pipe.execute()
+    if isinstance(redis.connection_pool, SentinelConnectionPool):
+        return int(await redis.wait(1, REPLICA_WAIT_MS)) >= 1
+    return True
 
 
 async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None:

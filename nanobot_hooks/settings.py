@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,6 +37,51 @@ def redacted_url(url: str) -> str:
         return "<a URL that cannot be parsed>"
 
 
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+class SentinelTarget(NamedTuple):
+    """A `redis+sentinel://[user:password@]host:port[,host:port...]/service/db` URL, read: the Sentinels to
+    ask, the name they monitor the primary by, and what to use on the primary (its database, user and
+    password; the Sentinels themselves are asked without credentials)."""
+
+    sentinels: list[tuple[str, int]]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelTarget:
+        """Raises ValueError naming what is wrong (never quoting the password)."""
+        userinfo, at, hosts = url.removeprefix(SENTINEL_SCHEME).partition("/")[0].rpartition("@")
+        if not at:
+            hosts = userinfo or hosts
+            userinfo = ""
+        username, _, password = userinfo.partition(":") if userinfo else ("", "", "")
+        sentinels = []
+        for item in hosts.split(","):
+            host, sep, port = item.strip().rpartition(":")
+            if not sep:
+                host, port = port, "26379"
+            host = host.strip("[]")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected host:port for each Sentinel, not {item.strip()!r}")
+            sentinels.append((host, int(port)))
+        path = url.removeprefix(SENTINEL_SCHEME).partition("/")[2].split("?")[0].strip("/").split("/")
+        if not path[0]:
+            raise ValueError("expected the Sentinel's service name after the hosts: redis+sentinel://host:port/mymaster/0")
+        if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise ValueError("expected /service_name or /service_name/db after the hosts")
+        return cls(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
+                   unquote(username) or None, unquote(password) or None)
+
+
+def sentinel_target(url: str) -> SentinelTarget | None:
+    """The Sentinel setup a URL names, or None for a URL of one Redis server."""
+    return SentinelTarget.parse(url) if url.startswith(SENTINEL_SCHEME) else None
+
+
 class HookSettings(BaseSettings):
     """What nanobot_hooks reads. A bad value of a worker-only variable never switches the hooks off."""
 
@@ -49,7 +94,8 @@ class HookSettings(BaseSettings):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
-        description="redis://[user:password@]host:port/db, or rediss:// for TLS",
+        description="redis://[user:password@]host:port/db, rediss:// for TLS, or "
+                    "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db",
     )
     redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
@@ -103,8 +149,9 @@ class HookSettings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str) -> str:
-        if not value.startswith(("redis://", "rediss://", "unix://")):
+        if not value.startswith(("redis://", "rediss://", "unix://", SENTINEL_SCHEME)):
             raise ValueError("expected redis://host:port/db")
+        sentinel_target(value)  # a malformed Sentinel URL is named at start-up, not at the first call
         return value
 
     @classmethod

@@ -329,7 +329,8 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
-    await store_record(run.redis, record)
+    if not await store_record(run.redis, record):
+        log.warning("the record of %s is on the primary only: no replica confirmed it in time", key)
     outcome = JobOutcome(
         session_key=key, status="summarized", detail=detail, boundary=cut.boundary, tokens_before=tokens_before,
         tokens_after=tokens_after, messages_before=record.messages_before, messages_after=record.messages_after,
