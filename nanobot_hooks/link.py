@@ -11,6 +11,7 @@ from redis.asyncio import ConnectionPool
 from redis.asyncio.sentinel import Sentinel
 
 from nanobot_hooks import logs
+from nanobot_hooks.contract import Keys
 from nanobot_hooks.settings import redacted_url, sentinel_target
 
 T = TypeVar("T")
@@ -21,17 +22,20 @@ CALL_TIMEOUT = 2.0
 TROUBLE = "redis"
 
 
-def open_client(url: str, timeout: float, options: dict[str, Any] | None = None) -> ArqRedis:
-    """A client for `url` whose every connect and call is bounded by `timeout`. Behind Sentinel
-    (`redis+sentinel://`) it asks the Sentinels for the primary at each new connection, so after a
-    failover the next call reaches the promoted replica."""
+def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
+    """A client for `url` whose every connect and call is bounded by `timeout`, bound to the namespace of
+    `keys` (`Keys.of(client)`). Behind Sentinel (`redis+sentinel://`) it asks the Sentinels for the primary
+    at each new connection, so after a failover the next call reaches the promoted replica."""
     bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
     target = sentinel_target(url)
     if target is None:
-        return ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
-    sentinels = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds)
-    return sentinels.master_for(target.service, redis_class=ArqRedis, db=target.db,
-                                username=target.username, password=target.password)
+        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
+    else:
+        client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
+            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
+    if keys is not None:
+        client.default_queue_name = keys.queue
+    return client
 
 
 class RedisLink:
@@ -39,8 +43,9 @@ class RedisLink:
     without anyone restarting nanobot."""
 
     def __init__(self, url: str, throttle: logs.Throttle, timeout: float = CALL_TIMEOUT,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, keys: Keys | None = None) -> None:
         self.url = url
+        self.keys = keys
         self.options = options or {}
         self.timeout = timeout
         self.throttle = throttle
@@ -51,7 +56,7 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
-            self._client, self._loop = open_client(self.url, self.timeout, self.options), loop
+            self._client, self._loop = open_client(self.url, self.timeout, self.options, self.keys), loop
         return self._client
 
     async def call(self, doing: str, work: Callable[[ArqRedis], Awaitable[T]]) -> T | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from nanobot_hooks.contract import NOTICE_CHANNEL
+from nanobot_hooks.contract import Keys
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import pending_sessions
 
@@ -26,7 +26,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             client = link.client()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             async with asyncio.timeout(link.timeout):
-                await pubsub.subscribe(NOTICE_CHANNEL)
+                await pubsub.subscribe(Keys.of(client).notice_channel)
                 keys = await pending_sessions(client)
             link.ok()
             delay = FIRST_RETRY_SECONDS

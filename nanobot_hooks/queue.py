@@ -8,16 +8,7 @@ from arq.jobs import Job
 from pydantic import ValidationError
 from redis.asyncio.sentinel import SentinelConnectionPool
 
-from nanobot_hooks.contract import (
-    JOB_SUMMARIZE,
-    NOTICE_CHANNEL,
-    PENDING_SET,
-    QUEUE_NAME,
-    SummarizeRequest,
-    SummaryRecord,
-    job_id,
-    record_key,
-)
+from nanobot_hooks.contract import JOB_SUMMARIZE, Keys, SummarizeRequest, SummaryRecord
 
 # Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
 # bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
@@ -37,11 +28,12 @@ UNREADABLE = "unreadable"
 
 async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:
     """None when a job for the session is already queued or running (single flight)."""
+    keys = Keys.of(redis)
     return await redis.enqueue_job(
         JOB_SUMMARIZE,
         request.model_dump(mode="json"),
-        _job_id=job_id(request.session_key),
-        _queue_name=QUEUE_NAME,
+        _job_id=keys.job_id(request.session_key),
+        _queue_name=keys.queue,
     )
 
 
@@ -60,10 +52,11 @@ async def store_record(redis: ArqRedis, record: SummaryRecord) -> bool:
     promotes a replica, and replication is asynchronous, so a record only the old primary had would be
     gone. False when no replica confirmed it in time (a replica down or lagging; if none is connected there
     is nothing a failover could promote either). The copy in line 1 of the session file stays meanwhile."""
+    keys = Keys.of(redis)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.set(record_key(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
-        pipe.sadd(PENDING_SET, record.session_key)
-        pipe.publish(NOTICE_CHANNEL, record.session_key)
+        pipe.set(keys.record(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
+        pipe.sadd(keys.pending, record.session_key)
+        pipe.publish(keys.notice_channel, record.session_key)
         await pipe.execute()
     if isinstance(redis.connection_pool, SentinelConnectionPool):
         return int(await redis.wait(1, REPLICA_WAIT_MS)) >= 1
@@ -71,16 +64,17 @@ async def store_record(redis: ArqRedis, record: SummaryRecord) -> bool:
 
 
 async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None:
-    raw = await redis.get(record_key(session_key))
+    raw = await redis.get(Keys.of(redis).record(session_key))
     return SummaryRecord.model_validate_json(raw) if raw else None
 
 
 async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
     """Like `load_record`, but a record that does not parse (another version of the worker, damage) is
     deleted and taken off the pending set, and UNREADABLE is returned: it would never apply."""
-    raw = await redis.get(record_key(session_key))
+    keys = Keys.of(redis)
+    raw = await redis.get(keys.record(session_key))
     if not raw:
-        await redis.srem(PENDING_SET, session_key)  # expired or dropped: nothing to wait for
+        await redis.srem(keys.pending, session_key)  # expired or dropped: nothing to wait for
         return None
     try:
         return SummaryRecord.model_validate_json(raw)
@@ -90,7 +84,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
 
 
 async def pending_sessions(redis: ArqRedis) -> list[str]:
-    members = await redis.smembers(PENDING_SET)
+    members = await redis.smembers(Keys.of(redis).pending)
     return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
 
 
@@ -100,5 +94,6 @@ async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
 
 
 async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
-    keys = [record_key(session_key), PENDING_SET]
-    return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, needle, session_key))
+    keys = Keys.of(redis)
+    names = [keys.record(session_key), keys.pending]
+    return bool(await redis.eval(_DROP_IF_SAME, len(names), *names, needle, session_key))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, Self, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from nanobot_hooks.contract import NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace
 from nanobot_hooks.nanobot_format import is_direct_chat
 
 ENV_PREFIX = "NANOBOT_"
@@ -98,6 +99,11 @@ class HookSettings(BaseSettings):
                     "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db",
     )
     redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
+    summary_namespace: str | None = Field(
+        None, pattern=NAMESPACE_PATTERN,
+        description="prefix of this nanobot instance's Redis keys and queue (letters, digits, _ . -; up to 64); "
+                    "default: the first 12 characters of nanobot's workspace id, the same for the hooks and the worker",
+    )
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
@@ -129,10 +135,32 @@ class HookSettings(BaseSettings):
             return () if patterns == ("none",) else patterns
         return value
 
-    @field_validator("redis_ca_file", mode="before")
+    @field_validator("redis_ca_file", "summary_namespace", mode="before")
     @classmethod
     def _blank_path_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    def for_workspace(self, workspace: Path) -> Self:
+        """These settings with the namespace settled: NANOBOT_SUMMARY_NAMESPACE, else from the id nanobot keeps in
+        `workspace` (it names nanobot's sessions folder: the worker reading those sessions serves this queue)."""
+        if self.summary_namespace is not None:
+            return self
+        marker = Path(workspace).expanduser().resolve(strict=False) / WORKSPACE_ID_FILE
+        try:
+            workspace_id = marker.read_text(encoding="utf-8").strip()
+        except OSError:
+            raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
+                                "(start nanobot once with this workspace, or set NANOBOT_SUMMARY_NAMESPACE)") from None
+        if len(workspace_id) != 32 or any(c not in "0123456789abcdef" for c in workspace_id):
+            raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and {marker} holds no nanobot workspace id")
+        return self.model_copy(update={"summary_namespace": default_namespace(workspace_id)})
+
+    @property
+    def keys(self) -> Keys:
+        """The Redis names of this instance (after `for_workspace`, or with NANOBOT_SUMMARY_NAMESPACE set)."""
+        if self.summary_namespace is None:
+            raise SettingsError("NANOBOT_SUMMARY_NAMESPACE: not settled (settings.for_workspace was not called)")
+        return Keys(self.summary_namespace)
 
     def redis_options(self) -> dict[str, Any]:
         """Extra keyword arguments of redis-py's `from_url` for this Redis: the CA file, for TLS only

@@ -76,11 +76,11 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         deps = build_deps(settings)
         if not recall:
             deps.recall = None
-        redis = await create_pool(redis_settings(redis_url))
+        redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
         await redis.flushdb()
         for n in range(sessions):
             await enqueue_summary(redis, SummarizeRequest(session_key=f"bench:{n}"))
-        worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
+        worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
                            "handle_signals": False, "max_jobs": 20})
         started = time.perf_counter()
         await worker.main()

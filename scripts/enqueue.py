@@ -11,17 +11,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.connections import ArqRedis, create_pool  # noqa: E402
+from arq.connections import ArqRedis  # noqa: E402
 from arq.jobs import Job, JobStatus  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id  # noqa: E402
+from nanobot_hooks.contract import Keys, SummarizeRequest  # noqa: E402
 from nanobot_hooks.nanobot_format import is_internal_session  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary, load_record  # noqa: E402
 from worker.settings import Settings, SettingsError, load_settings  # noqa: E402
 from worker.app import build_deps  # noqa: E402
-from worker.connections import answers, redis_settings  # noqa: E402
+from worker.connections import answers, open_pool  # noqa: E402
 from worker.cron import flag_sessions  # noqa: E402
 from worker.jobs import Deps, chain_start, plan_for  # noqa: E402
 from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound  # noqa: E402
@@ -86,7 +86,7 @@ async def connect(settings: Settings) -> ArqRedis:
     if not answers(settings.redis_url, **settings.redis_options()):
         raise UsageError(f"Redis at {redacted_url(settings.redis_url)} does not answer (is the worker's Redis "
                          "running? set REDIS_URL)")
-    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    return await open_pool(settings)
 
 
 async def dry_run(deps: Deps, keys: list[str], redis: ArqRedis | None) -> None:
@@ -115,7 +115,8 @@ async def dry_run(deps: Deps, keys: list[str], redis: ArqRedis | None) -> None:
 
 
 async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
-    job = Job(job_id(key), redis, _queue_name=QUEUE_NAME)
+    keys = Keys.of(redis)
+    job = Job(keys.job_id(key), redis, _queue_name=keys.queue)
     deadline = asyncio.get_running_loop().time() + timeout
     while await job.status() != JobStatus.not_found:
         if asyncio.get_running_loop().time() > deadline:
@@ -131,8 +132,8 @@ async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    deps = build_deps(settings)
+    deps = build_deps(load_settings())
+    settings = deps.settings  # with the instance's namespace settled
     keys = session_keys(deps, args)
     if not keys:
         print(f"no sessions in {deps.sessions_dir}")

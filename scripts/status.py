@@ -15,22 +15,23 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from arq.connections import ArqRedis, create_pool  # noqa: E402
+from arq.connections import ArqRedis  # noqa: E402
 from arq.constants import in_progress_key_prefix, retry_key_prefix  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, session_from_job_id, utcnow  # noqa: E402
+from nanobot_hooks.contract import Keys, utcnow  # noqa: E402
 from nanobot_hooks.queue import load_record, pending_sessions  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
 from worker import budget  # noqa: E402
-from worker.connections import answers, redis_settings  # noqa: E402
-from worker.outcomes import OUTCOME_PREFIX, JobOutcome  # noqa: E402
-from worker.settings import SettingsError, load_settings  # noqa: E402
+from worker.connections import answers, open_pool  # noqa: E402
+from worker.errors import NanobotConfigError  # noqa: E402
+from worker.outcomes import JobOutcome  # noqa: E402
+from worker.settings import SettingsError, load_instance_settings  # noqa: E402
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
-PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in STATS_KEY
+PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 
 
@@ -54,15 +55,16 @@ async def _scan(redis: ArqRedis, prefix: str) -> list[str]:
 
 async def gather(redis: ArqRedis) -> dict[str, Any]:
     """Everything status shows, as plain data (also what --json prints); the only place that reads Redis."""
-    health = await redis.get(f"{QUEUE_NAME}:health-check")
+    keys = Keys.of(redis)
+    health = await redis.get(f"{keys.queue}:health-check")
     # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
     running = await _scan(redis, in_progress_key_prefix)
     in_flight = []
     for job in running:
         tries = await redis.get(retry_key_prefix + job)
-        in_flight.append({"job_id": job, "session": session_from_job_id(job), "try": int(tries) if tries else None})
+        in_flight.append({"job_id": job, "session": keys.session_of_job(job), "try": int(tries) if tries else None})
     now_ms = utcnow().timestamp() * 1000
-    waiting = [score for job, score in await redis.zrange(QUEUE_NAME, 0, -1, withscores=True)
+    waiting = [score for job, score in await redis.zrange(keys.queue, 0, -1, withscores=True)
                if _text(job) not in running]
     records = []
     for key in await pending_sessions(redis):
@@ -73,20 +75,20 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
                             "tokens_after": record.tokens_after, "messages_before": record.messages_before,
                             "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
     resting = []
-    for key in await _scan(redis, f"{KEY_PREFIX}:cooldown:"):
+    for key in await _scan(redis, keys.cooldown("")):
         rest = await budget.cooling(redis, key)
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})
     outcomes = []
-    for key in await _scan(redis, OUTCOME_PREFIX):
-        raw = await redis.get(OUTCOME_PREFIX + key)
+    for key in await _scan(redis, keys.outcome_prefix):
+        raw = await redis.get(keys.outcome(key))
         if raw:
-            streak = await redis.get(budget.streak_key(key))
+            streak = await redis.get(keys.failures(key))
             outcomes.append({**JobOutcome.model_validate_json(raw).model_dump(mode="json"),
                              "failures_in_a_row": int(streak or 0)})
-    spend = {key: budget.Spend.from_hash(await redis.hgetall(budget.spend_key(f"session:{key}"))).model_dump()
-             for key in await _scan(redis, budget.spend_key("session:"))}
-    stats = {_text(k): int(v) for k, v in (await redis.hgetall(STATS_KEY)).items()}
+    spend = {key: budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))).model_dump()
+             for key in await _scan(redis, keys.spend("session:"))}
+    stats = {_text(k): int(v) for k, v in (await redis.hgetall(keys.stats)).items()}
     return {
         "worker": _text(health) if health else None,
         "queued": len(waiting),
@@ -95,7 +97,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "pending_records": records,
         "resting": resting,
         "outcomes": outcomes,
-        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(budget.SPEND_TOTAL)).model_dump(),
+        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
     }
@@ -268,13 +270,13 @@ def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    settings = load_instance_settings()
     if not answers(settings.redis_url, **settings.redis_options()):
         print(f"error: Redis at {redacted_url(settings.redis_url)} does not answer", file=sys.stderr)
         if args.prometheus:
             print(prometheus(None), end="")
         return 2
-    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    redis = await open_pool(settings)
     try:
         state = await gather(redis)
     finally:
@@ -310,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return asyncio.run(run(args))
-    except SettingsError as exc:
+    except (SettingsError, NanobotConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

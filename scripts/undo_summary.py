@@ -13,14 +13,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from arq.connections import create_pool  # noqa: E402
 from arq.constants import in_progress_key_prefix  # noqa: E402
 
-from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY  # noqa: E402
 from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name  # noqa: E402
 from nanobot_hooks.queue import drop_record, load_record  # noqa: E402
 from nanobot_hooks.settings import redacted_url  # noqa: E402
-from worker.connections import answers, redis_settings  # noqa: E402
+from worker.connections import answers, open_pool  # noqa: E402
 from worker.errors import NanobotConfigError, SessionKeyError  # noqa: E402
 from worker.nanobot_config import NanobotConfig  # noqa: E402
 from worker.sessions import edit_line_one, read_session, session_path  # noqa: E402
@@ -66,19 +65,22 @@ def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
 async def undo(key: str, dry_run: bool) -> list[str]:
     settings = load_settings()
     try:
-        path = session_path(NanobotConfig.load(settings.config_path).sessions_dir, key)
-    except (NanobotConfigError, SessionKeyError) as exc:
+        nanobot = NanobotConfig.load(settings.config_path)
+        path = session_path(nanobot.sessions_dir, key)
+        settings = settings.for_workspace(nanobot.workspace)
+    except (NanobotConfigError, SessionKeyError, SettingsError) as exc:
         raise Refused(str(exc)) from None
     if not path.exists():
         raise Refused(f"no session {key!r} ({path.name} is not in {path.parent})")
     if not answers(settings.redis_url, **settings.redis_options()):
         raise Refused(f"Redis at {redacted_url(settings.redis_url)} does not answer: a record waiting there would "
                       "still be applied")
-    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    redis = await open_pool(settings)
+    keys = settings.keys
     try:
         # A job running or queued now would store a record over the undone state.
-        if await redis.exists(in_progress_key_prefix + job_id(key)) or \
-                await redis.zscore(QUEUE_NAME, job_id(key)) is not None:
+        if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
+                await redis.zscore(keys.queue, keys.job_id(key)) is not None:
             raise Refused(f"a summary job for {key!r} is queued or running: let it end (scripts/status.py), "
                           "then run this again")
         done = rewrite_line_one(path, dry_run)

@@ -19,11 +19,10 @@ from worker.outcomes import load_outcome
 from worker.settings import Settings
 from worker.connections import answers, redis_settings
 
-from nanobot_hooks.contract import job_id
 from tests.support.fakellm import Error
 from tests.support.models import Summarizer
 
-from .conftest import NanobotHome, conversation, run_burst
+from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
 from .nanobot_fixtures import (
     ARCHIVED,
     BIG_PROMPT,
@@ -441,7 +440,7 @@ async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_wh
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         await wait_until(lambda: answers(url), what="the throwaway Redis")
-        back = await create_pool(redis_settings(url))
+        back = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
         try:
             assert await queued_jobs(back) == 0
             await gw.say(CHAT, "turn three, Redis back")
@@ -687,4 +686,4 @@ async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_e
 
 
 async def _idle(redis, key: str) -> bool:
-    return await queued_jobs(redis) == 0 and not await redis.exists(f"arq:in-progress:{job_id(key)}")
+    return await queued_jobs(redis) == 0 and not await redis.exists(f"arq:in-progress:{TEST_KEYS.job_id(key)}")

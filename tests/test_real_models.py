@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract import SummarizeRequest, cooldown_key
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
@@ -23,7 +23,7 @@ from worker.cron import daily_summaries
 from worker.notes import is_noted, noted_spans
 from worker.outcomes import load_outcome
 
-from .conftest import conversation, run_burst
+from .conftest import TEST_KEYS, conversation, run_burst
 
 KEY = "telegram:42"
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +135,7 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
                                          "facts": []}))
     outcome, record = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "summarized" and record is not None
-    assert await cooling(redis, KEY) is None and not await redis.exists(cooldown_key(KEY))
+    assert await cooling(redis, KEY) is None and not await redis.exists(TEST_KEYS.cooldown(KEY))
 
 
 async def test_a_429_is_retried_after_the_retry_after_it_names(redis, nanobot_home, fake_llm, deps_for):

@@ -19,7 +19,7 @@ from tests.support.redis_server import SentinelSetup
 from worker.app import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version
 
-from .conftest import conversation
+from .conftest import TEST_KEYS, conversation
 from .nanobot_fixtures import wait_until
 
 PASSWORD = "s3cret-ha-pw"
@@ -74,7 +74,7 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
     worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05,
                              "handle_signals": False})
     running = asyncio.create_task(worker.main())
-    link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0)
+    link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0, keys=deps.settings.keys)
     try:
         for key in ("telegram:1", "telegram:2"):
             nanobot_home.write_session(key, conversation(12))
@@ -104,7 +104,7 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
 
 
 async def test_a_record_no_replica_confirmed_is_not_called_acknowledged(ha) -> None:
-    link = RedisLink(ha.url(), logs.Throttle(every=60.0), timeout=5.0)
+    link = RedisLink(ha.url(), logs.Throttle(every=60.0), timeout=5.0, keys=TEST_KEYS)
     record = SummaryRecord(session_key="telegram:3", summary="s", start=0, boundary=2, boundary_timestamp="t",
                            messages_before=4, messages_after=3, tokens_before=100, tokens_after=20)
     try:

@@ -18,7 +18,7 @@ from arq.worker import Worker
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE, QUEUE_NAME
+from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE
 from nanobot_hooks.settings import redacted_url
 from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
 from worker.cron import daily_summaries, requeue_flagged
@@ -37,6 +37,7 @@ log = logging.getLogger("worker")
 
 def build_deps(settings: Settings) -> Deps:
     nanobot = NanobotConfig.load(settings.config_path)
+    settings = settings.for_workspace(nanobot.workspace)  # this instance's namespace: its queue and keys
     model = resolve_model(settings.summary_model, nanobot)
     fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
         if settings.summary_fallback_model else None
@@ -118,7 +119,7 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
                            timeout=min(60, job_timeout(settings)))],
         "timezone": tz,
         "after_job_end": requeue_flagged,
-        "queue_name": QUEUE_NAME,
+        "queue_name": settings.keys.queue,
         "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
         "on_startup": startup,
         "keep_result": 0,
@@ -160,7 +161,8 @@ def __getattr__(name: str) -> Any:
     # `arq worker.app.WorkerSettings` works too; built on access so importing this module reads no environment.
     if name == "WorkerSettings":
         settings = load_settings()
-        return worker_options(settings, notes_timezone(settings, NanobotConfig.load(settings.config_path)))
+        nanobot = NanobotConfig.load(settings.config_path)
+        return worker_options(settings.for_workspace(nanobot.workspace), notes_timezone(settings, nanobot))
     raise AttributeError(name)
 
 
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
                         target_type="command", watch_filter=PythonFilter())
             return 0
-        options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
+        options = worker_options(deps.settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
         SteadyWorker(**options, burst=args.burst).run()
     finally:

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 from typing import Any
 
 import redis
-from arq.connections import RedisSettings
+from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.connection import parse_url
 from redis.sentinel import Sentinel
 
-from nanobot_hooks.settings import SentinelTarget, redacted_url, sentinel_target
+from nanobot_hooks.settings import HookSettings, SentinelTarget, redacted_url, sentinel_target
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
@@ -59,6 +59,13 @@ def client_for(url: str, timeout: float, **options: Any) -> redis.Redis:
         return redis.Redis.from_url(url, **bounds, **options)
     return Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
         target.service, db=target.db, username=target.username, password=target.password)
+
+
+async def open_pool(settings: HookSettings) -> ArqRedis:
+    """A client of the configured Redis for scripts, bound to the instance's namespace (settled settings:
+    `for_workspace`), failing at once when Redis does not answer."""
+    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0,
+                             default_queue_name=settings.keys.queue)
 
 
 def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:

@@ -8,17 +8,11 @@ from typing import Literal
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
-from nanobot_hooks.contract import KEY_PREFIX, Reason, utcnow
+from nanobot_hooks.contract import Keys, Reason, utcnow
 from worker.budget import Spend
 from worker.redact import redact
 
-OUTCOME_PREFIX = f"{KEY_PREFIX}:outcome:"
 KEEP_SECONDS = 7 * 24 * 3600
-
-
-def outcome_key(session_key: str) -> str:
-    """The last job's outcome for a session."""
-    return OUTCOME_PREFIX + session_key
 
 
 class JobOutcome(BaseModel):
@@ -47,9 +41,9 @@ class JobOutcome(BaseModel):
 
 async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
     kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
-    await redis.set(outcome_key(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
+    await redis.set(Keys.of(redis).outcome(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
-    raw = await redis.get(outcome_key(session_key))
+    raw = await redis.get(Keys.of(redis).outcome(session_key))
     return JobOutcome.model_validate_json(raw) if raw else None

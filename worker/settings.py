@@ -9,8 +9,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, SettingsError, load
+from worker.nanobot_config import NanobotConfig
 
-__all__ = ["KeepRule", "Settings", "SettingsError", "load_settings"]
+__all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings"]
 
 
 class KeepRule(NamedTuple):
@@ -115,3 +116,9 @@ class Settings(HookSettings):
 def load_settings() -> Settings:
     """Read the environment; a bad value raises SettingsError with one readable line."""
     return load(Settings)
+
+
+def load_instance_settings() -> Settings:
+    """`load_settings`, with the namespace of the nanobot instance NANOBOT_CONFIG names settled (for scripts)."""
+    settings = load_settings()
+    return settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
