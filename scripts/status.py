@@ -284,11 +284,11 @@ async def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         print(prometheus(state), end="")
     elif args.json:
-        print(json.dumps({"redis": redacted_url(settings.redis_url), "auto_summary": settings.auto_summary,
-                          **state}, ensure_ascii=False, indent=2))
+        print(json.dumps({"redis": redacted_url(settings.redis_url), "namespace": settings.summary_namespace,
+                          "auto_summary": settings.auto_summary, **state}, ensure_ascii=False, indent=2))
     else:
         console = Console()
-        console.print(f"Redis {redacted_url(settings.redis_url)}; auto summary "
+        console.print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}; auto summary "
                       f"{'on' if settings.auto_summary else 'off'}")
         show(console, state)
     return 0

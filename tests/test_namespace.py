@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from arq.connections import create_pool
-from arq.worker import Worker
 
 from nanobot_hooks.contract import KEY_PREFIX, Keys, SummarizeRequest, default_namespace
 from nanobot_hooks.link import RedisLink
@@ -17,12 +16,12 @@ from nanobot_hooks import logs
 from nanobot_hooks.queue import enqueue_summary, load_record
 from nanobot_hooks.settings import HookSettings, SettingsError
 from tests.support.fakellm import FakeRequest, Reply
-from worker.app import build_deps, worker_options
+from worker.app import build_deps
 from worker.connections import redis_settings
 from worker.outcomes import load_outcome
 from worker.settings import Settings
 
-from .conftest import TEST_KEYS, NanobotHome, conversation, summary_json
+from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst, summary_json
 from .nanobot_fixtures import BIG_PROMPT, nanobot_env, session_lines, turn
 from .test_nanobot_e2e import agent_home, nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
 
@@ -94,12 +93,7 @@ async def test_twenty_instances_share_one_database_and_nothing_crosses(
         assert await link.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
         await link.close()
 
-    workers = [Worker(**{**worker_options(d.settings), "ctx": {"deps": d}, "burst": True, "poll_delay": 0.02,
-                         "handle_signals": False}) for d in deps]
-    try:
-        await asyncio.gather(*(w.main() for w in workers))
-    finally:
-        await asyncio.gather(*(w.close() for w in workers))
+    workers = await asyncio.gather(*(run_burst(d) for d in deps))  # twenty arq Workers at once, one process
     assert [w.jobs_complete for w in workers] == [1] * HOMES, "each worker ran its own instance's job only"
 
     for i, (home, d) in enumerate(zip(homes, deps)):
@@ -131,13 +125,7 @@ async def test_a_worker_takes_no_job_of_another_instance(nanobot_home, redis, re
     stranger = RedisLink(redis_url, logs.Throttle(every=60.0), keys=other)
     assert await stranger.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
     await stranger.close()
-    deps = deps_for()
-    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
-                       "handle_signals": False})
-    try:
-        await worker.main()
-    finally:
-        await worker.close()
+    worker = await run_burst(deps_for())
     assert worker.jobs_complete == 0 and await redis.zcard(other.queue) == 1
     assert await redis.zcard(TEST_KEYS.queue) == 0
 
@@ -154,12 +142,7 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
     assert await redis.zcard(TEST_KEYS.queue) == 0
     deps = worker_deps(summary_namespace="")
     assert deps.settings.keys == derived
-    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
-                       "handle_signals": False})
-    try:
-        await worker.main()
-    finally:
-        await worker.close()
+    await run_burst(deps)
     mine = await create_pool(redis_settings(redis_url), default_queue_name=derived.queue)
     try:
         assert await load_record(mine, KEY) is not None

@@ -142,6 +142,7 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
 
         after = json.loads(status(redis_url, "--json").stdout)
+        assert after["namespace"] == TEST_KEYS.namespace
         shown = after["outcomes"][0]
         assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
         assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)
