@@ -469,7 +469,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_cooldown": "600", "summary_cooldown_max": "7200", "summary_daily_tokens": "100000",
         "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,slack:D*", "summary_recall": "true",
         "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
-        "summary_pickup": "idle", "summary_cache_ttl": "600",
+        "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_namespace": TEST_KEYS.namespace,
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
