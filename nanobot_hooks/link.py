@@ -7,12 +7,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
-from redis.asyncio import ConnectionPool
-from redis.asyncio.sentinel import Sentinel
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import Keys
-from nanobot_hooks.settings import redacted_url, sentinel_target
+from nanobot_hooks.queue import open_client
+from nanobot_hooks.settings import redacted_url
 
 T = TypeVar("T")
 
@@ -20,22 +19,6 @@ T = TypeVar("T")
 # and a `nanobot agent -m` process waits for those before it exits.
 CALL_TIMEOUT = 2.0
 TROUBLE = "redis"
-
-
-def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
-    """A client for `url` whose every connect and call is bounded by `timeout`, bound to the namespace of
-    `keys` (`Keys.of(client)`). Behind Sentinel (`redis+sentinel://`) it asks the Sentinels for the primary
-    at each new connection, so after a failover the next call reaches the promoted replica."""
-    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
-    target = sentinel_target(url)
-    if target is None:
-        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
-    else:
-        client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
-            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
-    if keys is not None:
-        client.default_queue_name = keys.queue
-    return client
 
 
 class RedisLink:

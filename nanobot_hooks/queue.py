@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from arq.connections import ArqRedis
 from arq.jobs import Job
 from pydantic import ValidationError
-from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.asyncio import ConnectionPool
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from nanobot_hooks.contract import JOB_SUMMARIZE, Keys, SummarizeRequest, SummaryRecord
+from nanobot_hooks.settings import sentinel_target
 
 # Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
 # bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
@@ -24,6 +28,22 @@ return 0
 """
 
 UNREADABLE = "unreadable"
+
+
+def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
+    """A client for `url` whose every connect and call is bounded by `timeout`, bound to the namespace of
+    `keys` (`Keys.of(client)`). Behind Sentinel (`redis+sentinel://`) it asks the Sentinels for the primary
+    at each new connection, so after a failover the next call reaches the promoted replica."""
+    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    target = sentinel_target(url)
+    if target is None:
+        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
+    else:
+        client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
+            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
+    if keys is not None:
+        client.default_queue_name = keys.queue
+    return client
 
 
 async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,3 +150,13 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
         assert await load_record(mine, KEY) is not None
     finally:
         await mine.aclose()
+
+
+def test_the_redis_commands_benchmark_runs_at_a_smoke_size() -> None:
+    done = subprocess.run([sys.executable, "scripts/bench_redis_ops.py", "--sessions", "3", "--idle", "1"],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = dict(re.findall(r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job",
+                              done.stdout, re.MULTILINE))
+    assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, done.stdout
+    assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"

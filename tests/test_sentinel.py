@@ -93,13 +93,13 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
         await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:2")), 30,
                          "the job queued after the failover running on the promoted replica")
         assert await link.call("listing", pending_sessions) == ["telegram:1", "telegram:2"]
+        assert ha.primary_port() == ha.replica.port, "all of it on the promoted replica"
     finally:
         await worker.close()
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
         await link.close()
     shown = caplog.text + "\n".join(hook_lines)
-    assert "Redis does not answer" in caplog.text, f"the worker noticed the primary going:\n{caplog.text[-3000:]}"
     assert PASSWORD not in shown, [line for line in shown.splitlines() if PASSWORD in line]
 
 

@@ -19,7 +19,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_SUMMARIZE
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.queue import open_client
+from nanobot_hooks.settings import redacted_url, sentinel_target
 from worker.connections import answers, redis_settings, server_version, start_embedded, version_problem
 from worker.cron import daily_summaries, requeue_flagged
 from worker.jobs import CURRENT_JOB, Deps, summarize_session
@@ -82,8 +83,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     deps: Deps = ctx["deps"]
     if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
         raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
-    log.info("summary model %s (from %s); keep %s; sessions in %s", deps.model.model, deps.model.source,
-             deps.settings.summary_keep, deps.nanobot.sessions_root)
+    log.info("summary model %s (from %s); keep %s; sessions in %s; queue %s", deps.model.model, deps.model.source,
+             deps.settings.summary_keep, deps.nanobot.sessions_root, deps.settings.keys.queue)
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     try:
@@ -121,6 +122,7 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "after_job_end": requeue_flagged,
         "queue_name": settings.keys.queue,
         "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
+        **sentinel_pool(settings),
         "on_startup": startup,
         "keep_result": 0,
         "max_tries": settings.summary_max_tries + 1,
@@ -128,6 +130,19 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "health_check_interval": 30,
         "max_jobs": 10,
     }
+
+
+# Seconds for one Redis call of the worker behind Sentinel: more than a record's WAIT for its replica.
+SENTINEL_CALL_TIMEOUT = 10.0
+
+
+def sentinel_pool(settings: Settings) -> dict[str, Any]:
+    """Behind Sentinel, the worker's own client for arq: arq's Sentinel pool sets no socket timeout, so a call
+    caught by a failover could wait forever and hold a job slot; this one is bounded (and asks the Sentinels
+    for the primary at each new connection, like arq's)."""
+    if sentinel_target(settings.redis_url) is None:
+        return {}
+    return {"redis_pool": open_client(settings.redis_url, SENTINEL_CALL_TIMEOUT, keys=settings.keys)}
 
 
 # What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
