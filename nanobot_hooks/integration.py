@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import STATS_KEY, SummarizeRequest, SummaryRecord, cooldown_key, record_key
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
@@ -79,7 +79,7 @@ class Integration:
     def __init__(self, surface: Surface, settings: HookSettings) -> None:
         self.s = surface
         self.settings = settings
-        self.link = RedisLink(settings.redis_url, THROTTLE, options=settings.redis_options())
+        self.link = RedisLink(settings.redis_url, THROTTLE, options=settings.redis_options(), keys=settings.keys)
         self.counts: Counter[str] = Counter()
         # session key -> (prompt tokens of the last LLM call, context window), consumed after the turn
         self.usage: dict[str, tuple[int, int | None]] = {}
@@ -276,8 +276,8 @@ class Integration:
                        again: bool = True) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
-                pipe.exists(record_key(key))
-                pipe.exists(cooldown_key(key))
+                pipe.exists(self.settings.keys.record(key))
+                pipe.exists(self.settings.keys.cooldown(key))
                 pending, resting = await pipe.execute()
             # A record waiting for pickup already covers this range: a second job would cover it again.
             if pending:
@@ -474,7 +474,7 @@ class Integration:
     async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
         async def work(client: Any) -> None:
             await drop_record(client, record)  # keeps a newer record of the same session
-            await client.hincrby(STATS_KEY, outcome, 1)
+            await client.hincrby(self.settings.keys.stats, outcome, 1)
 
         await self.link.call(f"clearing the summary record of {record.session_key}", work)
 

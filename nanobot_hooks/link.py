@@ -7,9 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
-from redis.asyncio import ConnectionPool
 
 from nanobot_hooks import logs
+from nanobot_hooks.contract import Keys
+from nanobot_hooks.queue import open_client
 from nanobot_hooks.settings import redacted_url
 
 T = TypeVar("T")
@@ -25,8 +26,9 @@ class RedisLink:
     without anyone restarting nanobot."""
 
     def __init__(self, url: str, throttle: logs.Throttle, timeout: float = CALL_TIMEOUT,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, keys: Keys | None = None) -> None:
         self.url = url
+        self.keys = keys
         self.options = options or {}
         self.timeout = timeout
         self.throttle = throttle
@@ -37,10 +39,7 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
-            pool = ConnectionPool.from_url(
-                self.url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout, **self.options,
-            )
-            self._client, self._loop = ArqRedis(pool_or_conn=pool), loop
+            self._client, self._loop = open_client(self.url, self.timeout, self.options, self.keys), loop
         return self._client
 
     async def call(self, doing: str, work: Callable[[ArqRedis], Awaitable[T]]) -> T | None:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import NOTICE_CHANNEL, OUTCOME_CHANNEL
+from nanobot_hooks.contract import Keys
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import pending_sessions
 
@@ -29,7 +29,8 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             client = link.client()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             async with asyncio.timeout(link.timeout):
-                await pubsub.subscribe(NOTICE_CHANNEL, OUTCOME_CHANNEL)
+                keys_of = Keys.of(client)
+                await pubsub.subscribe(keys_of.notice_channel, keys_of.outcome_channel)
                 keys = await pending_sessions(client)
             link.ok()
             delay = FIRST_RETRY_SECONDS
@@ -42,7 +43,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
                     data = message.get("data")
                     text = data.decode() if isinstance(data, bytes) else str(data)
                     channel = message.get("channel")
-                    if (channel.decode() if isinstance(channel, bytes) else channel) == OUTCOME_CHANNEL:
+                    if (channel.decode() if isinstance(channel, bytes) else channel) == keys_of.outcome_channel:
                         log_outcome(text)
                     else:
                         on_key(text)

@@ -77,6 +77,8 @@ def install(ctx: Any) -> Any:
     check_version()
     try:
         settings = load_settings()
+        if settings.summary_namespace is None:  # the instance's namespace, from the id nanobot keeps in its workspace
+            settings = settings.for_workspace(Path(_need(ctx, "workspace", "ToolContext.workspace")))
     except SettingsError as exc:
         raise Off(f"bad setting: {exc}") from None
     loop = agent_loop(ctx)

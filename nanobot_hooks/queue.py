@@ -3,22 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from arq.connections import ArqRedis
 from arq.jobs import Job
 from pydantic import ValidationError
+from redis.asyncio import ConnectionPool
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
-from nanobot_hooks.contract import (
-    JOB_IDLE,
-    JOB_SUMMARIZE,
-    NOTICE_CHANNEL,
-    PENDING_SET,
-    QUEUE_NAME,
-    SummarizeRequest,
-    SummaryRecord,
-    idle_job_id,
-    job_id,
-    record_key,
-)
+from nanobot_hooks.contract import JOB_IDLE, JOB_SUMMARIZE, Keys, SummarizeRequest, SummaryRecord
+from nanobot_hooks.settings import sentinel_target
 
 # Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
 # bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
@@ -36,24 +30,42 @@ return 0
 UNREADABLE = "unreadable"
 
 
+def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
+    """A client for `url` whose every connect and call is bounded by `timeout`, bound to the namespace of
+    `keys` (`Keys.of(client)`). Behind Sentinel (`redis+sentinel://`) it asks the Sentinels for the primary
+    at each new connection, so after a failover the next call reaches the promoted replica."""
+    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    target = sentinel_target(url)
+    if target is None:
+        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
+    else:
+        client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
+            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
+    if keys is not None:
+        client.default_queue_name = keys.queue
+    return client
+
+
 async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:
     """None when a job for the session is already queued or running (single flight)."""
+    keys = Keys.of(redis)
     return await redis.enqueue_job(
         JOB_SUMMARIZE,
         request.model_dump(mode="json"),
-        _job_id=job_id(request.session_key),
-        _queue_name=QUEUE_NAME,
+        _job_id=keys.job_id(request.session_key),
+        _queue_name=keys.queue,
     )
 
 
 async def enqueue_idle_check(redis: ArqRedis, session_key: str, defer_by: float) -> Job | None:
     """The session's idle check, run `defer_by` seconds from now; None when one is already waiting (it
     re-defers itself while the session is active, so one per session is enough)."""
+    keys = Keys.of(redis)
     return await redis.enqueue_job(
         JOB_IDLE,
         SummarizeRequest(session_key=session_key, reason="idle").model_dump(mode="json"),
-        _job_id=idle_job_id(session_key),
-        _queue_name=QUEUE_NAME,
+        _job_id=keys.idle_job_id(session_key),
+        _queue_name=keys.queue,
         _defer_by=defer_by,
     )
 
@@ -62,26 +74,40 @@ async def enqueue_idle_check(redis: ArqRedis, session_key: str, defer_by: float)
 RECORD_SECONDS = 14 * 24 * 3600
 
 
-async def store_record(redis: ArqRedis, record: SummaryRecord) -> None:
-    """Keep the record until nanobot applies it, then tell listeners it is ready."""
+# Behind Sentinel, how long a stored record waits for a replica to confirm it (Redis's WAIT).
+REPLICA_WAIT_MS = 2000
+
+
+async def store_record(redis: ArqRedis, record: SummaryRecord) -> bool:
+    """Keep the record until nanobot applies it, then tell listeners it is ready.
+
+    Behind Sentinel the record is acknowledged only once a replica holds it too (WAIT 1): a failover
+    promotes a replica, and replication is asynchronous, so a record only the old primary had would be
+    gone. False when no replica confirmed it in time (a replica down or lagging; if none is connected there
+    is nothing a failover could promote either). The copy in line 1 of the session file stays meanwhile."""
+    keys = Keys.of(redis)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.set(record_key(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
-        pipe.sadd(PENDING_SET, record.session_key)
-        pipe.publish(NOTICE_CHANNEL, record.session_key)
+        pipe.set(keys.record(record.session_key), record.model_dump_json(), ex=RECORD_SECONDS)
+        pipe.sadd(keys.pending, record.session_key)
+        pipe.publish(keys.notice_channel, record.session_key)
         await pipe.execute()
+    if isinstance(redis.connection_pool, SentinelConnectionPool):
+        return int(await redis.wait(1, REPLICA_WAIT_MS)) >= 1
+    return True
 
 
 async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None:
-    raw = await redis.get(record_key(session_key))
+    raw = await redis.get(Keys.of(redis).record(session_key))
     return SummaryRecord.model_validate_json(raw) if raw else None
 
 
 async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
     """Like `load_record`, but a record that does not parse (another version of the worker, damage) is
     deleted and taken off the pending set, and UNREADABLE is returned: it would never apply."""
-    raw = await redis.get(record_key(session_key))
+    keys = Keys.of(redis)
+    raw = await redis.get(keys.record(session_key))
     if not raw:
-        await redis.srem(PENDING_SET, session_key)  # expired or dropped: nothing to wait for
+        await redis.srem(keys.pending, session_key)  # expired or dropped: nothing to wait for
         return None
     try:
         return SummaryRecord.model_validate_json(raw)
@@ -91,7 +117,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
 
 
 async def pending_sessions(redis: ArqRedis) -> list[str]:
-    members = await redis.smembers(PENDING_SET)
+    members = await redis.smembers(Keys.of(redis).pending)
     return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
 
 
@@ -101,5 +127,6 @@ async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
 
 
 async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
-    keys = [record_key(session_key), PENDING_SET]
-    return bool(await redis.eval(_DROP_IF_SAME, len(keys), *keys, needle, session_key))
+    keys = Keys.of(redis)
+    names = [keys.record(session_key), keys.pending]
+    return bool(await redis.eval(_DROP_IF_SAME, len(names), *names, needle, session_key))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, NamedTuple, Self, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from nanobot_hooks.contract import NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace
 from nanobot_hooks.nanobot_format import is_direct_chat
 
 ENV_PREFIX = "NANOBOT_"
@@ -37,6 +38,51 @@ def redacted_url(url: str) -> str:
         return "<a URL that cannot be parsed>"
 
 
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+class SentinelTarget(NamedTuple):
+    """A `redis+sentinel://[user:password@]host:port[,host:port...]/service/db` URL, read: the Sentinels to
+    ask, the name they monitor the primary by, and what to use on the primary (its database, user and
+    password; the Sentinels themselves are asked without credentials)."""
+
+    sentinels: list[tuple[str, int]]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelTarget:
+        """Raises ValueError naming what is wrong (never quoting the password)."""
+        userinfo, at, hosts = url.removeprefix(SENTINEL_SCHEME).partition("/")[0].rpartition("@")
+        if not at:
+            hosts = userinfo or hosts
+            userinfo = ""
+        username, _, password = userinfo.partition(":") if userinfo else ("", "", "")
+        sentinels = []
+        for item in hosts.split(","):
+            host, sep, port = item.strip().rpartition(":")
+            if not sep:
+                host, port = port, "26379"
+            host = host.strip("[]")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"expected host:port for each Sentinel, not {item.strip()!r}")
+            sentinels.append((host, int(port)))
+        path = url.removeprefix(SENTINEL_SCHEME).partition("/")[2].split("?")[0].strip("/").split("/")
+        if not path[0]:
+            raise ValueError("expected the Sentinel's service name after the hosts: redis+sentinel://host:port/mymaster/0")
+        if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise ValueError("expected /service_name or /service_name/db after the hosts")
+        return cls(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
+                   unquote(username) or None, unquote(password) or None)
+
+
+def sentinel_target(url: str) -> SentinelTarget | None:
+    """The Sentinel setup a URL names, or None for a URL of one Redis server."""
+    return SentinelTarget.parse(url) if url.startswith(SENTINEL_SCHEME) else None
+
+
 class HookSettings(BaseSettings):
     """What nanobot_hooks reads. A bad value of a worker-only variable never switches the hooks off."""
 
@@ -49,9 +95,15 @@ class HookSettings(BaseSettings):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
-        description="redis://[user:password@]host:port/db, or rediss:// for TLS",
+        description="redis://[user:password@]host:port/db, rediss:// for TLS, or "
+                    "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db",
     )
     redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
+    summary_namespace: str | None = Field(
+        None, pattern=NAMESPACE_PATTERN,
+        description="prefix of this nanobot instance's Redis keys and queue (letters, digits, _ . -; up to 64); "
+                    "default: the first 12 characters of nanobot's workspace id, the same for the hooks and the worker",
+    )
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
@@ -86,10 +138,32 @@ class HookSettings(BaseSettings):
             return () if patterns == ("none",) else patterns
         return value
 
-    @field_validator("redis_ca_file", mode="before")
+    @field_validator("redis_ca_file", "summary_namespace", mode="before")
     @classmethod
     def _blank_path_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    def for_workspace(self, workspace: Path) -> Self:
+        """These settings with the namespace settled: NANOBOT_SUMMARY_NAMESPACE, else from the id nanobot keeps in
+        `workspace` (it names nanobot's sessions folder: the worker reading those sessions serves this queue)."""
+        if self.summary_namespace is not None:
+            return self
+        marker = Path(workspace).expanduser().resolve(strict=False) / WORKSPACE_ID_FILE
+        try:
+            workspace_id = marker.read_text(encoding="utf-8").strip()
+        except OSError:
+            raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
+                                "(start nanobot once with this workspace, or set NANOBOT_SUMMARY_NAMESPACE)") from None
+        if len(workspace_id) != 32 or any(c not in "0123456789abcdef" for c in workspace_id):
+            raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and {marker} holds no nanobot workspace id")
+        return self.model_copy(update={"summary_namespace": default_namespace(workspace_id)})
+
+    @property
+    def keys(self) -> Keys:
+        """The Redis names of this instance (after `for_workspace`, or with NANOBOT_SUMMARY_NAMESPACE set)."""
+        if self.summary_namespace is None:
+            raise SettingsError("NANOBOT_SUMMARY_NAMESPACE: not settled (settings.for_workspace was not called)")
+        return Keys(self.summary_namespace)
 
     def redis_options(self) -> dict[str, Any]:
         """Extra keyword arguments of redis-py's `from_url` for this Redis: the CA file, for TLS only
@@ -106,8 +180,9 @@ class HookSettings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str) -> str:
-        if not value.startswith(("redis://", "rediss://", "unix://")):
+        if not value.startswith(("redis://", "rediss://", "unix://", SENTINEL_SCHEME)):
             raise ValueError("expected redis://host:port/db")
+        sentinel_target(value)  # a malformed Sentinel URL is named at start-up, not at the first call
         return value
 
     @classmethod

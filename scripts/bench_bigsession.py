@@ -77,9 +77,9 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     settings = Settings(redis_url=redis_url, config=config, summary_keep=KEEP)
     deps = build_deps(settings)
     deps.recall = None
-    redis = await create_pool(redis_settings(redis_url))
+    redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
+    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
                        "handle_signals": False})
     started = time.perf_counter()
     await worker.main()

@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
-from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY, WORKSPACE_ID_FILE, Keys, default_namespace  # noqa: E402
 from redis import Redis  # noqa: E402
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
@@ -313,7 +313,7 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
         await gateway.start()
         if worker is not None:
-            await worker_ready(redis_url, worker, folder / "worker.log")
+            await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
         latencies: list[float] = []
         waited: list[int] = []
         applied: dict[str, float] = {}
@@ -342,12 +342,18 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
                    ready_to_applied=list(applied.values()), facts_kept=facts)
 
 
-async def worker_ready(redis_url: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 300.0) -> None:
+def home_queue(home: NanobotHome) -> str:
+    """The queue of this nanobot home's instance, as its worker names it unconfigured (its workspace id)."""
+    return Keys(default_namespace((home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip())).queue
+
+
+async def worker_ready(redis_url: str, queue: str, worker: subprocess.Popen[bytes], log: Path,
+                       timeout: float = 300.0) -> None:
     """Wait for the worker to poll its queue (arq's health-check key): on a loaded machine its start-up
     takes a minute, and jobs queued meanwhile would wait for it, which no user's worker does."""
     deadline = time.monotonic() + timeout
     with Redis.from_url(redis_url) as client:
-        while not client.exists(f"{QUEUE_NAME}:health-check"):
+        while not client.exists(f"{queue}:health-check"):
             if worker.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
             await asyncio.sleep(0.5)

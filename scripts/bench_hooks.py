@@ -88,7 +88,7 @@ async def main() -> int:
         print(f"error: run this with nanobot's Python ({exc})", file=sys.stderr)
         return 2
 
-    from nanobot_hooks.contract import SummaryRecord, job_id, record_key
+    from nanobot_hooks.contract import SummaryRecord
     from nanobot_hooks.plugin import installed
 
     class BenchProvider(LLMProvider):
@@ -203,8 +203,9 @@ async def main() -> int:
             await integration._enqueue(k, "tokens", 90_000, 128_000)
             samples.append(time.perf_counter_ns() - start)
         client = integration.link.client()
-        await client.zrem("nanobot-summary:queue", *[job_id(k) for k in keys])
-        await client.delete(*[f"arq:job:{job_id(k)}" for k in keys], *[record_key(k) for k in keys])
+        names = integration.settings.keys
+        await client.zrem(names.queue, *[names.job_id(k) for k in keys])
+        await client.delete(*[f"arq:job:{names.job_id(k)}" for k in keys], *[names.record(k) for k in keys])
         print(f"  EXISTS + enqueue_job (single flight) {per_call(samples)}")
     integration.link.url = DEAD_REDIS
     integration.link._client = None

@@ -91,7 +91,7 @@ async def child_worker(redis_url: str, config: Path, recall: bool, profile: Path
     deps = build_deps(settings)
     if not recall:
         deps.recall = None
-    worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
+    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
                        "handle_signals": False, "max_jobs": 20})
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
@@ -126,7 +126,8 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [],
                                         "facts": []}), delay=delay)
         home = make_home(Path(tmp), llm.url, sessions, turns)
-        redis = await create_pool(redis_settings(redis_url))
+        queue = build_deps(bench_settings(redis_url, home.config_path)).settings.keys.queue  # the instance's namespace
+        redis = await create_pool(redis_settings(redis_url), default_queue_name=queue)
         await redis.flushdb()
         for n in range(sessions):
             await enqueue_summary(redis, SummarizeRequest(session_key=f"bench:{n}"))

@@ -81,10 +81,10 @@ async def summarized_home(redis_url: str) -> AsyncIterator[NanobotHome]:
         settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2",
                             memory_write="now")
         deps = build_deps(settings)
-        redis = await create_pool(redis_settings(redis_url))
+        redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
         await redis.flushdb()
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-        worker = Worker(**{**worker_options(settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
+        worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
                            "handle_signals": False})
         await worker.main()
         await worker.close()

@@ -13,6 +13,7 @@ import pytest
 from arq.connections import ArqRedis, create_pool
 from arq.worker import Worker
 
+from nanobot_hooks.contract import Keys
 from worker.settings import Settings
 from worker.app import build_deps, worker_options
 from worker.connections import redis_settings
@@ -27,10 +28,15 @@ from tests.support.sandbox import NanobotHome
 # to the queue the tests count (tests/test_idle.py switches them on). MEMORY.md takes a job's facts at once,
 # not at the next quiet moment (the sessions the tests write are all fresh). The tests of those rules set
 # them themselves.
+# One namespace for the tests' hooks, workers and `redis` client alike (tests/test_namespace.py tests the
+# default, which derives it from each nanobot home's workspace id).
+TEST_NAMESPACE = "test"
 TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10",
-                 "NANOBOT_SUMMARY_IDLE": "false", "NANOBOT_MEMORY_WRITE": "now"}
+                 "NANOBOT_SUMMARY_IDLE": "false", "NANOBOT_MEMORY_WRITE": "now",
+                 "NANOBOT_SUMMARY_NAMESPACE": TEST_NAMESPACE}
 for _name, _value in TEST_DEFAULTS.items():
     os.environ.setdefault(_name, _value)
+TEST_KEYS = Keys(TEST_NAMESPACE)
 
 
 
@@ -52,7 +58,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[ArqRedis]:
-    pool = await create_pool(redis_settings(redis_url))
+    pool = await create_pool(redis_settings(redis_url), default_queue_name=TEST_KEYS.queue)
     await pool.flushdb()
     yield pool
     await pool.flushdb()

@@ -15,7 +15,6 @@ import pytest
 from arq.connections import ArqRedis
 from arq.jobs import Job
 
-from nanobot_hooks.contract import QUEUE_NAME, STATS_KEY, job_id, record_key
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply
 # Re-exported: the tests import them from here.
 from tests.support import gateway as _gateway
@@ -23,7 +22,7 @@ from tests.support.gateway import Gateway, write_config  # noqa: F401
 from tests.support.redis_server import free_port  # noqa: F401
 from worker.nanobot_config import ModelChoice
 
-from .conftest import TEST_DEFAULTS, NanobotHome, summary_json
+from .conftest import TEST_KEYS, TEST_DEFAULTS, NanobotHome, summary_json
 
 # What scripts/test makes; NANOBOT_BIN points elsewhere.
 DEFAULT_NANOBOT_BIN = Path(__file__).resolve().parent.parent / ".venv-nanobot" / "bin" / "nanobot"
@@ -132,20 +131,20 @@ async def wait_until(condition: Any, timeout: float = 30.0, what: str = "conditi
 
 
 async def queued_jobs(redis: ArqRedis) -> int:
-    return int(await redis.zcard(QUEUE_NAME))
+    return int(await redis.zcard(TEST_KEYS.queue))
 
 
 async def queued_reason(redis: ArqRedis, key: str) -> str | None:
-    info = await Job(job_id(key), redis, _queue_name=QUEUE_NAME).info()
+    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue).info()
     return info.args[0]["reason"] if info is not None else None
 
 
 async def has_record(redis: ArqRedis, key: str) -> bool:
-    return bool(await redis.exists(record_key(key)))
+    return bool(await redis.exists(TEST_KEYS.record(key)))
 
 
 async def stats(redis: ArqRedis) -> dict[str, int]:
-    raw = await redis.hgetall(STATS_KEY)
+    raw = await redis.hgetall(TEST_KEYS.stats)
     return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
 
 

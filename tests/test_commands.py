@@ -12,7 +12,7 @@ from nanobot_hooks.queue import load_record
 from worker.outcomes import load_outcome
 from tests.support.fakellm import Reply
 
-from .conftest import conversation, summary_json
+from .conftest import TEST_KEYS, conversation, summary_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,15 +155,13 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
 
 
 async def test_since_flags_the_sessions_for_a_catch_up_of_their_notes(nanobot_home, redis, redis_url) -> None:
-    from nanobot_hooks.contract import QUEUE_NAME, daily_flag_key
-
     nanobot_home.write_session("telegram:42", conversation(3))
     result = run([sys.executable, "-m", "worker", "enqueue", "--since", "2026-11-01", "telegram:42"],
                  _env(nanobot_home, redis_url))
     assert result.returncode == 0, result.stderr
     assert "telegram:42: queued, notes since 2026-11-01" in result.stdout
-    assert await redis.get(daily_flag_key("telegram:42")) in (b"2026-11-01", "2026-11-01")
-    assert await redis.zcard(QUEUE_NAME) == 1
+    assert await redis.get(TEST_KEYS.daily_flag("telegram:42")) in (b"2026-11-01", "2026-11-01")
+    assert await redis.zcard(TEST_KEYS.queue) == 1
     bad = run([sys.executable, "-m", "worker", "enqueue", "--since", "yesterday", "telegram:42"],
               _env(nanobot_home, redis_url))
     assert bad.returncode == 2 and "is not a date like 2026-11-01" in bad.stderr

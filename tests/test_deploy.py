@@ -21,7 +21,7 @@ import pytest
 import yaml
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import QUEUE_NAME, SummaryRecord
+from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace
 from nanobot_hooks.queue import load_record, store_record
 from tests.support.redis_server import free_port
 from worker.app import worker_options
@@ -214,6 +214,8 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
                           if v is not None}})
     # Only these two differ outside a container: Redis's service name, and the container's own environment.
     env.update(REDIS_URL=url, VENV=sys.prefix)
+    # No NANOBOT_SUMMARY_NAMESPACE there: the worker serves the namespace of the nanobot whose config it reads.
+    keys = Keys(default_namespace((nanobot_home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip()))
 
     def healthy(spec: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
         kind, *test = spec["healthcheck"]["test"]
@@ -226,9 +228,9 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
         worker = subprocess.Popen(worker_spec["command"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
-        pool = await create_pool(redis_settings(url))
+        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
         try:
-            await wait_until(lambda: pool.exists(f"{QUEUE_NAME}:health-check"), 120, "the worker's health report")
+            await wait_until(lambda: pool.exists(f"{keys.queue}:health-check"), 120, "the worker's health report")
             check = healthy(worker_spec)
             assert check.returncode == 0, check.stdout + check.stderr
             assert stop(worker) == 0
@@ -243,7 +245,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
             await pool.aclose()
         stop(redis_server, signal.SIGKILL)  # no shutdown save: only the append-only file can keep the record
         redis_server = start_redis(redis_spec["command"], port, data)
-        pool = await create_pool(redis_settings(url))
+        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
         try:
             kept = await load_record(pool, "telegram:42")
         finally:

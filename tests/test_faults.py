@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from arq.connections import ArqRedis, create_pool
 
-from nanobot_hooks.contract import METADATA_KEY, NOTICE_CHANNEL, QUEUE_NAME, SummarizeRequest, job_id
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Hang, Reply
 from tests.support.models import Summarizer, previous_summary
@@ -26,9 +26,9 @@ from tests.support.redis_server import RedisServer
 from worker.connections import redis_settings
 from worker.notes import section_items, spans
 from worker.outcomes import JobOutcome, load_outcome
-from worker.progress import progress_key
 
-from .conftest import NanobotHome, conversation
+
+from .conftest import TEST_KEYS, NanobotHome, conversation
 from .nanobot_fixtures import BIG_PROMPT, SUMMARY_MODEL, nanobot_env, session_lines, stats, wait_until
 from .test_nanobot_e2e import CHAT, agent_home, gateway, nanobot_exe, procfile_worker, script  # noqa: F401 - fixtures
 
@@ -113,7 +113,7 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
 
     fake_llm.responder = answer
     pubsub = redis.pubsub()
-    await pubsub.subscribe(NOTICE_CHANNEL)
+    await pubsub.subscribe(TEST_KEYS.notice_channel)
     worker = procfile_worker(**CHUNKED)
     for key in originals:
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
@@ -130,11 +130,11 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
             assert code == 0
             outcome = await load_outcome(redis, key)
             assert outcome is not None and outcome.status == "failed" and "cancelled" in outcome.detail
-            assert await redis.zscore(QUEUE_NAME, job_id(key)) is not None
+            assert await redis.zscore(TEST_KEYS.queue, TEST_KEYS.job_id(key)) is not None
         else:
             assert code == -signal.SIGKILL and await load_outcome(redis, key) is None
     # As if `redone`'s worker had died after writing its first chunk's notes, before keeping its progress.
-    assert await redis.delete(progress_key(redone)) == 1
+    assert await redis.delete(TEST_KEYS.progress(redone)) == 1
     before = fake_llm.requests
     held[0] = False
     again = procfile_worker(**CHUNKED)  # a supervisor starts it again
@@ -172,11 +172,11 @@ async def test_redis_killed_and_restarted_the_worker_and_the_gateway_carry_on(
     fake_llm.responder = answer
     worker = procfile_worker(REDIS_URL=url)
     gw = await gateway(redis=url, NANOBOT_SUMMARY_INTERVAL="0")
-    pool = await create_pool(redis_settings(url))
+    pool = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
     try:
         queued = SummarizeRequest(session_key="telegram:5", reason="tokens")
         assert await pool.enqueue_job("summarize_session", queued.model_dump(mode="json"), _defer_by=3600,
-                                      _job_id=job_id("telegram:5"), _queue_name=QUEUE_NAME) is not None
+                                      _job_id=TEST_KEYS.job_id("telegram:5"), _queue_name=TEST_KEYS.queue) is not None
         script.prompt_tokens = BIG_PROMPT
         await gw.say(CHAT, "crossing the threshold")
         await wait_for(lambda: any((r.body or {}).get("model") == SUMMARY_MODEL for r in fake_llm.requests),
@@ -187,7 +187,7 @@ async def test_redis_killed_and_restarted_the_worker_and_the_gateway_carry_on(
         slow[0] = False
         server.start()
         await wait_for(lambda: "answers again" in worker.log(), "the worker polling again", worker.log)
-        assert await pool.zcard(QUEUE_NAME) == 0, "a Redis without persistence comes back empty"
+        assert await pool.zcard(TEST_KEYS.queue) == 0, "a Redis without persistence comes back empty"
 
         await gw.say(CHAT, "crossing it again")  # the next crossing enqueues; the worker runs it
         await wait_for(lambda: _applied(pool), "the gateway applying the new summary", worker.log, gw.log)

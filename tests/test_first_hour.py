@@ -26,10 +26,10 @@ from tests.support.fakellm import Error, Reply
 from tests.support.redis_server import RedisServer, free_port
 from worker.app import build_deps
 from worker.errors import NanobotConfigError
-from worker.outcomes import load_outcome, outcome_key
+from worker.outcomes import load_outcome
 from worker.settings import unknown_variables
 
-from .conftest import conversation, run_burst, summary_json
+from .conftest import TEST_KEYS, conversation, run_burst, summary_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -227,7 +227,7 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
                     nanobot_home.write_config(fake_llm.url, model=model)
                     nanobot_home.write_session("telegram:42", conversation(25))  # more to cover
                 fake_llm.clear()
-                await redis.delete(outcome_key("telegram:42"))
+                await redis.delete(TEST_KEYS.outcome("telegram:42"))
                 assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
                 assert fake_llm.wait_for_requests(1, timeout=60, raise_on_timeout=False), log.read_text(errors="replace")
                 assert fake_llm.requests[0].body["model"] == model

@@ -15,7 +15,7 @@ import pytest
 from arq.jobs import Job
 from arq.worker import Worker
 
-from nanobot_hooks.contract import QUEUE_NAME, STATS_KEY, SummarizeRequest, idle_job_id, job_id, record_key
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from worker.app import worker_options
@@ -25,7 +25,7 @@ from worker.outcomes import load_outcome
 from worker.sessions import read_session
 from worker.settings import KeepRule
 
-from .conftest import conversation, summary_json
+from .conftest import TEST_KEYS, conversation, summary_json
 from .nanobot_fixtures import ARCHIVED, SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, nanobot_env, \
     summarizer, system_text, turn
 from .test_nanobot_e2e import CHAT, _applied, agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
@@ -131,7 +131,7 @@ async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
     assert summary_calls(fake_llm) == 1
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "summarized" and outcome.reason == "idle"
-    assert await redis.zcard(QUEUE_NAME) == 0, "no check is left waiting"
+    assert await redis.zcard(TEST_KEYS.queue) == 0, "no check is left waiting"
 
 
 def test_nanobots_idle_compaction_is_read_from_its_config_on_by_default(tmp_path):
@@ -172,8 +172,8 @@ async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause
     while time.monotonic() < active_until:  # a turn every 0.3 s: the cache never goes cold
         saved_now(path)
         await asyncio.sleep(0.3)
-    assert summary_calls(fake_llm) == 0 and not await redis.exists(record_key(KEY))
-    assert await Job(idle_job_id(KEY), redis, _queue_name=QUEUE_NAME).info() is not None, \
+    assert summary_calls(fake_llm) == 0 and not await redis.exists(TEST_KEYS.record(KEY))
+    assert await Job(TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info() is not None, \
         "the check deferred itself to the last activity + the cache lifetime"
 
     await wait_for(lambda: load_record(redis, KEY))  # the pause after the last turn
@@ -188,11 +188,11 @@ async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
     await worker(idle_deps(summary_min_saving=0.05))  # 5% of a 128,000 window: far more than 3 exchanges
 
     async def check_done() -> bool:
-        return not await redis.zcard(QUEUE_NAME) and not await redis.exists(f"arq:in-progress:{idle_job_id(KEY)}")
+        return not await redis.zcard(TEST_KEYS.queue) and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")
 
     await wait_for(check_done)
     await asyncio.sleep(0.3)
-    assert summary_calls(fake_llm) == 0 and not await redis.exists(record_key(KEY))
+    assert summary_calls(fake_llm) == 0 and not await redis.exists(TEST_KEYS.record(KEY))
     assert await load_outcome(redis, KEY) is None, "no summarize job was even queued"
 
 
@@ -202,13 +202,13 @@ async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
     saved_now(nanobot_home.write_session(KEY, conversation(12)))
     os.utime(nanobot_home.session_file(KEY), (time.time() - 10, time.time() - 10))  # quiet already
     assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
-    await redis.zadd(QUEUE_NAME, {job_id(KEY): (time.time() + 3600) * 1000})  # queued, not yet due
+    await redis.zadd(TEST_KEYS.queue, {TEST_KEYS.job_id(KEY): (time.time() + 3600) * 1000})  # queued, not yet due
     assert await enqueue_idle_check(redis, KEY, 0)
     await worker(idle_deps())
 
-    await wait_for(lambda: _gone(redis, idle_job_id(KEY)))
+    await wait_for(lambda: _gone(redis, TEST_KEYS.idle_job_id(KEY)))
     assert summary_calls(fake_llm) == 0
-    info = await Job(job_id(KEY), redis, _queue_name=QUEUE_NAME).info()
+    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "single flight: the queued job stays the one"
 
 
@@ -224,8 +224,8 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # 
     for _ in range(2):
         integration._on_turn_persisted(started(KEY))
         await asyncio.gather(*integration._tasks)
-    assert await redis.zcard(QUEUE_NAME) == 1
-    due = await redis.zscore(QUEUE_NAME, idle_job_id(KEY))
+    assert await redis.zcard(TEST_KEYS.queue) == 1
+    due = await redis.zscore(TEST_KEYS.queue, TEST_KEYS.idle_job_id(KEY))
     assert due is not None and 290 < due / 1000 - time.time() <= 300, "deferred by the cache lifetime"
 
 
@@ -234,7 +234,7 @@ async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: 
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration._on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
-    assert await redis.zcard(QUEUE_NAME) == 0
+    assert await redis.zcard(TEST_KEYS.queue) == 0
 
 
 # -- idle pickup: a held record is re-checked, and a stale one no longer blocks the trigger --------------
@@ -259,9 +259,9 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     await asyncio.gather(*integration._tasks)
 
     assert KEY not in integration.held and not integration._timers
-    assert not await redis.exists(record_key(KEY))
-    assert (await redis.hgetall(STATS_KEY)).get(b"stale") == b"1"
-    info = await Job(job_id(KEY), redis, _queue_name=QUEUE_NAME).info()
+    assert not await redis.exists(TEST_KEYS.record(KEY))
+    assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
+    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "the trigger queues the fresh session"
     assert session.last_archived == 0
 
@@ -271,8 +271,8 @@ async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(m
     publish_turn_started(integration, TurnContext("hello again"))
     assert KEY not in integration.held and session.last_archived == 0
     await asyncio.gather(*integration._tasks)
-    assert not await redis.exists(record_key(KEY))
-    assert (await redis.hgetall(STATS_KEY)).get(b"stale") == b"1"
+    assert not await redis.exists(TEST_KEYS.record(KEY))
+    assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
 
 
 # -- end to end with the real nanobot ---------------------------------------------------------------
@@ -293,9 +293,9 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
     env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
                       NANOBOT_SUMMARY_CACHE_TTL=str(TTL))
     await turn(nanobot_exe, agent_home, env, key, "the last question before the pause")
-    assert await Job(idle_job_id(key), redis, _queue_name=QUEUE_NAME).info() is not None, \
+    assert await Job(TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue).info() is not None, \
         "the process queued the session's idle check before it exited"
-    assert not await redis.exists(f"arq:job:{job_id(key)}"), "no threshold job: the prompt was small"
+    assert not await redis.exists(f"arq:job:{TEST_KEYS.job_id(key)}"), "no threshold job: the prompt was small"
 
     await worker(worker_deps(**IDLE))  # the pause: no nanobot process is alive
     await wait_for(lambda: load_outcome(redis, key))

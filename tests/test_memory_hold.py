@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from nanobot_hooks.contract import SummarizeRequest, record_key
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary
 from worker import longterm
 from worker.answer import Fact
@@ -17,7 +17,7 @@ from worker.dedup import normalize
 from worker.memory import MemoryFiles, last_session_write, quiet
 from worker.outcomes import load_outcome
 
-from .conftest import NanobotHome, conversation, run_burst
+from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
 from .nanobot_fixtures import wait_until
 from .test_memory_job import echo_memory
 from .test_nanobot_e2e import agent_home, procfile_worker  # noqa: F401 - fixtures
@@ -90,7 +90,7 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
 
     # arq is at-least-once: the same range again holds the same fact again, and the flush adds it no twice.
     written = path.read_bytes()
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     await run_burst(deps)

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import redis as sync_redis
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, daily_flag_key, record_key
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.outcomes import load_outcome
 from worker.cron import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply
 from worker.notes import noted_spans
 
-from .conftest import conversation, run_burst
+from .conftest import TEST_KEYS, conversation, run_burst
 
 KEY = "telegram:42"
 API_KEY = "sk-proj-" + "Zx9" * 12
@@ -61,7 +61,7 @@ async def test_midnight_rerun_and_idempotence_through_the_worker(redis, nanobot_
     assert "./deploy.sh --env prod" in files["MEMORY.md"].decode()
 
     # arq is at-least-once: the same range again (the record lost) adds nothing anywhere.
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     assert await load_record(redis, KEY) is not None
@@ -88,7 +88,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     before = notes
     more = messages + conversation(10, start=today + timedelta(hours=2), user="afternoon {i}")
     nanobot_home.write_session(KEY, more)
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     calls = len(fake_llm.requests)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
@@ -100,7 +100,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
                      re.MULTILINE)
 
     # The daily run notes the new tail; run again with nothing new, it calls no model and changes no file.
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     nanobot_home.write_session(KEY, more, last_archived=len(more) - 4)
     await daily_summaries({"deps": deps, "redis": redis})
     await run_burst(deps)
@@ -128,7 +128,7 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
         if not flagged:
             flagged = True
             client = sync_redis.Redis.from_url(deps.settings.redis_url)
-            client.set(daily_flag_key(KEY), "2000-01-01")
+            client.set(TEST_KEYS.daily_flag(KEY), "2000-01-01")
             client.close()
         return original(session_key, date)
 
@@ -136,9 +136,9 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     await run_burst(deps)
     assert flagged
     # after_job_end queued a second job; a burst worker may have exited before it landed
-    while await redis.zcard(QUEUE_NAME):
+    while await redis.zcard(TEST_KEYS.queue):
         await run_burst(deps)
-    assert not await redis.exists(daily_flag_key(KEY))
+    assert not await redis.exists(TEST_KEYS.daily_flag(KEY))
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
 
@@ -190,8 +190,8 @@ async def test_a_daily_job_that_gives_up_does_not_requeue_itself_forever(redis, 
     await daily_summaries({"deps": deps, "redis": redis})
     for _ in range(3):
         await run_burst(deps)
-    assert await redis.zcard(QUEUE_NAME) == 0, "nothing left to run"
-    assert not await redis.exists(daily_flag_key(KEY))
+    assert await redis.zcard(TEST_KEYS.queue) == 0, "nothing left to run"
+    assert not await redis.exists(TEST_KEYS.daily_flag(KEY))
     assert len(fake_llm.requests) == 2, "one job, two tries, then it gave up"
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "failed"
@@ -238,7 +238,7 @@ async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_ma
     await run_burst(deps)
     files = memory_files(nanobot_home.workspace)
     assert "wording 1" in files["2026-11-20.md"].decode()
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     assert calls == 2 and memory_files(nanobot_home.workspace) == files
@@ -249,9 +249,9 @@ async def test_the_daily_run_is_off_with_auto_summary_false_and_skips_internal_s
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
     nanobot_home.write_session("heartbeat", conversation(15, start=datetime.now().replace(hour=8)))
     assert await daily_summaries({"deps": deps_for(auto_summary=False), "redis": redis}) == 0
-    assert await redis.zcard(QUEUE_NAME) == 0 and not await redis.exists(daily_flag_key(KEY))
+    assert await redis.zcard(TEST_KEYS.queue) == 0 and not await redis.exists(TEST_KEYS.daily_flag(KEY))
     assert await daily_summaries({"deps": deps_for(), "redis": redis}) == 1
-    assert await redis.exists(daily_flag_key(KEY)) and not await redis.exists(daily_flag_key("heartbeat"))
+    assert await redis.exists(TEST_KEYS.daily_flag(KEY)) and not await redis.exists(TEST_KEYS.daily_flag("heartbeat"))
 
 
 def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):

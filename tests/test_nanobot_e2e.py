@@ -19,11 +19,10 @@ from worker.outcomes import load_outcome
 from worker.settings import Settings
 from worker.connections import answers, redis_settings
 
-from nanobot_hooks.contract import job_id
 from tests.support.fakellm import Error
 from tests.support.models import Summarizer
 
-from .conftest import NanobotHome, conversation, run_burst
+from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
 from .nanobot_fixtures import (
     ARCHIVED,
     BIG_PROMPT,
@@ -441,7 +440,7 @@ async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_wh
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         await wait_until(lambda: answers(url), what="the throwaway Redis")
-        back = await create_pool(redis_settings(url))
+        back = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
         try:
             assert await queued_jobs(back) == 0
             await gw.say(CHAT, "turn three, Redis back")
@@ -471,7 +470,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,slack:D*", "summary_recall": "true",
         "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
         "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
-        "memory_write": "idle",
+        "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace,
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
@@ -688,4 +687,4 @@ async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_e
 
 
 async def _idle(redis, key: str) -> bool:
-    return await queued_jobs(redis) == 0 and not await redis.exists(f"arq:in-progress:{job_id(key)}")
+    return await queued_jobs(redis) == 0 and not await redis.exists(f"arq:in-progress:{TEST_KEYS.job_id(key)}")

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from nanobot_hooks import logs, plugin
-from nanobot_hooks.contract import METADATA_KEY, PENDING_SET, STATS_KEY, record_key
+from nanobot_hooks.contract import METADATA_KEY
 from nanobot_hooks.integration import MAX_USAGE_ENTRIES, Integration, Surface
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import store_record
 from nanobot_hooks.settings import HookSettings
 
-from .conftest import conversation
+from .conftest import TEST_KEYS, conversation
 from .test_pickup import StandInSession, record_for
 
 KEY = "telegram:99"
@@ -129,6 +129,7 @@ def test_a_closed_loop_is_collected(monkeypatch, redis_url, quiet):
     monkeypatch.setenv("REDIS_URL", redis_url)
     for name in [n for n in os.environ if n.startswith("NANOBOT_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("NANOBOT_SUMMARY_NAMESPACE", "test")  # the stand-in loop has no workspace
     monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
     monkeypatch.setattr(plugin, "agent_loop", lambda ctx: ctx)
     monkeypatch.setattr(plugin, "probe", surface_for)
@@ -209,22 +210,22 @@ async def test_a_record_waits_until_its_session_exists_here_then_applies(make, r
     await store_record(redis, record)
 
     assert await integration.pickup(KEY) is None, "not a session of this nanobot: left alone"
-    assert await redis.exists(record_key(KEY)), "the record stays for the nanobot that has the session"
+    assert await redis.exists(TEST_KEYS.record(KEY)), "the record stays for the nanobot that has the session"
     sessions.on_disk[KEY] = session  # the session appears (created here, or a workspace moved)
     await integration._enqueue(KEY, "tokens", 900, 1000)  # the trigger finds the record pending
     assert session.last_archived == 12 and sessions.saved == [KEY]
-    assert not await redis.exists(record_key(KEY)) and not await redis.sismember(PENDING_SET, KEY)
-    assert (await redis.hgetall(STATS_KEY)) == {b"applied": b"1"}
+    assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
+    assert (await redis.hgetall(TEST_KEYS.stats)) == {b"applied": b"1"}
 
 
 async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(make, redis, quiet):
     integration = make()
     integration.s.sessions.cached[KEY] = StandInSession(KEY, conversation(10))
-    await redis.set(record_key(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
-    await redis.sadd(PENDING_SET, KEY)
+    await redis.set(TEST_KEYS.record(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
+    await redis.sadd(TEST_KEYS.pending, KEY)
 
     assert await integration.pickup(KEY) is None
-    assert not await redis.exists(record_key(KEY)) and not await redis.sismember(PENDING_SET, KEY)
+    assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
     assert integration.counts["unreadable"] == 1
     assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
 
@@ -291,7 +292,7 @@ async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_w
     publish_turn_started(integration, TurnContext("back after a pause"))
     assert session.last_archived == 12 and KEY not in integration.held
     await asyncio.sleep(0.2)  # the record is settled in the background
-    assert not await redis.exists(record_key(KEY))
+    assert not await redis.exists(TEST_KEYS.record(KEY))
 
 
 async def held_at_pickup(make, redis, cache_ttl: float, prompt_tokens: int) -> tuple[Integration, StandInSession]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nanobot_hooks.contract import PENDING_SET, SummaryRecord, record_key
+from nanobot_hooks.contract import SummaryRecord
 from nanobot_hooks.queue import (
     UNREADABLE,
     drop_record,
@@ -11,6 +11,8 @@ from nanobot_hooks.queue import (
     pending_sessions,
     store_record,
 )
+
+from .conftest import TEST_KEYS
 
 KEY = "telegram:42"
 
@@ -32,9 +34,9 @@ async def test_dropping_an_old_record_keeps_the_newer_one(redis) -> None:
 
 
 async def test_an_unreadable_record_is_dropped_so_it_cannot_block_its_session(redis) -> None:
-    await redis.set(record_key(KEY), b'{"session_key": "telegram:42", "reason": "from-the-future"}')
-    await redis.sadd(PENDING_SET, KEY)
+    await redis.set(TEST_KEYS.record(KEY), b'{"session_key": "telegram:42", "reason": "from-the-future"}')
+    await redis.sadd(TEST_KEYS.pending, KEY)
     assert await load_record_or_drop(redis, KEY) == UNREADABLE
-    assert not await redis.exists(record_key(KEY)) and await pending_sessions(redis) == []
+    assert not await redis.exists(TEST_KEYS.record(KEY)) and await pending_sessions(redis) == []
     await store_record(redis, record("fine"))
     assert (await load_record_or_drop(redis, KEY)).summary == "fine"

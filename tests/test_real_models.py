@@ -13,17 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract import SummarizeRequest, cooldown_key
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker import llm
-from worker.budget import cooldown_seconds, cooling, streak_key
+from worker.budget import cooldown_seconds, cooling
 from worker.cron import daily_summaries
 from worker.notes import is_noted, noted_spans
 from worker.outcomes import load_outcome
 
-from .conftest import conversation, run_burst
+from .conftest import TEST_KEYS, conversation, run_burst
 
 KEY = "telegram:42"
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
                                          "facts": []}))
     outcome, record = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "summarized" and record is not None
-    assert await cooling(redis, KEY) is None and not await redis.exists(cooldown_key(KEY))
+    assert await cooling(redis, KEY) is None and not await redis.exists(TEST_KEYS.cooldown(KEY))
 
 
 async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_rest(
@@ -160,14 +160,14 @@ async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_res
     fake_llm.default = Error.server()
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for(summary_max_tries=1, summary_cooldown=900, summary_cooldown_max=7200)
-    await redis.set(streak_key(KEY), 10_000)  # 2 ** 10,000 seconds is no float
+    await redis.set(TEST_KEYS.failures(KEY), 10_000)  # 2 ** 10,000 seconds is no float
     outcome, _ = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "failed" and "internal error" not in outcome.detail
     rest = await cooling(redis, KEY)
     assert rest is not None and rest.failures == 10_001 and outcome.cooldown_until == rest.until
     left = (rest.until - datetime.now(timezone.utc)).total_seconds()
     assert 7200 - 60 < left <= 7200
-    assert 7200 - 60 < await redis.ttl(cooldown_key(KEY)) <= 7200
+    assert 7200 - 60 < await redis.ttl(TEST_KEYS.cooldown(KEY)) <= 7200
     assert cooldown_seconds(10**9, 900, 7200) == 7200 and cooldown_seconds(3, 900, 7200) == 3600
 
 

@@ -15,7 +15,7 @@ from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import PENDING_SET, SummarizeRequest, SummaryRecord, daily_flag_key, record_key
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import storage_name
 from nanobot_hooks.queue import enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
@@ -35,7 +35,7 @@ from worker.sessions import list_session_keys, parse_session
 from worker.settings import KeepRule
 from worker.tokens import count_message, estimate_tokens
 
-from .conftest import conversation, run_burst, summary_json
+from .conftest import TEST_KEYS, conversation, run_burst, summary_json
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
@@ -49,7 +49,7 @@ async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(t
     server = RedisServer(tmp_path / "redis", [f'rename-command {name} ""' for name in NEWER_COMMANDS]).start()
     try:
         url = server.url()
-        redis = await create_pool(redis_settings(url))
+        redis = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
         fake_llm.responder = Summarizer()
         nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
         deps = deps_for(redis_url=url)
@@ -57,7 +57,7 @@ async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(t
         await run_burst(deps)
         outcome = await load_outcome(redis, KEY)
         assert outcome is not None and outcome.status == "summarized", outcome
-        assert "noted" in outcome.detail and not await redis.exists(daily_flag_key(KEY))
+        assert "noted" in outcome.detail and not await redis.exists(TEST_KEYS.daily_flag(KEY))
         await redis.aclose()
     finally:
         server.stop()
@@ -80,7 +80,7 @@ async def test_a_flagged_session_that_rests_is_not_queued_again_and_again(redis,
     assert await daily_summaries({"deps": deps, "redis": redis}) == 1
     worker = await run_burst(deps)
     assert worker.jobs_complete == 1, "after_job_end did not queue the resting session again"
-    assert await redis.exists(daily_flag_key(KEY)), "its flag waits for a job after the rest"
+    assert await redis.exists(TEST_KEYS.daily_flag(KEY)), "its flag waits for a job after the rest"
     assert fake_llm.requests == []
 
 
@@ -148,7 +148,7 @@ async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanob
     messages += conversation(10, start=morning.replace(hour=11), user="later question {i}")
     nanobot_home.write_session(KEY, messages, last_archived=record.boundary,
                                metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
-    await redis.delete(record_key(KEY))
+    await redis.delete(TEST_KEYS.record(KEY))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await run_burst(deps)
     day = morning.date().isoformat()
@@ -168,11 +168,11 @@ async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(
                                                 boundary_timestamp="t", messages_before=4, messages_after=3,
                                                 tokens_before=10, tokens_after=5))
     nanobot_home.write_session(KEY, conversation(3))
-    assert 0 < await redis.ttl(record_key(KEY))
+    assert 0 < await redis.ttl(TEST_KEYS.record(KEY))
     await daily_summaries({"deps": deps_for(), "redis": redis})
     assert await load_record(redis, "telegram:gone") is None
     assert await load_record(redis, KEY) is not None
-    assert {m.decode() for m in await redis.smembers(PENDING_SET)} == {KEY}
+    assert {m.decode() for m in await redis.smembers(TEST_KEYS.pending)} == {KEY}
 
 
 # -- bad input, property-based -------------------------------------------------------------------

@@ -16,13 +16,13 @@ from pathlib import Path
 from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, SummaryRecord, job_id
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.queue import enqueue_summary, load_record, store_record
 from tests.support.fakellm import FakeRequest, Reply
 from worker import budget
 from worker.outcomes import JobOutcome, load_outcome, save_outcome
 
-from .conftest import conversation, summary_json
+from .conftest import TEST_KEYS, conversation, summary_json
 from .nanobot_fixtures import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,12 +105,12 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
                               stderr=subprocess.DEVNULL, env={**os.environ, "REDIS_URL": redis_url,
                                                               "NANOBOT_CONFIG": str(nanobot_home.config_path)})
     try:
-        await wait_until(lambda: redis.exists(f"{QUEUE_NAME}:health-check"), 60, "the worker's health report")
+        await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
         try:
             during = json.loads(status(redis_url, "--json").stdout)
-            assert during["in_flight"] == [{"job_id": job_id(KEY), "session": KEY, "try": 1}]
+            assert during["in_flight"] == [{"job_id": TEST_KEYS.job_id(KEY), "session": KEY, "try": 1}]
             assert during["queued"] == 0 and during["worker"] and during["outcomes"] == []
             series, _ = metrics(status(redis_url, "--prometheus").stdout)
             assert value(series, "jobs_in_flight") == 1 and value(series, "queue_depth") == 0
@@ -119,7 +119,7 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         finally:
             gate.open.set()
         await wait_until(lambda: load_outcome(redis, KEY), 60, "the job's outcome")
-        await wait_until(lambda: _gone(redis, in_progress_key_prefix + job_id(KEY)), 60, "the job's end")
+        await wait_until(lambda: _gone(redis, in_progress_key_prefix + TEST_KEYS.job_id(KEY)), 60, "the job's end")
         outcome, record = await load_outcome(redis, KEY), await load_record(redis, KEY)
         assert outcome is not None and outcome.status == "summarized" and record is not None
 
@@ -142,6 +142,7 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
 
         after = json.loads(status(redis_url, "--json").stdout)
+        assert after["namespace"] == TEST_KEYS.namespace
         shown = after["outcomes"][0]
         assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
         assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)

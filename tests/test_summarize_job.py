@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY, NOTICE_CHANNEL, SummarizeRequest
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
 from worker.outcomes import load_outcome
 from tests.support.fakellm import Error, Reply
@@ -17,7 +17,7 @@ from worker.jobs import plan_for, window_for
 from worker.sessions import read_session
 from worker.tokens import cl100k_counter, count_message
 
-from .conftest import conversation, run_burst, summary_json
+from .conftest import TEST_KEYS, conversation, run_burst, summary_json
 
 KEY = "telegram:42"
 
@@ -28,7 +28,7 @@ async def test_summary_record_is_stored_published_and_written_to_line_one(redis,
     lines_before = path.read_bytes().split(b"\n")[1:]
     deps = deps_for()
     pubsub = redis.pubsub()
-    await pubsub.subscribe(NOTICE_CHANNEL)
+    await pubsub.subscribe(TEST_KEYS.notice_channel)
 
     assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
     await run_burst(deps)

@@ -10,12 +10,12 @@ import sys
 import time
 from pathlib import Path
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest
+from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Reply
 from worker.outcomes import load_outcome
 
-from .conftest import conversation, summary_json
+from .conftest import TEST_KEYS, conversation, summary_json
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
@@ -49,7 +49,7 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
             await asyncio.sleep(0.15)
         while True:  # every session's record stored, and no job queued or running any more
             records = [await load_record(redis, key) for key in keys]
-            if all(records) and not await redis.zcard(QUEUE_NAME) and not await redis.keys("arq:in-progress:*"):
+            if all(records) and not await redis.zcard(TEST_KEYS.queue) and not await redis.keys("arq:in-progress:*"):
                 break
             assert time.monotonic() < deadline, [await load_outcome(redis, key) for key in keys]
             await asyncio.sleep(0.2)

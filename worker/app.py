@@ -23,8 +23,9 @@ from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, QUEUE_NAME
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
+from nanobot_hooks.queue import open_client
+from nanobot_hooks.settings import redacted_url, sentinel_target
 from worker.connections import (port_taken, redis_problem, redis_settings, server_version, start_embedded,
                                 version_problem)
 from worker.cron import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
@@ -44,6 +45,7 @@ log = logging.getLogger("worker")
 
 def build_deps(settings: Settings) -> Deps:
     nanobot = NanobotConfig.load(settings.config_path)
+    settings = settings.for_workspace(nanobot.workspace)  # this instance's namespace: its queue and keys
     model = resolve_model(settings.summary_model, nanobot)
     fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
         if settings.summary_fallback_model else None
@@ -150,8 +152,8 @@ async def startup(ctx: dict[str, Any]) -> None:
     deps: Deps = ctx["deps"]
     if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
         raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
-    log.info("summary model %s (from %s); keep %s; sessions in %s", deps.model.model, deps.model.source,
-             deps.settings.summary_keep, deps.nanobot.sessions_root)
+    log.info("summary model %s (from %s); keep %s; sessions in %s; queue %s", deps.model.model, deps.model.source,
+             deps.settings.summary_keep, deps.nanobot.sessions_root, deps.settings.keys.queue)
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
@@ -196,8 +198,9 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
                   timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),
         "timezone": tz,
         "after_job_end": requeue_flagged,
-        "queue_name": QUEUE_NAME,
+        "queue_name": settings.keys.queue,
         "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
+        **sentinel_pool(settings),
         "on_startup": startup,
         "on_job_start": follow_config,
         "keep_result": 0,
@@ -206,6 +209,19 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         "health_check_interval": 30,
         "max_jobs": 10,
     }
+
+
+# Seconds for one Redis call of the worker behind Sentinel: more than a record's WAIT for its replica.
+SENTINEL_CALL_TIMEOUT = 10.0
+
+
+def sentinel_pool(settings: Settings) -> dict[str, Any]:
+    """Behind Sentinel, the worker's own client for arq: arq's Sentinel pool sets no socket timeout, so a call
+    caught by a failover could wait forever and hold a job slot; this one is bounded (and asks the Sentinels
+    for the primary at each new connection, like arq's)."""
+    if sentinel_target(settings.redis_url) is None:
+        return {}
+    return {"redis_pool": open_client(settings.redis_url, SENTINEL_CALL_TIMEOUT, keys=settings.keys)}
 
 
 # What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
@@ -242,7 +258,8 @@ def __getattr__(name: str) -> Any:
     # `arq worker.app.WorkerSettings` works too; built on access so importing this module reads no environment.
     if name == "WorkerSettings":
         settings = load_settings()
-        return worker_options(settings, notes_timezone(settings, NanobotConfig.load(settings.config_path)))
+        nanobot = NanobotConfig.load(settings.config_path)
+        return worker_options(settings.for_workspace(nanobot.workspace), notes_timezone(settings, nanobot))
     raise AttributeError(name)
 
 
@@ -335,7 +352,7 @@ def run_worker(args: argparse.Namespace) -> int:
             run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
                         target_type="command", watch_filter=PythonFilter(), sigint_timeout=30)
             return 0
-        options = worker_options(settings, deps.tz)  # type: ignore[arg-type]
+        options = worker_options(deps.settings, deps.tz)  # type: ignore[arg-type]
         options["ctx"] = {"deps": deps}
         SteadyWorker(**options, burst=args.burst).run()
     return 0

@@ -8,27 +8,12 @@ from typing import TYPE_CHECKING, Any
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from nanobot_hooks.contract import KEY_PREFIX, cooldown_key
+from nanobot_hooks.contract import Keys
 
 if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.llm import Completion
 
 DAY_SECONDS = 24 * 3600
-
-
-def spend_key(scope: str) -> str:
-    """A hash of spend: `total` since the first job; `session:<key>`; `job:<key>`, the session's current job
-    over all its tries; `day:<YYYY-MM-DD>`, tokens of a day in nanobot's timezone (field `tokens`, and
-    `tokens:<key>` per session)."""
-    return f"{KEY_PREFIX}:spend:{scope}"
-
-
-SPEND_TOTAL = spend_key("total")
-
-
-def streak_key(session_key: str) -> str:
-    """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
-    return f"{KEY_PREFIX}:failures:{session_key}"
 
 
 class Spend(BaseModel):
@@ -70,8 +55,9 @@ class Spend(BaseModel):
 async def record_call(redis: ArqRedis, session_key: str, completion: Completion, day: str) -> None:
     """Adds one call to the totals, the session's, the job's and the day's."""
     spend = Spend.of(completion).model_dump()
+    spend_key = Keys.of(redis).spend
     async with redis.pipeline(transaction=False) as pipe:
-        for key in (SPEND_TOTAL, spend_key(f"session:{session_key}"), spend_key(f"job:{session_key}")):
+        for key in (spend_key("total"), spend_key(f"session:{session_key}"), spend_key(f"job:{session_key}")):
             for name, value in spend.items():
                 if isinstance(value, float):
                     pipe.hincrbyfloat(key, name, value)
@@ -86,11 +72,11 @@ async def record_call(redis: ArqRedis, session_key: str, completion: Completion,
 
 
 async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
-    return Spend.from_hash(await redis.hgetall(spend_key(f"job:{session_key}")))
+    return Spend.from_hash(await redis.hgetall(Keys.of(redis).spend(f"job:{session_key}")))
 
 
 async def start_job_spend(redis: ArqRedis, session_key: str) -> None:
-    await redis.delete(spend_key(f"job:{session_key}"))
+    await redis.delete(Keys.of(redis).spend(f"job:{session_key}"))
 
 
 async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int | None,
@@ -98,7 +84,7 @@ async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int
     """Why no more summarizing tokens may be spent today, or None."""
     if per_session is None and overall is None:
         return None
-    total, mine = await redis.hmget(spend_key(f"day:{day}"), ["tokens", f"tokens:{session_key}"])
+    total, mine = await redis.hmget(Keys.of(redis).spend(f"day:{day}"), ["tokens", f"tokens:{session_key}"])
     total, mine = int(total or 0), int(mine or 0)
     if per_session is not None and mine >= per_session:
         return f"the session's daily cap of {per_session} summarizing tokens is reached ({mine} today)"
@@ -126,7 +112,7 @@ def cooldown_seconds(failures: int, base: float, longest: float) -> float:
 
 
 async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:
-    raw = await redis.get(cooldown_key(session_key))
+    raw = await redis.get(Keys.of(redis).cooldown(session_key))
     if not raw:
         return None
     try:
@@ -138,19 +124,21 @@ async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:
 async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float, longest: float,
                     seconds: float | None = None) -> Cooldown | None:
     """Start a rest: `seconds` if given (a cap until tomorrow), else the failure streak's doubling time."""
+    keys = Keys.of(redis)
     failures = 0
     if seconds is None:
-        failures = int(await redis.incr(streak_key(session_key)))
-        await redis.expire(streak_key(session_key), DAY_SECONDS)
+        failures = int(await redis.incr(keys.failures(session_key)))
+        await redis.expire(keys.failures(session_key), DAY_SECONDS)
         seconds = cooldown_seconds(failures, base, longest)
     if seconds <= 0:
         return None
     cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason,
                         failures=failures)
-    await redis.set(cooldown_key(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+    await redis.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
     return cooldown
 
 
 async def recovered(redis: ArqRedis, session_key: str) -> None:
     """A job did its work: no rest, and the next failure starts the doubling afresh."""
-    await redis.delete(cooldown_key(session_key), streak_key(session_key))
+    keys = Keys.of(redis)
+    await redis.delete(keys.cooldown(session_key), keys.failures(session_key))

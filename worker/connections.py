@@ -14,11 +14,12 @@ from urllib.parse import urlsplit
 from typing import Any
 
 import redis
-from arq.connections import RedisSettings
+from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.connection import parse_url
+from redis.sentinel import Sentinel
 
-from nanobot_hooks.contract import QUEUE_NAME
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import KEY_PREFIX
+from nanobot_hooks.settings import HookSettings, SentinelTarget, redacted_url, sentinel_target
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
@@ -27,6 +28,8 @@ def redis_settings(url: str, ssl_ca_certs: str | None = None) -> RedisSettings:
     """arq's settings for a URL, read as redis-py reads it: a percent-encoded user or password is decoded
     (arq's own from_dsn passes it on encoded), TLS options in the query (`?ssl_ca_certs=...`) count, and
     `ssl_ca_certs` (NANOBOT_REDIS_CA_FILE) names the CA of a TLS Redis."""
+    if (target := sentinel_target(url)) is not None:
+        return sentinel_settings(target)
     options = parse_url(url)
     return RedisSettings(
         host=options.get("host") or "localhost",
@@ -43,9 +46,33 @@ def redis_settings(url: str, ssl_ca_certs: str | None = None) -> RedisSettings:
     )
 
 
+def sentinel_settings(target: SentinelTarget) -> RedisSettings:
+    """arq's settings for a primary found through Sentinel: arq asks the Sentinels for it at each new
+    connection, so the worker follows a failover (SteadyWorker rides out the seconds it takes)."""
+    return RedisSettings(host=target.sentinels, sentinel=True, sentinel_master=target.service,
+                         database=target.db, username=target.username, password=target.password)
+
+
+def client_for(url: str, timeout: float, **options: Any) -> redis.Redis:
+    """A synchronous client for `url`, behind Sentinel too (the primary it names), every call bounded."""
+    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+    target = sentinel_target(url)
+    if target is None:
+        return redis.Redis.from_url(url, **bounds, **options)
+    return Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
+        target.service, db=target.db, username=target.username, password=target.password)
+
+
+async def open_pool(settings: HookSettings) -> ArqRedis:
+    """A client of the configured Redis for scripts, bound to the instance's namespace (settled settings:
+    `for_workspace`), failing at once when Redis does not answer."""
+    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0,
+                             default_queue_name=settings.keys.queue)
+
+
 def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
     """Does a Redis server answer PING at this URL (TLS and passwords included)?"""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
+    client = client_for(url, timeout, **options)
     try:
         return bool(client.ping())
     except redis.AuthenticationError:
@@ -61,10 +88,10 @@ def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
     the URL's database. Tells a server that is not there from one that refuses us (password, ACL user or
     rights, a database number it does not have): only the first may be replaced by an embedded Redis."""
     shown = redacted_url(url)
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
+    client = client_for(url, timeout, **options)
     try:
         client.ping()
-        client.exists(QUEUE_NAME)  # a user whose ACL allows PING but not our keys fails here
+        client.exists(f"{KEY_PREFIX}:probe")  # a user whose ACL allows PING but not our keys fails here
     except redis.AuthenticationError as exc:
         if not parse_url(url).get("password"):
             return (f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
@@ -127,7 +154,7 @@ def version_problem(version: str) -> str | None:
 
 
 def server_version(url: str, timeout: float = 2.0, **options: Any) -> str:
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **options)
+    client = client_for(url, timeout, **options)
     try:
         return str(client.info("server").get("redis_version", ""))
     finally:
@@ -181,6 +208,9 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
 
     A user and password in the URL are required by the server too; they go into its config file (mode
     0600), never onto its command line, where any local user could read them."""
+    if sentinel_target(url) is not None:
+        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "
+                           "here: check the Sentinels and the primary they name")
     parts = urlsplit(url)
     if url.startswith("rediss://"):
         raise RuntimeError(f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "

@@ -13,7 +13,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from filelock import Timeout
 
-from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord, daily_flag_key, session_from_job_id
+from nanobot_hooks.contract import Keys, Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
 from worker.jobs import Deps
@@ -42,7 +42,7 @@ async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str]
                 if not is_internal_session(k) and _modified_since(session_path(deps.sessions_dir, k), cutoff)]
     for key in keys:
         # NX: an older pending flag reaches further back, keep it.
-        await redis.set(daily_flag_key(key), since, nx=True)
+        await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason=reason))
     return keys
 
@@ -117,7 +117,8 @@ async def requeue_flagged(ctx: dict[str, Any]) -> None:
 
     Only after a job that took its flag: a job that ended before (resting, failing early) leaves the flag
     for a later job, and queueing it again at once would loop."""
-    key = session_from_job_id(str(ctx.get("job_id", "")))
     redis: ArqRedis = ctx["redis"]
-    if key is not None and ctx.get("daily_flag_taken") and await redis.exists(daily_flag_key(key)):
+    keys = Keys.of(redis)
+    key = keys.session_of_job(str(ctx.get("job_id", "")))
+    if key is not None and ctx.get("daily_flag_taken") and await redis.exists(keys.daily_flag(key)):
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))

@@ -170,17 +170,23 @@ def hooks_checks(given: str | None) -> list[Check]:
 
 
 async def outcome_checks(settings: Settings) -> list[Check]:
-    from arq.connections import create_pool
-
-    from worker.connections import redis_problem, redis_settings
-    from worker.outcomes import OUTCOME_PREFIX, headline, load_outcome
+    from worker.connections import open_pool, redis_problem
+    from worker.errors import NanobotConfigError
+    from worker.nanobot_config import NanobotConfig
+    from worker.outcomes import headline, load_outcome
+    from worker.settings import SettingsError
 
     if redis_problem(settings.redis_url, **settings.redis_options()):
         return []
-    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    try:  # the instance's namespace: its outcomes
+        settings = settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
+    except (SettingsError, NanobotConfigError):
+        return []  # the config and sessions checks say why
+    prefix = settings.keys.outcome_prefix
+    redis = await open_pool(settings)
     try:
-        keys = sorted([(k.decode() if isinstance(k, bytes) else k)[len(OUTCOME_PREFIX):]
-                       async for k in redis.scan_iter(match=f"{OUTCOME_PREFIX}*", count=500)])
+        keys = sorted([(k.decode() if isinstance(k, bytes) else k)[len(prefix):]
+                       async for k in redis.scan_iter(match=f"{prefix}*", count=500)])
         outcomes = [o for o in [await load_outcome(redis, key) for key in keys] if o is not None]
     finally:
         await redis.aclose()

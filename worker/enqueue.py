@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
-from nanobot_hooks.contract import QUEUE_NAME, SummarizeRequest, job_id
+from nanobot_hooks.contract import Keys, SummarizeRequest
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary, load_record
-from worker.connections import redis_problem, redis_settings
+from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
 from worker.nanobot_config import NanobotConfig
 from worker.outcomes import headline, load_outcome
@@ -50,7 +50,7 @@ def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
 async def connect(settings: Settings) -> ArqRedis:
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
         raise UsageError(problem)
-    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    return await open_pool(settings)
 
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
@@ -82,7 +82,8 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -
 
 
 async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
-    job = Job(job_id(key), redis, _queue_name=QUEUE_NAME)
+    keys = Keys.of(redis)
+    job = Job(keys.job_id(key), redis, _queue_name=keys.queue)
     deadline = asyncio.get_running_loop().time() + timeout
     while await job.status() != JobStatus.not_found:
         if asyncio.get_running_loop().time() > deadline:
@@ -99,7 +100,9 @@ async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
 
 async def run(args: argparse.Namespace) -> int:
     settings = load_settings()
-    sessions_dir = NanobotConfig.load(settings.config_path).sessions_dir
+    nanobot = NanobotConfig.load(settings.config_path)
+    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace: its queue and keys
+    sessions_dir = nanobot.sessions_dir
     keys = session_keys(sessions_dir, args)
     if not keys:
         print(f"no sessions in {sessions_dir}")

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord, daily_flag_key
+from nanobot_hooks.contract import METADATA_KEY, Keys, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
 from worker import budget, guards
@@ -155,8 +155,8 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
     async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
-        pipe.get(daily_flag_key(key))
-        pipe.delete(daily_flag_key(key))
+        pipe.get(Keys.of(redis).daily_flag(key))
+        pipe.delete(Keys.of(redis).daily_flag(key))
         since, _ = await pipe.execute()
     ctx["daily_flag_taken"] = True  # after_job_end re-queues only a flag set after this point
     if since:
@@ -171,7 +171,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             if since:
                 # The retry must still note through the end. Only a retry: a flag left after the last
                 # try would make after_job_end queue the session again, forever.
-                await redis.set(daily_flag_key(key), since, nx=True)
+                await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
             delay = 0.0 if isinstance(exc, OutOfTime) else deps.settings.summary_retry_delay * 2 ** (job_try - 1)
             log.warning("summary of %s failed (try %d): %s; retrying", key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None
@@ -187,7 +187,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         # the session (no rest): the retry, or the next job, resumes after the finished chunks
         # (worker.progress), and still notes through the end.
         if since:
-            await redis.set(daily_flag_key(key), since, nx=True)
+            await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
         await finish(run, outcome, started, rest=False)
         raise
@@ -321,7 +321,8 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
-    await store_record(run.redis, record)
+    if not await store_record(run.redis, record):
+        log.warning("the record of %s is on the primary only: no replica confirmed it in time", key)
     outcome = JobOutcome(
         session_key=key, status="summarized", detail=detail, boundary=cut.boundary, tokens_before=tokens_before,
         tokens_after=tokens_after, messages_before=record.messages_before, messages_after=record.messages_after,

@@ -3,25 +3,18 @@ for nanobot's log."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Literal
 
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
-import json
-
-from nanobot_hooks.contract import KEY_PREFIX, OUTCOME_CHANNEL, Reason, utcnow
+from nanobot_hooks.contract import Keys, Reason, utcnow
 from worker.budget import Spend
 from worker.redact import redact
 
-OUTCOME_PREFIX = f"{KEY_PREFIX}:outcome:"
 KEEP_SECONDS = 7 * 24 * 3600
-
-
-def outcome_key(session_key: str) -> str:
-    """The last job's outcome for a session."""
-    return OUTCOME_PREFIX + session_key
 
 
 class JobOutcome(BaseModel):
@@ -50,7 +43,7 @@ class JobOutcome(BaseModel):
 
 async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
     kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
-    await redis.set(outcome_key(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
+    await redis.set(Keys.of(redis).outcome(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
 
 
 # How each status reads in a log line.
@@ -65,9 +58,9 @@ def headline(outcome: JobOutcome) -> str:
 async def announce_outcome(redis: ArqRedis, outcome: JobOutcome) -> None:
     """Tell nanobot's listeners (their log) how the job ended; nobody listening is fine."""
     payload = {"session": outcome.session_key, "status": outcome.status, "line": headline(outcome)}
-    await redis.publish(OUTCOME_CHANNEL, json.dumps(payload, ensure_ascii=False))
+    await redis.publish(Keys.of(redis).outcome_channel, json.dumps(payload, ensure_ascii=False))
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
-    raw = await redis.get(outcome_key(session_key))
+    raw = await redis.get(Keys.of(redis).outcome(session_key))
     return JobOutcome.model_validate_json(raw) if raw else None

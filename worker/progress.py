@@ -8,13 +8,9 @@ import hashlib
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from nanobot_hooks.contract import KEY_PREFIX
+from nanobot_hooks.contract import Keys
 
 KEEP_SECONDS = 2 * 24 * 3600
-
-
-def progress_key(session_key: str) -> str:
-    return f"{KEY_PREFIX}:progress:{session_key}"
 
 
 def digest(text: str) -> str:
@@ -40,7 +36,7 @@ class Progress(BaseModel):
 
 
 async def load_progress(redis: ArqRedis, session_key: str) -> Progress | None:
-    raw = await redis.get(progress_key(session_key))
+    raw = await redis.get(Keys.of(redis).progress(session_key))
     try:
         return Progress.model_validate_json(raw) if raw else None
     except ValueError:
@@ -48,8 +44,8 @@ async def load_progress(redis: ArqRedis, session_key: str) -> Progress | None:
 
 
 async def save_progress(redis: ArqRedis, session_key: str, progress: Progress) -> None:
-    await redis.set(progress_key(session_key), progress.model_dump_json(), ex=KEEP_SECONDS)
+    await redis.set(Keys.of(redis).progress(session_key), progress.model_dump_json(), ex=KEEP_SECONDS)
 
 
 async def clear_progress(redis: ArqRedis, session_key: str) -> None:
-    await redis.delete(progress_key(session_key))
+    await redis.delete(Keys.of(redis).progress(session_key))

@@ -12,8 +12,9 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, SettingsError, load
+from worker.nanobot_config import NanobotConfig
 
-__all__ = ["KeepRule", "Settings", "SettingsError", "load_settings", "unknown_variables"]
+__all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
 
 
 class KeepRule(NamedTuple):
@@ -147,3 +148,9 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
             hint = f"did you mean {nearest[0]}?" if nearest else "see the README's Configuration table"
             lines.append(f"{name} is not a setting of the summary worker and is ignored; {hint}")
     return lines
+
+
+def load_instance_settings() -> Settings:
+    """`load_settings`, with the namespace of the nanobot instance NANOBOT_CONFIG names settled (for scripts)."""
+    settings = load_settings()
+    return settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)

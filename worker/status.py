@@ -11,22 +11,23 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix, retry_key_prefix
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nanobot_hooks.contract import KEY_PREFIX, QUEUE_NAME, STATS_KEY, idle_job_id, session_from_job_id, utcnow
+from nanobot_hooks.contract import Keys, utcnow
 from nanobot_hooks.queue import load_record, pending_sessions
 from nanobot_hooks.settings import redacted_url
 from worker import budget
-from worker.connections import redis_problem, redis_settings
-from worker.outcomes import OUTCOME_PREFIX, JobOutcome
-from worker.settings import SettingsError, load_settings
+from worker.connections import open_pool, redis_problem
+from worker.errors import NanobotConfigError
+from worker.outcomes import JobOutcome
+from worker.settings import SettingsError, load_instance_settings
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
-PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in STATS_KEY
+PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 
 
@@ -50,19 +51,20 @@ async def _scan(redis: ArqRedis, prefix: str) -> list[str]:
 
 async def gather(redis: ArqRedis) -> dict[str, Any]:
     """Everything status shows, as plain data (also what --json prints); the only place that reads Redis."""
-    health = await redis.get(f"{QUEUE_NAME}:health-check")
+    keys = Keys.of(redis)
+    health = await redis.get(f"{keys.queue}:health-check")
     # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
     running = await _scan(redis, in_progress_key_prefix)
     in_flight = []
     for job in running:
         tries = await redis.get(retry_key_prefix + job)
-        in_flight.append({"job_id": job, "session": session_from_job_id(job), "try": int(tries) if tries else None})
+        in_flight.append({"job_id": job, "session": keys.session_of_job(job), "try": int(tries) if tries else None})
     now_ms = utcnow().timestamp() * 1000
-    queue = [(_text(job), score) for job, score in await redis.zrange(QUEUE_NAME, 0, -1, withscores=True)
+    queue = [(_text(job), score) for job, score in await redis.zrange(keys.queue, 0, -1, withscores=True)
              if _text(job) not in running]
     # Idle checks wait by design (one per recently active session, until it has been quiet long enough).
-    idle_checks = sum(1 for job, _ in queue if job.startswith(idle_job_id("")))
-    waiting = [score for job, score in queue if not job.startswith(idle_job_id(""))]
+    idle_checks = sum(1 for job, _ in queue if job.startswith(keys.idle_job_id("")))
+    waiting = [score for job, score in queue if not job.startswith(keys.idle_job_id(""))]
     records = []
     for key in await pending_sessions(redis):
         record = await load_record(redis, key)
@@ -72,20 +74,20 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
                             "tokens_after": record.tokens_after, "messages_before": record.messages_before,
                             "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
     resting = []
-    for key in await _scan(redis, f"{KEY_PREFIX}:cooldown:"):
+    for key in await _scan(redis, keys.cooldown("")):
         rest = await budget.cooling(redis, key)
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})
     outcomes = []
-    for key in await _scan(redis, OUTCOME_PREFIX):
-        raw = await redis.get(OUTCOME_PREFIX + key)
+    for key in await _scan(redis, keys.outcome_prefix):
+        raw = await redis.get(keys.outcome(key))
         if raw:
-            streak = await redis.get(budget.streak_key(key))
+            streak = await redis.get(keys.failures(key))
             outcomes.append({**JobOutcome.model_validate_json(raw).model_dump(mode="json"),
                              "failures_in_a_row": int(streak or 0)})
-    spend = {key: budget.Spend.from_hash(await redis.hgetall(budget.spend_key(f"session:{key}"))).model_dump()
-             for key in await _scan(redis, budget.spend_key("session:"))}
-    stats = {_text(k): int(v) for k, v in (await redis.hgetall(STATS_KEY)).items()}
+    spend = {key: budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))).model_dump()
+             for key in await _scan(redis, keys.spend("session:"))}
+    stats = {_text(k): int(v) for k, v in (await redis.hgetall(keys.stats)).items()}
     return {
         "worker": _text(health) if health else None,
         "queued": len(waiting),
@@ -95,7 +97,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "pending_records": records,
         "resting": resting,
         "outcomes": outcomes,
-        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(budget.SPEND_TOTAL)).model_dump(),
+        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
     }
@@ -271,13 +273,13 @@ def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
+    settings = load_instance_settings()
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
         print(f"error: {problem}", file=sys.stderr)
         if args.prometheus:
             print(prometheus(None), end="")
         return 2
-    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    redis = await open_pool(settings)
     try:
         state = await gather(redis)
     finally:
@@ -285,11 +287,11 @@ async def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         print(prometheus(state), end="")
     elif args.json:
-        print(json.dumps({"redis": redacted_url(settings.redis_url), "auto_summary": settings.auto_summary,
-                          **state}, ensure_ascii=False, indent=2))
+        print(json.dumps({"redis": redacted_url(settings.redis_url), "namespace": settings.summary_namespace,
+                          "auto_summary": settings.auto_summary, **state}, ensure_ascii=False, indent=2))
     else:
         console = Console()
-        console.print(f"Redis {redacted_url(settings.redis_url)}; auto summary "
+        console.print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}; auto summary "
                       f"{'on' if settings.auto_summary else 'off'}")
         show(console, state)
     return 0
@@ -298,7 +300,7 @@ async def run(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run(args))
-    except SettingsError as exc:
+    except (SettingsError, NanobotConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if args.prometheus:
             print(prometheus(None), end="")

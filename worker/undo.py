@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from arq.connections import create_pool
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_KEY, QUEUE_NAME, job_id
+from nanobot_hooks.contract import METADATA_KEY
 from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name
 from nanobot_hooks.queue import drop_record, load_record
-from worker.connections import redis_problem, redis_settings
+from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory import MemoryFiles
 from worker.nanobot_config import NanobotConfig
@@ -63,18 +62,21 @@ def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
 async def undo(key: str, dry_run: bool) -> list[str]:
     settings = load_settings()
     try:
-        path = session_path(NanobotConfig.load(settings.config_path).sessions_dir, key)
-    except (NanobotConfigError, SessionKeyError) as exc:
+        nanobot = NanobotConfig.load(settings.config_path)
+        path = session_path(nanobot.sessions_dir, key)
+        settings = settings.for_workspace(nanobot.workspace)
+    except (NanobotConfigError, SessionKeyError, SettingsError) as exc:
         raise Refused(str(exc)) from None
     if not path.exists():
         raise Refused(f"no session {key!r} ({path.name} is not in {path.parent})")
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
         raise Refused(f"{problem} (a summary waiting there would still be applied)")
-    redis = await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0)
+    redis = await open_pool(settings)
+    keys = settings.keys
     try:
         # A job running or queued now would store a record over the undone state.
-        if await redis.exists(in_progress_key_prefix + job_id(key)) or \
-                await redis.zscore(QUEUE_NAME, job_id(key)) is not None:
+        if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
+                await redis.zscore(keys.queue, keys.job_id(key)) is not None:
             raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
                           "then run this again")
         done = rewrite_line_one(path, dry_run)

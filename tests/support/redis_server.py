@@ -57,6 +57,7 @@ class RedisServer:
     tls: Certificates | None = None
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    sentinel: bool = False  # run as a Sentinel (`redis-server <config> --sentinel`)
 
     def url(self, credentials: str = "", db: int = 0) -> str:
         scheme = "rediss" if self.tls else "redis"
@@ -76,7 +77,8 @@ class RedisServer:
             lines.append(f"port {self.port}")
         config = self.folder / "redis.conf"
         config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.process = subprocess.Popen([binary, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen([binary, str(config), *(["--sentinel"] if self.sentinel else [])],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             try:
@@ -96,6 +98,15 @@ class RedisServer:
             self.process.wait(10)
         self.process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: alive but silent (a replica that stops acknowledging); `resume` continues it."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -105,3 +116,70 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait(10)
         self.process = None
+
+
+SERVICE = "mymaster"
+
+
+@dataclass
+class SentinelSetup:
+    """A primary, its replica and one Sentinel (quorum 1) on loopback, all requiring `password`. The
+    Sentinel calls the primary down after `down_after_ms` of silence and promotes the replica."""
+
+    folder: Path
+    password: str
+    down_after_ms: int = 1000
+    primary: RedisServer = field(init=False)
+    replica: RedisServer = field(init=False)
+    sentinel: RedisServer = field(init=False)
+
+    def start(self) -> SentinelSetup:
+        auth = [f"requirepass {self.password}", f"masterauth {self.password}"]
+        # No 5-second wait for more replicas before the first full sync (Redis 7 default).
+        self.primary = RedisServer(self.folder / "primary", [*auth, "repl-diskless-sync-delay 0"]).start()
+        self.replica = RedisServer(self.folder / "replica",
+                                   [*auth, f"replicaof 127.0.0.1 {self.primary.port}"]).start()
+        self.sentinel = RedisServer(self.folder / "sentinel", [
+            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 1",
+            f"sentinel auth-pass {SERVICE} {self.password}",
+            f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
+            f"sentinel failover-timeout {SERVICE} 5000",
+        ], sentinel=True).start()
+        return self
+
+    def url(self, db: int = 0) -> str:
+        return f"redis+sentinel://:{self.password}@127.0.0.1:{self.sentinel.port}/{SERVICE}/{db}"
+
+    def primary_port(self) -> int:
+        """The port the Sentinel names as the primary now."""
+        import redis
+
+        with redis.Redis(port=self.sentinel.port, socket_timeout=2) as client:
+            return int(client.sentinel_get_master_addr_by_name(SERVICE)[1])
+
+    def wait_until_ready(self, timeout: float = 15.0) -> None:
+        """Until the replica is in sync and the Sentinel knows it (else it has no one to promote)."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        with redis.Redis(port=self.sentinel.port, socket_timeout=2) as sentinel, \
+                redis.Redis(port=self.replica.port, password=self.password, socket_timeout=2) as replica:
+            while time.monotonic() < deadline:
+                known = sentinel.sentinel_slaves(SERVICE)
+                if replica.info("replication").get("master_link_status") == "up" and any(
+                        r.get("port") == self.replica.port and "s_down" not in str(r.get("flags")) for r in known):
+                    return
+                time.sleep(0.1)
+        raise AssertionError("the replica never came in sync under the Sentinel's eye")
+
+    def wait_for_failover(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.primary_port() == self.replica.port:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the Sentinel did not promote the replica")
+
+    def stop(self) -> None:
+        for server in (self.sentinel, self.replica, self.primary):
+            server.stop()

@@ -1,0 +1,162 @@
+"""One Redis database, many nanobot instances: every key and the queue carry the instance's namespace, the
+hooks and the worker of one instance derive the same one from nanobot's workspace id, and nothing crosses."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from arq.connections import create_pool
+
+from nanobot_hooks.contract import KEY_PREFIX, Keys, SummarizeRequest, default_namespace
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks import logs
+from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.settings import HookSettings, SettingsError
+from tests.support.fakellm import FakeRequest, Reply
+from worker.app import build_deps
+from worker.connections import redis_settings
+from worker.outcomes import load_outcome
+from worker.settings import Settings
+
+from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst, summary_json
+from .nanobot_fixtures import BIG_PROMPT, nanobot_env, session_lines, turn
+from .test_nanobot_e2e import agent_home, nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
+
+HOMES = 20
+KEY = "telegram:42"  # the same session key in every instance: the case a shared database must keep apart
+
+
+def workspace_id(home: NanobotHome) -> str:
+    return (home.workspace / ".nanobot" / "workspace-id").read_text(encoding="utf-8").strip()
+
+
+def test_every_name_carries_the_namespace_and_a_client_of_none_is_refused() -> None:
+    keys = Keys("a1b2c3d4e5f6")
+    names = [keys.queue, keys.notice_channel, keys.pending, keys.stats, keys.job_id(KEY), keys.record(KEY),
+             keys.daily_flag(KEY), keys.cooldown(KEY), keys.spend("total"), keys.failures(KEY), keys.progress(KEY),
+             keys.outcome(KEY)]
+    assert all(name.startswith("nanobot-summary:a1b2c3d4e5f6:") for name in names)
+    assert len(set(names)) == len(names)
+    assert keys.session_of_job(keys.job_id(KEY)) == KEY and Keys("other").session_of_job(keys.job_id(KEY)) is None
+    with pytest.raises(ValueError, match="not bound to a namespace"):
+        Keys.of(object())
+    for bad in ("", "a:b", "-x", "x" * 65, "a b", "{tag}"):
+        with pytest.raises(ValueError):
+            Keys(bad)
+
+
+def test_the_namespace_comes_from_nanobots_workspace_id_unless_set(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("NANOBOT_SUMMARY_NAMESPACE", raising=False)
+    workspace = tmp_path / "workspace"
+    with pytest.raises(SettingsError, match="start nanobot once"):
+        HookSettings().for_workspace(workspace)
+    (workspace / ".nanobot").mkdir(parents=True)
+    (workspace / ".nanobot" / "workspace-id").write_text("not an id\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="holds no nanobot workspace id"):
+        HookSettings().for_workspace(workspace)
+    (workspace / ".nanobot" / "workspace-id").write_text("0123456789abcdef0123456789abcdef\n", encoding="utf-8")
+    assert HookSettings().for_workspace(workspace).keys == Keys("0123456789ab") == Keys(
+        default_namespace("0123456789abcdef0123456789abcdef"))
+    monkeypatch.setenv("NANOBOT_SUMMARY_NAMESPACE", "alice")
+    assert HookSettings().for_workspace(workspace).keys == Keys("alice")
+    monkeypatch.setenv("NANOBOT_SUMMARY_NAMESPACE", "alice:bob")
+    with pytest.raises(ValueError, match="summary_namespace"):
+        HookSettings()
+
+
+async def test_twenty_instances_share_one_database_and_nothing_crosses(
+        tmp_path: Path, fake_llm, redis, redis_url, monkeypatch) -> None:
+    monkeypatch.delenv("NANOBOT_SUMMARY_NAMESPACE", raising=False)
+
+    def answer(request: FakeRequest) -> Reply:
+        # Each home's conversation names its home: the summary says whose messages the worker read.
+        found = sorted(set(re.findall(r"home-\d\d", str(request.messages))))
+        return Reply(summary_json(f"## What happened\n- read {' '.join(found)}"))
+
+    fake_llm.responder = answer
+    homes = [NanobotHome.create(tmp_path / f"home-{i:02d}", fake_llm.url) for i in range(HOMES)]
+    deps = [build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05))
+            for home in homes]
+    namespaces = [d.settings.summary_namespace for d in deps]
+    assert namespaces == [default_namespace(workspace_id(home)) for home in homes]
+    assert len(set(namespaces)) == HOMES
+
+    for i, home in enumerate(homes):
+        home.write_session(KEY, conversation(12, user=f"home-{i:02d} question {{i}}"))
+        # The hooks' side of instance i: its settings settled from its workspace, as nanobot's plugin does.
+        hooks = HookSettings(redis_url=redis_url).for_workspace(home.workspace)
+        assert hooks.keys == deps[i].settings.keys, "hooks and worker of one instance agree, unconfigured"
+        link = RedisLink(redis_url, logs.Throttle(every=60.0), keys=hooks.keys)
+        assert await link.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
+        await link.close()
+
+    workers = await asyncio.gather(*(run_burst(d) for d in deps))  # twenty arq Workers at once, one process
+    assert [w.jobs_complete for w in workers] == [1] * HOMES, "each worker ran its own instance's job only"
+
+    for i, (home, d) in enumerate(zip(homes, deps)):
+        mine = await create_pool(redis_settings(redis_url), default_queue_name=d.settings.keys.queue)
+        try:
+            record = await load_record(mine, KEY)
+            outcome = await load_outcome(mine, KEY)
+        finally:
+            await mine.aclose()
+        assert record is not None and record.summary == f"## What happened\n- read home-{i:02d}", record
+        assert outcome is not None and outcome.status == "summarized"
+        head, _ = session_lines(home, KEY)
+        assert head["metadata"]["_summary_worker"]["pending"]["summary"].endswith(f"read home-{i:02d}")
+    assert await load_record(redis, KEY) is None, "nothing under the tests' own namespace"
+
+    prefixes = tuple(f"{KEY_PREFIX}:{ns}:" for ns in namespaces)
+    names = [k.decode() async for k in redis.scan_iter(match="*", count=1000)]
+    assert names and all(any(p in name for p in prefixes) for name in names), [
+        n for n in names if not any(p in n for p in prefixes)]
+    for ns in namespaces:
+        keys = Keys(ns)
+        assert keys.record(KEY) in names and keys.outcome(KEY) in names and keys.spend("total") in names
+
+
+async def test_a_worker_takes_no_job_of_another_instance(nanobot_home, redis, redis_url, deps_for,
+                                                         default_reply) -> None:
+    nanobot_home.write_session(KEY, conversation(12))
+    other = Keys("another-instance")
+    stranger = RedisLink(redis_url, logs.Throttle(every=60.0), keys=other)
+    assert await stranger.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
+    await stranger.close()
+    worker = await run_burst(deps_for())
+    assert worker.jobs_complete == 0 and await redis.zcard(other.queue) == 1
+    assert await redis.zcard(TEST_KEYS.queue) == 0
+
+
+async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_configuration(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps) -> None:
+    agent_home.write_session(KEY, conversation(8))
+    # An empty NANOBOT_SUMMARY_NAMESPACE counts as unset: both sides derive it from the workspace id.
+    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_NAMESPACE="")
+    script.prompt_tokens = BIG_PROMPT
+    await turn(nanobot_exe, agent_home, env, KEY, "crossing turn")
+    derived = Keys(default_namespace(workspace_id(agent_home)))
+    assert await redis.zcard(derived.queue) == 1, "nanobot's hooks queued under the derived namespace"
+    assert await redis.zcard(TEST_KEYS.queue) == 0
+    deps = worker_deps(summary_namespace="")
+    assert deps.settings.keys == derived
+    await run_burst(deps)
+    mine = await create_pool(redis_settings(redis_url), default_queue_name=derived.queue)
+    try:
+        assert await load_record(mine, KEY) is not None
+    finally:
+        await mine.aclose()
+
+
+def test_the_redis_commands_benchmark_runs_at_a_smoke_size() -> None:
+    done = subprocess.run([sys.executable, "scripts/bench_redis_ops.py", "--sessions", "3", "--idle", "1"],
+                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = dict(re.findall(r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job",
+                              done.stdout, re.MULTILINE))
+    assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, done.stdout
+    assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"

@@ -1,0 +1,118 @@
+"""Redis behind Sentinel: a real primary, replica and Sentinel on loopback; the primary dies, the Sentinel
+promotes the replica, and the worker and the hooks go on without losing an acknowledged record."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nanobot_hooks import logs
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions, store_record
+from nanobot_hooks.settings import SentinelTarget, SettingsError, load_settings, redacted_url
+from tests.support.redis_server import SentinelSetup
+from worker.app import SteadyWorker, worker_options
+from worker.connections import answers, redis_settings, server_version
+
+from .conftest import TEST_KEYS, conversation
+from .nanobot_fixtures import wait_until
+
+PASSWORD = "s3cret-ha-pw"
+
+
+def test_sentinel_urls_are_read_and_never_shown_with_their_password(monkeypatch) -> None:
+    url = "redis+sentinel://bob:p%40ss@10.0.0.1:26379,[::1]:26380,sentinel-3/mymaster/2"
+    assert SentinelTarget.parse(url) == SentinelTarget(
+        [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)], "mymaster", 2, "bob", "p@ss")
+    assert redacted_url(url) == "redis+sentinel://bob:***@10.0.0.1:26379,[::1]:26380,sentinel-3/mymaster/2"
+    arq = redis_settings(url)
+    assert arq.sentinel and arq.sentinel_master == "mymaster" and arq.database == 2 and arq.password == "p@ss"
+    assert arq.host == [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)]
+    monkeypatch.setenv("REDIS_URL", "redis+sentinel://:hunter2@10.0.0.1:26379")
+    with pytest.raises(SettingsError, match="service name") as caught:
+        load_settings()
+    assert "hunter2" not in str(caught.value)
+
+
+@pytest.fixture
+def ha(tmp_path: Path) -> Iterator[SentinelSetup]:
+    setup = SentinelSetup(tmp_path / "ha", PASSWORD).start()
+    try:
+        setup.wait_until_ready()
+        yield setup
+    finally:
+        setup.stop()
+
+
+async def _retrying(link: RedisLink, doing: str, work, timeout: float = 20.0):
+    """The hooks' way: a call that fails returns None, and the next trigger tries again."""
+    found = []
+
+    async def answered() -> bool:
+        result = await link.call(doing, work)
+        found.append(result)
+        return result is not None
+
+    await wait_until(answered, timeout, doing)
+    return found[-1]
+
+
+async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_is_lost(
+        ha, nanobot_home, settings_for, deps_for, default_reply, monkeypatch, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    hook_lines: list[str] = []
+    monkeypatch.setattr(logs, "warning", hook_lines.append)
+    monkeypatch.setattr(logs, "info", hook_lines.append)
+    url = ha.url()
+    assert answers(url) and server_version(url), "the worker's start-up checks go through the Sentinel"
+    deps = deps_for(redis_url=url)
+    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05,
+                             "handle_signals": False})
+    running = asyncio.create_task(worker.main())
+    link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0, keys=deps.settings.keys)
+    try:
+        for key in ("telegram:1", "telegram:2"):
+            nanobot_home.write_session(key, conversation(12))
+        await _retrying(link, "queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:1")))
+        await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:1")), 30, "the first record")
+
+        # Acknowledged: the worker's WAIT saw the replica take the record, so the promoted replica has it.
+        ha.primary.kill()
+        ha.wait_for_failover()
+
+        before = await _retrying(link, "reading after the failover", lambda c: load_record(c, "telegram:1"))
+        assert isinstance(before, SummaryRecord) and before.session_key == "telegram:1"
+        assert await link.call("listing", pending_sessions) == ["telegram:1"]
+        await _retrying(link, "queueing after the failover",
+                        lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:2")))
+        await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:2")), 30,
+                         "the job queued after the failover running on the promoted replica")
+        assert await link.call("listing", pending_sessions) == ["telegram:1", "telegram:2"]
+        assert ha.primary_port() == ha.replica.port, "all of it on the promoted replica"
+    finally:
+        await worker.close()
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        await link.close()
+    shown = caplog.text + "\n".join(hook_lines)
+    assert PASSWORD not in shown, [line for line in shown.splitlines() if PASSWORD in line]
+
+
+async def test_a_record_no_replica_confirmed_is_not_called_acknowledged(ha) -> None:
+    link = RedisLink(ha.url(), logs.Throttle(every=60.0), timeout=5.0, keys=TEST_KEYS)
+    record = SummaryRecord(session_key="telegram:3", summary="s", start=0, boundary=2, boundary_timestamp="t",
+                           messages_before=4, messages_after=3, tokens_before=100, tokens_after=20)
+    try:
+        assert await link.call("storing", lambda c: store_record(c, record)) is True
+        ha.replica.pause()  # connected but silent: WAIT gets no confirmation
+        try:
+            assert await link.call("storing", lambda c: store_record(c, record)) is False
+        finally:
+            ha.replica.resume()
+    finally:
+        await link.close()
