@@ -152,7 +152,7 @@ class HookSettings(BaseSettings):
         try:
             workspace_id = marker.read_text(encoding="utf-8").strip()
         except OSError:
-            raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
+            raise NoWorkspaceId(f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
                                 "(start nanobot once with this workspace, or set NANOBOT_SUMMARY_NAMESPACE)") from None
         if len(workspace_id) != 32 or any(c not in "0123456789abcdef" for c in workspace_id):
             raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and {marker} holds no nanobot workspace id")
@@ -201,6 +201,10 @@ class HookSettings(BaseSettings):
 
 class SettingsError(ValueError):
     """A bad setting, described in one line that names the variable."""
+
+
+class NoWorkspaceId(SettingsError):
+    """nanobot has not run with this workspace yet: the id it writes then names the instance's namespace."""
 
 
 def _shown(field: str, value: Any) -> str:

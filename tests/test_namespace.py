@@ -160,3 +160,37 @@ def test_the_redis_commands_benchmark_runs_at_a_smoke_size() -> None:
                               done.stdout, re.MULTILINE))
     assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, done.stdout
     assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"
+
+
+def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(nanobot_home, redis_url,
+                                                                                tmp_path) -> None:
+    """The namespace comes from the id nanobot writes at its first run: a worker started before that says so
+    once and starts serving the instance's queue as soon as the id is there, instead of exiting."""
+    import os
+    import time
+
+    marker = nanobot_home.workspace / ".nanobot" / "workspace-id"
+    saved = marker.read_text(encoding="utf-8")
+    marker.unlink()
+    env = {k: v for k, v in os.environ.items() if k != "NANOBOT_SUMMARY_NAMESPACE"}
+    env.update(REDIS_URL=redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+                                   cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out, env=env)
+        try:
+            deadline = time.monotonic() + 90
+            while "waiting for it" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text(errors="replace")
+                time.sleep(0.2)
+            assert "workspace id" in log.read_text(errors="replace") and process.poll() is None
+            marker.write_text(saved, encoding="utf-8")  # nanobot ran once
+            queue = Keys(default_namespace(saved.strip())).queue
+            while f"queue {queue}" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text(errors="replace")
+                time.sleep(0.2)
+            text = log.read_text(errors="replace")
+            assert f"queue {queue}" in text and text.count("waiting for it") == 1, text
+        finally:
+            process.terminate()
+            process.wait(timeout=30)

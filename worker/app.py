@@ -12,6 +12,7 @@ import shlex
 import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
 from nanobot_hooks.queue import open_client
-from nanobot_hooks.settings import redacted_url, sentinel_target
+from nanobot_hooks.settings import NoWorkspaceId, redacted_url, sentinel_target
 from worker.connections import (port_taken, redis_problem, redis_settings, server_version, start_embedded,
                                 version_problem)
 from worker.cron import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
@@ -305,6 +306,20 @@ def lower_priority() -> int:
         return os.nice(0) if hasattr(os, "nice") else 0
 
 
+def wait_for_nanobot(settings: Settings, every: float = 2.0) -> Deps:
+    """`build_deps`, waiting while nanobot has not yet run with its workspace (said once): the instance's
+    namespace comes from the id nanobot writes at its first run, and a worker may well be started first."""
+    said = False
+    while True:
+        try:
+            return build_deps(settings)
+        except NoWorkspaceId as exc:
+            if not said:
+                log.warning("%s; waiting for it", exc)
+                said = True
+            time.sleep(every)
+
+
 def run_worker(args: argparse.Namespace) -> int:
     """`nanobot-summary run`: check the set-up (one line per problem, exit code 2), then run the worker."""
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -313,7 +328,7 @@ def run_worker(args: argparse.Namespace) -> int:
     lower_priority()
     try:
         settings = load_settings()
-        deps = build_deps(settings)
+        deps = wait_for_nanobot(settings)
     except (SettingsError, NanobotConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
