@@ -1,4 +1,4 @@
-"""Normalization, near-duplicate search and the importance rules of seed 001, in four languages."""
+"""Normalization, near-duplicate search and the importance rules, in four languages."""
 
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ class NanobotConfig:
 
     @property
     def summary_model(self) -> str | None:
-        # nanobot ignores unknown keys under agents.defaults, so ours can live there (seed 001).
+        # nanobot ignores unknown keys under agents.defaults, so ours can live there.
         value = self._get("summaryModel", "summary_model")
         return value if isinstance(value, str) and value else None
 

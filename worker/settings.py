@@ -18,7 +18,7 @@ __all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "l
 
 
 class KeepRule(NamedTuple):
-    """How much recent history stays verbatim after a summary (seed 004's `keep`)."""
+    """How much recent history stays verbatim after a summary."""
 
     kind: Literal["messages", "tokens", "fraction", "turns"]  # turns: the last N user turns and what followed
     value: float
