@@ -390,7 +390,7 @@ def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
 def naive_vs_ours(turn_tokens: int, reply_tokens: int, summary_tokens: int, interval: int, turns: int,
                   keep_tokens: int, overhead: int = 0) -> dict[str, Any]:
     """Summarizing input over `turns` turns when every `interval` user messages a summary runs: the naive
-    design (summarize the whole history every time) re-reads the whole history each time; this project reads the previous summary and
+    design re-reads the whole history each time; this project reads the previous summary and
     the messages since the last summary (up to the kept tail, which the next summary reads once). Both
     send `overhead` tokens of instructions with every call."""
     per_turn = turn_tokens + reply_tokens
