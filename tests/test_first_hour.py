@@ -249,7 +249,7 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
                                                            caplog) -> None:
     nanobot_home.write_session("telegram:42", conversation(3))
     keys: list[str] = []
-    link = RedisLink(redis_url, logs.Throttle())
+    link = RedisLink(redis_url, logs.Throttle(), keys=TEST_KEYS)
     listener = asyncio.create_task(listen(link, keys.append))
     try:
         await asyncio.sleep(0.5)  # subscribed

@@ -192,7 +192,8 @@ def test_the_probe_switches_the_integration_off_with_one_line_when_session_has_n
     monkeypatch.setattr(plugin, "_announced", set())
     monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
     monkeypatch.setattr(plugin, "agent_loop", lambda ctx: ctx)
-    for name in [n for n in os.environ if n.startswith("NANOBOT_")]:
+    # The stand-in loop has no workspace to derive a namespace from: the tests' namespace stays set.
+    for name in [n for n in os.environ if n.startswith("NANOBOT_") and n != "NANOBOT_SUMMARY_NAMESPACE"]:
         monkeypatch.delenv(name)
     assert plugin.SummaryWorkerHooks.enabled(loop) is False
     assert plugin.SummaryWorkerHooks.enabled(loop) is False

@@ -188,10 +188,12 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
         "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1),
-                      # The idle check re-defers itself (a Retry) for as long as its session stays active.
-                      func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS, timeout=60)],
+                      # The idle check re-defers itself (a Retry) for as long as its session stays active. Its
+                      # timeout, like the crons', is never longer than a job's (see below).
+                      func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
+                           timeout=min(60, job_timeout(settings)))],
         # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
-        # timeout of any function, the cron's included: never longer than a job's.
+        # timeout of any function, the crons' and the idle check's included: never longer than a job's.
         "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
                            timeout=min(60, job_timeout(settings)))] + (
             # Every minute, and at start-up (held facts a stopped worker left behind).
