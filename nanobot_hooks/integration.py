@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -89,6 +90,10 @@ class Integration:
         # Idle pickup: records fetched but not due yet, and the timers that look at them again.
         self.held: dict[str, SummaryRecord] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Idle summaries: when each session's idle check was last queued (time.monotonic()). A queued check waits
+        # at least the cache lifetime and re-defers itself while the session is active, so a turn within
+        # that time needs no Redis call.
+        self._idle_armed: dict[str, float] = {}
         self._listener: asyncio.Task[None] | None = None
         self._undo: list[Callable[[], None]] = []
         self.factory: Callable[[Any], Any] | None = None
@@ -261,16 +266,32 @@ class Integration:
                             user_turns=turns, interval=interval)
             if reason is not None:
                 self._spawn(self._enqueue(key, reason, prompt, window))
-            if self.settings.summary_idle:
+            if self.settings.summary_idle and self._idle_check_may_be_gone(key):
                 self._spawn(self._arm_idle(key))
         except Exception as exc:  # noqa: BLE001
             self._bug("deciding whether to summarize", exc)
+
+    def _idle_check_may_be_gone(self, key: str) -> bool:
+        """False while the check queued for this session cannot have run yet (it is deferred by the cache
+        lifetime); True, and noted as queued now, otherwise."""
+        now = time.monotonic()
+        armed = self._idle_armed.get(key)
+        if armed is not None and now - armed < self.settings.summary_cache_ttl:
+            return False
+        self._idle_armed[key] = now
+        return True
 
     async def _arm_idle(self, key: str) -> None:
         """Make sure the session's idle check waits in the queue: the worker looks once the session could
         have been quiet for the cache lifetime, and looks again later while it is not."""
         ttl = self.settings.summary_cache_ttl
-        await self.link.call(f"queueing the idle check of {key}", lambda c: enqueue_idle_check(c, key, ttl))
+
+        async def queue(client: Any) -> bool:
+            await enqueue_idle_check(client, key, ttl)  # None when one already waits: fine too
+            return True
+
+        if await self.link.call(f"queueing the idle check of {key}", queue) is None:
+            self._idle_armed.pop(key, None)  # Redis failed: the next turn tries again
 
     async def _enqueue(self, key: str, reason: str, prompt: int | None, window: int | None,
                        again: bool = True) -> None:

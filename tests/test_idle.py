@@ -229,6 +229,23 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # 
     assert due is not None and 290 < due / 1000 - time.time() <= 300, "deferred by the cache lifetime"
 
 
+async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_no_redis_call(make, redis):  # noqa: F811
+    integration = make(summary_idle=True, summary_cache_ttl=1, summary_interval=0)
+    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    integration._on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    assert await redis.zcard(TEST_KEYS.queue) == 1
+    # Gone from Redis: were the next turn to ask, the check would be queued again.
+    await redis.delete(TEST_KEYS.queue, f"arq:job:{TEST_KEYS.idle_job_id(KEY)}")
+    integration._on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    assert await redis.zcard(TEST_KEYS.queue) == 0, "the check queued a moment ago cannot have run: not asked"
+    await asyncio.sleep(1.1)  # past the cache lifetime: the check may have run and ended
+    integration._on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    assert await redis.zcard(TEST_KEYS.queue) == 1
+
+
 async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: F811
     integration = make(summary_idle=False, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
