@@ -196,7 +196,7 @@ class SummaryRecord(BaseModel):
         return timestamp_at_boundary == self.boundary_timestamp
 
 
-# --- The recall index: written by the worker (worker/recall_index.py), read by the recall tool
+# --- The recall index: written by the worker (worker/memory/recall_index.py), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
 # the tool finds it from nanobot's workspace alone, and nanobot's git store commits only the files it
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the

@@ -29,7 +29,7 @@ from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest  # noqa: E402
 from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK  # noqa: E402
 from tests.support.redis_server import free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
-from worker.sessions import _edit_line_one, read_session  # noqa: E402
+from worker.nanobot.sessions import _edit_line_one, read_session  # noqa: E402
 
 KEY = "telegram:4242"
 KEEP = "messages:10"  # the rule these figures were first measured with; the default (3% of the window) keeps them all
@@ -71,7 +71,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     from nanobot_hooks.queue import enqueue_summary
     from worker.app import build_deps, worker_options
     from worker.connections import redis_settings
-    from worker.outcomes import load_outcome
+    from worker.state.outcomes import load_outcome
     from worker.settings import Settings
 
     settings = Settings(redis_url=redis_url, config=config, summary_keep=KEEP)
@@ -95,7 +95,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
 def child_job(config: Path, redis_url: str) -> dict[str, float]:
     """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
     from worker.app import build_deps
-    from worker.jobs import plan_for
+    from worker.summarize.jobs import plan_for
     from worker.settings import Settings
 
     deps = build_deps(Settings(redis_url=redis_url, config=config, summary_keep=KEEP))

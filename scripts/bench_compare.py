@@ -50,7 +50,7 @@ from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from tests.support.redis_server import RedisServer, free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
-from worker.tokens import cl100k_counter  # noqa: E402
+from worker.text.tokens import cl100k_counter  # noqa: E402
 
 SUMMARY_MODEL = "summarizer"
 CHAT = "bench"
@@ -617,7 +617,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     turn_tokens = round(statistics.mean(counter(t.text) for t in script))
     reply_tokens = round(statistics.mean(c["completion"] for c in turn_calls)) if turn_calls else 0
     summary_tokens = round(statistics.mean(c["completion"] for c in summaries)) if summaries else 400
-    from worker.prompts import system_prompt
+    from worker.model.prompts import system_prompt
     overhead = counter(system_prompt("zh", 8000)) + 100  # the worker's instructions and the prompt's frame
     sim = naive_vs_ours(turn_tokens, reply_tokens, summary_tokens, interval=10, turns=1000,
                         keep_tokens=round(0.03 * args.window[0]), overhead=overhead)

@@ -1,7 +1,7 @@
 """What an idle summary should keep verbatim: main-model tokens and cost of each keep rule, on bench_compare's conversation.
 
 A simulation, no model and no network: the conversation, replies and summaries of `scripts/bench_compare.py`,
-counted with cl100k, the cut made by the worker's own planner (`worker.jobs.plan_for`, the idle keep rule as
+counted with cl100k, the cut made by the worker's own planner (`worker.summarize.jobs.plan_for`, the idle keep rule as
 the worker applies it). Every pause longer than the cache lifetime gets an idle summary (if it is worth
 NANOBOT_SUMMARY_MIN_SAVING); the 60% trigger stays the safety net (its summary keeps the last exchange).
 Billing as bench_compare's: a request's prefix shared with the previous request within the cache lifetime
@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
-from worker.jobs import cut_by  # noqa: E402
+from worker.summarize.jobs import cut_by  # noqa: E402
 from worker.settings import KeepRule  # noqa: E402
-from worker.tokens import best_counter, count_message  # noqa: E402
+from worker.text.tokens import best_counter, count_message  # noqa: E402
 
 RULES = ("off", "messages:0", "turns:1", "turns:2", "fraction:0.03")  # off: no idle summaries (the safety net only)
 SAFETY_NET_KEEP = KeepRule("turns", 1)  # NANOBOT_SUMMARY_KEEP's default keeps the last user turn at least

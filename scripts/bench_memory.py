@@ -14,10 +14,13 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from worker import answer, dedup, longterm, redact  # noqa: E402
-from worker.answer import DailyNotes, Fact  # noqa: E402
-from worker.notes import append_notes  # noqa: E402
-from worker.tokens import best_counter  # noqa: E402
+from worker.model import answer
+from worker.memory import dedup
+from worker.memory import longterm
+from worker.text import redact  # noqa: E402
+from worker.model.answer import DailyNotes, Fact  # noqa: E402
+from worker.memory.notes import append_notes  # noqa: E402
+from worker.text.tokens import best_counter  # noqa: E402
 
 EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",
       "staging", "the gateway", "port", "dark mode", "Hugo", "Redis", "Python", "every Friday", "backup", "cron")

@@ -24,8 +24,8 @@ from nanobot_hooks.contract import RECALL_INDEX  # noqa: E402
 from nanobot_hooks.nanobot_format import is_direct_chat  # noqa: E402
 from nanobot_hooks.recall import search  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
-from worker.recall_index import RecallIndex  # noqa: E402
-from worker.sessions import read_session  # noqa: E402
+from worker.memory.recall_index import RecallIndex  # noqa: E402
+from worker.nanobot.sessions import read_session  # noqa: E402
 
 UTC = ZoneInfo("UTC")
 MAIN = "telegram:42"

@@ -29,11 +29,11 @@ from nanobot_hooks.queue import enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.app import build_deps, worker_options  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
-from worker.outcomes import load_outcome  # noqa: E402
+from worker.state.outcomes import load_outcome  # noqa: E402
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 from tests.support.corpora import CORPORA, REPEATED  # noqa: E402
-from worker.tokens import cl100k_counter, estimate_tokens  # noqa: E402
+from worker.text.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
 TAG = "bench-session-"

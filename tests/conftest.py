@@ -18,7 +18,7 @@ from worker.settings import Settings
 from worker.app import build_deps, worker_options
 from worker.connections import redis_settings
 from tests.support.fakellm import FakeLLM, Reply
-from worker.jobs import Deps
+from worker.summarize.jobs import Deps
 from tests.support.redis_server import RedisServer
 from tests.support.sandbox import NanobotHome
 

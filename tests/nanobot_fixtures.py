@@ -20,7 +20,7 @@ from tests.support.fakellm import FakeLLM, FakeRequest, Reply
 from tests.support import gateway as _gateway
 from tests.support.gateway import Gateway, write_config  # noqa: F401
 from tests.support.redis_server import free_port  # noqa: F401
-from worker.nanobot_config import ModelChoice
+from worker.nanobot.config import ModelChoice
 
 from .conftest import TEST_KEYS, TEST_DEFAULTS, NanobotHome, summary_json
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from worker.answer import parse_answer
+from worker.model.answer import parse_answer
 from worker.errors import BadAnswer
 
 BODY = {"summary": "## What happened\n- deploy of stage-7", "daily_notes": [{"date": "2026-11-20",

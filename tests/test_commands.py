@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from nanobot_hooks.queue import load_record
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 from tests.support.fakellm import Reply
 
 from .conftest import TEST_KEYS, conversation, summary_json

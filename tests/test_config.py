@@ -10,7 +10,7 @@ import pytest
 from worker.settings import KeepRule, Settings, SettingsError, load_settings
 from worker.app import build_deps
 from worker.errors import NanobotConfigError
-from worker.nanobot_config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
+from worker.nanobot.config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
 
 
 def config(tmp_path: Path, data: dict) -> NanobotConfig:
@@ -128,7 +128,7 @@ def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> No
         # a naive nanobot timestamp is the host's local time: 07:30 in Shanghai is the evening before in Berlin
         from zoneinfo import ZoneInfo
 
-        from worker.prepare import local_time
+        from worker.text.prepare import local_time
         moment = local_time("2026-11-21T07:30:00", ZoneInfo("Europe/Berlin"))
         assert moment is not None and moment.strftime("%Y-%m-%d %H:%M") == "2026-11-21 00:30"
     finally:

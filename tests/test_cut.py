@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.settings import KeepRule
-from worker.cut import orphaned_results, plan_cut, worth_summarizing
+from worker.summarize.cut import orphaned_results, plan_cut, worth_summarizing
 
 
 def turn(i: int, tools: int) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.answer import Fact
-from worker.dedup import (
+from worker.model.answer import Fact
+from worker.memory.dedup import (
     category,
     find_duplicate,
     importance,

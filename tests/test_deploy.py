@@ -26,7 +26,7 @@ from nanobot_hooks.queue import load_record, store_record
 from tests.support.redis_server import free_port
 from worker.app import worker_options
 from worker.connections import answers, redis_settings
-from worker.nanobot_config import host_timezone
+from worker.nanobot.config import host_timezone
 from worker.settings import Settings
 
 from .conftest import conversation

@@ -42,7 +42,7 @@ def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> No
 
 
 def test_the_command_line_door_is_the_only_hooks_module_naming_the_worker_and_nothing_loads_it() -> None:
-    """nanobot_hooks/command.py (the console script's entry) names `worker.cli` at run time; no module
+    """nanobot_hooks/command.py (the console script's entry) names `worker.commands.cli` at run time; no module
     nanobot loads may reach it, and no other hooks module may name the worker even as a string."""
     for module, names in imports_of("nanobot_hooks").items():
         assert "nanobot_hooks.command" not in names, f"{module} imports the command line's door"

@@ -24,8 +24,8 @@ from tests.support.fakellm import Error, FakeRequest, Hang, Reply
 from tests.support.models import Summarizer, previous_summary
 from tests.support.redis_server import RedisServer
 from worker.connections import redis_settings
-from worker.notes import section_items, spans
-from worker.outcomes import JobOutcome, load_outcome
+from worker.memory.notes import section_items, spans
+from worker.state.outcomes import JobOutcome, load_outcome
 
 
 from .conftest import TEST_KEYS, NanobotHome, conversation

@@ -26,7 +26,7 @@ from tests.support.fakellm import Error, Reply
 from tests.support.redis_server import RedisServer, free_port
 from worker.app import build_deps
 from worker.errors import NanobotConfigError
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 from worker.settings import unknown_variables
 
 from .conftest import TEST_KEYS, conversation, run_burst, summary_json
@@ -50,8 +50,8 @@ def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
     timed = cli("status", "--json", env={"REDIS_URL": redis_url, "PYTHONPROFILEIMPORTTIME": "1"})
     assert timed.returncode == 0, timed.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
-    assert "worker.status" in imported and not any(name.startswith("litellm") for name in imported)
-    probe = ("import sys, worker.cli, worker.status, worker.undo, worker.enqueue, worker.doctor\n"
+    assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
+    probe = ("import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, worker.commands.doctor\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'tiktoken')))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr

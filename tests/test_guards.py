@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.guards import MIN_IDENTIFIERS, carry_forward, check, identifiers, unusable
-from worker.llm import json_mode
+from worker.model.guards import MIN_IDENTIFIERS, carry_forward, check, identifiers, unusable
+from worker.model.llm import json_mode
 
 
 @pytest.mark.parametrize("text", [

@@ -19,10 +19,10 @@ from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from worker.app import worker_options
-from worker.idle import KEEP_NOTHING, idle_keep
-from worker.jobs import Deps, plan_for
-from worker.outcomes import load_outcome
-from worker.sessions import read_session
+from worker.summarize.idle import KEEP_NOTHING, idle_keep
+from worker.summarize.jobs import Deps, plan_for
+from worker.state.outcomes import load_outcome
+from worker.nanobot.sessions import read_session
 from worker.settings import KeepRule
 
 from .conftest import TEST_KEYS, conversation, summary_json
@@ -135,7 +135,7 @@ async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
 
 
 def test_nanobots_idle_compaction_is_read_from_its_config_on_by_default(tmp_path):
-    from worker.nanobot_config import NanobotConfig
+    from worker.nanobot.config import NanobotConfig
 
     def seconds(**defaults: Any) -> tuple[float, float]:
         config = NanobotConfig(path=tmp_path / "config.json", data={"agents": {"defaults": defaults}})

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.answer import DailyNotes, Fact
-from worker import longterm
-from worker.dedup import normalize
-from worker.longterm import BEGIN, END, Meta, apply, known_facts, load_meta, locate, sidecar_path, write_facts
-from worker.memory import MemoryFiles
+from worker.model.answer import DailyNotes, Fact
+from worker.memory import longterm
+from worker.memory.dedup import normalize
+from worker.memory.longterm import BEGIN, END, Meta, apply, known_facts, load_meta, locate, sidecar_path, write_facts
+from worker.memory.writer import MemoryFiles
 
 TODAY = "2026-11-20"
 
@@ -381,7 +381,7 @@ async def test_concurrent_jobs_in_one_worker_process_lose_nothing(tmp_path: Path
 
 
 def test_a_symlinked_memory_file_stays_a_symlink(tmp_path: Path) -> None:
-    from worker.longterm import write_facts
+    from worker.memory.longterm import write_facts
 
     real = tmp_path / "dotfiles" / "MEMORY.md"
     real.parent.mkdir()
@@ -455,7 +455,7 @@ def test_an_unreadable_sidecar_costs_the_metadata_not_the_facts(tmp_path: Path) 
 
 def test_the_part_at_the_cap_is_facts_and_headings(tmp_path: Path) -> None:
     """Markers, bullets and metadata are at most 5% of the part's tokens (nanobot sends it in every prompt)."""
-    from worker.tokens import best_counter
+    from worker.text.tokens import best_counter
 
     words = ("the user", "prefers", "deploys", "the staging server", "on port", "with Redis", "every Friday",
              "backups to", "Hugo", "用户喜欢简洁的回答", "配置", "dark mode", "fixed the bug in", "cron")

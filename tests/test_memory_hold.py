@@ -10,12 +10,12 @@ from pathlib import Path
 
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary
-from worker import longterm
-from worker.answer import Fact
-from worker.cron import JOB_FLUSH_MEMORY, daily_summaries
-from worker.dedup import normalize
-from worker.memory import MemoryFiles, last_session_write, quiet
-from worker.outcomes import load_outcome
+from worker.memory import longterm
+from worker.model.answer import Fact
+from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries
+from worker.memory.dedup import normalize
+from worker.memory.writer import MemoryFiles, last_session_write, quiet
+from worker.state.outcomes import load_outcome
 
 from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
 from .nanobot_fixtures import wait_until

@@ -11,10 +11,10 @@ import redis as sync_redis
 
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
-from worker.outcomes import load_outcome
-from worker.cron import daily_summaries
+from worker.state.outcomes import load_outcome
+from worker.summarize.daily import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply
-from worker.notes import noted_spans
+from worker.memory.notes import noted_spans
 
 from .conftest import TEST_KEYS, conversation, run_burst
 

@@ -20,7 +20,7 @@ from nanobot_hooks.settings import HookSettings, SettingsError
 from tests.support.fakellm import FakeRequest, Reply
 from worker.app import build_deps
 from worker.connections import redis_settings
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 from worker.settings import Settings
 
 from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst, summary_json

@@ -15,7 +15,7 @@ from arq.connections import create_pool
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 from worker.settings import Settings
 from worker.connections import answers, redis_settings
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.answer import DailyNotes, Fact, TechnicalIssue
-from worker.memory import MemoryFiles
-from worker.language import LANGUAGES
-from worker.notes import append_notes, is_noted, note_date, noted_spans, spans
+from worker.model.answer import DailyNotes, Fact, TechnicalIssue
+from worker.memory.writer import MemoryFiles
+from worker.text.language import LANGUAGES
+from worker.memory.notes import append_notes, is_noted, note_date, noted_spans, spans
 
 UTC = ZoneInfo("UTC")
 KEY = "telegram:42"
@@ -204,7 +204,7 @@ def test_notes_without_timestamps_are_deduplicated_by_content(tmp_path: Path) ->
 
 
 def test_every_language_names_every_note_part_and_fact_group() -> None:
-    from worker.answer import CATEGORIES, NOTE_PARTS
+    from worker.model.answer import CATEGORIES, NOTE_PARTS
 
     assert set(LANGUAGES) >= {"en", "zh", "ja", "ko"}
     for lang in LANGUAGES.values():

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.prepare import MESSAGE_CHARS, TOOL_ARGS_CHARS, TOOL_RESULT_CHARS, as_data, render, transcript
-from worker.tokens import cl100k_counter
+from worker.text.prepare import MESSAGE_CHARS, TOOL_ARGS_CHARS, TOOL_RESULT_CHARS, as_data, render, transcript
+from worker.text.tokens import cl100k_counter
 
 # Every character str.splitlines() ends a line at.
 LINE_BREAKS = ["\r", "\r\n", "\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]

@@ -17,11 +17,11 @@ from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
-from worker import llm
-from worker.budget import cooldown_seconds, cooling
-from worker.cron import daily_summaries
-from worker.notes import is_noted, noted_spans
-from worker.outcomes import load_outcome
+from worker.model import llm
+from worker.state.budget import cooldown_seconds, cooling
+from worker.summarize.daily import daily_summaries
+from worker.memory.notes import is_noted, noted_spans
+from worker.state.outcomes import load_outcome
 
 from .conftest import TEST_KEYS, conversation, run_burst
 

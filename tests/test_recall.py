@@ -22,8 +22,8 @@ from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_par
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
-from worker.outcomes import load_outcome
-from worker.recall_index import RecallIndex, gram_text, memory_rows, note_rows
+from worker.state.outcomes import load_outcome
+from worker.memory.recall_index import RecallIndex, gram_text, memory_rows, note_rows
 
 from .conftest import conversation, run_burst, summary_json
 
@@ -224,7 +224,7 @@ def _passages(home: NanobotHome) -> list[tuple]:
 
 def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(
         home, index, monkeypatch):
-    from worker import recall_index
+    from worker.memory import recall_index
 
     read: list[str] = []
     real = recall_index.note_rows
@@ -260,7 +260,7 @@ def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_i
 
 
 def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(home):
-    from worker.sessions import read_session
+    from worker.nanobot.sessions import read_session
 
     rows = [(f"2026-11-25T10:{m:02d}:00", "user", f"behind the watermark {m} 端口") for m in range(30)]
     home.write_session(DM, _messages(DM_MESSAGES + rows), last_archived=len(DM_MESSAGES) + 20)
@@ -286,7 +286,7 @@ import os, sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
 from zoneinfo import ZoneInfo
-from worker import recall_index
+from worker.memory import recall_index
 recall_index.MESSAGES_PER_TRANSACTION = 50
 calls = []
 real = recall_index.RecallIndex._insert
@@ -406,7 +406,7 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
 
 async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for,
                                                                  monkeypatch):
-    from worker import recall_index
+    from worker.memory import recall_index
 
     monkeypatch.setattr(recall_index, "fts_problem", lambda: "no FTS5 here")
     fake_llm.default = Reply(summary_json())
@@ -418,7 +418,7 @@ async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot
 
 
 def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
-    from worker import recall_index
+    from worker.memory import recall_index
 
     monkeypatch.setattr(recall_index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
     with pytest.raises(recall_index.RecallIndexError, match="no FTS5 trigram"):

@@ -8,7 +8,7 @@ from nanobot_hooks.queue import load_record
 from tests.support.fakellm import FakeRequest, Reply
 
 from .conftest import conversation, run_burst
-from worker.recall_index import RecallIndex
+from worker.memory.recall_index import RecallIndex
 from .nanobot_fixtures import (
     ARCHIVED,
     BIG_PROMPT,

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.answer import DailyNotes, Fact, TechnicalIssue
-from worker.memory import MemoryFiles
-from worker.redact import MARK, one_line, redact
+from worker.model.answer import DailyNotes, Fact, TechnicalIssue
+from worker.memory.writer import MemoryFiles
+from worker.text.redact import MARK, one_line, redact
 
 API_KEY = "sk-proj-Q9x8W7v6U5t4S3r2P1o0NmLkJiHg"
 PASSWORD = "Tr0ub4dor&3x"
@@ -99,7 +99,7 @@ def test_command_lines_without_a_secret_value_survive(text: str) -> None:
 
 
 def test_tool_call_arguments_lose_secret_values_by_name_and_by_shape() -> None:
-    from worker.redact import redact_arguments
+    from worker.text.redact import redact_arguments
 
     config = json.dumps({"providers": {"x": {"apiKey": "short1"}}, "db": {"password": "pw 1"}, "theme": "dark"},
                         indent=2)

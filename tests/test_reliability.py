@@ -21,19 +21,19 @@ from nanobot_hooks.queue import enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from tests.support.models import Summarizer
 from tests.support.redis_server import RedisServer
-from worker import longterm
-from worker.answer import Fact
-from worker.budget import Cooldown, Spend, cool_down
+from worker.memory import longterm
+from worker.model.answer import Fact
+from worker.state.budget import Cooldown, Spend, cool_down
 from worker.connections import redis_settings, version_problem
-from worker.cron import daily_summaries
-from worker.cut import plan_cut
-from worker.notes import is_noted, noted_spans
-from worker.outcomes import JobOutcome, load_outcome
-from worker.prepare import transcript
-from worker.progress import Progress
-from worker.sessions import list_session_keys, parse_session
+from worker.summarize.daily import daily_summaries
+from worker.summarize.cut import plan_cut
+from worker.memory.notes import is_noted, noted_spans
+from worker.state.outcomes import JobOutcome, load_outcome
+from worker.text.prepare import transcript
+from worker.state.progress import Progress
+from worker.nanobot.sessions import list_session_keys, parse_session
 from worker.settings import KeepRule
-from worker.tokens import count_message, estimate_tokens
+from worker.text.tokens import count_message, estimate_tokens
 
 from .conftest import TEST_KEYS, conversation, run_burst, summary_json
 

@@ -27,10 +27,11 @@ from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import FakeRequest, Reply
 from tests.support.models import Summarizer, is_summary_request
 from tests.support.redis_server import Certificates, RedisServer, free_port
-from worker import longterm, notes
+from worker.memory import longterm
+from worker.memory import notes
 from worker.app import PAYLOAD_LOGGERS, RedactingFilter
 from worker.connections import redis_settings
-from worker.redact import no_comments, one_line
+from worker.text.redact import no_comments, one_line
 
 from .conftest import TEST_KEYS, TEST_DEFAULTS, conversation, run_burst
 from .nanobot_fixtures import BIG_PROMPT, LLMScript, agent_turn, find_nanobot, nanobot_env, write_config

@@ -16,7 +16,7 @@ from filelock import FileLock
 
 from nanobot_hooks.contract import METADATA_KEY
 from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK, key_from_name, storage_name
-from worker.sessions import (
+from worker.nanobot.sessions import (
     SessionKeyError,
     SessionNotFound,
     ensure_inside,
@@ -25,7 +25,7 @@ from worker.sessions import (
     session_path,
     write_metadata_entry,
 )
-from worker.sessions import _edit_line_one
+from worker.nanobot.sessions import _edit_line_one
 
 from .conftest import conversation
 

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.queue import enqueue_summary, load_record, store_record
 from tests.support.fakellm import FakeRequest, Reply
-from worker import budget
-from worker.outcomes import JobOutcome, load_outcome, save_outcome
+from worker.state import budget
+from worker.state.outcomes import JobOutcome, load_outcome, save_outcome
 
 from .conftest import TEST_KEYS, conversation, summary_json
 from .nanobot_fixtures import free_port, wait_until

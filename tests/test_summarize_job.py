@@ -10,12 +10,12 @@ import pytest
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 from tests.support.fakellm import Error, Reply
-from worker.cut import plan_cut
-from worker.jobs import plan_for, window_for
-from worker.sessions import read_session
-from worker.tokens import cl100k_counter, count_message
+from worker.summarize.cut import plan_cut
+from worker.summarize.jobs import plan_for, window_for
+from worker.nanobot.sessions import read_session
+from worker.text.tokens import cl100k_counter, count_message
 
 from .conftest import TEST_KEYS, conversation, run_burst, summary_json
 

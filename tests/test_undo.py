@@ -101,8 +101,8 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
 
 
 def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url) -> None:
-    from worker.answer import Fact
-    from worker.longterm import write_facts
+    from worker.model.answer import Fact
+    from worker.memory.longterm import write_facts
 
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
     memory.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Reply
-from worker.outcomes import load_outcome
+from worker.state.outcomes import load_outcome
 
 from .conftest import TEST_KEYS, conversation, summary_json
 

@@ -1,5 +1,5 @@
 """`python -m worker`: the `nanobot-summary` command line (see `python -m worker --help`)."""
 
-from worker.cli import main
+from worker.commands.cli import main
 
 raise SystemExit(main())

@@ -29,17 +29,17 @@ from nanobot_hooks.queue import open_client
 from nanobot_hooks.settings import NoWorkspaceId, redacted_url, sentinel_target
 from worker.connections import (port_taken, redis_problem, redis_settings, server_version, start_embedded,
                                 version_problem)
-from worker.cron import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
-from worker.idle import MAX_DEFERRALS, idle_summary
-from worker.jobs import CURRENT_JOB, Deps, summarize_session
-from worker.llm import credentials_problem, routing_problem
-from worker.memory import MemoryFiles
-from worker.redact import redact
+from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
+from worker.summarize.idle import MAX_DEFERRALS, idle_summary
+from worker.summarize.jobs import CURRENT_JOB, Deps, summarize_session
+from worker.model.llm import credentials_problem, routing_problem
+from worker.memory.writer import MemoryFiles
+from worker.text.redact import redact
 from worker.errors import NanobotConfigError
-from worker.nanobot_config import NanobotConfig, resolve_model, utc_by_default
-from worker.recall_index import RecallIndex, RecallIndexError
+from worker.nanobot.config import NanobotConfig, resolve_model, utc_by_default
+from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.settings import Settings, SettingsError, load_settings
-from worker.tokens import best_counter
+from worker.text.tokens import best_counter
 
 log = logging.getLogger("worker")
 
@@ -70,7 +70,7 @@ def build_deps(settings: Settings) -> Deps:
 
 def job_timeout(settings: Settings) -> int:
     """arq's time for one try: room for several calls. A try that would run past it stops before the next
-    call, keeps its finished chunks and retries (worker.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq
+    call, keeps its finished chunks and retries (worker.state.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq
     runs the job of a killed worker again only this long + 10 s after it started."""
     if settings.summary_job_timeout is not None:
         return settings.summary_job_timeout
@@ -267,7 +267,7 @@ def __getattr__(name: str) -> Any:
 
 
 class RedactingFilter(logging.Filter):
-    """Every log line the worker prints goes through worker.redact: lines quote models, providers and
+    """Every log line the worker prints goes through worker.text.redact: lines quote models, providers and
     conversations, and no secret value may reach a log. Each line also names the job it belongs to."""
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, SettingsError, load
-from worker.nanobot_config import NanobotConfig
+from worker.nanobot.config import NanobotConfig
 
 __all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text
-from worker.language import HAN, HANGUL, KANA
+from worker.text.language import HAN, HANGUL, KANA
 
 # Per-message framing the chat format adds (role, separators), as OpenAI documents it.
 MESSAGE_OVERHEAD = 4
@@ -98,7 +98,7 @@ def _alternation(words: list[str], before: str = "") -> re.Pattern[str]:
 
 
 def _without(ranges: str, chars: str) -> str:
-    """A character class body: `ranges` (as in worker.language) less `chars`."""
+    """A character class body: `ranges` (as in worker.text.language) less `chars`."""
     left, out = set(chars), []
     for low, high in re.findall(r"(.)-(.)", ranges):
         run: list[str] = []

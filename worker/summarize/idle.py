@@ -23,13 +23,13 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary, load_record
-from worker import budget
+from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
-from worker.jobs import CURRENT_JOB, KEEP_NOTHING, Deps, plan_job
-from worker.sessions import read_session, session_path
+from worker.summarize.jobs import CURRENT_JOB, KEEP_NOTHING, Deps, plan_job
+from worker.nanobot.sessions import read_session, session_path
 from worker.settings import KeepRule
 
-log = logging.getLogger("worker.idle")
+log = logging.getLogger("worker.summarize.idle")
 
 # Looking a little after the cache lifetime has passed, never a little before.
 SLACK_SECONDS = 0.05

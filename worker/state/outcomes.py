@@ -11,8 +11,8 @@ from arq.connections import ArqRedis
 from pydantic import BaseModel, Field
 
 from nanobot_hooks.contract import Keys, Reason, utcnow
-from worker.budget import Spend
-from worker.redact import redact
+from worker.state.budget import Spend
+from worker.text.redact import redact
 
 KEEP_SECONDS = 7 * 24 * 3600
 

@@ -7,7 +7,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from worker.language import HAN, HANGUL
+from worker.text.language import HAN, HANGUL
 
 # A refusal or apology opens the answer; a real summary starts with its content (or a heading).
 _REFUSAL = re.compile(

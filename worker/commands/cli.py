@@ -40,25 +40,25 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _enqueue(args: argparse.Namespace) -> int:
-    from worker.enqueue import main
+    from worker.commands.enqueue import main
 
     return main(args)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from worker.status import main
+    from worker.commands.status import main
 
     return main(args)
 
 
 def _undo(args: argparse.Namespace) -> int:
-    from worker.undo import main
+    from worker.commands.undo import main
 
     return main(args)
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from worker.doctor import main
+    from worker.commands.doctor import main
 
     return main(args)
 

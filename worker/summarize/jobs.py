@@ -18,9 +18,10 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract import METADATA_KEY, Keys, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
-from worker import budget, guards
-from worker.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
-from worker.cut import Cut, plan_cut, worth_summarizing
+from worker.state import budget
+from worker.model import guards
+from worker.model.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
+from worker.summarize.cut import Cut, plan_cut, worth_summarizing
 from worker.errors import (
     BadAnswer,
     ContextTooLong,
@@ -34,20 +35,20 @@ from worker.errors import (
     SummaryFailed,
     WorkerError,
 )
-from worker.llm import complete, context_window
-from worker.nanobot_config import ModelChoice, NanobotConfig
-from worker.notes import is_noted
-from worker.outcomes import JobOutcome, announce_outcome, save_outcome
-from worker.prepare import Entry, chunk, detect_language, transcript
-from worker.progress import Progress, clear_progress, digest, load_progress, save_progress
-from worker.prompts import notes_system_prompt, system_prompt, user_prompt
-from worker.recall_index import RecallIndex, RecallIndexError, archived_through
-from worker.redact import redact
-from worker.sessions import SessionFile, read_session, write_metadata_entry
+from worker.model.llm import complete, context_window
+from worker.nanobot.config import ModelChoice, NanobotConfig
+from worker.memory.notes import is_noted
+from worker.state.outcomes import JobOutcome, announce_outcome, save_outcome
+from worker.text.prepare import Entry, chunk, detect_language, transcript
+from worker.state.progress import Progress, clear_progress, digest, load_progress, save_progress
+from worker.model.prompts import notes_system_prompt, system_prompt, user_prompt
+from worker.memory.recall_index import RecallIndex, RecallIndexError, archived_through
+from worker.text.redact import redact
+from worker.nanobot.sessions import SessionFile, read_session, write_metadata_entry
 from worker.settings import KeepRule, Settings
-from worker.tokens import Counter, count_message, count_recurring
+from worker.text.tokens import Counter, count_message, count_recurring
 
-log = logging.getLogger("worker.jobs")
+log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
 CURRENT_JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="")
 
@@ -65,7 +66,7 @@ ALREADY_NOTED = "(in notes) "
 
 
 class Memory(Protocol):
-    """The memory files, as the job uses them (worker.memory.MemoryFiles)."""
+    """The memory files, as the job uses them (worker.memory.writer.MemoryFiles)."""
 
     def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
 
@@ -185,7 +186,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     except asyncio.CancelledError:
         # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Not a failure of
         # the session (no rest): the retry, or the next job, resumes after the finished chunks
-        # (worker.progress), and still notes through the end.
+        # (worker.state.progress), and still notes through the end.
         if since:
             await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
@@ -592,7 +593,7 @@ async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any], need_s
               previous: str = "") -> Answer:
     """The summary model, then the fallback model once the first keeps failing or cannot work.
 
-    A summary is guarded (worker.guards): a refusal, an error text, a placeholder, or one that lost most
+    A summary is guarded (worker.model.guards): a refusal, an error text, a placeholder, or one that lost most
     of `previous`, is a BadAnswer and commits nothing."""
     deps = run.deps
     settings = deps.settings

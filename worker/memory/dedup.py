@@ -9,8 +9,8 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from worker.answer import CATEGORIES, Fact
-from worker.language import CJK_LETTERS
+from worker.model.answer import CATEGORIES, Fact
+from worker.text.language import CJK_LETTERS
 
 # Seed 001: "similarity > 0.8 or an exact match: skip".
 DEFAULT_THRESHOLD = 0.8

@@ -20,10 +20,10 @@ from rich.table import Table
 from nanobot_hooks.contract import Keys, utcnow
 from nanobot_hooks.queue import load_record, pending_sessions
 from nanobot_hooks.settings import redacted_url
-from worker import budget
+from worker.state import budget
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
-from worker.outcomes import JobOutcome
+from worker.state.outcomes import JobOutcome
 from worker.settings import SettingsError, load_instance_settings
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status

@@ -5,9 +5,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from worker.answer import CATEGORIES, SOURCES
-from worker.language import LANGUAGES
-from worker.prepare import Entry, defused
+from worker.model.answer import CATEGORIES, SOURCES
+from worker.text.language import LANGUAGES
+from worker.text.prepare import Entry, defused
 
 
 INSTRUCTIONS = """\
@@ -84,7 +84,7 @@ def user_prompt(
     """`previous_summary=None` asks for notes only, with no summary section.
 
     Each block's tags end in a suffix drawn for this call: no quoted text can know it, so none can close a
-    block early or open a new one (and quoted text is defused: worker.prepare)."""
+    block early or open a new one (and quoted text is defused: worker.text.prepare)."""
     tag = secrets.token_hex(3)
 
     def block(name: str, body: str, attributes: str = "") -> str:

@@ -16,10 +16,10 @@ from urllib.parse import unquote
 
 from filelock import FileLock
 
-from worker.answer import CATEGORIES, Fact
+from worker.model.answer import CATEGORIES, Fact
 from worker.errors import MemoryFilesError
-from worker.files import temp_beside
-from worker.dedup import (
+from worker.memory.files import temp_beside
+from worker.memory.dedup import (
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,
     best_match,
@@ -28,9 +28,9 @@ from worker.dedup import (
     importance,
     normalize,
 )
-from worker.language import LANGUAGES, text_language
-from worker.language import language as language_table
-from worker.redact import one_line
+from worker.text.language import LANGUAGES, text_language
+from worker.text.language import language as language_table
+from worker.text.redact import one_line
 
 BEGIN = "<!-- nanobot-summary:begin"
 END = "<!-- nanobot-summary:end -->"
@@ -38,7 +38,7 @@ LOCK_TIMEOUT = 120.0
 CAS_RETRIES = 8
 META_FORMAT = 1
 
-log = logging.getLogger("worker.longterm")
+log = logging.getLogger("worker.memory.longterm")
 
 # A heading in any of our languages maps back to its group, so a part written in one stays stable.
 _HEADING_GROUP = {normalize(title): key for lang in LANGUAGES.values() for key, title in lang.memory_groups.items()}

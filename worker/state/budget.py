@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from nanobot_hooks.contract import Keys
 
 if TYPE_CHECKING:  # scripts read spend without importing litellm
-    from worker.llm import Completion
+    from worker.model.llm import Completion
 
 DAY_SECONDS = 24 * 3600
 

@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.answer import NOTE_PARTS, DailyNotes
-from worker.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
-from worker.language import language as language_table
-from worker.prepare import local_time
-from worker.redact import one_line
+from worker.model.answer import NOTE_PARTS, DailyNotes
+from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.text.language import language as language_table
+from worker.text.prepare import local_time
+from worker.text.redact import one_line
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 LOCK_TIMEOUT = 120.0

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from worker.errors import BadAnswer
 
-log = logging.getLogger("worker.answer")
+log = logging.getLogger("worker.model.answer")
 
 # The parts of one day's notes (the user's DailySummary), in the order the notes file shows them.
 NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
@@ -127,7 +127,7 @@ def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer
     text as a prose summary.
 
     Prose is read as a summary with no notes or facts (`prose=True`); whether a summary may be committed,
-    prose or JSON alike, is for the guards (worker.guards) to decide. A notes-only call needs JSON.
+    prose or JSON alike, is for the guards (worker.model.guards) to decide. A notes-only call needs JSON.
     """
     cleaned = text.strip()
     if not cleaned:

@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.answer import CATEGORIES, NOTE_PARTS
+from worker.model.answer import CATEGORIES, NOTE_PARTS
 
 # Unicode ranges, written once: token counting, language detection and memory normalization share them.
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs

@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from nanobot_hooks.settings import redacted_url
 from worker.errors import NanobotConfigError
-from worker.nanobot_config import NanobotConfig
+from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
 Level = Literal["ok", "warn", "FAIL"]
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -79,8 +79,8 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
 
 
 def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
-    from worker.llm import credentials_problem, routing_problem
-    from worker.nanobot_config import resolve_model
+    from worker.model.llm import credentials_problem, routing_problem
+    from worker.nanobot.config import resolve_model
 
     try:
         choice = resolve_model(settings.summary_model, config)
@@ -172,8 +172,8 @@ def hooks_checks(given: str | None) -> list[Check]:
 async def outcome_checks(settings: Settings) -> list[Check]:
     from worker.connections import open_pool, redis_problem
     from worker.errors import NanobotConfigError
-    from worker.nanobot_config import NanobotConfig
-    from worker.outcomes import headline, load_outcome
+    from worker.nanobot.config import NanobotConfig
+    from worker.state.outcomes import headline, load_outcome
     from worker.settings import SettingsError
 
     if redis_problem(settings.redis_url, **settings.redis_options()):

@@ -11,11 +11,11 @@ from typing import Any, Literal
 import litellm
 
 from worker.errors import ContextTooLong, CredentialsError, PermanentLLMError, TransientLLMError
-from worker.nanobot_config import ModelChoice
-from worker.redact import redact
+from worker.nanobot.config import ModelChoice
+from worker.text.redact import redact
 
 litellm.suppress_debug_info = True
-log = logging.getLogger("worker.llm")
+log = logging.getLogger("worker.model.llm")
 DEFAULT_WINDOW = 128_000
 
 JsonMode = Literal["auto", "json_schema", "json_object", "off"]

@@ -18,9 +18,9 @@ from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
-from worker.nanobot_config import NanobotConfig
-from worker.outcomes import headline, load_outcome
-from worker.sessions import list_session_keys, read_session
+from worker.nanobot.config import NanobotConfig
+from worker.state.outcomes import headline, load_outcome
+from worker.nanobot.sessions import list_session_keys, read_session
 from worker.settings import Settings, SettingsError, load_settings
 
 
@@ -54,9 +54,9 @@ async def connect(settings: Settings) -> ArqRedis:
 
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
-    """What the job would do now, from the job's own plan (worker.jobs.plan_job)."""
+    """What the job would do now, from the job's own plan (worker.summarize.jobs.plan_job)."""
     from worker.app import build_deps
-    from worker.jobs import plan_job
+    from worker.summarize.jobs import plan_job
 
     deps = build_deps(settings)
     print(f"model {deps.model.model} ({deps.model.source}); keep {settings.summary_keep}; "
@@ -125,7 +125,7 @@ async def run(args: argparse.Namespace) -> int:
         task = progress.add_task("queueing", total=len(keys))
         for key in keys:
             if args.since:
-                from worker.cron import flag_sessions  # the same path as the daily run
+                from worker.summarize.daily import flag_sessions  # the same path as the daily run
 
                 # Named keys: flag_sessions reads nothing of the deps but the sessions folder.
                 await flag_sessions(SimpleNamespace(sessions_dir=sessions_dir), redis, args.since,  # type: ignore[arg-type]

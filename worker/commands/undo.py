@@ -17,9 +17,9 @@ from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_n
 from nanobot_hooks.queue import drop_record, load_record
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
-from worker.memory import MemoryFiles
-from worker.nanobot_config import NanobotConfig
-from worker.sessions import edit_line_one, read_session, session_path
+from worker.memory.writer import MemoryFiles
+from worker.nanobot.config import NanobotConfig
+from worker.nanobot.sessions import edit_line_one, read_session, session_path
 from worker.settings import SettingsError, load_settings
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -47,7 +47,7 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
 
 
 def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
-    """Line 1 undone the way the worker writes it (worker.sessions.edit_line_one): every message line copied
+    """Line 1 undone the way the worker writes it (worker.nanobot.sessions.edit_line_one): every message line copied
     byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
     recovery file only when the session file is not newer)."""
     if dry_run:

@@ -13,9 +13,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filelock import Timeout
 
-from worker.answer import DailyNotes, Fact
-from worker import longterm, notes
-from worker.dedup import DEFAULT_THRESHOLD
+from worker.model.answer import DailyNotes, Fact
+from worker.memory import longterm
+from worker.memory import notes
+from worker.memory.dedup import DEFAULT_THRESHOLD
 from worker.errors import MemoryFilesError
 
 
@@ -104,7 +105,7 @@ class MemoryFiles:
 
     def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact],
                   language: str) -> MemoryResult:
-        # Both writers redact every line they write (worker.redact.one_line): no secret reaches a file.
+        # Both writers redact every line they write (worker.text.redact.one_line): no secret reaches a file.
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
         stats = longterm.MergeStats()
         batch = longterm.Batch(facts, language, self.today(), session_key)

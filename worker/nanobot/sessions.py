@@ -23,9 +23,9 @@ from nanobot_hooks.nanobot_format import (
     timestamp_before,
 )
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
-from worker.files import temp_beside
+from worker.memory.files import temp_beside
 
-log = logging.getLogger("worker.sessions")
+log = logging.getLogger("worker.nanobot.sessions")
 LOCK_TIMEOUT_SECONDS = 30
 WRITE_ATTEMPTS = 5
 # A file name of 255 bytes at most (ext4, APFS, NTFS): base64 of the key plus ".jsonl". nanobot stores every

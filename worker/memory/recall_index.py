@@ -38,14 +38,15 @@ from nanobot_hooks.contract import (
     fts_problem,
 )
 from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
-from worker import longterm, notes
+from worker.memory import longterm
+from worker.memory import notes
 from worker.errors import SessionError, WorkerError
-from worker.language import CJK_LETTERS
-from worker.prepare import local_time, render
-from worker.redact import redact
-from worker.sessions import SessionFile, list_session_keys, read_session, session_path
+from worker.text.language import CJK_LETTERS
+from worker.text.prepare import local_time, render
+from worker.text.redact import redact
+from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
 
-log = logging.getLogger("worker.recall_index")
+log = logging.getLogger("worker.memory.recall_index")
 
 MEMORY_FILE = "MEMORY.md"
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")

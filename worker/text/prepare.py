@@ -9,9 +9,9 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
-from worker.language import text_language
-from worker.redact import redact, redact_arguments
-from worker.tokens import Counter
+from worker.text.language import text_language
+from worker.text.redact import redact, redact_arguments
+from worker.text.tokens import Counter
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
 TOOL_RESULT_CHARS = 3_000
@@ -34,7 +34,7 @@ class Entry:
 def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = None) -> str:
     """Keep the head and the tail, and say how much of the middle went.
 
-    `clean` (worker.redact.redact) is applied to each kept end, and a margin past it, before the cut: a cut
+    `clean` (worker.text.redact.redact) is applied to each kept end, and a margin past it, before the cut: a cut
     through a secret would leave a half that no rule recognizes. Only the ends are read, so a megabyte of
     tool output costs what its ends cost."""
     if len(text) <= max_chars:
@@ -70,12 +70,12 @@ def _tool_call_text(call: Any) -> str:
         return ""
     function = call.get("function") if isinstance(call.get("function"), dict) else call
     name = function.get("name", "?")
-    # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.redact).
+    # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.text.redact).
     arguments = redact_arguments(function.get("arguments", ""), lambda text: cut_middle(text, TOOL_ARGS_CHARS, redact))
     return f"{name}({cut_middle(arguments, TOOL_ARGS_CHARS)})"
 
 
-# The prompt's own block names (worker.prompts): data must never open or close one.
+# The prompt's own block names (worker.model.prompts): data must never open or close one.
 _BLOCK_TAG = re.compile(r"<(/?)(?=(?:messages|previous_summary|already_remembered)\b)", re.IGNORECASE)
 
 

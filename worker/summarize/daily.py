@@ -16,12 +16,12 @@ from filelock import Timeout
 from nanobot_hooks.contract import Keys, Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
-from worker.jobs import Deps
+from worker.summarize.jobs import Deps
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
-from worker.memory import MemoryFiles
-from worker.sessions import list_session_keys, session_path
+from worker.memory.writer import MemoryFiles
+from worker.nanobot.sessions import list_session_keys, session_path
 
-log = logging.getLogger("worker.cron")
+log = logging.getLogger("worker.summarize.daily")
 # A session untouched for this long has nothing new to note; its file is not even read.
 RECENT_SECONDS = 3 * 24 * 3600
 JOB_FLUSH_MEMORY = "flush_memory"

@@ -1,0 +1,1 @@
+"""The `nanobot-summary` command line and its subcommands."""

@@ -1,0 +1,1 @@
+"""Text in and out of the model: the transcript, token counting, redaction, languages."""
