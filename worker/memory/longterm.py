@@ -18,7 +18,7 @@ from filelock import FileLock
 
 from worker.model.answer import CATEGORIES, Fact
 from worker.errors import MemoryFilesError
-from worker.memory.files import temp_beside
+from worker.files import temp_beside
 from worker.memory.dedup import (
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,

@@ -23,7 +23,7 @@ from nanobot_hooks.nanobot_format import (
     timestamp_before,
 )
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
-from worker.memory.files import temp_beside
+from worker.files import temp_beside
 
 log = logging.getLogger("worker.nanobot.sessions")
 LOCK_TIMEOUT_SECONDS = 30
