@@ -119,7 +119,7 @@ class HookSettings(BaseSettings):
     summary_cache_ttl: float = Field(300.0, gt=0, description="seconds the main model's provider keeps a prompt "
                                      "cached (for idle summaries and NANOBOT_SUMMARY_PICKUP=idle)")
     summary_idle: bool = Field(True, description="summarize a session in the background once it has been quiet "
-                               "longer than NANOBOT_SUMMARY_CACHE_TTL (when worth NANOBOT_SUMMARY_MIN_SAVING); "
+                               "longer than NANOBOT_SUMMARY_CACHE_TTL (when worth NANOBOT_SUMMARY_IDLE_MIN_TOKENS); "
                                "false = only the threshold and interval triggers")
     summary_recall: bool = Field(True, description="offer the recall tool to the model; false = not offered")
     summary_recall_scope: Literal["session", "trusted"] = Field(

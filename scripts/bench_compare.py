@@ -530,6 +530,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="one run after another (default: a window's runs at the same time, which costs "
                              "latency figures nothing that matters here and saves most of the wall time)")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="run in this (new) folder and keep it: each run's gateway and worker logs and files")
     parser.add_argument("--smoke", action="store_true", help="a short run that only checks the script works")
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no progress lines")
     args = parser.parse_args(argv)
@@ -581,7 +583,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                               "windows": {}}
     runs_of = variants(args.variant, args)
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         redis = RedisServer(work / "redis").start()
         try:
             for index, window in enumerate(args.window):

@@ -19,8 +19,9 @@ from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from worker.app import worker_options
+from worker.summarize.cut import saves_enough, saving_floor
 from worker.summarize.idle import KEEP_NOTHING, idle_keep
-from worker.summarize.jobs import Deps, plan_for
+from worker.summarize.jobs import Deps, plan_for, plan_job
 from worker.state.outcomes import load_outcome
 from worker.nanobot.sessions import read_session
 from worker.settings import KeepRule
@@ -44,6 +45,30 @@ def test_idle_keep_stands_aside_for_nanobots_idle_compaction_or_leaves_it_nothin
     assert idle_keep(turns, cache_ttl=300, nanobot_idle=900) == KEEP_NOTHING, "ours first: nothing left for nanobot"
     assert idle_keep(turns, cache_ttl=300, nanobot_idle=60) is None, "nanobot first: no second summary"
     assert idle_keep(turns, cache_ttl=300, nanobot_idle=330, nanobot_scan=60) is None, "too close to call"
+
+
+def test_an_idle_summary_asks_an_absolute_floor_a_warm_one_a_share_of_the_window():
+    assert saving_floor("idle", 128_000, 0.05, 2_000) == 2_000, "a cold cache: no miss to buy back"
+    assert saving_floor("idle", 32_000, 0.05, 2_000) == 1_600, "never more than a warm summary asks"
+    assert saving_floor("tokens", 128_000, 0.05, 2_000) == saving_floor("interval", 128_000, 0.05, 2_000) == 6_400
+    assert saving_floor("manual", 128_000, 0.05, 2_000) == 0
+    assert saves_enough(2_000, 2_000) and not saves_enough(1_999, 2_000)
+    assert not saves_enough(0, 0.0) and not saves_enough(-10, 0.0), "a summary must shrink the context"
+
+
+def test_at_a_large_window_a_pause_is_summarized_where_a_warm_trigger_would_wait(nanobot_home, deps_for):
+    messages = conversation(12, user="question {i}: " + "the deploy script fails on the staging runner " * 30)
+    nanobot_home.write_session(KEY, messages)
+    session = read_session(nanobot_home.sessions_dir, KEY)
+    deps = deps_for(summary_context_window=128_000, summary_min_saving=0.05, summary_idle_min_tokens=2_000)
+
+    def plan(reason: str):
+        return plan_job(deps, session, None, SummarizeRequest(session_key=KEY, reason=reason, keep="turns:1"))
+
+    idle, warm = plan("idle"), plan("interval")
+    assert 2_000 <= idle.covered_tokens < 6_400, "the case in point: more than the floor, under 5% of the window"
+    assert idle.skip is None and idle.entries
+    assert warm.skip is not None and "too little" in warm.skip
 
 
 def test_the_idle_keep_rules_cut(nanobot_home, deps_for):
@@ -185,7 +210,7 @@ async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
     fake_llm.default = Reply(summary_json())
     saved_now(nanobot_home.write_session(KEY, conversation(3)))
     assert await enqueue_idle_check(redis, KEY, TTL)
-    await worker(idle_deps(summary_min_saving=0.05))  # 5% of a 128,000 window: far more than 3 exchanges
+    await worker(idle_deps(summary_min_saving=0.05, summary_idle_min_tokens=2_000))  # far more than 3 exchanges
 
     async def check_done() -> bool:
         return not await redis.zcard(TEST_KEYS.queue) and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")

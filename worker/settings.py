@@ -62,6 +62,10 @@ class Settings(HookSettings):
     summary_min_saving: float = Field(0.05, ge=0, lt=1, description="share of the context window a summary must "
                                       "take out of every later request; a smaller one is not asked for "
                                       "(a manual enqueue always is); 0 = any saving")
+    # An idle summary is applied at a cold cache, so it pays no extra cache miss: any clear saving is worth
+    # its call, at any window size (worker.cut.saving_floor).
+    summary_idle_min_tokens: int = Field(2_000, ge=0, description="tokens an idle summary must take out of the "
+                                         "context (at most NANOBOT_SUMMARY_MIN_SAVING of the window)")
     summary_input_tokens: int = Field(24_000, ge=1_000, description="input budget of one summarizing call")
     summary_max_chars: int = Field(8_000, ge=500, description="size cap of the rolling summary")
     summary_prompt_file: Path | None = Field(None, description="a file whose text replaces the instructions")

@@ -89,3 +89,22 @@ def worth_summarizing(saving: int, window: int, min_saving: float) -> bool:
     miss its pickup causes (the cache ends where the summary sits in the system prompt)? A saving under
     `min_saving` of the window is not: it buys a few turns at most before the next summary."""
     return saving > 0 and saving >= min_saving * window
+
+
+def saving_floor(reason: str, window: int, min_saving: float, idle_floor: int) -> float:
+    """The tokens a summary must take out of the context to be asked for (`reason` is the request's).
+
+    A summary applied while the cache is warm makes the next request re-send the summary and the kept
+    tail uncached, and a share of the window is what that miss has to buy back. An idle summary is applied
+    after the cache has gone cold, when the whole prompt is a miss anyway: it is worth its (cheaper-model)
+    call whenever it takes out clearly more than the summary puts back, `idle_floor` tokens, whatever the
+    window (a share of a large window would leave every pause of a chat unsummarized). Asked by hand: any
+    saving."""
+    if reason == "manual":
+        return 0.0
+    share = min_saving * window
+    return min(share, float(idle_floor)) if reason == "idle" else share
+
+
+def saves_enough(saving: int, floor: float) -> bool:
+    return saving > 0 and saving >= floor

@@ -21,7 +21,7 @@ from nanobot_hooks.queue import load_record, store_record
 from worker.state import budget
 from worker.model import guards
 from worker.model.answer import ANSWER_SCHEMA, NOTE_PARTS, NOTES_SCHEMA, Answer, DailyNotes, Fact, parse_answer
-from worker.summarize.cut import Cut, plan_cut, worth_summarizing
+from worker.summarize.cut import Cut, plan_cut, saves_enough, saving_floor
 from worker.errors import (
     BadAnswer,
     ContextTooLong,
@@ -281,7 +281,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     if plan.skip is not None:
         return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
     previous, cut, counts, entries = plan.previous, plan.cut, plan.counts, plan.entries
-    window, min_saving = plan.window, plan.min_saving
+    window, floor = plan.window, plan.floor
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
@@ -296,7 +296,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     notes = dated_notes(answer.notes, last_noted)
     memory = await write_memory(deps, key, notes, answer.facts, language)
     # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
-    if not worth_summarizing(tokens_before - tokens_after, window, min_saving / 2):
+    if not saves_enough(tokens_before - tokens_after, floor / 2):
         detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
         return JobOutcome(session_key=key, status="noop", detail=detail), set()
     record = SummaryRecord(
@@ -466,7 +466,7 @@ class JobPlan:
     cut: Cut
     counts: list[int]
     window: int
-    min_saving: float
+    floor: float  # tokens it must take out of the context (saving_floor)
     covered_tokens: int = 0
     entries: list[Entry] = field(default_factory=list)
     skip: str | None = None  # the outcome's detail when nothing is to be summarized
@@ -476,14 +476,14 @@ def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, re
     start, previous = chain_start(session, pending)
     cut, counts = plan_for(deps, session, start, req)
     window = window_for(deps, req)
-    # Asked by hand: the user wants it whatever it saves.
-    min_saving = 0.0 if req.reason == "manual" else deps.settings.summary_min_saving
-    plan = JobPlan(start, previous, cut, counts, window, min_saving, sum(counts[cut.start:cut.boundary]))
+    floor = saving_floor(req.reason, window, deps.settings.summary_min_saving, deps.settings.summary_idle_min_tokens)
+    plan = JobPlan(start, previous, cut, counts, window, floor, sum(counts[cut.start:cut.boundary]))
     if cut.covered == 0:
         plan.skip = "nothing to cover beyond the keep rule"
-    elif not worth_summarizing(plan.covered_tokens, window, min_saving):
-        plan.skip = (f"too little to summarize ({plan.covered_tokens:,} of {min_saving * window:,.0f} tokens "
-                     "NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context)")
+    elif not saves_enough(plan.covered_tokens, floor):
+        plan.skip = (f"too little to summarize ({plan.covered_tokens:,} of {floor:,.0f} tokens "
+                     + ("NANOBOT_SUMMARY_IDLE_MIN_TOKENS" if req.reason == "idle" else "NANOBOT_SUMMARY_MIN_SAVING")
+                     + " asks a summary to take out of the context)")
     else:
         # Rendered only when it will be used (a 100,000-message session renders for long); hidden rows
         # (nanobot's checkpoint marker) and command messages drop out here, so a cut of only those is empty.
