@@ -301,11 +301,10 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         write_config(home, llm.url, ws_port, **nanobot_defaults(window, args, variant.nanobot))
         redis_url = redis.url(db=db)
         base = {"TIKTOKEN_CACHE_DIR": tokenizer_dir(), "NANOBOT_SUMMARY_RECALL": "false" if not ours else "true"}
-        env = nanobot_env(home, redis_url, **base,
-                          **({"NANOBOT_AUTO_SUMMARY": "false"} if not ours else settings))
+        env = nanobot_env(home, redis_url, **{**base, **({"NANOBOT_AUTO_SUMMARY": "false"} if not ours else settings)})
         worker = None
         if ours:
-            worker_env = nanobot_env(home, redis_url, **base, **settings, NANOBOT_CONFIG=str(home.config_path),
+            worker_env = nanobot_env(home, redis_url, **{**base, **settings}, NANOBOT_CONFIG=str(home.config_path),
                                      NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
             with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
                 worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
