@@ -287,9 +287,18 @@ def nanobot_defaults(window: int, args: argparse.Namespace, overrides: dict[str,
             "idleCompactCheckIntervalSeconds": args.nanobot_idle_check, **overrides}
 
 
+def run_settings(variant: Variant) -> dict[str, str]:
+    """The environment of a run's nanobot (and worker): nanobot alone has the project off; a variant's own
+    settings win over the harness's (recall on)."""
+    base = {"TIKTOKEN_CACHE_DIR": tokenizer_dir()}
+    if not variant.ours:
+        return {**base, "NANOBOT_SUMMARY_RECALL": "false", "NANOBOT_AUTO_SUMMARY": "false"}
+    return {**base, "NANOBOT_SUMMARY_RECALL": "true", **variant.settings}
+
+
 async def run_one(name: str, window: int, script: list[Turn], args: argparse.Namespace, work: Path,
                   redis: RedisServer, db: int, variant: Variant) -> Run:
-    ours, settings = variant.ours, variant.settings
+    ours = variant.ours
     provider = Provider(args.turn_latency, args.summary_base, args.summary_per_token, args.summary_chars,
                         args.reply_chars, args.cache_ttl / args.time_scale)
     folder = work / name
@@ -300,11 +309,11 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         ws_port = free_port()
         write_config(home, llm.url, ws_port, **nanobot_defaults(window, args, variant.nanobot))
         redis_url = redis.url(db=db)
-        base = {"TIKTOKEN_CACHE_DIR": tokenizer_dir(), "NANOBOT_SUMMARY_RECALL": "false" if not ours else "true"}
-        env = nanobot_env(home, redis_url, **{**base, **({"NANOBOT_AUTO_SUMMARY": "false"} if not ours else settings)})
+        base = run_settings(variant)
+        env = nanobot_env(home, redis_url, **base)
         worker = None
         if ours:
-            worker_env = nanobot_env(home, redis_url, **{**base, **settings}, NANOBOT_CONFIG=str(home.config_path),
+            worker_env = nanobot_env(home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path),
                                      NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
             with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
                 worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,

@@ -67,6 +67,10 @@ def test_nanobot_alone_runs_at_its_defaults_and_with_idle_compaction_off():
     assert configs["alone-idle-off"]["idleCompactAfterMinutes"] == 0
     assert configs["tuned"]["idleCompactAfterMinutes"] == 2, "a variant may set nanobot's own keys"
     assert runs["tuned"].settings == {"NANOBOT_SUMMARY_THRESHOLD": "0.5", "NANOBOT_SUMMARY_CACHE_TTL": "60"}
+    assert bench.run_settings(runs["alone"])["NANOBOT_AUTO_SUMMARY"] == "false", "nanobot alone: the project off"
+    assert bench.run_settings(runs["tuned"])["NANOBOT_SUMMARY_RECALL"] == "true"
+    quiet = bench.variants(["norecall:NANOBOT_SUMMARY_RECALL=false"], args)["norecall"]
+    assert bench.run_settings(quiet)["NANOBOT_SUMMARY_RECALL"] == "false", "a variant's setting wins"
     default = bench.variants([], args)
     assert default["memory"].settings["NANOBOT_MEMORY_SESSIONS"] == "websocket:bench", "a chat trusted with MEMORY.md"
     assert not default["alone"].ours and default["ours"].ours
