@@ -3,7 +3,7 @@
 A simulation, no model and no network: the conversation, replies and summaries of `scripts/bench_compare.py`,
 counted with cl100k, the cut made by the worker's own planner (`worker.summarize.jobs.plan_for`, the idle keep rule as
 the worker applies it). Every pause longer than the cache lifetime gets an idle summary (if it is worth
-NANOBOT_SUMMARY_MIN_SAVING); the 60% trigger stays the safety net (its summary keeps the last exchange).
+NANOBOT_SUMMARY_IDLE_MIN_TOKENS, as `worker.summarize.cut.saving_floor` decides); the 60% trigger stays the safety net (its summary keeps the last exchange).
 Billing as bench_compare's: a request's prefix shared with the previous request within the cache lifetime
 is cached at a tenth of the price. The figures to weigh: what each rule adds to every later request, against
 the last exchange being in the prompt verbatim (what a user's next message after a pause most often refers to).
@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
+from worker.summarize.cut import saving_floor  # noqa: E402
 from worker.summarize.jobs import cut_by  # noqa: E402
 from worker.settings import KeepRule  # noqa: E402
 from worker.text.tokens import best_counter, count_message  # noqa: E402
@@ -55,7 +56,7 @@ def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Name
             figures.pauses += 1
         if cold and i and rule is not None:
             boundary = cut_by(messages, start, counts, rule, window, explicit=True).boundary
-            if sum(counts[start:boundary]) >= args.min_saving * window:
+            if sum(counts[start:boundary]) >= saving_floor("idle", window, args.min_saving, args.idle_min_tokens):
                 text = "\n".join(m["content"] for m in messages[start:boundary])
                 summary = count(fake_summary(text, args.summary_chars))
                 start = boundary
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pause-every", type=int, default=15, help="a pause after every N turns")
     parser.add_argument("--cache-ttl", type=float, default=300.0, help="provider cache lifetime, seconds")
     parser.add_argument("--min-saving", type=float, default=0.05, help="NANOBOT_SUMMARY_MIN_SAVING")
+    parser.add_argument("--idle-min-tokens", type=int, default=2_000, help="NANOBOT_SUMMARY_IDLE_MIN_TOKENS")
     parser.add_argument("--rule", nargs="+", default=list(RULES), help="idle keep rules to compare")
     args = parser.parse_args(argv)
     for window in args.window:
