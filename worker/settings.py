@@ -63,7 +63,7 @@ class Settings(HookSettings):
                                       "take out of every later request; a smaller one is not asked for "
                                       "(a manual enqueue always is); 0 = any saving")
     # An idle summary is applied at a cold cache, so it pays no extra cache miss: any clear saving is worth
-    # its call, at any window size (worker.cut.saving_floor).
+    # its call, at any window size (worker.summarize.cut.saving_floor).
     summary_idle_min_tokens: int = Field(2_000, ge=0, description="tokens an idle summary must take out of the "
                                          "context (at most NANOBOT_SUMMARY_MIN_SAVING of the window)")
     summary_input_tokens: int = Field(24_000, ge=1_000, description="input budget of one summarizing call")
