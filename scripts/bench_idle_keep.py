@@ -3,7 +3,8 @@
 A simulation, no model and no network: the conversation, replies and summaries of `scripts/bench_compare.py`,
 counted with cl100k, the cut made by the worker's own planner (`worker.summarize.jobs.plan_for`, the idle keep rule as
 the worker applies it). Every pause longer than the cache lifetime gets an idle summary (if it is worth
-NANOBOT_SUMMARY_IDLE_MIN_TOKENS, as `worker.summarize.cut.saving_floor` decides); the 60% trigger stays the safety net (its summary keeps the last exchange).
+NANOBOT_SUMMARY_IDLE_MIN_TOKENS, as `worker.summarize.cut.saving_floor` decides); the 60% trigger stays
+the safety net (its summary keeps the last exchange).
 Billing as bench_compare's: a request's prefix shared with the previous request within the cache lifetime
 is cached at a tenth of the price. The figures to weigh: what each rule adds to every later request, against
 the last exchange being in the prompt verbatim (what a user's next message after a pause most often refers to).
@@ -56,7 +57,8 @@ def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Name
             figures.pauses += 1
         if cold and i and rule is not None:
             boundary = cut_by(messages, start, counts, rule, window, explicit=True).boundary
-            if sum(counts[start:boundary]) >= saving_floor("idle", window, args.min_saving, args.idle_min_tokens):
+            floor = saving_floor("idle", window, args.min_saving, args.idle_min_tokens)
+            if sum(counts[start:boundary]) >= floor:
                 text = "\n".join(m["content"] for m in messages[start:boundary])
                 summary = count(fake_summary(text, args.summary_chars))
                 start = boundary

@@ -6,7 +6,8 @@ each saved turn (`idle_job_id`); the check runs here once the session could have
 NANOBOT_SUMMARY_CACHE_TTL:
 - active since (the session file was saved later): it defers itself to the last save + the cache lifetime;
 - quiet long enough: it plans the cut with the idle keep rule and, only when that is worth
-  NANOBOT_SUMMARY_IDLE_MIN_TOKENS (worker.summarize.cut.saving_floor), queues the ordinary summarize job with reason "idle" under the session's job id
+  NANOBOT_SUMMARY_IDLE_MIN_TOKENS (worker.summarize.cut.saving_floor), queues the ordinary summarize job
+  with reason "idle" under the session's job id
   (single flight with the threshold trigger: a job already queued or running covers the session instead).
   Nothing is asked of any model when it is not worth it, nor while the session rests after a failure.
 """
