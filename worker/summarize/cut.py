@@ -88,7 +88,7 @@ def worth_summarizing(saving: int, window: int, min_saving: float) -> bool:
     """Is taking `saving` tokens out of every later request worth a summarizing call and the prompt-cache
     miss its pickup causes (the cache ends where the summary sits in the system prompt)? A saving under
     `min_saving` of the window is not: it buys a few turns at most before the next summary."""
-    return saving > 0 and saving >= min_saving * window
+    return saves_enough(saving, min_saving * window)
 
 
 def saving_floor(reason: str, window: int, min_saving: float, idle_floor: int) -> float:

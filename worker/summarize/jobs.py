@@ -281,7 +281,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     if plan.skip is not None:
         return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
     previous, cut, counts, entries = plan.previous, plan.cut, plan.counts, plan.entries
-    window, floor = plan.window, plan.floor
+    floor = plan.floor
     language = detect_language(session.messages[cut.start:cut.read])
     fresh = {e.index for e in unnoted(deps, key, entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in entries]
