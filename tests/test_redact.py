@@ -196,3 +196,47 @@ async def test_planted_secrets_appear_in_no_memory_file(tmp_path: Path) -> None:
             assert secret.encode() not in data, f"{secret[:12]}... leaked into {path.name}"
     memory_text = memory.memory_path.read_text(encoding="utf-8")
     assert "providers.deepseek.apiKey" in memory_text, "where the key is configured is kept"
+
+
+# One text per alternative of the trigger, in its order: a new alternative fails the count until it has one.
+TRIGGER_EXAMPLES = [
+    "PRIVATE KEY", "://", "sk-", "rk_", "AKIA", "ASIA", "ghs_", "github_pat_", "glpat-", "xox", "AIza", "hf_",
+    "npm_", ":AA", "eyJ", "bearer", "mysql", "mysqldump", "mariadb", "redis-cli", "--pass", "docker", "podman",
+    "nerdctl", "sshpass", "curl", "Authorization", "passphrase", "密码", "密碼", "口令", "パスワード", "暗証番号",
+    "비밀번호", "암호", "api key", "key", "token", "secret", "credentials", "auth", "access-key", "private_key",
+    "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット", "秘密鍵", "キー", "토큰", "키", "시크릿",
+]
+
+
+def _top_level_alternatives(pattern: str) -> int:
+    depth, count, escaped = 0, 1, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            count += 1
+    return count
+
+
+def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> None:
+    from worker.redact import _TRIGGER, may_hold_secret
+    assert _top_level_alternatives(_TRIGGER.pattern.removeprefix("(?i)")) == len(TRIGGER_EXAMPLES)
+    for example in TRIGGER_EXAMPLES:
+        for shown in (example, example.upper(), example.lower(), example.swapcase()):
+            text = f"部署失败 {shown} the logs"
+            assert may_hold_secret(text) is (_TRIGGER.search(text) is not None), text
+            assert may_hold_secret(text), text
+
+
+@given(st.text(alphabet=st.sampled_from(list("aAsSkKiI_-:/ pwhdtoenyJ") + ["\u0130", "\u0131", "\u017f", "\u212a",
+                                                                          "密", "码", "キ", "ー", "키"]),
+               max_size=40))
+def test_the_fast_secret_check_never_misses_what_the_trigger_finds(text: str) -> None:
+    from worker.redact import _TRIGGER, may_hold_secret
+    assert may_hold_secret(text) is (_TRIGGER.search(text) is not None)

@@ -151,9 +151,32 @@ _TRIGGER = re.compile(
 )
 
 
+# The trigger's words as plain lower-case text: looking for each in the lowered text is several times
+# faster than the case-insensitive alternation, which tries every branch at every character. Every
+# alternative of _TRIGGER contains one of them (tests/test_redact.py checks it), so a text holding none
+# cannot match it. The re module also equates İ, ı (with i) and ſ (with s): a text holding one of
+# those is left to _TRIGGER itself.
+_TRIGGER_WORDS = (
+    "://", "sk-", "sk_", "rk_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
+    "xox", "aiza", "hf_", "npm_", ":aa", "eyj", "bearer", "mysql", "mariadb", "redis-cli", "docker", "podman",
+    "nerdctl", "sshpass", "curl", "pass", "key", "token", "secret", "credential", "auth", "密码", "密碼", "口令",
+    "パスワード", "暗証番号", "비밀번호", "암호", "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット",
+    "秘密鍵", "キー", "토큰", "키", "시크릿",
+)
+_FOLDED_ELSEWHERE = ("\u0130", "\u0131", "\u017f")
+
+
+def may_hold_secret(text: str) -> bool:
+    """Could any rule of `redact` apply to `text` (the same answer as _TRIGGER, found faster)?"""
+    if any(odd in text for odd in _FOLDED_ELSEWHERE):
+        return _TRIGGER.search(text) is not None
+    lowered = text.lower()
+    return any(word in lowered for word in _TRIGGER_WORDS) and _TRIGGER.search(text) is not None
+
+
 def redact(text: str) -> str:
     """The text with every recognized secret value replaced by [REDACTED]."""
-    if not text or not _TRIGGER.search(text):
+    if not text or not may_hold_secret(text):
         return text
     text = _PRIVATE_KEY.sub(KEY_MARK, text)
     text = _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}{MARK}", text)
