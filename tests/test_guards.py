@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from worker.model.guards import MIN_IDENTIFIERS, carry_forward, check, identifiers, unusable
 from worker.model.llm import json_mode
@@ -89,3 +91,13 @@ def test_check_refuses_a_summary_that_drops_most_of_the_previous_one() -> None:
 ])
 def test_the_json_mode_follows_what_litellm_knows_of_the_model(model: str, wanted: str, mode: str) -> None:
     assert json_mode(model, wanted) == mode  # type: ignore[arg-type]
+
+
+@given(st.lists(st.sampled_from(["a", "B", "7", ".", "-", "_", "+", "@", "/", "\\", ":", " ", "\n", "~", "`", "\"",
+                                 "C:", "x.py", "部署", "テスト"]), max_size=30).map("".join))
+def test_a_text_without_an_at_sign_or_a_slash_yields_what_every_pattern_finds(text: str) -> None:
+    from worker.guards import _PATTERNS, _identifier_pattern, _scanner
+    every = _identifier_pattern(frozenset())
+    assert every.pattern == "|".join(f"(?:{p})" for p in _PATTERNS)
+    found = [(m.group(1), m.group(0)) for m in _scanner(text).finditer(text)]
+    assert found == [(m.group(1), m.group(0)) for m in every.finditer(text)]

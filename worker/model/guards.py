@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
+from functools import lru_cache
 
 from worker.text.language import HAN, HANGUL
 
@@ -68,7 +69,22 @@ _PATTERNS = [
     rf"[{HANGUL}]{{2,}}(?=[{HANGUL}]?\s*(?:씨|님|사장|팀|프로젝트))",  # Korean names before a title
     rf"[{HAN}]{{2,4}}(?=(?:先生|女士|老师|总|经理|公司|项目|さん|様))",  # Han names before a title
 ]
-_IDENTIFIER = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+# The characters without which a pattern cannot match. The e-mail and path patterns try a run of word
+# characters at every character of every word (the most costly part of the scan), so a text without any
+# of their characters is scanned without them: the same matches, found sooner.
+_NEEDS = {_PATTERNS[1]: "@", _PATTERNS[2]: "/\\"}
+
+
+@lru_cache(maxsize=8)
+def _identifier_pattern(absent: frozenset[str]) -> re.Pattern[str]:
+    kept = [p for p in _PATTERNS if not (p in _NEEDS and set(_NEEDS[p]) <= absent)]
+    return re.compile("|".join(f"(?:{p})" for p in kept))
+
+
+def _scanner(text: str) -> re.Pattern[str]:
+    return _identifier_pattern(frozenset(c for c in "@/\\" if c not in text))
+
+
 # A capitalized word is a name unless it opens a line, a bullet or a sentence.
 _NAME = re.compile(r"(?<![.!?:\-*#>])(?<![.!?:] )(?<!- )(?<!\* )(?<!# )(?<!\n)\b[A-Z][a-z]{2,}\b")
 # Capitalized words that are sentence openers or our own section headings, not names.
@@ -88,7 +104,7 @@ def identifiers(text: str) -> set[str]:
     """The identifiers of `text`, normalized (width and case folded)."""
     # Each distinct match is normalized once: a long transcript repeats the same numbers and names
     # hundreds of times (the job measures the coverage of every summary with this).
-    raw = {match.group(1) or match.group(0) for match in _IDENTIFIER.finditer(text)}  # group 1: a quoted term
+    raw = {match.group(1) or match.group(0) for match in _scanner(text).finditer(text)}  # group 1: a quoted term
     first_word = len(text) - len(text.lstrip())
     raw.update(match.group(0) for match in _NAME.finditer(text) if match.start() > first_word)  # not the first word
     found: set[str] = set()
