@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.text.prepare import MESSAGE_CHARS, TOOL_ARGS_CHARS, TOOL_RESULT_CHARS, as_data, render, transcript
+from worker.text.prepare import (
+    MESSAGE_CHARS,
+    TOOL_ARGS_CHARS,
+    TOOL_RESULT_CHARS,
+    Lines,
+    as_data,
+    chunk,
+    local_time,
+    render,
+    transcript,
+)
 from worker.text.tokens import cl100k_counter
 
 # Every character str.splitlines() ends a line at.
@@ -60,3 +70,30 @@ def test_a_huge_tool_call_keeps_its_secrets_out_and_its_size_down() -> None:
         {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]})
     assert line is not None and len(line) < 2 * TOOL_ARGS_CHARS
     assert "short-key-1" not in line and "pw 1" not in line
+
+
+PIECES = ["部署失败了", "check the logs ", "\n", "🙂", "ключ ", "<|endoftext|>", "x" * 40, "데이터 ", "1234567 "]
+
+
+@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), min_size=1, max_size=12),
+       st.integers(min_value=200, max_value=900))
+def test_chunks_are_the_same_whether_or_not_the_entries_are_counted(texts: list[str], budget: int) -> None:
+    # cl100k entries whose bytes fit the budget are not counted at all; a counter chunk cannot recognize counts
+    # every entry. Both must cut the same chunks.
+    exact = cl100k_counter()
+    assert exact is not None
+    messages = [{"role": "user", "content": text or ".", "timestamp": f"2026-11-20T10:{i:02d}:00"}
+                for i, text in enumerate(texts)]
+    fast = chunk(transcript(messages, 0, len(messages), exact), budget, exact)
+    counted = chunk(transcript(messages, 0, len(messages), exact), budget, lambda text: exact(text))
+    assert [[e.index for e in part] for part in fast] == [[e.index for e in part] for part in counted]
+    assert [[e.text for e in part] for part in fast] == [[e.text for e in part] for part in counted]
+
+
+def test_the_transcript_line_is_the_rendered_message_after_its_local_time() -> None:
+    messages = forged("a page")
+    lines = Lines(messages)
+    for entry in transcript(messages, 0, 3, cl100k_counter(), lines=lines):
+        moment = local_time(messages[entry.index]["timestamp"], None)
+        assert entry.text == render(messages[entry.index], moment)
+        assert lines(entry.index) is not None and entry.text.endswith(lines(entry.index) or "")

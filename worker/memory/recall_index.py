@@ -42,7 +42,7 @@ from worker.memory import longterm
 from worker.memory import notes
 from worker.errors import SessionError, WorkerError
 from worker.text.language import CJK_LETTERS
-from worker.text.prepare import local_time, render
+from worker.text.prepare import Lines, local_time
 from worker.text.redact import redact
 from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
 
@@ -106,12 +106,16 @@ def _local(stamp: Any, tz: tzinfo | None) -> tuple[str | None, str | None]:
     return (moment.date().isoformat(), moment.strftime("%Y-%m-%d %H:%M")) if moment else (None, None)
 
 
-def message_rows(messages: Sequence[dict[str, Any]], start: int, end: int, tz: tzinfo | None) -> list[Row]:
-    """Messages [start, end) as the summarizer read them (hidden rows and empty ones left out), redacted."""
+def message_rows(messages: Sequence[dict[str, Any]], start: int, end: int, tz: tzinfo | None,
+                 lines: Lines | None = None) -> list[Row]:
+    """Messages [start, end) as the summarizer read them (hidden rows and empty ones left out), redacted.
+    `lines`: those the job already rendered of these messages."""
+    if lines is None or lines.messages is not messages:
+        lines = Lines(messages)
     rows = []
     for index in range(start, end):
         message = messages[index]
-        line = render(message)
+        line = lines(index)
         if line is None:
             continue
         role = str(message.get("role") or "")
@@ -206,8 +210,10 @@ class RecallIndex:
         # new keeper.
         self._keeper: tuple[int, sqlite3.Connection] | None = None
 
-    def refresh(self, sessions_dir: Path, session: SessionFile | None = None, through: int | None = None) -> Refreshed:
-        """Index `session` (as the job read it) up to `through`, then every memory file that changed.
+    def refresh(self, sessions_dir: Path, session: SessionFile | None = None, through: int | None = None,
+                lines: Lines | None = None) -> Refreshed:
+        """Index `session` (as the job read it, `lines` as the job rendered them) up to `through`, then every
+        memory file that changed.
 
         Without a session, or when the index is new, every session of `sessions_dir` is indexed too
         (the sweep at start-up, and the rebuild). Raises RecallIndexError, sqlite3.Error or OSError."""
@@ -215,21 +221,22 @@ class RecallIndex:
         if problem:
             raise RecallIndexError(problem)
         try:
-            return self._refresh(sessions_dir, session, through)
+            return self._refresh(sessions_dir, session, through, lines)
         except sqlite3.DatabaseError as exc:
             if not _is_damaged(exc):
                 raise
             log.warning("recall index %s is damaged (%s): rebuilding it from the files", self.path, exc)
             self.discard()
-            return self._refresh(sessions_dir, session, through)
+            return self._refresh(sessions_dir, session, through, lines)
 
-    def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None) -> Refreshed:
+    def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
+                 lines: Lines | None = None) -> Refreshed:
         with closing(self.connect()) as db:
             self._keep_open()
             done = Refreshed(rebuilt=not self._complete(db))
             if session is not None:
                 done.messages += self._sync_session(db, session, archived_through(session) if through is None
-                                                    else through)
+                                                    else through, lines)
             if session is None or done.rebuilt:
                 done.messages += self._sweep(db, sessions_dir, skip=session.key if session else None)
             done.files = self._sync_memory_files(db)
@@ -326,7 +333,8 @@ class RecallIndex:
                 self._remember(db, name, seen.st_size, seen.st_mtime_ns)
         return added
 
-    def _sync_session(self, db: sqlite3.Connection, session: SessionFile, through: int) -> int:
+    def _sync_session(self, db: sqlite3.Connection, session: SessionFile, through: int,
+                      lines: Lines | None = None) -> int:
         """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew."""
         if session.first:
             row = db.execute("SELECT parts.through FROM parts WHERE kind = 'messages' AND session = ?",
@@ -352,7 +360,7 @@ class RecallIndex:
                                (done, timestamp_before(messages, done), part))
                     return added
                 end = min(through, done + MESSAGES_PER_TRANSACTION)
-                rows = message_rows(messages, done, end, self.tz)
+                rows = message_rows(messages, done, end, self.tz, lines)
                 self._insert(db, part, rows)
                 db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
                            (end, timestamp_before(messages, end), part))

@@ -39,7 +39,7 @@ from worker.model.llm import complete, context_window
 from worker.nanobot.config import ModelChoice, NanobotConfig
 from worker.memory.notes import is_noted
 from worker.state.outcomes import JobOutcome, announce_outcome, save_outcome
-from worker.text.prepare import Entry, chunk, detect_language, transcript
+from worker.text.prepare import Entry, Lines, chunk, detect_language, transcript
 from worker.state.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.model.prompts import notes_system_prompt, system_prompt, user_prompt
 from worker.memory.recall_index import RecallIndex, RecallIndexError, archived_through
@@ -250,34 +250,35 @@ async def run_job(run: Run) -> JobOutcome:
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
-    outcome, covered = await summarize_part(run, session, pending)
+    lines = Lines(session.messages)  # rendered once for the summary's transcript and the recall index
+    outcome, covered = await summarize_part(run, session, pending, lines)
     if req.notes_through_end and deps.memory is not None:
         written = await notes_part(run, session, covered)
         status = "noted" if outcome.status == "noop" and written else outcome.status
         detail = f"{outcome.detail}; {written or 'notes up to date'}"
         outcome = outcome.model_copy(update={"status": status, "detail": detail})
-    await index_for_recall(deps, session, outcome.boundary)
+    await index_for_recall(deps, session, outcome.boundary, lines)
     return outcome
 
 
-async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None) -> None:
+async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None, lines: Lines | None = None) -> None:
     """The recall index follows what this job archived and noted; its trouble is logged, never fatal."""
     if deps.recall is None:
         return
     through = max(archived_through(session), boundary or 0)
     try:
-        done = await asyncio.to_thread(deps.recall.refresh, session.path.parent, session, through)
+        done = await asyncio.to_thread(deps.recall.refresh, session.path.parent, session, through, lines)
     except (RecallIndexError, sqlite3.Error, OSError) as exc:
         log.warning("%s: recall index not updated: %s", session.key, exc)
         return
     log.info("%s: %s", session.key, done)
 
 
-async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord | None
+async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord | None, lines: Lines | None = None
                          ) -> tuple[JobOutcome, set[int]]:
     """Returns the outcome and the indices whose notes this part took care of."""
     deps, key = run.deps, run.key
-    plan = plan_job(deps, session, pending, run.req)
+    plan = plan_job(deps, session, pending, run.req, lines)
     if plan.skip is not None:
         return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
     previous, cut, counts, entries = plan.previous, plan.cut, plan.counts, plan.entries
@@ -472,7 +473,8 @@ class JobPlan:
     skip: str | None = None  # the outcome's detail when nothing is to be summarized
 
 
-def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> JobPlan:
+def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest,
+             lines: Lines | None = None) -> JobPlan:
     start, previous = chain_start(session, pending)
     cut, counts = plan_for(deps, session, start, req)
     window = window_for(deps, req)
@@ -487,7 +489,7 @@ def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, re
     else:
         # Rendered only when it will be used (a 100,000-message session renders for long); hidden rows
         # (nanobot's checkpoint marker) and command messages drop out here, so a cut of only those is empty.
-        plan.entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz)
+        plan.entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz, lines=lines)
         if not plan.entries:
             plan.skip = (f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
                          "nanobot's hidden or command rows)")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
 from worker.text.language import text_language
 from worker.text.redact import redact, redact_arguments
-from worker.text.tokens import Counter
+from worker.text.tokens import Counter, counts_at_most_bytes
 
 # OpenClaw and Letta keep head and tail of a tool result; the middle is where logs repeat.
 TOOL_RESULT_CHARS = 3_000
@@ -28,7 +28,14 @@ class Entry:
     date: str | None  # YYYY-MM-DD from the message's own timestamp
     timestamp: str | None
     text: str
-    tokens: int
+    # The text's count (+1 for its line), counted when `chunk` first needs it.
+    tokens: int | None = field(default=None, compare=False)
+
+    def counted(self, counter: Counter) -> int:
+        if self.tokens is None:
+            object.__setattr__(self, "tokens", counter(self.text) + 1)  # a count of its own text: set once
+        assert self.tokens is not None
+        return self.tokens
 
 
 def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = None) -> str:
@@ -116,11 +123,31 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
     return f"{stamp}{label}: {as_data(cut_middle(text, MESSAGE_CHARS, redact))}"
 
 
+class Lines:
+    """Each message's line as `render` makes it (without its time), made once: a job's transcript and the recall
+    index's rows of the same messages read the same lines."""
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.messages = messages
+        self._made: dict[int, str | None] = {}
+
+    def __call__(self, index: int) -> str | None:
+        try:
+            return self._made[index]
+        except KeyError:
+            line = self._made[index] = render(self.messages[index])
+            return line
+
+
 def transcript(
     messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter, tz: tzinfo | None = None,
-    since: str | None = None,
+    since: str | None = None, lines: Lines | None = None,
 ) -> list[Entry]:
-    """Entries of messages[start:end]; with `since` (YYYY-MM-DD), only those dated that day or later."""
+    """Entries of messages[start:end]; with `since` (YYYY-MM-DD), only those dated that day or later.
+
+    Their tokens are counted by `chunk`, and only when the entries might not fit its budget."""
+    if lines is None or lines.messages is not messages:
+        lines = Lines(messages)
     entries = []
     for index in range(start, end):
         stamp = messages[index].get("timestamp")
@@ -128,20 +155,24 @@ def transcript(
         date = moment.strftime("%Y-%m-%d") if moment else None
         if since and (date or "") < since:
             continue  # skipped before rendering and counting: a long history costs little
-        line = render(messages[index], moment)
+        line = lines(index)
         if line is not None:
-            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, line, counter(line) + 1))
+            # render(message, moment) is the same line with its time in front.
+            text = moment.strftime("[%Y-%m-%d %H:%M] ") + line if moment else line
+            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, text))
     return entries
 
 
 def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[Entry]]:
     """Split into consecutive chunks under `budget` tokens; a single oversized line is cut to fit."""
     budget = max(budget, 200)
+    if entries and counts_at_most_bytes(counter) and sum(len(e.text.encode()) + 1 for e in entries) <= budget:
+        return [list(entries)]  # no count can exceed the bytes: they fit, uncounted
     chunks: list[list[Entry]] = []
     current: list[Entry] = []
     used = 0
     for entry in entries:
-        if entry.tokens > budget:
+        if entry.counted(counter) > budget:
             # Roughly scale characters to the token budget, then verify; never loop forever.
             text = entry.text
             for _ in range(8):
@@ -149,11 +180,11 @@ def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[
                 if counter(text) < budget:
                     break
             entry = Entry(entry.index, entry.date, entry.timestamp, text, counter(text) + 1)
-        if current and used + entry.tokens > budget:
+        if current and used + entry.counted(counter) > budget:
             chunks.append(current)
             current, used = [], 0
         current.append(entry)
-        used += entry.tokens
+        used += entry.counted(counter)
     if current:
         chunks.append(current)
     return chunks

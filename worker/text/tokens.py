@@ -174,6 +174,12 @@ def cl100k_counter() -> Counter | None:
     return count
 
 
+def counts_at_most_bytes(counter: Counter) -> bool:
+    """Is no count of `counter` larger than the text's UTF-8 length? True of cl100k (each token spells one byte
+    at least), so a text whose bytes fit a budget fits it uncounted."""
+    return counter is cl100k_counter()
+
+
 @lru_cache(maxsize=64)
 def count_recurring(counter: Counter, text: str) -> int:
     """The count of a text every job sends again (the instructions, the known facts): counted once."""
