@@ -8,6 +8,7 @@ each opening the index read-only as the tool does. Prints figures; `--smoke` is 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import random
 import statistics
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--updates", type=int, default=30, help="summaries whose index update is timed (30)")
     parser.add_argument("--day-sessions", type=int, default=1_000,
                         help="sessions with notes on the day the timed summaries write to (1000: a busy day)")
+    parser.add_argument("--profile", type=Path, help="write cProfile stats of the timed updates here")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         size = sum(Path(f"{path}{s}").stat().st_size for s in ("", "-wal") if Path(f"{path}{s}").exists())
 
         # One summary: 40 more messages leave the context, and a notes section is appended to the day file.
-        updates = []
+        updates, update_cpu = [], []
+        profiler = cProfile.Profile() if args.profile else None
         last_day = memory / f"{(start + span - timedelta(days=1)).date().isoformat()}.md"
         messages = read_session(home.sessions_dir, MAIN).messages
         for n in range(args.updates):
@@ -144,9 +147,16 @@ def main(argv: list[str] | None = None) -> int:
                 notes.write(day_notes(last_day.stem, [MAIN], rng).split("\n", 1)[1].replace(
                     "digest=000000000000", f"digest={n + 1:012x}").replace("T08:", f"T{10 + n % 12:02d}:"))
             session = read_session(home.sessions_dir, MAIN)
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
+            if profiler:
+                profiler.enable()
             index.refresh(home.sessions_dir, session, len(session.messages))
+            if profiler:
+                profiler.disable()
             updates.append(time.perf_counter() - began)
+            update_cpu.append(time.thread_time() - cpu)
+        if profiler:
+            profiler.dump_stats(args.profile)
 
         day_size = last_day.stat().st_size
         # A worker start: the asking session's file changed since the last sweep (it is re-read), the rest did not.
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"index on disk: {size / 1e6:.1f} MB after the rebuild, {size_after / 1e6:.1f} MB after the updates")
     print(f"update after one summary (40 messages + one notes section appended to a day file of "
           f"{args.day_sessions:,} sessions' notes, {day_size / 1e6:.1f} MB), {args.updates} runs: "
-          f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}")
+          f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}; CPU p50 {ms(statistics.median(update_cpu))}")
     print(f"start-up sweep, the asking session's file changed: {sweep_seconds:.2f} s")
     for kind, values in latencies.items():
         print(f"query latency, {kind} ({len(values)}): p50 {ms(percentile(values, 0.5))}, "

@@ -16,8 +16,9 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date as Date
 from datetime import tzinfo
@@ -178,6 +179,9 @@ def archived_through(session: SessionFile) -> int:
 
 @contextmanager
 def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    if db.in_transaction:
+        yield  # a part of the caller's transaction
+        return
     db.execute("BEGIN IMMEDIATE")  # the write lock first: what we read stays true until we commit
     try:
         yield
@@ -204,11 +208,15 @@ class RecallIndex:
         self.path = self.workspace / RECALL_INDEX
         self.memory_dir = self.path.parent
         self.tz = tz
-        # An idle reader held open between refreshes: closing the last connection checkpoints the WAL into
-        # the file, which cost a refresh a third of its time; with this one open, SQLite's own
-        # auto-checkpoint does it every thousand pages instead. (inode, connection): a replaced file gets a
-        # new keeper.
-        self._keeper: tuple[int, sqlite3.Connection] | None = None
+        # The writing connection, kept open between refreshes: its statements stay prepared, and closing the
+        # last connection would checkpoint the WAL into the file each time (a third of a refresh); SQLite's own
+        # auto-checkpoint does it every thousand pages instead. It is kept with what the index's files looked
+        # like when it last finished: files another hand changed since (another worker process, a rebuild, a
+        # damaged or replaced file) get a new connection, which checks them as a first one does. The jobs of
+        # one process refresh from several threads, one at a time on it.
+        self._writer: tuple[tuple[tuple[int, int, int] | None, ...], sqlite3.Connection] | None = None
+        self._lock = threading.Lock()
+        self._known_complete = False  # the writer saw the `complete` mark: it is never taken back
 
     def refresh(self, sessions_dir: Path, session: SessionFile | None = None, through: int | None = None,
                 lines: Lines | None = None) -> Refreshed:
@@ -220,34 +228,79 @@ class RecallIndex:
         problem = fts_problem()
         if problem:
             raise RecallIndexError(problem)
-        try:
-            return self._refresh(sessions_dir, session, through, lines)
-        except sqlite3.DatabaseError as exc:
-            if not _is_damaged(exc):
-                raise
-            log.warning("recall index %s is damaged (%s): rebuilding it from the files", self.path, exc)
-            self.discard()
-            return self._refresh(sessions_dir, session, through, lines)
+        with self._lock:
+            try:
+                done = self._refresh(sessions_dir, session, through, lines)
+            except sqlite3.DatabaseError as exc:
+                if not _is_damaged(exc):
+                    raise
+                log.warning("recall index %s is damaged (%s): rebuilding it from the files", self.path, exc)
+                self.discard()
+                done = self._refresh(sessions_dir, session, through, lines)
+            if self._writer is not None:
+                self._writer = (self._files_seen(), self._writer[1])
+            return done
 
     def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
                  lines: Lines | None = None) -> Refreshed:
-        with closing(self.connect()) as db:
-            self._keep_open()
-            done = Refreshed(rebuilt=not self._complete(db))
-            if session is not None:
+        db = self._connection()
+        done = Refreshed(rebuilt=not self._complete(db))
+        if session is not None and not done.rebuilt:
+            # A job's update is one transaction: its messages and the memory files it changed (a long
+            # backlog commits each step on the way, see _sync_session).
+            with _transaction(db):
                 done.messages += self._sync_session(db, session, archived_through(session) if through is None
                                                     else through, lines)
-            if session is None or done.rebuilt:
-                done.messages += self._sweep(db, sessions_dir, skip=session.key if session else None)
-            done.files = self._sync_memory_files(db)
-            if done.rebuilt:
-                db.execute("INSERT OR REPLACE INTO state(name, value) VALUES('complete', '1')")
+                done.files = self._sync_memory_files(db)
             return done
+        if session is not None:
+            done.messages += self._sync_session(db, session, archived_through(session) if through is None
+                                                else through, lines)
+        done.messages += self._sweep(db, sessions_dir, skip=session.key if session else None)
+        done.files = self._sync_memory_files(db)
+        if done.rebuilt:
+            db.execute("INSERT OR REPLACE INTO state(name, value) VALUES('complete', '1')")
+        return done
+
+    def _connection(self) -> sqlite3.Connection:
+        """The writing connection, opened anew when the index's files changed since it last finished."""
+        if self._writer is not None and self._writer[0] == self._files_seen():
+            return self._writer[1]
+        old, self._writer, self._known_complete = self._writer, None, False
+        try:
+            db = self.connect()
+        finally:
+            # Closed after the new one opened: the last connection to close copies its WAL into the file,
+            # which would mend a file damaged under it.
+            if old is not None:
+                old[1].close()
+        self._writer = ((), db)
+        return db
+
+    def _files_seen(self) -> tuple[tuple[int, int, int] | None, ...]:
+        seen: list[tuple[int, int, int] | None] = []
+        for suffix in ("", "-wal"):
+            try:
+                info = os.stat(f"{self.path}{suffix}")
+                seen.append((info.st_ino, info.st_size, info.st_mtime_ns))
+            except OSError:
+                seen.append(None)
+        return tuple(seen)
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            self._writer[1].close()
+            self._writer = None
+        self._known_complete = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_writer()
 
     def connect(self) -> sqlite3.Connection:
         """A writing connection to the index, made (tables and all) when missing or of another version."""
         self.memory_dir.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None)
+        db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None, check_same_thread=False)
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, RECALL_SCHEMA_VERSION):
@@ -255,7 +308,8 @@ class RecallIndex:
                 log.info("recall index %s has schema %s, not %s: rebuilding it", self.path, version,
                          RECALL_SCHEMA_VERSION)
                 self.discard()
-                db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None)
+                db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None,
+                                     check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer, nor it for them
             db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last refresh, never the file
             if version != RECALL_SCHEMA_VERSION:
@@ -266,37 +320,17 @@ class RecallIndex:
             db.close()
             raise
 
-    def _keep_open(self) -> None:
-        try:
-            inode = self.path.stat().st_ino
-        except OSError:
-            return
-        if self._keeper is not None and self._keeper[0] == inode:
-            return
-        self._close_keeper()
-        keeper = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, check_same_thread=False)
-        try:
-            keeper.execute("SELECT 1 FROM state LIMIT 1").fetchall()  # opens the WAL index: a reader now
-        except sqlite3.Error:
-            keeper.close()
-            return
-        self._keeper = (inode, keeper)
-
-    def _close_keeper(self) -> None:
-        if self._keeper is not None:
-            self._keeper[1].close()
-            self._keeper = None
-
     def discard(self) -> None:
         """Remove the index and its WAL files (readers that have it open keep their copy until they close)."""
-        self._close_keeper()
+        self._close_writer()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
-    @staticmethod
-    def _complete(db: sqlite3.Connection) -> bool:
+    def _complete(self, db: sqlite3.Connection) -> bool:
         """Has one full sweep finished? Until then every refresh sweeps (a crash mid-rebuild resumes)."""
-        return db.execute("SELECT 1 FROM state WHERE name = 'complete'").fetchone() is not None
+        if not self._known_complete:
+            self._known_complete = db.execute("SELECT 1 FROM state WHERE name = 'complete'").fetchone() is not None
+        return self._known_complete
 
     @staticmethod
     def _part(db: sqlite3.Connection, kind: str, session: str) -> int:
@@ -365,6 +399,11 @@ class RecallIndex:
                 db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
                            (end, timestamp_before(messages, end), part))
                 added += len(rows)
+                if end >= through:
+                    return added
+            if db.in_transaction:  # the caller's transaction: each step is committed as it would be alone
+                db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
 
     def _sync_memory_files(self, db: sqlite3.Connection) -> int:
         """Re-index each day file and MEMORY.md whose size or modification time differs from last time."""
