@@ -96,7 +96,7 @@ def test_the_json_mode_follows_what_litellm_knows_of_the_model(model: str, wante
 @given(st.lists(st.sampled_from(["a", "B", "7", ".", "-", "_", "+", "@", "/", "\\", ":", " ", "\n", "~", "`", "\"",
                                  "C:", "x.py", "部署", "テスト"]), max_size=30).map("".join))
 def test_a_text_without_an_at_sign_or_a_slash_yields_what_every_pattern_finds(text: str) -> None:
-    from worker.guards import _PATTERNS, _identifier_pattern, _scanner
+    from worker.model.guards import _PATTERNS, _identifier_pattern, _scanner
     every = _identifier_pattern(frozenset())
     assert every.pattern == "|".join(f"(?:{p})" for p in _PATTERNS)
     found = [(m.group(1), m.group(0)) for m in _scanner(text).finditer(text)]

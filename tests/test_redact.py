@@ -225,7 +225,7 @@ def _top_level_alternatives(pattern: str) -> int:
 
 
 def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> None:
-    from worker.redact import _TRIGGER, may_hold_secret
+    from worker.text.redact import _TRIGGER, may_hold_secret
     assert _top_level_alternatives(_TRIGGER.pattern.removeprefix("(?i)")) == len(TRIGGER_EXAMPLES)
     for example in TRIGGER_EXAMPLES:
         for shown in (example, example.upper(), example.lower(), example.swapcase()):
@@ -238,5 +238,5 @@ def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> 
                                                                           "密", "码", "キ", "ー", "키"]),
                max_size=40))
 def test_the_fast_secret_check_never_misses_what_the_trigger_finds(text: str) -> None:
-    from worker.redact import _TRIGGER, may_hold_secret
+    from worker.text.redact import _TRIGGER, may_hold_secret
     assert may_hold_secret(text) is (_TRIGGER.search(text) is not None)
