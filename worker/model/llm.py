@@ -3,6 +3,7 @@ the worker's, and what the call cost."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from dataclasses import dataclass
@@ -15,6 +16,13 @@ from worker.nanobot.config import ModelChoice
 from worker.text.redact import redact
 
 litellm.suppress_debug_info = True
+# Modules litellm imports at its first call (the OpenAI client's resources, its file-id helpers): imported with
+# litellm at start-up instead, or the worker's first job pays a second or more for them.
+for _module in ("openai.resources.chat", "litellm.proxy.openai_files_endpoints.common_utils"):
+    try:
+        importlib.import_module(_module)
+    except Exception:  # noqa: BLE001 - another litellm or openai version: it is imported when first needed
+        pass
 log = logging.getLogger("worker.model.llm")
 DEFAULT_WINDOW = 128_000
 
