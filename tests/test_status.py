@@ -189,3 +189,23 @@ def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics() 
     assert dead.returncode == 2 and "does not answer" in dead.stderr
     series, _ = metrics(dead.stdout)
     assert series == {"nanobot_summary_redis_up": {(): 0.0}}
+
+
+async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redis) -> None:
+    from worker.model.llm import Completion
+
+    priced = Completion(text="", model="m", prompt_tokens=100, completion_tokens=20, cached_tokens=0, cost=0.25,
+                        finish_reason="stop", seconds=0.1)
+    unpriced = Completion(text="", model="m", prompt_tokens=7, completion_tokens=0, cached_tokens=3, cost=None,
+                          finish_reason="stop", seconds=0.1)
+    await budget.start_job_spend(redis, KEY)
+    for completion in (priced, unpriced, priced):
+        await budget.record_call(redis, KEY, completion, "2026-11-20")
+    wanted = budget.Spend(calls=3, prompt_tokens=207, completion_tokens=40, cached_tokens=3, cost=0.5,
+                          unpriced_calls=1)
+    assert await budget.job_spend(redis, KEY) == wanted
+    keys = TEST_KEYS
+    assert budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))) == wanted
+    assert budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{KEY}"))) == wanted
+    assert await budget.over_cap(redis, KEY, "2026-11-20", 247, None) is not None
+    assert await budget.over_cap(redis, KEY, "2026-11-20", 248, None) is None

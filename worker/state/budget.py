@@ -59,6 +59,8 @@ async def record_call(redis: ArqRedis, session_key: str, completion: Completion,
     async with redis.pipeline(transaction=False) as pipe:
         for key in (spend_key("total"), spend_key(f"session:{session_key}"), spend_key(f"job:{session_key}")):
             for name, value in spend.items():
+                if not value:
+                    continue  # a field not there reads as 0 (Spend.from_hash): adding nothing needs no command
                 if isinstance(value, float):
                     pipe.hincrbyfloat(key, name, value)
                 else:
