@@ -81,6 +81,16 @@ async def start_job_spend(redis: ArqRedis, session_key: str) -> None:
     await redis.delete(Keys.of(redis).spend(f"job:{session_key}"))
 
 
+async def start_job(redis: ArqRedis, session_key: str) -> Cooldown | None:
+    """A new job's spend starts at nothing; returns the session's rest, if any (`cooling`): one round trip."""
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.delete(keys.spend(f"job:{session_key}"))
+        pipe.get(keys.cooldown(session_key))
+        _, raw = await pipe.execute()
+    return _cooldown(raw)
+
+
 async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int | None,
                    overall: int | None) -> str | None:
     """Why no more summarizing tokens may be spent today, or None."""
@@ -114,7 +124,10 @@ def cooldown_seconds(failures: int, base: float, longest: float) -> float:
 
 
 async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:
-    raw = await redis.get(Keys.of(redis).cooldown(session_key))
+    return _cooldown(await redis.get(Keys.of(redis).cooldown(session_key)))
+
+
+def _cooldown(raw: bytes | str | None) -> Cooldown | None:
     if not raw:
         return None
     try:
@@ -140,7 +153,8 @@ async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float,
     return cooldown
 
 
-async def recovered(redis: ArqRedis, session_key: str) -> None:
-    """A job did its work: no rest, and the next failure starts the doubling afresh."""
+def rest_keys(redis: ArqRedis, session_key: str) -> list[str]:
+    """The session's rest and its failure streak: deleted when a job did its work, so that the next failure
+    starts the doubling afresh."""
     keys = Keys.of(redis)
-    await redis.delete(keys.cooldown(session_key), keys.failures(session_key))
+    return [keys.cooldown(session_key), keys.failures(session_key)]

@@ -4,6 +4,7 @@ for nanobot's log."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -57,8 +58,25 @@ def headline(outcome: JobOutcome) -> str:
 
 async def announce_outcome(redis: ArqRedis, outcome: JobOutcome) -> None:
     """Tell nanobot's listeners (their log) how the job ended; nobody listening is fine."""
+    await redis.publish(Keys.of(redis).outcome_channel, _notice(outcome))
+
+
+def _notice(outcome: JobOutcome) -> str:
     payload = {"session": outcome.session_key, "status": outcome.status, "line": headline(outcome)}
-    await redis.publish(Keys.of(redis).outcome_channel, json.dumps(payload, ensure_ascii=False))
+    return json.dumps(payload, ensure_ascii=False)
+
+
+async def keep_outcome(redis: ArqRedis, outcome: JobOutcome, delete: Sequence[str] = (),
+                       keep_seconds: int = KEEP_SECONDS) -> None:
+    """Deletes `delete` (a rest that ended), then `save_outcome` and `announce_outcome`, in one round trip."""
+    keys = Keys.of(redis)
+    kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
+    async with redis.pipeline(transaction=False) as pipe:
+        if delete:
+            pipe.delete(*delete)
+        pipe.set(keys.outcome(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
+        pipe.publish(keys.outcome_channel, _notice(outcome))
+        await pipe.execute()
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:

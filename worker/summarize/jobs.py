@@ -38,7 +38,7 @@ from worker.errors import (
 from worker.model.llm import complete, context_window
 from worker.nanobot.config import ModelChoice, NanobotConfig
 from worker.memory.notes import is_noted
-from worker.state.outcomes import JobOutcome, announce_outcome, save_outcome
+from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.text.prepare import Entry, Lines, chunk, detect_language, transcript
 from worker.state.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.model.prompts import notes_system_prompt, system_prompt, user_prompt
@@ -140,9 +140,8 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} try {job_try}")  # arq runs each job in a task of its own
     started = time.monotonic()
     run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
-    if job_try == 1:
-        # Before any early exit: an outcome must never show (and be rested for) an earlier job's spend.
-        await budget.start_job_spend(redis, key)
+    # Before any early exit: an outcome must never show (and be rested for) an earlier job's spend.
+    rest = await budget.start_job(redis, key) if job_try == 1 else None
     if is_internal_session(key):
         return await finish(run, JobOutcome(session_key=key, status="noop", detail="an internal nanobot session"),
                             started)
@@ -152,7 +151,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         detail = f"gave up after {job_try - 1} tries (the worker stopped or the job ran out of time)"
         return await finish(run, JobOutcome(session_key=key, status="failed", detail=detail), started)
     # A retry (job_try > 1) belongs to a job already admitted: only a new job waits for the rest.
-    if req.reason != "manual" and job_try == 1 and (rest := await budget.cooling(redis, key)) is not None:
+    if req.reason != "manual" and rest is not None:
         detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
     async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
@@ -215,11 +214,10 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
                                           settings.summary_cooldown_max)
         if cooldown is not None:
             outcome.cooldown_until = cooldown.until
-    elif outcome.status in ("summarized", "noted"):
-        await budget.recovered(redis, key)
+    # The work is done: no rest, and the next failure starts the doubling afresh.
+    ended = budget.rest_keys(redis, key) if outcome.status in ("summarized", "noted") else []
     log.info("%s %s in %.1fs: %s", outcome.status, key, outcome.seconds, outcome.detail)
-    await save_outcome(redis, outcome)
-    await announce_outcome(redis, outcome)
+    await keep_outcome(redis, outcome, delete=ended)
     return outcome.model_dump(mode="json")
 
 
