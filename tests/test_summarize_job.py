@@ -332,3 +332,19 @@ async def test_the_last_question_and_its_long_answer_stay_out_of_the_summary(red
     assert record.messages_after == 3  # the question, the answer and nanobot's checkpoint marker
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
     assert "question 8 " in prompt and "LAST-QUESTION" not in prompt and "LAST-ANSWER" not in prompt
+
+
+async def test_a_summary_ends_the_sessions_rest_and_its_failure_streak(redis, nanobot_home, fake_llm, deps_for):
+    from worker.state import budget
+
+    fake_llm.default = Reply(summary_json("## What happened\n- deploy questions 0..9"))
+    nanobot_home.write_session(KEY, conversation(15))
+    rest = await budget.cool_down(redis, KEY, "an earlier failure", 600, 3600)
+    assert rest is not None and await budget.cooling(redis, KEY) is not None
+    # A rest holds back no manual job.
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
+    await run_burst(deps_for())
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "summarized"
+    assert await budget.cooling(redis, KEY) is None
+    assert not await redis.exists(*budget.rest_keys(redis, KEY))
