@@ -109,6 +109,12 @@ async def child_worker(redis_url: str, config: Path, recall: bool, profile: Path
     return figures
 
 
+async def server_cpu(redis: Any) -> float:
+    """Seconds of CPU the Redis server has used (user + system)."""
+    info = await redis.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], int]:
     """LLM calls per session, and how many times two calls of one session were in flight at once."""
     calls: dict[str, list[float]] = {}
@@ -143,6 +149,7 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         for child in children:  # start-up (litellm's import, the recall sweep) is not timed
             if child.stdout is None or child.stdout.readline().strip() != "ready":
                 raise SystemExit("a worker process did not start")
+        redis_cpu, own_cpu = await server_cpu(redis), time.process_time()
         for child in children:
             assert child.stdin is not None
             child.stdin.write("go\n")
@@ -151,6 +158,8 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         for child in children:
             out, _ = child.communicate(timeout=3600)
             results.append(json.loads(out.strip().splitlines()[-1]))
+        # What else the run's cores did: Redis, and this process (the fake model's server, mostly).
+        redis_cpu, own_cpu = await server_cpu(redis) - redis_cpu, time.process_time() - own_cpu
         elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
         outcomes = [await load_outcome(redis, f"bench:{n}") for n in range(sessions)]
         await redis.flushdb()
@@ -160,6 +169,8 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         cpu = sum(r["cpu"] for r in results)
         figures = {"workers": workers, "jobs_per_s": round(sessions / elapsed, 1), "seconds": round(elapsed, 2),
                    "cpu_ms_per_job": round(cpu / sessions * 1000, 1), "summarized": summarized,
+                   "redis_cpu_ms_per_job": round(redis_cpu / sessions * 1000, 1),
+                   "fake_model_cpu_ms_per_job": round(own_cpu / sessions * 1000, 1),
                    "llm_calls": len(llm.requests), "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
                    "calls_in_flight_together": overlaps}
         console.print(f"summary jobs, {workers} worker process(es): {sessions} sessions x {turns * 2} messages in "
@@ -167,6 +178,11 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
                       f"({summarized} summarized, {sum(r['failed'] for r in results)} failed; "
                       f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(llm.requests)} LLM calls, "
                       f"fake model on loopback, {delay * 1000:.0f} ms per answer)")
+        cores = os.cpu_count() or 1
+        console.print(f"  CPU per job: workers {cpu / sessions * 1000:.1f} ms, "
+                      f"Redis {redis_cpu / sessions * 1000:.1f} ms, fake model and this script {own_cpu / sessions * 1000:.1f} ms; all of it "
+                      f"{(cpu + redis_cpu + own_cpu) / (elapsed * cores):.0%} of {cores} cores over the run "
+                      f"(load average {os.getloadavg()[0]:.1f})")
         console.print(f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
                       f"{overlaps} times two calls of one session at once")
         return figures
