@@ -16,7 +16,7 @@ from filelock import Timeout
 from nanobot_hooks.contract import Keys, Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
-from worker.summarize.jobs import Deps
+from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path

@@ -9,8 +9,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from arq import Retry
 from arq.connections import ArqRedis
@@ -36,17 +35,18 @@ from worker.errors import (
     WorkerError,
 )
 from worker.model.llm import complete, context_window
-from worker.nanobot.config import ModelChoice, NanobotConfig
+from worker.nanobot.config import ModelChoice
 from worker.memory.notes import is_noted
 from worker.state.outcomes import JobOutcome, announce_outcome, save_outcome
 from worker.text.prepare import Entry, chunk, detect_language, transcript
 from worker.state.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.model.prompts import notes_system_prompt, system_prompt, user_prompt
-from worker.memory.recall_index import RecallIndex, RecallIndexError, archived_through
+from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.text.redact import redact
 from worker.nanobot.sessions import SessionFile, read_session, write_metadata_entry
-from worker.settings import KeepRule, Settings
-from worker.text.tokens import Counter, count_message, count_recurring
+from worker.settings import KeepRule
+from worker.summarize.deps import Deps
+from worker.text.tokens import count_message, count_recurring
 
 log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
@@ -63,39 +63,6 @@ BAD_ANSWER_TRIES = 2
 # is not started.
 TIME_MARGIN = 10.0
 ALREADY_NOTED = "(in notes) "
-
-
-class Memory(Protocol):
-    """The memory files, as the job uses them (worker.memory.writer.MemoryFiles)."""
-
-    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
-
-    def known_facts(self) -> list[str]: ...
-
-    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> object:
-        """Returns what it did; its str() goes into the job's outcome."""
-
-
-@dataclass
-class Deps:
-    """What every job needs, built once at worker start-up."""
-
-    settings: Settings
-    nanobot: NanobotConfig
-    model: ModelChoice
-    fallback: ModelChoice | None
-    counter: Counter
-    tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
-    instructions: str | None = None
-    memory: Memory | None = None
-    job_timeout: float = 300.0  # arq's, for the deadline of one try
-    # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
-    prose_models: set[str] = field(default_factory=set)
-    recall: RecallIndex | None = None
-
-    @property
-    def sessions_dir(self) -> Path:
-        return self.nanobot.sessions_dir
 
 
 @dataclass
