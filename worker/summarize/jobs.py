@@ -14,7 +14,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import METADATA_KEY, Keys, SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
 from worker.state import budget
@@ -45,6 +45,7 @@ from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.text.redact import redact
 from worker.nanobot.sessions import SessionFile, read_session, write_metadata_entry
 from worker.settings import KeepRule
+from worker.summarize import daily
 from worker.summarize.deps import Deps
 from worker.text.tokens import count_message, count_recurring
 
@@ -122,13 +123,9 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     if req.reason != "manual" and job_try == 1 and (rest := await budget.cooling(redis, key)) is not None:
         detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
-    async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
-        pipe.get(Keys.of(redis).daily_flag(key))
-        pipe.delete(Keys.of(redis).daily_flag(key))
-        since, _ = await pipe.execute()
-    ctx["daily_flag_taken"] = True  # after_job_end re-queues only a flag set after this point
+    since = await daily.take_flag(ctx, key)
     if since:
-        req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
+        req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": since})
     try:
         outcome = await run_job(run)
     except RetryableError as exc:
@@ -139,7 +136,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             if since:
                 # The retry must still note through the end. Only a retry: a flag left after the last
                 # try would make after_job_end queue the session again, forever.
-                await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+                await daily.set_flag(redis, key, since)
             delay = 0.0 if isinstance(exc, OutOfTime) else deps.settings.summary_retry_delay * 2 ** (job_try - 1)
             log.warning("summary of %s failed (try %d): %s; retrying", key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None
@@ -155,7 +152,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         # the session (no rest): the retry, or the next job, resumes after the finished chunks
         # (worker.state.progress), and still notes through the end.
         if since:
-            await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+            await daily.set_flag(redis, key, since)
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
         await finish(run, outcome, started, rest=False)
         raise
@@ -408,10 +405,6 @@ def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
         if not is_noted(entry.timestamp, noted[entry.date]):
             fresh.append(entry)
     return fresh
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def window_for(deps: Deps, req: SummarizeRequest) -> int:
