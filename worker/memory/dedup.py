@@ -9,7 +9,8 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from worker.model.answer import CATEGORIES, Fact
+from worker.model.answer import Fact
+from worker.text.language import CATEGORIES
 from worker.text.language import CJK_LETTERS
 
 # Seed 001: "similarity > 0.8 or an exact match: skip".

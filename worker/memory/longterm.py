@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from filelock import FileLock
 
-from worker.model.answer import CATEGORIES, Fact
+from worker.model.answer import Fact
 from worker.errors import MemoryFilesError
 from worker.files import temp_beside
 from worker.memory.dedup import (
@@ -28,7 +28,7 @@ from worker.memory.dedup import (
     importance,
     normalize,
 )
-from worker.text.language import LANGUAGES, text_language
+from worker.text.language import CATEGORIES, LANGUAGES, text_language
 from worker.text.language import language as language_table
 from worker.text.redact import one_line
 
@@ -59,7 +59,7 @@ class Line:
     """One fact of the managed part."""
 
     text: str
-    group: str  # one of answer.CATEGORIES, or a heading someone added inside the part
+    group: str  # one of language.CATEGORIES, or a heading someone added inside the part
     importance: int
     date: str  # YYYY-MM-DD it was learned or last corrected
     seq: int = 0  # breaks ties between equal importance and date: a higher one is newer

@@ -15,8 +15,9 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.model.answer import NOTE_PARTS, DailyNotes
+from worker.model.answer import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.text.language import NOTE_PARTS
 from worker.text.language import language as language_table
 from worker.text.prepare import local_time
 from worker.text.redact import one_line
