@@ -14,6 +14,7 @@ from pydantic_settings import NoDecode
 from nanobot_hooks.settings import HookSettings, SettingsError, load
 from worker.nanobot.config import NanobotConfig
 from worker.summarize.cut import KeepRule
+from worker.text.clock import zone
 
 __all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
 
@@ -92,12 +93,7 @@ class Settings(HookSettings):
     @classmethod
     def _check_timezone(cls, value: str | None) -> str | None:
         if value:
-            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError("expected an IANA timezone such as Asia/Shanghai") from None
+            zone(value)
         return value
 
     @property

@@ -19,7 +19,7 @@ from worker.model.answer import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
 from worker.text.language import NOTE_PARTS
 from worker.text.language import language as language_table
-from worker.text.prepare import local_time
+from worker.text.clock import local_time
 from worker.text.redact import one_line
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
