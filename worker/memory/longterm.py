@@ -18,7 +18,7 @@ from filelock import FileLock
 
 from worker.model.answer import Fact
 from worker.errors import MemoryFilesError
-from worker.files import temp_beside
+from worker.files import LOCK_TIMEOUT, temp_beside
 from worker.memory.dedup import (
     DEFAULT_THRESHOLD,
     MIN_IMPORTANCE,
@@ -34,7 +34,6 @@ from worker.text.redact import one_line
 
 BEGIN = "<!-- nanobot-summary:begin"
 END = "<!-- nanobot-summary:end -->"
-LOCK_TIMEOUT = 120.0
 CAS_RETRIES = 8
 META_FORMAT = 1
 
