@@ -41,3 +41,11 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: Binar
         temp.unlink(missing_ok=True)
         raise
     return temp
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
