@@ -24,13 +24,13 @@ class Settings(HookSettings):
     summary_fallback_model: str | None = Field(None, description="used when the summary model keeps failing")
     # 3% of the window: the last exchange or two stay verbatim at 32,000 tokens, a few more at 128,000.
     # Kept tokens are re-sent with every request until the next summary, and re-sent uncached right after
-    # one (scripts/bench_compare.py: 10 messages kept made this project cost 1.06x nanobot alone at 32,000;
-    # 3% of the window, 0.77x).
+    # one: a share of the window keeps that cost in step with the window (scripts/bench_compare.py compares
+    # keep rules).
     summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("fraction", 0.03),
                                                         description="messages:N, tokens:N or fraction:F")
     # An idle summary happens when the cache is cold anyway; what it keeps verbatim is re-sent with every
     # later request. The last exchange (the question and its answer) is what a user's next message most
-    # often refers to (README, Idle summaries, has the figures).
+    # often refers to (README.md, Idle summaries).
     summary_idle_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("turns", 1), description="what an idle "
                                                              "summary keeps verbatim: turns:N (the last N user "
                                                              "turns and their answers), messages:N, tokens:N or "

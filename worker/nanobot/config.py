@@ -233,7 +233,7 @@ def _camel(name: str) -> str:
 
 
 def resolve_model(env_model: str | None, config: NanobotConfig) -> ModelChoice:
-    """Seed 001's order: the environment, our own key in nanobot's config, nanobot's main model, the default.
+    """The model, first found: the environment, our own key in nanobot's config, nanobot's main model, the default.
 
     A model named by us borrows the key and base URL nanobot has for that provider, if any.
     """

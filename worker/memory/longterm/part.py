@@ -124,7 +124,7 @@ def render(part: Part) -> str:
     fact lines only (nanobot sends the file in every prompt; metadata lives in the sidecar).
 
     A fact is a paragraph of its own, not a list item: with cl100k a blank line costs what a line break
-    does, a "- " costs one token a fact (7% of the part at 300 facts of 12 tokens)."""
+    does, a "- " costs one token a fact."""
     table = language_table(part.language)
     groups = table.memory_groups
     order = list(CATEGORIES) + [g for g in dict.fromkeys(line.group for line in part.lines) if g not in groups]
