@@ -31,7 +31,8 @@ from worker.connections import (port_taken, redis_problem, redis_settings, serve
                                 version_problem)
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.summarize.idle import MAX_DEFERRALS, idle_summary
-from worker.summarize.jobs import CURRENT_JOB, Deps, summarize_session
+from worker.summarize.deps import Deps
+from worker.summarize.jobs import CURRENT_JOB, summarize_session
 from worker.model.llm import credentials_problem, routing_problem
 from worker.memory.writer import MemoryFiles
 from worker.text.clock import zone
