@@ -274,7 +274,7 @@ def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("# Memory\n- my own line\n", encoding="utf-8")
-    real = longterm.temp_beside
+    real = longterm.store.temp_beside
     calls: list[int] = []
 
     def edit_then_write(target: Path, data: bytes, mode: int | None = None) -> Path:
@@ -287,7 +287,7 @@ def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: 
         calls.append(1)
         return real(target, data, mode)
 
-    monkeypatch.setattr(longterm, "temp_beside", edit_then_write)
+    monkeypatch.setattr(longterm.store, "temp_beside", edit_then_write)
     stats = write(path, [Fact(text="Lives in Berlin", category="people")])
     text = path.read_text(encoding="utf-8")
     assert len(calls) == 2, "the first attempt saw the change and merged again"

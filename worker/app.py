@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from arq import cron, func
 from arq.worker import Worker
@@ -31,9 +31,11 @@ from worker.connections import (port_taken, redis_problem, redis_settings, serve
                                 version_problem)
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.summarize.idle import MAX_DEFERRALS, idle_summary
-from worker.summarize.jobs import CURRENT_JOB, Deps, summarize_session
+from worker.summarize.deps import Deps
+from worker.summarize.jobs import CURRENT_JOB, summarize_session
 from worker.model.llm import credentials_problem, routing_problem
 from worker.memory.writer import MemoryFiles
+from worker.text.clock import zone
 from worker.text.redact import redact
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig, resolve_model, utc_by_default
@@ -80,8 +82,8 @@ def job_timeout(settings: Settings) -> int:
 def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
     name = settings.summary_timezone or nanobot.timezone
     try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+        return zone(name)
+    except ValueError:
         log.warning("nanobot's timezone %r is unknown; dating notes in UTC", name)
         return ZoneInfo("UTC")
 

@@ -1,4 +1,5 @@
-"""Replacing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode."""
+"""Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode;
+how long a writer waits for a memory file's lock."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import BinaryIO
 
 # Copies go through a buffer of this size: a session file can be tens of MB, never read whole.
 COPY_BUFFER = 1 << 20
+# Seconds a writer of the notes or MEMORY.md waits for the file's lock: other workers hold it for one merge.
+LOCK_TIMEOUT = 120.0
 
 
 def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: BinaryIO | None = None) -> Path:
@@ -38,3 +41,11 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: Binar
         temp.unlink(missing_ok=True)
         raise
     return temp
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The file's bytes; None when it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None

@@ -6,41 +6,17 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, SettingsError, load
 from worker.nanobot.config import NanobotConfig
+from worker.summarize.cut import KeepRule
+from worker.text.clock import zone
 
 __all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
-
-
-class KeepRule(NamedTuple):
-    """How much recent history stays verbatim after a summary."""
-
-    kind: Literal["messages", "tokens", "fraction", "turns"]  # turns: the last N user turns and what followed
-    value: float
-
-    @classmethod
-    def parse(cls, text: str) -> KeepRule:
-        kind, sep, raw = text.strip().partition(":")
-        if not sep or kind not in ("messages", "tokens", "fraction", "turns"):
-            raise ValueError("expected messages:N, tokens:N, fraction:F or turns:N")
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a number") from None
-        if kind == "fraction" and not 0 < value < 1:
-            raise ValueError("fraction:F needs 0 < F < 1")
-        if kind != "fraction" and (value < 0 or value != int(value)):
-            raise ValueError(f"{kind}:N needs a whole number >= 0")
-        return cls(kind, value)
-
-    def __str__(self) -> str:
-        value = self.value if self.kind == "fraction" else int(self.value)
-        return f"{self.kind}:{value}"
 
 
 class Settings(HookSettings):
@@ -48,13 +24,13 @@ class Settings(HookSettings):
     summary_fallback_model: str | None = Field(None, description="used when the summary model keeps failing")
     # 3% of the window: the last exchange or two stay verbatim at 32,000 tokens, a few more at 128,000.
     # Kept tokens are re-sent with every request until the next summary, and re-sent uncached right after
-    # one (scripts/bench_compare.py: 10 messages kept made this project cost 1.06x nanobot alone at 32,000;
-    # 3% of the window, 0.77x).
+    # one: a share of the window keeps that cost in step with the window (scripts/bench_compare.py compares
+    # keep rules).
     summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("fraction", 0.03),
                                                         description="messages:N, tokens:N or fraction:F")
     # An idle summary happens when the cache is cold anyway; what it keeps verbatim is re-sent with every
     # later request. The last exchange (the question and its answer) is what a user's next message most
-    # often refers to (README, Idle summaries, has the figures).
+    # often refers to (README.md, Idle summaries).
     summary_idle_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("turns", 1), description="what an idle "
                                                              "summary keeps verbatim: turns:N (the last N user "
                                                              "turns and their answers), messages:N, tokens:N or "
@@ -117,12 +93,7 @@ class Settings(HookSettings):
     @classmethod
     def _check_timezone(cls, value: str | None) -> str | None:
         if value:
-            from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError):
-                raise ValueError("expected an IANA timezone such as Asia/Shanghai") from None
+            zone(value)
         return value
 
     @property

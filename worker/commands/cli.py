@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from datetime import date
+from typing import TypeAlias
 
 PROG = "nanobot-summary"
 COMMANDS = ("run", "enqueue", "status", "undo", "doctor")
@@ -63,11 +64,23 @@ def _doctor(args: argparse.Namespace) -> int:
     return main(args)
 
 
+# What `add_subparsers` returns (argparse names its class privately).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=PROG, description="The nanobot summary worker and its operator commands.",
                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    _add_enqueue(sub)
+    _add_status(sub)
+    _add_undo(sub)
+    _add_doctor(sub)
+    return top
 
+
+def _add_run(sub: Subcommands) -> None:
     run = sub.add_parser("run", help="run the worker (the default when no command is named)",
                          description="Run the summary worker: it takes summary jobs from Redis, runs the daily "
                          "run, and follows changes to nanobot's config file without a restart.")
@@ -79,6 +92,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     run.set_defaults(handler=_run)
 
+
+def _add_enqueue(sub: Subcommands) -> None:
     enqueue = sub.add_parser(
         "enqueue", help="queue summary jobs now, or show what one would do (--dry-run)",
         description="Queue summary jobs for nanobot sessions (keys look like telegram:42 or cli:direct). A job "
@@ -97,6 +112,8 @@ def parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits per job (default 600)")
     enqueue.set_defaults(handler=_enqueue, parser=enqueue)
 
+
+def _add_status(sub: Subcommands) -> None:
     status = sub.add_parser(
         "status", help="health, queue, jobs in flight, records waiting for nanobot, rests, spend, outcomes",
         description="Show the summary worker's state in Redis (REDIS_URL): health, queue depth, jobs in flight, "
@@ -112,6 +129,8 @@ def parser() -> argparse.ArgumentParser:
                         help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
     status.set_defaults(handler=_status)
 
+
+def _add_undo(sub: Subcommands) -> None:
     undo = sub.add_parser(
         "undo", help="undo a session's summary (nanobot stopped)",
         description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
@@ -129,6 +148,8 @@ def parser() -> argparse.ArgumentParser:
                       help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
     undo.set_defaults(handler=_undo)
 
+
+def _add_doctor(sub: Subcommands) -> None:
     doctor = sub.add_parser(
         "doctor", help="check the whole set-up in one screen; each problem with the line that fixes it",
         description="Check Python, nanobot's config, sessions and workspace, the summary model and its key "
@@ -138,8 +159,6 @@ def parser() -> argparse.ArgumentParser:
                         help="the Python that runs nanobot (default: the one named by the `nanobot` command "
                         "on PATH)")
     doctor.set_defaults(handler=_doctor)
-    return top
-
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -7,7 +7,6 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
@@ -127,9 +126,7 @@ async def run(args: argparse.Namespace) -> int:
             if args.since:
                 from worker.summarize.daily import flag_sessions  # the same path as the daily run
 
-                # Named keys: flag_sessions reads nothing of the deps but the sessions folder.
-                await flag_sessions(SimpleNamespace(sessions_dir=sessions_dir), redis, args.since,  # type: ignore[arg-type]
-                                    [key], reason="manual")
+                await flag_sessions(redis, [key], args.since, reason="manual")
                 progress.console.print(f"{key}: queued, notes since {args.since}")
             else:
                 job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import sys
 from datetime import datetime
 from typing import Any
@@ -24,11 +23,9 @@ from worker.state import budget
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.state.outcomes import JobOutcome
+from worker.commands.metrics import prometheus
 from worker.settings import SettingsError, load_instance_settings
 
-STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
-PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in Keys.stats
-METRIC_PREFIX = "nanobot_summary_"
 
 
 def ago(moment: datetime) -> str:
@@ -65,26 +62,6 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     # Idle checks wait by design (one per recently active session, until it has been quiet long enough).
     idle_checks = sum(1 for job, _ in queue if job.startswith(keys.idle_job_id("")))
     waiting = [score for job, score in queue if not job.startswith(keys.idle_job_id(""))]
-    records = []
-    for key in await pending_sessions(redis):
-        record = await load_record(redis, key)
-        if record is not None:
-            records.append({"session": key, "reason": record.reason, "start": record.start,
-                            "boundary": record.boundary, "tokens_before": record.tokens_before,
-                            "tokens_after": record.tokens_after, "messages_before": record.messages_before,
-                            "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
-    resting = []
-    for key in await _scan(redis, keys.cooldown("")):
-        rest = await budget.cooling(redis, key)
-        if rest is not None:
-            resting.append({"session": key, **rest.model_dump(mode="json")})
-    outcomes = []
-    for key in await _scan(redis, keys.outcome_prefix):
-        raw = await redis.get(keys.outcome(key))
-        if raw:
-            streak = await redis.get(keys.failures(key))
-            outcomes.append({**JobOutcome.model_validate_json(raw).model_dump(mode="json"),
-                             "failures_in_a_row": int(streak or 0)})
     spend = {key: budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))).model_dump()
              for key in await _scan(redis, keys.spend("session:"))}
     stats = {_text(k): int(v) for k, v in (await redis.hgetall(keys.stats)).items()}
@@ -94,13 +71,46 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "deferred": sum(1 for score in waiting if score > now_ms),
         "idle_checks": idle_checks,
         "in_flight": in_flight,
-        "pending_records": records,
-        "resting": resting,
-        "outcomes": outcomes,
+        "pending_records": await _records(redis),
+        "resting": await _resting(redis),
+        "outcomes": await _outcomes(redis),
         "spend": {"total": budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
     }
+
+
+async def _records(redis: ArqRedis) -> list[dict[str, Any]]:
+    records = []
+    for key in await pending_sessions(redis):
+        record = await load_record(redis, key)
+        if record is not None:
+            records.append({"session": key, "reason": record.reason, "start": record.start,
+                            "boundary": record.boundary, "tokens_before": record.tokens_before,
+                            "tokens_after": record.tokens_after, "messages_before": record.messages_before,
+                            "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
+    return records
+
+
+async def _resting(redis: ArqRedis) -> list[dict[str, Any]]:
+    resting = []
+    for key in await _scan(redis, Keys.of(redis).cooldown("")):
+        rest = await budget.cooling(redis, key)
+        if rest is not None:
+            resting.append({"session": key, **rest.model_dump(mode="json")})
+    return resting
+
+
+async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
+    keys = Keys.of(redis)
+    outcomes = []
+    for key in await _scan(redis, keys.outcome_prefix):
+        raw = await redis.get(keys.outcome(key))
+        if raw:
+            streak = await redis.get(keys.failures(key))
+            outcomes.append({**JobOutcome.model_validate_json(raw).model_dump(mode="json"),
+                             "failures_in_a_row": int(streak or 0)})
+    return outcomes
 
 
 def _money(spend: dict[str, Any]) -> str:
@@ -123,153 +133,59 @@ def show(console: Console, state: dict[str, Any]) -> None:
     total = state["spend"]["total"]
     console.print(f"summarizing so far: {total['calls']} calls, {total['prompt_tokens']:,} prompt + "
                   f"{total['completion_tokens']:,} completion tokens, cost {_money(total)}")
-
     if state["in_flight"]:
-        running = Table(title="jobs in flight")
-        for column in ("session", "try", "job id"):
-            running.add_column(column)
-        for job in state["in_flight"]:
-            running.add_row(escape(job["session"] or ""), str(job["try"] or ""), escape(job["job_id"]))
-        console.print(running)
-
-    pending = Table(title="records waiting for nanobot to apply them")
-    for column in ("session", "trigger", "covers", "tokens before -> after", "messages before -> after", "made"):
-        pending.add_column(column)
-    for record in state["pending_records"]:
-        pending.add_row(escape(record["session"]), record["reason"], f"{record['start']}..{record['boundary'] - 1}",
-                        _arrow(record["tokens_before"], record["tokens_after"]),
-                        _arrow(record["messages_before"], record["messages_after"]),
-                        ago(datetime.fromisoformat(record["created_at"])))
-    console.print(pending)
-
+        console.print(_table("jobs in flight", ("session", "try", "job id"),
+                             [(escape(job["session"] or ""), str(job["try"] or ""), escape(job["job_id"]))
+                              for job in state["in_flight"]]))
+    console.print(_table("records waiting for nanobot to apply them",
+                         ("session", "trigger", "covers", "tokens before -> after", "messages before -> after", "made"),
+                         [_record_row(record) for record in state["pending_records"]]))
     if state["resting"]:
-        resting = Table(title="sessions resting after a failed or fruitless job (the trigger waits)")
-        for column in ("session", "until (UTC)", "failures in a row", "why"):
-            resting.add_column(column)
-        for rest in state["resting"]:
-            resting.add_row(escape(rest["session"]), rest["until"][:19].replace("T", " "), str(rest["failures"]),
-                            escape(rest["reason"]))
-        console.print(resting)
-
-    outcomes = Table(title="last job per session")
-    for column in ("session", "status", "trigger", "tokens before -> after", "messages before -> after", "model",
-                   "spent", "took", "finished", "detail"):
-        outcomes.add_column(column)
-    for outcome in state["outcomes"]:
-        spend = outcome["spend"]
-        style = {"failed": "red", "noop": "dim"}.get(outcome["status"], "green")
-        status = f"[{style}]{outcome['status']}[/]"
-        status += f" ({outcome['failures_in_a_row']} in a row)" if outcome["failures_in_a_row"] > 1 else ""
-        took = f"{outcome['seconds']:.1f}s" if outcome["seconds"] is not None else ""
-        took += f" (try {outcome['job_try']})" if outcome["job_try"] > 1 else ""
-        spent = (f"{spend['calls']} calls, {spend['prompt_tokens'] + spend['completion_tokens']:,} tokens, "
-                 f"{_money(spend)}")
-        outcomes.add_row(escape(outcome["session_key"]), status, outcome["reason"],
-                         _arrow(outcome["tokens_before"], outcome["tokens_after"]),
-                         _arrow(outcome["messages_before"], outcome["messages_after"]), escape(outcome["model"]),
-                         spent, took, ago(datetime.fromisoformat(outcome["finished_at"])), escape(outcome["detail"]))
-    console.print(outcomes)
-
+        console.print(_table("sessions resting after a failed or fruitless job (the trigger waits)",
+                             ("session", "until (UTC)", "failures in a row", "why"),
+                             [(escape(rest["session"]), rest["until"][:19].replace("T", " "), str(rest["failures"]),
+                               escape(rest["reason"])) for rest in state["resting"]]))
+    console.print(_table("last job per session",
+                         ("session", "status", "trigger", "tokens before -> after", "messages before -> after",
+                          "model", "spent", "took", "finished", "detail"),
+                         [_outcome_row(outcome) for outcome in state["outcomes"]]))
     if state["spend"]["sessions"]:
-        spent = Table(title="summarizing spend per session, since the first job")
-        for column in ("session", "calls", "prompt tokens", "completion tokens", "cached", "cost"):
-            spent.add_column(column)
-        for key, spend in state["spend"]["sessions"].items():
-            spent.add_row(escape(key), str(spend["calls"]), f"{spend['prompt_tokens']:,}",
-                          f"{spend['completion_tokens']:,}", f"{spend['cached_tokens']:,}", _money(spend))
-        console.print(spent)
+        console.print(_table("summarizing spend per session, since the first job",
+                             ("session", "calls", "prompt tokens", "completion tokens", "cached", "cost"),
+                             [(escape(key), str(spend["calls"]), f"{spend['prompt_tokens']:,}",
+                               f"{spend['completion_tokens']:,}", f"{spend['cached_tokens']:,}", _money(spend))
+                              for key, spend in state["spend"]["sessions"].items()]))
 
 
-# --- Prometheus text exposition format 0.0.4 -----------------------------------------------------------------
-
-Samples = list[tuple[dict[str, str], float]]
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_label(value: str) -> str:
-    return _escape_help(value).replace('"', '\\"')
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def _record_row(record: dict[str, Any]) -> tuple[str, ...]:
+    return (escape(record["session"]), record["reason"], f"{record['start']}..{record['boundary'] - 1}",
+            _arrow(record["tokens_before"], record["tokens_after"]),
+            _arrow(record["messages_before"], record["messages_after"]),
+            ago(datetime.fromisoformat(record["created_at"])))
 
 
-def _family(name: str, kind: str, text: str, samples: Samples) -> list[str]:
-    """One metric family: HELP and TYPE, then its samples (a family may have none yet)."""
-    full = METRIC_PREFIX + name
-    lines = [f"# HELP {full} {_escape_help(text)}", f"# TYPE {full} {kind}"]
-    for labels, value in samples:
-        inside = ",".join(f'{key}="{_escape_label(label)}"' for key, label in labels.items())
-        lines.append(f"{full}{{{inside}}} {_number(value)}" if inside else f"{full} {_number(value)}")
-    return lines
-
-
-def _per_session(outcomes: list[dict[str, Any]], field: str) -> Samples:
-    return [({"session": o["session_key"]}, o[field]) for o in outcomes if o[field] is not None]
-
-
-def prometheus(state: dict[str, Any] | None, now: datetime | None = None) -> str:
-    """The state as Prometheus metrics; `None` (Redis did not answer) gives only `redis_up 0`."""
-    lines = _family("redis_up", "gauge", "1 if Redis answered when these metrics were read.",
-                    [({}, 0 if state is None else 1)])
-    if state is None:
-        return "\n".join(lines) + "\n"
-    now = now or utcnow()
-    records, outcomes, total = state["pending_records"], state["outcomes"], state["spend"]["total"]
-    oldest = min((datetime.fromisoformat(r["created_at"]) for r in records), default=now)
-    families = [
-        ("worker_up", "gauge", "1 if a worker is alive: arq's health-check key, rewritten every 30 s, is there.",
-         [({}, 1 if state["worker"] else 0)]),
-        ("queue_depth", "gauge", "Summary jobs in the queue that no worker runs yet (deferred ones included, idle checks apart).",
-         [({}, state["queued"])]),
-        ("queue_deferred", "gauge", "Queued jobs waiting for a later time (a retry's backoff).",
-         [({}, state["deferred"])]),
-        ("idle_checks", "gauge", "Idle checks waiting for their sessions to be quiet past the cache lifetime.",
-         [({}, state["idle_checks"])]),
-        ("jobs_in_flight", "gauge", "Jobs a worker runs now (arq in-progress keys).",
-         [({}, len(state["in_flight"]))]),
-        ("pending_records", "gauge", "Finished summaries waiting for nanobot to apply them.", [({}, len(records))]),
-        ("oldest_pending_record_age_seconds", "gauge",
-         "Age of the oldest summary waiting for nanobot (0 when none): grows while no nanobot applies them.",
-         [({}, max(0.0, (now - oldest).total_seconds()))]),
-        ("resting_sessions", "gauge", "Sessions resting after a failed or fruitless job (the trigger waits).",
-         [({}, len(state["resting"]))]),
-        ("llm_calls_total", "counter", "Summarizing LLM calls since the first job.", [({}, total["calls"])]),
-        ("prompt_tokens_total", "counter", "Prompt tokens of summarizing calls, as providers reported them.",
-         [({}, total["prompt_tokens"])]),
-        ("completion_tokens_total", "counter", "Completion tokens of summarizing calls.",
-         [({}, total["completion_tokens"])]),
-        ("cached_tokens_total", "counter", "Cached prompt tokens of summarizing calls.",
-         [({}, total["cached_tokens"])]),
-        ("cost_usd_total", "counter", "What summarizing cost, in USD, from litellm's price table.",
-         [({}, total["cost"])]),
-        ("unpriced_calls_total", "counter", "Summarizing calls of a model litellm has no price for.",
-         [({}, total["unpriced_calls"])]),
-        ("pickups_total", "counter",
-         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate.",
-         [({"result": result}, state["pickups"].get(result, 0))
-          for result in dict.fromkeys([*PICKUP_RESULTS, *sorted(state["pickups"])])]),
-        ("last_outcome_status", "gauge", "1 for the status of the session's last job, 0 for the others.",
-         [({"session": o["session_key"], "status": status}, 1 if o["status"] == status else 0)
-          for o in outcomes for status in STATUSES]),
-        ("last_outcome_seconds", "gauge", "How long the session's last job ran.", _per_session(outcomes, "seconds")),
-        ("last_outcome_finished_timestamp_seconds", "gauge", "When the session's last job ended (Unix time).",
-         [({"session": o["session_key"]}, datetime.fromisoformat(o["finished_at"]).timestamp()) for o in outcomes]),
-        ("last_outcome_tokens_before", "gauge", "Replayed tokens before the session's last summary (estimate).",
-         _per_session(outcomes, "tokens_before")),
-        ("last_outcome_tokens_after", "gauge", "Replayed tokens after it, the summary included (estimate).",
-         _per_session(outcomes, "tokens_after")),
-    ]
-    for name, kind, text, samples in families:
-        lines += _family(name, kind, text, samples)
-    return "\n".join(lines) + "\n"
+def _outcome_row(outcome: dict[str, Any]) -> tuple[str, ...]:
+    spend = outcome["spend"]
+    style = {"failed": "red", "noop": "dim"}.get(outcome["status"], "green")
+    status = f"[{style}]{outcome['status']}[/]"
+    status += f" ({outcome['failures_in_a_row']} in a row)" if outcome["failures_in_a_row"] > 1 else ""
+    took = f"{outcome['seconds']:.1f}s" if outcome["seconds"] is not None else ""
+    took += f" (try {outcome['job_try']})" if outcome["job_try"] > 1 else ""
+    spent = (f"{spend['calls']} calls, {spend['prompt_tokens'] + spend['completion_tokens']:,} tokens, "
+             f"{_money(spend)}")
+    return (escape(outcome["session_key"]), status, outcome["reason"],
+            _arrow(outcome["tokens_before"], outcome["tokens_after"]),
+            _arrow(outcome["messages_before"], outcome["messages_after"]), escape(outcome["model"]),
+            spent, took, ago(datetime.fromisoformat(outcome["finished_at"])), escape(outcome["detail"]))
 
 
 async def run(args: argparse.Namespace) -> int:

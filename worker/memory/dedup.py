@@ -9,12 +9,13 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from worker.model.answer import CATEGORIES, Fact
+from worker.model.answer import Fact
+from worker.text.language import CATEGORIES
 from worker.text.language import CJK_LETTERS
 
-# Seed 001: "similarity > 0.8 or an exact match: skip".
+# A fact more than this similar to a text the file holds (or equal to it) is a duplicate and skipped.
 DEFAULT_THRESHOLD = 0.8
-# Below this a fact does not enter long-term memory (the seed's "important" bar on the 1-5 scale).
+# Below this a fact does not enter long-term memory (the "important" bar on the 1-5 scale).
 MIN_IMPORTANCE = 3
 
 _APOSTROPHES = "'’‘′`´"
@@ -50,8 +51,7 @@ def _step(text: str) -> str:
     return _SPACE_NEAR_CJK.sub("", text)
 
 
-# A worker re-reads the same MEMORY.md lines on every merge: remembering their keys makes a merge
-# with 10,000 facts several times faster after the first.
+# A worker re-reads the same MEMORY.md lines on every merge: their keys are remembered, not made again.
 @lru_cache(maxsize=65536)
 def normalize(text: str) -> str:
     """The comparison key of a text: width, case, punctuation and spacing differences removed."""
@@ -115,8 +115,8 @@ def best_match(norm: str, choices: Sequence[str], threshold: float = DEFAULT_THR
     return None if found is None else int(found[2])
 
 
-# Seed 001's keyword rules (score >= 2 is important), in English, Chinese, Japanese and Korean.
-# English words match whole (so "api" is not found in "rapid"); CJK words anywhere, as the seed does.
+# The keyword rules (a score >= 2 is important), in English, Chinese, Japanese and Korean.
+# English words match whole (so "api" is not found in "rapid"); CJK words anywhere (they have no spaces).
 _RULES: dict[str, tuple[int, str, str]] = {
     "remember": (3, r"remember(?:ed|s)?|memori[sz]e|note that|keep in mind|do(?:n'?t| not) forget",
                  "记住|记录|记得|别忘|別忘|記住|記得|覚えて|覚えておい|忘れない|メモして|기억|잊지"),
@@ -135,19 +135,19 @@ _RULE_PATTERNS = {
 
 
 def keyword_hits(text: str) -> list[str]:
-    """Which of the seed's rules a text triggers."""
+    """Which of the keyword rules a text triggers."""
     return [name for name, pattern in _RULE_PATTERNS.items() if pattern.search(text)]
 
 
 def keyword_score(text: str) -> int:
-    """Seed 001's score: remember +3, configuration +2, preference +1, problem solved +2."""
+    """The keyword score: remember +3, configuration +2, preference +1, problem solved +2."""
     return sum(_RULES[name][0] for name in keyword_hits(text))
 
 
 def importance(fact: Fact) -> int | None:
     """The fact's importance 1..5 for long-term memory, or None when it does not belong there.
 
-    The model's own importance and tag come first; the seed's keywords can only raise it
+    The model's own importance and tag come first; the keyword rules can only raise it
     (the model under-rates "remember this" and configuration facts more often than it over-rates them).
     """
     if fact.tag == "ephemeral":

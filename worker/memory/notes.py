@@ -15,14 +15,15 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.model.answer import NOTE_PARTS, DailyNotes
+from worker.model.answer import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.files import LOCK_TIMEOUT
+from worker.text.language import NOTE_PARTS
 from worker.text.language import language as language_table
-from worker.text.prepare import local_time
+from worker.text.clock import local_time
 from worker.text.redact import one_line
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
-LOCK_TIMEOUT = 120.0
 _MARKER = re.compile(
     r"^<!-- nanobot-summary:notes session=(?P<session>\S+) first=(?P<first>\S+) last=(?P<last>\S+)"
     r" digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filelock import Timeout
 
@@ -18,6 +17,7 @@ from worker.memory import longterm
 from worker.memory import notes
 from worker.memory.dedup import DEFAULT_THRESHOLD
 from worker.errors import MemoryFilesError
+from worker.text.clock import zone
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,7 @@ class MemoryFiles:
 
     def __init__(self, workspace: Path, timezone: str = "UTC", max_facts: int = 300,
                  threshold: float = DEFAULT_THRESHOLD, hold: bool = False) -> None:
-        try:
-            self.tz = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone {timezone!r}: expected an IANA name such as Asia/Shanghai") from None
+        self.tz = zone(timezone)
         if max_facts < 1:
             raise ValueError("max_facts must be at least 1")
         self.workspace = Path(workspace).expanduser()

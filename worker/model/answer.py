@@ -11,11 +11,10 @@ import json_repair
 from pydantic import BaseModel, Field, ValidationError
 
 from worker.errors import BadAnswer
+from worker.text.language import CATEGORIES, NOTE_PARTS
 
 log = logging.getLogger("worker.model.answer")
 
-# The parts of one day's notes (the user's DailySummary), in the order the notes file shows them.
-NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
 # The parts that are plain lists of strings (technical issues are problem/solution pairs).
 TEXT_PARTS = tuple(part for part in NOTE_PARTS if part != "technical_issues")
 
@@ -24,8 +23,6 @@ FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
 # say) counts as not the user.
 FactSource = Literal["user", "assistant", "tool", "unknown"]
 SOURCES = ("user", "assistant", "tool")
-# The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
-CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
 
 class TechnicalIssue(BaseModel):

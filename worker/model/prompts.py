@@ -5,7 +5,8 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from worker.model.answer import CATEGORIES, SOURCES
+from worker.model.answer import SOURCES
+from worker.text.language import CATEGORIES
 from worker.text.language import LANGUAGES
 from worker.text.prepare import Entry, defused
 
@@ -77,7 +78,7 @@ def notes_system_prompt(language: str) -> str:
 def user_prompt(
     previous_summary: str | None,
     entries: Sequence[Entry],
-    part: int = 1,
+    chunk: int = 1,
     last: bool = True,
     known_facts: Sequence[str] = (),
 ) -> str:
@@ -96,7 +97,8 @@ def user_prompt(
     if known_facts:
         listed = "\n".join(f"- {' '.join(defused(fact).split())}" for fact in known_facts)
         sections.append(block("already_remembered", listed) + "\nDo not repeat these as facts.")
-    # The model sees which part of a chunked run it has; the last one ends the summary.
-    where = "" if part == 1 and last else f' part="{part}"' + (' last="yes"' if last else "")
+    # The model sees which chunk of a chunked run it has (the attribute it reads is `part`); the last one ends
+    # the summary.
+    where = "" if chunk == 1 and last else f' part="{chunk}"' + (' last="yes"' if last else "")
     sections.append(block("messages", "\n".join(entry.text for entry in entries), where))
     return "\n\n".join(sections)

@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from worker.errors import NanobotConfigError
+from worker.text.clock import zone
 
 DEFAULT_SUMMARY_MODEL = "deepseek/deepseek-chat"
 DEFAULT_WORKSPACE = "~/.nanobot/workspace"
@@ -214,7 +214,7 @@ def host_timezone() -> str:
         from tzlocal import get_localzone_name
 
         name = get_localzone_name()
-        ZoneInfo(name)
+        zone(name)
     except Exception:  # tzlocal raises several kinds for odd /etc/localtime setups
         return "UTC"
     return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
@@ -233,7 +233,7 @@ def _camel(name: str) -> str:
 
 
 def resolve_model(env_model: str | None, config: NanobotConfig) -> ModelChoice:
-    """Seed 001's order: the environment, our own key in nanobot's config, nanobot's main model, the default.
+    """The model, first found: the environment, our own key in nanobot's config, nanobot's main model, the default.
 
     A model named by us borrows the key and base URL nanobot has for that provider, if any.
     """

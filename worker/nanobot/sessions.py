@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, overload
 
 from filelock import FileLock, Timeout
 
@@ -279,8 +279,8 @@ def _edit_line_one(path: Path, edit: LineEdit, lock: FileLock, hold: bool) -> tu
     nothing can save meanwhile.
 
     The file is copied through a small buffer, never read whole (a session can be tens of MB). The old file
-    stays open until the lock is released: replacing the last link to a 50 MB file frees its blocks (24 ms
-    on ext4 here), and that then happens after nanobot may save again."""
+    stays open until the lock is released: replacing the last link to a large file frees its blocks, which
+    takes time, and that then happens after nanobot may save again."""
     with lock if hold else nullcontext():
         try:
             source = path.open("rb")

@@ -16,7 +16,7 @@ from filelock import Timeout
 from nanobot_hooks.contract import Keys, Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
-from worker.summarize.jobs import Deps
+from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path
@@ -30,21 +30,46 @@ JOB_FLUSH_MEMORY = "flush_memory"
 MAX_HOLD_SECONDS = 24 * 3600
 
 
-async def flag_sessions(deps: Deps, redis: ArqRedis, since: str, keys: list[str] | None = None,
-                        reason: Reason = "daily") -> list[str]:
+# The daily flag, `Keys.daily_flag(session)`: the day (YYYY-MM-DD) from which the session's next job also notes
+# the messages it keeps. Set here (the daily run, a manual catch-up), taken by the job as it starts, put back
+# when its retry must still note through the end; a flag set while the job ran queues one more after it.
+# The key in a job's arq context that says the job took its flag (after_job_end reads it).
+_FLAG_TAKEN = "daily_flag_taken"
+
+
+async def set_flag(redis: ArqRedis, key: str, since: str) -> None:
+    """NX: an older pending flag reaches further back, keep it."""
+    await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+
+
+async def take_flag(ctx: dict[str, Any], key: str) -> str | None:
+    """The job's start: the session's flag read and cleared in one step, and the job marked as its taker."""
+    redis: ArqRedis = ctx["redis"]
+    async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
+        pipe.get(Keys.of(redis).daily_flag(key))
+        pipe.delete(Keys.of(redis).daily_flag(key))
+        since, _ = await pipe.execute()
+    ctx[_FLAG_TAKEN] = True  # after_job_end re-queues only a flag set after this point
+    if not since:
+        return None
+    return since.decode() if isinstance(since, bytes) else str(since)
+
+
+def recent_sessions(sessions_dir: Path) -> list[str]:
+    """The sessions whose files changed within RECENT_SECONDS, nanobot's internal ones left out."""
+    cutoff = time.time() - RECENT_SECONDS
+    return [k for k in list_session_keys(sessions_dir)
+            if not is_internal_session(k) and _modified_since(session_path(sessions_dir, k), cutoff)]
+
+
+async def flag_sessions(redis: ArqRedis, keys: list[str], since: str, reason: Reason = "daily") -> None:
     """Flag and enqueue; a session whose job is running gets its notes from the next job (after_job_end).
 
     A session resting after a failed job keeps its flag for a later job; `reason="manual"` (the user's own
     catch-up) does not wait for the rest."""
-    if keys is None:
-        cutoff = time.time() - RECENT_SECONDS
-        keys = [k for k in list_session_keys(deps.sessions_dir)
-                if not is_internal_session(k) and _modified_since(session_path(deps.sessions_dir, k), cutoff)]
     for key in keys:
-        # NX: an older pending flag reaches further back, keep it.
-        await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+        await set_flag(redis, key, since)
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason=reason))
-    return keys
 
 
 def _modified_since(path: Path, cutoff: float) -> bool:
@@ -61,7 +86,8 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
         return 0
     # Yesterday too: a run missed while the worker was down is caught up by the next one.
     since = (datetime.now(deps.tz) - timedelta(days=1)).strftime("%Y-%m-%d")
-    keys = await flag_sessions(deps, ctx["redis"], since)
+    keys = recent_sessions(deps.sessions_dir)
+    await flag_sessions(ctx["redis"], keys, since)
     log.info("daily run: %d sessions flagged for notes since %s", len(keys), since)
     dropped = await drop_orphaned_records(deps, ctx["redis"])
     if dropped:
@@ -120,5 +146,5 @@ async def requeue_flagged(ctx: dict[str, Any]) -> None:
     redis: ArqRedis = ctx["redis"]
     keys = Keys.of(redis)
     key = keys.session_of_job(str(ctx.get("job_id", "")))
-    if key is not None and ctx.get("daily_flag_taken") and await redis.exists(keys.daily_flag(key)):
+    if key is not None and ctx.get(_FLAG_TAKEN) and await redis.exists(keys.daily_flag(key)):
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))

@@ -9,13 +9,12 @@ import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import METADATA_KEY, Keys, SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
 from worker.state import budget
@@ -36,17 +35,19 @@ from worker.errors import (
     WorkerError,
 )
 from worker.model.llm import complete, context_window
-from worker.nanobot.config import ModelChoice, NanobotConfig
+from worker.nanobot.config import ModelChoice
 from worker.memory.notes import is_noted
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.text.prepare import Entry, Lines, chunk, detect_language, transcript
 from worker.state.progress import Progress, clear_progress, digest, load_progress, save_progress
 from worker.model.prompts import notes_system_prompt, system_prompt, user_prompt
-from worker.memory.recall_index import RecallIndex, RecallIndexError, archived_through
+from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.text.redact import redact
 from worker.nanobot.sessions import SessionFile, read_session, write_metadata_entry
-from worker.settings import KeepRule, Settings
-from worker.text.tokens import Counter, count_message, count_recurring
+from worker.settings import KeepRule
+from worker.summarize import daily
+from worker.summarize.deps import Deps
+from worker.text.tokens import count_message, count_recurring
 
 log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
@@ -63,39 +64,6 @@ BAD_ANSWER_TRIES = 2
 # is not started.
 TIME_MARGIN = 10.0
 ALREADY_NOTED = "(in notes) "
-
-
-class Memory(Protocol):
-    """The memory files, as the job uses them (worker.memory.writer.MemoryFiles)."""
-
-    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
-
-    def known_facts(self) -> list[str]: ...
-
-    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> object:
-        """Returns what it did; its str() goes into the job's outcome."""
-
-
-@dataclass
-class Deps:
-    """What every job needs, built once at worker start-up."""
-
-    settings: Settings
-    nanobot: NanobotConfig
-    model: ModelChoice
-    fallback: ModelChoice | None
-    counter: Counter
-    tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
-    instructions: str | None = None
-    memory: Memory | None = None
-    job_timeout: float = 300.0  # arq's, for the deadline of one try
-    # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
-    prose_models: set[str] = field(default_factory=set)
-    recall: RecallIndex | None = None
-
-    @property
-    def sessions_dir(self) -> Path:
-        return self.nanobot.sessions_dir
 
 
 @dataclass
@@ -154,13 +122,9 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     if req.reason != "manual" and rest is not None:
         detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
         return await finish(run, JobOutcome(session_key=key, status="noop", detail=detail), started)
-    async with redis.pipeline(transaction=True) as pipe:  # GET and DEL as one: GETDEL needs Redis 6.2
-        pipe.get(Keys.of(redis).daily_flag(key))
-        pipe.delete(Keys.of(redis).daily_flag(key))
-        since, _ = await pipe.execute()
-    ctx["daily_flag_taken"] = True  # after_job_end re-queues only a flag set after this point
+    since = await daily.take_flag(ctx, key)
     if since:
-        req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": _text(since)})
+        req = run.req = req.model_copy(update={"notes_through_end": True, "notes_since": since})
     try:
         outcome = await run_job(run)
     except RetryableError as exc:
@@ -171,7 +135,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             if since:
                 # The retry must still note through the end. Only a retry: a flag left after the last
                 # try would make after_job_end queue the session again, forever.
-                await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+                await daily.set_flag(redis, key, since)
             delay = 0.0 if isinstance(exc, OutOfTime) else deps.settings.summary_retry_delay * 2 ** (job_try - 1)
             log.warning("summary of %s failed (try %d): %s; retrying", key, job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None
@@ -187,7 +151,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         # the session (no rest): the retry, or the next job, resumes after the finished chunks
         # (worker.state.progress), and still notes through the end.
         if since:
-            await redis.set(Keys.of(redis).daily_flag(key), since, nx=True)
+            await daily.set_flag(redis, key, since)
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
         await finish(run, outcome, started, rest=False)
         raise
@@ -440,10 +404,6 @@ def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
         if not is_noted(entry.timestamp, noted[entry.date]):
             fresh.append(entry)
     return fresh
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def window_for(deps: Deps, req: SummarizeRequest) -> int:

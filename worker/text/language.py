@@ -7,7 +7,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.model.answer import CATEGORIES, NOTE_PARTS
+# The parts of one day's notes, in the order the notes file shows them; the answer's schema asks for them.
+NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
+# The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
+CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
 # Unicode ranges, written once: token counting, language detection and memory normalization share them.
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
@@ -41,8 +44,8 @@ class Language:
     code: str
     name: str  # as the summarizer's prompt names it
     memory_title: str  # the heading of MEMORY.md's managed part
-    notes: tuple[str, ...]  # a heading per note part, in the order of answer.NOTE_PARTS
-    groups: tuple[str, ...]  # a heading per fact category, in the order of answer.CATEGORIES
+    notes: tuple[str, ...]  # a heading per note part, in the order of NOTE_PARTS
+    groups: tuple[str, ...]  # a heading per fact category, in the order of CATEGORIES
 
     @property
     def note_headings(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from nanobot_hooks.nanobot_format import content_text, is_hidden, tool_calls
+from worker.text.clock import local_time
 from worker.text.language import text_language
 from worker.text.redact import redact, redact_arguments
 from worker.text.tokens import Counter, counts_at_most_bytes
@@ -54,22 +55,6 @@ def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = N
         return text[:head] + note + text[len(text) - tail:]
     # The margin (max_chars) is far longer than a secret, so the window's own edges fall in what goes.
     return clean(text[:head + max_chars])[:head] + note + clean(text[max(0, len(text) - tail - max_chars):])[-tail:]
-
-
-def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
-    """A message's moment in the configured timezone. nanobot stores naive local time of its host."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if tz is None:
-        return moment
-    # astimezone() reads a naive value as the host's local time, which is what nanobot wrote.
-    return moment.astimezone(tz)
-
-
 
 
 def _tool_call_text(call: Any) -> str:

@@ -1,0 +1,54 @@
+"""MEMORY.md's held facts, `memory/.MEMORY.pending.jsonl`: batches waiting for a moment when no session's
+prompt cache is warm, one JSON line each."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.files import read_bytes
+from worker.memory.longterm.merge import Batch
+from worker.model.answer import Fact
+from worker.text.redact import one_line
+
+log = logging.getLogger("worker.memory.longterm")
+
+
+def pending_path(path: Path) -> Path:
+    """`memory/.MEMORY.pending.jsonl`: facts held for a moment when no session's prompt cache is warm."""
+    return path.with_name(f".{path.stem}.pending.jsonl")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A batch waiting in the pending file, and when it was held (epoch seconds)."""
+
+    batch: Batch
+    held_at: float
+
+
+def held_line(batch: Batch, held_at: float) -> bytes:
+    # Redacted now: the pending file is on disk as long as no quiet moment comes.
+    facts = [fact.model_copy(update={"text": one_line(fact.text),
+                                     "replaces": one_line(fact.replaces) if fact.replaces else None})
+             for fact in batch.facts]
+    return (json.dumps({"held_at": held_at, "session": batch.session, "language": batch.language,
+                        "today": batch.today, "facts": [fact.model_dump(mode="json") for fact in facts]},
+                       ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def read_held(path: Path) -> list[Held]:
+    """The batches held for MEMORY.md (`path`), oldest first; a line that does not parse is skipped."""
+    raw = read_bytes(pending_path(path))
+    found = []
+    for line in (raw or b"").splitlines():
+        try:
+            data = json.loads(line)
+            batch = Batch([Fact.model_validate(fact) for fact in data["facts"]], str(data["language"]),
+                          str(data["today"]), data.get("session"))
+            found.append(Held(batch, float(data["held_at"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: a held batch is unreadable and skipped (%s)", pending_path(path).name, exc)
+    return found

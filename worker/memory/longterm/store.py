@@ -1,0 +1,182 @@
+"""MEMORY.md on disk: the worker's lock, read, merge, compare and replace (nanobot's Dream writes it without
+our lock), the sidecar written first; holding facts, flushing them, forgetting a session's."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from filelock import FileLock
+
+from worker.errors import MemoryFilesError
+from worker.memory.dedup import DEFAULT_THRESHOLD
+from worker.files import LOCK_TIMEOUT, read_bytes, temp_beside
+from worker.memory.longterm.held import held_line, pending_path, read_held
+from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
+from worker.memory.longterm.part import Line, bullets, locate, metas, parse, render
+from worker.memory.longterm.sidecar import Meta, dump_meta, load_meta, sidecar_path
+from worker.model.answer import Fact
+from worker.text.redact import one_line
+
+CAS_RETRIES = 8
+
+
+class MemoryConflict(MemoryFilesError):
+    """MEMORY.md kept changing under us; the job's retry will merge again."""
+
+
+def _replace(path: Path, data: bytes) -> None:
+    temp = temp_beside(path, data)
+    try:
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+class _MemoryFile:
+    """MEMORY.md and its sidecar under the worker's lock: read, change, write back atomically."""
+
+    def __init__(self, path: Path) -> None:
+        self.given = path
+        self.meta_path = sidecar_path(path)
+        self.pending_path = pending_path(path)
+        # Replace the file a symlink points to, and keep the user's link.
+        self.path = path.resolve() if path.is_symlink() else path
+        self.lock = FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=LOCK_TIMEOUT)
+
+    def _update(self, change: Callable[[str, dict[str, Meta]], Merged]) -> Merged:
+        """`change(text, sidecar)`, the lock held: writes the sidecar first (a fact in the file always has
+        its record), then the file, retried when someone else wrote the file meanwhile."""
+        for _ in range(CAS_RETRIES):
+            before = read_bytes(self.path)
+            # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
+            text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
+            stored = load_meta(self.meta_path)
+            merged = change(text, stored)
+            if merged.meta != stored:
+                _replace(self.meta_path, dump_meta(merged.meta))
+            if merged.text == text:
+                return merged
+            temp = temp_beside(self.path, merged.text.encode("utf-8", errors="surrogateescape"))
+            try:
+                # nanobot's Dream writes MEMORY.md in place without our lock: if it wrote since our
+                # read, merge again into its version rather than replace it.
+                if read_bytes(self.path) != before:
+                    continue
+                os.replace(temp, self.path)
+            finally:
+                temp.unlink(missing_ok=True)
+            _sync_dir(self.path.parent)
+            return merged
+        raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
+
+    def hold(self, batch: Batch, held_at: float) -> None:
+        """Adds a batch to the pending file (atomically: a crash keeps the old file or the new one)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            _replace(self.pending_path, (read_bytes(self.pending_path) or b"") + held_line(batch, held_at))
+            _sync_dir(self.pending_path.parent)
+
+    def commit(self, batches: Sequence[Batch], max_facts: int, threshold: float) -> MergeStats | None:
+        """The held batches, then `batches`, merged into the file; the pending file goes only after the file
+        is written (a crash in between merges them again, which adds nothing twice). None: nothing to do."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock:
+            held = [h.batch for h in read_held(self.given)]
+            if not held and not batches:
+                return None
+            merged = self._update(lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta))
+            if held:
+                self.pending_path.unlink(missing_ok=True)
+                _sync_dir(self.pending_path.parent)
+            return merged.stats
+
+
+def hold_facts(path: Path, batch: Batch, held_at: float) -> None:
+    """Keeps a batch for MEMORY.md (`path`) in the pending file beside it, to be merged by `flush`."""
+    if batch.facts:
+        _MemoryFile(path).hold(batch, held_at)
+
+
+def flush(path: Path, max_facts: int, threshold: float = DEFAULT_THRESHOLD) -> MergeStats | None:
+    """Merges the held batches into the file and empties the pending file; None when nothing was held."""
+    return _MemoryFile(path).commit([], max_facts, threshold)
+
+
+def write_batches(path: Path, batches: Sequence[Batch], max_facts: int,
+                  threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
+    """Merges batches (after any held ones) into the file atomically: lock, read, merge, temp file, compare,
+    replace."""
+    return _MemoryFile(path).commit(batches, max_facts, threshold) or MergeStats()
+
+
+def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
+                threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
+    """One job's facts into the file (write_batches with one batch)."""
+    return write_batches(path, [Batch(facts, language, today, session)], max_facts, threshold)
+
+
+def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
+    """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
+    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay."""
+    removed: list[str] = []
+
+    def change(text: str, meta: dict[str, Meta]) -> Merged:
+        removed.clear()
+        span = locate(text)
+        if span is None:
+            return Merged(text, meta, MergeStats())
+        part = parse(text[span[0]:span[1]], today, "en", meta)
+        before = metas(part)
+        removed.extend(line.text for line in part.lines if line.session == session)
+        if dry_run or not removed:
+            return Merged(text, meta, MergeStats())
+        part.lines = [line for line in part.lines if line.session != session]
+        return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
+
+    memory = _MemoryFile(path)
+    memory.path.parent.mkdir(parents=True, exist_ok=True)
+    with memory.lock:
+        memory._update(change)
+        held = read_held(path)
+        theirs = [h for h in held if h.batch.session == session]
+        removed.extend(one_line(fact.text) for h in theirs for fact in h.batch.facts)
+        if theirs and not dry_run:
+            kept = b"".join(held_line(h.batch, h.held_at) for h in held if h.batch.session != session)
+            if kept:
+                _replace(memory.pending_path, kept)
+            else:
+                memory.pending_path.unlink(missing_ok=True)
+    return removed
+
+
+def _sync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def known_facts(path: Path, limit: int | None = None) -> list[str]:
+    """What MEMORY.md already remembers, for the extractor: our facts, most important first, the facts held
+    for it, then other bullets."""
+    raw = read_bytes(path)
+    text = raw.decode("utf-8", errors="replace") if raw is not None else ""
+    span = locate(text)
+    ours: list[str] = []
+    rest = text
+    if span is not None:
+        part = parse(text[span[0]:span[1]], "0000-00-00", meta=load_meta(sidecar_path(path)))
+        ours = [line.text for line in sorted(part.lines, key=Line.rank, reverse=True)]
+        rest = text[:span[0]] + "\n" + text[span[1]:]
+    theirs = bullets(rest)
+    held = [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
+    found = list(dict.fromkeys(ours + held + theirs))
+    return found if limit is None else found[:limit]

@@ -1,0 +1,48 @@
+"""What every job needs, built once at worker start-up: the settings, nanobot's config, the models, the
+memory files and the recall index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from pathlib import Path
+from typing import Protocol
+
+from worker.memory.recall_index import RecallIndex
+from worker.model.answer import DailyNotes, Fact
+from worker.nanobot.config import ModelChoice, NanobotConfig
+from worker.settings import Settings
+from worker.text.tokens import Counter
+
+
+class Memory(Protocol):
+    """The memory files, as the job uses them (worker.memory.writer.MemoryFiles)."""
+
+    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
+
+    def known_facts(self) -> list[str]: ...
+
+    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> object:
+        """Returns what it did; its str() goes into the job's outcome."""
+
+
+@dataclass
+class Deps:
+    """What every job needs, built once at worker start-up."""
+
+    settings: Settings
+    nanobot: NanobotConfig
+    model: ModelChoice
+    fallback: ModelChoice | None
+    counter: Counter
+    memory: Memory
+    tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
+    instructions: str | None = None
+    job_timeout: float = 300.0  # arq's, for the deadline of one try
+    # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
+    prose_models: set[str] = field(default_factory=set)
+    recall: RecallIndex | None = None
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.nanobot.sessions_dir
