@@ -43,7 +43,8 @@ from worker.memory import longterm
 from worker.memory import notes
 from worker.errors import SessionError, WorkerError
 from worker.text.language import CJK_LETTERS
-from worker.text.prepare import Lines, local_time
+from worker.text.clock import local_time
+from worker.text.prepare import Lines
 from worker.text.redact import redact
 from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
 
