@@ -298,7 +298,7 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
 # --- doctor -------------------------------------------------------------------------------------------------------
 
 async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_one_with_its_fix(
-        nanobot_home, fake_llm, redis, redis_url, settings_for, locked_redis, tmp_path, monkeypatch) -> None:
+        nanobot_home, fake_llm, redis, redis_url, settings_for, locked_redis, tmp_path, monkeypatch, capsys) -> None:
     nanobot_python = os.environ.get("NANOBOT_PYTHON")
     if not nanobot_python:
         pytest.skip("needs nanobot's environment (scripts/test makes it)")
@@ -324,9 +324,11 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
     broken_config.parent.mkdir()
     broken_config.write_text(json.dumps({"agents": {"defaults": {
         "workspace": str(tmp_path / "never-ran"), "model": "openai/gpt-4o-mini", "idleCompactAfterMinutes": 15}}}))
-    broken = cli("doctor", "--nanobot-python", sys.executable,
-                 env={"NANOBOT_CONFIG": str(broken_config), "REDIS_URL": locked_redis.url(":wrong-password"),
-                      "NANOBOT_SUMMARY_INTERVALL": "2"})
+    # In this process (the healthy run above is the command's real-process test).
+    broken = await asyncio.to_thread(
+        command, capsys, "doctor", "--nanobot-python", sys.executable,
+        env={**os.environ, "NANOBOT_CONFIG": str(broken_config), "REDIS_URL": locked_redis.url(":wrong-password"),
+             "NANOBOT_SUMMARY_INTERVALL": "2"})
     print(broken.stdout)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     out = broken.stdout

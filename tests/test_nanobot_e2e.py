@@ -676,13 +676,20 @@ async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_e
     async with running_worker(deps):
         for number in range(1, 17):
             assert f"reply number {number}" in await gw.say(CHAT, f"turn {number}")
-            if number % 2 == 0:
-                # Each trigger's job (if it became one) is over before the next turn: single flight alone
-                # cannot hold the count down.
-                await wait_until(lambda: _idle(redis, key), timeout=60, what=f"the worker to finish after turn {number}")
+            if number == 2:
+                # The first job has failed before the next trigger: what keeps the later triggers from
+                # paying again is the rest it left, not single flight.
+                await wait_until(lambda: _rests(redis, key), timeout=60, what="the first job to fail")
+        await wait_until(lambda: _idle(redis, key), timeout=60, what="the worker to finish")
     assert 3 <= len(failing) <= 6, f"{len(failing)} summarizing calls: at most two jobs of three tries"
     outcome = await load_outcome(redis, key)
     assert outcome is not None and outcome.cooldown_until is not None
+
+
+async def _rests(redis, key: str) -> bool:
+    """The session's job gave up and left it resting."""
+    outcome = await load_outcome(redis, key)
+    return outcome is not None and outcome.status == "failed" and outcome.cooldown_until is not None
 
 
 async def _idle(redis, key: str) -> bool:
