@@ -23,7 +23,7 @@ import pytest
 from arq.worker import Worker
 
 from nanobot_hooks.queue import load_record
-from worker.app import worker_options
+from worker.app import PAYLOAD_LOGGERS, worker_options
 from worker.commands import cli
 from worker.state.outcomes import load_outcome
 from worker.summarize.jobs import Deps
@@ -48,9 +48,13 @@ def command(capsys: pytest.CaptureFixture[str], *argv: str,
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.INFO if runs_worker else logging.WARNING)
     root = logging.getLogger()
-    level = root.level
+    # `run` sets levels and adds its redacting filter to every handler there is (pytest's too): undone after,
+    # so the next tests see logging as they would have.
+    loggers = [root, *(logging.getLogger(name) for name in PAYLOAD_LOGGERS)]
+    levels = {logger: logger.level for logger in loggers}
+    filters = {h: list(h.filters) for logger in loggers for h in logger.handlers}
     root.addHandler(handler)
-    root.setLevel(min(level, handler.level))
+    root.setLevel(min(root.level, handler.level))
     try:
         with mock.patch.dict(os.environ, env or {}, clear=env is not None), \
                 mock.patch("worker.app.lower_priority", return_value=0):
@@ -60,7 +64,10 @@ def command(capsys: pytest.CaptureFixture[str], *argv: str,
                 code = exc.code if isinstance(exc.code, int) else 1
     finally:
         root.removeHandler(handler)
-        root.setLevel(level)
+        for logger, level in levels.items():
+            logger.setLevel(level)
+        for h, kept in filters.items():
+            h.filters[:] = kept
     out = capsys.readouterr()
     return subprocess.CompletedProcess(["nanobot-summary", *argv], code, out.out, out.err)
 
