@@ -213,6 +213,7 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
             # a new, untracked module appears and goes: no tracked file is touched
             probe = ROOT / "worker" / f"_reload_probe_{os.getpid()}.py"
             probe.write_text('"""Written by a test of --reload; removed at once."""\n')
+            deadline = time.monotonic() + 60  # the restart imports everything again: a wait of its own
             try:
                 while starts() < 2 and time.monotonic() < deadline:
                     time.sleep(0.2)
