@@ -30,6 +30,7 @@ from worker.state.outcomes import JobOutcome, load_outcome
 
 from .conftest import TEST_KEYS, NanobotHome, conversation
 from .nanobot_fixtures import BIG_PROMPT, SUMMARY_MODEL, nanobot_env, session_lines, stats, wait_until
+from .test_commands import running_worker
 from .test_nanobot_e2e import CHAT, agent_home, gateway, nanobot_exe, procfile_worker, script  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,7 +211,7 @@ async def _applied(redis: ArqRedis) -> bool:
 
 
 async def test_a_model_that_rate_limits_hangs_or_breaks_off_costs_only_the_documented_tries(
-        agent_home, fake_llm, redis, procfile_worker):
+        agent_home, fake_llm, redis, deps_for):
     model = Summarizer()
     calls: dict[str, list[FakeRequest]] = {"storm": [], "hang": [], "broken": []}
 
@@ -229,23 +230,24 @@ async def test_a_model_that_rate_limits_hangs_or_breaks_off_costs_only_the_docum
     fake_llm.responder = answer
     for kind in calls:
         agent_home.write_session(f"telegram:{kind}", conversation(15, user=f"{kind} question {{i}}"))
-    procfile_worker(NANOBOT_SUMMARY_MAX_TRIES="3", NANOBOT_SUMMARY_RETRY_DELAY="0.05", NANOBOT_SUMMARY_TIMEOUT="2")
-    for kind in calls:
-        await enqueue_summary(redis, SummarizeRequest(session_key=f"telegram:{kind}", reason="tokens"))
+    # The worker in this process: the tries are the point here, not the process (the tests above kill one).
+    async with running_worker(deps_for(summary_max_tries=3, summary_retry_delay=0.05, summary_timeout=2.0)):
+        for kind in calls:
+            await enqueue_summary(redis, SummarizeRequest(session_key=f"telegram:{kind}", reason="tokens"))
 
-    storm = await _wait(redis, "telegram:storm", "failed")
-    assert len(calls["storm"]) == 3 and "gave up after 3 tries" in storm.detail
-    gaps = [b.received_at - a.received_at for a, b in zip(calls["storm"], calls["storm"][1:])]
-    assert min(gaps) >= 1.0, f"Retry-After honoured over the 0.05 s backoff: {gaps}"
-    assert storm.spend.calls == 0 and storm.cooldown_until is not None, "no answer was paid for; the session rests"
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:storm", reason="tokens"))
-    assert "resting until" in (await _wait(redis, "telegram:storm", "noop")).detail
-    assert len(calls["storm"]) == 3, "the next trigger calls nobody"
+        storm = await _wait(redis, "telegram:storm", "failed")
+        assert len(calls["storm"]) == 3 and "gave up after 3 tries" in storm.detail
+        gaps = [b.received_at - a.received_at for a, b in zip(calls["storm"], calls["storm"][1:])]
+        assert min(gaps) >= 1.0, f"Retry-After honoured over the 0.05 s backoff: {gaps}"
+        assert storm.spend.calls == 0 and storm.cooldown_until is not None, "no answer was paid for; the session rests"
+        await enqueue_summary(redis, SummarizeRequest(session_key="telegram:storm", reason="tokens"))
+        assert "resting until" in (await _wait(redis, "telegram:storm", "noop")).detail
+        assert len(calls["storm"]) == 3, "the next trigger calls nobody"
 
-    for kind in ("hang", "broken"):
-        outcome = await _wait(redis, f"telegram:{kind}", "summarized")
-        assert outcome.job_try == 2 and len(calls[kind]) == 2 and outcome.spend.calls == 1, (kind, outcome)
-        assert await load_record(redis, f"telegram:{kind}") is not None
+        for kind in ("hang", "broken"):
+            outcome = await _wait(redis, f"telegram:{kind}", "summarized")
+            assert outcome.job_try == 2 and len(calls[kind]) == 2 and outcome.spend.calls == 1, (kind, outcome)
+            assert await load_record(redis, f"telegram:{kind}") is not None
 
 
 async def _wait(redis: ArqRedis, key: str, status: str) -> JobOutcome:

@@ -30,6 +30,7 @@ from worker.state.outcomes import load_outcome
 from worker.settings import unknown_variables
 
 from .conftest import TEST_KEYS, conversation, run_burst, summary_json
+from .test_commands import command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,13 +75,14 @@ def test_the_console_script_runs_from_any_folder_and_says_where_it_belongs(tmp_p
     assert "runs in the worker's environment" in there.stderr
 
 
-def test_a_misspelled_variable_is_named_with_the_nearest_known_one(redis_url) -> None:
+def test_a_misspelled_variable_is_named_with_the_nearest_known_one(redis_url, capsys) -> None:
     lines = unknown_variables({"NANOBOT_SUMMARY_INTERVALL": "2", "NANOBOT_MEMORY_MAX_FACT": "9",
                                "NANOBOT_SUMMARY_INTERVAL": "3", "NANOBOT_AGENTS__DEFAULTS__MODEL": "x"})
     assert len(lines) == 2
     assert "NANOBOT_MEMORY_MAX_FACT" in lines[0] and "did you mean NANOBOT_MEMORY_MAX_FACTS?" in lines[0]
     assert "NANOBOT_SUMMARY_INTERVALL" in lines[1] and "did you mean NANOBOT_SUMMARY_INTERVAL?" in lines[1]
-    shown = cli("status", "--json", env={"REDIS_URL": redis_url, "NANOBOT_SUMMARY_INTERVALL": "2"})
+    shown = command(capsys, "status", "--json",
+                    env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_SUMMARY_INTERVALL": "2"})
     assert shown.returncode == 0
     assert shown.stderr.strip() == ("warning: NANOBOT_SUMMARY_INTERVALL is not a setting of the summary worker and "
                                     "is ignored; did you mean NANOBOT_SUMMARY_INTERVAL?")
@@ -97,7 +99,7 @@ def locked_redis(tmp_path):
 
 
 def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nanobot_home, locked_redis,
-                                                                              redis_url) -> None:
+                                                                              redis_url, capsys) -> None:
     wrong = locked_redis.url(":wrong-password")
     cases = {
         wrong: "refused the credentials",
@@ -106,11 +108,11 @@ def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nano
         redis_url.rsplit("/", 1)[0] + "/99": "has no database 99",
     }
     for url, words in cases.items():
-        env = home_env(nanobot_home, url)
+        env = {**os.environ, **home_env(nanobot_home, url)}
         for args in (["status"], ["enqueue", "telegram:42"], ["run", "--burst"]):
             if args[0] == "enqueue":
                 nanobot_home.write_session("telegram:42", conversation(3))
-            result = cli(*args, env=env)
+            result = command(capsys, *args, env=env)
             assert result.returncode == 2, (args, url, result.stderr)
             assert words in result.stderr, (args, url, result.stderr)
             assert "does not answer" not in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -118,7 +120,7 @@ def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nano
             assert "wrong-password" not in result.stderr and "limited-pw" not in result.stderr
             errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
             assert len(errors) == 1, result.stderr
-    metrics = cli("status", "--prometheus", env={"REDIS_URL": wrong})
+    metrics = command(capsys, "status", "--prometheus", env={**os.environ, "REDIS_URL": wrong})
     assert metrics.returncode == 2 and "nanobot_summary_redis_up 0" in metrics.stdout
 
 
@@ -273,15 +275,15 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
 
 
 async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_home, fake_llm, redis, redis_url,
-                                                                       settings_for) -> None:
+                                                                       settings_for, capsys) -> None:
     messages = conversation(4)
     # nanobot's hidden checkpoint marker, where the last summary was applied (message 6), then one exchange
     messages[6:6] = [{"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
                       "_hidden_history": True, "timestamp": messages[5]["timestamp"]}]
     messages = messages[:9]
     nanobot_home.write_session("telegram:42", messages, last_archived=6, metadata={"_last_summary": "old summary"})
-    env = home_env(nanobot_home, redis_url, NANOBOT_SUMMARY_KEEP="messages:2")
-    dry = cli("enqueue", "--dry-run", "telegram:42", env=env)
+    env = {**os.environ, **home_env(nanobot_home, redis_url, NANOBOT_SUMMARY_KEEP="messages:2")}
+    dry = await asyncio.to_thread(command, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "would cover" not in dry.stdout, dry.stdout
     assert "nothing to do: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
@@ -296,7 +298,7 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
 # --- doctor -------------------------------------------------------------------------------------------------------
 
 async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_one_with_its_fix(
-        nanobot_home, fake_llm, redis, redis_url, settings_for, locked_redis, tmp_path, monkeypatch) -> None:
+        nanobot_home, fake_llm, redis, redis_url, settings_for, locked_redis, tmp_path, monkeypatch, capsys) -> None:
     nanobot_python = os.environ.get("NANOBOT_PYTHON")
     if not nanobot_python:
         pytest.skip("needs nanobot's environment (scripts/test makes it)")
@@ -322,9 +324,11 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
     broken_config.parent.mkdir()
     broken_config.write_text(json.dumps({"agents": {"defaults": {
         "workspace": str(tmp_path / "never-ran"), "model": "openai/gpt-4o-mini", "idleCompactAfterMinutes": 15}}}))
-    broken = cli("doctor", "--nanobot-python", sys.executable,
-                 env={"NANOBOT_CONFIG": str(broken_config), "REDIS_URL": locked_redis.url(":wrong-password"),
-                      "NANOBOT_SUMMARY_INTERVALL": "2"})
+    # In this process (the healthy run above is the command's real-process test).
+    broken = await asyncio.to_thread(
+        command, capsys, "doctor", "--nanobot-python", sys.executable,
+        env={**os.environ, "NANOBOT_CONFIG": str(broken_config), "REDIS_URL": locked_redis.url(":wrong-password"),
+             "NANOBOT_SUMMARY_INTERVALL": "2"})
     print(broken.stdout)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     out = broken.stdout

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from tests.support.fakellm import Error
 from tests.support.models import Summarizer
 
 from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
+from .test_commands import command, running_worker
 from .nanobot_fixtures import (
     ARCHIVED,
     BIG_PROMPT,
@@ -580,16 +580,14 @@ print(json.dumps({"unsatisfied": unsatisfied, "heavy": heavy,
 
 
 async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe, agent_home, fake_llm, script,
-                                                                     redis_url):
+                                                                     redis_url, capsys):
     env = nanobot_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
     script.prompt_tokens = SMALL_PROMPT
     for text in ("first question", "second question", "third question"):
         await turn(nanobot_exe, agent_home, env, "telegram:321", text)
     asked = len(fake_llm.requests)
-    root = Path(__file__).resolve().parent.parent
-    dry = subprocess.run(
-        [sys.executable, "-m", "worker", "enqueue", "--dry-run", "telegram:321"], cwd=root, capture_output=True,
-        text=True, timeout=120,
+    dry = await asyncio.to_thread(
+        command, capsys, "enqueue", "--dry-run", "telegram:321",
         env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(agent_home.config_path),
              "NANOBOT_SUMMARY_KEEP": "messages:2"})
     assert dry.returncode == 0, dry.stderr
@@ -627,27 +625,28 @@ def _route(script: LLMScript, summary_model):
 
 
 async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through_nanobot(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker):
+        gateway, nanobot_home, fake_llm, script, redis, procfile_worker):
     prose = Summarizer("prose")
     fake_llm.responder = _route(script, prose)
     settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2"}
     worker = procfile_worker(**settings)
-    env = nanobot_env(agent_home, redis_url, **settings)
-    key = "telegram:77"
+    gw = await gateway(**settings)
+    key = f"websocket:{CHAT}"
     summaries: list[str] = []
     for number in range(1, 8):
-        await turn(nanobot_exe, agent_home, env, key, f"turn {number}: deploy host-{number}.example.com")
-        if number % 2 == 0:  # the interval fired: wait for the worker's summary of it
-            await wait_until(lambda: has_record(redis, key), timeout=60, what=f"summary {len(summaries) + 1}\n"
-                             + worker.log()[-2000:])
-            record = await load_record(redis, key)
-            assert record is not None
-            summaries.append(record.summary)
+        await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
+        if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
+            applied = len(summaries) + 1
+            await wait_until(lambda: _applied(redis, key, applied), timeout=60,
+                             what=f"summary {applied} applied\n" + worker.log()[-2000:])
+            head, _ = session_lines(nanobot_home, key)
+            summaries.append(head["metadata"]["_last_summary"]["text"])
     assert len(summaries) == 3
     for before, after in zip(summaries, summaries[1:]):
         assert before in after, "each summary folds in the one before"
     assert "host-5.example.com" in summaries[-1]  # turn 6 is the kept tail (messages:2)
-    # Turn 7 applied the third summary at its start: its request carried it, not the covered turns.
+    # The gateway applied the third summary between turns 6 and 7: turn 7's request carried it, not the
+    # covered turns.
     request = chat_requests(fake_llm)[-1]
     assert ARCHIVED in system_text(request) and summaries[-1] in system_text(request)
     assert "turn 1: deploy" not in history_text(request)
@@ -663,7 +662,7 @@ def niceness(pid: int) -> int:
 
 
 async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_every_turn_is_answered(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker):
+        gateway, fake_llm, script, redis, worker_deps):
     failing = []
 
     def broken(request):
@@ -671,19 +670,26 @@ async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_e
         return Error.server()
 
     fake_llm.responder = _route(script, broken)
-    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2",
-                "NANOBOT_SUMMARY_MAX_TRIES": "3", "NANOBOT_SUMMARY_RETRY_DELAY": "0.2"}
-    worker = procfile_worker(**settings)
-    env = nanobot_env(agent_home, redis_url, **settings)
-    key = "telegram:78"
-    for number in range(1, 17):
-        result = await turn(nanobot_exe, agent_home, env, key, f"turn {number}")
-        assert f"reply number {number}" in result.stdout
-    await wait_until(lambda: _idle(redis, key), timeout=60,
-                     what="the worker to finish\n" + worker.log()[-2000:])
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="2", NANOBOT_SUMMARY_KEEP="messages:2")
+    key = f"websocket:{CHAT}"
+    deps = worker_deps(summary_keep="messages:2", summary_max_tries=3, summary_retry_delay=0.2)
+    async with running_worker(deps):
+        for number in range(1, 17):
+            assert f"reply number {number}" in await gw.say(CHAT, f"turn {number}")
+            if number == 2:
+                # The first job has failed before the next trigger: what keeps the later triggers from
+                # paying again is the rest it left, not single flight.
+                await wait_until(lambda: _rests(redis, key), timeout=60, what="the first job to fail")
+        await wait_until(lambda: _idle(redis, key), timeout=60, what="the worker to finish")
     assert 3 <= len(failing) <= 6, f"{len(failing)} summarizing calls: at most two jobs of three tries"
     outcome = await load_outcome(redis, key)
     assert outcome is not None and outcome.cooldown_until is not None
+
+
+async def _rests(redis, key: str) -> bool:
+    """The session's job gave up and left it resting."""
+    outcome = await load_outcome(redis, key)
+    return outcome is not None and outcome.status == "failed" and outcome.cooldown_until is not None
 
 
 async def _idle(redis, key: str) -> bool:

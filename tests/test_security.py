@@ -35,6 +35,7 @@ from worker.text.redact import no_comments, one_line
 
 from .conftest import TEST_KEYS, TEST_DEFAULTS, conversation, run_burst
 from .nanobot_fixtures import BIG_PROMPT, LLMScript, agent_turn, find_nanobot, nanobot_env, write_config
+from .test_commands import command
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
@@ -115,7 +116,11 @@ async def test_a_secret_the_model_repeats_reaches_no_redis_key_no_file_no_log_li
     (["user default off", f"user alice on >{REDIS_PASSWORD} ~* &* +@all"], "alice:" + REDIS_PASSWORD),
 ], ids=["requirepass", "acl-user"])
 async def test_a_password_protected_redis_works_and_no_output_shows_its_password(
-        tmp_path, nanobot_home, fake_llm, config, credentials):
+        tmp_path, nanobot_home, fake_llm, config, credentials, capsys):
+    async def here(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+        """The command in this process (test_commands); the worker's runs below stay real processes."""
+        return await asyncio.to_thread(command, capsys, *argv, env=env)
+
     server = RedisServer(tmp_path / "redis", config).start()
     try:
         fake_llm.default = Reply(json.dumps({"summary": "## What happened\n- deploy questions", "daily_notes": [],
@@ -123,8 +128,8 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
         nanobot_home.write_session(KEY, conversation(15))
         url = server.url(credentials)
         env = worker_env(nanobot_home, url)
-        outputs = [run(["-m", "worker", "enqueue", KEY], env), run(["-m", "worker", "--burst"], env),
-                   run(["-m", "worker", "status"], env), run(["-m", "worker", "status", "--json"], env)]
+        outputs = [await here(env, "enqueue", KEY), run(["-m", "worker", "--burst"], env),
+                   await here(env, "status"), await here(env, "status", "--json")]
         assert all(o.returncode == 0 for o in outputs), [o.stderr[-1500:] for o in outputs]
         assert "summarized" in outputs[1].stderr and f"{credentials.partition(':')[0]}:***@" in outputs[2].stdout
         pool = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
@@ -133,8 +138,8 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
         # Unreachable: every command says so in one line, without the password.
         dead = f"redis://{credentials}@127.0.0.1:{free_port()}/0"
         env = worker_env(nanobot_home, dead)
-        failures = [run(["-m", "worker", "enqueue", KEY], env), run(["-m", "worker", "status"], env),
-                    run(["-m", "worker", "--burst", "--no-embedded-redis"], env)]
+        failures = [await here(env, "enqueue", KEY), await here(env, "status"),
+                    await here(env, "--burst", "--no-embedded-redis")]
         assert all(f.returncode == 2 and "does not answer" in f.stderr for f in failures)
         # Unreachable and local: the embedded Redis starts, requiring the same credentials.
         embedded = run(["-m", "worker", "--burst"], env)
@@ -169,7 +174,7 @@ async def test_nanobot_with_a_password_protected_redis_logs_no_password(tmp_path
 
 
 async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_nanobot(
-        tmp_path, nanobot_home, fake_llm):
+        tmp_path, nanobot_home, fake_llm, capsys):
     certificates = Certificates.make(tmp_path / "certs")
     server = RedisServer(tmp_path / "redis", tls=certificates).start()
     try:
@@ -179,7 +184,7 @@ async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_n
         url = server.url()
         env = worker_env(nanobot_home, url, NANOBOT_REDIS_CA_FILE=str(certificates.ca))
         # Without the CA the certificate is not trusted: a clear failure, nothing silently insecure.
-        untrusted = run(["-m", "worker", "status"], worker_env(nanobot_home, url))
+        untrusted = await asyncio.to_thread(command, capsys, "status", env=worker_env(nanobot_home, url))
         assert untrusted.returncode == 2 and "does not answer" in untrusted.stderr
         # nanobot's hooks enqueue over TLS after a turn that crosses the threshold.
         exe = find_nanobot()
@@ -196,7 +201,7 @@ async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_n
                                              "facts": []}))
         worked = run(["-m", "worker", "--burst"], env)
         assert worked.returncode == 0 and "summarized telegram:42" in worked.stderr, worked.stderr[-2000:]
-        status = run(["-m", "worker", "status", "--json"], env)
+        status = await asyncio.to_thread(command, capsys, "status", "--json", env=env)
         assert status.returncode == 0 and json.loads(status.stdout)["outcomes"][0]["status"] == "summarized"
     finally:
         server.stop()

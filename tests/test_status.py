@@ -24,6 +24,7 @@ from worker.state.outcomes import JobOutcome, load_outcome, save_outcome
 
 from .conftest import TEST_KEYS, conversation, summary_json
 from .nanobot_fixtures import free_port, wait_until
+from .test_commands import command, running_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
@@ -78,9 +79,10 @@ def metrics(text: str) -> tuple[Series, dict[str, str]]:
     return series, kinds
 
 
-def status(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "worker", "status", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "REDIS_URL": redis_url, "COLUMNS": "250"}, timeout=60)
+async def status(capsys, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary status ARGS` in this process (test_commands; the help test runs the real one)."""
+    return await asyncio.to_thread(command, capsys, "status", *args,
+                                   env={**os.environ, "REDIS_URL": redis_url, "COLUMNS": "250"})
 
 
 def value(series: Series, name: str, **labels: str) -> float:
@@ -98,24 +100,22 @@ class Gate:
         return Reply(summary_json())
 
 
-async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nanobot_home, fake_llm, redis, redis_url):
+async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nanobot_home, fake_llm, redis, redis_url,
+                                                                          deps_for, capsys):
     gate = fake_llm.responder = Gate()
     nanobot_home.write_session(KEY, conversation(15))
-    worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "REDIS_URL": redis_url,
-                                                              "NANOBOT_CONFIG": str(nanobot_home.config_path)})
-    try:
+    async with running_worker(deps_for(summary_timeout=60.0)):
         await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
         try:
-            during = json.loads(status(redis_url, "--json").stdout)
+            during = json.loads((await status(capsys, redis_url, "--json")).stdout)
             assert during["in_flight"] == [{"job_id": TEST_KEYS.job_id(KEY), "session": KEY, "try": 1}]
             assert during["queued"] == 0 and during["worker"] and during["outcomes"] == []
-            series, _ = metrics(status(redis_url, "--prometheus").stdout)
+            series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
             assert value(series, "jobs_in_flight") == 1 and value(series, "queue_depth") == 0
             assert value(series, "worker_up") == 1 and value(series, "redis_up") == 1
-            assert "jobs in flight" in status(redis_url).stdout
+            assert "jobs in flight" in (await status(capsys, redis_url)).stdout
         finally:
             gate.open.set()
         await wait_until(lambda: load_outcome(redis, KEY), 60, "the job's outcome")
@@ -123,7 +123,7 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         outcome, record = await load_outcome(redis, KEY), await load_record(redis, KEY)
         assert outcome is not None and outcome.status == "summarized" and record is not None
 
-        result = status(redis_url, "--prometheus")
+        result = await status(capsys, redis_url, "--prometheus")
         assert result.returncode == 0, result.stderr
         series, kinds = metrics(result.stdout)
         assert {value(series, "last_outcome_status", session=KEY, status=s)
@@ -141,31 +141,28 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
         assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
 
-        after = json.loads(status(redis_url, "--json").stdout)
+        after = json.loads((await status(capsys, redis_url, "--json")).stdout)
         assert after["namespace"] == TEST_KEYS.namespace
         shown = after["outcomes"][0]
         assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
         assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)
         assert after["pending_records"][0]["boundary"] == record.boundary
-        tables = status(redis_url).stdout
+        tables = (await status(capsys, redis_url)).stdout
         assert outcome.model in tables and f"{record.messages_before} -> {record.messages_after}" in tables
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
 
 
 async def _gone(redis, key: str) -> bool:
     return not await redis.exists(key)
 
 
-async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_every_output(redis, redis_url):
+async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_every_output(redis, redis_url, capsys):
     await save_outcome(redis, JobOutcome(session_key=ODD, status="failed", detail="broke on [red]x[/]",
                                          seconds=1.25, reason="interval", model="openai/m"))
     await store_record(redis, SummaryRecord(session_key=ODD, summary="s", start=0, boundary=4, boundary_timestamp="t",
                                             messages_before=9, messages_after=6, tokens_before=900, tokens_after=300))
     await budget.cool_down(redis, ODD, "it failed", base=60, longest=600)
 
-    result = status(redis_url, "--prometheus")
+    result = await status(capsys, redis_url, "--prometheus")
     assert result.returncode == 0, result.stderr
     series, _ = metrics(result.stdout)
     assert value(series, "last_outcome_status", session=ODD, status="failed") == 1
@@ -174,18 +171,19 @@ async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_
     assert value(series, "oldest_pending_record_age_seconds") >= 0
     assert ODD not in result.stdout and '\\"hi\\" \\\\ back\\nslash' in result.stdout
 
-    shown = json.loads(status(redis_url, "--json").stdout)
+    shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
     assert [o["session_key"] for o in shown["outcomes"]] == [ODD] and shown["resting"][0]["session"] == ODD
-    tables = status(redis_url)
+    tables = await status(capsys, redis_url)
     assert tables.returncode == 0, tables.stderr
     assert "[bold]x[/]" in tables.stdout and "[red]x[/]" in tables.stdout, "markup in data is shown, not obeyed"
 
 
-def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics() -> None:
+def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics(capsys) -> None:
     helped = subprocess.run([sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60).stdout
     assert "tables" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
-    dead = status(f"redis://127.0.0.1:{free_port()}/0", "--prometheus")
+    dead = command(capsys, "status", "--prometheus",
+                   env={**os.environ, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     assert dead.returncode == 2 and "does not answer" in dead.stderr
     series, _ = metrics(dead.stdout)
     assert series == {"nanobot_summary_redis_up": {(): 0.0}}
