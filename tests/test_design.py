@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .nanobot_fixtures import find_nanobot, nanobot_python
+from tests.support.nanobot_cli import find_nanobot, nanobot_python
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the worker may take from nanobot_hooks: the contract, the session format, the queue helpers, and

@@ -8,7 +8,7 @@ from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import redacted_url
 
-from .nanobot_fixtures import free_port
+from tests.support.redis_server import free_port
 
 
 def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):

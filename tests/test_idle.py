@@ -26,9 +26,13 @@ from worker.state.outcomes import load_outcome
 from worker.nanobot.sessions import read_session
 from worker.settings import KeepRule
 
-from .conftest import TEST_KEYS, conversation, summary_json
-from .nanobot_fixtures import ARCHIVED, SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, nanobot_env, \
-    summarizer, system_text, turn
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
+from tests.support.models import (
+    SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json, system_text,
+)
+from tests.support.nanobot_cli import ARCHIVED, turn
+from tests.support.transcripts import conversation
 from .test_nanobot_e2e import CHAT, _applied, agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
 from .test_pickup import record_for
 from .test_plugin import KEY, TurnContext, idle_session, make, publish_turn_started, quiet, started  # noqa: F401
@@ -332,7 +336,7 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
     key = "telegram:77"
     seeded = conversation(10)
     agent_home.write_session(key, seeded)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
                       NANOBOT_SUMMARY_CACHE_TTL=str(TTL))
     await turn(nanobot_exe, agent_home, env, key, "the last question before the pause")
     assert await Job(TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue).info() is not None, \

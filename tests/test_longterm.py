@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import re
 import tempfile
 from pathlib import Path
 from typing import Any

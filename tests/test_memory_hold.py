@@ -17,8 +17,11 @@ from worker.memory.dedup import normalize
 from worker.memory.writer import MemoryFiles, last_session_write, quiet
 from worker.state.outcomes import load_outcome
 
-from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
-from .nanobot_fixtures import wait_until
+from tests.support.defaults import TEST_KEYS
+from tests.support.sandbox import NanobotHome
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import run_burst, summarize_now
 from .test_memory_job import echo_memory
 from .test_nanobot_e2e import agent_home, procfile_worker  # noqa: F401 - fixtures
 
@@ -54,8 +57,7 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
     nanobot_home.write_session(KEY, conversation(15))
     nanobot_home.write_session(OTHER, conversation(3))
     deps = deps_for(memory_write="idle", summary_cache_ttl=60)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)  # its minute check runs too, at start-up
+    await summarize_now(redis, deps, KEY)  # its minute check runs too, at start-up
 
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "summarized", outcome
@@ -91,8 +93,7 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
     # arq is at-least-once: the same range again holds the same fact again, and the flush adds it no twice.
     written = path.read_bytes()
     await redis.delete(TEST_KEYS.record(KEY))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     await run_burst(deps)
     assert path.read_bytes() == written and not pending.exists()
     assert path.read_text(encoding="utf-8").count("./deploy.sh") == 1

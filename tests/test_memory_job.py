@@ -16,7 +16,9 @@ from worker.summarize.daily import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply
 from worker.memory.notes import noted_spans
 
-from .conftest import TEST_KEYS, conversation, run_burst
+from tests.support.defaults import TEST_KEYS
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 API_KEY = "sk-proj-" + "Zx9" * 12
@@ -51,8 +53,7 @@ async def test_midnight_rerun_and_idempotence_through_the_worker(redis, nanobot_
     messages = conversation(15, start=datetime(2026, 11, 20, 23, 45), user="topic {i} of the night")
     nanobot_home.write_session(KEY, messages)
     deps = deps_for()
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     files = memory_files(nanobot_home.workspace)
     assert set(files) == {"2026-11-20.md", "2026-11-21.md", "MEMORY.md"}
     night, morning = files["2026-11-20.md"].decode(), files["2026-11-21.md"].decode()
@@ -62,8 +63,7 @@ async def test_midnight_rerun_and_idempotence_through_the_worker(redis, nanobot_
 
     # arq is at-least-once: the same range again (the record lost) adds nothing anywhere.
     await redis.delete(TEST_KEYS.record(KEY))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     assert await load_record(redis, KEY) is not None
     assert memory_files(nanobot_home.workspace) == files
 
@@ -90,8 +90,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     nanobot_home.write_session(KEY, more)
     await redis.delete(TEST_KEYS.record(KEY))
     calls = len(fake_llm.requests)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     after = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
     assert after.startswith(before), "append only"
     assert after.count("daily item 19") == before.count("daily item 19")
@@ -156,8 +155,7 @@ async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_ll
         }))
     fake_llm.responder = leaky
     nanobot_home.write_session(KEY, conversation(15, user=f"my key is {API_KEY} {{i}}"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
+    await summarize_now(redis, deps_for(), KEY)
     files = memory_files(nanobot_home.workspace)
     assert files, "the job wrote memory files"
     for name, data in files.items():
@@ -172,8 +170,7 @@ async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_ll
 async def test_a_chinese_conversation_gets_chinese_notes_and_headings(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = echo_memory
     nanobot_home.write_session(KEY, conversation(15, user="请帮我检查部署脚本 {i}", assistant="好的，脚本 {i} 没问题"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
+    await summarize_now(redis, deps_for(), KEY)
     notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     assert "### 主要话题" in notes and "请帮我检查部署脚本 0" in notes
     assert "Topics" not in notes
@@ -201,9 +198,7 @@ async def test_broken_memory_files_never_block_the_summary(redis, nanobot_home, 
     fake_llm.responder = echo_memory
     (nanobot_home.workspace / "memory").write_text("a file where the folder should be")
     nanobot_home.write_session(KEY, conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None, "the summary is stored although the notes cannot be written"
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
@@ -215,8 +210,7 @@ async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fa
         "daily_notes": [{"date": "2026-11-20", "topics": ["kept topic", {"odd": 1}],
                          "technical_issues": ["a plain string issue", {"problem": "p", "solution": "s"}, 7]}]}))
     nanobot_home.write_session(KEY, conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
+    await summarize_now(redis, deps_for(), KEY)
     notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     assert "kept topic" in notes and "a plain string issue" in notes and "- p → s" in notes
 
@@ -234,13 +228,11 @@ async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_ma
     fake_llm.responder = disobedient
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for()
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     files = memory_files(nanobot_home.workspace)
     assert "wording 1" in files["2026-11-20.md"].decode()
     await redis.delete(TEST_KEYS.record(KEY))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     assert calls == 2 and memory_files(nanobot_home.workspace) == files
 
 

@@ -23,8 +23,13 @@ from worker.connections import redis_settings
 from worker.state.outcomes import load_outcome
 from worker.settings import Settings
 
-from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst, summary_json
-from .nanobot_fixtures import BIG_PROMPT, nanobot_env, session_lines, turn
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
+from tests.support.models import BIG_PROMPT, summary_json
+from tests.support.nanobot_cli import turn
+from tests.support.sandbox import NanobotHome, session_lines
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst
 from .test_nanobot_e2e import agent_home, nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
 
 HOMES = 20
@@ -136,7 +141,7 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps) -> None:
     agent_home.write_session(KEY, conversation(8))
     # An empty NANOBOT_SUMMARY_NAMESPACE counts as unset: both sides derive it from the workspace id.
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_NAMESPACE="")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_NAMESPACE="")
     script.prompt_tokens = BIG_PROMPT
     await turn(nanobot_exe, agent_home, env, KEY, "crossing turn")
     derived = Keys(default_namespace(workspace_id(agent_home)))

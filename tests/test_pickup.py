@@ -14,7 +14,7 @@ from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
 from nanobot_hooks.pickup import apply_record, pending_in_metadata
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
-from .conftest import conversation
+from tests.support.transcripts import conversation
 
 MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."
 

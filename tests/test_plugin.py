@@ -25,7 +25,8 @@ from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import store_record
 from nanobot_hooks.settings import HookSettings
 
-from .conftest import TEST_KEYS, conversation
+from tests.support.defaults import TEST_KEYS
+from tests.support.transcripts import conversation
 from .test_pickup import StandInSession, record_for
 
 KEY = "telegram:99"

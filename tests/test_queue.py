@@ -12,7 +12,7 @@ from nanobot_hooks.queue import (
     store_record,
 )
 
-from .conftest import TEST_KEYS
+from tests.support.defaults import TEST_KEYS
 
 KEY = "telegram:42"
 

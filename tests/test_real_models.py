@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker.model import llm
 from worker.state.budget import cooldown_seconds, cooling
 from worker.summarize.daily import daily_summaries
 from worker.memory.notes import is_noted, noted_spans
-from worker.state.outcomes import load_outcome
 
-from .conftest import TEST_KEYS, conversation, run_burst
+from tests.support.defaults import TEST_KEYS
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,9 +42,9 @@ def route_openai_models_to(home, llm) -> None:
 
 
 async def summarize(redis, deps, reason: str = "tokens", **worker):
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason=reason))
-    await run_burst(deps, **worker)
-    return await load_outcome(redis, KEY), await load_record(redis, KEY)
+    """The session's outcome and record after a job asked for `reason` (a token-triggered one by default)."""
+    done = await summarize_now(redis, deps, KEY, reason, **worker)
+    return done.outcome, done.record
 
 
 async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going(
@@ -369,8 +368,7 @@ async def test_an_empty_notes_answer_does_not_switch_notes_off_for_the_model(red
     deps = deps_for()
     for key in ("telegram:1", "telegram:2"):
         nanobot_home.write_session(key, conversation(15))
-        await enqueue_summary(redis, SummarizeRequest(session_key=key))
-        await run_burst(deps)
+        await summarize_now(redis, deps, key)
     assert notes_answers == [], "the second session's notes were asked for"
     assert "deploys" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
 

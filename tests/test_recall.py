@@ -15,17 +15,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from nanobot_hooks import contract, plugin, recall
-from nanobot_hooks.contract import RECALL_INDEX, SummarizeRequest
+from nanobot_hooks.contract import RECALL_INDEX
 from nanobot_hooks.nanobot_format import is_direct_chat
-from nanobot_hooks.queue import enqueue_summary
 from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_parts
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
-from worker.state.outcomes import load_outcome
+from tests.support.models import summary_json
 from worker.memory.recall_index import RecallIndex, gram_text, memory_rows, note_rows
 
-from .conftest import conversation, run_burst, summary_json
+from tests.support.transcripts import conversation
+from tests.support.workers import summarize_now
 
 ROOT = Path(__file__).resolve().parent.parent
 UTC = ZoneInfo("UTC")
@@ -396,8 +396,7 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
     messages = conversation(12, start=datetime(2026, 11, 20, 9, 0), user="question {i} about the 部署脚本",
                             assistant="answer {i}: use flag --zone-{i}")
     nanobot_home.write_session(DM, messages)
-    await enqueue_summary(redis, SummarizeRequest(session_key=DM))
-    await run_burst(deps_for(summary_keep="messages:4"))
+    await summarize_now(redis, deps_for(summary_keep="messages:4"), DM)
     found = search(nanobot_home.workspace, "zone-3", DM, trusted)
     assert "answer 3: use flag --zone-3" in found and "2026-11-20 09:07" in found
     assert search(nanobot_home.workspace, "zone-11", DM, trusted).startswith("Nothing found"), "kept, not archived"
@@ -411,9 +410,7 @@ async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot
     monkeypatch.setattr(recall_index, "fts_problem", lambda: "no FTS5 here")
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session(DM, conversation(12))
-    await enqueue_summary(redis, SummarizeRequest(session_key=DM))
-    await run_burst(deps_for(summary_keep="messages:4"))
-    outcome = await load_outcome(redis, DM)
+    outcome = (await summarize_now(redis, deps_for(summary_keep="messages:4"), DM)).outcome
     assert outcome is not None and outcome.status == "summarized", outcome
 
 

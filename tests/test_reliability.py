@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import storage_name
-from nanobot_hooks.queue import enqueue_summary, load_record, store_record
+from nanobot_hooks.queue import load_record, store_record
 from tests.support.fakellm import Reply
-from tests.support.models import Summarizer
+from tests.support.models import Summarizer, summary_json
 from tests.support.redis_server import RedisServer
 from worker.memory import longterm
 from worker.model.answer import Fact
@@ -35,7 +35,9 @@ from worker.nanobot.sessions import list_session_keys, parse_session
 from worker.settings import KeepRule
 from worker.text.tokens import count_message, estimate_tokens
 
-from .conftest import TEST_KEYS, conversation, run_burst, summary_json
+from tests.support.defaults import TEST_KEYS
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
@@ -118,10 +120,8 @@ async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(red
                                                                             deps_for):
     fake_llm.default = Reply(summary_json("## What happened\n- the user sent \ud83d half an emoji"))
     nanobot_home.write_session(KEY, conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    outcome = await load_outcome(redis, KEY)
-    record = await load_record(redis, KEY)
+    done = await summarize_now(redis, deps_for(), KEY)
+    outcome, record = done.outcome, done.record
     assert outcome is not None and outcome.status == "summarized", outcome
     assert record is not None and "half an emoji" in record.summary
 
@@ -134,9 +134,7 @@ async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanob
     memory = nanobot_home.workspace / "memory"
     memory.write_text("not a folder", encoding="utf-8")  # the memory folder cannot be made
     deps = deps_for(summary_keep="messages:2")
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-    outcome = await load_outcome(redis, KEY)
+    outcome = (await summarize_now(redis, deps, KEY)).outcome
     assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
     memory.unlink()
     # nanobot applies the summary (its hidden marker at the boundary); later messages are summarized and
@@ -149,8 +147,7 @@ async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanob
     nanobot_home.write_session(KEY, messages, last_archived=record.boundary,
                                metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
     await redis.delete(TEST_KEYS.record(KEY))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
+    await summarize_now(redis, deps, KEY)
     day = morning.date().isoformat()
     spans = noted_spans(memory, KEY, day)
     assert spans and not is_noted(messages[0]["timestamp"], spans)

@@ -27,7 +27,7 @@ from worker.nanobot.sessions import (
 )
 from worker.nanobot.sessions import _edit_line_one
 
-from .conftest import conversation
+from tests.support.transcripts import conversation
 
 ROOT = Path(__file__).resolve().parent.parent
 

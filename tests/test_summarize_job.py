@@ -17,7 +17,10 @@ from worker.summarize.jobs import plan_for, window_for
 from worker.nanobot.sessions import read_session
 from worker.text.tokens import cl100k_counter, count_message
 
-from .conftest import TEST_KEYS, conversation, run_burst, summary_json
+from tests.support.defaults import TEST_KEYS
+from tests.support.models import summary_json
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 
@@ -30,10 +33,7 @@ async def test_summary_record_is_stored_published_and_written_to_line_one(redis,
     pubsub = redis.pubsub()
     await pubsub.subscribe(TEST_KEYS.notice_channel)
 
-    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
-    await run_burst(deps)
-
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps, KEY, "manual")).record
     assert record is not None
     # keep rule messages:10 -> 30 messages, boundary at the user turn at index 20
     assert (record.start, record.boundary) == (0, 20)
@@ -68,9 +68,7 @@ async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis,
     messages = conversation(20)
     nanobot_home.write_session(KEY, messages, last_archived=10,
                                metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and (record.start, record.boundary) == (10, 30)
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
     assert "EARLIER-SUMMARY-XYZ" in prompt
@@ -80,9 +78,7 @@ async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis,
     nanobot_home.write_session(KEY, messages + conversation(10, user="later {i}", assistant="ok {i}"),
                                last_archived=10,
                                metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    second = await load_record(redis, KEY)
+    second = (await summarize_now(redis, deps_for(), KEY)).record
     assert second is not None and second.start == 30 and second.boundary == 50
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
     assert "second summary" in prompt and "question 14 " not in prompt and "question 15 " in prompt
@@ -90,9 +86,7 @@ async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis,
 
 async def test_nothing_to_cover_is_a_noop_without_an_llm_call(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(4))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    outcome = await load_outcome(redis, KEY)
+    outcome = (await summarize_now(redis, deps_for(), KEY)).outcome
     assert outcome is not None and outcome.status == "noop"
     assert fake_llm.requests == []
     assert await load_record(redis, KEY) is None
@@ -104,9 +98,7 @@ async def test_a_saving_under_the_minimum_asks_nothing_and_rests_nothing(redis, 
     fake_llm.default = Reply(summary_json("a summary"))
     nanobot_home.write_session(KEY, conversation(15))  # ~20 covered messages of ~15 tokens
     deps = deps_for(summary_min_saving=0.05, summary_context_window=32_000)  # asks for 1,600 tokens
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason=reason))
-    await run_burst(deps)
-    outcome = await load_outcome(redis, KEY)
+    outcome = (await summarize_now(redis, deps, KEY, reason)).outcome
     assert outcome is not None and outcome.status == "noop" and "too little to summarize" in outcome.detail
     assert "of 1,600 tokens" in outcome.detail and outcome.cooldown_until is None
     assert not [r for r in fake_llm.requests if r.path.endswith("completions")], "nothing paid"
@@ -117,9 +109,7 @@ async def test_a_manual_summary_is_made_whatever_it_saves(redis, nanobot_home, f
     fake_llm.default = Reply(summary_json("a summary"))
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for(summary_min_saving=0.05, summary_context_window=32_000)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
-    await run_burst(deps)
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps, KEY, "manual")).record
     assert record is not None and record.boundary == 20
 
 
@@ -130,9 +120,7 @@ async def test_a_summary_that_hardly_shrinks_the_context_is_not_committed(redis,
     fake_llm.default = Reply(summary_json("word " * (sum(counts) - 5)))
     deps = deps_for(summary_min_saving=0.5 * sum(counts) / 32_000, summary_context_window=32_000,
                     summary_max_chars=100_000)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
-    await run_burst(deps)
-    outcome = await load_outcome(redis, KEY)
+    outcome = (await summarize_now(redis, deps, KEY, "tokens")).outcome
     assert outcome is not None and outcome.status == "noop" and "would not shrink" in outcome.detail
     assert await load_record(redis, KEY) is None
 
@@ -151,11 +139,8 @@ async def test_huge_session_is_summarized_in_chunks_within_the_input_budget(redi
     fake_llm.responder = lambda req: Reply(summary_json(f"running summary after {len(fake_llm.requests)} parts"))
     budget = 3000
     deps = deps_for(summary_input_tokens=budget)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-
-    record = await load_record(redis, KEY)
-    outcome = await load_outcome(redis, KEY)
+    done = await summarize_now(redis, deps, KEY)
+    record, outcome = done.record, done.outcome
     calls = re.search(r"in (\d+) call\(s\)", outcome.detail if outcome else "")
     assert record is not None and calls is not None and int(calls.group(1)) > 1
     assert len(fake_llm.requests) == int(calls.group(1))
@@ -192,18 +177,14 @@ async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(
     before = path.read_bytes()
     fake_llm.script(Reply(""), Error.server())
     deps = deps_for(summary_max_tries=2)
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-    outcome = await load_outcome(redis, KEY)
+    outcome = (await summarize_now(redis, deps, KEY)).outcome
     assert outcome is not None and outcome.status == "failed"
     assert await load_record(redis, KEY) is None
     assert path.read_bytes() == before, "nothing committed to the session file"
     assert len(fake_llm.requests) == 2
 
     fake_llm.default = Reply(summary_json("recovered"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps, KEY)).record
     assert record is not None and record.summary == "recovered"
 
 
@@ -211,9 +192,7 @@ async def test_rate_limit_is_retried_with_backoff(redis, nanobot_home, fake_llm,
     nanobot_home.write_session(KEY, conversation(15))
     fake_llm.script(Error.rate_limit(), Error.rate_limit())
     fake_llm.default = Reply(summary_json("after 429s"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and record.summary == "after 429s"
     assert len(fake_llm.requests) == 3
 
@@ -222,9 +201,7 @@ async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot
     nanobot_home.write_session(KEY, conversation(60))
     fake_llm.script(Error.context_length())
     fake_llm.default = Reply(summary_json("fits now"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for(summary_input_tokens=4000))
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(summary_input_tokens=4000), KEY)).record
     assert record is not None and record.summary == "fits now"
     first, *rest = [len(r.raw) for r in fake_llm.requests]
     assert rest and max(rest) < first, "the retried requests are smaller"
@@ -233,9 +210,7 @@ async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot
 async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(15))
     fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", "source": "user", "tag": "permanent",'))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and record.summary == "repaired summary"
     memory = (nanobot_home.workspace / "memory" / "MEMORY.md").read_text(encoding="utf-8")
     assert "\nuser likes tea\n" in memory
@@ -243,9 +218,7 @@ async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home
     other = "cli:direct"
     nanobot_home.write_session(other, conversation(15))
     fake_llm.script(Reply("The user asked about deploys; answers were given."))
-    await enqueue_summary(redis, SummarizeRequest(session_key=other))
-    await run_burst(deps_for())
-    prose = await load_record(redis, other)
+    prose = (await summarize_now(redis, deps_for(), other)).record
     assert prose is not None and prose.summary.startswith("The user asked about deploys")
 
 
@@ -257,9 +230,7 @@ async def test_fallback_model_takes_over_when_the_summary_model_keeps_failing(re
     deps.model = deps.nanobot.with_credentials("openai/bad-model", "test")
     deps.model = type(deps.model)(model="openai/bad-model", api_base=fake_llm.url, api_key="sk")
     deps.fallback = type(deps.model)(model="openai/good-model", api_base=fake_llm.url, api_key="sk")
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps, KEY)).record
     assert record is not None and record.summary == "by good-model"
     assert [r.body["model"] for r in fake_llm.requests][:2] == ["bad-model", "bad-model"]
 
@@ -273,8 +244,7 @@ async def test_malformed_lines_are_skipped_and_counted(redis, nanobot_home, fake
     path.write_bytes(b"\n".join(raw))
     session = read_session(nanobot_home.sessions_dir, KEY)
     assert session.skipped_lines == 2 and len(session.messages) == 30
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for())
+    await summarize_now(redis, deps_for(), KEY)
     assert await load_record(redis, KEY) is not None
     assert b"{not json" in path.read_bytes() and b"\xff\xfe broken bytes" in path.read_bytes()
 
@@ -294,9 +264,7 @@ async def test_a_timed_out_call_is_retried(redis, nanobot_home, fake_llm, deps_f
     nanobot_home.write_session(KEY, conversation(15))
     fake_llm.script(Hang(5))
     fake_llm.default = Reply(summary_json("after a timeout"))
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps_for(summary_timeout=0.5))
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps_for(summary_timeout=0.5), KEY)).record
     assert record is not None and record.summary == "after a timeout"
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.job_try == 2
@@ -325,9 +293,7 @@ async def test_the_last_question_and_its_long_answer_stay_out_of_the_summary(red
     nanobot_home.write_session(KEY, messages)
     deps = deps_for(summary_keep="fraction:0.03", summary_context_window=32_000)
     assert 960 < count_message(messages[-1], deps.counter) < 1_100
-    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    await run_burst(deps)
-    record = await load_record(redis, KEY)
+    record = (await summarize_now(redis, deps, KEY)).record
     assert record is not None and record.boundary == len(messages) - 2, "the last user turn is kept"
     assert record.messages_after == 3  # the question, the answer and nanobot's checkpoint marker
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]

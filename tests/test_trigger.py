@@ -8,7 +8,7 @@ from nanobot_hooks.contract import METADATA_KEY
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn, last_context_tokens
 from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
 
-from .conftest import conversation
+from tests.support.transcripts import conversation
 
 MARKER = {"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
           "_hidden_history": True}

@@ -11,12 +11,11 @@ from pathlib import Path
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
-from tests.support.models import is_summary_request
-
-from .conftest import conversation, run_burst
-from .nanobot_fixtures import (
-    ARCHIVED, SMALL_PROMPT, chat_requests, history_text, session_lines, system_text, turn,
-)
+from tests.support.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
+from tests.support.nanobot_cli import ARCHIVED, turn
+from tests.support.sandbox import session_lines
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 from .test_nanobot_e2e import (  # noqa: F401 (fixtures)
     agent_home, assert_summary_replaces_covered_messages, nanobot_exe, script, seed_cross_and_summarize, worker_deps,
 )
@@ -64,9 +63,7 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
     assert "Continue the active task from the working-memory checkpoint above." in history_text(request)
 
     fake_llm.clear()
-    await enqueue_summary(redis, SummarizeRequest(session_key=key))
-    await run_burst(worker_deps())
-    fresh = await load_record(redis, key)
+    fresh = (await summarize_now(redis, worker_deps(), key)).record
     assert fresh is not None and fresh.start == 0, "summarized from the first message, no old summary folded in"
     asked = [r for r in fake_llm.requests if is_summary_request(r)]
     assert asked and seeded[0]["content"] in str(asked[0].body)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.support.environment import process_env
 from tests.support.redis_server import free_port
 from tests.support.sandbox import NanobotHome
 
@@ -38,12 +38,8 @@ def write_config(home: NanobotHome, llm_url: str, ws_port: int | None = None, **
 
 
 def nanobot_env(home: NanobotHome, redis_url: str, **settings: str) -> dict[str, str]:
-    """A clean environment: none of the caller's NANOBOT_* or REDIS_URL leak into nanobot."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
-    env.update(HOME=str(home.root / "home"), REDIS_URL=redis_url, NO_COLOR="1", PYTHONUNBUFFERED="1")
-    (home.root / "home").mkdir(exist_ok=True)
-    env.update(settings)
-    return env
+    """A clean environment for nanobot with only `settings` (the benchmarks' own, not the tests' defaults)."""
+    return process_env(home, redis_url, test_defaults=False, **settings)
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Scripted behaviours of real summary models, as responders for the fake LLM (tests.support.fakellm).
 
+`summary_json` is the worker's answer schema filled in; `LLMScript` answers nanobot's own turns and the worker's
+summaries from one fake server, told apart by the model name (`SUMMARY_MODEL`).
+
 `Summarizer` reads the worker's prompt the way a model would: it folds the previous summary in and adds
 one line per new user message, so a chain of summaries can be followed. The other behaviours are how
 real models go wrong: prose instead of JSON, JSON in a fence with chatter, JSON cut half-way, refusals,
@@ -12,8 +15,16 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from tests.support.fakellm import FakeRequest, Reply
+from typing import Any
 
+from tests.support.fakellm import FakeLLM, FakeRequest, Reply
+from worker.nanobot.config import ModelChoice
+
+# The worker summarizes with this model name, so the fake LLM can tell its calls from nanobot's.
+SUMMARY_MODEL = "summarizer"
+SUMMARY_TEXT = "SUMMARY-7F3A: the user asked about the deploy script; flags and environments were explained"
+BIG_PROMPT = 90_000  # over 60% of the 128000-token window
+SMALL_PROMPT = 2_000
 REFUSAL = "I'm sorry, I can't help with that."
 _BLOCK = re.compile(r"<(previous_summary|messages)(-\w+)?[^>]*>\n?(.*?)\n?</\1\2>", re.DOTALL)
 _USER_LINE = re.compile(r"^(?:\[(\d{4}-\d{2}-\d{2})[^\]]*\]\s*)?user:\s*(.+)$", re.MULTILINE)
@@ -74,3 +85,43 @@ class Summarizer:
             cut = text.find('"daily_notes"')
             return Reply(text[:cut + 30] if cut > 0 else text[: len(text) // 2], finish_reason="length")
         return Reply(text)
+
+
+def summary_json(summary: str = "## What happened\n- the user asked about deploys", **extra: Any) -> str:
+    """A well-formed answer of the summary model."""
+    return json.dumps({"summary": summary, "daily_notes": [], "facts": [], **extra}, ensure_ascii=False)
+
+
+def summarizer(llm_url: str) -> ModelChoice:
+    """The worker's model choice for `SUMMARY_MODEL` at the fake LLM."""
+    return ModelChoice(model=f"openai/{SUMMARY_MODEL}", api_base=llm_url, api_key="sk-fake", source="test")
+
+
+class LLMScript:
+    """FakeLLM responder: nanobot's calls get `prompt_tokens` as set; the worker's get a JSON summary."""
+
+    def __init__(self) -> None:
+        self.prompt_tokens = SMALL_PROMPT
+        self.summary = SUMMARY_TEXT
+        self.replies = 0
+
+    def __call__(self, request: FakeRequest) -> Reply:
+        if (request.body or {}).get("model") == SUMMARY_MODEL:
+            return Reply(summary_json(self.summary))
+        self.replies += 1
+        return Reply(f"reply number {self.replies}", prompt_tokens=self.prompt_tokens)
+
+
+def chat_requests(llm: FakeLLM) -> list[FakeRequest]:
+    """nanobot's own turn requests (they carry its tool schemas), oldest first."""
+    return [r for r in llm.requests if (r.body or {}).get("model") != SUMMARY_MODEL and (r.body or {}).get("tools")]
+
+
+def system_text(request: FakeRequest) -> str:
+    first = request.messages[0] if request.messages else {}
+    return first.get("content") if first.get("role") == "system" and isinstance(first.get("content"), str) else ""
+
+
+def history_text(request: FakeRequest) -> str:
+    """Everything but the system prompt, as one string."""
+    return json.dumps([m for m in request.messages if m.get("role") != "system"], ensure_ascii=False)

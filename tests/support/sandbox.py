@@ -62,3 +62,10 @@ class NanobotHome:
         home = cls(root, root / "config.json", workspace, sessions_dir)
         home.write_config(llm_url, **defaults)
         return home
+
+
+def session_lines(home: NanobotHome, key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The session file's metadata line and its message lines, as nanobot left them."""
+    lines = [json.loads(line) for line in home.session_file(key).read_text(encoding="utf-8").splitlines() if line]
+    head = next(line for line in lines if line.get("_type") == "metadata")
+    return head, [line for line in lines if "_type" not in line]

@@ -1,0 +1,82 @@
+"""Running the real worker from tests: an arq burst in the test's own process, "summarize this session now"
+(queue a job, run it, read what it left), and the worker as the Procfile starts it, in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from arq.connections import ArqRedis
+from arq.worker import Worker
+
+from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord
+from nanobot_hooks.queue import enqueue_summary, load_record
+from worker.app import worker_options
+from worker.state.outcomes import JobOutcome, load_outcome
+from worker.summarize.jobs import Deps
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
+    """A real arq worker in this process, until the queue is empty."""
+    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
+               "handle_signals": False, **worker_overrides}
+    worker = Worker(**options)
+    try:
+        await worker.main()
+    finally:
+        await worker.close()
+    return worker
+
+
+@dataclass
+class Summarized:
+    """What one summarize-now left: the session's outcome and record as Redis holds them, and the worker."""
+
+    outcome: JobOutcome | None
+    record: SummaryRecord | None
+    worker: Worker
+
+
+async def summarize_now(redis: ArqRedis, deps: Deps, key: str, reason: Reason = "manual",
+                        **worker_overrides: Any) -> Summarized:
+    """Queue a summarize job for `key` (it must be accepted: none queued or running), run a burst worker until
+    the queue is empty, and load the session's outcome and record."""
+    queued = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason=reason))
+    assert queued is not None, f"a summary job for {key} was already queued or running"
+    worker = await run_burst(deps, **worker_overrides)
+    return Summarized(await load_outcome(redis, key), await load_record(redis, key), worker)
+
+
+@dataclass
+class ProcfileWorker:
+    """The worker exactly as the Procfile starts it (`worker:` line), in its own process."""
+
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        line = next(line for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
+                    if line.startswith("worker:"))
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(line.partition(":")[2].split(), cwd=ROOT, env=self.env, stdout=log,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
