@@ -184,6 +184,15 @@ def _slow(model: Summarizer, seconds: float):
     return lambda request: replace(model(request), delay=seconds)
 
 
+def _stalls_after(model: Summarizer, answered: int, seconds: float):
+    """Answers the first `answered` requests at once and each later one after `seconds`: where a job runs out of
+    time depends on the requests, not on how busy the machine is."""
+    def respond(request: FakeRequest) -> Reply:
+        reply = model(request)
+        return reply if model.calls <= answered else replace(reply, delay=seconds)
+    return respond
+
+
 def _summarized_users(requests: list[FakeRequest]) -> list[str]:
     return [text for r in requests if is_summary_request(r) for _, text in user_lines(r)]
 
@@ -210,13 +219,13 @@ async def test_a_try_that_would_run_out_of_time_keeps_its_chunks_and_the_retry_r
 async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resumes(
         redis, nanobot_home, fake_llm, deps_for):
     _backlog(nanobot_home)
-    fake_llm.responder = _slow(Summarizer(), 0.5)
+    fake_llm.responder = _stalls_after(Summarizer(), 2, 30.0)
     deps = deps_for(summary_input_tokens=2000)
-    outcome, record = await summarize(redis, deps, job_timeout=2)  # arq cancels the try part-way
+    outcome, record = await summarize(redis, deps, job_timeout=2)  # arq cancels the try at its third call
     assert outcome is not None and outcome.status == "failed" and "cancelled" in outcome.detail
     assert record is None
     before = fake_llm.requests
-    assert len(before) >= 2
+    assert len(before) == 3
     assert await cooling(redis, KEY) is None, "a cancelled try is no failure of the session: no rest"
     in_flight = set(_summarized_users(before[-1:]))  # cut off by the cancel: never answered
     fake_llm.responder = Summarizer()
