@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 
 import pytest
@@ -34,16 +35,27 @@ __all__ = ["TEST_DEFAULTS", "TEST_KEYS", "NanobotHome", "conversation", "run_bur
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of this test process's own, on a free port: two runs on one machine (two checkouts,
     or `pytest -n 2`, whose every process gets its own) never take each other's jobs or keys.
-    TEST_REDIS_URL names an existing one instead (its database is flushed by the tests)."""
+    TEST_REDIS_URL names an existing one instead (its database is flushed by the tests; under `pytest -n`,
+    each test process takes the database after it: gw0 the one named, gw1 the next)."""
     configured = os.environ.get("TEST_REDIS_URL")
     if configured:
-        yield configured
+        yield database_of_this_process(configured)
         return
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()
     try:
         yield server.url()
     finally:
         server.stop()
+
+
+def database_of_this_process(url: str) -> str:
+    """`url` with its database number moved on by this xdist process's number (none outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) + int(worker[2:])
+    return urlunsplit(parts._replace(path=f"/{database}"))
 
 
 @pytest.fixture
