@@ -27,6 +27,7 @@ from worker.nanobot.sessions import read_session
 from worker.settings import KeepRule
 
 from tests.support.defaults import TEST_KEYS
+from tests.support.commands import run_in_process
 from tests.support.environment import process_env
 from tests.support.models import (
     SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json, system_text,
@@ -393,14 +394,10 @@ def test_the_keep_rule_benchmark_runs_and_an_idle_summary_shrinks_the_turn_after
     assert int(rows["turns:1"][4].replace(",", "")) > 0, "the last exchange is kept"
 
 
-async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, redis_url):
+async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, redis_url, capsys):
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
     assert await enqueue_idle_check(redis, KEY, 300)
-    shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=Path(__file__).resolve().parent.parent,
-                           capture_output=True, text=True, env={**os.environ, "REDIS_URL": redis_url}, timeout=60)
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env={**os.environ, "REDIS_URL": redis_url})
     state = json.loads(shown.stdout)
     assert state["idle_checks"] == 1 and state["queued"] == 0 and state["deferred"] == 0

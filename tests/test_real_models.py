@@ -3,16 +3,15 @@ over HTTP to the fake LLM. What is committed, what is not, and what it cost."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
+from tests.support.commands import run_in_process
+from tests.support.environment import process_env
 from tests.support.fakellm import Error, FakeRequest, Reply
 from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker.model import llm
@@ -25,7 +24,6 @@ from tests.support.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
-ROOT = Path(__file__).resolve().parent.parent
 EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"
            "- repository acme/site, branch release-2.4")
 
@@ -259,7 +257,7 @@ async def test_structured_output_is_asked_for_and_a_server_that_refuses_it_is_as
 
 
 async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
-        redis, redis_url, nanobot_home, fake_llm, deps_for):
+        redis, redis_url, nanobot_home, fake_llm, deps_for, capsys):
     route_openai_models_to(nanobot_home, fake_llm)
     model = Summarizer()
     fake_llm.responder = lambda request: replace(model(request), prompt_tokens=10_000, completion_tokens=1_000,
@@ -273,17 +271,15 @@ async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
                                                                                                  4_000)
     # gpt-4o-mini in litellm's table: 6,000 tokens at $0.15/M, 4,000 cached at $0.075/M, 1,000 out at $0.60/M.
     assert spend.cost == pytest.approx(6_000 * 0.15e-6 + 4_000 * 0.075e-6 + 1_000 * 0.6e-6, rel=0.01)
-    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
-    shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=60)
+    env = process_env(nanobot_home, redis_url, config=True)
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     state = json.loads(shown.stdout)
     assert state["spend"]["sessions"][KEY]["calls"] == 1 and state["spend"]["total"]["prompt_tokens"] == 10_000
     assert state["spend"]["sessions"][KEY]["cost"] == pytest.approx(spend.cost)
     [last] = state["outcomes"]
     assert last["spend"]["calls"] == 1 and last["reason"] == "tokens" and last["model"] == "openai/gpt-4o-mini"
-    table = subprocess.run([sys.executable, "-m", "worker", "status"], cwd=ROOT, env=env, capture_output=True, text=True,
-                           timeout=60)
+    table = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
     assert table.returncode == 0 and "summarizing so far: 1 calls, 10,000 prompt" in table.stdout
 
 

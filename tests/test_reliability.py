@@ -3,10 +3,8 @@ deleted sessions, and bad input of every shape (property-based)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from tests.support.redis_server import RedisServer
 from worker.memory import longterm
 from worker.model.answer import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
+from worker.commands import cli
 from worker.connections import redis_settings, version_problem
 from worker.summarize.daily import daily_summaries
 from worker.summarize.cut import plan_cut
@@ -39,7 +38,6 @@ from tests.support.defaults import TEST_KEYS
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
-ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
 # Commands of Redis 6.0 and later (GETDEL and GETEX are 6.2): switched off, the server answers like a 5.0.
 NEWER_COMMANDS = ("GETDEL", "GETEX", "LMOVE", "BLMOVE", "COPY", "ZRANGESTORE", "SMISMEMBER", "ZMSCORE", "LPOS",
@@ -94,7 +92,7 @@ def _longest_key() -> str:
 
 
 async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run(
-        redis, redis_url, nanobot_home, fake_llm, deps_for):
+        redis, redis_url, nanobot_home, fake_llm, deps_for, monkeypatch, capsys, caplog):
     longest = _longest_key()
     assert len(longest.encode()) >= 185
     fake_llm.responder = Summarizer()
@@ -110,10 +108,11 @@ async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run
     for key in (longest, KEY):
         outcome = await load_outcome(redis, key)
         assert outcome is not None and outcome.status == "summarized", (key, outcome)
-    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)}
-    listed = subprocess.run([sys.executable, "-m", "worker", "enqueue", "--all", "--dry-run"], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0 and longest in listed.stdout and "skipping session file" in listed.stderr
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("NANOBOT_CONFIG", str(nanobot_home.config_path))
+    # The command in this process (tests/test_commands.py starts it as a process): its own event loop, in a thread.
+    code = await asyncio.to_thread(cli.main, ["enqueue", "--all", "--dry-run"])
+    assert code == 0 and longest in capsys.readouterr().out and "skipping session file" in caplog.text
 
 
 async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(redis, nanobot_home, fake_llm,

@@ -4,13 +4,15 @@ still waiting is dropped, and a queued job, a dry run and an unknown session lea
 
 from __future__ import annotations
 
-import os
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
+from tests.support.commands import run_in_process
+from tests.support.environment import process_env
 from tests.support.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
 from tests.support.nanobot_cli import ARCHIVED, turn
 from tests.support.sandbox import session_lines
@@ -24,10 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
 
 
-def undo(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(home.config_path)}
-    return subprocess.run([sys.executable, "-m", "worker", "undo", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+def undo_process(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary undo` in its own process (the first test: the command as users run it)."""
+    return subprocess.run([sys.executable, "-m", "worker", "undo", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=process_env(home, redis_url, config=True), timeout=60)
+
+
+def undo(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary undo` in this process (from an async test: through asyncio.to_thread)."""
+    return run_in_process(capsys, "undo", *args, env=process_env(home, redis_url, config=True))
 
 
 def message_lines(path: Path) -> list[bytes]:
@@ -46,7 +53,7 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
 
     path = agent_home.session_file(key)
     lines, mtime = message_lines(path), path.stat().st_mtime_ns
-    result = undo(agent_home, redis_url, key)
+    result = undo_process(agent_home, redis_url, key)
     assert result.returncode == 0, result.stderr
     assert f"from {record.boundary} to 0" in result.stdout
     assert message_lines(path) == lines, "every message line byte for byte, nanobot's marker included"
@@ -70,34 +77,34 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
 
 
 async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
-        nanobot_home, default_reply, redis, redis_url, deps_for):
+        nanobot_home, default_reply, redis, redis_url, deps_for, capsys):
     path = nanobot_home.write_session(KEY, conversation(15))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    queued = undo(nanobot_home, redis_url, KEY)
+    queued = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
     assert queued.returncode == 2 and "queued or running" in queued.stderr
     await run_burst(deps_for())
     record = await load_record(redis, KEY)
     assert record is not None
     before = path.read_bytes()
 
-    dry = undo(nanobot_home, redis_url, "--dry-run", KEY)
+    dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "--dry-run", KEY)
     assert dry.returncode == 0 and "would have dropped the summary waiting in Redis" in dry.stdout
     assert path.read_bytes() == before and await load_record(redis, KEY) is not None
 
-    done = undo(nanobot_home, redis_url, KEY)
+    done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
     assert done.returncode == 0, done.stderr
     assert await load_record(redis, KEY) is None and await pending_sessions(redis) == []
     head, _ = session_lines(nanobot_home, KEY)
     assert METADATA_KEY not in head["metadata"], "the copy in line 1 is gone too: nothing left to apply"
     assert message_lines(path) == before.split(b"\n")[1:]
-    again = undo(nanobot_home, redis_url, KEY)
+    again = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
     assert again.returncode == 0 and "no summary to undo" in again.stdout
 
-    unknown = undo(nanobot_home, redis_url, "telegram:43")
+    unknown = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "telegram:43")
     assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
 
 
-def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url) -> None:
+def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url, capsys) -> None:
     from worker.model.answer import Fact
     from worker.memory.longterm import write_facts
 
@@ -109,14 +116,14 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     write_facts(memory, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-20", 300,
                 session="cli:direct")
     before = memory.read_bytes()
-    listed = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
+    listed = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
     assert listed.returncode == 0, listed.stderr
     assert f"{KEY}: would have removed from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
     assert memory.read_bytes() == before
-    done = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert done.returncode == 0, done.stderr
     text = memory.read_text(encoding="utf-8")
     assert "stage-7" not in text and "prefers short answers" in text and text.startswith("# Long-term Memory\n- my own line\n")
-    again = undo(nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    again = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert "no fact of this session in MEMORY.md" in again.stdout
-    assert undo(nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2
+    assert undo(capsys, nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2

@@ -1,11 +1,15 @@
-"""Running the real worker from tests: an arq burst in the test's own process, "summarize this session now"
-(queue a job, run it, read what it left), and the worker as the Procfile starts it, in a process of its own."""
+"""Running the real worker from tests: an arq burst in the test's own process, a worker polling there for the
+length of a block, "summarize this session now" (queue a job, run it, read what it left), and the worker as
+the Procfile starts it, in a process of its own."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,21 @@ async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
     finally:
         await worker.close()
     return worker
+
+
+@contextlib.asynccontextmanager
+async def running_worker(deps: Deps, **worker_overrides: Any) -> AsyncIterator[Worker]:
+    """A real arq worker in this process, polling until the block ends (`run_burst` stops at an empty queue)."""
+    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02,
+               "handle_signals": False, **worker_overrides}
+    worker = Worker(**options)
+    task = asyncio.create_task(worker.async_run())
+    try:
+        yield worker
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await worker.close()
 
 
 @dataclass

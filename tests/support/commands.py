@@ -1,0 +1,56 @@
+"""The `nanobot-summary` commands run in the test's own process, seen as a subprocess would see them.
+
+A command's own process pays the worker's imports again (litellm alone takes seconds); here `cli.main`, the
+function the console script calls, runs with the environment, output and exit code a process would have.
+Each command keeps one real-process test (tests/test_commands.py and beside it), so the entry point stays tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import pytest
+
+from worker.app import PAYLOAD_LOGGERS
+from worker.commands import cli
+
+
+def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary ARGV` in this process: `env` (when given) is the whole environment, stdout and stderr are
+    captured, argparse's exit is the exit code. From a test with a running loop call it through
+    asyncio.to_thread (the commands start their own loop). The worker's `run` would raise this process's
+    niceness for good: that one step is left out here, the real-process tests of `run` check it."""
+    capsys.readouterr()  # what came before is not this command's output
+    # Log lines reach stderr as in the command's own process: the worker's (INFO and up; its basicConfig finds
+    # pytest's handlers and leaves them) or Python's last resort (WARNING and up) for the others.
+    runs_worker = not argv or argv[0] == "run" or (argv[0].startswith("-") and argv[0] not in ("-h", "--help"))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.INFO if runs_worker else logging.WARNING)
+    root = logging.getLogger()
+    # `run` sets levels and adds its redacting filter to every handler there is (pytest's too): undone after,
+    # so the next tests see logging as they would have.
+    loggers = [root, *(logging.getLogger(name) for name in PAYLOAD_LOGGERS)]
+    levels = {logger: logger.level for logger in loggers}
+    filters = {h: list(h.filters) for logger in loggers for h in logger.handlers}
+    root.addHandler(handler)
+    root.setLevel(min(root.level, handler.level))
+    try:
+        with mock.patch.dict(os.environ, env or {}, clear=env is not None), \
+                mock.patch("worker.app.lower_priority", return_value=0):
+            try:
+                code = cli.main(list(argv))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        root.removeHandler(handler)
+        for logger, level in levels.items():
+            logger.setLevel(level)
+        for h, kept in filters.items():
+            h.filters[:] = kept
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["nanobot-summary", *argv], code, out.out, out.err)
