@@ -31,6 +31,11 @@ apply_test_defaults()
 __all__ = ["TEST_DEFAULTS", "TEST_KEYS", "NanobotHome", "conversation", "run_burst", "summary_json"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`).
+    config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of this test process's own, on a free port: two runs on one machine (two checkouts,

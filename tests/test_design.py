@@ -60,6 +60,11 @@ def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks
         assert not upward, f"{module} imports {sorted(upward)}"
 
 
+# Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds
+# it in the checkout's build folder, once.
+ONE_WHEEL = pytest.mark.xdist_group("wheel")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
@@ -70,6 +75,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@ONE_WHEEL
 def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
@@ -79,6 +85,7 @@ def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
     assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.plugin:RecallTool" in declared
 
 
+@ONE_WHEEL
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
     modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)
