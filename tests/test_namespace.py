@@ -171,14 +171,13 @@ def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(n
                                                                                 tmp_path) -> None:
     """The namespace comes from the id nanobot writes at its first run: a worker started before that says so
     once and starts serving the instance's queue as soon as the id is there, instead of exiting."""
-    import os
     import time
 
     marker = nanobot_home.workspace / ".nanobot" / "workspace-id"
     saved = marker.read_text(encoding="utf-8")
     marker.unlink()
-    env = {k: v for k, v in os.environ.items() if k != "NANOBOT_SUMMARY_NAMESPACE"}
-    env.update(REDIS_URL=redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path))
+    env = process_env(nanobot_home, redis_url, config=True)
+    del env["NANOBOT_SUMMARY_NAMESPACE"]  # the namespace derived from the workspace id, as by default
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],

@@ -26,6 +26,7 @@ from nanobot_hooks.queue import store_record
 from nanobot_hooks.settings import HookSettings
 
 from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.transcripts import conversation
 from .test_pickup import StandInSession, record_for
 
@@ -405,8 +406,7 @@ def test_a_bad_setting_switches_off_without_importing_the_redis_clients():
         "    print('off:', off)\n"
         "print(sorted(m for m in ('arq', 'redis', 'nanobot_hooks.integration') if m in sys.modules))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
-    env["NANOBOT_SUMMARY_THRESHOLD"] = "2"
+    env = process_env(test_defaults=False, NANOBOT_SUMMARY_THRESHOLD="2")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
