@@ -16,13 +16,14 @@ from hypothesis import strategies as st
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import storage_name
 from nanobot_hooks.queue import load_record, store_record
+from tests.support.commands import run_in_process
+from tests.support.environment import process_env
 from tests.support.fakellm import Reply
 from tests.support.models import Summarizer, summary_json
 from tests.support.redis_server import RedisServer
 from worker.memory import longterm
 from worker.model.answer import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
-from worker.commands import cli
 from worker.connections import redis_settings, version_problem
 from worker.summarize.daily import daily_summaries
 from worker.summarize.cut import plan_cut
@@ -92,7 +93,7 @@ def _longest_key() -> str:
 
 
 async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run(
-        redis, redis_url, nanobot_home, fake_llm, deps_for, monkeypatch, capsys, caplog):
+        redis, redis_url, nanobot_home, fake_llm, deps_for, capsys):
     longest = _longest_key()
     assert len(longest.encode()) >= 185
     fake_llm.responder = Summarizer()
@@ -108,11 +109,9 @@ async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run
     for key in (longest, KEY):
         outcome = await load_outcome(redis, key)
         assert outcome is not None and outcome.status == "summarized", (key, outcome)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("NANOBOT_CONFIG", str(nanobot_home.config_path))
-    # The command in this process (tests/test_commands.py starts it as a process): its own event loop, in a thread.
-    code = await asyncio.to_thread(cli.main, ["enqueue", "--all", "--dry-run"])
-    assert code == 0 and longest in capsys.readouterr().out and "skipping session file" in caplog.text
+    listed = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--dry-run",
+                                     env=process_env(nanobot_home, redis_url, config=True))
+    assert listed.returncode == 0 and longest in listed.stdout and "skipping session file" in listed.stderr
 
 
 async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(redis, nanobot_home, fake_llm,
