@@ -28,6 +28,7 @@ from tests.support.environment import process_env
 from tests.support.models import BIG_PROMPT, summary_json
 from tests.support.nanobot_cli import turn
 from tests.support.sandbox import NanobotHome, session_lines
+from tests.support.scripts import load_script
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst
 from .test_nanobot_e2e import agent_home, nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
@@ -157,13 +158,12 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
         await mine.aclose()
 
 
-def test_the_redis_commands_benchmark_runs_at_a_smoke_size() -> None:
-    done = subprocess.run([sys.executable, "scripts/bench_redis_ops.py", "--sessions", "3", "--idle", "1"],
-                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_the_redis_commands_benchmark_runs_at_a_smoke_size(capsys) -> None:
+    assert load_script("bench_redis_ops").main(["--sessions", "3", "--idle", "1"]) == 0
+    stdout = capsys.readouterr().out
     figures = dict(re.findall(r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job",
-                              done.stdout, re.MULTILINE))
-    assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, done.stdout
+                              stdout, re.MULTILINE))
+    assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, stdout
     assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"
 
 

@@ -21,6 +21,7 @@ from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_par
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
+from tests.support.scripts import load_script
 from tests.support.models import summary_json
 from worker.memory.recall_index import RecallIndex, gram_text, memory_rows, note_rows
 
@@ -457,8 +458,7 @@ async def test_the_recall_tool_answers_in_plain_text_and_never_raises(home, inde
     assert json.dumps(tool.parameters) and asyncio.iscoroutinefunction(tool.execute)
 
 
-def test_the_benchmark_runs_in_its_smoke_size():
-    done = subprocess.run([sys.executable, "scripts/bench_recall.py", "--smoke"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "query latency, all (60)" in done.stdout and "queries with passages found: 40 of 60" in done.stdout
+def test_the_benchmark_runs_in_its_smoke_size(capsys):
+    assert load_script("bench_recall").main(["--smoke"]) == 0
+    stdout = capsys.readouterr().out
+    assert "query latency, all (60)" in stdout and "queries with passages found: 40 of 60" in stdout
