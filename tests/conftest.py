@@ -22,7 +22,7 @@ from tests.support.workers import run_burst
 from worker.app import build_deps
 from worker.connections import redis_settings
 from worker.settings import Settings
-from worker.summarize.jobs import Deps
+from worker.summarize.deps import Deps
 
 # Before any worker module reads its settings, and inherited by every process the tests start.
 apply_test_defaults()

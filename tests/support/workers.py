@@ -21,7 +21,7 @@ from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.app import worker_options
 from worker.state.outcomes import JobOutcome, load_outcome
-from worker.summarize.jobs import Deps
+from worker.summarize.deps import Deps
 
 ROOT = Path(__file__).resolve().parents[2]
 
