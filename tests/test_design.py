@@ -60,6 +60,55 @@ def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks
         assert not upward, f"{module} imports {sorted(upward)}"
 
 
+
+# The worker's layers, lowest first: a unit (a package of worker/, or a module at its top) imports only
+# from lower layers, so a reader can take the code from the bottom up and a change low down names who
+# can be affected. The data goes text -> model -> memory and state -> the jobs; the entry points sit on top.
+WORKER_LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"errors", "files", "connections"}),
+    ("text", {"text"}),
+    ("nanobot's files", {"nanobot"}),
+    ("the model", {"model"}),
+    ("memory and state", {"memory", "state"}),
+    ("settings", {"settings"}),
+    ("the jobs", {"summarize"}),
+    ("entry points", {"app", "commands", "__main__", "__init__"}),
+]
+# Sideways imports inside a layer that are allowed (never the other way round): the command line runs the worker.
+WORKER_SIDEWAYS = {("commands", "app"), ("__main__", "commands")}
+# The settings validate the keep rule with the pure cut planner's own type; the planner imports no worker
+# module (checked below), so no cycle can go through it.
+WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
+
+
+def unit_of(module: str) -> str:
+    """worker/summarize/jobs.py or worker.summarize.jobs -> summarize; worker/app.py -> app."""
+    parts = module.removesuffix(".py").replace("/", ".").split(".")
+    return parts[1]
+
+
+def test_the_worker_imports_only_from_lower_layers() -> None:
+    layer = {unit: n for n, (_, units) in enumerate(WORKER_LAYERS) for unit in units}
+    for module, names in imports_of("worker").items():
+        here = unit_of(module)
+        assert here in layer, f"{module}: {here} is in no layer of WORKER_LAYERS"
+        for name in {n for n in names if n.startswith("worker.")}:
+            there = unit_of(name)
+            if there == here or (here, there) in WORKER_SIDEWAYS:
+                continue
+            if any(here == h and (name == m or name.startswith(m + ".")) for h, m in WORKER_DOWNWARD_EXCEPTIONS):
+                continue
+            assert there in layer, f"{module} imports {name}, in no layer"
+            assert layer[there] < layer[here], (
+                f"{module} ({WORKER_LAYERS[layer[here]][0]}) imports {name} ({WORKER_LAYERS[layer[there]][0]})")
+
+
+def test_the_pure_cut_planner_imports_no_worker_module() -> None:
+    names = imports_of("worker")["worker/summarize/cut.py"]
+    assert not {n for n in names if n.startswith("worker")}, sorted(names)
+    assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
+
+
 # Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds
 # it in the checkout's build folder, once.
 ONE_WHEEL = pytest.mark.xdist_group("wheel")
