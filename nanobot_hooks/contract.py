@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 KEY_PREFIX = "nanobot-summary"
 
@@ -134,9 +135,6 @@ class Keys:
         return self.outcome_prefix + session_key
 
 
-# Where nanobot_hooks keeps its own marker inside the session metadata.
-METADATA_KEY = "_summary_worker"
-
 Reason = Literal["tokens", "interval", "manual", "daily", "idle"]
 
 
@@ -196,6 +194,89 @@ class SummaryRecord(BaseModel):
         return timestamp_at_boundary == self.boundary_timestamp
 
 
+# The project's entry in a session's metadata (line 1 of the session file): `SessionMarker` reads and writes it.
+METADATA_KEY = "_summary_worker"
+_PENDING, _APPLIED = "pending", "applied"
+
+
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class AppliedMark:
+    """Which record the hooks applied last, and the message count right after (`through`): the interval
+    trigger counts new user turns from there. Any field may be None in a hand-edited file."""
+
+    stamp: str | None  # the record's `SummaryRecord.stamp`
+    boundary: int | None
+    through: int | None
+    reason: str | None = None
+    applied_at: str | None = None  # local time, ISO
+
+    @classmethod
+    def read(cls, value: Any) -> AppliedMark | None:
+        if not isinstance(value, Mapping):
+            return None
+        return cls(_text(value.get("created_at")), _index(value.get("boundary")), _index(value.get("through")),
+                   _text(value.get("reason")), _text(value.get("applied_at")))
+
+
+@dataclass(frozen=True)
+class SessionMarker:
+    """The marker both sides keep in a session's metadata under METADATA_KEY: the worker's copy of a record
+    waiting to be applied (`pending`, for a nanobot process that starts after the notice) and the hooks'
+    mark of the record they applied (`applied`). Read tolerantly: whatever a hand edit left that does not
+    parse reads as absent."""
+
+    pending: SummaryRecord | None = None
+    applied: AppliedMark | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> SessionMarker:
+        """The marker in a session's metadata; never raises."""
+        entry = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
+        if not isinstance(entry, Mapping):
+            return cls()
+        pending = entry.get(_PENDING)
+        try:
+            record = SummaryRecord.model_validate(pending) if isinstance(pending, Mapping) else None
+        except ValidationError:
+            record = None
+        return cls(record, AppliedMark.read(entry.get(_APPLIED)))
+
+    @staticmethod
+    def pending_entry(record: SummaryRecord) -> dict[str, Any]:
+        """What the worker merges into the marker of line 1 (the hooks' `applied` mark stays)."""
+        return {_PENDING: record.model_dump(mode="json")}
+
+    @staticmethod
+    def mark_applied(metadata: dict[str, Any], record: SummaryRecord, through: int, at: datetime) -> None:
+        """Replace the marker (a pending copy included) with the mark of `record`, applied at `at`."""
+        metadata[METADATA_KEY] = {_APPLIED: {"created_at": record.stamp, "boundary": record.boundary,
+                                             "through": through, "reason": record.reason,
+                                             "applied_at": at.isoformat()}}
+
+    @classmethod
+    def forget_pending(cls, metadata: dict[str, Any], record: SummaryRecord) -> bool:
+        """Remove the pending copy if it is `record`; whether it was there."""
+        pending = cls.from_metadata(metadata).pending
+        entry = metadata.get(METADATA_KEY)
+        if pending is None or pending.stamp != record.stamp or not isinstance(entry, dict):
+            return False
+        entry.pop(_PENDING, None)
+        return True
+
+    @staticmethod
+    def remove(metadata: dict[str, Any]) -> bool:
+        """Remove the whole marker (undoing a summary); whether there was one."""
+        return metadata.pop(METADATA_KEY, None) is not None
+
+
 # --- The recall index: written by the worker (worker/memory/recall_index.py), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
 # the tool finds it from nanobot's workspace alone, and nanobot's git store commits only the files it
@@ -209,7 +290,6 @@ RECALL_SCHEMA_VERSION = 1  # PRAGMA user_version; any other value means "rebuild
 # a MEMORY.md line's number.
 PART_BITS = 32
 NOTE_LINE_BITS = 12
-RECALL_KINDS = ("messages", "notes", "memory")
 RECALL_TABLES = """
 CREATE TABLE IF NOT EXISTS parts(
   id INTEGER PRIMARY KEY,

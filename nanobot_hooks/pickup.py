@@ -10,9 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import ValidationError
-
-from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
+from nanobot_hooks.contract import SessionMarker, SummaryRecord
 from nanobot_hooks.nanobot_format import LAST_SUMMARY, timestamp_before
 
 Outcome = Literal["applied", "stale", "duplicate"]
@@ -41,20 +39,12 @@ def pending_in_metadata(session: LiveSession) -> SummaryRecord | None:
     A session freshly loaded from disk (a new `nanobot agent` process, a gateway after a restart)
     has it; a cached one usually does not, because nanobot never re-reads a cached session.
     """
-    entry = session.metadata.get(METADATA_KEY)
-    pending = entry.get("pending") if isinstance(entry, dict) else None
-    if not isinstance(pending, dict):
-        return None
-    try:
-        return SummaryRecord.model_validate(pending)
-    except ValidationError:
-        return None
+    return SessionMarker.from_metadata(session.metadata).pending
 
 
 def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
-    entry = session.metadata.get(METADATA_KEY)
-    applied = entry.get("applied") if isinstance(entry, dict) else None
-    if isinstance(applied, dict) and applied.get("created_at") == record.stamp:
+    applied = SessionMarker.from_metadata(session.metadata).applied
+    if applied is not None and applied.stamp == record.stamp:
         return True
     # Also without our marker (e.g. the metadata was replaced): same boundary and same summary text.
     last = session.metadata.get(LAST_SUMMARY)
@@ -76,29 +66,15 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
     # As nanobot's own checkpoints do: the next request resumes from the summary and the kept tail, not
     # from the provider's replay of every earlier item (which would still carry what was just covered).
     session.provider_state = None
-    session.metadata[METADATA_KEY] = {
-        "applied": {
-            "created_at": record.stamp,
-            "boundary": record.boundary,
-            # The message count right after applying: the interval trigger counts new user turns
-            # from here (trigger.count_from), not from the boundary, which the kept tail follows.
-            "through": len(messages),
-            "reason": record.reason,
-            "applied_at": datetime.now().isoformat(),
-        }
-    }
+    # The message count right after applying: the interval trigger counts new user turns from there
+    # (trigger.count_from), not from the boundary, which the kept tail follows.
+    SessionMarker.mark_applied(session.metadata, record, through=len(messages), at=datetime.now())
     return "applied", True
 
 
 def forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
     """Remove the metadata copy of a record that will never apply, so no later turn re-checks it."""
-    pending = pending_in_metadata(session)
-    if pending is None or pending.stamp != record.stamp:
-        return False
-    entry = session.metadata.get(METADATA_KEY)
-    if isinstance(entry, dict):
-        entry.pop("pending", None)
-    return True
+    return SessionMarker.forget_pending(session.metadata, record)
 
 
 def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:

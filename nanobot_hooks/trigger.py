@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nanobot_hooks.contract import METADATA_KEY, Reason
+from nanobot_hooks.contract import Reason, SessionMarker
 from nanobot_hooks.nanobot_format import is_hidden, is_user_turn
 
 
@@ -20,10 +20,6 @@ def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: 
     return count
 
 
-def _index(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def count_from(messages: Sequence[Mapping[str, Any]], last_archived: int, metadata: Any) -> int:
     """Where the every-N-user-messages count starts: after the last summary this integration applied.
 
@@ -35,11 +31,10 @@ def count_from(messages: Sequence[Mapping[str, Any]], last_archived: int, metada
     messages. Anything else (no marker, odd values) falls back to the watermark. A later native
     compaction past the marker wins, being later.
     """
-    entry = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
-    applied = entry.get("applied") if isinstance(entry, Mapping) else None
-    if not isinstance(applied, Mapping):
+    applied = SessionMarker.from_metadata(metadata).applied
+    if applied is None:
         return last_archived
-    through, boundary = _index(applied.get("through")), _index(applied.get("boundary"))
+    through, boundary = applied.through, applied.boundary
     if through is None or boundary is None:
         return last_archived
     if not (0 <= boundary <= last_archived and boundary < through <= len(messages)):

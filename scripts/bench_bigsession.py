@@ -164,7 +164,7 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
         began = time.monotonic()
         for n in range(writes):
             # What a line-1 write does at its first attempt (hold=False) and at its last (hold=True).
-            value = {"pending": {"n": n, "phase": name}}
+            value = {"write": n, "phase": name}
 
             def mark(record: dict, value: dict = value) -> bool:
                 record.setdefault("metadata", {})[METADATA_KEY] = value

@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
-from nanobot_hooks.contract import METADATA_KEY, WORKSPACE_ID_FILE, Keys, default_namespace  # noqa: E402
+from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SessionMarker, default_namespace  # noqa: E402
 from redis import Redis  # noqa: E402
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
@@ -386,11 +386,11 @@ def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
             head = json.loads(handle.readline())
     except (OSError, ValueError):
         return
-    applied = ((head.get("metadata") or {}).get(METADATA_KEY) or {}).get("applied")
-    if isinstance(applied, dict) and applied.get("created_at") and applied["created_at"] not in seen:
-        ready = datetime.fromisoformat(applied["created_at"].replace("Z", "+00:00"))
-        done = datetime.fromisoformat(applied["applied_at"]).astimezone()
-        seen[applied["created_at"]] = (done - ready).total_seconds()
+    applied = SessionMarker.from_metadata(head.get("metadata")).applied
+    if applied is not None and applied.stamp and applied.applied_at and applied.stamp not in seen:
+        ready = datetime.fromisoformat(applied.stamp.replace("Z", "+00:00"))
+        done = datetime.fromisoformat(applied.applied_at).astimezone()
+        seen[applied.stamp] = (done - ready).total_seconds()
 
 
 # -- the 1,000-turn arithmetic ------------------------------------------------------------------------

@@ -88,7 +88,7 @@ async def main() -> int:
         print(f"error: run this with nanobot's Python ({exc})", file=sys.stderr)
         return 2
 
-    from nanobot_hooks.contract import SummaryRecord
+    from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
     from nanobot_hooks.plugin import installed
 
     class BenchProvider(LLMProvider):
@@ -179,7 +179,7 @@ async def main() -> int:
         record = SummaryRecord(session_key=other, summary="rolling summary " * 50, start=0, boundary=m - 10,
                                boundary_timestamp=live.messages[m - 11]["timestamp"], messages_before=m,
                                messages_after=11, tokens_before=20_000, tokens_after=3_000)
-        live.metadata["_summary_worker"] = {"pending": record.model_dump(mode="json")}
+        live.metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
         event = SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=other))
         start = time.perf_counter_ns()
         integration._on_turn_started(event)

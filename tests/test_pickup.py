@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nanobot_hooks.contract import METADATA_KEY, SummaryRecord
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nanobot_hooks.contract import METADATA_KEY, AppliedMark, SessionMarker, SummaryRecord
 from nanobot_hooks.pickup import apply_record, pending_in_metadata
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
@@ -137,3 +140,39 @@ def test_a_record_without_a_boundary_timestamp_is_never_applied():
     assert not record.fits(0, 20, None)
     assert apply_record(session, record) == ("stale", False)
     assert session.last_archived == 0 and len(session.messages) == 20
+
+
+# -- the marker in line 1, as both sides read it ------------------------------------------------------
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=12)
+MARKER_FIELDS = st.sampled_from(["pending", "applied", "created_at", "boundary", "through", "session_key", "x"])
+
+
+@given(st.dictionaries(MARKER_FIELDS, JSON | st.dictionaries(MARKER_FIELDS, JSON, max_size=4), max_size=3) | JSON)
+def test_a_hand_edited_marker_reads_as_absent_parts_never_as_an_error(entry):
+    marker = SessionMarker.from_metadata({METADATA_KEY: entry})
+    assert marker.pending is None or isinstance(marker.pending, SummaryRecord)
+    applied = marker.applied
+    if applied is not None:
+        assert applied.through is None or type(applied.through) is int
+        assert applied.boundary is None or type(applied.boundary) is int
+
+
+def test_the_marker_writers_round_trip_through_its_reader():
+    session = StandInSession("telegram:1", conversation(10))
+    record = record_for(session, 12)
+    metadata: dict[str, Any] = {"other": 1}
+    metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
+    assert SessionMarker.from_metadata(metadata) == SessionMarker(pending=record)
+    other = record.model_copy(update={"created_at": datetime(2020, 1, 1)})
+    assert not SessionMarker.forget_pending(metadata, other), "another record's copy stays"
+    assert SessionMarker.forget_pending(metadata, record) and SessionMarker.from_metadata(metadata) == SessionMarker()
+
+    at = datetime(2026, 5, 1, 12, 0)
+    SessionMarker.mark_applied(metadata, record, through=21, at=at)
+    assert SessionMarker.from_metadata(metadata).applied == AppliedMark(record.stamp, 12, 21, "manual", at.isoformat())
+    assert SessionMarker.from_metadata({METADATA_KEY: {"applied": {"through": True, "boundary": "12"}}}).applied == \
+        AppliedMark(None, None, None), "a boolean or a string is no message index"
+    assert SessionMarker.remove(metadata) and metadata == {"other": 1} and not SessionMarker.remove(metadata)

@@ -12,7 +12,7 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.contract import METADATA_KEY, SessionMarker
 from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name
 from nanobot_hooks.queue import drop_record, load_record
 from worker.connections import open_pool, redis_problem
@@ -40,7 +40,7 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
     if watermark:
         done.append(f"moved the watermark from {watermark} to 0: messages 0..{watermark - 1} are replayed again")
         head.update({k: 0 for k in WATERMARKS if k in head})
-    if metadata.pop(METADATA_KEY, None) is not None:
+    if SessionMarker.remove(metadata):
         done.append(f"removed the worker's marks (metadata.{METADATA_KEY}: a waiting copy, the applied mark)")
     head["metadata"] = metadata
     return done

@@ -26,16 +26,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from nanobot_hooks.contract import (
-    METADATA_KEY,
     NOTE_LINE_BITS,
     PART_BITS,
     RECALL_INDEX,
     RECALL_SCHEMA_VERSION,
     RECALL_TABLES,
-    SummaryRecord,
+    SessionMarker,
     fts_problem,
 )
 from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
@@ -163,15 +160,9 @@ def archived_through(session: SessionFile) -> int:
     """How many of the session's messages have left the context: nanobot's watermark, or the boundary of
     the worker's record waiting in line 1 when it still fits (it is applied at the next turn)."""
     through = session.last_archived
-    mine = session.metadata.get(METADATA_KEY)
-    pending = mine.get("pending") if isinstance(mine, dict) else None
-    if isinstance(pending, dict):
-        try:
-            record = SummaryRecord.model_validate(pending)
-        except ValidationError:
-            return through
-        if record.fits(through, len(session.messages), session.timestamp_before(record.boundary)):
-            through = max(through, record.boundary)
+    record = SessionMarker.from_metadata(session.metadata).pending
+    if record is not None and record.fits(through, len(session.messages), session.timestamp_before(record.boundary)):
+        through = max(through, record.boundary)
     return through
 
 

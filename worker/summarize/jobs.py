@@ -14,7 +14,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn
 from nanobot_hooks.queue import load_record, store_record
 from worker.state import budget
@@ -281,7 +281,7 @@ async def summarize_part(run: Run, session: SessionFile, pending: SummaryRecord 
     try:
         # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
         # it rewritten after the live one applied the record.
-        write_metadata_entry(session.path.parent, key, METADATA_KEY, {"pending": record.model_dump(mode="json")})
+        write_metadata_entry(session.path.parent, key, METADATA_KEY, SessionMarker.pending_entry(record))
     except SessionError as exc:
         # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
         log.warning("%s: record not written to the session file: %s", key, exc)
