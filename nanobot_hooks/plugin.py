@@ -131,7 +131,7 @@ def check_version() -> str:
 
 def probe(loop: Any) -> Any:
     """Resolve and check every nanobot name the integration uses; raise Off naming the first missing."""
-    from nanobot_hooks.integration import Surface
+    from nanobot_hooks.shared import Surface
 
     hook_factories = _need(loop, "_hook_factories", "AgentLoop._hook_factories")
     if not isinstance(hook_factories, list):

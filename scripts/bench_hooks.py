@@ -124,7 +124,7 @@ async def main() -> int:
     if integration is None:
         print("error: the integration did not install into this nanobot (see the warning above)", file=sys.stderr)
         return 2
-    sessions = loop.sessions
+    sessions, triggering = loop.sessions, integration.triggering
     runtime = LLMRuntime.capture(provider, "bench-model", context_window_tokens=128_000)
     n, m = args.calls, args.messages
     print(f"nanobot_hooks cost per turn; session of {m} messages; {n} calls per figure\n")
@@ -151,26 +151,31 @@ async def main() -> int:
 
     def quiet_turn() -> None:
         session.last_archived = m - 4  # two user turns since the last summary, few tokens
-        integration.usage[key] = (1_000, 128_000)
+        triggering.usage[key] = (1_000, 128_000)
 
-    print(f"  turn saved, nothing to do            {per_call(timed(lambda: integration._on_turn_persisted(persisted), n, quiet_turn))}")
+    print(f"  turn saved, nothing to do            {per_call(timed(lambda: triggering.on_turn_persisted(persisted), n, quiet_turn))}")
     spawned: list[Any] = []
 
     def fire_turn() -> None:
         session.last_archived = 0
-        integration.usage[key] = (90_000, 128_000)
+        triggering.usage[key] = (90_000, 128_000)
 
     # Counted up to handing the enqueue to a background task; the task itself is the next section.
-    integration._spawn = spawned.append
-    fired = timed(lambda: integration._on_turn_persisted(persisted), n, fire_turn)
-    del integration._spawn
+    triggering._spawn = spawned.append
+    fired = timed(lambda: triggering.on_turn_persisted(persisted), n, fire_turn)
+    triggering._spawn = integration.spawn
     for coro in spawned:
         coro.close()
     print(f"  turn saved, trigger fires            {per_call(fired)}")
 
     # 3. at the start of a turn
     started = SessionTurnStarted(context=event_ctx)
-    print(f"  turn starts, nothing pending         {per_call(timed(lambda: integration._on_turn_started(started), n))}")
+
+    def turn_starts(event: Any) -> None:  # both handlers the integration subscribes to SessionTurnStarted
+        triggering.on_turn_started(event)
+        integration.pickups.on_turn_started(event)
+
+    print(f"  turn starts, nothing pending         {per_call(timed(lambda: turn_starts(started), n))}")
     applies = []
     for i in range(min(200, n)):
         other = f"bench:apply:{i}"
@@ -182,7 +187,7 @@ async def main() -> int:
         live.metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
         event = SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=other))
         start = time.perf_counter_ns()
-        integration._on_turn_started(event)
+        turn_starts(event)
         applies.append(time.perf_counter_ns() - start)
     print(f"  turn starts, applies a summary       {per_call(applies)}   (once per summary; includes nanobot's save)")
     await asyncio.sleep(0)
@@ -200,7 +205,7 @@ async def main() -> int:
         samples = []
         for k in keys:
             start = time.perf_counter_ns()
-            await integration._enqueue(k, "tokens", 90_000, 128_000)
+            await triggering.enqueue(k, "tokens", 90_000, 128_000)
             samples.append(time.perf_counter_ns() - start)
         client = integration.link.client()
         names = integration.settings.keys

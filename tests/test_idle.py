@@ -253,7 +253,7 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # 
     integration = make(summary_idle=True, summary_cache_ttl=300, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     for _ in range(2):
-        integration._on_turn_persisted(started(KEY))
+        integration.triggering.on_turn_persisted(started(KEY))
         await asyncio.gather(*integration._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
     due = await redis.zscore(TEST_KEYS.queue, TEST_KEYS.idle_job_id(KEY))
@@ -263,16 +263,16 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # 
 async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_no_redis_call(make, redis):  # noqa: F811
     integration = make(summary_idle=True, summary_cache_ttl=1, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
-    integration._on_turn_persisted(started(KEY))
+    integration.triggering.on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
     # Gone from Redis: were the next turn to ask, the check would be queued again.
     await redis.delete(TEST_KEYS.queue, f"arq:job:{TEST_KEYS.idle_job_id(KEY)}")
-    integration._on_turn_persisted(started(KEY))
+    integration.triggering.on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 0, "the check queued a moment ago cannot have run: not asked"
     await asyncio.sleep(1.1)  # past the cache lifetime: the check may have run and ended
-    integration._on_turn_persisted(started(KEY))
+    integration.triggering.on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
 
@@ -280,7 +280,7 @@ async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_n
 async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: F811
     integration = make(summary_idle=False, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
-    integration._on_turn_persisted(started(KEY))
+    integration.triggering.on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 0
 
@@ -293,7 +293,7 @@ async def held_then_new(make, redis) -> tuple[Any, Any]:  # noqa: F811
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
     integration.s.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
-    assert await integration.pickup(KEY) == "held"
+    assert await integration.pickups.pickup(KEY) == "held"
     # /new: nanobot clears the session; the user goes on talking in the fresh one.
     session.messages, session.last_archived = conversation(3), 0
     session.updated_at = datetime.now()
@@ -302,11 +302,11 @@ async def held_then_new(make, redis) -> tuple[Any, Any]:  # noqa: F811
 
 async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_job(make, redis):  # noqa: F811
     integration, session = await held_then_new(make, redis)
-    integration.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
-    integration._on_turn_persisted(started(KEY))
+    integration.triggering.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
+    integration.triggering.on_turn_persisted(started(KEY))
     await asyncio.gather(*integration._tasks)
 
-    assert KEY not in integration.held and not integration._timers
+    assert KEY not in integration.pickups.held and not integration.pickups._timers
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
     info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
@@ -317,7 +317,7 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
 async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(make, redis):  # noqa: F811
     integration, session = await held_then_new(make, redis)
     publish_turn_started(integration, TurnContext("hello again"))
-    assert KEY not in integration.held and session.last_archived == 0
+    assert KEY not in integration.pickups.held and session.last_archived == 0
     await asyncio.gather(*integration._tasks)
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"

@@ -144,9 +144,9 @@ def test_a_record_without_a_boundary_timestamp_is_never_applied():
 
 # -- the marker in line 1, as both sides read it ------------------------------------------------------
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=12)
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                         max_size=3), max_leaves=12)
 MARKER_FIELDS = st.sampled_from(["pending", "applied", "created_at", "boundary", "through", "session_key", "x"])
 
 

@@ -20,10 +20,11 @@ import pytest
 
 from nanobot_hooks import logs, plugin
 from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.integration import MAX_USAGE_ENTRIES, Integration, Surface
+from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import store_record
 from nanobot_hooks.settings import HookSettings
+from nanobot_hooks.shared import MAX_SESSIONS, Surface
 
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
@@ -38,6 +39,14 @@ class Hook:
         pass
 
 
+class TurnStarted:
+    """Stands in for nanobot's SessionTurnStarted (only its type is used: to subscribe)."""
+
+
+class TurnPersisted:
+    """Stands in for nanobot's SessionTurnPersisted."""
+
+
 class Bus:
     def __init__(self) -> None:
         self.handlers: list[tuple[Any, type]] = []
@@ -46,6 +55,12 @@ class Bus:
         entry = (handler, event_type)
         self.handlers.append(entry)
         return lambda: self.handlers.remove(entry) if entry in self.handlers else None
+
+    def publish(self, event: Any, event_type: type) -> None:
+        """As nanobot's bus: every handler of the type, in the order they subscribed."""
+        for handler, subscribed in list(self.handlers):
+            if subscribed is event_type:
+                handler(event)
 
 
 class Sessions:
@@ -89,7 +104,7 @@ class Loop:
 
 def surface_for(loop: Loop) -> Surface:
     return Surface(
-        loop=loop, hook_base=Hook, turn_started=object, turn_persisted=object,
+        loop=loop, hook_base=Hook, turn_started=TurnStarted, turn_persisted=TurnPersisted,
         request_context=lambda: None, hook_factories=loop._hook_factories,
         session_lock=lambda key: asyncio.Lock(), subscribe=loop.bus.subscribe, sessions=loop.sessions,
         schedule_background=None, run=loop.run, aclose=loop.aclose,
@@ -212,10 +227,10 @@ async def test_a_record_waits_until_its_session_exists_here_then_applies(make, r
     record = record_for(session, 12)
     await store_record(redis, record)
 
-    assert await integration.pickup(KEY) is None, "not a session of this nanobot: left alone"
+    assert await integration.pickups.pickup(KEY) is None, "not a session of this nanobot: left alone"
     assert await redis.exists(TEST_KEYS.record(KEY)), "the record stays for the nanobot that has the session"
     sessions.on_disk[KEY] = session  # the session appears (created here, or a workspace moved)
-    await integration._enqueue(KEY, "tokens", 900, 1000)  # the trigger finds the record pending
+    await integration.triggering.enqueue(KEY, "tokens", 900, 1000)  # the trigger finds the record pending
     assert session.last_archived == 12 and sessions.saved == [KEY]
     assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
     assert (await redis.hgetall(TEST_KEYS.stats)) == {b"applied": b"1"}
@@ -227,7 +242,7 @@ async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(m
     await redis.set(TEST_KEYS.record(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
     await redis.sadd(TEST_KEYS.pending, KEY)
 
-    assert await integration.pickup(KEY) is None
+    assert await integration.pickups.pickup(KEY) is None
     assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
     assert integration.counts["unreadable"] == 1
     assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
@@ -246,7 +261,7 @@ class TurnContext:
 def publish_turn_started(integration: Integration, ctx: TurnContext) -> None:
     # nanobot: _restore_turn(ctx) -> delivery.started() -> bus.publish(SessionTurnStarted) -> handler
     def publish(event: Any) -> None:
-        integration._on_turn_started(event)
+        integration.pickups.on_turn_started(event)
 
     publish(started())
 
@@ -286,14 +301,14 @@ async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_w
     record = record_for(session, 12)
     await store_record(redis, record)
 
-    assert await integration.pickup(KEY) == "held"
-    assert session.last_archived == 0 and integration.held[KEY] == record
+    assert await integration.pickups.pickup(KEY) == "held"
+    assert session.last_archived == 0 and integration.pickups.held[KEY] == record
     publish_turn_started(integration, TurnContext("hello"))
     assert session.last_archived == 0, "a turn while the cache is warm keeps the prompt as it was"
 
     session.updated_at = datetime.now() - timedelta(seconds=301)  # type: ignore[attr-defined]
     publish_turn_started(integration, TurnContext("back after a pause"))
-    assert session.last_archived == 12 and KEY not in integration.held
+    assert session.last_archived == 12 and KEY not in integration.pickups.held
     await asyncio.sleep(0.2)  # the record is settled in the background
     assert not await redis.exists(TEST_KEYS.record(KEY))
 
@@ -304,7 +319,7 @@ async def held_at_pickup(make, redis, cache_ttl: float, prompt_tokens: int) -> t
     session = idle_session(prompt_tokens=prompt_tokens, quiet_for=0)
     integration.s.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
-    assert await integration.pickup(KEY) == "held"
+    assert await integration.pickups.pickup(KEY) == "held"
     return integration, session
 
 
@@ -322,7 +337,7 @@ async def test_a_held_summary_is_applied_between_turns_once_the_cache_lifetime_h
             break
         await asyncio.sleep(0.05)
     assert session.last_archived == 12 and integration.s.sessions.saved == [KEY]
-    assert not integration._timers and not integration.held
+    assert not integration.pickups._timers and not integration.pickups.held
 
 
 async def test_now_pickup_applies_at_once_whatever_the_cache(make, redis):
@@ -330,7 +345,7 @@ async def test_now_pickup_applies_at_once_whatever_the_cache(make, redis):
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
     integration.s.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
-    assert await integration.pickup(KEY) == "applied" and session.last_archived == 12
+    assert await integration.pickups.pickup(KEY) == "applied" and session.last_archived == 12
 
 
 # -- 5: a partly failing Redis warns at most once a minute ---------------------------------------------
@@ -383,14 +398,15 @@ def test_a_hook_factory_list_shared_between_loops_is_not_changed(make):
 
 
 def test_token_usage_is_bounded_and_dropped_when_the_next_turn_starts(make):
-    integration = make()
+    loop = Loop()
+    integration = make(loop)
     usage = SimpleNamespace(usage=SimpleNamespace(input_tokens=500))
-    for n in range(MAX_USAGE_ENTRIES + 50):
-        integration.note_usage(f"telegram:{n}", usage)
-    assert len(integration.usage) == MAX_USAGE_ENTRIES and "telegram:0" not in integration.usage
-    last = f"telegram:{MAX_USAGE_ENTRIES + 49}"
-    integration._on_turn_started(started(last))
-    assert last not in integration.usage
+    for n in range(MAX_SESSIONS + 50):
+        integration.triggering.note_usage(f"telegram:{n}", usage)
+    assert len(integration.triggering.usage) == MAX_SESSIONS and "telegram:0" not in integration.triggering.usage
+    last = f"telegram:{MAX_SESSIONS + 49}"
+    loop.bus.publish(started(last), TurnStarted)
+    assert last not in integration.triggering.usage
 
 
 # -- 4: nothing heavy is imported while the integration is off -----------------------------------------

@@ -1,0 +1,237 @@
+"""The pickup scheduler, inside nanobot: when a finished summary is applied to its live session (pickup.py applies it).
+
+- at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
+  loaded from disk may carry the worker's record in its metadata; it is applied there, without
+  network. This is how a fresh `nanobot agent` process or a restarted gateway picks up. Not in an
+  ephemeral turn, nor before a slash command (`/new` would clear what was just applied): the event
+  carries neither, so they are read from the turn's context on the call stack; the next ordinary
+  turn applies instead.
+- between turns: the worker's notice (or the pending set at start-up) schedules a pickup that takes
+  the session's turn lock, re-validates and applies. Runs where nanobot runs its message loop
+  (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the path above, and a record
+  the trigger finds waiting is applied right after that turn (triggering.py awaits `pickup`).
+- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
+  prompt cache is still warm and the context is not near the window) is held in memory, and the
+  metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
+  start of each turn applies it as soon as it is due. Whenever a held record is looked at (the trigger,
+  the timer, a turn's start) it is checked against the live session first: one that no longer fits (a
+  `/new`, nanobot's own compaction) is dropped at once, so it never blocks the next job. No network on
+  the turn's path either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import datetime
+from typing import Any, Literal
+
+from nanobot_hooks import logs
+from nanobot_hooks.contract import SummaryRecord
+from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
+from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
+from nanobot_hooks.queue import UNREADABLE, drop_record, load_record_or_drop
+from nanobot_hooks.shared import MAX_SESSIONS, THROTTLE, Shared
+from nanobot_hooks.trigger import pickup_due
+
+# How far up the call stack `SessionTurnStarted`'s handler looks for the turn's context.
+TURN_FRAMES = 16
+
+
+class PickupScheduler:
+    def __init__(self, shared: Shared) -> None:
+        self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
+        self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window
+        self._picking: set[str] = set()
+        self._again: set[str] = set()
+        # Idle pickup: records fetched but not due yet, and the timers that look at them again.
+        self.held: dict[str, SummaryRecord] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def cancel_timers(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+
+    def on_turn_started(self, event: Any) -> None:
+        try:
+            key = event.context.session_key
+            if is_internal_session(key):
+                return
+            session = self.s.sessions.get_cached(key)
+            if session is None:
+                return
+            record = self.held.get(key) or pending_in_metadata(session)
+            if record is None or not self._ordinary_turn(session):
+                return
+            if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
+                self._discard(session, record, refused, "at the start of a turn")
+                self._spawn(self._settle(record, refused))
+                return
+            if not self._due(session):
+                return
+            self.held.pop(key, None)
+            outcome, changed = apply_record(session, record)
+            if changed:
+                self.s.sessions.save(session)
+            self._report(record, outcome, "at the start of a turn")
+            self._spawn(self._settle(record, outcome))
+        except Exception as exc:  # noqa: BLE001
+            self._bug("applying a summary at the start of a turn", exc)
+
+    @staticmethod
+    def _ordinary_turn(session: Any) -> bool:
+        """False for an ephemeral turn and for a slash command. SessionTurnStarted carries neither, but
+        nanobot publishes it from inside the turn (`_restore_turn`), whose `ctx` (a TurnContext) is on
+        the call stack. Only looked at when a record is waiting, so an ordinary turn pays nothing."""
+        policy = getattr(session, "policy", None)
+        if policy is not None and getattr(policy, "persist", True) is False:
+            return False
+        frame = sys._getframe(1)
+        for _ in range(TURN_FRAMES):
+            if frame is None:
+                break
+            ctx = frame.f_locals.get("ctx")
+            if type(ctx).__name__ == "TurnContext":
+                if getattr(ctx, "ephemeral", False):
+                    return False
+                content = getattr(getattr(ctx, "msg", None), "content", None)
+                return not (isinstance(content, str) and content.lstrip().startswith("/"))
+            frame = frame.f_back
+        return True  # not found (another nanobot layout): apply, as before
+
+    def request_pickup(self, key: str) -> None:
+        """From a notice or the pending set: one pickup per session at a time, repeated if asked again."""
+        if is_internal_session(key):
+            return
+        if key in self._picking:
+            self._again.add(key)
+            return
+        self._picking.add(key)
+        self._spawn(self._pickup_until_quiet(key))
+
+    async def _pickup_until_quiet(self, key: str) -> None:
+        try:
+            while True:
+                self._again.discard(key)
+                await self.pickup(key)
+                if key not in self._again:
+                    return
+        finally:
+            self._picking.discard(key)
+
+    def _due(self, session: Any) -> bool:
+        """Apply now, or hold until the cache is cold or the context nears the window (idle pickup)."""
+        settings = self.settings
+        if settings.summary_pickup == "now":
+            return True
+        return pickup_due(mode=settings.summary_pickup, idle_seconds=idle_seconds(session),
+                          cache_ttl=settings.summary_cache_ttl, prompt_tokens=last_context_tokens(session.metadata),
+                          context_window=settings.summary_context_window or self._window(),
+                          threshold=settings.summary_threshold)
+
+    def _hold(self, key: str, record: SummaryRecord, session: Any) -> None:
+        """Keep `record` for the turn that finds it due, and look again when the cache would be cold."""
+        self.held.pop(key, None)
+        self.held[key] = record
+        while len(self.held) > MAX_SESSIONS:
+            del self.held[next(iter(self.held))]
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        delay = max(self.settings.summary_cache_ttl - (idle_seconds(session) or 0.0), 0.0) + 0.05
+        self._timers[key] = asyncio.get_running_loop().call_later(delay, self._recheck, key)
+        logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
+                   "or the context nears the window")
+
+    def _discard(self, session: Any, record: SummaryRecord, outcome: Outcome, where: str) -> None:
+        """A record that will never apply (stale, or applied already): no longer held, its metadata copy
+        gone (the session saved), reported. The caller settles it in Redis."""
+        key = record.session_key
+        if self.held.get(key) == record:
+            del self.held[key]
+            timer = self._timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+        if forget_pending(session, record):
+            self.s.sessions.save(session)
+        self._report(record, outcome, where)
+
+    def _recheck(self, key: str) -> None:
+        self._timers.pop(key, None)
+        if key in self.held:
+            self.request_pickup(key)
+
+    async def pickup(self, key: str) -> Outcome | Literal["held"] | None:
+        """Between turns, under the session's turn lock: apply the session's waiting record, hold it (idle
+        pickup), or drop it when it will never apply. Never raises (but a cancel still propagates)."""
+        try:
+            sessions = self.s.sessions
+            if sessions.get_cached(key) is None and not self._on_disk(key):
+                # Not a session of this nanobot (another workspace on the same Redis): leave its record.
+                # Asked again every time (no memo): once the session exists here, its record applies.
+                return None
+            record = await self.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
+            if record is None:
+                return None
+            if record == UNREADABLE:
+                self.counts[UNREADABLE] += 1
+                THROTTLE.warning(UNREADABLE, f"dropped a summary record of {key} that cannot be read "
+                                 f"(another version of the worker?); {self.counts[UNREADABLE]} so far")
+                return None
+            if not isinstance(record, SummaryRecord):
+                return None
+            async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
+                session = sessions.get_or_create(key)
+                outcome = verdict(session, record)  # checked first: a stale record is not held
+                if outcome is not None:
+                    self._discard(session, record, outcome, "between turns")
+                elif not self._due(session):
+                    self._hold(key, record, session)
+                    return "held"
+                else:
+                    self.held.pop(key, None)
+                    outcome, changed = apply_record(session, record)
+                    if changed:
+                        sessions.save(session)
+                    self._report(record, outcome, "between turns")
+            await self._settle(record, outcome)
+            return outcome
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._bug(f"applying the summary of {key}", exc)
+            return None
+
+    def _on_disk(self, key: str) -> bool:
+        read = getattr(self.s.sessions, "read_session_metadata", None)
+        try:
+            return read is not None and read(key) is not None
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _report(self, record: SummaryRecord, outcome: Outcome, where: str) -> None:
+        self.counts[outcome] += 1
+        key = record.session_key
+        if outcome == "applied":
+            logs.info(f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
+                      f"covered, {record.tokens_before} -> {record.tokens_after} tokens")
+        elif outcome == "stale":
+            logs.info(f"dropped the summary of {key}: the session changed since (/new or a compaction); "
+                      f"{self.counts['stale']} dropped so far")
+
+    async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
+        async def work(client: Any) -> None:
+            await drop_record(client, record)  # keeps a newer record of the same session
+            await client.hincrby(self.settings.keys.stats, outcome, 1)
+
+        await self.link.call(f"clearing the summary record of {record.session_key}", work)
+
+
+def idle_seconds(session: Any) -> float | None:
+    """Seconds since nanobot last saved the session (its `updated_at`, local time), None if unknown."""
+    updated = getattr(session, "updated_at", None)
+    try:
+        return max((datetime.now(updated.tzinfo) - updated).total_seconds(), 0.0)
+    except (AttributeError, TypeError):  # not a datetime
+        return None

@@ -1,0 +1,157 @@
+"""Triggering, inside nanobot: the prompt tokens of each LLM call, the decision after each saved turn
+(`trigger.decide`), the summary job queued in the background, and the session's idle check kept waiting.
+
+What each path costs nanobot's turn:
+- after every LLM call (`AgentHook.after_iteration`): remember the reported prompt tokens and the
+  context window. A dict write.
+- after the turn is saved (`SessionTurnPersisted`): decide; when it fires, a background task checks for a
+  pending record and enqueues (a record found there is applied right after the turn, by the pickup
+  scheduler). With idle summaries on, another background task makes sure the session's idle check waits
+  in the queue, deferred by the cache lifetime (the worker decides there whether the session was quiet
+  long enough). The turn never waits for Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nanobot_hooks import logs
+from nanobot_hooks.contract import SummarizeRequest
+from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary
+from nanobot_hooks.shared import MAX_SESSIONS, Shared
+from nanobot_hooks.trigger import count_from, decide, user_turns_since
+
+# Applies a session's waiting record now; its outcome ("applied", "stale", "duplicate", "held") or None.
+Pickup = Callable[[str], Awaitable[str | None]]
+
+
+class Triggering:
+    def __init__(self, shared: Shared, pickup: Pickup) -> None:
+        self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
+        self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window
+        self.pickup = pickup
+        # session key -> (prompt tokens of the last LLM call, context window), consumed after the turn
+        self.usage: dict[str, tuple[int, int | None]] = {}
+        # Idle summaries: when each session's idle check was last queued (time.monotonic()). A queued check waits
+        # at least the cache lifetime and re-defers itself while the session is active, so a turn within
+        # that time needs no Redis call.
+        self._idle_armed: dict[str, float] = {}
+
+    def hook_factory(self) -> Callable[[Any], Any]:
+        triggering = self
+
+        class SummaryUsageHook(self.s.hook_base):  # type: ignore[name-defined, misc]
+            """Keeps the provider-reported prompt tokens of each LLM call of one turn."""
+
+            def __init__(self, session_key: str) -> None:
+                super().__init__()
+                self.session_key = session_key
+
+            async def after_iteration(self, context: Any) -> None:
+                triggering.note_usage(self.session_key, context)
+
+        def factory(turn: Any) -> Any:
+            key = getattr(turn, "session_key", None)
+            if getattr(turn, "ephemeral", False) or is_internal_session(key):
+                return None
+            return SummaryUsageHook(key)
+
+        return factory
+
+    def note_usage(self, key: str, context: Any) -> None:
+        try:
+            prompt = getattr(getattr(context, "usage", None), "input_tokens", None)
+            if isinstance(prompt, int) and not isinstance(prompt, bool):
+                usage = self.usage
+                usage.pop(key, None)  # re-inserted last: the oldest entries go first below
+                usage[key] = (prompt, self.settings.summary_context_window or self._window())
+                while len(usage) > MAX_SESSIONS:
+                    del usage[next(iter(usage))]
+        except Exception as exc:  # noqa: BLE001
+            self._bug("reading token usage", exc)
+
+    def on_turn_started(self, event: Any) -> None:
+        try:
+            self.usage.pop(event.context.session_key, None)  # left over from a turn that failed before it was saved
+        except Exception as exc:  # noqa: BLE001
+            self._bug("dropping a turn's token usage", exc)
+
+    def on_turn_persisted(self, event: Any) -> None:
+        try:
+            key = event.context.session_key
+            prompt, window = self.usage.pop(key, (None, None))
+            if is_internal_session(key):
+                return
+            session = self.s.sessions.get_cached(key)
+            if session is None:
+                return
+            interval = self.settings.summary_interval
+            turns = 0
+            if interval:
+                messages = session.messages
+                start = count_from(messages, session.last_archived, session.metadata)
+                turns = user_turns_since(messages, start, enough=interval)
+            reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.settings.summary_threshold,
+                            user_turns=turns, interval=interval)
+            if reason is not None:
+                self._spawn(self.enqueue(key, reason, prompt, window))
+            if self.settings.summary_idle and self._idle_check_may_be_gone(key):
+                self._spawn(self._arm_idle(key))
+        except Exception as exc:  # noqa: BLE001
+            self._bug("deciding whether to summarize", exc)
+
+    def _idle_check_may_be_gone(self, key: str) -> bool:
+        """False while the check queued for this session cannot have run yet (it is deferred by the cache
+        lifetime); True, and noted as queued now, otherwise."""
+        now = time.monotonic()
+        armed = self._idle_armed.get(key)
+        if armed is not None and now - armed < self.settings.summary_cache_ttl:
+            return False
+        self._idle_armed[key] = now
+        return True
+
+    async def _arm_idle(self, key: str) -> None:
+        """Make sure the session's idle check waits in the queue: the worker looks once the session could
+        have been quiet for the cache lifetime, and looks again later while it is not."""
+        ttl = self.settings.summary_cache_ttl
+
+        async def queue(client: Any) -> bool:
+            await enqueue_idle_check(client, key, ttl)  # None when one already waits: fine too
+            return True
+
+        if await self.link.call(f"queueing the idle check of {key}", queue) is None:
+            self._idle_armed.pop(key, None)  # Redis failed: the next turn tries again
+
+    async def enqueue(self, key: str, reason: str, prompt: int | None, window: int | None,
+                      again: bool = True) -> None:
+        async def work(client: Any) -> str:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.exists(self.settings.keys.record(key))
+                pipe.exists(self.settings.keys.cooldown(key))
+                pending, resting = await pipe.execute()
+            # A record waiting for pickup already covers this range: a second job would cover it again.
+            if pending:
+                return "pending"
+            # The worker rests a session after a failed or fruitless paid job: asking again would pay again.
+            if resting:
+                return "resting"
+            request = SummarizeRequest(session_key=key, reason=reason, prompt_tokens=prompt, context_window=window)
+            return "queued" if await enqueue_summary(client, request) is not None else "running"
+
+        result = await self.link.call(f"queueing a summary of {key}", work)
+        if result == "queued":
+            self.counts["queued"] += 1
+            logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
+        elif result == "resting":
+            self.counts["resting"] += 1
+            logs.debug(f"not queueing a summary of {key}: it rests after a failed job (nanobot-summary status says why)")
+        elif result == "pending":
+            # Its notice was missed (or this process does not listen): apply it now, after this
+            # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.
+            outcome = await self.pickup(key)
+            if outcome in ("stale", "duplicate") and again:
+                # It never applied (a /new or nanobot's own compaction since): this turn still asked.
+                await self.enqueue(key, reason, prompt, window, again=False)
