@@ -1,18 +1,17 @@
-"""The entries nanobot loads (group `nanobot.tools`): the integration's installer, and the `recall` tool.
+"""The entry nanobot loads (group `nanobot.tools`) that installs the integration (the `recall` tool, the other
+entry, is in recall_tool.py), and the nanobot version check both entries make.
 
 nanobot has no hook entry point; it calls `Tool.enabled(ctx)` of every tool plugin once per
 AgentLoop. SummaryWorkerHooks uses that call to install the integration and answers False, so it
-never reaches the LLM. RecallTool is a real tool (a second entry), offered unless switched off.
-Every nanobot name we need is looked up and checked here, before anything is changed; when one is
-missing (a nanobot outside 0.3.x) or a setting is bad, one log line says why the integration is off
-and nanobot runs exactly as if this package were not installed. The nanobot version and the settings
+never reaches the LLM. Every nanobot name we need is looked up and checked here, before anything is
+changed; when one is missing (a nanobot outside 0.3.x) or a setting is bad, one log line says why the
+integration is off and nanobot runs exactly as if this package were not installed. The nanobot version and the settings
 are checked first: the Redis client libraries are imported only when the integration goes on.
 The Integration is kept on the AgentLoop itself (an attribute), so it lives and dies with the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 from importlib.metadata import PackageNotFoundError, version
@@ -22,9 +21,9 @@ from typing import Any
 from nanobot_hooks import logs
 
 try:
-    from nanobot.agent.tools.base import Tool as _ToolBase
+    from nanobot.agent.tools.base import Tool as ToolBase
 except Exception:  # noqa: BLE001 - without nanobot's Tool, nanobot's loader skips this class anyway
-    _ToolBase = object  # type: ignore[assignment, misc]
+    ToolBase = object  # type: ignore[assignment, misc]
 
 SUPPORTED_PREFIX = "0.3."
 DISTRIBUTION = "nanobot-ai"
@@ -39,7 +38,7 @@ class Off(Exception):
     """Why the integration stays off; the message is the one log line."""
 
 
-class SummaryWorkerHooks(_ToolBase):  # type: ignore[misc, valid-type]
+class SummaryWorkerHooks(ToolBase):  # type: ignore[misc, valid-type]
     """Not a tool: `enabled()` installs the summary worker integration and always answers False."""
 
     _scopes = {"core"}  # the main agent loop only; subagents get their own loader scope
@@ -64,9 +63,9 @@ class SummaryWorkerHooks(_ToolBase):  # type: ignore[misc, valid-type]
         try:
             install(ctx)
         except Off as off:
-            _switch_off(str(off))
+            switch_off(str(off))
         except Exception as exc:  # noqa: BLE001 - never raise into nanobot's tool loader
-            _switch_off(f"unexpected error while installing: {logs.describe(exc)}")
+            switch_off(f"unexpected error while installing: {logs.describe(exc)}")
         return False
 
 
@@ -203,108 +202,7 @@ def _import(module: str, name: str) -> Any:
         raise Off(f"this nanobot has no {module}.{name}") from None
 
 
-def _switch_off(reason: str, what: str = "integration off") -> None:
+def switch_off(reason: str, what: str = "integration off") -> None:
     if reason not in _announced:  # one line per reason per process, however many loops start
         _announced.add(reason)
         logs.warning(f"{what}: {reason}; nanobot runs without it")
-
-
-RECALL_DESCRIPTION = (
-    "Search what was said earlier but left out of the [Archived Context Summary]: this conversation's "
-    "archived messages, its daily notes, and MEMORY.md. Summaries drop details (numbers, names, commands, "
-    "exact wording); when the user refers to one that the summary does not spell out, recall it here "
-    "instead of guessing. Returns a few short passages, each with its date and where it came from. "
-    "Query with keywords of two or more characters, separated by spaces, in the conversation's language "
-    "(e.g. 'nginx port' or '端口 部署'); optionally limit to a date range."
-)
-RECALL_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 2, "maxLength": 200,
-                  "description": "keywords separated by spaces, e.g. 'nginx port' or '端口 部署'"},
-        "date_from": {"type": "string", "description": "only passages dated on or after this day, YYYY-MM-DD"},
-        "date_to": {"type": "string", "description": "only passages dated on or before this day, YYYY-MM-DD"},
-    },
-    "required": ["query"],
-}
-
-
-class RecallTool(_ToolBase):  # type: ignore[misc, valid-type]
-    """The `recall` tool (nanobot_hooks.recall does the search); read-only, bounded in time, never raising."""
-
-    _scopes = {"core"}
-
-    def __init__(self, workspace: Path | None = None, settings: Any = None) -> None:
-        self._workspace = workspace
-        self._settings = settings
-
-    @property
-    def name(self) -> str:
-        return "recall"
-
-    @property
-    def description(self) -> str:
-        return RECALL_DESCRIPTION
-
-    @property
-    def parameters(self) -> dict[str, Any]:
-        return RECALL_PARAMETERS
-
-    @property
-    def read_only(self) -> bool:
-        return True
-
-    @classmethod
-    def enabled(cls, ctx: Any) -> bool:
-        """Offered unless NANOBOT_SUMMARY_RECALL=false, a setting is bad or nanobot unsupported (the
-        hooks' entry logs those), or this Python's SQLite cannot read the index."""
-        try:
-            from nanobot_hooks.contract import fts_problem
-            from nanobot_hooks.settings import load_settings
-
-            check_version()
-            if not load_settings().summary_recall:
-                return False
-            if fts_problem() is not None:
-                _switch_off("this Python's SQLite has no FTS5 trigram tokenizer", "recall tool off")
-                return False
-            return isinstance(getattr(ctx, "workspace", None), (str, Path))
-        except Exception:  # noqa: BLE001 - Off, SettingsError (announced by the hooks' entry), or a surprise
-            return False
-
-    @classmethod
-    def create(cls, ctx: Any) -> RecallTool:
-        from nanobot_hooks.settings import load_settings
-
-        return cls(Path(ctx.workspace).expanduser(), load_settings())
-
-    async def execute(self, query: str = "", date_from: str | None = None, date_to: str | None = None,
-                      **_: Any) -> str:
-        try:
-            from nanobot_hooks import recall
-
-            if self._workspace is None or self._settings is None:
-                return f"Nothing found for {query!r}: recall is not set up in this process."
-            search = asyncio.to_thread(recall.search, self._workspace, str(query), _asking_session(),
-                                       self._settings.is_trusted, self._settings.summary_recall_scope,
-                                       date_from, date_to)
-            # The search stops itself at its budget; this bounds a disk that does not answer at all.
-            return await asyncio.wait_for(search, recall.BUDGET_SECONDS + 2.0)
-        except ValueError as exc:  # a malformed date: the model can fix it
-            return f"Error: {exc}"
-        except asyncio.TimeoutError:
-            return f"Nothing found for {query!r}: the archive did not answer in time."
-        except Exception as exc:  # noqa: BLE001 - never raise into nanobot's turn
-            logs.warning(f"recall failed: {logs.describe(exc)}")
-            return f"Nothing found for {query!r}: the search failed."
-
-
-def _asking_session() -> str | None:
-    """The session of the running turn: its key, not its channel (`nanobot agent -s telegram:42` runs as cli)."""
-    try:
-        from nanobot.agent.tools.context import current_request_context
-
-        key = getattr(current_request_context(), "session_key", None)
-    except Exception:  # noqa: BLE001 - without it only MEMORY.md is searched
-        return None
-    return key if isinstance(key, str) and key else None

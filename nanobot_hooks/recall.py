@@ -1,6 +1,6 @@
 """The recall search: a few short, dated passages of what summaries left out, from the worker's index.
 
-Runs inside nanobot for the `recall` tool (plugin.RecallTool). Light and read-only: the standard
+Runs inside nanobot for the `recall` tool (recall_tool.RecallTool). Light and read-only: the standard
 library's sqlite3 on the index the worker keeps (layout: contract.py), opened with `mode=ro`, stopped
 at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
 

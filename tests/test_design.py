@@ -131,7 +131,7 @@ def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.plugin:RecallTool" in declared
+    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall_tool:RecallTool" in declared
 
 
 @ONE_WHEEL

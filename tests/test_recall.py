@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import contract, plugin, recall
+from nanobot_hooks import contract, plugin, recall, recall_tool
 from nanobot_hooks.contract import RECALL_INDEX
 from nanobot_hooks.nanobot_format import is_direct_chat
 from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_parts
@@ -422,36 +422,36 @@ def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered
     with pytest.raises(recall_index.RecallIndexError, match="no FTS5 trigram"):
         RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
     assert not (home.workspace / RECALL_INDEX).exists()
-    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
+    monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")
     monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5 trigrams")
-    assert plugin.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
+    assert recall_tool.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
 
 
 def test_the_recall_tool_is_offered_unless_switched_off(monkeypatch):
     ctx = SimpleNamespace(workspace="/tmp/ws")
     for name in ("NANOBOT_SUMMARY_RECALL", "NANOBOT_SUMMARY_THRESHOLD"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
-    assert plugin.RecallTool.enabled(ctx) is True
+    monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")
+    assert recall_tool.RecallTool.enabled(ctx) is True
     monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "false")
-    assert plugin.RecallTool.enabled(ctx) is False
+    assert recall_tool.RecallTool.enabled(ctx) is False
     monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "true")
     monkeypatch.setenv("NANOBOT_SUMMARY_THRESHOLD", "1.5")
-    assert plugin.RecallTool.enabled(ctx) is False, "a bad setting: off, without raising"
+    assert recall_tool.RecallTool.enabled(ctx) is False, "a bad setting: off, without raising"
     monkeypatch.delenv("NANOBOT_SUMMARY_THRESHOLD")
-    monkeypatch.setattr(plugin, "check_version", lambda: (_ for _ in ()).throw(plugin.Off("0.4.0")))
-    assert plugin.RecallTool.enabled(ctx) is False
+    monkeypatch.setattr(recall_tool, "check_version", lambda: (_ for _ in ()).throw(plugin.Off("0.4.0")))
+    assert recall_tool.RecallTool.enabled(ctx) is False
 
 
 async def test_the_recall_tool_answers_in_plain_text_and_never_raises(home, index, monkeypatch):
-    tool = plugin.RecallTool(home.workspace, HookSettings())
+    tool = recall_tool.RecallTool(home.workspace, HookSettings())
     assert tool.read_only and tool.name == "recall" and "Archived Context Summary" in tool.description
-    monkeypatch.setattr(plugin, "_asking_session", lambda: DM)
+    monkeypatch.setattr(recall_tool, "_asking_session", lambda: DM)
     assert "54329" in await tool.execute(query="数据库 端口")
     assert (await tool.execute(query="端口", date_from="yesterday")).startswith("Error: date_from")
     monkeypatch.setattr(recall, "search", lambda *a, **k: 1 / 0)
     assert (await tool.execute(query="端口")).startswith("Nothing found for '端口': the search failed")
-    slow = plugin.RecallTool(home.workspace, HookSettings())
+    slow = recall_tool.RecallTool(home.workspace, HookSettings())
     monkeypatch.setattr(recall, "BUDGET_SECONDS", -1.9)
     monkeypatch.setattr(recall, "search", lambda *a, **k: __import__("time").sleep(0.5))
     assert (await slow.execute(query="端口")).endswith("did not answer in time.")
