@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -207,7 +206,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppliedMark:
     """Which record the hooks applied last, and the message count right after (`through`): the interval
     trigger counts new user turns from there. Any field may be None in a hand-edited file."""
@@ -220,34 +219,41 @@ class AppliedMark:
 
     @classmethod
     def read(cls, value: Any) -> AppliedMark | None:
-        if not isinstance(value, Mapping):
+        if not isinstance(value, dict):
             return None
         return cls(_text(value.get("created_at")), _index(value.get("boundary")), _index(value.get("through")),
                    _text(value.get("reason")), _text(value.get("applied_at")))
 
 
-@dataclass(frozen=True)
 class SessionMarker:
     """The marker both sides keep in a session's metadata under METADATA_KEY: the worker's copy of a record
     waiting to be applied (`pending`, for a nanobot process that starts after the notice) and the hooks'
     mark of the record they applied (`applied`). Read tolerantly: whatever a hand edit left that does not
-    parse reads as absent."""
+    parse reads as absent. Each part is parsed when asked for: the turn's path reads one of them."""
 
-    pending: SummaryRecord | None = None
-    applied: AppliedMark | None = None
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: Any = None) -> None:
+        self._entry: dict[str, Any] = entry if isinstance(entry, dict) else {}
 
     @classmethod
     def from_metadata(cls, metadata: Any) -> SessionMarker:
         """The marker in a session's metadata; never raises."""
-        entry = metadata.get(METADATA_KEY) if isinstance(metadata, Mapping) else None
-        if not isinstance(entry, Mapping):
-            return cls()
-        pending = entry.get(_PENDING)
+        return cls(metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None)
+
+    @property
+    def pending(self) -> SummaryRecord | None:
+        value = self._entry.get(_PENDING)
+        if not isinstance(value, dict):
+            return None
         try:
-            record = SummaryRecord.model_validate(pending) if isinstance(pending, Mapping) else None
+            return SummaryRecord.model_validate(value)
         except ValidationError:
-            record = None
-        return cls(record, AppliedMark.read(entry.get(_APPLIED)))
+            return None
+
+    @property
+    def applied(self) -> AppliedMark | None:
+        return AppliedMark.read(self._entry.get(_APPLIED))
 
     @staticmethod
     def pending_entry(record: SummaryRecord) -> dict[str, Any]:
