@@ -39,6 +39,8 @@ TURN_FRAMES = 16
 
 
 class PickupScheduler:
+    """One AgentLoop's pickups: one at a time per session, records held for idle pickup and their timers."""
+
     def __init__(self, shared: Shared) -> None:
         self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
         self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window

@@ -15,20 +15,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.pickup import Outcome
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary
 from nanobot_hooks.shared import MAX_SESSIONS, Shared
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
-# Applies a session's waiting record now; its outcome ("applied", "stale", "duplicate", "held") or None.
-Pickup = Callable[[str], Awaitable[str | None]]
+# The pickup scheduler's `pickup`: applies (or holds, or drops) a session's waiting record now.
+Pickup = Callable[[str], Awaitable[Outcome | Literal["held"] | None]]
 
 
 class Triggering:
+    """One AgentLoop's triggering; `pickup` applies a record the trigger finds already waiting."""
+
     def __init__(self, shared: Shared, pickup: Pickup) -> None:
         self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
         self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window
