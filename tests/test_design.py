@@ -81,26 +81,50 @@ WORKER_SIDEWAYS = {("commands", "app"), ("__main__", "commands")}
 WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
 
 
+# The hooks' layers, lowest first: the contract and nanobot's format at the bottom, the pure decisions, the
+# Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
+HOOKS_LAYERS: list[tuple[str, set[str]]] = [
+    ("the contract and nanobot's format", {"contract", "nanobot_format", "logs", "command", "__init__"}),
+    ("settings and pure decisions", {"settings", "trigger", "pickup", "recall"}),
+    ("the queue", {"queue"}),
+    ("the Redis link", {"link"}),
+    ("what both jobs share", {"shared", "listener"}),
+    ("triggering and pickups", {"triggering", "pickup_scheduler"}),
+    ("the integration", {"integration"}),
+    ("nanobot's entry points", {"plugin", "recall_tool"}),
+]
+HOOKS_SIDEWAYS = {("recall_tool", "plugin")}
+
+
 def unit_of(module: str) -> str:
     """worker/summarize/jobs.py or worker.summarize.jobs -> summarize; worker/app.py -> app."""
     parts = module.removesuffix(".py").replace("/", ".").split(".")
     return parts[1]
 
 
-def test_the_worker_imports_only_from_lower_layers() -> None:
-    layer = {unit: n for n, (_, units) in enumerate(WORKER_LAYERS) for unit in units}
-    for module, names in imports_of("worker").items():
+def check_layers(package: str, layers: list[tuple[str, set[str]]], sideways: set[tuple[str, str]],
+                 exceptions: set[tuple[str, str]] = frozenset()) -> None:
+    layer = {unit: n for n, (_, units) in enumerate(layers) for unit in units}
+    for module, names in imports_of(package).items():
         here = unit_of(module)
-        assert here in layer, f"{module}: {here} is in no layer of WORKER_LAYERS"
-        for name in {n for n in names if n.startswith("worker.")}:
+        assert here in layer, f"{module}: {here} is in no layer"
+        for name in {n for n in names if n.startswith(package + ".")}:
             there = unit_of(name)
-            if there == here or (here, there) in WORKER_SIDEWAYS:
+            if there == here or (here, there) in sideways:
                 continue
-            if any(here == h and (name == m or name.startswith(m + ".")) for h, m in WORKER_DOWNWARD_EXCEPTIONS):
+            if any(here == h and (name == m or name.startswith(m + ".")) for h, m in exceptions):
                 continue
             assert there in layer, f"{module} imports {name}, in no layer"
             assert layer[there] < layer[here], (
-                f"{module} ({WORKER_LAYERS[layer[here]][0]}) imports {name} ({WORKER_LAYERS[layer[there]][0]})")
+                f"{module} ({layers[layer[here]][0]}) imports {name} ({layers[layer[there]][0]})")
+
+
+def test_the_worker_imports_only_from_lower_layers() -> None:
+    check_layers("worker", WORKER_LAYERS, WORKER_SIDEWAYS, WORKER_DOWNWARD_EXCEPTIONS)
+
+
+def test_the_hooks_import_only_from_lower_layers() -> None:
+    check_layers("nanobot_hooks", HOOKS_LAYERS, HOOKS_SIDEWAYS)
 
 
 def test_the_pure_cut_planner_imports_no_worker_module() -> None:
