@@ -95,7 +95,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
 def child_job(config: Path, redis_url: str) -> dict[str, float]:
     """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
     from worker.app import build_deps
-    from worker.summarize.jobs import plan_for
+    from worker.summarize.plan import plan_for
     from worker.settings import Settings
 
     deps = build_deps(Settings(redis_url=redis_url, config=config, summary_keep=KEEP))

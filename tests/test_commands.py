@@ -26,7 +26,7 @@ from nanobot_hooks.queue import load_record
 from worker.app import PAYLOAD_LOGGERS, worker_options
 from worker.commands import cli
 from worker.state.outcomes import load_outcome
-from worker.summarize.jobs import Deps
+from worker.summarize.deps import Deps
 from tests.support.fakellm import Reply
 
 from .conftest import TEST_KEYS, conversation, summary_json

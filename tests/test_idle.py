@@ -22,7 +22,7 @@ from worker.app import worker_options
 from worker.summarize.cut import saves_enough, saving_floor
 from worker.summarize.idle import KEEP_NOTHING, idle_keep
 from worker.summarize.deps import Deps
-from worker.summarize.jobs import plan_for, plan_job
+from worker.summarize.plan import plan_for, plan_job
 from worker.state.outcomes import load_outcome
 from worker.nanobot.sessions import read_session
 from worker.settings import KeepRule

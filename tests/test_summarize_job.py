@@ -13,7 +13,7 @@ from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
 from worker.state.outcomes import load_outcome
 from tests.support.fakellm import Error, Reply
 from worker.summarize.cut import plan_cut
-from worker.summarize.jobs import plan_for, window_for
+from worker.summarize.plan import plan_for, window_for
 from worker.nanobot.sessions import read_session
 from worker.text.tokens import cl100k_counter, count_message
 

@@ -53,9 +53,9 @@ async def connect(settings: Settings) -> ArqRedis:
 
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
-    """What the job would do now, from the job's own plan (worker.summarize.jobs.plan_job)."""
+    """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job)."""
     from worker.app import build_deps
-    from worker.summarize.jobs import plan_job
+    from worker.summarize.plan import plan_job
 
     deps = build_deps(settings)
     print(f"model {deps.model.model} ({deps.model.source}); keep {settings.summary_keep}; "

@@ -27,7 +27,8 @@ from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps
-from worker.summarize.jobs import CURRENT_JOB, KEEP_NOTHING, plan_job
+from worker.summarize.jobs import CURRENT_JOB
+from worker.summarize.plan import KEEP_NOTHING, plan_job
 from worker.nanobot.sessions import read_session, session_path
 from worker.settings import KeepRule
 

@@ -1,0 +1,128 @@
+"""The summary calls of one job: one call when the input fits the budget; otherwise a chain of chunks, each
+folding in the summary so far, with each finished chunk's notes written and its running summary kept (a
+retry resumes after it). A context the model cannot take shrinks the budget and goes on."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from worker.errors import ContextTooLong, SummaryFailed
+from worker.model.answer import ANSWER_SCHEMA, Answer
+from worker.model.prompts import system_prompt, user_prompt
+from worker.state.progress import Progress, digest, load_progress, save_progress
+from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
+from worker.summarize.notes_only import ask_notes
+from worker.summarize.remember import dated_notes, known_facts, write_memory
+from worker.summarize.run import Run
+from worker.text.prepare import Entry, chunk
+from worker.text.redact import redact
+from worker.text.tokens import count_recurring
+
+log = logging.getLogger("worker.summarize.chunks")
+CONTEXT_SHRINKS = 3
+
+
+@dataclass
+class Frame:
+    """What every call of the chain shares: the system prompt, the known facts, their tokens, the language,
+    and the entries whose notes are still to be taken."""
+
+    system: str
+    known: list[str]
+    fixed_tokens: int
+    language: str
+    fresh: set[int]
+
+
+@dataclass
+class Chain:
+    """Where the chain stands: the summary so far, the first entry not yet summarized, the calls made."""
+
+    running: str
+    done: int
+    calls: int = 0
+
+
+async def summarize_entries(
+    run: Run, entries: list[Entry], fresh: set[int], previous: str, language: str,
+    plan: tuple[int, int, str | None],
+) -> tuple[Answer, int, list[Entry]]:
+    """One call when the input fits the budget; otherwise chunks, each folding in the summary so far.
+
+    Returns the last answer, the number of calls, and the entries whose notes the last answer holds. Every finished
+    chunk but the last has its notes written and its running summary kept, so a retry resumes after it.
+    """
+    frame = _frame(run, fresh, language)
+    chain = await _resume(run, previous, plan)
+    budget_tokens = run.deps.settings.summary_input_tokens
+    for _ in range(CONTEXT_SHRINKS + 1):
+        try:
+            return await _run_chain(run, frame, chain, entries, budget_tokens, previous, plan)
+        except ContextTooLong:
+            budget_tokens //= 2
+            chain.calls -= 1
+            log.warning("input over the model's window; shrinking the budget to %d tokens", budget_tokens)
+    raise SummaryFailed("the input does not fit the model's window even after shrinking")
+
+
+def _frame(run: Run, fresh: set[int], language: str) -> Frame:
+    deps = run.deps
+    system = system_prompt(language, deps.settings.summary_max_chars, deps.instructions)
+    known = known_facts(deps)
+    fixed = (count_recurring(deps.counter, system) + count_recurring(deps.counter, "\n".join(known))
+             + PROMPT_SLACK_TOKENS)
+    return Frame(system, known, fixed, language, fresh)
+
+
+async def _resume(run: Run, previous: str, plan: tuple[int, int, str | None]) -> Chain:
+    """A new chain, or the one an earlier try of this job left after its last finished chunk."""
+    kept = await load_progress(run.redis, run.key)
+    if kept is not None and kept.continues(*plan, previous):
+        log.info("%s: resuming after message %d (%d calls already made)", run.key, kept.done - 1, kept.calls)
+        return Chain(kept.running, kept.done, kept.calls)
+    return Chain(previous, plan[0])
+
+
+async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry], budget_tokens: int,
+                     previous: str, plan: tuple[int, int, str | None]) -> tuple[Answer, int, list[Entry]]:
+    counter = run.deps.counter
+    while True:
+        remaining = [e for e in entries if e.index >= chain.done]
+        # Measured per chunk: the running summary is what it is now, not a worst case.
+        room = budget_tokens - frame.fixed_tokens - counter(chain.running)
+        this_chunk = chunk(remaining, room, counter)[0]
+        last = len(this_chunk) == len(remaining)
+        chain.calls += 1
+        if chain.calls > 1 or not last:  # long work says where it is: a big backlog takes many calls
+            log.info("%s chunk %d: messages %d..%d (%d left after it)", run.key, chain.calls, this_chunk[0].index,
+                     this_chunk[-1].index, len(remaining) - len(this_chunk))
+        answer, noted = await _ask_chunk(run, frame, chain, this_chunk, last)
+        if last:
+            return answer, chain.calls, noted
+        await _keep_chunk(run, frame, chain, answer, noted, this_chunk[-1].index + 1, previous, plan)
+
+
+async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entry], last: bool
+                     ) -> tuple[Answer, list[Entry]]:
+    """The chunk's answer, and the entries whose notes it holds."""
+    prompt = user_prompt(chain.running, this_chunk, chain.calls, last=last, known_facts=frame.known)
+    answer = await ask(run, frame.system, prompt, ANSWER_SCHEMA, previous=chain.running)
+    unnoted_entries = [e for e in this_chunk if e.index in frame.fresh]
+    if answer.prose and unnoted_entries:
+        # Prose keeps the chain going; the notes of its messages come from a smaller call.
+        found = await ask_notes(run, unnoted_entries, frame.language, frame.known)
+        if found is None:
+            return answer, []  # not noted: no span may mark them, the daily run asks again
+        answer.notes, answer.facts = found.notes, found.facts
+    return answer, unnoted_entries
+
+
+async def _keep_chunk(run: Run, frame: Frame, chain: Chain, answer: Answer, noted: list[Entry], done: int,
+                      previous: str, plan: tuple[int, int, str | None]) -> None:
+    """A finished chunk (not the last): its notes written, the chain moved on and kept for a retry."""
+    await write_memory(run.deps, run.key, dated_notes(answer.notes, noted), answer.facts, frame.language)
+    chain.running, chain.done = redact(answer.summary), done
+    await save_progress(run.redis, run.key, Progress(
+        start=plan[0], boundary=plan[1], boundary_timestamp=plan[2], previous=digest(previous),
+        done=chain.done, running=chain.running, calls=chain.calls))

@@ -1,0 +1,74 @@
+"""Notes-only calls: for the messages a summary does not cover (the daily run's kept tail and older
+un-noted days), and for a chunk whose summary came back as prose."""
+
+from __future__ import annotations
+
+from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget
+from worker.model.answer import NOTES_SCHEMA, Answer, DailyNotes, Fact
+from worker.model.prompts import notes_system_prompt, user_prompt
+from worker.nanobot.sessions import SessionFile
+from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
+from worker.summarize.remember import dated_notes, known_facts, unnoted, write_memory
+from worker.summarize.run import Run
+from worker.text.prepare import Entry, chunk, detect_language, transcript
+from worker.text.tokens import count_recurring
+
+
+async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> str:
+    """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
+    deps, key = run.deps, run.key
+    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, run.req.notes_since)
+    entries = unnoted(deps, key, [e for e in dated if e.index not in covered])
+    if not entries:
+        return ""
+    language = detect_language(session.messages)
+    notes, facts, noted = await _ask_in_chunks(run, entries, language)
+    if not noted:
+        return f"notes of {len(entries)} more messages skipped"
+    written = await write_memory(deps, key, dated_notes(notes, noted), facts, language)
+    of = "" if len(noted) == len(entries) else f" of {len(entries)}"
+    return f"noted {len(noted)}{of} more messages: {written}"
+
+
+async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
+                         ) -> tuple[list[DailyNotes], list[Fact], list[Entry]]:
+    """The notes and facts of `entries`, one call per chunk, and the entries they cover: up to the first
+    chunk the model could not note (the chunks noted so far are paid for; the rest waits for a later run)."""
+    deps = run.deps
+    known = known_facts(deps)
+    overhead = (count_recurring(deps.counter, notes_system_prompt(language))
+                + count_recurring(deps.counter, "\n".join(known)) + PROMPT_SLACK_TOKENS)
+    chunks = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
+    notes: list[DailyNotes] = []
+    facts: list[Fact] = []
+    noted: list[Entry] = []
+    for number, this_chunk in enumerate(chunks, start=1):
+        found = await ask_notes(run, this_chunk, language, known, number, number == len(chunks))
+        if found is None:
+            break
+        notes += found.notes
+        facts += found.facts
+        noted += this_chunk
+    return notes, facts, noted
+
+
+async def ask_notes(run: Run, entries: list[Entry], language: str, known: list[str], number: int = 1,
+                    last: bool = True) -> Answer | None:
+    """A notes-only call; None (and the reason kept for the outcome) when the model cannot give notes.
+
+    Skipping is final for a model that answers in prose: asking it again would pay for the same failure."""
+    model = run.deps.model.model
+    if model in run.deps.prose_models:
+        run.notes_skipped = f"notes and facts skipped: {model} answers in prose"
+        return None
+    prompt = user_prompt(None, entries, number, last=last, known_facts=known)
+    try:
+        return await ask(run, notes_system_prompt(language), prompt, NOTES_SCHEMA, need_summary=False)
+    except BadAnswer as exc:
+        if exc.prose:  # only a model that answered prose is not asked again; an empty answer may pass
+            run.deps.prose_models.add(exc.model or model)
+        run.notes_skipped = f"notes and facts skipped: {exc}"
+    except (LLMError, OutOfTime, OverBudget) as exc:
+        # The summary is what matters; a retry for its notes would pay for the summary again.
+        run.notes_skipped = f"notes and facts skipped: {exc}"
+    return None

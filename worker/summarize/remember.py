@@ -1,0 +1,87 @@
+"""What a summarize job reads from and writes to the memory files: which messages are noted already, the
+facts MEMORY.md holds, and the notes and facts a call gave, dated by their messages."""
+
+from __future__ import annotations
+
+import logging
+
+from worker.errors import MemoryFilesError
+from worker.memory.notes import is_noted
+from worker.model.answer import NOTE_PARTS, DailyNotes, Fact
+from worker.summarize.deps import Deps
+from worker.text.prepare import Entry
+
+log = logging.getLogger("worker.summarize.remember")
+KNOWN_FACTS_IN_PROMPT = 100
+
+
+async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
+    """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
+    in a trusted session (NANOBOT_MEMORY_SESSIONS). Memory-file trouble (a full disk, a read-only
+    workspace, a lock held too long) is reported, not fatal."""
+    trusted = deps.settings.is_trusted(key)
+    admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
+    left_out = len(facts) - len(admitted)
+    why = "" if not left_out else (
+        f"; {left_out} facts left out ({'not stated by the user' if trusted else 'an untrusted session'})")
+    try:
+        return str(await deps.memory.write(key, notes, admitted, language)) + why
+    except MemoryFilesError as exc:
+        log.warning("%s: memory files not written: %s", key, exc)
+        return f"memory files not written: {exc}"
+
+
+def known_facts(deps: Deps) -> list[str]:
+    """What MEMORY.md holds, so the model does not add it again; bounded, it rides in every call."""
+    try:
+        return deps.memory.known_facts()[:KNOWN_FACTS_IN_PROMPT]
+    except OSError as exc:
+        log.warning("MEMORY.md not readable: %s", exc)
+        return []
+
+
+def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
+    """Entries that no span of this session in their day's notes file covers yet."""
+    noted: dict[str, list[tuple[str, str]]] = {}
+    fresh = []
+    for entry in entries:
+        if entry.date is None or entry.timestamp is None:
+            fresh.append(entry)
+            continue
+        if entry.date not in noted:
+            noted[entry.date] = _noted_spans(deps, session_key, entry.date)
+        if not is_noted(entry.timestamp, noted[entry.date]):
+            fresh.append(entry)
+    return fresh
+
+
+def _noted_spans(deps: Deps, session_key: str, date: str) -> list[tuple[str, str]]:
+    try:
+        return deps.memory.noted_spans(session_key, date)
+    except (OSError, ValueError) as exc:
+        log.warning("%s: cannot read the notes of %s: %s", session_key, date, exc)
+        return []
+
+
+def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNotes]:
+    """One entry per day of the messages, merged across chunks; spans come from the messages.
+
+    A day with nothing worth noting still gets its (empty) entry: its span marks those messages as noted.
+    No messages, no notes: whatever the model wrote then repeats what the day files already hold.
+    """
+    if not entries:
+        return []
+    dates = sorted({e.date for e in entries if e.date})
+    by_date: dict[str, DailyNotes] = {d: DailyNotes(date=d) for d in dates}
+    for note in notes:
+        date = note.date if note.date in dates else (dates[-1] if dates else note.date)
+        merged = by_date.setdefault(date, DailyNotes(date=date))
+        for name in NOTE_PARTS:
+            target = getattr(merged, name)
+            target.extend(item for item in getattr(note, name) if item not in target)
+    for date, note in by_date.items():
+        stamps = [e for e in entries if e.date == date]
+        if stamps:
+            note.first_timestamp = stamps[0].timestamp
+            note.last_timestamp = stamps[-1].timestamp
+    return [by_date[d] for d in sorted(by_date)]

@@ -1,0 +1,121 @@
+"""The summary stage of a job: plan the cut, summarize what leaves the context, write the notes and facts,
+and store the record nanobot applies (or say why not)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
+from nanobot_hooks.queue import store_record
+from worker.errors import SessionError
+from worker.model import guards
+from worker.model.answer import Answer, DailyNotes, Fact
+from worker.nanobot.sessions import SessionFile, write_metadata_entry
+from worker.state.outcomes import JobOutcome
+from worker.state.progress import clear_progress
+from worker.summarize.chunks import summarize_entries
+from worker.summarize.cut import saves_enough
+from worker.summarize.plan import JobPlan, plan_job
+from worker.summarize.remember import dated_notes, unnoted, write_memory
+from worker.summarize.run import Run
+from worker.text.prepare import Entry, Lines, detect_language
+from worker.text.redact import redact
+
+log = logging.getLogger("worker.summarize.summary")
+ALREADY_NOTED = "(in notes) "
+
+
+async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord | None, lines: Lines | None = None
+                          ) -> tuple[JobOutcome, set[int]]:
+    """Returns the outcome and the indices whose notes this stage took care of."""
+    deps, key = run.deps, run.key
+    plan = plan_job(deps, session, pending, run.req, lines)
+    if plan.skip is not None:
+        return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
+    cut = plan.cut
+    language = detect_language(session.messages[cut.start:cut.read])
+    answer, calls, last_noted = await _summarize(run, session, plan, language)
+    tokens_before, tokens_after = _tokens(run, session, plan, answer.summary)
+    await clear_progress(run.redis, key)
+    # The last chunk's notes and facts are true, and paid for, whether or not the summary is committed.
+    notes = dated_notes(answer.notes, last_noted)
+    memory = await write_memory(deps, key, notes, answer.facts, language)
+    # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
+    if not saves_enough(tokens_before - tokens_after, plan.floor / 2):
+        detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
+        return JobOutcome(session_key=key, status="noop", detail=detail), set()
+    record = _record(run, session, plan, answer.summary, tokens_before, tokens_after)
+    # Memory was written first: a crash before the record is stored re-runs the range, and notes are
+    # idempotent. Its failures are reported, never fatal: the summary does not wait on a broken workspace.
+    await _store(run, session, record)
+    detail = (f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} "
+              f"tokens; {memory}")
+    return _summarized(record, detail, plan, answer, notes), {e.index for e in plan.entries}
+
+
+async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: str
+                     ) -> tuple[Answer, int, list[Entry]]:
+    """The plan's entries summarized; those already in the notes are marked, so no call notes them again."""
+    cut = plan.cut
+    fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries)}
+    marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in plan.entries]
+    return await summarize_entries(run, marked, fresh, plan.previous, language,
+                                   (cut.start, cut.boundary, session.timestamp_before(cut.boundary)))
+
+
+def _tokens(run: Run, session: SessionFile, plan: JobPlan, summary: str) -> tuple[int, int]:
+    """What the context replays from the watermark on, before and after the summary."""
+    counter, counts, cut = run.deps.counter, plan.counts, plan.cut
+    before = counter(session.previous_summary) + sum(counts[session.last_archived:cut.read])
+    after = counter(summary) + sum(counts[cut.boundary:cut.read])
+    return before, after
+
+
+def _record(run: Run, session: SessionFile, plan: JobPlan, summary: str, tokens_before: int, tokens_after: int
+            ) -> SummaryRecord:
+    cut = plan.cut
+    return SummaryRecord(
+        session_key=run.key,
+        summary=redact(summary),  # it lands in every system prompt: no secret values there either
+        start=cut.start,
+        boundary=cut.boundary,
+        boundary_timestamp=session.timestamp_before(cut.boundary),
+        messages_before=cut.read - session.last_archived,
+        messages_after=cut.kept + 1,  # nanobot's hidden checkpoint marker is replayed too
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        reason=run.req.reason,
+    )
+
+
+async def _store(run: Run, session: SessionFile, record: SummaryRecord) -> None:
+    key = run.key
+    try:
+        # Line 1 before the notice: a fresh nanobot process may apply from it, and must not find
+        # it rewritten after the live one applied the record.
+        write_metadata_entry(session.path.parent, key, METADATA_KEY, SessionMarker.pending_entry(record))
+    except SessionError as exc:
+        # Redis holds the record nanobot applies; the copy in line 1 is a convenience.
+        log.warning("%s: record not written to the session file: %s", key, exc)
+    if not await store_record(run.redis, record):
+        log.warning("the record of %s is on the primary only: no replica confirmed it in time", key)
+
+
+def _summarized(record: SummaryRecord, detail: str, plan: JobPlan, answer: Answer, notes: list[DailyNotes]
+                ) -> JobOutcome:
+    return JobOutcome(
+        session_key=record.session_key, status="summarized", detail=detail, boundary=record.boundary,
+        tokens_before=record.tokens_before, tokens_after=record.tokens_after,
+        messages_before=record.messages_before, messages_after=record.messages_after,
+        carry_forward=guards.carry_forward(plan.previous, answer.summary),
+        covered_kept=covered_kept(plan.entries, answer.summary, notes, answer.facts),
+    )
+
+
+def covered_kept(entries: list[Entry], summary: str, notes: list[DailyNotes], facts: list[Fact]) -> float | None:
+    """The share of the covered messages' identifiers that reached the summary, the day's notes or the facts."""
+    source = guards.identifiers("\n".join(e.text for e in entries))
+    written = "\n".join([summary, *(n.model_dump_json() for n in notes), *(f.text for f in facts)])
+    kept, total = guards.kept_share(source, written)
+    return round(kept / total, 3) if total else None
