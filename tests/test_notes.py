@@ -204,9 +204,9 @@ def test_notes_without_timestamps_are_deduplicated_by_content(tmp_path: Path) ->
 
 
 def test_every_language_names_every_note_part_and_fact_group() -> None:
-    from worker.model.answer import CATEGORIES, NOTE_PARTS
+    from worker.model.answer import CATEGORIES, NOTE_FIELDS
 
     assert set(LANGUAGES) >= {"en", "zh", "ja", "ko"}
     for lang in LANGUAGES.values():
-        assert list(lang.note_headings) == list(NOTE_PARTS) and all(lang.note_headings.values())
+        assert list(lang.note_headings) == list(NOTE_FIELDS) and all(lang.note_headings.values())
         assert list(lang.memory_groups) == list(CATEGORIES) and all(lang.memory_groups.values())

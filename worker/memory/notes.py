@@ -18,7 +18,7 @@ from filelock import FileLock
 from worker.model.answer import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
 from worker.files import LOCK_TIMEOUT
-from worker.text.language import NOTE_PARTS
+from worker.text.language import NOTE_FIELDS
 from worker.text.language import language as language_table
 from worker.text.clock import local_time
 from worker.text.redact import one_line
@@ -72,7 +72,7 @@ def clean(item: str) -> str:
 
 def note_items(note: DailyNotes) -> dict[str, list[str]]:
     items: dict[str, list[str]] = {}
-    for part in NOTE_PARTS:
+    for part in NOTE_FIELDS:
         values = getattr(note, part)
         if part == "technical_issues":
             lines = [f"{clean(v.problem)} → {clean(v.solution)}" if clean(v.solution) else clean(v.problem)
@@ -84,7 +84,7 @@ def note_items(note: DailyNotes) -> dict[str, list[str]]:
 
 
 def digest(items: dict[str, list[str]]) -> str:
-    joined = "\n".join(f"{part}:{normalize(line)}" for part in NOTE_PARTS for line in items.get(part, []))
+    joined = "\n".join(f"{part}:{normalize(line)}" for part in NOTE_FIELDS for line in items.get(part, []))
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:12]
 
 
@@ -154,7 +154,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     known = session_items(existing, session)
     headings = language_table(language).note_headings
     blocks: list[str] = []
-    for part in NOTE_PARTS:
+    for part in NOTE_FIELDS:
         fresh: list[str] = []
         for line in items[part]:
             key = normalize(line)

@@ -11,12 +11,12 @@ import json_repair
 from pydantic import BaseModel, Field, ValidationError
 
 from worker.errors import BadAnswer
-from worker.text.language import CATEGORIES, NOTE_PARTS
+from worker.text.language import CATEGORIES, NOTE_FIELDS
 
 log = logging.getLogger("worker.model.answer")
 
-# The parts that are plain lists of strings (technical issues are problem/solution pairs).
-TEXT_PARTS = tuple(part for part in NOTE_PARTS if part != "technical_issues")
+# The fields that are plain lists of strings (technical issues are problem/solution pairs).
+TEXT_FIELDS = tuple(name for name in NOTE_FIELDS if name != "technical_issues")
 
 FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
 # Who stated a fact. Only what the user said may become long-term memory; "unknown" (the model did not
@@ -71,7 +71,7 @@ def _schema(with_summary: bool) -> dict[str, Any]:
                 "additionalProperties": False}
 
     strings = {"type": "array", "items": {"type": "string"}}
-    note = strict({"date": {"type": "string"}, **{part: strings for part in TEXT_PARTS},
+    note = strict({"date": {"type": "string"}, **{name: strings for name in TEXT_FIELDS},
                    "technical_issues": {"type": "array", "items": strict(
                        {"problem": {"type": "string"}, "solution": {"type": "string"}})}})
     fact = strict({"text": {"type": "string"},
@@ -166,7 +166,7 @@ def _lenient_fact(item: dict[str, Any]) -> dict[str, Any]:
 def _lenient_note(item: dict[str, Any]) -> dict[str, Any]:
     """Keep every readable item of a day: one odd entry must not cost the whole day's notes."""
     cleaned: dict[str, Any] = {"date": str(item.get("date", ""))}
-    for name in TEXT_PARTS:
+    for name in TEXT_FIELDS:
         values = item.get(name)
         values = values if isinstance(values, list) else [values] if values else []
         cleaned[name] = [str(v) for v in values if isinstance(v, (str, int, float)) and str(v).strip()]

@@ -7,7 +7,7 @@ import logging
 
 from worker.errors import MemoryFilesError
 from worker.memory.notes import is_noted
-from worker.model.answer import NOTE_PARTS, DailyNotes, Fact
+from worker.model.answer import NOTE_FIELDS, DailyNotes, Fact
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry
 
@@ -76,7 +76,7 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
     for note in notes:
         date = note.date if note.date in dates else (dates[-1] if dates else note.date)
         merged = by_date.setdefault(date, DailyNotes(date=date))
-        for name in NOTE_PARTS:
+        for name in NOTE_FIELDS:
             target = getattr(merged, name)
             target.extend(item for item in getattr(note, name) if item not in target)
     for date, note in by_date.items():

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The parts of one day's notes, in the order the notes file shows them; the answer's schema asks for them.
-NOTE_PARTS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
+NOTE_FIELDS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
 # The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
 CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
 
@@ -44,12 +44,12 @@ class Language:
     code: str
     name: str  # as the summarizer's prompt names it
     memory_title: str  # the heading of MEMORY.md's managed part
-    notes: tuple[str, ...]  # a heading per note part, in the order of NOTE_PARTS
+    notes: tuple[str, ...]  # a heading per note field, in the order of NOTE_FIELDS
     groups: tuple[str, ...]  # a heading per fact category, in the order of CATEGORIES
 
     @property
     def note_headings(self) -> dict[str, str]:
-        return dict(zip(NOTE_PARTS, self.notes, strict=True))
+        return dict(zip(NOTE_FIELDS, self.notes, strict=True))
 
     @property
     def memory_groups(self) -> dict[str, str]:
