@@ -470,6 +470,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,slack:D*", "summary_recall": "true",
         "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
         "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
+        "summary_idle_min_tokens": "3000",
         "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace,
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
