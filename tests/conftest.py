@@ -1,5 +1,6 @@
 """Shared fixtures: a real Redis of this test process's own, the fake LLM server, a nanobot home on disk, and the
-worker's settings and deps for them; the helpers the tests import live in tests/support."""
+worker's settings and deps for them, the real nanobot and its gateway, and the Procfile's worker; the helpers
+the tests import live in tests/support."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from typing import Any
 import pytest
 from arq.connections import ArqRedis, create_pool
 
-from tests.support.defaults import TEST_DEFAULTS, TEST_KEYS, apply_test_defaults
+from tests.support.defaults import TEST_KEYS, apply_test_defaults
+from tests.support.environment import process_env
 from tests.support.fakellm import FakeLLM, Reply
-from tests.support.models import summary_json
-from tests.support.redis_server import RedisServer
+from tests.support.gateway import Gateway, write_config
+from tests.support.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
+from tests.support.nanobot_cli import find_nanobot
+from tests.support.redis_server import RedisServer, free_port
 from tests.support.sandbox import NanobotHome
-from tests.support.transcripts import conversation
-from tests.support.workers import run_burst
+from tests.support.workers import ProcfileWorker
 from worker.app import build_deps
 from worker.connections import redis_settings
 from worker.settings import Settings
@@ -26,9 +29,6 @@ from worker.summarize.deps import Deps
 
 # Before any worker module reads its settings, and inherited by every process the tests start.
 apply_test_defaults()
-# Old import names, kept until every test imports them from tests.support (defaults, sandbox, transcripts,
-# models, workers): this file holds fixtures only.
-__all__ = ["TEST_DEFAULTS", "TEST_KEYS", "NanobotHome", "conversation", "run_burst", "summary_json"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,3 +106,70 @@ def deps_for(settings_for):
 def default_reply(fake_llm: FakeLLM) -> FakeLLM:
     fake_llm.default = Reply(summary_json())
     return fake_llm
+
+
+@pytest.fixture(scope="session")
+def nanobot_exe() -> Path:
+    return find_nanobot()
+
+
+@pytest.fixture
+def script(fake_llm: FakeLLM) -> LLMScript:
+    responder = LLMScript()
+    fake_llm.responder = responder
+    return responder
+
+
+@pytest.fixture
+def worker_deps(deps_for, fake_llm: FakeLLM):
+    """The real worker's dependencies, summarizing with a model name the fake LLM recognises."""
+    def make(**overrides: Any) -> Deps:
+        deps = deps_for(**overrides)
+        deps.model, deps.fallback = summarizer(fake_llm.url), None
+        return deps
+    return make
+
+
+@pytest.fixture
+def agent_home(nanobot_home: NanobotHome, fake_llm: FakeLLM) -> NanobotHome:
+    write_config(nanobot_home, fake_llm.url)
+    return nanobot_home
+
+
+@pytest.fixture
+async def gateway(nanobot_exe, nanobot_home: NanobotHome, fake_llm: FakeLLM, redis_url: str, tmp_path: Path):
+    """A factory: `await gateway(**env)` starts one; all are stopped at the end."""
+    ws_port = free_port()
+    write_config(nanobot_home, fake_llm.url, ws_port)
+    started: list[Gateway] = []
+
+    async def start(redis: str = redis_url, **settings: str) -> Gateway:
+        env = process_env(nanobot_home, redis, **settings)
+        gw = Gateway(nanobot_exe, nanobot_home, env, ws_port, tmp_path / f"gateway-{len(started)}.log")
+        started.append(gw)
+        await gw.start()
+        return gw
+
+    yield start
+    for gw in started:
+        await gw.stop()
+
+
+@pytest.fixture
+def procfile_worker(nanobot_home: NanobotHome, redis_url: str, tmp_path: Path):
+    """A factory: `procfile_worker(**env)` starts the Procfile's worker summarizing with `openai/summarizer`
+    (the fake LLM tells its calls from nanobot's by that name; write_config routes it there); all are
+    stopped at the end."""
+    started: list[ProcfileWorker] = []
+
+    def start(**settings: str) -> ProcfileWorker:
+        env = process_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path),
+                          NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}", **settings)
+        worker = ProcfileWorker(env, tmp_path / f"worker-{len(started)}.log")
+        started.append(worker)
+        worker.start()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from .nanobot_fixtures import find_nanobot
+from tests.support.environment import process_env
+from tests.support.nanobot_cli import find_nanobot
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,7 +99,7 @@ def test_goals_and_what_a_variant_misses():
 def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"
-    env = {**os.environ, "NANOBOT_BIN": str(exe)}
+    env = process_env(NANOBOT_BIN=str(exe))
     done = subprocess.run([sys.executable, "scripts/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -23,14 +23,16 @@ from arq.connections import create_pool
 
 from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace
 from nanobot_hooks.queue import load_record, store_record
+from tests.support.environment import process_env
+from tests.support.nanobot_cli import find_nanobot
 from tests.support.redis_server import free_port
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
 from worker.app import worker_options
 from worker.connections import answers, redis_settings
 from worker.nanobot.config import host_timezone
 from worker.settings import Settings
 
-from .conftest import conversation
-from .nanobot_fixtures import find_nanobot, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -60,12 +62,6 @@ def env_file(path: Path) -> dict[str, str]:
     """KEY=value lines, as systemd's EnvironmentFile= and compose's env_file: read them."""
     lines = path.read_text(encoding="utf-8").splitlines()
     return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without our settings, so none of the caller's leak into a command."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_") and k != "REDIS_URL"}
-    return {**env, **extra}
 
 
 def test_the_worker_unit_restarts_on_failure_and_gives_arqs_clean_stop_time() -> None:
@@ -103,8 +99,9 @@ def test_the_units_verify_cleanly_with_systemd_analyze(name: str, tmp_path: Path
 def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home, redis_url) -> None:
     command = setting(WORKER_UNIT, "ExecStart")[0].replace(CHECKOUT, str(ROOT)).split()
     unit_env = dict(pair.split("=", 1) for value in setting(WORKER_UNIT, "Environment") for pair in value.split())
-    env = clean_env(**{**env_file(DEPLOY / "worker.env.example"), **unit_env, "VENV": sys.prefix,
-                       "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    env = process_env(redis_url=redis_url, test_defaults=False, **{
+        **env_file(DEPLOY / "worker.env.example"), **unit_env, "VENV": sys.prefix,
+        "NANOBOT_CONFIG": str(nanobot_home.config_path)})
     result = subprocess.run([*command, "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     dead = subprocess.run(command, cwd=ROOT, env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
@@ -163,8 +160,8 @@ def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
     if warned and host_timezone() != "UTC":
         pytest.skip("this machine's own zone is not UTC, as a container's is")
     nanobot_home.write_config(fake_llm.url, timezone=config_zone)
-    env = {k: v for k, v in clean_env(REDIS_URL=redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path)).items()
-           if k != "TZ"}
+    env = {k: v for k, v in process_env(redis_url=redis_url, test_defaults=False,
+                                        NANOBOT_CONFIG=str(nanobot_home.config_path)).items() if k != "TZ"}
     if tz:
         env["TZ"] = tz
     result = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
@@ -209,9 +206,9 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     (host_home / ".nanobot").symlink_to(nanobot_home.root)
     variables = {"NANOBOT_HOST_HOME": str(host_home), "NANOBOT_UID": str(os.getuid()), "NANOBOT_GID": str(os.getgid())}
     # A variable without a value is passed through from the caller's environment (TZ), as compose does.
-    env = clean_env(**{**env_file(DEPLOY / "worker.env.example"),
-                       **{k: interpolate(v, variables) for k, v in worker_spec["environment"].items()
-                          if v is not None}})
+    env = process_env(test_defaults=False, **{**env_file(DEPLOY / "worker.env.example"),
+                                              **{k: interpolate(v, variables)
+                                                 for k, v in worker_spec["environment"].items() if v is not None}})
     # Only these two differ outside a container: Redis's service name, and the container's own environment.
     env.update(REDIS_URL=url, VENV=sys.prefix)
     # No NANOBOT_SUMMARY_NAMESPACE there: the worker serves the namespace of the nanobot whose config it reads.
@@ -272,7 +269,7 @@ def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix()
         shutil.copy2(ROOT / "pyproject.toml", folder / "pyproject.toml")
         folder.chmod(0o755)
         result = subprocess.run([runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
-                                capture_output=True, text=True, timeout=60, env=clean_env())
+                                capture_output=True, text=True, timeout=60, env=process_env(test_defaults=False))
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip() == (f"error: .venv must be (re)installed, and user nobody cannot write it in "
                                           f"{folder}: sudo chown -R nobody: {folder} (see "

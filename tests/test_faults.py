@@ -20,18 +20,21 @@ from arq.connections import ArqRedis, create_pool
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
+from tests.support.crossing import CHAT
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.fakellm import Error, FakeRequest, Hang, Reply
-from tests.support.models import Summarizer, previous_summary
+from tests.support.models import BIG_PROMPT, SUMMARY_MODEL, Summarizer, previous_summary
+from tests.support.queue_probes import stats
 from tests.support.redis_server import RedisServer
+from tests.support.sandbox import NanobotHome, session_lines
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import running_worker
 from worker.connections import redis_settings
 from worker.memory.notes import section_items, spans
 from worker.state.outcomes import JobOutcome, load_outcome
 
-
-from .conftest import TEST_KEYS, NanobotHome, conversation
-from .nanobot_fixtures import BIG_PROMPT, SUMMARY_MODEL, nanobot_env, session_lines, stats, wait_until
-from .test_commands import running_worker
-from .test_nanobot_e2e import CHAT, agent_home, gateway, nanobot_exe, procfile_worker, script  # noqa: F401 - fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 FACT = {"text": "The deploy host is deploy-3.example.com", "tag": "durable", "importance": 4, "source": "user",
@@ -285,7 +288,7 @@ async def test_a_full_disk_leaves_no_partial_memory_file_and_the_summary_is_stil
     nanobot_home.write_session(facts_full, conversation(15, start=datetime(2026, 11, 21, 10, 0)))
     for key in (notes_full, facts_full):
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
-    env = nanobot_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path))
+    env = process_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path))
     done = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-m", "worker", "--burst", "--no-embedded-redis"], cwd=ROOT, env=env,
         preexec_fn=_limit_file_size, capture_output=True, text=True, timeout=120)

@@ -22,33 +22,34 @@ from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
 from nanobot_hooks.queue import enqueue_summary
+from tests.support.commands import run_in_process
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.fakellm import Error, Reply
+from tests.support.models import summary_json
 from tests.support.redis_server import RedisServer, free_port
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
 from worker.app import build_deps
 from worker.errors import NanobotConfigError
-from worker.state.outcomes import load_outcome
 from worker.settings import unknown_variables
+from worker.state.outcomes import load_outcome
 
-from .conftest import TEST_KEYS, conversation, run_burst, summary_json
-from .test_commands import command
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
         cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=cwd, env={**os.environ, **(env or {})},
+    """`nanobot-summary ARGS` in its own process; `env` is its whole environment (process_env() if none)."""
+    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=cwd, env=env or process_env(),
                           capture_output=True, text=True, timeout=timeout)
-
-
-def home_env(nanobot_home, redis_url: str, **extra: str) -> dict[str, str]:
-    return {"REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path), **extra}
 
 
 # --- the command line --------------------------------------------------------------------------------------
 
 def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
-    timed = cli("status", "--json", env={"REDIS_URL": redis_url, "PYTHONPROFILEIMPORTTIME": "1"})
+    timed = cli("status", "--json", env=process_env(redis_url=redis_url, PYTHONPROFILEIMPORTTIME="1"))
     assert timed.returncode == 0, timed.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
     assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
@@ -81,8 +82,8 @@ def test_a_misspelled_variable_is_named_with_the_nearest_known_one(redis_url, ca
     assert len(lines) == 2
     assert "NANOBOT_MEMORY_MAX_FACT" in lines[0] and "did you mean NANOBOT_MEMORY_MAX_FACTS?" in lines[0]
     assert "NANOBOT_SUMMARY_INTERVALL" in lines[1] and "did you mean NANOBOT_SUMMARY_INTERVAL?" in lines[1]
-    shown = command(capsys, "status", "--json",
-                    env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_SUMMARY_INTERVALL": "2"})
+    shown = run_in_process(capsys, "status", "--json",
+                           env=process_env(redis_url=redis_url, NANOBOT_SUMMARY_INTERVALL="2"))
     assert shown.returncode == 0
     assert shown.stderr.strip() == ("warning: NANOBOT_SUMMARY_INTERVALL is not a setting of the summary worker and "
                                     "is ignored; did you mean NANOBOT_SUMMARY_INTERVAL?")
@@ -108,11 +109,11 @@ def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nano
         redis_url.rsplit("/", 1)[0] + "/99": "has no database 99",
     }
     for url, words in cases.items():
-        env = {**os.environ, **home_env(nanobot_home, url)}
+        env = process_env(nanobot_home, url, config=True)
         for args in (["status"], ["enqueue", "telegram:42"], ["run", "--burst"]):
             if args[0] == "enqueue":
                 nanobot_home.write_session("telegram:42", conversation(3))
-            result = command(capsys, *args, env=env)
+            result = run_in_process(capsys, *args, env=env)
             assert result.returncode == 2, (args, url, result.stderr)
             assert words in result.stderr, (args, url, result.stderr)
             assert "does not answer" not in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -120,7 +121,7 @@ def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nano
             assert "wrong-password" not in result.stderr and "limited-pw" not in result.stderr
             errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
             assert len(errors) == 1, result.stderr
-    metrics = command(capsys, "status", "--prometheus", env={**os.environ, "REDIS_URL": wrong})
+    metrics = run_in_process(capsys, "status", "--prometheus", env=process_env(redis_url=wrong))
     assert metrics.returncode == 2 and "nanobot_summary_redis_up 0" in metrics.stdout
 
 
@@ -130,7 +131,7 @@ def test_the_embedded_redis_folder_goes_on_every_exit(nanobot_home, signum, tmp_
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out,
-                                   env={**os.environ, **home_env(nanobot_home, url)})
+                                   env=process_env(nanobot_home, url, config=True))
         try:
             deadline = time.monotonic() + 90
             while "Starting worker" not in log.read_text(errors="replace") and time.monotonic() < deadline:
@@ -167,9 +168,8 @@ async def test_a_custom_provider_model_summarizes_through_nanobots_endpoint(nano
                                                                            settings_for) -> None:
     fake_llm.default = Reply(summary_json("made through the custom endpoint"))
     nanobot_home.write_session("telegram:42", conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-    await run_burst(build_deps(settings_for(summary_model="custom/fake-model")))
-    outcome = await load_outcome(redis, "telegram:42")
+    deps = build_deps(settings_for(summary_model="custom/fake-model"))
+    outcome = (await summarize_now(redis, deps, "telegram:42")).outcome
     assert outcome is not None and outcome.status == "summarized", outcome
     assert fake_llm.requests[-1].body["model"] == "fake-model"
 
@@ -178,9 +178,7 @@ async def test_a_refused_key_fails_at_once_with_the_fix(nanobot_home, fake_llm, 
     fake_llm.default = Error(401, "Incorrect API key provided: sk-fake", code="invalid_api_key",
                              type="invalid_request_error")
     nanobot_home.write_session("telegram:42", conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-    await run_burst(build_deps(settings_for()))
-    outcome = await load_outcome(redis, "telegram:42")
+    outcome = (await summarize_now(redis, build_deps(settings_for()), "telegram:42")).outcome
     assert outcome is not None and outcome.status == "failed" and outcome.job_try == 1, outcome
     assert len(fake_llm.requests) == 1, "a refused key is not asked again"
     assert "refused the summary model's credentials" in outcome.detail and "not retried" in outcome.detail
@@ -192,14 +190,12 @@ async def test_a_missing_key_is_said_at_start_and_never_retried(nanobot_home, fa
                                                                 settings_for, monkeypatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     nanobot_home.write_config(fake_llm.url, provider="auto", model="openai/gpt-4o-mini")
-    started = cli("run", "--burst", env=home_env(nanobot_home, redis_url))
+    started = cli("run", "--burst", env=process_env(nanobot_home, redis_url, config=True))
     assert started.returncode == 0, started.stderr
     warned = [line for line in started.stderr.splitlines() if "has no API key" in line]
     assert len(warned) == 1 and "OPENAI_API_KEY in the worker's environment" in warned[0], started.stderr
     nanobot_home.write_session("telegram:42", conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-    await run_burst(build_deps(settings_for()))
-    outcome = await load_outcome(redis, "telegram:42")
+    outcome = (await summarize_now(redis, build_deps(settings_for()), "telegram:42")).outcome
     assert outcome is not None and outcome.status == "failed" and outcome.job_try == 1, outcome
     assert "no API key" in outcome.detail and "not retried" in outcome.detail, outcome.detail
     assert fake_llm.requests == []
@@ -216,7 +212,7 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT,
-                                   stdout=out, stderr=out, env={**os.environ, **home_env(nanobot_home, redis_url)})
+                                   stdout=out, stderr=out, env=process_env(nanobot_home, redis_url, config=True))
         try:
             deadline = time.monotonic() + 90
             while "Starting worker" not in log.read_text(errors="replace") and time.monotonic() < deadline:
@@ -282,14 +278,13 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
                       "_hidden_history": True, "timestamp": messages[5]["timestamp"]}]
     messages = messages[:9]
     nanobot_home.write_session("telegram:42", messages, last_archived=6, metadata={"_last_summary": "old summary"})
-    env = {**os.environ, **home_env(nanobot_home, redis_url, NANOBOT_SUMMARY_KEEP="messages:2")}
-    dry = await asyncio.to_thread(command, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
+    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2")
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "would cover" not in dry.stdout, dry.stdout
     assert "nothing to do: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-    await run_burst(build_deps(settings_for(summary_keep="messages:2")))
-    outcome = await load_outcome(redis, "telegram:42")
+    deps = build_deps(settings_for(summary_keep="messages:2"))
+    outcome = (await summarize_now(redis, deps, "telegram:42")).outcome
     assert outcome is not None and outcome.status == "noop", outcome
     assert outcome.detail.startswith("nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden")
     assert fake_llm.requests == []
@@ -304,9 +299,9 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
         pytest.skip("needs nanobot's environment (scripts/test makes it)")
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session("telegram:42", conversation(15))
-    await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-    await run_burst(build_deps(settings_for()))
-    healthy = cli("doctor", "--nanobot-python", nanobot_python, env=home_env(nanobot_home, redis_url))
+    await summarize_now(redis, build_deps(settings_for()), "telegram:42")
+    healthy = cli("doctor", "--nanobot-python", nanobot_python,
+                  env=process_env(nanobot_home, redis_url, config=True))
     print(healthy.stdout)  # the README's and the report's example
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "FAIL" not in healthy.stdout and "warn" not in healthy.stdout and healthy.stdout.endswith("all good\n")
@@ -326,9 +321,9 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
         "workspace": str(tmp_path / "never-ran"), "model": "openai/gpt-4o-mini", "idleCompactAfterMinutes": 15}}}))
     # In this process (the healthy run above is the command's real-process test).
     broken = await asyncio.to_thread(
-        command, capsys, "doctor", "--nanobot-python", sys.executable,
-        env={**os.environ, "NANOBOT_CONFIG": str(broken_config), "REDIS_URL": locked_redis.url(":wrong-password"),
-             "NANOBOT_SUMMARY_INTERVALL": "2"})
+        run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
+        env=process_env(redis_url=locked_redis.url(":wrong-password"), NANOBOT_CONFIG=str(broken_config),
+                        NANOBOT_SUMMARY_INTERVALL="2"))
     print(broken.stdout)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     out = broken.stdout

@@ -23,7 +23,6 @@ from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
 from .test_memory_job import echo_memory
-from .test_nanobot_e2e import agent_home, procfile_worker  # noqa: F401 - fixtures
 
 KEY = "telegram:42"
 OTHER = "cli:direct"

@@ -31,7 +31,6 @@ from tests.support.sandbox import NanobotHome, session_lines
 from tests.support.scripts import load_script
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst
-from .test_nanobot_e2e import agent_home, nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
 
 HOMES = 20
 KEY = "telegram:42"  # the same session key in every instance: the case a shared database must keep apart

@@ -12,141 +12,37 @@ from pathlib import Path
 import pytest
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
-from worker.state.outcomes import load_outcome
-from worker.settings import Settings
-from worker.connections import answers, redis_settings
-
-from tests.support.fakellm import Error
-from tests.support.models import Summarizer
-
-from .conftest import TEST_KEYS, NanobotHome, conversation, run_burst
-from .test_commands import command, running_worker
-from .nanobot_fixtures import (
-    ARCHIVED,
-    BIG_PROMPT,
-    SMALL_PROMPT,
-    SUMMARY_MODEL,
-    SUMMARY_TEXT,
-    Gateway,
-    LLMScript,
-    ProcfileWorker,
-    agent_turn,
-    chat_requests,
-    find_nanobot,
-    free_port,
-    has_record,
-    history_text,
-    nanobot_env,
-    nanobot_python,
-    queued_jobs,
-    queued_reason,
-    session_lines,
-    stats,
-    summarizer,
-    system_text,
-    turn,
-    wait_until,
-    write_config,
+from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.queue import load_record
+from tests.support.commands import run_in_process
+from tests.support.crossing import (
+    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross, seed_cross_and_summarize,
 )
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
+from tests.support.fakellm import Error
+from tests.support.models import (
+    BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, LLMScript, Summarizer, chat_requests, history_text,
+    summarizer, system_text,
+)
+from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from tests.support.queue_probes import has_record, queued_jobs, queued_reason, stats
+from tests.support.redis_server import free_port
+from tests.support.sandbox import NanobotHome, session_lines
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import run_burst, running_worker, summarize_now
+from worker.connections import answers, redis_settings
+from worker.settings import Settings
+from worker.state.outcomes import load_outcome
 
-CHAT = "5b0c7f3e-1111-4222-8333-444455556666"
-SEEDED_TURNS = 10  # 20 messages already in the session before nanobot's first turn here
-
-
-@pytest.fixture(scope="session")
-def nanobot_exe() -> Path:
-    return find_nanobot()
-
-
-@pytest.fixture
-def script(fake_llm) -> LLMScript:
-    responder = LLMScript()
-    fake_llm.responder = responder
-    return responder
-
-
-@pytest.fixture
-def worker_deps(deps_for, fake_llm):
-    """The real worker's dependencies, summarizing with a model name the fake LLM recognises."""
-    def make(**overrides):
-        deps = deps_for(**overrides)
-        deps.model, deps.fallback = summarizer(fake_llm.url), None
-        return deps
-    return make
-
-
-@pytest.fixture
-def agent_home(nanobot_home: NanobotHome, fake_llm) -> NanobotHome:
-    write_config(nanobot_home, fake_llm.url)
-    return nanobot_home
-
-
-@pytest.fixture
-async def gateway(nanobot_exe, nanobot_home, fake_llm, redis_url, tmp_path):
-    """A factory: `await gateway(**env)` starts one; all are stopped at the end."""
-    ws_port = free_port()
-    write_config(nanobot_home, fake_llm.url, ws_port)
-    started: list[Gateway] = []
-
-    async def start(redis: str = redis_url, **settings: str) -> Gateway:
-        env = nanobot_env(nanobot_home, redis, **settings)
-        gw = Gateway(nanobot_exe, nanobot_home, env, ws_port, tmp_path / f"gateway-{len(started)}.log")
-        started.append(gw)
-        await gw.start()
-        return gw
-
-    yield start
-    for gw in started:
-        await gw.stop()
-
-
-async def seed_and_cross(exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str):
-    """A session with history, and one `nanobot agent` turn whose prompt crosses the token threshold."""
-    seeded = conversation(SEEDED_TURNS)
-    home.write_session(key, seeded)
-    env = nanobot_env(home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
-    script.prompt_tokens = BIG_PROMPT
-    await turn(exe, home, env, key, "crossing turn")
-    return seeded, env
-
-
-async def seed_cross_and_summarize(exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str, redis, deps):
-    """`seed_and_cross`, then the worker's job for it: the seeded messages, nanobot's environment and the
-    record waiting in Redis."""
-    seeded, env = await seed_and_cross(exe, home, redis_url, script, key)
-    await run_burst(deps)
-    record = await load_record(redis, key)
-    assert record is not None
-    return seeded, env, record
-
-
-async def gateway_cross(gateway, home: NanobotHome, script: LLMScript, redis, text: str):
-    """A session with history, a gateway, and one WebSocket turn that crosses the threshold and enqueues."""
-    seeded = conversation(SEEDED_TURNS)
-    home.write_session(f"websocket:{CHAT}", seeded)
-    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
-    script.prompt_tokens = BIG_PROMPT
-    reply = await gw.say(CHAT, text)
-    await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
-    return seeded, gw, reply
+# test_idle still takes these fixtures from here; they live in conftest.py.
+from .conftest import agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
 
 
 async def _applied(redis, key: str, count: int = 1) -> bool:
     """The record was applied (counted by nanobot_hooks) and removed from Redis."""
     return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
-
-
-def assert_summary_replaces_covered_messages(fake_llm, seeded: list[dict], boundary: int) -> None:
-    """The last nanobot request: summary in the system prompt, no covered message, every kept one."""
-    request = chat_requests(fake_llm)[-1]
-    system, history = system_text(request), history_text(request)
-    assert ARCHIVED in system and SUMMARY_TEXT in system
-    covered = [m["content"] for m in seeded[:boundary]]
-    kept = [m["content"] for m in seeded[boundary:]]
-    assert covered and not [c for c in covered if c in history], "covered messages are not replayed"
-    assert all(k in history for k in kept), "the kept tail is replayed"
 
 
 def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[dict], boundary: int) -> None:
@@ -299,7 +195,7 @@ async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_aft
 
 async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_are_left_alone(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="2")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="2")
     script.prompt_tokens = SMALL_PROMPT
     await turn(nanobot_exe, agent_home, env, "telegram:100", "one")
     assert await queued_jobs(redis) == 0
@@ -307,7 +203,7 @@ async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_a
     assert await queued_jobs(redis) == 1 and await queued_reason(redis, "telegram:100") == "interval"
 
     script.prompt_tokens = BIG_PROMPT
-    internal = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
+    internal = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
     await turn(nanobot_exe, agent_home, internal, "cron:nightly", "scheduled work")
     assert await queued_jobs(redis) == 1, "a cron session crossing both rules enqueues nothing"
 
@@ -317,7 +213,7 @@ async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_mess
     key = "telegram:101"
     interval = 4
     agent_home.write_session(key, conversation(SEEDED_TURNS))
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL=str(interval))
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL=str(interval))
     script.prompt_tokens = SMALL_PROMPT
     await turn(nanobot_exe, agent_home, env, key, "crossing turn")
     assert await queued_reason(redis, key) == "interval"
@@ -343,14 +239,12 @@ async def test_auto_summary_off_enqueues_nothing_but_a_manual_summary_is_still_p
     key = "telegram:200"
     seeded = conversation(SEEDED_TURNS)
     agent_home.write_session(key, seeded)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false", NANOBOT_SUMMARY_INTERVAL="1")
+    env = process_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false", NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     await turn(nanobot_exe, agent_home, env, key, "over both thresholds")
     assert await redis.keys("*") == [], "nothing enqueued, nothing written to Redis"
 
-    assert await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
-    await run_burst(worker_deps())
-    record = await load_record(redis, key)
+    record = (await summarize_now(redis, worker_deps(), key)).record
     assert record is not None
     await turn(nanobot_exe, agent_home, env, key, "after a manual summary")
     assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
@@ -361,7 +255,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
     key = "telegram:300"
     agent_home.write_session(key, conversation(SEEDED_TURNS))
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
     script.prompt_tokens = BIG_PROMPT
     await turn(nanobot_exe, agent_home, env, key, "crossing turn")
     assert await queued_jobs(redis) == 1
@@ -474,7 +368,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace,
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
-    env = nanobot_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
+    env = process_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
     # 60000 tokens: under 60% of nanobot's 128000 window, over 50% of our 100000 override.
     script.prompt_tokens = 60_000
     result = await turn(nanobot_exe, agent_home, env, "telegram:400", "hello")
@@ -485,7 +379,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
 
 async def test_a_bad_setting_switches_the_integration_off_with_one_line_and_nanobot_answers(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_THRESHOLD="1.5", NANOBOT_SUMMARY_INTERVAL="1")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_THRESHOLD="1.5", NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     result = await turn(nanobot_exe, agent_home, env, "telegram:500", "hello")
     assert "reply number 1" in result.stdout
@@ -522,7 +416,7 @@ sys.exit(main())
 async def test_an_unsupported_nanobot_runs_without_the_integration_and_says_why_once(
         nanobot_exe, agent_home, fake_llm, script, redis, redis_url, change, reason):
     python = nanobot_python(nanobot_exe)
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     result = await asyncio.to_thread(agent_turn, nanobot_exe, agent_home, env, "telegram:600", "hello",
                                      [str(python), "-c", WRAPPED_CLI, change])
@@ -582,41 +476,20 @@ print(json.dumps({"unsatisfied": unsatisfied, "heavy": heavy,
 
 async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe, agent_home, fake_llm, script,
                                                                      redis_url, capsys):
-    env = nanobot_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
+    env = process_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
     script.prompt_tokens = SMALL_PROMPT
     for text in ("first question", "second question", "third question"):
         await turn(nanobot_exe, agent_home, env, "telegram:321", text)
     asked = len(fake_llm.requests)
     dry = await asyncio.to_thread(
-        command, capsys, "enqueue", "--dry-run", "telegram:321",
-        env={**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(agent_home.config_path),
-             "NANOBOT_SUMMARY_KEEP": "messages:2"})
+        run_in_process, capsys, "enqueue", "--dry-run", "telegram:321",
+        env=process_env(agent_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2"))
     assert dry.returncode == 0, dry.stderr
     _, messages = session_lines(agent_home, "telegram:321")
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     assert f"telegram:321: {len(messages)} messages, summarized through 0" in dry.stdout
     assert f"would cover messages 0..{users[-1] - 1}" in dry.stdout, dry.stdout
     assert len(fake_llm.requests) == asked, "a dry run calls no model"
-
-
-@pytest.fixture
-def procfile_worker(nanobot_home, redis_url, tmp_path):
-    """A factory: `procfile_worker(**env)` starts the Procfile's worker summarizing with `openai/summarizer`
-    (the fake LLM tells its calls from nanobot's by that name; write_config routes it there); all are
-    stopped at the end."""
-    started: list[ProcfileWorker] = []
-
-    def start(**settings: str) -> ProcfileWorker:
-        env = nanobot_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path),
-                          NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}", **settings)
-        worker = ProcfileWorker(env, tmp_path / f"worker-{len(started)}.log")
-        started.append(worker)
-        worker.start()
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def _route(script: LLMScript, summary_model):

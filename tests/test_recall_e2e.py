@@ -5,23 +5,16 @@ from __future__ import annotations
 import json
 
 from nanobot_hooks.queue import load_record
+from tests.support.crossing import CHAT
+from tests.support.environment import process_env
 from tests.support.fakellm import FakeRequest, Reply
-
-from .conftest import conversation, run_burst
+from tests.support.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, LLMScript, chat_requests, system_text
+from tests.support.nanobot_cli import ARCHIVED, turn
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import run_burst
 from worker.memory.recall_index import RecallIndex
-from .nanobot_fixtures import (
-    ARCHIVED,
-    BIG_PROMPT,
-    SMALL_PROMPT,
-    SUMMARY_MODEL,
-    LLMScript,
-    chat_requests,
-    nanobot_env,
-    system_text,
-    turn,
-    wait_until,
-)
-from .test_nanobot_e2e import CHAT, agent_home, gateway, nanobot_exe, worker_deps  # noqa: F401 - fixtures
+
 
 KEY, GROUP = "telegram:900", "telegram:-100900"
 PLANTED = "预发环境的数据库端口改成 54329 了，记一下"
@@ -64,7 +57,7 @@ async def test_a_detail_the_summary_dropped_comes_back_through_the_recall_tool_a
     # A group chat said something alike; it is archived too, and must never reach the private chat.
     group = conversation(2, user="群里说数据库端口是 11111", assistant="好的")
     agent_home.write_session(GROUP, group, last_archived=len(group))
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
     script.prompt_tokens = BIG_PROMPT
     await turn(nanobot_exe, agent_home, env, KEY, "crossing turn")
     await run_burst(worker_deps())  # summarizes, then refreshes the recall index
@@ -86,7 +79,7 @@ async def test_a_detail_the_summary_dropped_comes_back_through_the_recall_tool_a
 
 async def test_recall_switched_off_is_not_offered_to_the_model(nanobot_exe, agent_home, fake_llm, redis_url):
     fake_llm.responder = LLMScript()
-    env = nanobot_env(agent_home, redis_url, NANOBOT_SUMMARY_RECALL="false", NANOBOT_SUMMARY_INTERVAL="0")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_RECALL="false", NANOBOT_SUMMARY_INTERVAL="0")
     result = await turn(nanobot_exe, agent_home, env, "telegram:901", "hello")
     assert "reply number 1" in result.stdout
     (request,) = chat_requests(fake_llm)

@@ -17,30 +17,22 @@ import openai
 import pytest
 
 from nanobot_hooks.contract import METADATA_KEY
+from tests.support.crossing import SEEDED_TURNS
+from tests.support.environment import process_env
 from tests.support.fakellm import FakeLLM, FakeRequest, Reply
+from tests.support.gateway import write_config
+from tests.support.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT
+from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from tests.support.queue_probes import queued_jobs, stats
+from tests.support.sandbox import NanobotHome, session_lines
+from tests.support.transcripts import conversation
+from tests.support.workers import run_burst
 
-from .conftest import NanobotHome, conversation, run_burst
-from .nanobot_fixtures import (
-    ARCHIVED,
-    BIG_PROMPT,
-    SMALL_PROMPT,
-    SUMMARY_TEXT,
-    agent_turn,
-    nanobot_env,
-    nanobot_python,
-    queued_jobs,
-    session_lines,
-    stats,
-    turn,
-    write_config,
-)
-from .test_nanobot_e2e import nanobot_exe, script, worker_deps  # noqa: F401 - fixtures
 
 # A name without "gpt-5" in it: the provider speaks the Responses API here because the config says so
 # (`apiType: responses`), which is also what it takes for any base URL other than OpenAI's own.
 RESPONSES_MODEL = "fake-reasoner"
 KEY = "telegram:900"
-SEEDED_TURNS = 10
 
 
 @pytest.fixture
@@ -72,7 +64,7 @@ async def test_after_a_summary_the_next_responses_request_sends_the_summary_not_
         nanobot_exe, responses_home, fake_llm, script, redis, redis_url, worker_deps):
     seeded = conversation(SEEDED_TURNS)
     responses_home.write_session(KEY, seeded)
-    env = nanobot_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
+    env = process_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
     script.prompt_tokens = BIG_PROMPT
     await turn(nanobot_exe, responses_home, env, KEY, "crossing turn")
     assert [r.path for r in fake_llm.requests] == ["/v1/responses"], "nanobot spoke the Responses API"
@@ -122,7 +114,7 @@ sys.exit(main())
 
 async def test_a_nanobot_whose_session_has_no_provider_state_runs_without_the_integration_and_says_so_once(
         nanobot_exe, responses_home, fake_llm, script, redis, redis_url):
-    env = nanobot_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
+    env = process_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     python = [str(nanobot_python(nanobot_exe)), "-c", RENAMED_STATE_CLI]
     result = await asyncio.to_thread(agent_turn, nanobot_exe, responses_home, env, KEY, "hello", python)

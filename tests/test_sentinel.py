@@ -15,12 +15,13 @@ from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions, store_record
 from nanobot_hooks.settings import SentinelTarget, SettingsError, load_settings, redacted_url
+from tests.support.defaults import TEST_KEYS
 from tests.support.redis_server import SentinelSetup
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
 from worker.app import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version
 
-from .conftest import TEST_KEYS, conversation
-from .nanobot_fixtures import wait_until
 
 PASSWORD = "s3cret-ha-pw"
 

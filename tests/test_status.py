@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,13 +17,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.queue import enqueue_summary, load_record, store_record
+from tests.support.commands import run_in_process
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.fakellm import FakeRequest, Reply
+from tests.support.models import summary_json
+from tests.support.redis_server import free_port
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import running_worker
 from worker.state import budget
 from worker.state.outcomes import JobOutcome, load_outcome, save_outcome
 
-from .conftest import TEST_KEYS, conversation, summary_json
-from .nanobot_fixtures import free_port, wait_until
-from .test_commands import command, running_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
@@ -81,8 +85,8 @@ def metrics(text: str) -> tuple[Series, dict[str, str]]:
 
 async def status(capsys, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary status ARGS` in this process (test_commands; the help test runs the real one)."""
-    return await asyncio.to_thread(command, capsys, "status", *args,
-                                   env={**os.environ, "REDIS_URL": redis_url, "COLUMNS": "250"})
+    return await asyncio.to_thread(run_in_process, capsys, "status", *args,
+                                   env=process_env(redis_url=redis_url, COLUMNS="250"))
 
 
 def value(series: Series, name: str, **labels: str) -> float:
@@ -182,8 +186,8 @@ def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics(ca
     helped = subprocess.run([sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60).stdout
     assert "tables" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
-    dead = command(capsys, "status", "--prometheus",
-                   env={**os.environ, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    dead = run_in_process(capsys, "status", "--prometheus",
+                          env=process_env(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
     assert dead.returncode == 2 and "does not answer" in dead.stderr
     series, _ = metrics(dead.stdout)
     assert series == {"nanobot_summary_redis_up": {(): 0.0}}

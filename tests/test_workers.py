@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
 import sys
@@ -12,10 +11,13 @@ from pathlib import Path
 
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary, load_record
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.fakellm import Reply
+from tests.support.models import summary_json
+from tests.support.transcripts import conversation
 from worker.state.outcomes import load_outcome
 
-from .conftest import TEST_KEYS, conversation, summary_json
 
 ROOT = Path(__file__).resolve().parent.parent
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
@@ -27,8 +29,7 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
     keys = [f"telegram:{n}" for n in range(8)]
     for n, key in enumerate(keys):
         nanobot_home.write_session(key, conversation(8, user=f"question {{i}} (session-{n}-tag) about the deploy"))
-    env = {**os.environ, "REDIS_URL": redis_url, "NANOBOT_CONFIG": str(nanobot_home.config_path),
-           "NANOBOT_SUMMARY_KEEP": "messages:4"}
+    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:4")
     logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
     workers = []
     for log in logs:
