@@ -35,7 +35,8 @@ from tests.support.models import (
 )
 from tests.support.nanobot_cli import ARCHIVED, turn
 from tests.support.transcripts import conversation
-from .test_nanobot_e2e import CHAT, _applied, agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
+from tests.support.crossing import CHAT
+from tests.support.queue_probes import applied
 from .test_pickup import record_for
 from .test_plugin import KEY, TurnContext, idle_session, make, publish_turn_started, quiet, started  # noqa: F401
 
@@ -365,7 +366,7 @@ async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_
                        NANOBOT_SUMMARY_PICKUP="idle")
     await worker(worker_deps(**IDLE))
     await gw.say(CHAT, "the last question before the pause")
-    await wait_for(lambda: _applied(redis, key), timeout=30)  # applied by the gateway, during the pause
+    await wait_for(lambda: applied(redis, key), timeout=30)  # applied by the gateway, during the pause
     assert summary_calls(fake_llm) == 1
     await gw.say(CHAT, "back after the pause")
     assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",

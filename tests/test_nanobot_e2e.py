@@ -26,7 +26,7 @@ from tests.support.models import (
     summarizer, system_text,
 )
 from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
-from tests.support.queue_probes import has_record, queued_jobs, queued_reason, stats
+from tests.support.queue_probes import applied, has_record, queued_jobs, queued_reason, stats
 from tests.support.redis_server import free_port
 from tests.support.sandbox import NanobotHome, session_lines
 from tests.support.transcripts import conversation
@@ -35,14 +35,6 @@ from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.connections import answers, redis_settings
 from worker.settings import Settings
 from worker.state.outcomes import load_outcome
-
-# test_idle still takes these fixtures from here; they live in conftest.py.
-from .conftest import agent_home, gateway, nanobot_exe, script, worker_deps  # noqa: F401
-
-
-async def _applied(redis, key: str, count: int = 1) -> bool:
-    """The record was applied (counted by nanobot_hooks) and removed from Redis."""
-    return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
 
 
 def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[dict], boundary: int) -> None:
@@ -65,7 +57,7 @@ async def test_gateway_applies_the_summary_between_turns_and_the_next_request_us
     outcome = await load_outcome(redis, key)
     assert outcome is not None and outcome.status == "summarized" and outcome.boundary
     # The worker's notice reaches the gateway, which applies the record while the session is idle.
-    await wait_until(lambda: _applied(redis, key), what="the gateway to apply the record")
+    await wait_until(lambda: applied(redis, key), what="the gateway to apply the record")
     assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
 
     script.prompt_tokens = SMALL_PROMPT
@@ -96,7 +88,7 @@ async def test_idle_pickup_holds_the_summary_while_the_cache_is_warm_and_applies
     assert await has_record(redis, key) and not (await stats(redis)).get("applied")
 
     # Quiet for longer than the cache lasts: the gateway applies it between turns, on its own.
-    await wait_until(lambda: _applied(redis, key), timeout=30, what="the held summary to be applied")
+    await wait_until(lambda: applied(redis, key), timeout=30, what="the held summary to be applied")
     await gw.say(CHAT, "a turn after a pause")
     assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
     assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
@@ -115,7 +107,7 @@ async def test_idle_pickup_applies_at_once_when_the_context_nears_the_window(
     await run_burst(worker_deps())
     outcome = await load_outcome(redis, key)
     assert outcome is not None and outcome.status == "summarized"
-    await wait_until(lambda: _applied(redis, key), what="the summary to be applied between turns")
+    await wait_until(lambda: applied(redis, key), what="the summary to be applied between turns")
     script.prompt_tokens = SMALL_PROMPT
     await gw.say(CHAT, "next turn")
     assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
@@ -140,7 +132,7 @@ async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses
     await turn(nanobot_exe, agent_home, env, key, "turn after the worker ran")
     assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
     assert_file_keeps_every_message(agent_home, key, seeded, record.boundary)
-    assert await _applied(redis, key)
+    assert await applied(redis, key)
     head, _ = session_lines(agent_home, key)
     assert "pending" not in head["metadata"][METADATA_KEY], "applied once, not again by a later process"
     assert await queued_jobs(redis) == 0
@@ -166,7 +158,7 @@ async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn
     assert ordinary.returncode == 0, ordinary.stderr[-3000:]
     assert "ResourceWarning" not in ordinary.stderr and "unclosed" not in ordinary.stderr, ordinary.stderr[-3000:]
     assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
-    assert await _applied(redis, key)
+    assert await applied(redis, key)
 
 
 async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
@@ -185,7 +177,7 @@ async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_aft
     await turn(nanobot_exe, agent_home, env, key, "still over the threshold")
     assert ARCHIVED not in system_text(chat_requests(fake_llm)[-1])
     assert await queued_jobs(redis) == 0, "a pending record is not summarized a second time"
-    assert await _applied(redis, key), "found when the trigger fired again, applied after that turn"
+    assert await applied(redis, key), "found when the trigger fired again, applied after that turn"
     assert_file_keeps_every_message(agent_home, key, seeded, record.boundary)
 
     script.prompt_tokens = SMALL_PROMPT
@@ -222,7 +214,7 @@ async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_mess
     assert record is not None
 
     await turn(nanobot_exe, agent_home, env, key, "new message 1")  # applies the record first
-    assert await _applied(redis, key)
+    assert await applied(redis, key)
     head, messages = session_lines(agent_home, key)
     through = head["metadata"][METADATA_KEY]["applied"]["through"]
     kept = [m for m in messages[record.boundary:through] if m["role"] == "user" and not m.get("_hidden_history")]
@@ -308,7 +300,7 @@ async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_reco
 
     second = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
     # Applied from the pending set at start-up, before anyone says anything.
-    await wait_until(lambda: _applied(redis, key), what="the restarted gateway to apply the record")
+    await wait_until(lambda: applied(redis, key), what="the restarted gateway to apply the record")
     assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
     script.prompt_tokens = SMALL_PROMPT
     await second.say(CHAT, "after the restart")
@@ -511,7 +503,7 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
         await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
         if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
             applied = len(summaries) + 1
-            await wait_until(lambda: _applied(redis, key, applied), timeout=60,
+            await wait_until(lambda: applied(redis, key, applied), timeout=60,
                              what=f"summary {applied} applied\n" + worker.log()[-2000:])
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])

@@ -25,3 +25,8 @@ async def has_record(redis: ArqRedis, key: str) -> bool:
 async def stats(redis: ArqRedis) -> dict[str, int]:
     raw = await redis.hgetall(TEST_KEYS.stats)
     return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+
+
+async def applied(redis: ArqRedis, key: str, count: int = 1) -> bool:
+    """The record was applied (counted by nanobot_hooks) and removed from Redis."""
+    return (await stats(redis)).get("applied") == count and not await has_record(redis, key)
