@@ -69,7 +69,8 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     from arq.worker import Worker
 
     from nanobot_hooks.queue import enqueue_summary
-    from worker.app import build_deps, worker_options
+    from worker.service.arq_worker import worker_options
+    from worker.service.build import build_deps
     from worker.connections import redis_settings
     from worker.state.outcomes import load_outcome
     from worker.settings import Settings
@@ -94,7 +95,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
 
 def child_job(config: Path, redis_url: str) -> dict[str, float]:
     """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
-    from worker.app import build_deps
+    from worker.service.build import build_deps
     from worker.summarize.plan import plan_for
     from worker.settings import Settings
 

@@ -19,7 +19,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.sandbox import NanobotHome
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst
-from worker.app import build_deps
+from worker.service.build import build_deps
 from worker.connections import redis_settings
 from worker.settings import Settings
 from worker.summarize.deps import Deps

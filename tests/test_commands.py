@@ -23,7 +23,8 @@ import pytest
 from arq.worker import Worker
 
 from nanobot_hooks.queue import load_record
-from worker.app import PAYLOAD_LOGGERS, worker_options
+from worker.service.arq_worker import worker_options
+from worker.service.logs import PAYLOAD_LOGGERS
 from worker.commands import cli
 from worker.state.outcomes import load_outcome
 from worker.summarize.deps import Deps
@@ -57,7 +58,7 @@ def command(capsys: pytest.CaptureFixture[str], *argv: str,
     root.setLevel(min(root.level, handler.level))
     try:
         with mock.patch.dict(os.environ, env or {}, clear=env is not None), \
-                mock.patch("worker.app.lower_priority", return_value=0):
+                mock.patch("worker.service.command.lower_priority", return_value=0):
             try:
                 code = cli.main(list(argv))
             except SystemExit as exc:

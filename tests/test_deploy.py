@@ -24,7 +24,7 @@ from arq.connections import create_pool
 from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace
 from nanobot_hooks.queue import load_record, store_record
 from tests.support.redis_server import free_port
-from worker.app import worker_options
+from worker.service.arq_worker import worker_options
 from worker.connections import answers, redis_settings
 from worker.nanobot.config import host_timezone
 from worker.settings import Settings

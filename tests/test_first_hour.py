@@ -24,7 +24,7 @@ from nanobot_hooks.listener import listen
 from nanobot_hooks.queue import enqueue_summary
 from tests.support.fakellm import Error, Reply
 from tests.support.redis_server import RedisServer, free_port
-from worker.app import build_deps
+from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.state.outcomes import load_outcome
 from worker.settings import unknown_variables

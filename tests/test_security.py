@@ -29,7 +29,7 @@ from tests.support.models import Summarizer, is_summary_request
 from tests.support.redis_server import Certificates, RedisServer, free_port
 from worker.memory import longterm
 from worker.memory import notes
-from worker.app import PAYLOAD_LOGGERS, RedactingFilter
+from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
 from worker.connections import redis_settings
 from worker.text.redact import no_comments, one_line
 

@@ -16,7 +16,7 @@ from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions, store_record
 from nanobot_hooks.settings import SentinelTarget, SettingsError, load_settings, redacted_url
 from tests.support.redis_server import SentinelSetup
-from worker.app import SteadyWorker, worker_options
+from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version
 
 from .conftest import TEST_KEYS, conversation

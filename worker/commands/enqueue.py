@@ -54,7 +54,7 @@ async def connect(settings: Settings) -> ArqRedis:
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
     """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job)."""
-    from worker.app import build_deps
+    from worker.service.build import build_deps
     from worker.summarize.plan import plan_job
 
     deps = build_deps(settings)
