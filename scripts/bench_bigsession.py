@@ -29,7 +29,8 @@ from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest  # noqa: E402
 from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK  # noqa: E402
 from tests.support.redis_server import free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
-from worker.nanobot.sessions import _edit_line_one, read_session  # noqa: E402
+from worker.nanobot.metadata_line import edit_attempt  # noqa: E402
+from worker.nanobot.sessions import read_session  # noqa: E402
 
 KEY = "telegram:4242"
 KEEP = "messages:10"  # the rule these figures were first measured with; the default (3% of the window) keeps them all
@@ -69,7 +70,8 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     from arq.worker import Worker
 
     from nanobot_hooks.queue import enqueue_summary
-    from worker.app import build_deps, worker_options
+    from worker.service.arq_worker import worker_options
+    from worker.service.build import build_deps
     from worker.connections import redis_settings
     from worker.state.outcomes import load_outcome
     from worker.settings import Settings
@@ -94,7 +96,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
 
 def child_job(config: Path, redis_url: str) -> dict[str, float]:
     """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
-    from worker.app import build_deps
+    from worker.service.build import build_deps
     from worker.summarize.plan import plan_for
     from worker.settings import Settings
 
@@ -170,7 +172,7 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
                 record.setdefault("metadata", {})[METADATA_KEY] = value
                 return True
 
-            done, _ = _edit_line_one(path, mark, timed, hold=hold)  # type: ignore[arg-type]
+            done, _ = edit_attempt(path, mark, timed, hold=hold)  # type: ignore[arg-type]
             assert done, "nothing else writes the file here, so no write is overtaken"
             time.sleep(0.05)
         phases[name] = (began, time.monotonic(), timed)

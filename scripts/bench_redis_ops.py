@@ -22,7 +22,8 @@ from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_dro
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.redis_server import free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
-from worker.app import build_deps, worker_options  # noqa: E402
+from worker.service.arq_worker import worker_options  # noqa: E402
+from worker.service.build import build_deps  # noqa: E402
 from worker.connections import redis_settings, start_embedded  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 

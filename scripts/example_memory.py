@@ -22,7 +22,8 @@ from arq.worker import Worker  # noqa: E402
 from nanobot_hooks.contract import SummarizeRequest  # noqa: E402
 from nanobot_hooks.queue import enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
-from worker.app import build_deps, worker_options  # noqa: E402
+from worker.service.arq_worker import worker_options  # noqa: E402
+from worker.service.build import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402

@@ -22,7 +22,7 @@ from tests.support.nanobot_cli import find_nanobot
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.sandbox import NanobotHome
 from tests.support.workers import ProcfileWorker
-from worker.app import build_deps
+from worker.service.build import build_deps
 from worker.connections import redis_settings
 from worker.settings import Settings
 from worker.summarize.deps import Deps

@@ -28,7 +28,7 @@ from tests.support.nanobot_cli import find_nanobot
 from tests.support.redis_server import free_port
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
-from worker.app import worker_options
+from worker.service.arq_worker import worker_options
 from worker.connections import answers, redis_settings
 from worker.nanobot.config import host_timezone
 from worker.settings import Settings

@@ -72,10 +72,11 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
     ("memory and state", {"memory", "state"}),
     ("settings", {"settings"}),
     ("the jobs", {"summarize"}),
-    ("entry points", {"app", "commands", "__main__", "__init__"}),
+    ("entry points", {"app", "service", "commands", "__main__", "__init__"}),
 ]
-# Sideways imports inside a layer that are allowed (never the other way round): the command line runs the worker.
-WORKER_SIDEWAYS = {("commands", "app"), ("__main__", "commands")}
+# Sideways imports inside a layer that are allowed (never the other way round): the command line runs the worker,
+# and arq's entry takes its options from it.
+WORKER_SIDEWAYS = {("commands", "service"), ("app", "service"), ("__main__", "commands")}
 # The settings validate the keep rule with the pure cut planner's own type; the planner imports no worker
 # module (checked below), so no cycle can go through it.
 WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}

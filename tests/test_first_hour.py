@@ -30,7 +30,7 @@ from tests.support.models import summary_json
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
-from worker.app import build_deps
+from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.settings import unknown_variables
 from worker.state.outcomes import load_outcome

@@ -18,7 +18,7 @@ from arq.worker import Worker
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
-from worker.app import worker_options
+from worker.service.arq_worker import worker_options
 from worker.summarize.cut import saves_enough, saving_floor
 from worker.summarize.idle import KEEP_NOTHING, idle_keep
 from worker.summarize.deps import Deps

@@ -143,7 +143,7 @@ async def test_the_daily_run_writes_what_waited_a_day_even_while_a_session_is_ac
 
 
 def test_the_minute_check_is_an_arq_cron_only_when_facts_are_held(settings_for):
-    from worker.app import worker_options
+    from worker.service.arq_worker import worker_options
 
     names = {job.name: job for job in worker_options(settings_for(memory_write="idle"))["cron_jobs"]}
     assert names[JOB_FLUSH_MEMORY].run_at_startup and names[JOB_FLUSH_MEMORY].unique

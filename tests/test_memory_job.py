@@ -249,7 +249,7 @@ async def test_the_daily_run_is_off_with_auto_summary_false_and_skips_internal_s
 def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):
     from zoneinfo import ZoneInfo
 
-    from worker.app import worker_options
+    from worker.service.arq_worker import worker_options
 
     options = worker_options(settings_for(summary_daily_at="06:30"), ZoneInfo("Asia/Shanghai"))
     [job] = options["cron_jobs"]

@@ -18,7 +18,7 @@ from nanobot_hooks import logs
 from nanobot_hooks.queue import enqueue_summary, load_record
 from nanobot_hooks.settings import HookSettings, SettingsError
 from tests.support.fakellm import FakeRequest, Reply
-from worker.app import build_deps
+from worker.service.build import build_deps
 from worker.connections import redis_settings
 from worker.state.outcomes import load_outcome
 from worker.settings import Settings

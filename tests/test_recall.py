@@ -225,11 +225,11 @@ def _passages(home: NanobotHome) -> list[tuple]:
 
 def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(
         home, index, monkeypatch):
-    from worker.memory import recall_index
+    from worker.memory.recall_index import memory_files
 
     read: list[str] = []
-    real = recall_index.note_rows
-    monkeypatch.setattr(recall_index, "note_rows", lambda text, *args: read.append(text) or real(text, *args))
+    real = memory_files.note_rows
+    monkeypatch.setattr(memory_files, "note_rows", lambda text, *args: read.append(text) or real(text, *args))
     day = home.workspace / "memory" / "2026-11-20.md"
     with day.open("a", encoding="utf-8") as out:
         out.write(APPENDED)
@@ -288,15 +288,16 @@ sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
 from zoneinfo import ZoneInfo
 from worker.memory import recall_index
-recall_index.MESSAGES_PER_TRANSACTION = 50
+from worker.memory.recall_index import messages
+messages.MESSAGES_PER_TRANSACTION = 50
 calls = []
-real = recall_index.RecallIndex._insert
+real = messages.insert
 def insert_then_die(db, part, rows):
     real(db, part, rows)
     calls.append(1)
     if len(calls) == 3:
         os._exit(9)  # inside the third transaction: no rollback, no close, as in a crash
-recall_index.RecallIndex._insert = staticmethod(insert_then_die)
+messages.insert = insert_then_die
 recall_index.RecallIndex(Path({str(home.workspace)!r}), ZoneInfo("UTC")).refresh(Path({str(home.sessions_dir)!r}))
 """
     died = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
@@ -406,9 +407,9 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
 
 async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for,
                                                                  monkeypatch):
-    from worker.memory import recall_index
+    from worker.memory.recall_index import index
 
-    monkeypatch.setattr(recall_index, "fts_problem", lambda: "no FTS5 here")
+    monkeypatch.setattr(index, "fts_problem", lambda: "no FTS5 here")
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session(DM, conversation(12))
     outcome = (await summarize_now(redis, deps_for(summary_keep="messages:4"), DM)).outcome
@@ -416,10 +417,10 @@ async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot
 
 
 def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
-    from worker.memory import recall_index
+    from worker.memory.recall_index import RecallIndexError, index
 
-    monkeypatch.setattr(recall_index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
-    with pytest.raises(recall_index.RecallIndexError, match="no FTS5 trigram"):
+    monkeypatch.setattr(index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
+    with pytest.raises(RecallIndexError, match="no FTS5 trigram"):
         RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
     assert not (home.workspace / RECALL_INDEX).exists()
     monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")

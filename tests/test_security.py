@@ -33,7 +33,7 @@ from tests.support.nanobot_cli import agent_turn, find_nanobot
 from tests.support.redis_server import Certificates, RedisServer, free_port
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
-from worker.app import PAYLOAD_LOGGERS, RedactingFilter
+from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
 from worker.connections import redis_settings
 from worker.memory import longterm
 from worker.memory import notes

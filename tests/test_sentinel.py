@@ -19,7 +19,7 @@ from tests.support.defaults import TEST_KEYS
 from tests.support.redis_server import SentinelSetup
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
-from worker.app import SteadyWorker, worker_options
+from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version
 
 

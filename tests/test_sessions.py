@@ -23,9 +23,8 @@ from worker.nanobot.sessions import (
     list_session_keys,
     read_session,
     session_path,
-    write_metadata_entry,
 )
-from worker.nanobot.sessions import _edit_line_one
+from worker.nanobot.metadata_line import edit_attempt, write_metadata_entry
 
 from tests.support.transcripts import conversation
 
@@ -183,7 +182,7 @@ def test_the_replaced_file_is_freed_after_the_lock_is_released(nanobot_home) -> 
     # Freeing a big file's blocks takes milliseconds that nanobot's saves must not wait for.
     path = nanobot_home.write_session("telegram:8", conversation(3))
     lock = WatchedLock(path, FileLock(str(nanobot_home.sessions_dir / SESSION_FILES_LOCK)))
-    done, result = _edit_line_one(path, lambda record: record.setdefault("metadata", {}).update(b=1) or True,
+    done, result = edit_attempt(path, lambda record: record.setdefault("metadata", {}).update(b=1) or True,
                                   lock, hold=False)  # type: ignore[arg-type]
     assert done and result
     assert lock.open_at_release and path.stat().st_ino != lock.inode

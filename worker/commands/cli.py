@@ -35,7 +35,7 @@ def _date(text: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from worker.app import run_worker
+    from worker.service.command import run_worker
 
     return run_worker(args)
 

@@ -54,7 +54,7 @@ async def connect(settings: Settings) -> ArqRedis:
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
     """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job)."""
-    from worker.app import build_deps
+    from worker.service.build import build_deps
     from worker.summarize.plan import plan_job
 
     deps = build_deps(settings)
@@ -107,38 +107,53 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no sessions in {sessions_dir}")
         return 0
     if args.dry_run:
-        redis = None
-        if problem := redis_problem(settings.redis_url, **settings.redis_options()):
-            print(f"note: {problem}; planned as if no summary were waiting there", file=sys.stderr)
-        else:
-            redis = await connect(settings)
-        try:
-            await dry_run(keys, settings, redis)
-        finally:
-            if redis is not None:
-                await redis.aclose()
+        await dry_run_here(keys, settings)
         return 0
     redis = await connect(settings)
-    status = 0
+    await queue_all(redis, keys, args.since)
+    status = await wait_all(redis, keys, args.timeout) if args.wait else 0
+    await redis.aclose()
+    return status
+
+
+async def dry_run_here(keys: list[str], settings: Settings) -> None:
+    """The dry run, with the summaries waiting in Redis when it answers (planned as if none when not)."""
+    redis = None
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        print(f"note: {problem}; planned as if no summary were waiting there", file=sys.stderr)
+    else:
+        redis = await connect(settings)
+    try:
+        await dry_run(keys, settings, redis)
+    finally:
+        if redis is not None:
+            await redis.aclose()
+
+
+async def queue_all(redis: ArqRedis, keys: list[str], since: str | None) -> None:
+    """A manual job per session (a notes catch-up from `since` when given), one line each."""
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))
         for key in keys:
-            if args.since:
+            if since:
                 from worker.summarize.daily import flag_sessions  # the same path as the daily run
 
-                await flag_sessions(redis, [key], args.since, reason="manual")
-                progress.console.print(f"{key}: queued, notes since {args.since}")
+                await flag_sessions(redis, [key], since, reason="manual")
+                progress.console.print(f"{key}: queued, notes since {since}")
             else:
                 job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
                 progress.console.print(f"{key}: {'queued' if job else 'already queued or running'}")
             progress.advance(task)
-    if args.wait:
-        with Progress(disable=len(keys) < 10) as progress:
-            task = progress.add_task("waiting", total=len(keys))
-            for key in keys:
-                status = max(status, await wait_for(redis, key, args.timeout))
-                progress.advance(task)
-    await redis.aclose()
+
+
+async def wait_all(redis: ArqRedis, keys: list[str], timeout: float) -> int:
+    """Wait for each session's job to end; the worst exit code."""
+    status = 0
+    with Progress(disable=len(keys) < 10) as progress:
+        task = progress.add_task("waiting", total=len(keys))
+        for key in keys:
+            status = max(status, await wait_for(redis, key, timeout))
+            progress.advance(task)
     return status
 
 

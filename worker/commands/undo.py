@@ -19,7 +19,8 @@ from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig
-from worker.nanobot.sessions import edit_line_one, read_session, session_path
+from worker.nanobot.metadata_line import edit_line_one
+from worker.nanobot.sessions import read_session, session_path
 from worker.settings import SettingsError, load_settings
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -47,7 +48,7 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
 
 
 def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
-    """Line 1 undone the way the worker writes it (worker.nanobot.sessions.edit_line_one): every message line copied
+    """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line copied
     byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
     recovery file only when the session file is not newer)."""
     if dry_run:

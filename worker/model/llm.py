@@ -125,6 +125,11 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
         if converted is exc:
             raise  # not litellm's: a bug, with its traceback
         raise converted from None
+    return _completion(choice, response, time.monotonic() - started)
+
+
+def _completion(choice: ModelChoice, response: Any, seconds: float) -> Completion:
+    """litellm's response as a Completion: the text, the token counts (when the provider says them), the cost."""
     first = response.choices[0] if response.choices else None
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
@@ -136,7 +141,7 @@ async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: fl
         cached_tokens=_count(getattr(details, "cached_tokens", None)),
         cost=_cost(response),
         finish_reason=getattr(first, "finish_reason", None),
-        seconds=time.monotonic() - started,
+        seconds=seconds,
     )
 
 

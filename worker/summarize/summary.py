@@ -11,7 +11,8 @@ from nanobot_hooks.queue import store_record
 from worker.errors import SessionError
 from worker.model import guards
 from worker.model.answer import Answer, DailyNotes, Fact
-from worker.nanobot.sessions import SessionFile, write_metadata_entry
+from worker.nanobot.metadata_line import write_metadata_entry
+from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome
 from worker.state.progress import clear_progress
 from worker.summarize.chunks import summarize_entries

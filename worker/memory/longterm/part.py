@@ -98,13 +98,19 @@ def parse(body: str, today: str, default_language: str = "en", meta: Mapping[str
             unknown.append(line)
         part.lines.append(line)
     if unknown and meta:
-        claimed = {normalize(line.text) for line in part.lines}
-        free = [key for key in meta if key not in claimed]
-        for line in unknown:
-            found = best_match(normalize(line.text), free, threshold) if free else None
-            if found is not None:
-                _inherit(line, meta[free.pop(found)])
+        _inherit_edited(part.lines, unknown, meta, threshold)
     return part
+
+
+def _inherit_edited(lines: list[Line], unknown: list[Line], meta: Mapping[str, Meta], threshold: float) -> None:
+    """Each line with no record of its own takes the closest record no other line claims: the text it was
+    edited from."""
+    claimed = {normalize(line.text) for line in lines}
+    free = [key for key in meta if key not in claimed]
+    for line in unknown:
+        found = best_match(normalize(line.text), free, threshold) if free else None
+        if found is not None:
+            _inherit(line, meta[free.pop(found)])
 
 
 def _inherit(line: Line, known: Meta) -> None:

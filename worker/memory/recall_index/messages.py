@@ -1,0 +1,99 @@
+"""The sessions' archived messages in the recall index: a job's session up to its watermark, in resumable
+steps, and the sweep over every session file that changed (files that went are forgotten)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import tzinfo
+from pathlib import Path
+
+from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
+from worker.errors import SessionError
+from worker.memory.recall_index.rows import archived_through, message_rows
+from worker.memory.recall_index.tables import drop, insert, known, part_id, remember, transaction
+from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
+from worker.text.prepare import Lines
+
+log = logging.getLogger("worker.memory.recall_index")
+
+MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short write locks, resumable
+
+
+def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None) -> int:
+    """Every session whose file changed since it was last read here; files that went are forgotten."""
+    added = 0
+    keys = list_session_keys(sessions_dir)
+    if sessions_dir.is_dir():  # an unreachable folder is not a folder emptied
+        _forget_gone(db, keys, skip)
+    for key in keys:
+        if key == skip or is_internal_session(key):
+            continue
+        try:
+            path = session_path(sessions_dir, key)
+            seen = path.stat()
+            name = f"sessions/{path.name}"
+            if known(db, name) == (seen.st_size, seen.st_mtime_ns):
+                continue
+            session = read_session(sessions_dir, key)
+        except (SessionError, OSError) as exc:
+            log.warning("recall index: session %s not indexed: %s", key, exc)
+            continue
+        added += sync_session(db, session, archived_through(session), tz)
+        # The size and time from before the read: a change during it is read again next time.
+        with transaction(db):
+            remember(db, name, seen.st_size, seen.st_mtime_ns)
+    return added
+
+
+def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> None:
+    for part, key in db.execute("SELECT id, session FROM parts WHERE kind = 'messages'").fetchall():
+        if key not in keys and key != skip:
+            with transaction(db):
+                drop(db, part)
+                db.execute("UPDATE parts SET through = 0, stamp = NULL WHERE id = ?", (part,))
+                db.execute("DELETE FROM files WHERE name = ?", (f"sessions/{storage_name(key)}",))
+
+
+def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz: tzinfo | None,
+                 lines: Lines | None = None) -> int:
+    """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew."""
+    session = _whole_if_behind(db, session)
+    messages = session.messages
+    through = min(through, len(messages))
+    added = 0
+    while True:
+        with transaction(db):
+            part = part_id(db, "messages", session.key)
+            done, stamp = db.execute("SELECT through, stamp FROM parts WHERE id = ?", (part,)).fetchone()
+            if done > len(messages) or (done and timestamp_before(messages, done) != stamp):
+                drop(db, part)
+                done = 0
+                if session.first:  # reset (`/new`): indexed anew from its first message
+                    session = read_session(session.path.parent, session.key)
+                    messages = session.messages
+            if through <= done:
+                db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
+                           (done, timestamp_before(messages, done), part))
+                return added
+            end = min(through, done + MESSAGES_PER_TRANSACTION)
+            rows = message_rows(messages, done, end, tz, lines)
+            insert(db, part, rows)
+            db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
+                       (end, timestamp_before(messages, end), part))
+            added += len(rows)
+            if end >= through:
+                return added
+        if db.in_transaction:  # the caller's transaction: each step is committed as it would be alone
+            db.execute("COMMIT")
+            db.execute("BEGIN IMMEDIATE")
+
+
+def _whole_if_behind(db: sqlite3.Connection, session: SessionFile) -> SessionFile:
+    """The job read the session from nanobot's watermark; when the index is further behind, read it all."""
+    if session.first:
+        row = db.execute("SELECT parts.through FROM parts WHERE kind = 'messages' AND session = ?",
+                         (session.key,)).fetchone()
+        if row is None or row[0] - 1 < session.first:
+            return read_session(session.path.parent, session.key)
+    return session

@@ -1,0 +1,89 @@
+"""The recall index's tables, written: one transaction at a time, a part's rows inserted and dropped (with their
+bigrams and day ranges), and the files as last read."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date as Date
+
+from nanobot_hooks.contract import NOTE_LINE_BITS, PART_BITS
+from worker.memory.recall_index.rows import Row, gram_text
+
+FULL = (1 << PART_BITS) - 1
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    if db.in_transaction:
+        yield  # a part of the caller's transaction
+        return
+    db.execute("BEGIN IMMEDIATE")  # the write lock first: what we read stays true until we commit
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def is_damaged(exc: sqlite3.DatabaseError) -> bool:
+    # OperationalError (locked, busy, disk full) is trouble of the moment; a bare DatabaseError is the file.
+    return type(exc) is sqlite3.DatabaseError
+
+
+def part_id(db: sqlite3.Connection, kind: str, session: str) -> int:
+    db.execute("INSERT OR IGNORE INTO parts(kind, session) VALUES(?, ?)", (kind, session))
+    return int(db.execute("SELECT id FROM parts WHERE kind = ? AND session = ?", (kind, session)).fetchone()[0])
+
+
+def known(db: sqlite3.Connection, name: str) -> tuple[int, int] | None:
+    row = db.execute("SELECT size, mtime_ns FROM files WHERE name = ?", (name,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def remember(db: sqlite3.Connection, name: str, size: int, mtime_ns: int) -> None:
+    db.execute("INSERT OR REPLACE INTO files(name, size, mtime_ns) VALUES(?, ?, ?)", (name, size, mtime_ns))
+
+
+def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[str, int]:
+    """How many lines each of these sessions has indexed from one day file (positions count from 0)."""
+    first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
+    counts = {}
+    for session in sessions:
+        row = db.execute("SELECT days.high FROM parts JOIN days ON days.part = parts.id WHERE parts.kind = "
+                         "'notes' AND parts.session = ? AND days.day = ?", (session, day)).fetchone()
+        if row is not None:
+            counts[session] = (row[0] & FULL) - first + 1
+    return counts
+
+
+def insert(db: sqlite3.Connection, part: int, rows: Sequence[Row]) -> None:
+    base = part << PART_BITS
+    db.executemany("INSERT INTO passages(rowid, body, day, at, label) VALUES(?, ?, ?, ?, ?)",
+                   [(base | r.position, r.body, r.day, r.at, r.label) for r in rows])
+    db.executemany("INSERT INTO grams(rowid, gram) VALUES(?, ?)",
+                   [(base | r.position, g) for r in rows if (g := gram_text(r.body))])
+    # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
+    db.executemany("INSERT INTO days(part, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(part, day) "
+                   "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
+                   [(part, r.day, base | r.position, base | r.position) for r in rows if r.day])
+
+
+def drop(db: sqlite3.Connection, part: int, low: int = 0, high: int = FULL) -> None:
+    """Forget a part's positions [low, high]."""
+    base = part << PART_BITS
+    first, last = base | low, base | high
+    # A contentless table forgets a row only when told exactly what it holds: the same bigrams again.
+    for rowid, body in db.execute("SELECT rowid, body FROM passages WHERE rowid BETWEEN ? AND ?",
+                                  (first, last)).fetchall():
+        if grams := gram_text(body):
+            db.execute("INSERT INTO grams(grams, rowid, gram) VALUES('delete', ?, ?)", (rowid, grams))
+    db.execute("DELETE FROM passages WHERE rowid BETWEEN ? AND ?", (first, last))
+    db.execute("DELETE FROM days WHERE part = ? AND low >= ? AND high <= ?", (part, first, last))

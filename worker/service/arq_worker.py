@@ -1,0 +1,105 @@
+"""arq's side of the worker: its options (functions, cron, timeouts, hooks), and the Worker that outlives a
+Redis outage."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from arq import cron, func
+from arq.worker import Worker
+from redis.exceptions import AuthenticationError as RedisAuthenticationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
+from nanobot_hooks.queue import open_client
+from nanobot_hooks.settings import sentinel_target
+from worker.connections import redis_settings
+from worker.service.build import job_timeout
+from worker.service.config_watch import follow_config
+from worker.service.startup import startup
+from worker.settings import Settings
+from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
+from worker.summarize.idle import MAX_DEFERRALS, idle_summary
+from worker.summarize.jobs import summarize_session
+
+log = logging.getLogger("worker")
+
+
+def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:
+    """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
+    hour, minute = (int(part) for part in settings.summary_daily_at.split(":"))
+    return {
+        # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
+        # to leave its outcome ("gave up"), instead of arq failing it unseen.
+        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1),
+                      # The idle check re-defers itself (a Retry) for as long as its session stays active. Its
+                      # timeout, like the crons', is never longer than a job's (see below).
+                      func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
+                           timeout=min(60, job_timeout(settings)))],
+        # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
+        # timeout of any function, the crons' and the idle check's included: never longer than a job's.
+        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
+                           timeout=min(60, job_timeout(settings)))] + (
+            # Every minute, and at start-up (held facts a stopped worker left behind).
+            [cron(flush_memory, name=JOB_FLUSH_MEMORY, run_at_startup=True, unique=True,
+                  timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),
+        "timezone": tz,
+        "after_job_end": requeue_flagged,
+        "queue_name": settings.keys.queue,
+        "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
+        **sentinel_pool(settings),
+        "on_startup": startup,
+        "on_job_start": follow_config,
+        "keep_result": 0,
+        "max_tries": settings.summary_max_tries + 1,
+        "job_timeout": job_timeout(settings),
+        "health_check_interval": 30,
+        "max_jobs": 10,
+    }
+
+
+# Seconds for one Redis call of the worker behind Sentinel: more than a record's WAIT for its replica.
+SENTINEL_CALL_TIMEOUT = 10.0
+
+
+def sentinel_pool(settings: Settings) -> dict[str, Any]:
+    """Behind Sentinel, the worker's own client for arq: arq's Sentinel pool sets no socket timeout, so a call
+    caught by a failover could wait forever and hold a job slot; this one is bounded (and asks the Sentinels
+    for the primary at each new connection, like arq's)."""
+    if sentinel_target(settings.redis_url) is None:
+        return {}
+    return {"redis_pool": open_client(settings.redis_url, SENTINEL_CALL_TIMEOUT, keys=settings.keys)}
+
+
+# What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
+REDIS_GONE = (RedisConnectionError, RedisTimeoutError, OSError)
+REDIS_RETRY_SECONDS = 1.0
+
+
+class SteadyWorker(Worker):
+    """arq's Worker, made to outlive a Redis outage. arq's loop raises at the first poll that fails and the
+    process exits (honcho then stops nanobot's gateway with it); this one says so once, polls again every
+    second, and says so once more when Redis answers. A job running meanwhile ends without its record (the
+    next trigger runs it again); a Redis without persistence comes back without the queued jobs."""
+
+    redis_down = False
+
+    async def _poll_iteration(self) -> None:  # one step of arq 0.28's loop (pinned in pyproject.toml)
+        try:
+            await super()._poll_iteration()
+        except REDIS_GONE as exc:
+            if not self.redis_down:
+                self.redis_down = True
+                if isinstance(exc, RedisAuthenticationError):
+                    log.warning("Redis refused the credentials (%s): fix REDIS_URL; no job starts until then", exc)
+                else:
+                    log.warning("Redis does not answer (%s): no job starts until it does", exc)
+            await asyncio.sleep(REDIS_RETRY_SECONDS)
+            return
+        if self.redis_down:
+            self.redis_down = False
+            log.info("Redis answers again: jobs start again")

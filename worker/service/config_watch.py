@@ -1,0 +1,77 @@
+"""Following nanobot's config file while the worker runs: a change is used from the next job on."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+from worker.service.build import build_deps
+from worker.errors import NanobotConfigError
+from worker.model.llm import credentials_problem
+from worker.settings import SettingsError
+from worker.summarize.deps import Deps
+from worker.text.redact import redact
+
+log = logging.getLogger("worker")
+
+
+def config_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when nanobot's config file is saved (or appears): a stat, no read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+class ConfigWatch:
+    """nanobot's config file, looked at before each job (one stat): a changed model, provider key, base URL,
+    timezone or workspace is used from the next job on, without a restart, and said in one log line. A
+    worker started before nanobot was configured picks the config up the same way."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.stamp = config_stamp(deps.settings.config_path)
+
+    def current(self) -> Deps:
+        stamp = config_stamp(self.deps.settings.config_path)
+        if stamp == self.stamp:
+            return self.deps
+        self.stamp = stamp
+        try:
+            fresh = build_deps(self.deps.settings)
+        except (SettingsError, NanobotConfigError) as exc:
+            log.warning("nanobot config %s changed, but cannot be used (%s): keeping the previous one",
+                        self.deps.settings.config_path, exc)
+            return self.deps
+        log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
+        if problem := credentials_problem(fresh.model):
+            log.warning("%s", problem)
+        # What the process learned stays: the tokenizer, and the models known to answer notes in prose.
+        self.deps = dataclasses.replace(fresh, counter=self.deps.counter, prose_models=self.deps.prose_models)
+        return self.deps
+
+
+def config_changes(old: Deps, new: Deps) -> str:
+    """What a config change means for the worker, in one line (no key value: only whether it changed)."""
+    changes = []
+    if (old.model.model, old.model.source) != (new.model.model, new.model.source):
+        changes.append(f"summary model {old.model.model} -> {new.model.model} (from {new.model.source})")
+    if old.model.api_key != new.model.api_key:
+        changes.append("its API key changed" if new.model.api_key else "its API key was removed")
+    if old.model.api_base != new.model.api_base:
+        changes.append(f"base URL {old.model.api_base or 'none'} -> {new.model.api_base or 'none'}")
+    if str(old.tz) != str(new.tz):
+        changes.append(f"timezone {old.tz} -> {new.tz} (notes; the daily run keeps its start-up time)")
+    if old.nanobot.workspace != new.nanobot.workspace:
+        changes.append(f"workspace {old.nanobot.workspace} -> {new.nanobot.workspace}")
+    return "; ".join(redact(change) for change in changes) or "nothing the worker uses"
+
+
+async def follow_config(ctx: dict[str, Any]) -> None:
+    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx)."""
+    watch = ctx.get("config_watch")
+    if watch is not None:
+        ctx["deps"] = watch.current()

@@ -1,0 +1,55 @@
+"""arq's on_startup: the worker's Deps, the Redis version check, the start-up log lines and the recall index's
+catch-up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from typing import Any
+
+from worker.service.build import build_deps
+from worker.service.config_watch import ConfigWatch
+from worker.connections import version_problem
+from worker.errors import NanobotConfigError
+from worker.memory.recall_index import RecallIndexError
+from worker.nanobot.config import utc_by_default
+from worker.settings import SettingsError, load_settings
+from worker.summarize.deps import Deps
+
+log = logging.getLogger("worker")
+
+
+async def startup(ctx: dict[str, Any]) -> None:
+    if "deps" not in ctx:
+        ctx["deps"] = build_deps(load_settings())
+    ctx.setdefault("config_watch", ConfigWatch(ctx["deps"]))
+    deps: Deps = ctx["deps"]
+    if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
+        raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
+    log.info("summary model %s (from %s); keep %s; sessions in %s; queue %s", deps.model.model, deps.model.source,
+             deps.settings.summary_keep, deps.nanobot.sessions_root, deps.settings.keys.queue)
+    if not deps.nanobot.path.exists():
+        log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
+    if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
+        log.warning("notes are dated in UTC: neither nanobot's config (agents.defaults.timezone) nor TZ names a "
+                    "timezone, and this host's is UTC or unknown; to date them in yours, set "
+                    "NANOBOT_SUMMARY_TIMEZONE (e.g. Asia/Shanghai), or TZ (deploy/docker-compose.yml passes it in)")
+    try:
+        _ = deps.nanobot.sessions_dir
+    except NanobotConfigError as exc:
+        # Not fatal: nanobot may simply not have run yet; each job reports it again until it has.
+        log.warning("%s", exc)
+        return
+    await sweep_recall_index(deps)
+
+
+async def sweep_recall_index(deps: Deps) -> None:
+    """Catch the recall index up with sessions and memory files that changed while no worker ran
+    (and build it when missing); off the turn's path, and never fatal."""
+    if deps.recall is None:
+        return
+    try:
+        log.info("%s", await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir))
+    except (RecallIndexError, sqlite3.Error, OSError, NanobotConfigError) as exc:
+        log.warning("recall index not refreshed: %s", exc)
