@@ -115,7 +115,8 @@ async def worker(redis) -> AsyncIterator[Any]:
     yield start
     for instance, task in running:
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        # Bounded: a worker that does not stop must fail this test, not hang the run and leave it polling.
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout=30)
         await instance.close()
 
 
