@@ -502,9 +502,9 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     for number in range(1, 8):
         await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
         if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
-            applied = len(summaries) + 1
-            await wait_until(lambda: applied(redis, key, applied), timeout=60,
-                             what=f"summary {applied} applied\n" + worker.log()[-2000:])
+            count = len(summaries) + 1
+            await wait_until(lambda: applied(redis, key, count), timeout=60,
+                             what=f"summary {count} applied\n" + worker.log()[-2000:])
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])
     assert len(summaries) == 3
