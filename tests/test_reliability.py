@@ -206,6 +206,8 @@ FACT = st.builds(Fact, text=st.text(min_size=1, max_size=40), tag=st.sampled_fro
 
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(FACT, max_size=6), st.text(max_size=80))
+@example([Fact(text="#\r0", tag="permanent", importance=3, category="preferences")], "")  # read back as a heading
+@example([Fact(text="- 1. <!-- x", tag="permanent", importance=3, category=None)], "")
 def test_merging_facts_twice_equals_merging_once(facts: list[Fact], user_text: str) -> None:
     once, _ = longterm.apply(user_text, facts, "en", "2026-11-20", 300, session=KEY)
     twice, stats = longterm.apply(once, facts, "en", "2026-11-20", 300, session=KEY)

@@ -4,6 +4,7 @@ then the cap on the number of facts."""
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,10 +36,20 @@ class _Candidate:
     replaces: str  # the old fact as the model quoted it; "" when it did not
 
 
+# A fact is written as a plain line. One that would read back as a heading, a list item or a comment would not be
+# found again as a fact, so the next merge would add it once more: those leading marks go.
+_NOT_A_FACTS_START = re.compile(r"^(?:\s*(?:#+|[-*+]|\d+[.)])\s+|\s*<!--)+")
+
+
+def fact_text(raw: str) -> str:
+    """The text a fact is written with: one line, without what would make it read as something else."""
+    return _NOT_A_FACTS_START.sub("", one_line(raw)).strip()
+
+
 def _candidates(facts: Sequence[Fact], stats: MergeStats) -> list[_Candidate]:
     found = []
     for order, fact in enumerate(facts):
-        text = one_line(fact.text)
+        text = fact_text(fact.text)
         level = importance(fact.model_copy(update={"text": text})) if text else None
         if level is None:  # ephemeral, unimportant or empty
             stats.skipped += 1
