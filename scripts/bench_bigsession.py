@@ -161,7 +161,7 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
     time.sleep(1.0)  # the contender is looping
     phases: dict[str, tuple[float, float, TimedLock]] = {}
     for name, hold in (("now: only the rename under the lock", False),
-                       ("as before issue 8: copy, fsync and rename under it", True)):
+                       ("as an older version did: copy, fsync and rename under it", True)):
         timed = TimedLock(FileLock(str(lock_path)))
         began = time.monotonic()
         for n in range(writes):

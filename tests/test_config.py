@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.settings import KeepRule, Settings, SettingsError, load_settings
+from worker.settings import Settings, SettingsError, load_settings
+from worker.summarize.cut import KeepRule
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
@@ -128,7 +129,7 @@ def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> No
         # a naive nanobot timestamp is the host's local time: 07:30 in Shanghai is the evening before in Berlin
         from zoneinfo import ZoneInfo
 
-        from worker.text.prepare import local_time
+        from worker.text.clock import local_time
         moment = local_time("2026-11-21T07:30:00", ZoneInfo("Europe/Berlin"))
         assert moment is not None and moment.strftime("%Y-%m-%d %H:%M") == "2026-11-21 00:30"
     finally:

@@ -7,8 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.settings import KeepRule
-from worker.summarize.cut import orphaned_results, plan_cut, worth_summarizing
+from worker.summarize.cut import KeepRule, orphaned_results, plan_cut, worth_summarizing
 
 
 def turn(i: int, tools: int) -> list[dict[str, Any]]:

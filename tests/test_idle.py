@@ -19,13 +19,12 @@ from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from worker.service.arq_worker import worker_options
-from worker.summarize.cut import saves_enough, saving_floor
+from worker.summarize.cut import KeepRule, saves_enough, saving_floor
 from worker.summarize.idle import KEEP_NOTHING, idle_keep
 from worker.summarize.deps import Deps
 from worker.summarize.plan import plan_for, plan_job
 from worker.state.outcomes import load_outcome
 from worker.nanobot.sessions import read_session
-from worker.settings import KeepRule
 
 from tests.support.defaults import TEST_KEYS
 from tests.support.commands import run_in_process

@@ -26,13 +26,12 @@ from worker.model.answer import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
 from worker.connections import redis_settings, version_problem
 from worker.summarize.daily import daily_summaries
-from worker.summarize.cut import plan_cut
+from worker.summarize.cut import KeepRule, plan_cut
 from worker.memory.notes import is_noted, noted_spans
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.text.prepare import transcript
 from worker.state.progress import Progress
 from worker.nanobot.sessions import list_session_keys, parse_session
-from worker.settings import KeepRule
 from worker.text.tokens import count_message, estimate_tokens
 
 from tests.support.defaults import TEST_KEYS

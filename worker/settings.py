@@ -16,7 +16,7 @@ from worker.nanobot.config import NanobotConfig
 from worker.summarize.cut import KeepRule
 from worker.text.clock import zone
 
-__all__ = ["KeepRule", "Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
+__all__ = ["Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]
 
 
 class Settings(HookSettings):

@@ -30,7 +30,7 @@ from worker.summarize.deps import Deps
 from worker.summarize.jobs import CURRENT_JOB
 from worker.summarize.plan import KEEP_NOTHING, plan_job
 from worker.nanobot.sessions import read_session, session_path
-from worker.settings import KeepRule
+from worker.summarize.cut import KeepRule
 
 log = logging.getLogger("worker.summarize.idle")
 

@@ -10,8 +10,7 @@ from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_user_turn
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
-from worker.settings import KeepRule
-from worker.summarize.cut import Cut, plan_cut, saves_enough, saving_floor
+from worker.summarize.cut import Cut, KeepRule, plan_cut, saves_enough, saving_floor
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry, Lines, transcript
 from worker.text.tokens import count_message
