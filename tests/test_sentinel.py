@@ -21,6 +21,7 @@ from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version
+from worker.state.outcomes import load_outcome
 
 
 PASSWORD = "s3cret-ha-pw"
@@ -63,6 +64,11 @@ async def _retrying(link: RedisLink, doing: str, work, timeout: float = 20.0):
     return found[-1]
 
 
+async def _summarized(redis, key: str) -> bool:
+    outcome = await load_outcome(redis, key)
+    return outcome is not None and outcome.status == "summarized"
+
+
 async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_is_lost(
         ha, nanobot_home, settings_for, deps_for, default_reply, monkeypatch, caplog) -> None:
     caplog.set_level(logging.INFO)
@@ -81,6 +87,9 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
             nanobot_home.write_session(key, conversation(12))
         await _retrying(link, "queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:1")))
         await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:1")), 30, "the first record")
+        # The record is readable before the worker's WAIT returns; only a finished job was acknowledged.
+        await wait_until(lambda: link.call("outcome", lambda c: _summarized(c, "telegram:1")), 30,
+                         "the first job to finish")
 
         # Acknowledged: the worker's WAIT saw the replica take the record, so the promoted replica has it.
         ha.primary.kill()
