@@ -1,10 +1,10 @@
 """The recall search: a few short, dated passages of what summaries left out, from the worker's index.
 
 Runs inside nanobot for the `recall` tool (recall_tool.RecallTool). Light and read-only: the standard
-library's sqlite3 on the index the worker keeps (layout: contract.py), opened with `mode=ro`, stopped
+library's sqlite3 on the index the worker keeps (layout: contract/recall.py), opened with `mode=ro`, stopped
 at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
 
-Who sees what (`visible_parts`): a session sees its own archived messages, its own sections of the daily
+Who sees what (`visible_sources`): a session sees its own archived messages, its own sections of the daily
 notes, and MEMORY.md (which nanobot already puts in every session's prompt). Only when the user set
 NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
 trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
@@ -27,7 +27,7 @@ from datetime import date as Date
 from itertools import combinations
 from pathlib import Path
 
-from nanobot_hooks.contract import PART_BITS, RECALL_INDEX, RECALL_SCHEMA_VERSION
+from nanobot_hooks.contract import SOURCE_BITS, RECALL_INDEX, RECALL_SCHEMA_VERSION
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 RESULTS = 5
@@ -41,7 +41,7 @@ _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the
 
 
 @dataclass(frozen=True)
-class Part:
+class Source:
     id: int
     kind: str  # messages | notes | memory
     session: str
@@ -49,7 +49,7 @@ class Part:
 
 @dataclass(frozen=True)
 class Hit:
-    part: Part
+    source: Source
     position: int
     score: int  # how many of the query's terms it holds
     day: str | None
@@ -76,19 +76,19 @@ def phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def visible_parts(parts: Sequence[Part], asker: str | None, trusted: Callable[[str], bool], scope: str) -> list[Part]:
-    """The parts a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
+def visible_sources(sources: Sequence[Source], asker: str | None, trusted: Callable[[str], bool], scope: str) -> list[Source]:
+    """The sources a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
     widen = scope == "trusted" and asker is not None and trusted(asker)
-    return [p for p in parts if p.kind == "memory"
+    return [p for p in sources if p.kind == "memory"
             or (asker is not None and p.session == asker)
             or (widen and p.session and trusted(p.session))]
 
 
-def search_order(parts: Sequence[Part], asker: str | None) -> list[list[Part]]:
-    """The parts to search, in groups searched one after the other: the asker's own material and MEMORY.md
+def search_order(sources: Sequence[Source], asker: str | None) -> list[list[Source]]:
+    """The sources to search, in groups searched one after the other: the asker's own material and MEMORY.md
     first (with many trusted sessions, the budget could otherwise run out before it), then the others."""
-    own = [p for p in parts if p.kind == "memory" or (asker is not None and p.session == asker)]
-    others = [p for p in parts if p not in own]
+    own = [p for p in sources if p.kind == "memory" or (asker is not None and p.session == asker)]
+    others = [p for p in sources if p not in own]
     return [group for group in (own, others) if group]
 
 
@@ -133,10 +133,10 @@ def snippet(body: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
 
 def where(hit: Hit, asker: str | None) -> str:
     """Where a passage came from, as the model reads it."""
-    chat = "this conversation" if hit.part.session == asker else f"conversation {hit.part.session}"
-    if hit.part.kind == "messages":
+    chat = "this conversation" if hit.source.session == asker else f"conversation {hit.source.session}"
+    if hit.source.kind == "messages":
         return f"{hit.at or hit.day or 'undated'} · {chat}, message {hit.position} ({hit.label})"
-    if hit.part.kind == "notes":
+    if hit.source.kind == "notes":
         label = f", {hit.label}" if hit.label else ""
         return f"{hit.at or hit.day} · daily notes memory/{hit.day}.md, {chat}{label}"
     learned = f"learned {hit.day}" if hit.day else "undated"
@@ -190,8 +190,8 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
             if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
-            parts = [Part(*row) for row in db.execute("SELECT id, kind, session FROM parts")]
-            groups = search_order(visible_parts(parts, asker, trusted, scope), asker)
+            sources = [Source(*row) for row in db.execute("SELECT id, kind, session FROM sources")]
+            groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
             _find(db, groups, terms, since, until, hits, deadline)
     except _OutOfTime:
         stopped = True
@@ -202,7 +202,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
     # MEMORY.md is in every prompt already: of equal score, what the conversation said comes first.
-    hits.sort(key=lambda h: (h.score, h.part.kind != "memory", h.day or "", h.at or ""), reverse=True)
+    hits.sort(key=lambda h: (h.score, h.source.kind != "memory", h.day or "", h.at or ""), reverse=True)
     return render(query, hits[:RESULTS], terms, asker, widened, stopped, dated)
 
 
@@ -210,18 +210,18 @@ class _OutOfTime(Exception):
     """The budget ran out between two queries (SQLite's progress handler stops one that runs long)."""
 
 
-def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Part]], terms: Sequence[str], since: str | None,
+def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Source]], terms: Sequence[str], since: str | None,
           until: str | None, hits: list[Hit], deadline: float) -> None:
-    """Adds to `hits`, as found, the passages holding the most terms, the most recent of each part first.
+    """Adds to `hits`, as found, the passages holding the most terms, the most recent of each source first.
 
     Group by group, level by level: the passages holding all k terms of some choice of k, for k from all
     the terms down to one. A passage holding more terms was found at a higher level (a higher level of a
-    part is searched whole before a lower one, or the lower one is not needed), so its score is the number
+    source is searched whole before a lower one, or the lower one is not needed), so its score is the number
     of terms it holds. A level is skipped once RESULTS passages hold more terms than it does. Of a long
     query only the levels of few choices are searched, and a passage found below a level left out is
     scored by reading its text (`holds`).
     """
-    found: dict[int, set[int]] = {}  # part id -> rowids already in `hits`
+    found: dict[int, set[int]] = {}  # source id -> rowids already in `hits`
     spans: dict[int, tuple[int, int] | None] = {}
     for group in groups:
         skipped = False
@@ -231,13 +231,13 @@ def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Part]], terms: Seque
             if len(choices) > MAX_CHOICES and size > 1:
                 skipped = True
                 continue
-            for part in group:
-                if part.id not in spans:
-                    spans[part.id] = _rowid_span(db, part, since, until)
-                span = spans[part.id]
+            for source in group:
+                if source.id not in spans:
+                    spans[source.id] = _rowid_span(db, source, since, until)
+                span = spans[source.id]
                 if span is None:
                     continue
-                seen = found.setdefault(part.id, set())
+                seen = found.setdefault(source.id, set())
                 for chosen in choices:
                     if time.monotonic() > deadline:
                         raise _OutOfTime
@@ -252,7 +252,7 @@ def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Part]], terms: Seque
                         seen.add(rowid)
                         score = size + (sum(holds(row[0], t) for t in terms if t not in chosen)
                                         if skipped else 0)
-                        hits.append(Hit(part, rowid & ((1 << PART_BITS) - 1), score, row[1], row[2],
+                        hits.append(Hit(source, rowid & ((1 << SOURCE_BITS) - 1), score, row[1], row[2],
                                         row[3] or "", row[0]))
                         new += 1
                         if new == RESULTS:
@@ -274,12 +274,12 @@ def _holding(db: sqlite3.Connection, chosen: Sequence[str], span: tuple[int, int
     return db.execute(" INTERSECT ".join(selects) + " ORDER BY 1 DESC", values)
 
 
-def _rowid_span(db: sqlite3.Connection, part: Part, since: str | None, until: str | None) -> tuple[int, int] | None:
-    base = part.id << PART_BITS
+def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until: str | None) -> tuple[int, int] | None:
+    base = source.id << SOURCE_BITS
     if since is None and until is None:
-        return base, base | ((1 << PART_BITS) - 1)
-    low, high = db.execute("SELECT min(low), max(high) FROM days WHERE part = ? AND day BETWEEN ? AND ?",
-                           (part.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
+        return base, base | ((1 << SOURCE_BITS) - 1)
+    low, high = db.execute("SELECT min(low), max(high) FROM days WHERE source = ? AND day BETWEEN ? AND ?",
+                           (source.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
     return None if low is None else (low, high)
 
 

@@ -17,7 +17,7 @@ import pytest
 from nanobot_hooks import contract, plugin, recall, recall_tool
 from nanobot_hooks.contract import RECALL_INDEX
 from nanobot_hooks.nanobot_format import is_direct_chat
-from nanobot_hooks.recall import Part, query_terms, search, snippet, visible_parts
+from nanobot_hooks.recall import Source, query_terms, search, snippet, visible_sources
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
@@ -154,10 +154,10 @@ def test_a_session_never_sees_what_it_must_not(home, index):
     assert "Hugo" in nobody and "54329" not in nobody, "no session: MEMORY.md only"
 
 
-def test_visible_parts_is_the_rule_in_one_place():
-    parts = [Part(1, "messages", DM), Part(2, "notes", DM), Part(3, "memory", ""), Part(4, "messages", GROUP),
-             Part(5, "messages", OTHER_DM)]
-    ids = lambda *args: [p.id for p in visible_parts(parts, *args)]  # noqa: E731
+def test_visible_sources_is_the_rule_in_one_place():
+    sources = [Source(1, "messages", DM), Source(2, "notes", DM), Source(3, "memory", ""), Source(4, "messages", GROUP),
+               Source(5, "messages", OTHER_DM)]
+    ids = lambda *args: [p.id for p in visible_sources(sources, *args)]  # noqa: E731
     assert ids(DM, trusted, "session") == [1, 2, 3]
     assert ids(DM, trusted, "trusted") == [1, 2, 3, 5]
     assert ids(GROUP, trusted, "trusted") == [3, 4]
@@ -303,7 +303,7 @@ recall_index.RecallIndex(Path({str(home.workspace)!r}), ZoneInfo("UTC")).refresh
     died = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, timeout=60)
     assert died.returncode == 9, died.stderr
     with sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True) as db:
-        (through,) = db.execute("SELECT through FROM parts WHERE kind = 'messages' AND session = ?", (DM,)).fetchone()
+        (through,) = db.execute("SELECT through FROM sources WHERE kind = 'messages' AND session = ?", (DM,)).fetchone()
     assert through == 6 + 2 * 50, "two steps of 50 were committed, the third was not"
     assert "54329" in ask(home, "数据库 端口"), "what was committed before the crash is still found"
     latest = ask(home, "kill")
@@ -354,7 +354,7 @@ class SlowClock:
 def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_the_budget_runs_out(
         tmp_path, monkeypatch):
     home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
-    for n in range(120):  # indexed first: their parts come before the asker's in the index
+    for n in range(120):  # indexed first: their sources come before the asker's in the index
         lines = [(f"2026-11-2{n % 5}T10:{m:02d}:00", "user", f"zx00007 deploy log {n}.{m}") for m in range(30)]
         home.write_session(f"telegram:{1000 + n}", _messages(lines), last_archived=len(lines))
     built = RecallIndex(home.workspace, UTC)
@@ -371,9 +371,9 @@ def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_t
 
 
 def test_pure_search_order_term_sets_and_what_a_text_holds():
-    parts = [Part(1, "messages", OTHER_DM), Part(2, "memory", ""), Part(3, "notes", DM), Part(4, "messages", DM)]
-    assert [[p.id for p in group] for group in recall.search_order(parts, DM)] == [[2, 3, 4], [1]]
-    assert [[p.id for p in group] for group in recall.search_order(parts, None)] == [[2], [1, 3, 4]]
+    sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM), Source(4, "messages", DM)]
+    assert [[p.id for p in group] for group in recall.search_order(sources, DM)] == [[2, 3, 4], [1]]
+    assert [[p.id for p in group] for group in recall.search_order(sources, None)] == [[2], [1, 3, 4]]
     assert [(size, len(choices)) for size, choices in recall.term_sets(["a", "b", "c"])] == [(3, 1), (2, 3), (1, 3)]
     assert recall.holds("Our DB is up", "db") and not recall.holds("mydb is up", "db"), "short Latin words whole"
     assert recall.holds("预发数据库端口", "端口") and recall.holds("NGINX conf", "nginx")

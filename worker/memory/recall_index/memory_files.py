@@ -14,7 +14,7 @@ from pathlib import Path
 from nanobot_hooks.contract import NOTE_LINE_BITS
 from worker.memory import longterm, notes
 from worker.memory.recall_index.rows import Row, memory_rows, note_rows, starts_a_section
-from worker.memory.recall_index.tables import digest, drop, insert, note_counts, part_id, remember, transaction
+from worker.memory.recall_index.tables import digest, drop, insert, note_counts, source_id, remember, transaction
 
 MEMORY_FILE = "MEMORY.md"
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
@@ -62,10 +62,10 @@ def _read_whole(db: sqlite3.Connection, memory_dir: Path, name: str, data: bytes
     """A memory file's rows replaced by those of its text now (none when it went)."""
     text = data.decode("utf-8", errors="replace")
     if name == MEMORY_FILE:
-        part = part_id(db, "memory", "")
-        drop(db, part)
+        source = source_id(db, "memory", "")
+        drop(db, source)
         meta = longterm.load_meta(longterm.sidecar_path(memory_dir / name))
-        insert(db, part, memory_rows(text, meta))
+        insert(db, source, memory_rows(text, meta))
         return
     _index_day(db, name.removesuffix(".md"), text, tz)
     db.execute("DELETE FROM state WHERE name = ?", (_INDEXED + name,))
@@ -114,19 +114,19 @@ def _index_day(db: sqlite3.Connection, day: str, text: str, tz: tzinfo | None) -
         first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
     except ValueError:
         return  # 2026-13-45.md: not a day file
-    for (part,) in db.execute("SELECT days.part FROM days JOIN parts ON parts.id = days.part "
-                              "WHERE parts.kind = 'notes' AND days.day = ?", (day,)).fetchall():
-        drop(db, part, first, first | ((1 << NOTE_LINE_BITS) - 1))
+    for (source,) in db.execute("SELECT days.source FROM days JOIN sources ON sources.id = days.source "
+                              "WHERE sources.kind = 'notes' AND days.day = ?", (day,)).fetchall():
+        drop(db, source, first, first | ((1 << NOTE_LINE_BITS) - 1))
     _insert_notes(db, note_rows(text, day, tz))
 
 
 def _insert_notes(db: sqlite3.Connection, found: list[tuple[str, Row]]) -> None:
-    """Notes lines into each session's notes part."""
+    """Notes lines into each session's notes source."""
     by_session: dict[str, list[Row]] = {}
     for session, row in found:
         by_session.setdefault(session, []).append(row)
     for session, rows in by_session.items():
-        insert(db, part_id(db, "notes", session), rows)
+        insert(db, source_id(db, "notes", session), rows)
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -11,7 +11,7 @@ from pathlib import Path
 from nanobot_hooks.nanobot_format import is_internal_session, storage_name, timestamp_before
 from worker.errors import SessionError
 from worker.memory.recall_index.rows import archived_through, message_rows
-from worker.memory.recall_index.tables import drop, insert, known, part_id, remember, transaction
+from worker.memory.recall_index.tables import drop, insert, known, source_id, remember, transaction
 from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
 from worker.text.prepare import Lines
 
@@ -47,11 +47,11 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
 
 
 def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> None:
-    for part, key in db.execute("SELECT id, session FROM parts WHERE kind = 'messages'").fetchall():
+    for source, key in db.execute("SELECT id, session FROM sources WHERE kind = 'messages'").fetchall():
         if key not in keys and key != skip:
             with transaction(db):
-                drop(db, part)
-                db.execute("UPDATE parts SET through = 0, stamp = NULL WHERE id = ?", (part,))
+                drop(db, source)
+                db.execute("UPDATE sources SET through = 0, stamp = NULL WHERE id = ?", (source,))
                 db.execute("DELETE FROM files WHERE name = ?", (f"sessions/{storage_name(key)}",))
 
 
@@ -64,23 +64,23 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
     added = 0
     while True:
         with transaction(db):
-            part = part_id(db, "messages", session.key)
-            done, stamp = db.execute("SELECT through, stamp FROM parts WHERE id = ?", (part,)).fetchone()
+            source = source_id(db, "messages", session.key)
+            done, stamp = db.execute("SELECT through, stamp FROM sources WHERE id = ?", (source,)).fetchone()
             if done > len(messages) or (done and timestamp_before(messages, done) != stamp):
-                drop(db, part)
+                drop(db, source)
                 done = 0
                 if session.first:  # reset (`/new`): indexed anew from its first message
                     session = read_session(session.path.parent, session.key)
                     messages = session.messages
             if through <= done:
-                db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
-                           (done, timestamp_before(messages, done), part))
+                db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
+                           (done, timestamp_before(messages, done), source))
                 return added
             end = min(through, done + MESSAGES_PER_TRANSACTION)
             rows = message_rows(messages, done, end, tz, lines)
-            insert(db, part, rows)
-            db.execute("UPDATE parts SET through = ?, stamp = ? WHERE id = ?",
-                       (end, timestamp_before(messages, end), part))
+            insert(db, source, rows)
+            db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
+                       (end, timestamp_before(messages, end), source))
             added += len(rows)
             if end >= through:
                 return added
@@ -92,7 +92,7 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
 def _whole_if_behind(db: sqlite3.Connection, session: SessionFile) -> SessionFile:
     """The job read the session from nanobot's watermark; when the index is further behind, read it all."""
     if session.first:
-        row = db.execute("SELECT parts.through FROM parts WHERE kind = 'messages' AND session = ?",
+        row = db.execute("SELECT sources.through FROM sources WHERE kind = 'messages' AND session = ?",
                          (session.key,)).fetchone()
         if row is None or row[0] - 1 < session.first:
             return read_session(session.path.parent, session.key)

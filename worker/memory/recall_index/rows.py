@@ -24,7 +24,7 @@ _WORD = re.compile(r"[^\W_]+")
 
 @dataclass(frozen=True)
 class Row:
-    """One searchable passage of a part."""
+    """One searchable passage of a source."""
 
     position: int
     day: str | None  # YYYY-MM-DD, local

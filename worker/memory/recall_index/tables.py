@@ -1,4 +1,4 @@
-"""The recall index's tables, written: one transaction at a time, a part's rows inserted and dropped (with their
+"""The recall index's tables, written: one transaction at a time, a source's rows inserted and dropped (with their
 bigrams and day ranges), and the files as last read."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date as Date
 
-from nanobot_hooks.contract import NOTE_LINE_BITS, PART_BITS
+from nanobot_hooks.contract import NOTE_LINE_BITS, SOURCE_BITS
 from worker.memory.recall_index.rows import Row, gram_text
 
-FULL = (1 << PART_BITS) - 1
+FULL = (1 << SOURCE_BITS) - 1
 
 
 @contextmanager
@@ -38,9 +38,9 @@ def is_damaged(exc: sqlite3.DatabaseError) -> bool:
     return type(exc) is sqlite3.DatabaseError
 
 
-def part_id(db: sqlite3.Connection, kind: str, session: str) -> int:
-    db.execute("INSERT OR IGNORE INTO parts(kind, session) VALUES(?, ?)", (kind, session))
-    return int(db.execute("SELECT id FROM parts WHERE kind = ? AND session = ?", (kind, session)).fetchone()[0])
+def source_id(db: sqlite3.Connection, kind: str, session: str) -> int:
+    db.execute("INSERT OR IGNORE INTO sources(kind, session) VALUES(?, ?)", (kind, session))
+    return int(db.execute("SELECT id FROM sources WHERE kind = ? AND session = ?", (kind, session)).fetchone()[0])
 
 
 def known(db: sqlite3.Connection, name: str) -> tuple[int, int] | None:
@@ -57,28 +57,28 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
     first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
     counts = {}
     for session in sessions:
-        row = db.execute("SELECT days.high FROM parts JOIN days ON days.part = parts.id WHERE parts.kind = "
-                         "'notes' AND parts.session = ? AND days.day = ?", (session, day)).fetchone()
+        row = db.execute("SELECT days.high FROM sources JOIN days ON days.source = sources.id WHERE sources.kind = "
+                         "'notes' AND sources.session = ? AND days.day = ?", (session, day)).fetchone()
         if row is not None:
             counts[session] = (row[0] & FULL) - first + 1
     return counts
 
 
-def insert(db: sqlite3.Connection, part: int, rows: Sequence[Row]) -> None:
-    base = part << PART_BITS
+def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
+    base = source << SOURCE_BITS
     db.executemany("INSERT INTO passages(rowid, body, day, at, label) VALUES(?, ?, ?, ?, ?)",
                    [(base | r.position, r.body, r.day, r.at, r.label) for r in rows])
     db.executemany("INSERT INTO grams(rowid, gram) VALUES(?, ?)",
                    [(base | r.position, g) for r in rows if (g := gram_text(r.body))])
     # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
-    db.executemany("INSERT INTO days(part, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(part, day) "
+    db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
                    "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
-                   [(part, r.day, base | r.position, base | r.position) for r in rows if r.day])
+                   [(source, r.day, base | r.position, base | r.position) for r in rows if r.day])
 
 
-def drop(db: sqlite3.Connection, part: int, low: int = 0, high: int = FULL) -> None:
-    """Forget a part's positions [low, high]."""
-    base = part << PART_BITS
+def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) -> None:
+    """Forget a source's positions [low, high]."""
+    base = source << SOURCE_BITS
     first, last = base | low, base | high
     # A contentless table forgets a row only when told exactly what it holds: the same bigrams again.
     for rowid, body in db.execute("SELECT rowid, body FROM passages WHERE rowid BETWEEN ? AND ?",
@@ -86,4 +86,4 @@ def drop(db: sqlite3.Connection, part: int, low: int = 0, high: int = FULL) -> N
         if grams := gram_text(body):
             db.execute("INSERT INTO grams(grams, rowid, gram) VALUES('delete', ?, ?)", (rowid, grams))
     db.execute("DELETE FROM passages WHERE rowid BETWEEN ? AND ?", (first, last))
-    db.execute("DELETE FROM days WHERE part = ? AND low >= ? AND high <= ?", (part, first, last))
+    db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))

@@ -1,0 +1,130 @@
+"""Every Redis name of one nanobot instance: the key prefix, the namespace, the job names and `Keys`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+KEY_PREFIX = "nanobot-summary"
+
+JOB_SUMMARIZE = "summarize_session"
+JOB_DAILY = "daily_summaries"
+# Deferred by the cache lifetime after each turn; summarizes the session once it has been quiet that long.
+JOB_IDLE = "idle_summary"
+
+# A namespace: what NANOBOT_SUMMARY_NAMESPACE accepts, and what the default (below) always is.
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# nanobot names its sessions folder by this id (`<config dir>/sessions/<id>`), kept in the workspace.
+WORKSPACE_ID_FILE = ".nanobot/workspace-id"
+NAMESPACE_FROM_ID = 12  # hex digits of the workspace id: 48 bits, no collision among millions of instances
+
+
+def default_namespace(workspace_id: str) -> str:
+    """The namespace of a nanobot instance: the start of its workspace id, so its hooks (which read the id
+    from nanobot's session manager) and its worker (from the file in the workspace) agree unconfigured,
+    and an operator matches a namespace to its sessions folder by eye."""
+    return workspace_id[:NAMESPACE_FROM_ID]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Every Redis name of one nanobot instance, in one place: the queue, arq's job ids, the records, the
+    notice channel, and the worker's own keys, all under `nanobot-summary:<namespace>:`. Any number of
+    nanobot instances (and their workers) share one Redis database, each in its own namespace.
+
+    A client is bound to one namespace by arq's own `default_queue_name` (arq's Worker hands every job a
+    client made with its queue's name), so the functions taking a client name their keys with
+    `Keys.of(client)` and two workers of two instances in one process never cross."""
+
+    namespace: str
+
+    def __post_init__(self) -> None:
+        if not re.match(NAMESPACE_PATTERN, self.namespace):
+            raise ValueError(f"not a namespace: {self.namespace!r}")
+
+    @classmethod
+    def of(cls, redis: Any) -> Keys:
+        """The namespace a client was made for; a client of no namespace is a bug, never a guess."""
+        queue = str(getattr(redis, "default_queue_name", ""))
+        namespace = queue.removeprefix(f"{KEY_PREFIX}:").removesuffix(":queue")
+        if queue != f"{KEY_PREFIX}:{namespace}:queue":
+            raise ValueError(f"a Redis client not bound to a namespace (its queue is {queue!r})")
+        return cls(namespace)
+
+    @property
+    def prefix(self) -> str:
+        return f"{KEY_PREFIX}:{self.namespace}:"
+
+    @property
+    def queue(self) -> str:
+        """arq's queue; also the `default_queue_name` of every client of this namespace."""
+        return f"{self.prefix}queue"
+
+    @property
+    def notice_channel(self) -> str:
+        """Published (payload: the session key) when a record is stored and ready for pickup."""
+        return f"{self.prefix}ready"
+
+    @property
+    def outcome_channel(self) -> str:
+        """Published by the worker at the end of every job (payload: JSON with `session`, `status` and `line`,
+        the outcome in one line), so that why a summary was or was not made shows in nanobot's own log."""
+        return f"{self.prefix}outcome"
+
+    @property
+    def pending(self) -> str:
+        """Session keys whose record waits for pickup; read by nanobot at start-up."""
+        return f"{self.prefix}pending"
+
+    @property
+    def stats(self) -> str:
+        """Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
+        changed), "duplicate" (already applied elsewhere)."""
+        return f"{self.prefix}stats"
+
+    def job_id(self, session_key: str) -> str:
+        """One id per session: arq refuses a second job while one is queued or running."""
+        return f"{self.prefix}job:{session_key}"
+
+    def idle_job_id(self, session_key: str) -> str:
+        """One waiting idle check per session, apart from the summarize job's id: a check deferred for the
+        cache lifetime must not hold back the threshold trigger's job."""
+        return f"{self.prefix}idle:{session_key}"
+
+    def session_of_job(self, job_id: str) -> str | None:
+        start = f"{self.prefix}job:"
+        return job_id[len(start):] if job_id.startswith(start) else None
+
+    def record(self, session_key: str) -> str:
+        return f"{self.prefix}record:{session_key}"
+
+    def daily_flag(self, session_key: str) -> str:
+        """Set by the daily run: the next job for the session also notes the kept tail, from this date on."""
+        return f"{self.prefix}daily:{session_key}"
+
+    def cooldown(self, session_key: str) -> str:
+        """Set by the worker after a failed or fruitless paid job: the trigger waits until it expires."""
+        return f"{self.prefix}cooldown:{session_key}"
+
+    def spend(self, scope: str) -> str:
+        """A hash of spend: `total` since the first job; `session:<key>`; `job:<key>`, the session's current
+        job over all its tries; `day:<YYYY-MM-DD>`, tokens of a day in nanobot's timezone (field `tokens`,
+        and `tokens:<key>` per session)."""
+        return f"{self.prefix}spend:{scope}"
+
+    def failures(self, session_key: str) -> str:
+        """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
+        return f"{self.prefix}failures:{session_key}"
+
+    def progress(self, session_key: str) -> str:
+        """Where a chunked summary of the session stopped."""
+        return f"{self.prefix}progress:{session_key}"
+
+    @property
+    def outcome_prefix(self) -> str:
+        return f"{self.prefix}outcome:"
+
+    def outcome(self, session_key: str) -> str:
+        """The last job's outcome for a session."""
+        return self.outcome_prefix + session_key

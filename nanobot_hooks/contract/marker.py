@@ -1,0 +1,100 @@
+"""The marker both sides keep in line 1 of a session file: a record waiting to be applied, and the last one applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from nanobot_hooks.contract.records import SummaryRecord
+
+# The project's entry in a session's metadata (line 1 of the session file): `SessionMarker` reads and writes it.
+METADATA_KEY = "_summary_worker"
+_PENDING, _APPLIED = "pending", "applied"
+
+
+def _index(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(slots=True)
+class AppliedMark:
+    """Which record the hooks applied last, and the message count right after (`through`): the interval
+    trigger counts new user turns from there. Any field may be None in a hand-edited file."""
+
+    stamp: str | None  # the record's `SummaryRecord.stamp`
+    boundary: int | None
+    through: int | None
+    reason: str | None = None
+    applied_at: str | None = None  # local time, ISO
+
+    @classmethod
+    def read(cls, value: Any) -> AppliedMark | None:
+        if not isinstance(value, dict):
+            return None
+        return cls(_text(value.get("created_at")), _index(value.get("boundary")), _index(value.get("through")),
+                   _text(value.get("reason")), _text(value.get("applied_at")))
+
+
+class SessionMarker:
+    """The marker both sides keep in a session's metadata under METADATA_KEY: the worker's copy of a record
+    waiting to be applied (`pending`, for a nanobot process that starts after the notice) and the hooks'
+    mark of the record they applied (`applied`). Read tolerantly: whatever a hand edit left that does not
+    parse reads as absent. Each part is parsed when asked for: the turn's path reads one of them."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry: Any = None) -> None:
+        self._entry: dict[str, Any] = entry if isinstance(entry, dict) else {}
+
+    @classmethod
+    def from_metadata(cls, metadata: Any) -> SessionMarker:
+        """The marker in a session's metadata; never raises."""
+        return cls(metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None)
+
+    @property
+    def pending(self) -> SummaryRecord | None:
+        value = self._entry.get(_PENDING)
+        if not isinstance(value, dict):
+            return None
+        try:
+            return SummaryRecord.model_validate(value)
+        except ValidationError:
+            return None
+
+    @property
+    def applied(self) -> AppliedMark | None:
+        return AppliedMark.read(self._entry.get(_APPLIED))
+
+    @staticmethod
+    def pending_entry(record: SummaryRecord) -> dict[str, Any]:
+        """What the worker merges into the marker of line 1 (the hooks' `applied` mark stays)."""
+        return {_PENDING: record.model_dump(mode="json")}
+
+    @staticmethod
+    def mark_applied(metadata: dict[str, Any], record: SummaryRecord, through: int, at: datetime) -> None:
+        """Replace the marker (a pending copy included) with the mark of `record`, applied at `at`."""
+        metadata[METADATA_KEY] = {_APPLIED: {"created_at": record.stamp, "boundary": record.boundary,
+                                             "through": through, "reason": record.reason,
+                                             "applied_at": at.isoformat()}}
+
+    @classmethod
+    def forget_pending(cls, metadata: dict[str, Any], record: SummaryRecord) -> bool:
+        """Remove the pending copy if it is `record`; whether it was there."""
+        pending = cls.from_metadata(metadata).pending
+        entry = metadata.get(METADATA_KEY)
+        if pending is None or pending.stamp != record.stamp or not isinstance(entry, dict):
+            return False
+        entry.pop(_PENDING, None)
+        return True
+
+    @staticmethod
+    def remove(metadata: dict[str, Any]) -> bool:
+        """Remove the whole marker (undoing a summary); whether there was one."""
+        return metadata.pop(METADATA_KEY, None) is not None
