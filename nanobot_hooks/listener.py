@@ -22,7 +22,6 @@ MAX_RETRY_SECONDS = 30.0
 async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds: float = RESCAN_SECONDS) -> None:
     """Run until cancelled; `on_key(session_key)` is called for every record that may be ready."""
     delay = FIRST_RETRY_SECONDS
-    loop = asyncio.get_running_loop()
     while True:
         pubsub = None
         try:
@@ -36,23 +35,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             delay = FIRST_RETRY_SECONDS
             for key in keys:
                 on_key(key)
-            next_scan = loop.time() + rescan_seconds
-            while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                if message is not None and message.get("type") == "message":
-                    data = message.get("data")
-                    text = data.decode() if isinstance(data, bytes) else str(data)
-                    channel = message.get("channel")
-                    if (channel.decode() if isinstance(channel, bytes) else channel) == keys_of.outcome_channel:
-                        log_outcome(text)
-                    else:
-                        on_key(text)
-                if loop.time() >= next_scan:
-                    async with asyncio.timeout(link.timeout):
-                        keys = await pending_sessions(client)
-                    for key in keys:
-                        on_key(key)
-                    next_scan = loop.time() + rescan_seconds
+            await _follow(link, client, pubsub, keys_of, on_key, rescan_seconds)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure: report (rate-limited) and reconnect
@@ -65,6 +48,30 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
                     pass
         await asyncio.sleep(delay)
         delay = min(delay * 2, MAX_RETRY_SECONDS)
+
+
+async def _follow(link: RedisLink, client: Any, pubsub: Any, keys_of: Keys, on_key: Callable[[str], None],
+                  rescan_seconds: float) -> None:
+    """Until the connection fails: each notice to `on_key`, each outcome to nanobot's log, and every
+    `rescan_seconds` the pending sessions again (a notice sent while nobody listened is not lost)."""
+    loop = asyncio.get_running_loop()
+    next_scan = loop.time() + rescan_seconds
+    while True:
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+        if message is not None and message.get("type") == "message":
+            data = message.get("data")
+            text = data.decode() if isinstance(data, bytes) else str(data)
+            channel = message.get("channel")
+            if (channel.decode() if isinstance(channel, bytes) else channel) == keys_of.outcome_channel:
+                log_outcome(text)
+            else:
+                on_key(text)
+        if loop.time() >= next_scan:
+            async with asyncio.timeout(link.timeout):
+                keys = await pending_sessions(client)
+            for key in keys:
+                on_key(key)
+            next_scan = loop.time() + rescan_seconds
 
 
 def log_outcome(payload: str) -> None:

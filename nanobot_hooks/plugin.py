@@ -140,27 +140,16 @@ def probe(loop: Any) -> Any:
     sessions = _need(loop, "sessions", "AgentLoop.sessions")
     for method in ("get_cached", "get_or_create", "save"):
         _callable(sessions, method, f"SessionManager.{method}()")
-    hook_base = _import("nanobot.agent.hook", "AgentHook")
-    turn_started = _import("nanobot.bus.runtime_events", "SessionTurnStarted")
-    turn_persisted = _import("nanobot.bus.runtime_events", "SessionTurnPersisted")
-    request_context = _import("nanobot.agent.tools.context", "current_request_context")
-    session_class = _import("nanobot.session.manager", "Session")
-    commit = _need(session_class, "commit_summary_checkpoint", "Session.commit_summary_checkpoint()")
-    if "insert_at" not in inspect.signature(commit).parameters:
-        raise Off("Session.commit_summary_checkpoint() takes no insert_at")
-    if not isinstance(_need(session_class, "last_archived", "Session.last_archived"), property):
-        raise Off("Session.last_archived is not a property")
-    # Reset when a summary is applied: a nanobot that renamed it would keep sending every covered message.
-    _declared(session_class, "provider_state", "Session.provider_state")
+    _probe_session_class()
     schedule = getattr(loop, "schedule_background", None)
     run = getattr(loop, "run", None)
     aclose = getattr(loop, "aclose", None)
     return Surface(
         loop=loop,
-        hook_base=hook_base,
-        turn_started=turn_started,
-        turn_persisted=turn_persisted,
-        request_context=request_context,
+        hook_base=_import("nanobot.agent.hook", "AgentHook"),
+        turn_started=_import("nanobot.bus.runtime_events", "SessionTurnStarted"),
+        turn_persisted=_import("nanobot.bus.runtime_events", "SessionTurnPersisted"),
+        request_context=_import("nanobot.agent.tools.context", "current_request_context"),
         hook_factories=hook_factories,
         session_lock=session_lock,
         subscribe=subscribe,
@@ -169,6 +158,18 @@ def probe(loop: Any) -> Any:
         run=run if inspect.iscoroutinefunction(run) else None,
         aclose=aclose if inspect.iscoroutinefunction(aclose) else None,
     )
+
+
+def _probe_session_class() -> None:
+    """The parts of nanobot's Session that applying a summary relies on."""
+    session_class = _import("nanobot.session.manager", "Session")
+    commit = _need(session_class, "commit_summary_checkpoint", "Session.commit_summary_checkpoint()")
+    if "insert_at" not in inspect.signature(commit).parameters:
+        raise Off("Session.commit_summary_checkpoint() takes no insert_at")
+    if not isinstance(_need(session_class, "last_archived", "Session.last_archived"), property):
+        raise Off("Session.last_archived is not a property")
+    # Reset when a summary is applied: a nanobot that renamed it would keep sending every covered message.
+    _declared(session_class, "provider_state", "Session.provider_state")
 
 
 _MISSING = object()

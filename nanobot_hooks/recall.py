@@ -241,22 +241,28 @@ def _find(db: sqlite3.Connection, groups: Sequence[Sequence[Source]], terms: Seq
                 for chosen in choices:
                     if time.monotonic() > deadline:
                         raise _OutOfTime
-                    new = 0
-                    for (rowid,) in _holding(db, chosen, span):
-                        if rowid in seen:  # holds more terms: found at a higher level
-                            continue
-                        row = db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?",
-                                         (rowid,)).fetchone()
-                        if row is None or not _in_range(row[1], since, until):
-                            continue
-                        seen.add(rowid)
-                        score = size + (sum(holds(row[0], t) for t in terms if t not in chosen)
-                                        if skipped else 0)
-                        hits.append(Hit(source, rowid & ((1 << SOURCE_BITS) - 1), score, row[1], row[2],
-                                        row[3] or "", row[0]))
-                        new += 1
-                        if new == RESULTS:
-                            break
+                    # Below a skipped level, the terms not chosen are counted in the text itself.
+                    unchosen = [t for t in terms if t not in chosen] if skipped else []
+                    _add_hits(db, source, _holding(db, chosen, span), size, unchosen, seen, (since, until), hits)
+
+
+def _add_hits(db: sqlite3.Connection, source: Source, rowids: sqlite3.Cursor, size: int, unchosen: Sequence[str],
+              seen: set[int], dates: tuple[str | None, str | None], hits: list[Hit]) -> None:
+    """The first RESULTS passages of `rowids` not found before (those hold more terms) and in the dates,
+    as hits scored `size` plus the unchosen terms they hold."""
+    new = 0
+    for (rowid,) in rowids:
+        if rowid in seen:  # holds more terms: found at a higher level
+            continue
+        row = db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?", (rowid,)).fetchone()
+        if row is None or not _in_range(row[1], *dates):
+            continue
+        seen.add(rowid)
+        score = size + sum(holds(row[0], t) for t in unchosen)
+        hits.append(Hit(source, rowid & ((1 << SOURCE_BITS) - 1), score, row[1], row[2], row[3] or "", row[0]))
+        new += 1
+        if new == RESULTS:
+            break
 
 
 def _holding(db: sqlite3.Connection, chosen: Sequence[str], span: tuple[int, int]) -> sqlite3.Cursor:
