@@ -119,8 +119,11 @@ def test_an_unreadable_prompt_file_stops_start_up(nanobot_home, tmp_path: Path) 
 def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> None:
     import time
 
+    import tzlocal
+
     monkeypatch.setenv("TZ", "Asia/Shanghai")
     time.tzset()
+    tzlocal.reload_localzone()  # tzlocal keeps the first zone it read: another test in this process may have asked
     try:
         assert config(tmp_path, {}).timezone == "Asia/Shanghai", "no timezone: nanobot's auto mode, the host's"
         assert config(tmp_path, {"agents": {"defaults": {"timezone": "Europe/Berlin"}}}).timezone == "Europe/Berlin"
@@ -135,6 +138,7 @@ def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> No
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+        tzlocal.reload_localzone()
 
 
 def test_a_model_litellm_cannot_route_stops_start_up_in_one_line(nanobot_home) -> None:
