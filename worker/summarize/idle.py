@@ -27,6 +27,7 @@ from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps
+from worker.summarize.daily import flush_memory
 from worker.summarize.jobs import CURRENT_JOB
 from worker.summarize.plan import KEEP_NOTHING, plan_job
 from worker.nanobot.sessions import read_session, session_path
@@ -95,6 +96,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     plan = plan_job(deps, session, pending, summary)
     if plan.skip is not None:
         log.debug("%s quiet for %.0f s: %s", key, quiet, plan.skip)
+        await flush_memory(ctx)  # a cold moment all the same: held MEMORY.md facts may go in now
         return {"status": "noop", "detail": plan.skip}
     queued = await enqueue_summary(redis, summary) is not None
     log.info("%s quiet for %.0f s: %s", key, quiet,

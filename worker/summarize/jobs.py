@@ -72,7 +72,13 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
         await finish(run, outcome, started, rest=False)
         raise
-    return await finish(run, outcome, started)
+    done = await finish(run, outcome, started)
+    if req.reason == "idle":
+        # The session has been quiet past the cache lifetime: a cold moment, perhaps for every session, so
+        # MEMORY.md's held facts (this job's among them) are written now if no session is active, rather
+        # than at the next minute's check, which a pause may end before.
+        await daily.flush_memory(ctx)
+    return done
 
 
 def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
