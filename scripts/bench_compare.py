@@ -134,6 +134,13 @@ class Call:
     completion: int
     started: float
     seconds: float
+    # A turn whose system prompt before the summary (MEMORY.md's section in it) differs from the last turn's:
+    # "warm" when a main-model call came within the cache lifetime (the change cost that cache), else "cold".
+    memory_change: str = ""
+
+
+# nanobot renders the session's summary last in the system prompt; what precedes it changes only with MEMORY.md.
+SUMMARY_SECTION = "[Archived Context Summary]"
 
 
 @dataclass
@@ -148,6 +155,8 @@ class Provider:
     cache_ttl: float  # scaled seconds
     calls: list[Call] = field(default_factory=list)
     last_prompt: str = ""
+    _before_summary: str | None = None  # the last turn's system prompt up to the summary
+    _last_main: float | None = None  # when the main model was last called
     _recent: dict[str, list[tuple[float, list[int]]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -167,6 +176,16 @@ class Provider:
         self._recent[model] = (recent + [(now, tokens)])[-4:]
         best = best // CACHE_BLOCK * CACHE_BLOCK
         return best if best >= CACHE_MIN else 0
+
+    def _memory_change(self, request: FakeRequest, now: float) -> str:
+        system = request.messages[0].get("content") if request.messages else None
+        # Up to the summary and the separator nanobot puts before it (a prompt without a summary has neither).
+        before = system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip() if isinstance(system, str) else ""
+        changed = self._before_summary is not None and before != self._before_summary
+        self._before_summary = before
+        if not changed:
+            return ""
+        return "warm" if self._last_main is not None and now - self._last_main <= self.cache_ttl else "cold"
 
     def __call__(self, request: FakeRequest) -> Reply:
         body = request.body or {}
@@ -195,7 +214,10 @@ class Provider:
         delay = self.turn_latency if kind == "turn" else self.summary_base + len(tokens) * self.summary_per_token
         completion = len(self._encode(text))
         with self._lock:
-            self.calls.append(Call(kind, len(tokens), cached, completion, now, delay))
+            change = self._memory_change(request, now) if kind == "turn" else ""
+            if kind != "summary":
+                self._last_main = now
+            self.calls.append(Call(kind, len(tokens), cached, completion, now, delay, change))
         return Reply(text, prompt_tokens=len(tokens), completion_tokens=completion, cached_tokens=cached, delay=delay)
 
 
@@ -248,6 +270,8 @@ class Run:
             "ready_to_applied_p50": statistics.median(self.ready_to_applied) if self.ready_to_applied else None,
             "ready_to_applied_max": max(self.ready_to_applied, default=None),
             "summaries_applied": len(self.ready_to_applied),
+            "memory_changes": sum(1 for c in main if c.memory_change),
+            "memory_changes_warm": sum(1 for c in main if c.memory_change == "warm"),
             "facts_kept": f"{sum(self.facts_kept.values())}/{len(self.facts_kept)}",
             "facts_lost": sorted(f for f, kept in self.facts_kept.items() if not kept),
         }
@@ -421,7 +445,8 @@ def naive_vs_ours(turn_tokens: int, reply_tokens: int, summary_tokens: int, inte
 ROWS = ("latency_p50", "latency_p95", "latency_p95_quiet_turns", "latency_max", "turns_waiting", "main_prompt_tokens",
         "main_prompt_mean", "main_prompt_max", "cached_share", "main_input_cost", "main_output_cost",
         "nanobot_compactions", "summary_calls", "summary_input_tokens", "summary_cost", "all_input_cost",
-        "total_cost", "summaries_applied", "ready_to_applied_p50", "ready_to_applied_max", "facts_kept")
+        "total_cost", "summaries_applied", "ready_to_applied_p50", "ready_to_applied_max", "memory_changes",
+        "memory_changes_warm", "facts_kept")
 RATIOS = ("main_prompt_tokens", "main_input_cost", "all_input_cost", "total_cost", "latency_p95")
 BASELINES = ("alone", "alone-idle-off")  # nanobot at its defaults (the headline), and with idle compaction off
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.support.environment import process_env
+from tests.support.fakellm import FakeRequest
 from tests.support.nanobot_cli import find_nanobot
 
 
@@ -36,6 +37,28 @@ def test_the_cache_bills_the_prefix_shared_with_a_recent_request_in_blocks():
     assert provider.cached_prefix("other", first, now=3.0) == 0, "per model"
     assert provider.cached_prefix("m", first[:1000] + [1], now=4.0) == 0, "under 1,024 tokens nothing is cached"
     assert provider.cached_prefix("m", grown, now=30.0) == 0, "expired after its lifetime"
+
+
+def test_a_memory_write_is_counted_warm_when_the_main_model_was_called_within_the_cache_lifetime(monkeypatch):
+    bench = load_bench()
+    provider = bench.Provider(0, 0, 0, 100, 100, cache_ttl=10.0)
+    clock = [0.0]
+    monkeypatch.setattr(bench.time, "monotonic", lambda: clock[0])
+
+    def turn(at: float, memory: str, summary: str = "") -> str:
+        clock[0] = at
+        system = f"identity\n\n---\n\n# Memory\n\n## Long-term Memory\n{memory}" + (
+            f"\n\n---\n\n{bench.SUMMARY_SECTION}\n\n{summary}" if summary else "")
+        body = {"model": "main", "messages": [{"role": "system", "content": system},
+                                               {"role": "user", "content": "hi"}]}
+        provider(FakeRequest("/v1/chat/completions", {}, body, b"", at))
+        return provider.calls[-1].memory_change
+
+    assert turn(0.0, "- fact A") == "", "the first turn: nothing to compare with"
+    assert turn(5.0, "- fact A", summary="a summary") == "", "a new summary is not a MEMORY.md change"
+    assert turn(8.0, "- fact A\n- fact B") == "warm", "written 3 s after the last call: the cache was warm"
+    assert turn(30.0, "- fact A\n- fact B\n- fact C") == "cold", "written in a pause past the cache lifetime"
+    assert turn(31.0, "- fact A\n- fact B\n- fact C") == ""
 
 
 def test_the_naive_design_rereads_the_history_and_ours_reads_it_once():
@@ -118,3 +141,4 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     assert window["variants"]["alone"]["nanobot"] == {"idleCompactAfterMinutes": 1}
     assert report["sim_1000_turns"]["ours_over_conversation"] < report["sim_1000_turns"]["naive_over_conversation"]
     assert "ours / alone" in done.stdout and "ours / alone-idle-off" in done.stdout
+    assert ours["memory_changes"] == ours["memory_changes_warm"] == 0, "the smoke chat is not trusted with MEMORY.md"
