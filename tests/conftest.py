@@ -1,6 +1,6 @@
 """Shared fixtures: a real Redis of this test process's own, the fake LLM server, a nanobot home on disk, and the
-worker's settings and deps for them, the real nanobot and its gateway, and the Procfile's worker; the helpers
-the tests import live in tests/support."""
+worker's settings and deps for them, the real nanobot and its gateway, the Procfile's worker, and the hooks'
+integration on a stand-in AgentLoop with its log lines caught; the helpers the tests import live in tests/support."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 from arq.connections import ArqRedis, create_pool
 
+from nanobot_hooks import logs
+from nanobot_hooks.integration import Integration
+from nanobot_hooks.settings import HookSettings
+
 from tests.support.defaults import TEST_KEYS, apply_test_defaults
 from tests.support.environment import process_env
 from tests.support.fakellm import FakeLLM, Reply
@@ -21,6 +25,7 @@ from tests.support.models import SUMMARY_MODEL, LLMScript, summarizer, summary_j
 from tests.support.nanobot_cli import find_nanobot
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.sandbox import NanobotHome
+from tests.support.standins import Loop, surface_for
 from tests.support.workers import ProcfileWorker
 from worker.service.build import build_deps
 from worker.connections import redis_settings
@@ -173,3 +178,31 @@ def procfile_worker(nanobot_home: NanobotHome, redis_url: str, tmp_path: Path):
     yield start
     for worker in started:
         worker.stop()
+
+
+@pytest.fixture
+def quiet(monkeypatch):
+    """The hooks' warnings, caught in a list instead of logged; their info lines dropped."""
+    shown: list[str] = []
+    monkeypatch.setattr(logs, "warning", shown.append)
+    monkeypatch.setattr(logs, "info", lambda message: None)
+    return shown
+
+
+@pytest.fixture
+async def make(redis_url, quiet):
+    """A factory: `make(loop, **settings)` installs the hooks' integration on a stand-in AgentLoop (a new one
+    when none is given) with this test's Redis; all are uninstalled and closed at the end."""
+    made: list[Integration] = []
+
+    def build(loop: Loop | None = None, **settings: Any) -> Integration:
+        loop = loop or Loop()
+        integration = Integration(surface_for(loop), HookSettings(redis_url=redis_url, **settings))
+        integration.install()
+        made.append(integration)
+        return integration
+
+    yield build
+    for integration in made:
+        integration.uninstall()
+        await integration.close()

@@ -1,6 +1,6 @@
 """Idle summaries (a quiet session is summarized once the provider's cache is cold) and idle pickup's held
 records: a real Redis, a real arq worker in this process, litellm over HTTP to the fake LLM, and the stand-in
-AgentLoop of test_plugin for the hooks' side."""
+AgentLoop of tests/support/standins for the hooks' side."""
 
 from __future__ import annotations
 
@@ -33,11 +33,10 @@ from tests.support.models import (
     SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json, system_text,
 )
 from tests.support.nanobot_cli import ARCHIVED, turn
+from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
 from tests.support.transcripts import conversation
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import applied
-from .test_pickup import record_for
-from .test_plugin import KEY, TurnContext, idle_session, make, publish_turn_started, quiet, started  # noqa: F401
 
 TTL = 1.5
 IDLE = {"summary_idle": True, "summary_cache_ttl": TTL, "summary_idle_keep": KeepRule("turns", 1)}
@@ -250,7 +249,7 @@ async def _gone(redis, job: str) -> bool:
 
 # -- the hooks: one idle check per session after each saved turn ----------------------------------------
 
-async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # noqa: F811
+async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):
     integration = make(summary_idle=True, summary_cache_ttl=300, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     for _ in range(2):
@@ -262,7 +261,7 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):  # 
     assert due is not None and 290 < due / 1000 - time.time() <= 300.001, "deferred by the cache lifetime"
 
 
-async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_no_redis_call(make, redis):  # noqa: F811
+async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_no_redis_call(make, redis):
     integration = make(summary_idle=True, summary_cache_ttl=1, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
@@ -279,7 +278,7 @@ async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_n
     assert await redis.zcard(TEST_KEYS.queue) == 1
 
 
-async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: F811
+async def test_no_idle_check_when_idle_summaries_are_off(make, redis):
     integration = make(summary_idle=False, summary_interval=0)
     integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
@@ -289,7 +288,7 @@ async def test_no_idle_check_when_idle_summaries_are_off(make, redis):  # noqa: 
 
 # -- idle pickup: a held record is re-checked, and a stale one no longer blocks the trigger --------------
 
-async def held_then_new(make, redis) -> tuple[Any, Any]:  # noqa: F811
+async def held_then_new(make, redis) -> tuple[Any, Any]:
     integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000,
                        summary_interval=0)
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
@@ -302,7 +301,7 @@ async def held_then_new(make, redis) -> tuple[Any, Any]:  # noqa: F811
     return integration, session
 
 
-async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_job(make, redis):  # noqa: F811
+async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_job(make, redis):
     integration, session = await held_then_new(make, redis)
     integration.triggering.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
     integration.triggering.on_turn_persisted(started(KEY))
@@ -316,7 +315,7 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     assert session.last_archived == 0
 
 
-async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(make, redis):  # noqa: F811
+async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(make, redis):
     integration, session = await held_then_new(make, redis)
     publish_turn_started(integration, TurnContext("hello again"))
     assert KEY not in integration.pickups.held and session.last_archived == 0
@@ -336,7 +335,7 @@ def assert_starts_from_the_idle_summary(fake_llm, seeded: list[dict[str, Any]], 
 
 
 async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_starts_from_the_summary(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps, worker):  # noqa: F811
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps, worker):
     key = "telegram:77"
     seeded = conversation(10)
     agent_home.write_session(key, seeded)
@@ -359,7 +358,7 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
 
 
 async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_before_the_next_turn(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps, worker):  # noqa: F811
+        gateway, nanobot_home, fake_llm, script, redis, worker_deps, worker):
     key = f"websocket:{CHAT}"
     seeded = conversation(10)
     nanobot_home.write_session(key, seeded)

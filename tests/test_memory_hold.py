@@ -18,11 +18,11 @@ from worker.memory.writer import MemoryFiles, last_session_write, quiet
 from worker.state.outcomes import load_outcome
 
 from tests.support.defaults import TEST_KEYS
+from tests.support.models import echo_memory
 from tests.support.sandbox import NanobotHome
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
-from .test_memory_job import echo_memory
 
 KEY = "telegram:42"
 OTHER = "cli:direct"
@@ -123,7 +123,7 @@ async def test_an_idle_summary_writes_the_held_facts_at_once_when_every_session_
 
 
 async def test_a_worker_killed_between_hold_and_flush_loses_nothing(redis, agent_home, fake_llm, deps_for,
-                                                                    procfile_worker):  # noqa: F811
+                                                                    procfile_worker):
     fake_llm.responder = echo_memory
     path = seeded_memory(agent_home)
     pending = longterm.pending_path(path)

@@ -17,6 +17,7 @@ from tests.support.fakellm import FakeRequest, Reply
 from worker.memory.notes import noted_spans
 
 from tests.support.defaults import TEST_KEYS
+from tests.support.models import echo_memory
 from tests.support.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
@@ -24,24 +25,6 @@ KEY = "telegram:42"
 API_KEY = "sk-proj-" + "Zx9" * 12
 PASSWORD = "hunter2-Correct-Horse"
 PRIVATE_KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvJ1xP0WlRk3q\n-----END RSA PRIVATE KEY-----"
-_LINE = re.compile(r"^(\(in notes\) )?\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\] user: (.*)$", re.MULTILINE)
-
-
-def echo_memory(request: FakeRequest) -> Reply:
-    """A model that notes each day's user lines as topics and remembers one fact per call."""
-    system = request.messages[0]["content"]
-    prompt = request.messages[-1]["content"]
-    days: dict[str, list[str]] = {}
-    for noted, day, text in _LINE.findall(prompt):
-        if not noted:
-            days.setdefault(day, []).append(text[:60])
-    notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
-    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4, "source": "user",
-              "category": "configuration"}]
-    answer = {"daily_notes": notes, "facts": facts}
-    if '"summary"' in system:
-        answer["summary"] = "## What happened\n- " + "; ".join(t for lines in days.values() for t in lines)[:300]
-    return Reply(json.dumps(answer, ensure_ascii=False))
 
 
 def memory_files(workspace: Path) -> dict[str, bytes]:

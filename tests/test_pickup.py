@@ -6,7 +6,6 @@ awkward to produce through nanobot: a native compaction that moved the watermark
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,36 +16,8 @@ from nanobot_hooks.contract import METADATA_KEY, AppliedMark, SessionMarker, Sum
 from nanobot_hooks.pickup import apply_record, pending_in_metadata
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 
+from tests.support.standins import StandInSession, record_for
 from tests.support.transcripts import conversation
-
-MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."
-
-
-@dataclass
-class StandInSession:
-    """What nanobot's Session does on commit: insert a hidden marker at N, set the summary, move the watermark."""
-
-    key: str
-    messages: list[dict[str, Any]]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    last_archived: int = 0
-    provider_state: Any = None
-
-    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
-                                  last_active: datetime | None = None) -> None:
-        boundary = len(self.messages) if insert_at is None else insert_at
-        self.messages.insert(boundary, {"role": "user", "content": MARKER_TEXT, "_hidden_history": True})
-        self.metadata["_last_summary"] = {"text": summary, "last_active": "x"}
-        self.last_archived = boundary
-
-
-def record_for(session: StandInSession, boundary: int, summary: str = "rolling summary") -> SummaryRecord:
-    return SummaryRecord(
-        session_key=session.key, summary=summary, start=session.last_archived, boundary=boundary,
-        boundary_timestamp=session.messages[boundary - 1]["timestamp"], messages_before=len(session.messages),
-        messages_after=len(session.messages) - boundary + 1, tokens_before=1000, tokens_after=300,
-    )
-
 
 def test_a_fitting_record_is_applied_once_and_marked():
     session = StandInSession("telegram:1", conversation(10))

@@ -23,121 +23,15 @@ from nanobot_hooks.contract import METADATA_KEY
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.queue import store_record
-from nanobot_hooks.settings import HookSettings
-from nanobot_hooks.shared import MAX_SESSIONS, Surface
+from nanobot_hooks.shared import MAX_SESSIONS
 
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
+from tests.support.standins import (
+    KEY, Loop, StandInSession, TurnContext, TurnStarted, idle_session, publish_turn_started, record_for, started,
+    surface_for,
+)
 from tests.support.transcripts import conversation
-from .test_pickup import StandInSession, record_for
-
-KEY = "telegram:99"
-
-
-class Hook:
-    def __init__(self) -> None:
-        pass
-
-
-class TurnStarted:
-    """Stands in for nanobot's SessionTurnStarted (only its type is used: to subscribe)."""
-
-
-class TurnPersisted:
-    """Stands in for nanobot's SessionTurnPersisted."""
-
-
-class Bus:
-    def __init__(self) -> None:
-        self.handlers: list[tuple[Any, type]] = []
-
-    def subscribe(self, handler: Any, event_type: type) -> Any:
-        entry = (handler, event_type)
-        self.handlers.append(entry)
-        return lambda: self.handlers.remove(entry) if entry in self.handlers else None
-
-    def publish(self, event: Any, event_type: type) -> None:
-        """As nanobot's bus: every handler of the type, in the order they subscribed."""
-        for handler, subscribed in list(self.handlers):
-            if subscribed is event_type:
-                handler(event)
-
-
-class Sessions:
-    """nanobot's SessionManager as the integration uses it; `on_disk` says which keys exist."""
-
-    def __init__(self) -> None:
-        self.cached: dict[str, StandInSession] = {}
-        self.on_disk: dict[str, StandInSession] = {}
-        self.saved: list[str] = []
-
-    def get_cached(self, key: str) -> StandInSession | None:
-        return self.cached.get(key)
-
-    def get_or_create(self, key: str) -> StandInSession:
-        session = self.cached.get(key) or self.on_disk.get(key) or StandInSession(key, [])
-        self.cached[key] = session
-        return session
-
-    def save(self, session: StandInSession) -> None:
-        self.saved.append(session.key)
-
-    def read_session_metadata(self, key: str) -> dict[str, Any] | None:
-        return {} if key in self.on_disk else None
-
-
-class Loop:
-    """What the plugin reads from nanobot's AgentLoop."""
-
-    def __init__(self, hook_factories: list[Any] | None = None) -> None:
-        self._hook_factories = [] if hook_factories is None else hook_factories
-        self.bus = Bus()
-        self.sessions = Sessions()
-        self.closed = 0
-
-    async def run(self) -> None:
-        await asyncio.sleep(0)
-
-    async def aclose(self) -> None:
-        self.closed += 1
-
-
-def surface_for(loop: Loop) -> Surface:
-    return Surface(
-        loop=loop, hook_base=Hook, turn_started=TurnStarted, turn_persisted=TurnPersisted,
-        request_context=lambda: None, hook_factories=loop._hook_factories,
-        session_lock=lambda key: asyncio.Lock(), subscribe=loop.bus.subscribe, sessions=loop.sessions,
-        schedule_background=None, run=loop.run, aclose=loop.aclose,
-    )
-
-
-@pytest.fixture
-def quiet(monkeypatch):
-    shown: list[str] = []
-    monkeypatch.setattr(logs, "warning", shown.append)
-    monkeypatch.setattr(logs, "info", lambda message: None)
-    return shown
-
-
-@pytest.fixture
-async def make(redis_url, quiet):
-    made: list[Integration] = []
-
-    def build(loop: Loop | None = None, **settings: Any) -> Integration:
-        loop = loop or Loop()
-        integration = Integration(surface_for(loop), HookSettings(redis_url=redis_url, **settings))
-        integration.install()
-        made.append(integration)
-        return integration
-
-    yield build
-    for integration in made:
-        integration.uninstall()
-        await integration.close()
-
-
-def started(key: str = KEY) -> Any:
-    return SimpleNamespace(context=SimpleNamespace(session_key=key))
 
 
 # -- 1: an AgentLoop is not kept alive by the plugin ------------------------------------------------
@@ -250,22 +144,6 @@ async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(m
 
 # -- 3: no apply in an ephemeral turn nor before a slash command -------------------------------------
 
-class TurnContext:
-    """Named like nanobot's: the integration finds the turn's `ctx` on the call stack."""
-
-    def __init__(self, content: str, ephemeral: bool = False) -> None:
-        self.msg = SimpleNamespace(content=content)
-        self.ephemeral = ephemeral
-
-
-def publish_turn_started(integration: Integration, ctx: TurnContext) -> None:
-    # nanobot: _restore_turn(ctx) -> delivery.started() -> bus.publish(SessionTurnStarted) -> handler
-    def publish(event: Any) -> None:
-        integration.pickups.on_turn_started(event)
-
-    publish(started())
-
-
 @pytest.mark.parametrize(("content", "ephemeral", "applies"), [
     ("hello", False, True),
     ("/new", False, False),
@@ -286,13 +164,6 @@ async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_
 
 
 # -- 4: idle pickup holds a summary while the prompt cache is warm -----------------------------------
-
-def idle_session(prompt_tokens: int, quiet_for: float) -> StandInSession:
-    session = StandInSession(KEY, conversation(10))
-    session.updated_at = datetime.now() - timedelta(seconds=quiet_for)  # type: ignore[attr-defined]
-    session.metadata["_last_usage"] = {"input_tokens": prompt_tokens, "context_tokens": prompt_tokens}
-    return session
-
 
 async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_went_cold_applies(make, redis):
     integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000)

@@ -6,7 +6,8 @@ summaries from one fake server, told apart by the model name (`SUMMARY_MODEL`).
 `Summarizer` reads the worker's prompt the way a model would: it folds the previous summary in and adds
 one line per new user message, so a chain of summaries can be followed. The other behaviours are how
 real models go wrong: prose instead of JSON, JSON in a fence with chatter, JSON cut half-way, refusals,
-a summary that forgets the previous one, an empty answer.
+a summary that forgets the previous one, an empty answer. `echo_memory` answers the memory job: a daily note of
+each day's user lines and one durable fact.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SMALL_PROMPT = 2_000
 REFUSAL = "I'm sorry, I can't help with that."
 _BLOCK = re.compile(r"<(previous_summary|messages)(-\w+)?[^>]*>\n?(.*?)\n?</\1\2>", re.DOTALL)
 _USER_LINE = re.compile(r"^(?:\[(\d{4}-\d{2}-\d{2})[^\]]*\]\s*)?user:\s*(.+)$", re.MULTILINE)
+# A user line of the memory job's prompt, `(in notes) ` in front when a daily note already has it.
+_PROMPT_USER_LINE = re.compile(r"^(\(in notes\) )?\[(\d{4}-\d{2}-\d{2}) \d{2}:\d{2}\] user: (.*)$", re.MULTILINE)
 
 
 def previous_summary(request: FakeRequest) -> str:
@@ -90,6 +93,23 @@ class Summarizer:
 def summary_json(summary: str = "## What happened\n- the user asked about deploys", **extra: Any) -> str:
     """A well-formed answer of the summary model."""
     return json.dumps({"summary": summary, "daily_notes": [], "facts": [], **extra}, ensure_ascii=False)
+
+
+def echo_memory(request: FakeRequest) -> Reply:
+    """A model that notes each day's user lines as topics and remembers one fact per call."""
+    system = request.messages[0]["content"]
+    prompt = request.messages[-1]["content"]
+    days: dict[str, list[str]] = {}
+    for noted, day, text in _PROMPT_USER_LINE.findall(prompt):
+        if not noted:
+            days.setdefault(day, []).append(text[:60])
+    notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
+    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4, "source": "user",
+              "category": "configuration"}]
+    answer = {"daily_notes": notes, "facts": facts}
+    if '"summary"' in system:
+        answer["summary"] = "## What happened\n- " + "; ".join(t for lines in days.values() for t in lines)[:300]
+    return Reply(json.dumps(answer, ensure_ascii=False))
 
 
 def summarizer(llm_url: str) -> ModelChoice:
