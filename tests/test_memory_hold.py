@@ -8,11 +8,15 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+from arq import Retry
+
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.queue import enqueue_summary
 from worker.memory import longterm
 from worker.model.answer import Fact
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries
+from worker.summarize.idle import idle_summary
 from worker.memory.dedup import normalize
 from worker.memory.writer import MemoryFiles, last_session_write, quiet
 from worker.state.outcomes import load_outcome
@@ -120,6 +124,22 @@ async def test_an_idle_summary_writes_the_held_facts_at_once_when_every_session_
     done = await summarize_now(redis, deps, KEY, reason="idle")
     assert done.outcome is not None and done.outcome.status == "summarized", done.outcome
     assert path.read_bytes() == written and pending.exists()
+
+
+async def test_the_idle_check_writes_what_was_held_before_it_queues_the_summary(redis, nanobot_home, deps_for):
+    path = seeded_memory(nanobot_home)
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for(memory_write="idle", summary_cache_ttl=60, summary_idle=True)
+    longterm.hold_facts(path, longterm.Batch([Fact(text=FACT, source="user")], "en", "2026-11-20", KEY), time.time())
+    ctx = {"deps": deps, "redis": redis}
+    request = SummarizeRequest(session_key=KEY, reason="idle").model_dump(mode="json")
+    with pytest.raises(Retry):  # the session was written just now: the check waits, the facts too
+        await idle_summary(ctx, request)
+    assert FACT not in path.read_text(encoding="utf-8")
+    backdate(nanobot_home, 120)
+    assert (await idle_summary(ctx, request))["status"] == "queued"
+    assert FACT in path.read_text(encoding="utf-8") and not longterm.pending_path(path).exists(), \
+        "written at the cold moment, before the summary's pickup writes the session file"
 
 
 async def test_a_worker_killed_between_hold_and_flush_loses_nothing(redis, agent_home, fake_llm, deps_for,

@@ -84,6 +84,9 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
         return {"status": "gone"}
     if quiet < ttl:
         raise Retry(defer=ttl - quiet + SLACK_SECONDS)
+    # A cold moment, perhaps for every session: MEMORY.md's held facts may go in now. Before the summary, whose
+    # pickup writes the session file, so that no session looks active again.
+    await flush_memory(ctx)
     summary = SummarizeRequest(session_key=key, reason="idle", keep=str(keep))
     if await budget.cooling(redis, key) is not None:
         return {"status": "resting"}
@@ -96,7 +99,6 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     plan = plan_job(deps, session, pending, summary)
     if plan.skip is not None:
         log.debug("%s quiet for %.0f s: %s", key, quiet, plan.skip)
-        await flush_memory(ctx)  # a cold moment all the same: held MEMORY.md facts may go in now
         return {"status": "noop", "detail": plan.skip}
     queued = await enqueue_summary(redis, summary) is not None
     log.info("%s quiet for %.0f s: %s", key, quiet,

@@ -74,9 +74,9 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         raise
     done = await finish(run, outcome, started)
     if req.reason == "idle":
-        # The session has been quiet past the cache lifetime: a cold moment, perhaps for every session, so
-        # MEMORY.md's held facts (this job's among them) are written now if no session is active, rather
-        # than at the next minute's check, which a pause may end before.
+        # The session has been quiet past the cache lifetime: MEMORY.md's held facts (this job's among them)
+        # are written now if no session is active yet (a gateway's pickup of this very summary may already
+        # count as activity), rather than at the next minute's check, which a pause may end before.
         await daily.flush_memory(ctx)
     return done
 
