@@ -58,7 +58,6 @@ class Integration(Shared):
             self._undo.append(lambda: setattr(
                 loop, "_hook_factories", [f for f in loop._hook_factories if f is not factory]))
             self._undo.append(s.subscribe(triggering.on_turn_persisted, s.turn_persisted))
-            self._undo.append(s.subscribe(triggering.on_turn_started, s.turn_started))
         self._undo.append(s.subscribe(self.pickups.on_turn_started, s.turn_started))
         if s.run is not None:
             self._wrap("run", s.run, listen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import Keys

@@ -60,6 +60,9 @@ class Triggering:
             key = getattr(turn, "session_key", None)
             if getattr(turn, "ephemeral", False) or is_internal_session(key):
                 return None
+            # nanobot builds the hook as the turn starts: usage left by a turn that failed before it was
+            # saved goes now, so it never decides this turn's trigger.
+            triggering.usage.pop(key, None)
             return SummaryUsageHook(key)
 
         return factory
@@ -75,12 +78,6 @@ class Triggering:
                     del usage[next(iter(usage))]
         except Exception as exc:  # noqa: BLE001
             self._bug("reading token usage", exc)
-
-    def on_turn_started(self, event: Any) -> None:
-        try:
-            self.usage.pop(event.context.session_key, None)  # left over from a turn that failed before it was saved
-        except Exception as exc:  # noqa: BLE001
-            self._bug("dropping a turn's token usage", exc)
 
     def on_turn_persisted(self, event: Any) -> None:
         try:
