@@ -23,7 +23,7 @@ from tests.support.environment import process_env
 from tests.support.fakellm import Error
 from tests.support.models import (
     BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, LLMScript, Summarizer, chat_requests, history_text,
-    summarizer, system_text,
+    system_text,
 )
 from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
 from tests.support.queue_probes import applied, has_record, queued_jobs, queued_reason, stats

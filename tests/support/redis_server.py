@@ -68,7 +68,7 @@ class RedisServer:
         if binary is None:
             pytest.skip("needs a redis-server binary")
         self.folder.mkdir(parents=True, exist_ok=True)
-        lines = [f"bind 127.0.0.1", f"dir {self.folder}", "save \"\"", "appendonly no",
+        lines = ["bind 127.0.0.1", f"dir {self.folder}", "save \"\"", "appendonly no",
                  f"logfile {self.folder / 'redis.log'}", *self.config]
         if self.tls is not None:
             lines += ["port 0", f"tls-port {self.port}", f"tls-cert-file {self.tls.cert}",

@@ -64,7 +64,7 @@ _PATTERNS = [
     r"\b[A-Za-z][\w\-]*\d[\w\-.]*|\b\d+[A-Za-z][\w\-]*",  # ids mixing letters and digits: v1.2, gpt4o, 3f9a
     r"\d+(?:[.,:]\d+)*",  # numbers (kept when of two characters or more)
     r"\b[A-Z][a-z]+[A-Z]\w*|\b[A-Z]{2,}\b",  # CamelCase, ACRONYMS
-    rf"[「『《【“\"]([^」』》】”\"\n]{{1,40}})[」』》】”\"]",  # quoted terms (names in CJK are quoted or bracketed)
+    r"[「『《【“\"]([^」』》】”\"\n]{1,40})[」』》】”\"]",  # quoted terms (names in CJK are quoted or bracketed)
     r"[\u30a1-\u30faー]{3,}",  # katakana words: names and loanwords
     rf"[{HANGUL}]{{2,}}(?=[{HANGUL}]?\s*(?:씨|님|사장|팀|프로젝트))",  # Korean names before a title
     rf"[{HAN}]{{2,4}}(?=(?:先生|女士|老师|总|经理|公司|项目|さん|様))",  # Han names before a title
