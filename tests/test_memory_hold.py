@@ -102,8 +102,8 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
     assert path.read_text(encoding="utf-8").count("./deploy.sh") == 1
 
 
-async def test_an_idle_summary_writes_the_held_facts_at_once_when_every_session_is_quiet(redis, nanobot_home, fake_llm,
-                                                                                        deps_for):
+async def test_a_jobs_facts_go_in_at_once_when_every_session_is_quiet_and_wait_while_one_is_active(
+        redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = echo_memory
     path = seeded_memory(nanobot_home)
     pending = longterm.pending_path(path)
@@ -111,10 +111,10 @@ async def test_an_idle_summary_writes_the_held_facts_at_once_when_every_session_
     nanobot_home.write_session(OTHER, conversation(3))
     deps = deps_for(memory_write="idle", summary_cache_ttl=60)
     backdate(nanobot_home, 120)  # every session quiet past the cache lifetime
-    # The worker's start-up check runs before the job, with nothing held yet: only the job's end can write.
+    # The worker's start-up check runs before the job, with nothing held yet: only the job itself can write.
     done = await summarize_now(redis, deps, KEY, reason="idle")
     assert done.outcome is not None and done.outcome.status == "summarized", done.outcome
-    assert FACT in path.read_text(encoding="utf-8") and not pending.exists(), "written within the same pause"
+    assert FACT in path.read_text(encoding="utf-8") and not pending.exists(), "written at once: nobody is active"
 
     written = path.read_bytes()
     await redis.delete(TEST_KEYS.record(KEY))

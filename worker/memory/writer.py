@@ -90,23 +90,27 @@ class MemoryFiles:
     def today(self) -> str:
         return datetime.now(self.tz).date().isoformat()
 
-    async def write(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact],
-                    language: str) -> MemoryResult:
+    async def write(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
+                    sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> MemoryResult:
         """Writes notes and facts; file work and locks run in a thread, off the event loop.
 
         Raises MemoryFilesError for what the file system refused (the caller reports it)."""
         try:
-            return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language)
+            return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language, sessions_dir,
+                                           cache_ttl)
         except (OSError, Timeout) as exc:
             raise MemoryFilesError(str(exc) or type(exc).__name__) from exc
 
-    def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact],
-                  language: str) -> MemoryResult:
+    def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
+                  sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> MemoryResult:
+        """Notes, then facts: held while a session of `sessions_dir` was written within `cache_ttl` seconds (or
+        no folder is given), else merged at once with whatever was held before."""
         # Both writers redact every line they write (worker.text.redact.one_line): no secret reaches a file.
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
         stats = longterm.MergeStats()
         batch = longterm.Batch(facts, language, self.today(), session_key)
-        if facts and self.hold:
+        cold = sessions_dir is not None and quiet(last_session_write(sessions_dir), time.time(), cache_ttl)
+        if facts and self.hold and not cold:
             longterm.hold_facts(self.memory_path, batch, time.time())
             return MemoryResult(sections, 0, 0, 0, 0, facts_held=len(facts))
         if facts:

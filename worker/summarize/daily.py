@@ -97,9 +97,9 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
 
 
 async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> str:
-    """arq cron, every minute: MEMORY.md's held facts are written when no session was written within the
-    cache lifetime (a change to the file then costs no session a warm cache), or when they waited `max_hold`
-    seconds. A failure leaves them held for the next run."""
+    """MEMORY.md's held facts are written when no session was written within the cache lifetime (a change to
+    the file then costs no session a warm cache), or when they waited `max_hold` seconds. Run by arq's cron
+    every minute, by the daily run (with `max_hold`) and by the idle check. A failure leaves them held."""
     deps: Deps = ctx["deps"]
     memory = deps.memory
     if not isinstance(memory, MemoryFiles):
@@ -109,9 +109,8 @@ async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> st
     except NanobotConfigError:
         sessions_dir = None  # nanobot has not run yet: no session is active
     try:
-        since = await asyncio.to_thread(memory.held_since)
-        force = deps.settings.memory_write == "now" or (
-            max_hold is not None and since is not None and time.time() - since >= max_hold)
+        since = await asyncio.to_thread(memory.held_since) if max_hold is not None else None
+        force = deps.settings.memory_write == "now" or (since is not None and time.time() - since >= max_hold)
         stats = await asyncio.to_thread(memory.flush, sessions_dir, deps.settings.summary_cache_ttl, force)
     except (OSError, Timeout, MemoryFilesError) as exc:
         log.warning("MEMORY.md: held facts not written yet (%s); the next run tries again", exc)

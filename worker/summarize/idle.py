@@ -5,7 +5,8 @@ idle compaction works the same way, on the main model. The hooks queue one defer
 each saved turn (`idle_job_id`); the check runs here once the session could have been quiet for
 NANOBOT_SUMMARY_CACHE_TTL:
 - active since (the session file was saved later): it defers itself to the last save + the cache lifetime;
-- quiet long enough: it plans the cut with the idle keep rule and, only when that is worth
+- quiet long enough: it first writes MEMORY.md's held facts if no session is active (a cold moment for all),
+  then plans the cut with the idle keep rule and, only when that is worth
   NANOBOT_SUMMARY_IDLE_MIN_TOKENS (worker.summarize.cut.saving_floor), queues the ordinary summarize job
   with reason "idle" under the session's job id
   (single flight with the threshold trigger: a job already queued or running covers the session instead).
@@ -14,6 +15,7 @@ NANOBOT_SUMMARY_CACHE_TTL:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -37,6 +39,8 @@ log = logging.getLogger("worker.summarize.idle")
 
 # Looking a little after the cache lifetime has passed, never a little before.
 SLACK_SECONDS = 0.05
+# What the idle check waits for MEMORY.md's lock before it leaves the held facts to the minute's check.
+FLUSH_SECONDS = 10.0
 # The check re-defers itself (arq's Retry) while the session is active: as many times as it takes.
 MAX_DEFERRALS = 1_000_000
 
@@ -65,6 +69,16 @@ def quiet_seconds(deps: Deps, key: str) -> float | None:
         return None
 
 
+async def _flush_held_facts(ctx: dict[str, Any]) -> None:
+    """A cold moment, perhaps for every session: MEMORY.md's held facts may go in now. Before the summary, whose
+    pickup writes the session file, so that no session looks active again. Bounded, and never an error of the
+    check: a held write must not cost the pause its summary (the minute's check tries again)."""
+    try:
+        await asyncio.wait_for(flush_memory(ctx), FLUSH_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - a lock held long, a bug: the facts stay held, nothing is lost
+        log.warning("MEMORY.md: held facts not written at the idle check (%s)", type(exc).__name__)
+
+
 async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, str]:
     """arq entry point of the idle check. Returns what it did (for the log; arq keeps no result)."""
     deps: Deps = ctx["deps"]
@@ -84,9 +98,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
         return {"status": "gone"}
     if quiet < ttl:
         raise Retry(defer=ttl - quiet + SLACK_SECONDS)
-    # A cold moment, perhaps for every session: MEMORY.md's held facts may go in now. Before the summary, whose
-    # pickup writes the session file, so that no session looks active again.
-    await flush_memory(ctx)
+    await _flush_held_facts(ctx)
     summary = SummarizeRequest(session_key=key, reason="idle", keep=str(keep))
     if await budget.cooling(redis, key) is not None:
         return {"status": "resting"}

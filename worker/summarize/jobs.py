@@ -72,13 +72,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
         outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
         await finish(run, outcome, started, rest=False)
         raise
-    done = await finish(run, outcome, started)
-    if req.reason == "idle":
-        # The session has been quiet past the cache lifetime: MEMORY.md's held facts (this job's among them)
-        # are written now if no session is active yet (a gateway's pickup of this very summary may already
-        # count as activity), rather than at the next minute's check, which a pause may end before.
-        await daily.flush_memory(ctx)
-    return done
+    return await finish(run, outcome, started)
 
 
 def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:

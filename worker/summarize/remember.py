@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from worker.errors import MemoryFilesError
+from worker.errors import MemoryFilesError, NanobotConfigError
 from worker.memory.notes import is_noted
 from worker.model.answer import NOTE_FIELDS, DailyNotes, Fact
 from worker.summarize.deps import Deps
@@ -25,7 +25,13 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
     why = "" if not left_out else (
         f"; {left_out} facts left out ({'not stated by the user' if trusted else 'an untrusted session'})")
     try:
-        return str(await deps.memory.write(key, notes, admitted, language)) + why
+        sessions_dir = deps.sessions_dir
+    except NanobotConfigError:
+        sessions_dir = None  # facts are held then, as while a session is active
+    try:
+        written = await deps.memory.write(key, notes, admitted, language, sessions_dir,
+                                          deps.settings.summary_cache_ttl)
+        return str(written) + why
     except MemoryFilesError as exc:
         log.warning("%s: memory files not written: %s", key, exc)
         return f"memory files not written: {exc}"
