@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.summarize.cut import KeepRule, orphaned_results, plan_cut, worth_summarizing
+from worker.summarize.cut import KeepRule, orphaned_results, plan_cut, saves_enough, saving_floor
 
 
 def turn(i: int, tools: int) -> list[dict[str, Any]]:
@@ -115,6 +115,9 @@ def test_an_orphan_in_a_damaged_file_pushes_the_boundary_back() -> None:
 
 
 def test_a_summary_is_worth_it_only_above_the_minimum_share_of_the_window() -> None:
+    def worth_summarizing(saving: int, window: int, min_saving: float) -> bool:  # a summary applied on a warm cache
+        return saves_enough(saving, saving_floor("tokens", window, min_saving, 2_000))
+
     assert worth_summarizing(1_600, 32_000, 0.05) and not worth_summarizing(1_599, 32_000, 0.05)
     assert worth_summarizing(1, 32_000, 0.0) and not worth_summarizing(0, 32_000, 0.0)
     assert not worth_summarizing(-50, 32_000, 0.0), "a summary longer than what it replaces never is"

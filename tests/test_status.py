@@ -27,7 +27,7 @@ from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.state import budget
-from worker.state.outcomes import JobOutcome, load_outcome, save_outcome
+from worker.state.outcomes import JobOutcome, keep_outcome, load_outcome
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,7 +160,7 @@ async def _gone(redis, key: str) -> bool:
 
 
 async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_every_output(redis, redis_url, capsys):
-    await save_outcome(redis, JobOutcome(session_key=ODD, status="failed", detail="broke on [red]x[/]",
+    await keep_outcome(redis, JobOutcome(session_key=ODD, status="failed", detail="broke on [red]x[/]",
                                          seconds=1.25, reason="interval", model="openai/m"))
     await store_record(redis, SummaryRecord(session_key=ODD, summary="s", start=0, boundary=4, boundary_timestamp="t",
                                             messages_before=9, messages_after=6, tokens_before=900, tokens_after=300))
@@ -200,7 +200,7 @@ async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redi
                         finish_reason="stop", seconds=0.1)
     unpriced = Completion(text="", model="m", prompt_tokens=7, completion_tokens=0, cached_tokens=3, cost=None,
                           finish_reason="stop", seconds=0.1)
-    await budget.start_job_spend(redis, KEY)
+    await budget.start_job(redis, KEY)
     for completion in (priced, unpriced, priced):
         await budget.record_call(redis, KEY, completion, "2026-11-20")
     wanted = budget.Spend(calls=3, prompt_tokens=207, completion_tokens=40, cached_tokens=3, cost=0.5,

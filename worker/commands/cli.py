@@ -13,7 +13,6 @@ from datetime import date
 from typing import TypeAlias
 
 PROG = "nanobot-summary"
-COMMANDS = ("run", "enqueue", "status", "undo", "doctor")
 
 EPILOG = """\
 the first hour:

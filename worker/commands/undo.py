@@ -21,6 +21,7 @@ from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig
 from worker.nanobot.metadata_line import edit_line_one
 from worker.nanobot.sessions import read_session, session_path
+from worker.service.build import notes_timezone
 from worker.settings import SettingsError, load_settings
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -99,11 +100,7 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
         nanobot = NanobotConfig.load(settings.config_path)
     except NanobotConfigError as exc:
         raise Refused(str(exc)) from None
-    try:
-        memory = MemoryFiles(settings.summary_workspace or nanobot.workspace,
-                             settings.summary_timezone or nanobot.timezone)
-    except ValueError:
-        memory = MemoryFiles(settings.summary_workspace or nanobot.workspace)
+    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, notes_timezone(settings, nanobot).key)
     removed = memory.forget(key, dry_run)
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 

@@ -50,8 +50,6 @@ NANOBOT_PROVIDERS: dict[str, tuple[str, str | None]] = {
 # Providers nanobot reaches by a sign-in (OAuth) or that serve no chat: the worker has no key for them.
 NO_KEY_PROVIDERS = {"openai_codex": "signs in with OAuth", "xai_grok": "signs in with OAuth",
                     "github_copilot": "signs in with OAuth", "assemblyai": "only transcribes speech"}
-# Providers an OpenAI- or Azure-compatible route cannot reach without the user's own base URL.
-NEEDS_BASE = {"custom", "vllm", "azure_openai"}
 
 
 @dataclass(frozen=True)

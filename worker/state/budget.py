@@ -77,10 +77,6 @@ async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
     return Spend.from_hash(await redis.hgetall(Keys.of(redis).spend(f"job:{session_key}")))
 
 
-async def start_job_spend(redis: ArqRedis, session_key: str) -> None:
-    await redis.delete(Keys.of(redis).spend(f"job:{session_key}"))
-
-
 async def start_job(redis: ArqRedis, session_key: str) -> Cooldown | None:
     """A new job's spend starts at nothing; returns the session's rest, if any (`cooling`): one round trip."""
     keys = Keys.of(redis)

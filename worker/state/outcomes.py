@@ -42,11 +42,6 @@ class JobOutcome(BaseModel):
     finished_at: datetime = Field(default_factory=utcnow)
 
 
-async def save_outcome(redis: ArqRedis, outcome: JobOutcome, keep_seconds: int = KEEP_SECONDS) -> None:
-    kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
-    await redis.set(Keys.of(redis).outcome(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
-
-
 # How each status reads in a log line.
 VERBS = {"summarized": "summarized", "noted": "noted", "noop": "skipped", "failed": "failed"}
 
@@ -56,11 +51,6 @@ def headline(outcome: JobOutcome) -> str:
     return f"{VERBS[outcome.status]} {outcome.session_key}: {redact(outcome.detail)}"
 
 
-async def announce_outcome(redis: ArqRedis, outcome: JobOutcome) -> None:
-    """Tell nanobot's listeners (their log) how the job ended; nobody listening is fine."""
-    await redis.publish(Keys.of(redis).outcome_channel, _notice(outcome))
-
-
 def _notice(outcome: JobOutcome) -> str:
     payload = {"session": outcome.session_key, "status": outcome.status, "line": headline(outcome)}
     return json.dumps(payload, ensure_ascii=False)
@@ -68,7 +58,8 @@ def _notice(outcome: JobOutcome) -> str:
 
 async def keep_outcome(redis: ArqRedis, outcome: JobOutcome, delete: Sequence[str] = (),
                        keep_seconds: int = KEEP_SECONDS) -> None:
-    """Deletes `delete` (a rest that ended), then `save_outcome` and `announce_outcome`, in one round trip."""
+    """Deletes `delete` (a rest that ended), keeps the outcome (redacted) for status, and tells nanobot's
+    listeners (their log) how the job ended, in one round trip; nobody listening is fine."""
     keys = Keys.of(redis)
     kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
     async with redis.pipeline(transaction=False) as pipe:

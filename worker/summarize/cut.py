@@ -109,13 +109,6 @@ def plan_cut(
     return Cut(start, start, read)
 
 
-def worth_summarizing(saving: int, window: int, min_saving: float) -> bool:
-    """Is taking `saving` tokens out of every later request worth a summarizing call and the prompt-cache
-    miss its pickup causes (the cache ends where the summary sits in the system prompt)? A saving under
-    `min_saving` of the window is not: it buys a few turns at most before the next summary."""
-    return saves_enough(saving, min_saving * window)
-
-
 def saving_floor(reason: str, window: int, min_saving: float, idle_floor: int) -> float:
     """The tokens a summary must take out of the context to be asked for (`reason` is the request's).
 

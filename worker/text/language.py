@@ -16,7 +16,6 @@ CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people"
 HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
 KANA = "\u3040-\u30ff\u31f0-\u31ff"  # hiragana, katakana, katakana phonetic extensions
 HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"  # syllables, jamo, compatibility jamo
-CJK_PUNCTUATION = "\u3000-\u303f\uff00-\uffef"  # ideographic punctuation, full- and half-width forms
 CJK_LETTERS = HAN + KANA + HANGUL
 
 _HAN = re.compile(f"[{HAN}]")

@@ -12,6 +12,7 @@ from datetime import tzinfo
 from pathlib import Path
 
 from nanobot_hooks.contract import NOTE_LINE_BITS
+from worker.files import read_bytes
 from worker.memory import longterm, notes
 from worker.memory.recall_index.rows import Row, memory_rows, note_rows, starts_a_section
 from worker.memory.recall_index.tables import digest, drop, insert, note_counts, source_id, remember, transaction
@@ -33,7 +34,7 @@ def sync_memory_files(db: sqlite3.Connection, memory_dir: Path, tz: tzinfo | Non
     for name in changed:
         if name != MEMORY_FILE and name in current and _append_day(db, memory_dir, name, current[name], tz):
             continue
-        data = _read_bytes(memory_dir / name) if name in current else b""
+        data = (read_bytes(memory_dir / name) or b"") if name in current else b""
         with transaction(db):
             _read_whole(db, memory_dir, name, data, tz)
             if name in current:
@@ -127,10 +128,3 @@ def _insert_notes(db: sqlite3.Connection, found: list[tuple[str, Row]]) -> None:
         by_session.setdefault(session, []).append(row)
     for session, rows in by_session.items():
         insert(db, source_id(db, "notes", session), rows)
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""

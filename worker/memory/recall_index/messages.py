@@ -47,8 +47,9 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
 
 
 def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> None:
+    present = set(keys)  # the sweep's keys: thousands on a busy host, looked up once per indexed session
     for source, key in db.execute("SELECT id, session FROM sources WHERE kind = 'messages'").fetchall():
-        if key not in keys and key != skip:
+        if key not in present and key != skip:
             with transaction(db):
                 drop(db, source)
                 db.execute("UPDATE sources SET through = 0, stamp = NULL WHERE id = ?", (source,))
