@@ -35,6 +35,14 @@ def imports_of(folder: str) -> dict[str, set[str]]:
     return found
 
 
+def test_every_import_is_absolute_so_the_layer_checks_see_it() -> None:
+    for folder in ("worker", "nanobot_hooks", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                        if isinstance(node, ast.ImportFrom) and node.level > 0]
+            assert not relative, f"{path.relative_to(ROOT)}: relative import on line(s) {relative}"
+
+
 def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> None:
     for module, names in imports_of("nanobot_hooks").items():
         bad = {n for n in names if n.split(".")[0] in {"worker", "litellm", "scripts", "tests", "tiktoken"}}

@@ -142,7 +142,9 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
         # A killed worker leaves arq's in-progress mark until it expires (the job timeout + 10 s); no other
         # worker takes the job before then. Expire it now instead of waiting those 16 s.
         for key in originals:
-            assert await redis.pexpire(in_progress_key_prefix + TEST_KEYS.job_id(key), 50)
+            mark = in_progress_key_prefix + TEST_KEYS.job_id(key)
+            assert 0 < await redis.pttl(mark) <= (6 + 10) * 1000, "it would expire by itself within that time"
+            assert await redis.pexpire(mark, 50)
     # As if `redone`'s worker had died after writing its first chunk's notes, before keeping its progress.
     assert await redis.delete(TEST_KEYS.progress(redone)) == 1
     before = fake_llm.requests

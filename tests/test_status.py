@@ -201,7 +201,10 @@ async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redi
     unpriced = Completion(text="", model="m", prompt_tokens=7, completion_tokens=0, cached_tokens=3, cost=None,
                           finish_reason="stop", seconds=0.1)
     await budget.start_job(redis, KEY)
-    for completion in (priced, unpriced, priced):
+    await budget.record_call(redis, KEY, unpriced, "2026-11-20")
+    assert set(await redis.hgetall(TEST_KEYS.spend(f"job:{KEY}"))) == {
+        b"calls", b"prompt_tokens", b"cached_tokens", b"unpriced_calls"}, "a field at zero is sent no command"
+    for completion in (priced, priced):
         await budget.record_call(redis, KEY, completion, "2026-11-20")
     wanted = budget.Spend(calls=3, prompt_tokens=207, completion_tokens=40, cached_tokens=3, cost=0.5,
                           unpriced_calls=1)
