@@ -34,6 +34,7 @@ from tests.support.models import (
 )
 from tests.support.nanobot_cli import ARCHIVED, turn
 from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
+from tests.support.waiting import wait_until
 from tests.support.transcripts import conversation
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import applied
@@ -137,13 +138,6 @@ def saved_now(path: os.PathLike[str]) -> None:
     os.utime(path)
 
 
-async def wait_for(condition: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
-
-
 async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
         redis, nanobot_home, fake_llm, idle_deps, worker):
     fake_llm.default = Reply(summary_json("## What happened\n- deploy questions, summarized while idle"))
@@ -155,7 +149,7 @@ async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
 
     await asyncio.sleep(TTL / 2)
     assert summary_calls(fake_llm) == 0, "nothing is asked while the cache may still be warm"
-    await wait_for(lambda: load_outcome(redis, KEY))  # saved after the record
+    await wait_until(lambda: load_outcome(redis, KEY), 20)  # saved after the record
     record = await load_record(redis, KEY)
     assert record is not None and record.reason == "idle"
     assert (record.start, record.boundary) == (0, len(messages) - 2), "the last exchange stays verbatim"
@@ -186,7 +180,7 @@ async def test_beside_nanobots_own_idle_compaction_the_idle_summary_leaves_it_no
     os.utime(path, (time.time() - 10, time.time() - 10))
     assert await enqueue_idle_check(redis, KEY, 0)
     await worker(idle_deps())
-    await wait_for(lambda: load_outcome(redis, KEY))
+    await wait_until(lambda: load_outcome(redis, KEY), 20)
     record = await load_record(redis, KEY)
     assert record is not None and record.boundary == len(messages), "everything covered: nothing left for nanobot"
 
@@ -207,7 +201,7 @@ async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause
     assert await Job(TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info() is not None, \
         "the check deferred itself to the last activity + the cache lifetime"
 
-    await wait_for(lambda: load_record(redis, KEY))  # the pause after the last turn
+    await wait_until(lambda: load_record(redis, KEY), 20)  # the pause after the last turn
     assert summary_calls(fake_llm) == 1
 
 
@@ -221,7 +215,7 @@ async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
     async def check_done() -> bool:
         return not await redis.zcard(TEST_KEYS.queue) and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")
 
-    await wait_for(check_done)
+    await wait_until(check_done, 20)
     await asyncio.sleep(0.3)
     assert summary_calls(fake_llm) == 0 and not await redis.exists(TEST_KEYS.record(KEY))
     assert await load_outcome(redis, KEY) is None, "no summarize job was even queued"
@@ -237,7 +231,7 @@ async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
     assert await enqueue_idle_check(redis, KEY, 0)
     await worker(idle_deps())
 
-    await wait_for(lambda: _gone(redis, TEST_KEYS.idle_job_id(KEY)))
+    await wait_until(lambda: _gone(redis, TEST_KEYS.idle_job_id(KEY)), 20)
     assert summary_calls(fake_llm) == 0
     info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "single flight: the queued job stays the one"
@@ -347,7 +341,7 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
     assert not await redis.exists(f"arq:job:{TEST_KEYS.job_id(key)}"), "no threshold job: the prompt was small"
 
     await worker(worker_deps(**IDLE))  # the pause: no nanobot process is alive
-    await wait_for(lambda: load_outcome(redis, key))
+    await wait_until(lambda: load_outcome(redis, key), 20)
     record = await load_record(redis, key)
     assert record is not None and record.reason == "idle" and record.boundary == len(seeded)
     assert summary_calls(fake_llm) == 1
@@ -366,7 +360,7 @@ async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_
                        NANOBOT_SUMMARY_PICKUP="idle")
     await worker(worker_deps(**IDLE))
     await gw.say(CHAT, "the last question before the pause")
-    await wait_for(lambda: applied(redis, key), timeout=30)  # applied by the gateway, during the pause
+    await wait_until(lambda: applied(redis, key), 30, "the gateway applying the record during the pause")
     assert summary_calls(fake_llm) == 1
     await gw.say(CHAT, "back after the pause")
     assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",
