@@ -150,7 +150,6 @@ def probe(loop: Any) -> Any:
         turn_started=_import("nanobot.bus.runtime_events", "SessionTurnStarted"),
         turn_persisted=_import("nanobot.bus.runtime_events", "SessionTurnPersisted"),
         request_context=_import("nanobot.agent.tools.context", "current_request_context"),
-        hook_factories=hook_factories,
         session_lock=session_lock,
         subscribe=subscribe,
         sessions=sessions,

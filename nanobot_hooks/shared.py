@@ -30,7 +30,6 @@ class Surface:
     turn_started: type
     turn_persisted: type
     request_context: Callable[[], Any]
-    hook_factories: list[Any]
     session_lock: Callable[[str], asyncio.Lock]
     subscribe: Callable[..., Callable[[], None]]
     sessions: Any

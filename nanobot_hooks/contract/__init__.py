@@ -1,6 +1,5 @@
-"""The one contract between nanobot and the worker, the only part of the hooks the worker uses besides the
-session format and the queue helpers: Redis names (`keys`), what travels through Redis (`records`), the
-line-1 marker of a session file (`marker`) and the recall index's layout (`recall`)."""
+"""The one contract between nanobot and the worker: Redis names (`keys`), what travels through Redis
+(`records`), the line-1 marker of a session file (`marker`) and the recall index's layout (`recall`)."""
 
 from nanobot_hooks.contract.keys import (JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, KEY_PREFIX, NAMESPACE_PATTERN,
                                          WORKSPACE_ID_FILE, Keys, default_namespace)

@@ -1,4 +1,4 @@
-"""The marker both sides keep in line 1 of a session file: a record waiting to be applied, and the last one applied."""
+"""The marker both sides keep in line 1 of a session file: a record to apply, and the last one applied."""
 
 from __future__ import annotations
 

@@ -128,7 +128,7 @@ class Loop:
 def surface_for(loop: Loop) -> Surface:
     return Surface(
         loop=loop, hook_base=Hook, turn_started=TurnStarted, turn_persisted=TurnPersisted,
-        request_context=lambda: None, hook_factories=loop._hook_factories,
+        request_context=lambda: None,
         session_lock=lambda key: asyncio.Lock(), subscribe=loop.bus.subscribe, sessions=loop.sessions,
         schedule_background=None, run=loop.run, aclose=loop.aclose,
     )
