@@ -109,6 +109,20 @@ async def test_a_secret_the_model_repeats_reaches_no_redis_key_no_file_no_log_li
     assert secrets_in("".join(r.raw.decode() for r in fake_llm.requests)) == []
 
 
+async def test_a_worker_run_by_arqs_own_command_line_redacts_its_log_lines_too(redis, redis_url, nanobot_home,
+                                                                                 fake_llm):
+    # A session key may carry anything a channel puts in it; arq's line for each job names the job's key.
+    key = f"cli:{API_KEY}"
+    nanobot_home.write_session(key, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=key))
+    result = run(["-m", "arq", "worker.app.WorkerSettings", "--burst"], process_env(nanobot_home, redis_url,
+                                                                                    config=True))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert "summarize_session" in output and "[REDACTED]" in output, output[-3000:]
+    assert [line for line in output.splitlines() if secrets_in(line)] == []
+
+
 @pytest.mark.parametrize("config, credentials", [
     (["requirepass " + REDIS_PASSWORD], ":" + REDIS_PASSWORD),
     (["user default off", f"user alice on >{REDIS_PASSWORD} ~* &* +@all"], "alice:" + REDIS_PASSWORD),

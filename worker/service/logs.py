@@ -29,9 +29,11 @@ PAYLOAD_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "httpc
 
 def quiet_and_redacted() -> None:
     """Every handler redacts; the loggers that would print payloads (conversations, keys) stay at WARNING,
-    also with -v."""
+    also with -v. Called again at arq's start-up, for a worker run as `arq worker.app.WorkerSettings`, whose
+    command line gives arq's logger a handler of its own and leaves the rest to logging's last resort."""
     for name in PAYLOAD_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    for name in ("", *PAYLOAD_LOGGERS):
-        for handler in logging.getLogger(name).handlers:
+    handlers = [h for name in ("", "arq", *PAYLOAD_LOGGERS) for h in logging.getLogger(name).handlers]
+    for handler in [*handlers, logging.lastResort]:
+        if handler is not None and not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())

@@ -10,6 +10,7 @@ from typing import Any
 
 from worker.service.build import build_deps
 from worker.service.config_watch import ConfigWatch
+from worker.service.logs import quiet_and_redacted
 from worker.connections import version_problem
 from worker.errors import NanobotConfigError
 from worker.memory.recall_index import RecallIndexError
@@ -21,6 +22,7 @@ log = logging.getLogger("worker")
 
 
 async def startup(ctx: dict[str, Any]) -> None:
+    quiet_and_redacted()  # `nanobot-summary run` did it already; `arq worker.app.WorkerSettings` did not
     if "deps" not in ctx:
         ctx["deps"] = build_deps(load_settings())
     ctx.setdefault("config_watch", ConfigWatch(ctx["deps"]))
