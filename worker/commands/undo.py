@@ -21,8 +21,8 @@ from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig
 from worker.nanobot.metadata_line import edit_line_one
 from worker.nanobot.sessions import read_session, session_path
-from worker.service.build import notes_timezone
 from worker.settings import SettingsError, load_settings
+from worker.text.clock import zone_or_utc
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
 WATERMARKS = ("last_archived", "last_consolidated")
@@ -100,7 +100,8 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
         nanobot = NanobotConfig.load(settings.config_path)
     except NanobotConfigError as exc:
         raise Refused(str(exc)) from None
-    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, notes_timezone(settings, nanobot).key)
+    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace,
+                         zone_or_utc(settings.summary_timezone or nanobot.timezone).key)
     removed = memory.forget(key, dry_run)
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 

@@ -14,7 +14,7 @@ from worker.model.llm import routing_problem
 from worker.nanobot.config import NanobotConfig, resolve_model
 from worker.settings import Settings, SettingsError
 from worker.summarize.deps import Deps
-from worker.text.clock import zone
+from worker.text.clock import zone_or_utc
 from worker.text.tokens import best_counter
 
 log = logging.getLogger("worker")
@@ -54,12 +54,7 @@ def job_timeout(settings: Settings) -> int:
 
 
 def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
-    name = settings.summary_timezone or nanobot.timezone
-    try:
-        return zone(name)
-    except ValueError:
-        log.warning("nanobot's timezone %r is unknown; dating notes in UTC", name)
-        return ZoneInfo("UTC")
+    return zone_or_utc(settings.summary_timezone or nanobot.timezone)
 
 
 def wait_for_nanobot(settings: Settings, every: float = 2.0) -> Deps:

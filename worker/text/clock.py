@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -13,6 +14,15 @@ def zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         raise ValueError(f"unknown timezone {name!r}: expected an IANA name such as Asia/Shanghai") from None
+
+
+def zone_or_utc(name: str) -> ZoneInfo:
+    """`zone(name)`, or UTC with a warning for a name that is none (notes must be dated all the same)."""
+    try:
+        return zone(name)
+    except ValueError:
+        logging.getLogger("worker").warning("nanobot's timezone %r is unknown; dating notes in UTC", name)
+        return ZoneInfo("UTC")
 
 
 def local_time(value: Any, tz: tzinfo | None) -> datetime | None:
