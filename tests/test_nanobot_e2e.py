@@ -262,7 +262,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
         def known_facts(self) -> list[str]:
             return []
 
-        async def write(self, session_key: str, notes: list, facts: list, language: str) -> str:
+        async def write(self, session_key: str, notes: list, facts: list, language: str, *where: object) -> str:
             summarized.set()
             await release.wait()
             return "held"
