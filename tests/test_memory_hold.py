@@ -189,10 +189,12 @@ async def test_the_daily_run_writes_what_waited_a_day_even_while_a_session_is_ac
 def test_the_minute_check_is_an_arq_cron_only_when_facts_are_held(settings_for):
     from worker.service.arq_worker import worker_options
 
-    names = {job.name: job for job in worker_options(settings_for(memory_write="idle"))["cron_jobs"]}
-    assert names[JOB_FLUSH_MEMORY].run_at_startup and names[JOB_FLUSH_MEMORY].unique
-    assert names[JOB_FLUSH_MEMORY].minute is None, "every minute"
-    assert JOB_FLUSH_MEMORY not in {job.name for job in worker_options(settings_for(memory_write="now"))["cron_jobs"]}
+    settings = settings_for(memory_write="idle")
+    names = {job.name: job for job in worker_options(settings)["cron_jobs"]}
+    flush = settings.keys.cron(JOB_FLUSH_MEMORY)
+    assert names[flush].run_at_startup and names[flush].unique
+    assert names[flush].minute is None, "every minute"
+    assert flush not in {job.name for job in worker_options(settings_for(memory_write="now"))["cron_jobs"]}
 
 
 def test_write_now_merges_what_an_idle_worker_held(tmp_path: Path) -> None:

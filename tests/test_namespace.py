@@ -4,20 +4,25 @@ hooks and the worker of one instance derive the same one from nanobot's workspac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import KEY_PREFIX, Keys, SummarizeRequest, default_namespace
+from nanobot_hooks.contract import JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks import logs
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record
 from nanobot_hooks.settings import HookSettings, SettingsError
 from tests.support.fakellm import FakeRequest, Reply
+from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps
 from worker.connections import redis_settings
 from worker.state.outcomes import load_outcome
@@ -30,7 +35,7 @@ from tests.support.nanobot_cli import turn
 from tests.support.sandbox import NanobotHome, session_lines
 from tests.support.scripts import load_script
 from tests.support.transcripts import conversation
-from tests.support.workers import run_burst
+from tests.support.workers import run_burst, running_worker
 
 HOMES = 20
 KEY = "telegram:42"  # the same session key in every instance: the case a shared database must keep apart
@@ -44,7 +49,7 @@ def test_every_name_carries_the_namespace_and_a_client_of_none_is_refused() -> N
     keys = Keys("a1b2c3d4e5f6")
     names = [keys.queue, keys.notice_channel, keys.pending, keys.stats, keys.job_id(KEY), keys.record(KEY),
              keys.daily_flag(KEY), keys.cooldown(KEY), keys.spend("total"), keys.failures(KEY), keys.progress(KEY),
-             keys.outcome(KEY)]
+             keys.outcome(KEY), keys.cron(JOB_DAILY)]
     assert all(name.startswith("nanobot-summary:a1b2c3d4e5f6:") for name in names)
     assert len(set(names)) == len(names)
     assert keys.session_of_job(keys.job_id(KEY)) == KEY and Keys("other").session_of_job(keys.job_id(KEY)) is None
@@ -201,3 +206,75 @@ def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(n
             except subprocess.TimeoutExpired:  # cleanup only: stopping is tested in tests/test_faults.py
                 process.kill()
                 process.wait(timeout=10)
+
+
+# Two instances, as two nanobots and their workers on one Redis: a namespace of each.
+TWO = ("instance-a", "instance-b")
+# arq's own keys of a job: `arq:<kind>:<job id>`; the job id carries the instance's namespace.
+ARQ_JOB_KEY = re.compile(r"^arq:(job|in-progress|retry|result):")
+
+
+@contextlib.asynccontextmanager
+async def two_instances_after_one_daily_tick(tmp_path: Path, fake_llm, redis_url: str) -> AsyncIterator[None]:
+    """Each instance's hooks queue a job and an idle check; then both instances' workers, real arq Workers
+    polling in this process, reach the same daily tick (the time arq computed for both: one cron schedule).
+    The block runs, the workers still polling, once each instance's daily run queued its session's job and
+    that job ended (its outcome, reason `daily`); fails after 30 s."""
+    fake_llm.default = Reply(summary_json())
+    deps = []
+    for namespace in TWO:
+        home = NanobotHome.create(tmp_path / namespace, fake_llm.url)
+        home.write_session(KEY, conversation(12))
+        deps.append(build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05,
+                                        summary_namespace=namespace)))
+        link = RedisLink(redis_url, logs.Throttle(every=60.0), keys=Keys(namespace))
+        assert await link.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
+        assert await link.call("queueing", lambda c: enqueue_idle_check(c, KEY, 300.0))
+        await link.close()
+    tick = datetime.now().astimezone() + timedelta(seconds=3)  # arq's clock with no timezone set: the system's
+    async with contextlib.AsyncExitStack() as stack:
+        for d in deps:
+            crons = worker_options(d.settings)["cron_jobs"]
+            for job in crons:
+                if job.name.endswith(JOB_DAILY):
+                    job.next_run = tick
+            await stack.enter_async_context(running_worker(d, cron_jobs=crons))
+        waiting = set(TWO)
+        deadline = time.monotonic() + 30
+        while waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            for namespace in list(waiting):
+                pool = await create_pool(redis_settings(redis_url), default_queue_name=Keys(namespace).queue)
+                try:
+                    outcome = await load_outcome(pool, KEY)
+                finally:
+                    await pool.aclose()
+                if outcome is not None and outcome.reason == "daily":
+                    waiting.discard(namespace)
+        assert not waiting, f"no daily run in {sorted(waiting)} within 30 s of the shared tick"
+        yield
+
+
+async def test_two_instances_on_one_redis_both_run_their_daily_tick(tmp_path: Path, fake_llm, redis,
+                                                                     redis_url) -> None:
+    """arq names a unique cron job's id `<name>:<tick>`: a name without the namespace let only the first
+    instance's worker to reach the tick run it, and the other instance lost its daily run."""
+    async with two_instances_after_one_daily_tick(tmp_path, fake_llm, redis_url):
+        pass
+
+
+async def test_every_key_two_instances_leave_in_redis_names_its_instance(tmp_path: Path, fake_llm, redis,
+                                                                          redis_url) -> None:
+    """After two instances' hooks queued jobs and idle checks, their workers ran jobs and crons (arq keeps a
+    cron job's in-progress key a minute after it ends), every key in the database carries one namespace: in
+    its name, or through the job id in arq's own keys (the scan runs while the workers still poll: a worker
+    that stops deletes its health-check key)."""
+    async with two_instances_after_one_daily_tick(tmp_path, fake_llm, redis_url):
+        names = [k.decode() async for k in redis.scan_iter(match="*", count=1000)]
+    prefixes = tuple(Keys(namespace).prefix for namespace in TWO)
+    strays = [name for name in names if not ARQ_JOB_KEY.sub("", name).startswith(prefixes)]
+    assert not strays, strays
+    for prefix in prefixes:  # what the scan saw: each instance's queue, health check, cron and job keys
+        assert f"{prefix}queue" in names and f"{prefix}queue:health-check" in names
+        assert any(name.startswith(f"arq:in-progress:{prefix}cron:") for name in names), names
+        assert any(name.startswith(f"arq:job:{prefix}idle:") for name in names), names

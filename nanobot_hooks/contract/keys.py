@@ -92,6 +92,13 @@ class Keys:
         cache lifetime must not hold back the threshold trigger's job."""
         return f"{self.prefix}idle:{session_key}"
 
+    def cron(self, name: str) -> str:
+        """A cron job's arq name. arq makes a unique cron job's id `<name>:<tick in ms>` and refuses a second
+        enqueue of it, so with a name without the namespace the first worker of any instance to reach a tick
+        would take it for every instance on the Redis. Under the prefix, every arq job id of an instance, and so each
+        of arq's own keys for it (`arq:job:<id>`, `arq:in-progress:<id>`, `arq:retry:<id>`), names its instance."""
+        return f"{self.prefix}cron:{name}"
+
     def session_of_job(self, job_id: str) -> str | None:
         start = f"{self.prefix}job:"
         return job_id[len(start):] if job_id.startswith(start) else None

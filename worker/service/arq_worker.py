@@ -40,12 +40,14 @@ def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, 
                       # timeout, like the crons', is never longer than a job's (see below).
                       func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
                            timeout=min(60, job_timeout(settings)))],
-        # unique: two workers never both run a tick. arq re-runs a killed worker's job after the longest
-        # timeout of any function, the crons' and the idle check's included: never longer than a job's.
-        "cron_jobs": [cron(daily_summaries, name=JOB_DAILY, hour=hour, minute=minute, unique=True,
-                           timeout=min(60, job_timeout(settings)))] + (
+        # unique: two workers of one instance never both run a tick; named under the instance's namespace
+        # (arq's job id is the name and the tick), so workers of other instances on the Redis run theirs. arq
+        # re-runs a killed worker's job after the longest timeout of any function, the crons' and the idle
+        # check's included: never longer than a job's.
+        "cron_jobs": [cron(daily_summaries, name=settings.keys.cron(JOB_DAILY), hour=hour, minute=minute,
+                           unique=True, timeout=min(60, job_timeout(settings)))] + (
             # Every minute, and at start-up (held facts a stopped worker left behind).
-            [cron(flush_memory, name=JOB_FLUSH_MEMORY, run_at_startup=True, unique=True,
+            [cron(flush_memory, name=settings.keys.cron(JOB_FLUSH_MEMORY), run_at_startup=True, unique=True,
                   timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),
         "timezone": tz,
         "after_job_end": requeue_flagged,
