@@ -1,0 +1,298 @@
+"""Retrieval benchmark of the recall tool: recall@1 and @5 on generated conversations, beside plain BM25.
+
+Conversations in the style of LoCoMo (two friends chatting over months, in English and in Chinese; see
+scripts/retrieval_corpus.py) are written as nanobot session files and archived with the worker's own index
+code (what its jobs and its start-up run). Every question is asked through the tool's search as the session
+itself, in two forms: its keywords (`Anna audition`) and the question as asked ("When did Anna go to her
+audition?"). A question counts as found at k when one of its evidence turns is among the first k passages.
+The baseline is rank_bm25's BM25Okapi over the same turns with the same queries, in the same run.
+
+Prints the figures per language and query form, the ratios tool / BM25 (the goals of issue 24: top 5 with
+keywords >= 1.2x BM25's, with questions >= 1.0x, recall@1 >= BM25's), the questions answered with nothing
+although a turn holds one of their content words, the search's latency, and a last line of JSON.
+`--smoke` is a small, quick run (the test suite's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the corpus module beside this script
+
+from rank_bm25 import BM25Okapi  # noqa: E402
+
+import retrieval_corpus as corpus  # noqa: E402
+from nanobot_hooks.nanobot_format import is_direct_chat  # noqa: E402
+from nanobot_hooks.recall import search  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
+from worker.memory.recall_index import RecallIndex  # noqa: E402
+
+FORMS = ("keywords", "question")
+LANGUAGES = ("en", "zh")
+CATEGORIES = ("exact", "paraphrase", "when", "dated")
+TOP = 5  # the tool returns five passages
+# A passage header of the tool's answer: "1. 2026-11-20 10:00 · this conversation, message 12 (user)".
+PASSAGE = re.compile(r"^\d+\. .*?\bmessage (\d+)\b", re.MULTILINE)
+NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
+CJK_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
+BM25_TOKENS = "lowercase \\w+ words; Chinese runs as overlapping character bigrams"
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """Plain tokens for the baseline: lowercase `\\w+` words, and Chinese as overlapping character bigrams.
+
+    Bigrams rather than a segmenter (jieba): they are what Lucene's CJK analyzer and most BM25 set-ups for
+    Chinese use, they need no dictionary (so the invented names and titles are not cut differently from
+    ordinary words), and they cost no start-up; whitespace splitting would make a Chinese sentence one token."""
+    tokens = []
+    for word in re.findall(r"\w+", text.lower()):
+        for piece in CJK_RUN.split(word):
+            if CJK_RUN.fullmatch(piece):
+                tokens += [piece[i:i + 2] for i in range(len(piece) - 1)] or [piece]
+            elif piece:
+                tokens.append(piece)
+    return tokens
+
+
+class Baseline:
+    """BM25Okapi (rank_bm25's defaults: k1 1.5, b 0.75) over one conversation's turns, one per message."""
+
+    def __init__(self, messages: Sequence[dict]) -> None:
+        self.bm25 = BM25Okapi([bm25_tokens(m["content"]) for m in messages])
+
+    def top(self, query: str, k: int = TOP) -> list[int]:
+        """The positions of the k best turns with a score above zero; ties go to the latest, as the tool's do."""
+        scores = self.bm25.get_scores(bm25_tokens(query))
+        ranked = sorted((i for i in range(len(scores)) if scores[i] > 0), key=lambda i: (-scores[i], -i))
+        return ranked[:k]
+
+
+@dataclass
+class Outcome:
+    """One question in one form: where the tool and BM25 put its first evidence turn (None: not in the top 5)."""
+
+    question: corpus.Question
+    form: str
+    query: str
+    tool: int | None
+    bm25: int | None
+    empty_with_content: bool  # the tool answered nothing, yet a turn holds one of its content words
+    first: str  # the tool's first passage header, to show a miss
+
+
+def rank_of(positions: Sequence[int], evidence: Sequence[int]) -> int | None:
+    return next((rank for rank, position in enumerate(positions) if position in evidence), None)
+
+
+def ask_tool(workspace: Path, question: corpus.Question, query: str, latencies: list[float]) -> tuple[list[int], str]:
+    """The tool's answer as the conversation's own session asks: the message positions of its passages, in
+    order, and the answer itself."""
+    began = time.perf_counter()
+    answer = search(workspace, query, question.session, is_direct_chat)
+    latencies.append(time.perf_counter() - began)
+    return [int(p) for p in PASSAGE.findall(answer)], answer
+
+
+def evaluate(workspace: Path, conversation: corpus.Conversation, latencies: list[float]) -> list[Outcome]:
+    """Every question of the conversation in both forms, through the tool and through BM25."""
+    baseline = Baseline(conversation.messages)
+    outcomes = []
+    for question in conversation.questions:
+        for form in FORMS:
+            query = question.keywords if form == "keywords" else question.question
+            positions, answer = ask_tool(workspace, question, query, latencies)
+            empty = not NUMBERED.search(answer)
+            content = empty and any(corpus.holds(m["content"], word) for m in conversation.messages
+                                    for word in corpus.content_words(question))
+            first = " / ".join(line.strip() for line in (NUMBERED.split(answer)[1:2] or [""])[0].splitlines())
+            outcomes.append(Outcome(question, form, query, rank_of(positions[:TOP], question.evidence),
+                                    rank_of(baseline.top(query), question.evidence), content, first))
+    return outcomes
+
+
+def archive(workspace_parent: Path, conversations: Sequence[corpus.Conversation]) -> tuple[NanobotHome, float]:
+    """Each conversation as one nanobot session file, every message archived (nanobot's watermark at the
+    end), then the worker's index refresh, as a worker's start-up runs it. Returns the home and its seconds."""
+    home = NanobotHome.create(workspace_parent, "http://127.0.0.1:9/v1")  # no model is called
+    for conversation in conversations:
+        home.write_session(conversation.key, conversation.messages, last_archived=len(conversation.messages))
+    began = time.perf_counter()
+    RecallIndex(home.workspace, ZoneInfo("UTC")).refresh(home.sessions_dir)  # the sandbox's config says UTC
+    return home, time.perf_counter() - began
+
+
+# -- figures ----------------------------------------------------------------------------------------------------
+
+
+def recall(outcomes: Sequence[Outcome], who: str, k: int) -> float:
+    """The share of questions whose evidence the tool (or BM25) put in its first k passages."""
+    ranks = [getattr(o, who) for o in outcomes]
+    return sum(rank is not None and rank < k for rank in ranks) / len(ranks) if ranks else 0.0
+
+
+def ratio(tool: float, bm25: float) -> float | None:
+    return round(tool / bm25, 2) if bm25 else None
+
+
+def figures(outcomes: Sequence[Outcome]) -> dict:
+    """recall@1 and @5 of the tool and BM25, their ratios, the empty answers, for one language and form."""
+    tool1, tool5 = recall(outcomes, "tool", 1), recall(outcomes, "tool", TOP)
+    bm1, bm5 = recall(outcomes, "bm25", 1), recall(outcomes, "bm25", TOP)
+    return {"questions": len(outcomes), "tool@1": round(tool1, 3), "bm25@1": round(bm1, 3),
+            "ratio@1": ratio(tool1, bm1), "tool@5": round(tool5, 3), "bm25@5": round(bm5, 3),
+            "ratio@5": ratio(tool5, bm5), "empty_with_content": sum(o.empty_with_content for o in outcomes)}
+
+
+def group(outcome: Outcome) -> list[str]:
+    """The question's category, and `name+1` when its keywords are a name and one more word."""
+    words = outcome.question.keywords.split()
+    return [outcome.question.category] + (["name+1"] if len(words) == 2 and words[0] == outcome.question.name else [])
+
+
+def by_group(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
+    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1")}
+    for outcome in outcomes:
+        for name in group(outcome):
+            groups[name].append(outcome)
+    return groups
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def show_ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "  n/a"
+
+
+def print_table(results: dict[tuple[str, str], list[Outcome]]) -> None:
+    print(f"{'':15} {'recall@1':^24}   {'recall@5 (evidence in the top 5)':^24}")
+    print(f"{'language, form':15} {'tool':>6} {'BM25':>6} {'ratio':>8}   {'tool':>6} {'BM25':>6} {'ratio':>8}")
+    for (language, form), outcomes in results.items():
+        f = figures(outcomes)
+        print(f"{language + ', ' + form:15} {f['tool@1']:6.2f} {f['bm25@1']:6.2f} {show_ratio(f['ratio@1']):>8}   "
+              f"{f['tool@5']:6.2f} {f['bm25@5']:6.2f} {show_ratio(f['ratio@5']):>8}")
+
+
+def print_groups(results: dict[tuple[str, str], list[Outcome]]) -> None:
+    print("recall@5 by kind of question, tool / BM25 (questions):")
+    for (language, form), outcomes in results.items():
+        cells = [f"{name} {recall(g, 'tool', TOP):.2f}/{recall(g, 'bm25', TOP):.2f} ({len(g)})"
+                 for name, g in by_group(outcomes).items() if g]
+        print(f"  {language + ', ' + form:15} " + "  ".join(cells))
+
+
+def print_goals(results: dict[tuple[str, str], list[Outcome]]) -> None:
+    """Issue 24's goals, each met or not in this run."""
+    print("goals (issue 24):")
+    for language in LANGUAGES:
+        words, asked = figures(results[language, "keywords"]), figures(results[language, "question"])
+        checks = [("top 5 with keywords >= 1.2x BM25", words["ratio@5"], 1.2),
+                  ("top 5 with questions >= 1.0x BM25", asked["ratio@5"], 1.0),
+                  ("recall@1 >= BM25's, keywords", words["ratio@1"], 1.0),
+                  ("recall@1 >= BM25's, questions", asked["ratio@1"], 1.0)]
+        verdicts = [f"{name}: {show_ratio(value)} {'met' if value and value >= goal else 'MISSED'}"
+                    for name, value, goal in checks]
+        print(f"  {language}: " + "; ".join(verdicts))
+
+
+def print_misses(results: dict[tuple[str, str], list[Outcome]], count: int,
+                 conversations: dict[str, corpus.Conversation]) -> None:
+    """A few questions the tool missed and BM25 found: the question, its evidence, the tool's first passage."""
+    for (language, form), outcomes in results.items():
+        missed = [o for o in outcomes if o.tool is None and o.bm25 is not None][:count]
+        for o in missed:
+            evidence = conversations[o.question.session].messages[o.question.evidence[0]]["content"]
+            print(f"  missed ({language}, {form}, {o.question.category}): {o.query!r}\n"
+                  f"    evidence, message {o.question.evidence[0]}: {evidence}\n"
+                  f"    the tool's first: {o.first or '(nothing)'}")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Example: .venv/bin/python scripts/bench_retrieval.py --misses 3. The conversations' last session "
+               "is yesterday (or the day before --today), so 'last week' in a question means what it would "
+               "mean to a user asking today.")
+    parser.add_argument("--conversations", type=int, default=10, help="conversations per language (10)")
+    parser.add_argument("--sessions", type=int, default=25,
+                        help="sessions (sittings, one every 3 to 14 days) per conversation (25: about 8 months)")
+    parser.add_argument("--facts", type=float, default=0.9, help="facts per session, on average (0.9)")
+    parser.add_argument("--seed", type=int, default=24, help="the generator's seed (24)")
+    parser.add_argument("--today", type=date.fromisoformat, default=None,
+                        help="the day the questions are asked, YYYY-MM-DD (today); the same day and seed give "
+                             "the same conversations")
+    parser.add_argument("--misses", type=int, default=0, metavar="N",
+                        help="print N questions per language and form that the tool missed and BM25 found")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a small, quick run (2 conversations x 8 sessions per language; the test suite's)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.conversations, args.sessions = 2, 8
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    today = args.today or date.today()
+    conversations = {language: corpus.generate(language, args.conversations, args.sessions, today, args.seed,
+                                               args.facts) for language in LANGUAGES}
+    every = {c.key: c for chats in conversations.values() for c in chats}
+    latencies: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        home, indexing = archive(Path(tmp), list(every.values()))
+        results = {(language, form): [] for language in LANGUAGES for form in FORMS}
+        for language, chats in conversations.items():
+            for chat in chats:
+                for outcome in evaluate(home.workspace, chat, latencies):
+                    results[language, outcome.form].append(outcome)
+    report(args, today, conversations, results, latencies, indexing)
+    return 0
+
+
+def report(args: argparse.Namespace, today: date, conversations: dict[str, list[corpus.Conversation]],
+           results: dict[tuple[str, str], list[Outcome]], latencies: list[float], indexing: float) -> None:
+    print(f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
+          f"seed {args.seed}, asked on {today} (the last sessions yesterday)")
+    for language, chats in conversations.items():
+        questions = [q for c in chats for q in c.questions]
+        kinds = ", ".join(f"{c} {sum(q.category == c for q in questions)}" for c in CATEGORIES)
+        print(f"  {language}: {sum(len(c.messages) for c in chats):,} turns, {len(questions)} questions ({kinds}), "
+              f"each asked in both forms")
+    print(f"archived with the worker's index code (RecallIndex.refresh): {indexing:.2f} s")
+    print(f"baseline: rank_bm25 BM25Okapi over each conversation's turns; tokens: {BM25_TOKENS}")
+    print_table(results)
+    print_groups(results)
+    empty = {f"{language}, {form}": figures(o)["empty_with_content"] for (language, form), o in results.items()}
+    print("answered with nothing although a turn holds one of the question's content words (its keywords): "
+          + ", ".join(f"{name} {count} of {len(results[tuple(name.split(', '))])}" for name, count in empty.items()))
+    print(f"search latency over {len(latencies):,} calls: p50 {ms(percentile(latencies, 0.5))}, "
+          f"p99 {ms(percentile(latencies, 0.99))}, max {ms(max(latencies))}")
+    print_goals(results)
+    if args.misses:
+        print_misses(results, args.misses, {c.key: c for chats in conversations.values() for c in chats})
+    print(json.dumps({"today": today.isoformat(), "seed": args.seed, "conversations": args.conversations,
+                      "sessions": args.sessions,
+                      "figures": {f"{language}/{form}": figures(o) for (language, form), o in results.items()},
+                      "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2)}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
