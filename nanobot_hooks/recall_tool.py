@@ -67,7 +67,7 @@ class RecallTool(ToolBase):  # type: ignore[misc, valid-type]
             if not load_settings().summary_recall:
                 return False
             if fts_problem() is not None:
-                switch_off("this Python's SQLite has no FTS5 trigram tokenizer", "recall tool off")
+                switch_off("this Python's SQLite cannot rank full-text searches (FTS5)", "recall tool off")
                 return False
             return isinstance(getattr(ctx, "workspace", None), (str, Path))
         except Exception:  # noqa: BLE001 - Off, SettingsError (announced by the hooks' entry), or a surprise

@@ -94,7 +94,8 @@ WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
 HOOKS_LAYERS: list[tuple[str, set[str]]] = [
     ("the contract and nanobot's format", {"contract", "nanobot_format", "logs", "command", "__init__"}),
-    ("settings and pure decisions", {"settings", "trigger", "pickup", "recall"}),
+    ("settings and pure decisions", {"settings", "trigger", "pickup", "recall_query", "recall_answer"}),
+    ("the recall search", {"recall"}),
     ("the queue", {"queue"}),
     ("the Redis link", {"link"}),
     ("what both jobs share", {"shared", "listener"}),

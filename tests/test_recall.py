@@ -14,16 +14,18 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import contract, plugin, recall, recall_tool
-from nanobot_hooks.contract import RECALL_INDEX
+from nanobot_hooks import contract, plugin, recall, recall_answer, recall_tool
+from nanobot_hooks.contract import RECALL_INDEX, index_text
 from nanobot_hooks.nanobot_format import is_direct_chat
-from nanobot_hooks.recall import Source, query_terms, search, snippet, visible_sources
+from nanobot_hooks.recall import search
+from nanobot_hooks.recall_answer import Hit, Source, snippet, visible_sources
+from nanobot_hooks.recall_query import terms
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
 from tests.support.scripts import load_script
 from tests.support.models import summary_json
-from worker.memory.recall_index import RecallIndex, gram_text, memory_rows, note_rows
+from worker.memory.recall_index import RecallIndex, memory_rows, note_rows
 
 from tests.support.transcripts import conversation
 from tests.support.workers import summarize_now
@@ -104,8 +106,14 @@ def ask(home: NanobotHome, query: str, asker: str | None = DM, **options) -> str
     return search(home.workspace, query, asker, trusted, **options)
 
 
+def from_notes(answer: str) -> str:
+    """The snippets of the daily-notes passages of an answer."""
+    lines = answer.split("\n")
+    return "\n".join(text for header, text in zip(lines[1::2], lines[2::2]) if "daily notes" in header)
+
+
 def test_chinese_japanese_and_english_queries_find_the_archived_passages_with_dates(home, index):
-    chinese = ask(home, "数据库 端口")  # a 3-character word (trigrams) and a 2-character one (bigrams)
+    chinese = ask(home, "数据库 端口")  # a 3-letter word and a 2-letter one, both found by their bigrams
     assert "54329" in chinese and "2026-11-20 10:00 · this conversation, message 0 (user)" in chinese
     assert "daily notes memory/2026-11-20.md, this conversation, 重要决定" in chinese
     assert "99999" not in chinese, "a message still in the context is not archived"
@@ -195,7 +203,7 @@ def test_changed_files_are_followed_a_reset_session_forgets_and_a_deleted_day_go
     day = home.workspace / "memory" / "2026-11-20.md"
     day.write_text(DAY_NOTES.replace("54329", "54330"), encoding="utf-8")
     assert "files re-read" in str(index.refresh(home.sessions_dir))
-    notes = ask(home, "预发数据库端口定为")
+    notes = from_notes(ask(home, "预发数据库端口定为"))
     assert "54330" in notes and "54329" not in notes
     day.unlink()
     index.refresh(home.sessions_dir)
@@ -247,7 +255,8 @@ def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_i
                    encoding="utf-8")
     index.refresh(home.sessions_dir)
     assert len(read) == 1 and read[0].startswith("# 2026-11-20"), "the edited file is read whole"
-    assert "54330" in ask(home, "预发数据库端口定为") and "54329" not in ask(home, "预发数据库端口定为")
+    notes = from_notes(ask(home, "预发数据库端口定为"))
+    assert "54330" in notes and "54329" not in notes
     # Text appended under the last section (no marker of its own), then a file truncated: read whole.
     for change in (lambda text: text + "- 追加在最后一节里 6061\n", lambda text: text[:len(text) // 2]):
         read.clear()
@@ -275,7 +284,7 @@ def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(ho
     home.write_session(DM, _messages(reset), last_archived=8)
     session = read_session(home.sessions_dir, DM, from_watermark=True)
     fresh.refresh(home.sessions_dir, session, 8)
-    assert "code000q" in ask(home, "code000q") and ask(home, "预发环境的数据库端口").startswith("Nothing found")
+    assert "code000q" in ask(home, "code000q") and "改成 54329" not in ask(home, "预发环境的数据库端口")
 
 
 def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):
@@ -339,6 +348,54 @@ def test_a_passage_holding_every_term_comes_first_however_many_newer_passages_ho
     assert "rack 4" in dated and "line" not in dated
 
 
+def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_question_comes_too(home, index):
+    start = datetime(2026, 6, 1, 9, 0)
+    said = ["Did you go to the audition for the musical yesterday?", "I did! They offered me the lead role.",
+            "小明，你的面试怎么样？", "面试通过了，下周一入职。", "我家的猫叫咪咪。",
+            "Going to an art show always comforts me; the last one impressed my sister.",
+            "My sister was there too. " + "And more. " * 40 + "Her brother is a sculptor."]
+    chat = [f"Bye Anna! See you {n}" if n % 2 else f"小明，早上好 {n}" for n in range(300)]
+    rows = [((start + n * (datetime(2026, 6, 1, 9, 1) - start)).isoformat(), ("user", "assistant")[n % 2], text)
+            for n, text in enumerate(said + chat)]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    index.refresh(home.sessions_dir)
+    first = ask(home, "Anna audition").split("\n")
+    assert first[1].endswith("message 0 (user)"), "the one rare word, not the newest of 150 'Bye Anna!'"
+    assert "message 1 (assistant)" in "\n".join(first) and "lead role" in "\n".join(first), "and the answer to it"
+    assert ask(home, "What did I tell you about the audition?").split("\n")[1].endswith("message 0 (user)")
+    assert ask(home, "小明面试").split("\n")[1].endswith("message 2 (user)"), "Chinese: the rare word too"
+    assert ask(home, "小明面试怎么样").split("\n")[3].endswith("message 3 (assistant)")
+    assert "咪咪" in ask(home, "猫"), "a one-letter Chinese word"
+    shows = ask(home, "What does she find comforting about going to art shows?").split("\n")
+    assert shows[1].endswith("message 5 (assistant)"), "inflections: shows/show, comforting/comforts"
+    assert "impressed" in ask(home, "impresses"), "impresses finds impressed"
+    lines = ask(home, "sister sculptor").split("\n")
+    long = lines[lines.index(next(line for line in lines if line.endswith("message 6 (user)"))) + 1]
+    assert "sculptor" in long and long.startswith("   …"), "the snippet shows the rarest matched word"
+
+
+def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home, index):
+    rows = [("2026-10-05T10:00:00", "user", "the deploy of the blog went fine"),
+            ("2026-11-18T10:00:00", "user", "the deploy of the shop failed twice"),
+            ("2026-11-18T10:05:00", "user", "部署商店的时候报错了")]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    index.refresh(home.sessions_dir)
+    today = datetime(2026, 11, 25).date()
+
+    def on(query: str) -> str:
+        return search(home.workspace, query, DM, trusted, today=today)
+
+    october = on("What did we deploy in October 2026?")
+    assert "blog" in october and "shop" not in october and "between 2026-10-01 and 2026-10-31" in october
+    assert "shop" in on("deploy last week") and "blog" not in on("deploy last week")
+    assert "商店" in on("上周部署") and "blog" not in on("上个月部署") and "blog" in on("deploy 2026年10月")
+    march = on("deploy in March 2026")
+    assert "blog" in march and "shop" in march and "nothing dated between 2026-03-01 and 2026-03-31" in march
+    assert "shop" in on("what did we talk about on November 18") and "blog" not in on("what happened on 18 Nov")
+    own_dates = search(home.workspace, "deploy in October", DM, trusted, date_from="2026-11-01", today=today)
+    assert "blog" not in own_dates and "shop" in own_dates, "the tool's own dates win and are kept"
+
+
 class SlowClock:
     """time.monotonic for the search: each look at the clock is 10 ms later, as on a slow disk or a busy
     machine, so what the budget covers depends on the work done, not on how fast this machine is."""
@@ -370,22 +427,38 @@ def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_t
     assert "this conversation, message 0 (user)" in answer.split("\n")[1] and "rack 4" in answer
 
 
-def test_pure_search_order_term_sets_and_what_a_text_holds():
+def test_pure_search_order_and_the_best_hits_each_once():
     sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM), Source(4, "messages", DM)]
-    assert [[p.id for p in group] for group in recall.search_order(sources, DM)] == [[2, 3, 4], [1]]
-    assert [[p.id for p in group] for group in recall.search_order(sources, None)] == [[2], [1, 3, 4]]
-    assert [(size, len(choices)) for size, choices in recall.term_sets(["a", "b", "c"])] == [(3, 1), (2, 3), (1, 3)]
-    assert recall.holds("Our DB is up", "db") and not recall.holds("mydb is up", "db"), "short Latin words whole"
-    assert recall.holds("预发数据库端口", "端口") and recall.holds("NGINX conf", "nginx")
-    assert not recall.holds("nginx conf", "apache")
+    assert [[p.id for p in group] for group in recall_answer.search_order(sources, DM)] == [[2, 3, 4], [1]]
+    assert [[p.id for p in group] for group in recall_answer.search_order(sources, None)] == [[2], [1, 3, 4]]
+    own, memory = sources[3], sources[1]
+
+    def hit(source, position, score, day="2026-11-20", matched=True):
+        return Hit(source, position, score, day, None, "user", f"text {position}", matched)
+
+    hits = [hit(own, 5, 2.0), hit(own, 6, 1.0, matched=False), hit(own, 6, 3.0), hit(memory, 1, 2.0),
+            hit(own, 1, 2.0, day="2026-11-01")]
+    assert [(h.position, h.score) for h in recall_answer.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
+    assert recall_answer.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
+    merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
+    assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
+    assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
+                                                                             (1, 2)]
 
 
-def test_pure_parts_terms_snippets_grams_and_file_rows():
-    assert query_terms('"端口" nginx, NGINX 端 a ポート') == ["端口", "nginx", "ポート"]
-    assert snippet("x" * 300 + " the port is 8443 " + "y" * 300, ["8443"], 60).startswith("…")
-    assert "8443" in snippet("x" * 300 + " the port is 8443 " + "y" * 300, ["8443"], 60)
-    assert snippet("short\n text", ["t"]) == "short text"
-    assert gram_text("数据库端口 is on db 22") == "数据 据库 库端 端口 is on db 22"
+def test_pure_parts_terms_snippets_index_text_and_file_rows():
+    assert terms('"端口" nginx, NGINX 端 a ポート') == ('"端口"', '"nginx"', '"端"*', '"ポー"', '"ート"')
+    assert terms("What does Maria find comforting about going to art shows?") == (
+        '"maria"', '"find"', '"comforting"', '"art"', '"shows"'), "stop words out, nothing cut"
+    assert terms("what is it") == ('"what"', '"is"', '"it"'), "a query of stop words alone is searched as it is"
+    assert terms("玛丽亚为什么喜欢去看画展？") == ('"玛丽"', '"丽亚"', '"喜欢"', '"看画"', '"画展"')
+    long = " x".join(f"word{n}" for n in range(60))
+    assert len(terms(long)) == 60, "no cap drops the content words at the end of a long question"
+    text = "x" * 300 + " the port is 8443 " + "y" * 300
+    assert snippet(text, "8443", 60).startswith("…") and "8443" in snippet(text, "8443", 60)
+    assert snippet(text, None, 60) == "x" * 60 + "…"
+    assert snippet("short\n text", "t") == "short text"
+    assert index_text("数据库端口 is on db 22") == " 数据 据库 库端 端口 口  is on db 22"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
     assert [(session, row.label, row.body) for session, row in rows] == [
         (DM, "重要决定", "预发数据库端口定为 54329"), (GROUP, "主要话题", "群里讨论团建地点：杭州西湖")]
@@ -401,7 +474,8 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
     await summarize_now(redis, deps_for(summary_keep="messages:4"), DM)
     found = search(nanobot_home.workspace, "zone-3", DM, trusted)
     assert "answer 3: use flag --zone-3" in found and "2026-11-20 09:07" in found
-    assert search(nanobot_home.workspace, "zone-11", DM, trusted).startswith("Nothing found"), "kept, not archived"
+    kept = search(nanobot_home.workspace, "zone-11", DM, trusted)
+    assert "flag --zone-11" not in kept and "flag --zone-9" in kept, "kept, not archived; the archived ones found"
     assert "部署脚本" in search(nanobot_home.workspace, "部署", DM, trusted)
 
 
@@ -416,15 +490,15 @@ async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot
     assert outcome is not None and outcome.status == "summarized", outcome
 
 
-def test_without_fts5_trigrams_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
+def test_without_fts5_ranking_the_worker_reports_it_and_the_tool_is_not_offered(home, monkeypatch, caplog):
     from worker.memory.recall_index import RecallIndexError, index
 
-    monkeypatch.setattr(index, "fts_problem", lambda: "this Python's SQLite 3.30 has no FTS5 trigram tokenizer")
-    with pytest.raises(RecallIndexError, match="no FTS5 trigram"):
+    monkeypatch.setattr(index, "fts_problem", lambda: "this Python's SQLite 3.20 cannot rank full-text searches")
+    with pytest.raises(RecallIndexError, match="cannot rank full-text"):
         RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
     assert not (home.workspace / RECALL_INDEX).exists()
     monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")
-    monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5 trigrams")
+    monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5")
     assert recall_tool.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
 
 

@@ -1,7 +1,9 @@
-"""The recall index's layout: where the SQLite file lives, its schema, and how row ids are built."""
+"""The recall index's layout: where the SQLite file lives, its schema, how row ids are built, and the text
+its search terms are indexed from."""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
@@ -10,7 +12,7 @@ from functools import lru_cache
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
 RECALL_INDEX = "memory/.recall.sqlite"  # relative to the workspace
-RECALL_SCHEMA_VERSION = 2  # PRAGMA user_version; any other value means "rebuild"
+RECALL_SCHEMA_VERSION = 3  # PRAGMA user_version; any other value means "rebuild"
 # A row's id is `source << SOURCE_BITS | position`: the rows of one source (one session's archived messages,
 # one session's notes lines, MEMORY.md) form one rowid range, which FTS5 filters inside its index.
 # Positions: a message's index in the session; a notes line's `date.toordinal() << NOTE_LINE_BITS | n`;
@@ -29,13 +31,13 @@ CREATE TABLE IF NOT EXISTS files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, m
 CREATE TABLE IF NOT EXISTS days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
   high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
--- The redacted text with its local day and time and a label (a message's role, a notes line's or a
--- MEMORY.md line's heading); trigram finds any substring of 3 or more characters, in any script.
+-- A passage: `terms`, the text its words are searched in (index_text below), and what the answer shows:
+-- the redacted text with its local day and time and a label (a message's role, a notes line's or a
+-- MEMORY.md line's heading). Words are stemmed (porter: "shows" finds "show"), accents and case aside,
+-- and ranked by bm25(): a rare word weighs more than a name found in every other message.
 CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
-  body, day UNINDEXED, at UNINDEXED, label UNINDEXED, tokenize='trigram');
--- Two-character words, which trigrams cannot find (most Chinese words): the body's CJK bigrams and its
--- short words, one token each. Contentless and without positions: it only answers "which rows".
-CREATE VIRTUAL TABLE IF NOT EXISTS grams USING fts5(gram, content='', detail='none', tokenize='unicode61');
+  terms, body UNINDEXED, day UNINDEXED, at UNINDEXED, label UNINDEXED,
+  tokenize='porter unicode61 remove_diacritics 2');
 """
 
 
@@ -47,8 +49,29 @@ def fts_problem() -> str | None:
 
     try:
         with closing(sqlite3.connect(":memory:")) as db:
-            db.execute("CREATE VIRTUAL TABLE probe USING fts5(body, tokenize='trigram')")
+            db.execute("CREATE VIRTUAL TABLE probe USING fts5(terms, tokenize='porter unicode61 remove_diacritics 2')")
+            db.execute("SELECT bm25(probe) FROM probe WHERE probe MATCH 'x'").fetchall()
     except sqlite3.Error as exc:
-        return (f"this Python's SQLite {sqlite3.sqlite_version} has no FTS5 trigram tokenizer ({exc}); "
-                "SQLite 3.34 or later with FTS5 is needed")
+        return (f"this Python's SQLite {sqlite3.sqlite_version} cannot rank full-text searches ({exc}); "
+                "SQLite 3.27 or later with FTS5 is needed")
     return None
+
+
+# Chinese, Japanese and Korean letters: their words are not separated by spaces, so the index cuts their runs
+# into overlapping two-letter tokens (most Chinese words are two letters) and the search asks for the same.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
+KANA = "\u3040-\u30ff\u31f0-\u31ff"  # hiragana, katakana, katakana phonetic extensions
+HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"  # syllables, jamo, compatibility jamo
+CJK_LETTERS = HAN + KANA + HANGUL
+CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
+
+
+def cjk_grams(run: str) -> list[str]:
+    """The tokens a run of CJK letters is indexed as: its overlapping bigrams and its last letter alone, so
+    that every letter starts a token (a one-letter word is found as a prefix: `"猫"*`)."""
+    return [run[i:i + 2] for i in range(len(run) - 1)] + [run[-1]]
+
+
+def index_text(body: str) -> str:
+    """The text a passage's words are indexed from: the body, each CJK run replaced by its tokens."""
+    return CJK_RUN.sub(lambda run: " " + " ".join(cjk_grams(run.group())) + " ", body)

@@ -1,4 +1,4 @@
-"""Languages: the CJK character ranges, telling a text's language, and the per-language words (languages.toml)."""
+"""Languages: telling a text's language, and the per-language words (languages.toml)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+# The CJK ranges are written once, in the contract (the recall index cuts words by them).
+from nanobot_hooks.contract import HAN, HANGUL, KANA
+
 # The parts of one day's notes, in the order the notes file shows them; the answer's schema asks for them.
 NOTE_FIELDS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")
 # The groups of MEMORY.md's part, in their order there; a fact's `category` names one.
 CATEGORIES = ("preferences", "decisions", "configuration", "solutions", "people", "projects", "other")
-
-# Unicode ranges, written once: token counting, language detection and memory normalization share them.
-HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
-KANA = "\u3040-\u30ff\u31f0-\u31ff"  # hiragana, katakana, katakana phonetic extensions
-HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"  # syllables, jamo, compatibility jamo
-CJK_LETTERS = HAN + KANA + HANGUL
 
 _HAN = re.compile(f"[{HAN}]")
 _KANA = re.compile(f"[{KANA}]")

@@ -10,7 +10,7 @@ leaves the last committed state (which readers keep using) and the next refresh 
 """
 
 from worker.memory.recall_index.index import RecallIndex, RecallIndexError, Refreshed
-from worker.memory.recall_index.rows import Row, archived_through, gram_text, memory_rows, note_rows
+from worker.memory.recall_index.rows import Row, archived_through, memory_rows, note_rows
 
-__all__ = ["RecallIndex", "RecallIndexError", "Refreshed", "Row", "archived_through", "gram_text", "memory_rows",
+__all__ = ["RecallIndex", "RecallIndexError", "Refreshed", "Row", "archived_through", "memory_rows",
            "note_rows"]

@@ -26,7 +26,7 @@ WRITE_WAIT_SECONDS = 30.0  # another worker process may hold the write lock for 
 
 
 class RecallIndexError(WorkerError):
-    """The index cannot be kept here (no FTS5 trigram tokenizer in this Python's SQLite)."""
+    """The index cannot be kept here (this Python's SQLite has no FTS5 with bm25 and the porter tokenizer)."""
 
 
 @dataclass

@@ -1,9 +1,8 @@
 """What goes into the recall index (pure): archived messages, daily-notes lines and MEMORY.md lines as
-redacted rows, their CJK bigrams, and how far a session's messages have left the context."""
+redacted rows, and how far a session's messages have left the context."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date as Date
@@ -14,13 +13,8 @@ from nanobot_hooks.contract import NOTE_LINE_BITS, SessionMarker
 from worker.memory import longterm, notes
 from worker.nanobot.sessions import SessionFile
 from worker.text.clock import local_time
-from worker.text.language import CJK_LETTERS
 from worker.text.prepare import Lines
 from worker.text.redact import redact
-
-_CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
-_WORD = re.compile(r"[^\W_]+")
-
 
 @dataclass(frozen=True)
 class Row:
@@ -31,15 +25,6 @@ class Row:
     at: str | None  # "YYYY-MM-DD HH:MM", local
     label: str
     body: str  # redacted
-
-
-def gram_text(body: str) -> str:
-    """The tokens of the `grams` table: overlapping CJK bigrams and two-character words, each once."""
-    found: list[str] = []
-    for run in _CJK_RUN.findall(body):
-        found.extend(run[i:i + 2] for i in range(len(run) - 1))
-    found.extend(word.lower() for word in _WORD.findall(_CJK_RUN.sub(" ", body)) if len(word) == 2)
-    return " ".join(dict.fromkeys(found))
 
 
 def _local(stamp: Any, tz: tzinfo | None) -> tuple[str | None, str | None]:

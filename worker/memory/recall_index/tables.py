@@ -1,5 +1,5 @@
 """The recall index's tables, written: one transaction at a time, a source's rows inserted and dropped (with their
-bigrams and day ranges), and the files as last read."""
+day ranges), and the files as last read."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date as Date
 
-from nanobot_hooks.contract import NOTE_LINE_BITS, SOURCE_BITS
-from worker.memory.recall_index.rows import Row, gram_text
+from nanobot_hooks.contract import NOTE_LINE_BITS, SOURCE_BITS, index_text
+from worker.memory.recall_index.rows import Row
 
 FULL = (1 << SOURCE_BITS) - 1
 
@@ -66,10 +66,8 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
 
 def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
     base = source << SOURCE_BITS
-    db.executemany("INSERT INTO passages(rowid, body, day, at, label) VALUES(?, ?, ?, ?, ?)",
-                   [(base | r.position, r.body, r.day, r.at, r.label) for r in rows])
-    db.executemany("INSERT INTO grams(rowid, gram) VALUES(?, ?)",
-                   [(base | r.position, g) for r in rows if (g := gram_text(r.body))])
+    db.executemany("INSERT INTO passages(rowid, terms, body, day, at, label) VALUES(?, ?, ?, ?, ?, ?)",
+                   [(base | r.position, index_text(r.body), r.body, r.day, r.at, r.label) for r in rows])
     # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
     db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
                    "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
@@ -80,10 +78,5 @@ def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) ->
     """Forget a source's positions [low, high]."""
     base = source << SOURCE_BITS
     first, last = base | low, base | high
-    # A contentless table forgets a row only when told exactly what it holds: the same bigrams again.
-    for rowid, body in db.execute("SELECT rowid, body FROM passages WHERE rowid BETWEEN ? AND ?",
-                                  (first, last)).fetchall():
-        if grams := gram_text(body):
-            db.execute("INSERT INTO grams(grams, rowid, gram) VALUES('delete', ?, ?)", (rowid, grams))
     db.execute("DELETE FROM passages WHERE rowid BETWEEN ? AND ?", (first, last))
     db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))

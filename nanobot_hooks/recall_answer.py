@@ -1,0 +1,140 @@
+"""The recall search's hits and answer (pure): who sees which sources, the best passages in order, the
+snippet shown of each, and the plain text the model reads."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date as Date
+
+from nanobot_hooks.contract import SOURCE_BITS
+
+RESULTS = 5
+SNIPPET_CHARS = 180
+NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in
+SOURCE_POSITION = (1 << SOURCE_BITS) - 1  # a rowid's position part
+_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class Source:
+    id: int
+    kind: str  # messages | notes | memory
+    session: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    source: Source
+    position: int
+    score: float  # bm25, higher is better; a neighbour's is a share of its hit's
+    day: str | None
+    at: str | None
+    label: str
+    body: str
+    matched: bool = True  # holds a query word itself (a neighbour need not)
+
+    @property
+    def rowid(self) -> int:
+        return self.source.id << SOURCE_BITS | self.position
+
+    def order(self) -> tuple[float, bool, str, str, int]:
+        # MEMORY.md is in every prompt already: of equal score, what the conversation said comes first.
+        return self.score, self.source.kind != "memory", self.at or self.day or "", self.day or "", self.position
+
+
+# -- pure ------------------------------------------------------------------------------------------
+
+
+def visible_sources(sources: Sequence[Source], asker: str | None, trusted: Callable[[str], bool], scope: str) -> list[Source]:
+    """The sources a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
+    widen = scope == "trusted" and asker is not None and trusted(asker)
+    return [p for p in sources if p.kind == "memory"
+            or (asker is not None and p.session == asker)
+            or (widen and p.session and trusted(p.session))]
+
+
+def search_order(sources: Sequence[Source], asker: str | None) -> list[list[Source]]:
+    """The sources to search, in groups searched one after the other: the asker's own material and MEMORY.md
+    first (with many trusted sessions, the budget could otherwise run out before it), then the others."""
+    own = [p for p in sources if p.kind == "memory" or (asker is not None and p.session == asker)]
+    others = [p for p in sources if p not in own]
+    return [group for group in (own, others) if group]
+
+
+def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
+    """The `count` best hits, each passage once: a neighbour that is also a hit keeps the better score, and
+    is a match (its snippet shows the word found)."""
+    kept: dict[int, Hit] = {}
+    for hit in hits:
+        known = kept.get(hit.rowid)
+        if known is None or hit.order() > known.order():
+            kept[hit.rowid] = hit if known is None else replace(hit, matched=hit.matched or known.matched)
+        elif hit.matched and not known.matched:
+            kept[hit.rowid] = replace(known, matched=True)
+    return sorted(kept.values(), key=Hit.order, reverse=True)[:count]
+
+
+def neighbours(hits: Sequence[Hit]) -> list[tuple[Hit, int]]:
+    """(hit, position) of the messages next to the best NEIGHBORS_OF message hits, to be looked up."""
+    strong = [h for h in best([h for h in hits if h.matched]) if h.source.kind == "messages"][:NEIGHBORS_OF]
+    return [(hit, hit.position + step) for hit in strong for step in (-1, 1) if hit.position + step >= 0]
+
+
+def check_day(value: str | None, name: str) -> str | None:
+    """A YYYY-MM-DD date or None; raises ValueError naming the parameter."""
+    if value is None or value == "":
+        return None
+    try:
+        if not _DAY.match(value):
+            raise ValueError
+        return Date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise ValueError(f"{name} must be a date written YYYY-MM-DD, not {value!r}") from None
+
+
+def snippet(body: str, focus: str | None = None, width: int = SNIPPET_CHARS) -> str:
+    """The part of `body` around its first `focus` (the passage's rarest matched word), on one line,
+    `width` characters at most."""
+    text = " ".join(body.split())
+    if len(text) <= width:
+        return text
+    at = text.casefold().find(focus.casefold()) if focus else -1
+    start = max(0, min(at - width // 3, len(text) - width)) if at >= 0 else 0
+    cut = text[start:start + width]
+    return ("…" if start else "") + cut + ("…" if start + width < len(text) else "")
+
+
+def where(hit: Hit, asker: str | None) -> str:
+    """Where a passage came from, as the model reads it."""
+    chat = "this conversation" if hit.source.session == asker else f"conversation {hit.source.session}"
+    if hit.source.kind == "messages":
+        return f"{hit.at or hit.day or 'undated'} · {chat}, message {hit.position} ({hit.label})"
+    if hit.source.kind == "notes":
+        label = f", {hit.label}" if hit.label else ""
+        return f"{hit.at or hit.day} · daily notes memory/{hit.day}.md, {chat}{label}"
+    learned = f"learned {hit.day}" if hit.day else "undated"
+    return f"MEMORY.md line {hit.position + 1} ({learned}{', ' + hit.label if hit.label else ''})"
+
+
+def describe_scope(widened: bool) -> str:
+    if widened:
+        return "your trusted conversations' archives and daily notes, and MEMORY.md"
+    return "this conversation's archive, its daily notes and MEMORY.md"
+
+
+def dates_phrase(since: str | None, until: str | None) -> str:
+    return f" between {since or 'the start'} and {until or 'today'}" if since or until else ""
+
+
+def render(query: str, shown: Sequence[tuple[Hit, str]], asker: str | None, scope: str, late: str) -> str:
+    """The tool's answer: plain text, one numbered passage per hit, each with its date and its source."""
+    if not shown:
+        return f"Nothing found for {query!r} in {scope}{late}."
+    lines = [f"Found {len(shown)} passage{'s' if len(shown) > 1 else ''} for {query!r} in {scope}{late}; "
+             "dates are local:"]
+    for number, (hit, text) in enumerate(shown, start=1):
+        lines.append(f"{number}. {where(hit, asker)}")
+        lines.append(f"   {text}")
+    return "\n".join(lines)
