@@ -22,9 +22,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
@@ -78,8 +78,7 @@ class Baseline:
         return ranked[:k]
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """One question in one form: where the tool and BM25 put its first evidence turn (None: not in the top 5)."""
 
     question: corpus.Question
