@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -103,16 +104,21 @@ def ask_tool(workspace: Path, question: corpus.Question, query: str, latencies: 
     return [int(p) for p in PASSAGE.findall(answer)], answer
 
 
-def evaluate(workspace: Path, conversation: corpus.Conversation, latencies: list[float]) -> list[Outcome]:
-    """Every question of the conversation in both forms, through the tool and through BM25."""
-    baseline = Baseline(conversation.messages)
+def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int,
+             latencies: list[float]) -> list[Outcome]:
+    """Every question of the conversation whose evidence was archived, in both forms, through the tool and
+    through BM25 over the same archived turns."""
+    turns = conversation.messages[:archived]
+    baseline = Baseline(turns)
     outcomes = []
     for question in conversation.questions:
+        if min(question.evidence) >= archived:
+            continue  # still in the context, where no one needs recall
         for form in FORMS:
             query = question.keywords if form == "keywords" else question.question
             positions, answer = ask_tool(workspace, question, query, latencies)
             empty = not NUMBERED.search(answer)
-            content = empty and any(corpus.holds(m["content"], word) for m in conversation.messages
+            content = empty and any(corpus.holds(m["content"], word) for m in turns
                                     for word in corpus.content_words(question))
             first = " / ".join(line.strip() for line in (NUMBERED.split(answer)[1:2] or [""])[0].splitlines())
             outcomes.append(Outcome(question, form, query, rank_of(positions[:TOP], question.evidence),
@@ -120,15 +126,74 @@ def evaluate(workspace: Path, conversation: corpus.Conversation, latencies: list
     return outcomes
 
 
-def archive(workspace_parent: Path, conversations: Sequence[corpus.Conversation]) -> tuple[NanobotHome, float]:
+def archive_with_index(home: NanobotHome, conversations: Sequence[corpus.Conversation]) -> dict[str, int]:
     """Each conversation as one nanobot session file, every message archived (nanobot's watermark at the
-    end), then the worker's index refresh, as a worker's start-up runs it. Returns the home and its seconds."""
-    home = NanobotHome.create(workspace_parent, "http://127.0.0.1:9/v1")  # no model is called
+    end), then the worker's index refresh as its start-up runs it. Returns how many messages each archived."""
     for conversation in conversations:
         home.write_session(conversation.key, conversation.messages, last_archived=len(conversation.messages))
-    began = time.perf_counter()
     RecallIndex(home.workspace, ZoneInfo("UTC")).refresh(home.sessions_dir)  # the sandbox's config says UTC
-    return home, time.perf_counter() - began
+    return {c.key: len(c.messages) for c in conversations}
+
+
+def archive_with_jobs(home: NanobotHome, conversations: Sequence[corpus.Conversation],
+                      redis_url: str | None) -> dict[str, int]:
+    """Each conversation as a session nothing has summarized yet, one summarize job each, run by a real arq
+    worker in burst mode with the fake model on loopback: the job archives the messages before its cut (the
+    keep rule: the last 2 messages stay in the context) and brings the recall index up to date, as in
+    production. An embedded Redis on a free port unless `redis_url` names one. Returns what each archived."""
+    import asyncio  # the worker's part (litellm, arq) is imported only when it runs: the smoke run skips it
+
+    from worker.connections import start_embedded
+    from worker.memory.recall_index.rows import archived_through
+    from worker.nanobot.sessions import read_session
+
+    for conversation in conversations:
+        home.write_session(conversation.key, conversation.messages)
+    embedded = None
+    if redis_url is None:
+        redis_url = f"redis://127.0.0.1:{free_port()}/0"
+        embedded = start_embedded(redis_url)
+    try:
+        asyncio.run(run_jobs(home, [c.key for c in conversations], redis_url))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    return {c.key: archived_through(read_session(home.sessions_dir, c.key)) for c in conversations}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def run_jobs(home: NanobotHome, keys: Sequence[str], redis_url: str) -> None:
+    """One manual summarize job per session, then a burst worker until the queue is empty."""
+    from arq.connections import create_pool
+    from arq.worker import Worker
+
+    from nanobot_hooks.contract import SummarizeRequest
+    from nanobot_hooks.queue import enqueue_summary
+    from tests.support.fakellm import FakeLLM, Reply
+    from worker.connections import redis_settings
+    from worker.service.arq_worker import worker_options
+    from worker.service.build import build_deps
+    from worker.settings import Settings
+
+    answer = {"summary": "## Topics\n- two friends catching up", "daily_notes": [], "facts": []}
+    with FakeLLM(default=Reply(json.dumps(answer))) as llm:
+        home.write_config(llm.url)
+        deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2"))
+        redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
+        try:
+            for key in keys:
+                await enqueue_summary(redis, SummarizeRequest(session_key=key))
+            worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
+                               "poll_delay": 0.05, "handle_signals": False})
+            await worker.main()
+            await worker.close()
+        finally:
+            await redis.aclose()
 
 
 # -- figures ----------------------------------------------------------------------------------------------------
@@ -229,14 +294,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         epilog="Example: .venv/bin/python scripts/bench_retrieval.py --misses 3. The conversations' last session "
                "is yesterday (or the day before --today), so 'last week' in a question means what it would "
                "mean to a user asking today.")
-    parser.add_argument("--conversations", type=int, default=10, help="conversations per language (10)")
-    parser.add_argument("--sessions", type=int, default=25,
-                        help="sessions (sittings, one every 3 to 14 days) per conversation (25: about 8 months)")
+    parser.add_argument("--conversations", type=int, default=20, help="conversations per language (20)")
+    parser.add_argument("--sessions", type=int, default=30,
+                        help="sessions (sittings, one every 3 to 14 days) per conversation (30: about 9 months)")
     parser.add_argument("--facts", type=float, default=0.9, help="facts per session, on average (0.9)")
     parser.add_argument("--seed", type=int, default=24, help="the generator's seed (24)")
     parser.add_argument("--today", type=date.fromisoformat, default=None,
                         help="the day the questions are asked, YYYY-MM-DD (today); the same day and seed give "
                              "the same conversations")
+    parser.add_argument("--archive", choices=("jobs", "index"), default=None,
+                        help="how the turns are archived: 'jobs', one summary job per conversation in a real arq "
+                             "worker with the fake model (the full run's default), or 'index', the worker's "
+                             "index refresh called directly (--smoke's default: no Redis, no litellm)")
+    parser.add_argument("--redis-url", default=None,
+                        help="a Redis for --archive jobs (default: an embedded redis-server on a free port)")
     parser.add_argument("--misses", type=int, default=0, metavar="N",
                         help="print N questions per language and form that the tool missed and BM25 found")
     parser.add_argument("--smoke", action="store_true",
@@ -244,6 +315,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.smoke:
         args.conversations, args.sessions = 2, 8
+    args.archive = args.archive or ("index" if args.smoke else "jobs")
     return args
 
 
@@ -252,21 +324,25 @@ def main(argv: list[str] | None = None) -> int:
     today = args.today or date.today()
     conversations = {language: corpus.generate(language, args.conversations, args.sessions, today, args.seed,
                                                args.facts) for language in LANGUAGES}
-    every = {c.key: c for chats in conversations.values() for c in chats}
+    every = [c for chats in conversations.values() for c in chats]
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        home, indexing = archive(Path(tmp), list(every.values()))
-        results = {(language, form): [] for language in LANGUAGES for form in FORMS}
-        for language, chats in conversations.items():
-            for chat in chats:
-                for outcome in evaluate(home.workspace, chat, latencies):
-                    results[language, outcome.form].append(outcome)
-    report(args, today, conversations, results, latencies, indexing)
+        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")  # the jobs point it at the fake model
+        began = time.perf_counter()
+        archived = archive_with_jobs(home, every, args.redis_url) if args.archive == "jobs" \
+            else archive_with_index(home, every)
+        archiving = time.perf_counter() - began
+        results: dict[tuple[str, str], list[Outcome]] = {(lang, form): [] for lang in LANGUAGES for form in FORMS}
+        for chat in every:
+            for outcome in evaluate(home.workspace, chat, archived[chat.key], latencies):
+                results[chat.language, outcome.form].append(outcome)
+    report(args, today, conversations, results, latencies, archived, archiving)
     return 0
 
 
 def report(args: argparse.Namespace, today: date, conversations: dict[str, list[corpus.Conversation]],
-           results: dict[tuple[str, str], list[Outcome]], latencies: list[float], indexing: float) -> None:
+           results: dict[tuple[str, str], list[Outcome]], latencies: list[float], archived: dict[str, int],
+           archiving: float) -> None:
     print(f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
           f"seed {args.seed}, asked on {today} (the last sessions yesterday)")
     for language, chats in conversations.items():
@@ -274,8 +350,15 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
         kinds = ", ".join(f"{c} {sum(q.category == c for q in questions)}" for c in CATEGORIES)
         print(f"  {language}: {sum(len(c.messages) for c in chats):,} turns, {len(questions)} questions ({kinds}), "
               f"each asked in both forms")
-    print(f"archived with the worker's index code (RecallIndex.refresh): {indexing:.2f} s")
-    print(f"baseline: rank_bm25 BM25Okapi over each conversation's turns; tokens: {BM25_TOKENS}")
+    turns, kept = sum(archived.values()), sum(len(c.messages) for chats in conversations.values() for c in chats)
+    how = (f"by {len(archived)} summary jobs of a real arq worker (the fake model on loopback; each keeps its "
+           "last 2 messages in the context)" if args.archive == "jobs"
+           else "with the worker's index code (RecallIndex.refresh, as at its start-up)")
+    asked = {q for outcomes in results.values() for q in (o.question for o in outcomes)}
+    left = sum(len(c.questions) for chats in conversations.values() for c in chats) - len(asked)
+    print(f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
+          f"questions whose evidence is not archived, left out: {left}")
+    print(f"baseline: rank_bm25 BM25Okapi over each conversation's archived turns; tokens: {BM25_TOKENS}")
     print_table(results)
     print_groups(results)
     empty = {f"{language}, {form}": figures(o)["empty_with_content"] for (language, form), o in results.items()}

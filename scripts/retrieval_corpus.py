@@ -103,7 +103,8 @@ EN_KINDS = (
               ("dated", "What did {name} buy {period}?", "{name} buy {period_kw}"))),
     Kind("rent", {"detail": ("1,850", "2,300", "1,475", "2,960", "1,640", "3,120")},
          says=("The landlord raised my rent again, it's {detail} dollars a month now.",
-               "Ugh, rent went up to {detail} a month. Ridiculous."),
+               "Ugh, rent went up to {detail} a month. Ridiculous.",
+               "Got a letter from the landlord today: from next month I pay {detail} for the flat."),
          more=("Paying {detail} for a one-bedroom is insane, I might look for a roommate.",),
          chatter=("Rent prices in this city are crazy.", "My landlord still hasn't fixed the heater."),
          ask=(("exact", "How much is {name}'s rent now?", "{name} rent"),
@@ -126,7 +127,8 @@ EN_KINDS = (
     Kind("classes", {"detail": ("pottery", "salsa", "watercolor", "rock climbing", "glassblowing", "woodworking",
                                 "improv", "Italian")},
          says=("I started taking {detail} classes on Thursdays!",
-               "Signed up for a {detail} course at the community center, the first lesson was yesterday."),
+               "Signed up for a {detail} course at the community center, the first lesson was yesterday.",
+               "Guess who's doing {detail} lessons now? Me! Two evenings a week."),
          more=("My {detail} teacher says I'm a natural, haha.", "My hands still hurt from {detail} practice."),
          chatter=("I keep saying I'll learn something new this year.", "The community center has so many classes."),
          ask=(("exact", "What classes is {name} taking?", "{name} classes"),
@@ -145,11 +147,13 @@ EN_KINDS = (
               ("paraphrase", "What does {name} find comforting about going to art shows?",
                "{name} art shows comforting"),
               ("paraphrase", "Whose paintings impressed {name}?", "{name} paintings impressed"),
+              ("paraphrase", "What impresses {name} about the paintings at art shows?", "{name} impresses paintings"),
               ("when", "When did {name} see the {detail} exhibition?", "{name} {detail} exhibition"))),
     Kind("concert", {"detail": ("the Lumineers", "Phoebe Bridgers", "Arcade Fire", "Hozier", "Khruangbin",
                                 "Bon Iver", "Fleet Foxes")},
          says=("We saw {detail} live last night, best concert of my life!",
-               "I got tickets to {detail} and the concert was incredible."),
+               "I got tickets to {detail} and the concert was incredible.",
+               "Finally saw {detail} play, we stood right at the front the whole show."),
          more=("My voice is gone from singing along to {detail}.",),
          chatter=("Concert tickets cost a fortune these days.", "I've had the same song stuck in my head all day."),
          ask=(("exact", "Which band did {name} see in concert?", "{name} concert"),
@@ -159,7 +163,8 @@ EN_KINDS = (
     Kind("book", {"detail": ("The Night Circus", "Circe", "Piranesi", "Pachinko", "Station Eleven", "The Overstory",
                              "Educated")},
          says=("I just finished reading {detail}, couldn't put it down.",
-               "My book club picked {detail} this month and I loved it."),
+               "My book club picked {detail} this month and I loved it.",
+               "Stayed up till 3am to finish {detail}, no regrets."),
          more=("The ending of {detail} made me cry on the bus.",),
          chatter=("I need a new book, any recommendations?", "I haven't read anything in weeks."),
          ask=(("exact", "What book did {name} read recently?", "{name} book read"),
@@ -168,7 +173,8 @@ EN_KINDS = (
     Kind("volunteer", {"detail": ("food bank", "animal shelter", "children's hospital", "soup kitchen",
                                   "literacy program")},
          says=("I volunteered at the {detail} on Saturday, it felt so good to help.",
-               "Spent my Sunday volunteering at the {detail}."),
+               "Spent my Sunday volunteering at the {detail}.",
+               "Started helping out at the {detail} twice a month, sorting donations and such."),
          more=("The people at the {detail} are so kind.",),
          chatter=("I should do something useful with my weekends.",),
          ask=(("paraphrase", "Where does {name} volunteer?", "{name} volunteer"),
@@ -178,7 +184,8 @@ EN_KINDS = (
     Kind("injury", {"detail": ("ankle", "wrist", "knee", "shoulder"),
                     "sport": ("basketball", "soccer", "volleyball", "skiing")},
          says=("I hurt my {detail} playing {sport}, so I'm stuck at home.",
-               "Ugh, I twisted my {detail} during {sport} practice."),
+               "Ugh, I twisted my {detail} during {sport} practice.",
+               "Bad news, I fell during {sport} and my {detail} is all swollen now."),
          more=("The doctor says my {detail} needs three weeks of rest.",),
          chatter=("I should really stretch before running.",),
          ask=(("paraphrase", "What injury did {name} get?", "{name} injury"),
@@ -243,7 +250,8 @@ ZH_KINDS = (
               ("paraphrase", "{name}最近购置了什么东西？", "{name} 购置"),
               ("dated", "{name}{period}买了什么？", "{name} {period_kw} 买"))),
     Kind("房租", {"detail": ("4800", "5200", "6300", "3900", "7100", "5650")},
-         says=("房东又涨房租了，现在每个月{detail}块。", "跟你吐槽一下，房租涨到{detail}了，真离谱。"),
+         says=("房东又涨房租了，现在每个月{detail}块。", "跟你吐槽一下，房租涨到{detail}了，真离谱。",
+               "今天收到房东通知，下个月起房租要交{detail}。"),
          more=("一室一厅要{detail}，我可能得找个室友了。",),
          chatter=("这个城市的房价太夸张了。", "房东到现在还没修好暖气。"),
          ask=(("exact", "{name}现在房租多少钱？", "{name} 房租"), ("paraphrase", "{name}每个月租金要交多少？", "{name} 租金"),
@@ -260,7 +268,8 @@ ZH_KINDS = (
               ("when", "{name}什么时候拿到{detail}的offer的？", "{name} {detail} offer"),
               ("dated", "{name}{period}找了什么工作？", "{name} {period_kw} 工作"))),
     Kind("兴趣班", {"detail": ("陶艺", "萨尔萨舞", "水彩", "攀岩", "日语", "书法", "烘焙", "吉他")},
-         says=("我报了个{detail}班，每周四上课！", "在社区中心报了{detail}班，昨天上了第一节课。"),
+         says=("我报了个{detail}班，每周四上课！", "在社区中心报了{detail}班，昨天上了第一节课。",
+               "猜猜谁开始上{detail}班了？我！每周两个晚上。"),
          more=("{detail}老师说我很有天赋，哈哈。", "练了一晚上{detail}，手都酸了。"),
          chatter=("每年都说要学点新东西。", "社区中心开的课好多啊。"),
          ask=(("exact", "{name}报了什么班？", "{name} 班"), ("paraphrase", "{name}最近在学什么？", "{name} 学"),
@@ -273,27 +282,30 @@ ZH_KINDS = (
          ask=(("exact", "{name}去看了谁的画展？", "{name} 画展"), ("paraphrase", "为什么{name}喜欢去看展览？", "{name} 展览 喜欢"),
               ("when", "{name}什么时候去看的{detail}的展？", "{name} {detail} 展"))),
     Kind("演唱会", {"detail": ("五月天", "陈奕迅", "草东没有派对", "万能青年旅店", "告五人", "孙燕姿")},
-         says=("昨晚去看了{detail}的演唱会，人生最佳！", "抢到了{detail}的票，现场太炸了。"),
+         says=("昨晚去看了{detail}的演唱会，人生最佳！", "抢到了{detail}的票，现场太炸了。",
+               "终于看到{detail}的现场了，我们一直站在最前排。"),
          more=("跟着{detail}唱了一晚上，嗓子哑了。",),
          chatter=("现在演唱会的票也太难抢了。", "有首歌在我脑子里循环一整天了。"),
          ask=(("exact", "{name}去看了谁的演唱会？", "{name} 演唱会"), ("paraphrase", "{name}听了哪个歌手的现场？", "{name} 歌手 现场"),
               ("when", "{name}什么时候去看的{detail}？", "{name} {detail}"),
               ("dated", "{name}{period}去看了什么演出？", "{name} {period_kw} 演出"))),
     Kind("读书", {"detail": ("《三体》", "《活着》", "《百年孤独》", "《平凡的世界》", "《围城》", "《人类简史》")},
-         says=("我刚读完{detail}，根本停不下来。", "读书会这个月选了{detail}，我超喜欢。"),
+         says=("我刚读完{detail}，根本停不下来。", "读书会这个月选了{detail}，我超喜欢。", "熬夜到三点把{detail}看完了，不后悔。"),
          more=("{detail}的结局让我在公交上哭了。",),
          chatter=("我需要一本新书，有推荐吗？", "我好几个星期没看书了。"),
          ask=(("exact", "{name}最近读了什么书？", "{name} 书"), ("paraphrase", "{name}看完了哪本小说？", "{name} 小说 看完"),
               ("when", "{name}什么时候读的{detail}？", "{name} {detail}"))),
     Kind("志愿者", {"detail": ("动物救助站", "食物银行", "儿童医院", "社区图书馆", "养老院")},
-         says=("我周六去{detail}做志愿者了，帮忙的感觉真好。", "周日一整天都在{detail}当义工。"),
+         says=("我周六去{detail}做志愿者了，帮忙的感觉真好。", "周日一整天都在{detail}当义工。",
+               "我现在每个月去两次{detail}帮忙，整理捐赠的东西。"),
          more=("{detail}的人都特别好。",),
          chatter=("周末总该做点有意义的事。",),
          ask=(("exact", "{name}在哪里做志愿者？", "{name} 志愿者"), ("paraphrase", "{name}周末去哪里做公益？", "{name} 公益"),
               ("when", "{name}什么时候去的{detail}？", "{name} {detail}"),
               ("dated", "{name}{period}去哪里做了志愿者？", "{name} {period_kw} 志愿者"))),
     Kind("受伤", {"detail": ("脚踝", "手腕", "膝盖", "肩膀"), "sport": ("打篮球", "踢足球", "打排球", "滑雪")},
-         says=("我{sport}的时候把{detail}扭了，只能待在家里。", "唉，{sport}训练时{detail}受伤了。"),
+         says=("我{sport}的时候把{detail}扭了，只能待在家里。", "唉，{sport}训练时{detail}受伤了。",
+               "坏消息，{sport}的时候摔了一跤，{detail}肿得老高。"),
          more=("医生说我的{detail}要休息三个星期。",),
          chatter=("跑步前真的应该拉伸一下。",),
          ask=(("exact", "{name}哪里受伤了？", "{name} 受伤"), ("paraphrase", "{name}是怎么弄伤{detail}的？", "{name} {detail} 弄伤"),
@@ -487,10 +499,14 @@ def say(rng: random.Random, templates: tuple[str, ...], **slots: str) -> str:
 
 def small_talk(rng: random.Random, talk: Talk, to: str, used: set[str]) -> str:
     """A line of small talk not yet said in this sitting (`used` keeps them)."""
-    line = rng.choice([line for line in talk.filler if line not in used] or talk.filler)
-    used.add(line)
+    lines = []
+    for _ in range(2 if rng.random() < 0.25 else 1):  # two now and then: a long turn is no sign of a fact
+        lines.append(rng.choice([line for line in talk.filler if line not in used] or talk.filler))
+        used.add(lines[-1])
     fills = {slot: rng.choice(values) for slot, values in talk.fills.items()}
-    return say(rng, (rng.choice(talk.leads) + line,), to=to, **fills)
+    space = " " if talk.months else ""  # English sentences are spaced, Chinese ones are not
+    text = lines[0] + "".join(space + line[0].upper() + line[1:] for line in lines[1:])
+    return say(rng, (rng.choice(talk.leads) + text,), to=to, **fills)
 
 
 Turn = tuple[int, str, "Fact | None"]  # (speaker 0 or 1, text, the fact it holds)
@@ -505,12 +521,12 @@ def chat(rng: random.Random, talk: Talk, names: tuple[str, str], turns: list[Tur
         speaker = 1 - speaker
 
 
-def fact_turns(rng: random.Random, talk: Talk, fact: Fact, names: tuple[str, str]) -> list[Turn]:
-    """Sometimes the friend asks what is new; the owner tells the fact, the friend reacts (by name), and
-    the owner often adds a line that names the detail again."""
+def fact_turns(rng: random.Random, talk: Talk, fact: Fact, names: tuple[str, str], last: int) -> list[Turn]:
+    """Sometimes the friend asks what is new (when the owner spoke `last`); the owner tells the fact, the friend
+    reacts (by name), and the owner often adds a line that names the detail again."""
     owner, other = fact.owner, 1 - fact.owner
     turns: list[Turn] = []
-    if rng.random() < 0.5:
+    if last == owner and rng.random() < 0.7:
         turns.append((other, say(rng, talk.prompt, to=names[owner]), None))
     turns.append((owner, say(rng, fact.kind.says, **fact.slots), fact))
     turns.append((other, say(rng, talk.good if fact.kind.mood == "good" else talk.bad, to=names[owner]), None))
@@ -528,7 +544,7 @@ def session_turns(rng: random.Random, talk: Talk, kinds: tuple[Kind, ...], names
     used: set[str] = set()
     chat(rng, talk, names, turns, rng.randint(1, 4), used)
     for fact in facts:
-        turns += fact_turns(rng, talk, fact, names)
+        turns += fact_turns(rng, talk, fact, names, turns[-1][0])
         chat(rng, talk, names, turns, rng.randint(0, 3), used)
     if rng.random() < 0.5:  # the topic of some fact, without any fact: what makes a topic word alone weak
         turns.append((1 - turns[-1][0], say(rng, rng.choice(kinds).chatter), None))

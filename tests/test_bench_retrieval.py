@@ -46,6 +46,19 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
     assert last["p99_ms"] >= last["p50_ms"] > 0
 
 
+def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys):
+    """--archive jobs (the full run's default): one summary job per conversation in a real arq worker."""
+    main = load_script("bench_retrieval").main
+    assert main(["--smoke", "--archive", "jobs", "--redis-url", redis_url, "--today", TODAY.isoformat()]) == 0
+    stdout = capsys.readouterr().out
+    archived = re.search(r"archived by 4 summary jobs of a real arq worker .*: ([\d,]+) of ([\d,]+) turns", stdout)
+    assert archived, stdout
+    done, turns = (int(n.replace(",", "")) for n in archived.groups())
+    assert turns - 4 * 6 <= done < turns  # all but what each job's keep rule left in the context
+    figures = json.loads(stdout.strip().splitlines()[-1])["figures"]
+    assert all(f["bm25@5"] > 0.2 and f["questions"] >= 10 for f in figures.values()), figures
+
+
 def test_the_baseline_cuts_chinese_into_bigrams_and_latin_into_words():
     bench = load_script("bench_retrieval")
     assert bench.bm25_tokens("小雅去试镜了, OK? Anna's audition") == [
