@@ -1,11 +1,13 @@
 """Retrieval benchmark of the recall tool: recall@1 and @5 on generated conversations, beside plain BM25.
 
 Conversations in the style of LoCoMo (two friends chatting over months, in English and in Chinese; see
-scripts/retrieval_corpus.py) are written as nanobot session files and archived with the worker's own index
-code (what its jobs and its start-up run). Every question is asked through the tool's search as the session
-itself, in two forms: its keywords (`Anna audition`) and the question as asked ("When did Anna go to her
-audition?"). A question counts as found at k when one of its evidence turns is among the first k passages.
-The baseline is rank_bm25's BM25Okapi over the same turns with the same queries, in the same run.
+scripts/retrieval_corpus.py) are written as nanobot session files and archived by the worker: in the full
+run by real summary jobs (one per conversation, a burst arq worker, the fake model on loopback), in the smoke
+run by the worker's index refresh called directly (what its jobs and its start-up run). Every question is
+asked through the tool's search as the session itself, in two forms: its keywords (`Anna audition`) and the
+question as asked ("When did Anna go to her audition?"). A question counts as found at k when one of its
+evidence turns is among the first k passages. The baseline is rank_bm25's BM25Okapi over the same archived
+turns with the same queries, in the same run.
 
 Prints the figures per language and query form, the ratios tool / BM25 (the goals of issue 24: top 5 with
 keywords >= 1.2x BM25's, with questions >= 1.0x, recall@1 >= BM25's), the questions answered with nothing
