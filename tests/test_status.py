@@ -15,18 +15,21 @@ from pathlib import Path
 from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
+from arq.connections import create_pool
+
+from nanobot_hooks.contract import Keys, SummarizeRequest, SummaryRecord, utcnow
 from nanobot_hooks.queue import enqueue_summary, load_record, store_record
 from tests.support.commands import run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
-from tests.support.fakellm import FakeRequest, Reply
+from tests.support.fakellm import FakeRequest, Hang, Reply
 from tests.support.models import summary_json
 from tests.support.redis_server import free_port
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
-from worker.state import budget
+from worker.connections import redis_settings
+from worker.state import budget, workers
 from worker.state.outcomes import JobOutcome, keep_outcome, load_outcome
 
 
@@ -114,12 +117,13 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
         try:
             during = json.loads((await status(capsys, redis_url, "--json")).stdout)
-            assert during["in_flight"] == [{"job_id": TEST_KEYS.job_id(KEY), "session": KEY, "try": 1}]
+            assert [(job["job_id"], job["kind"], job["session"], job["try"], job["stale"])
+                    for job in during["in_flight"]] == [(TEST_KEYS.job_id(KEY), "summary", KEY, 1, None)]
             assert during["queued"] == 0 and during["worker"] and during["outcomes"] == []
             series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
             assert value(series, "jobs_in_flight") == 1 and value(series, "queue_depth") == 0
             assert value(series, "worker_up") == 1 and value(series, "redis_up") == 1
-            assert "jobs in flight" in (await status(capsys, redis_url)).stdout
+            assert "jobs in flight: 1\n  telegram:42 - summary; try 1\n" in (await status(capsys, redis_url)).stdout
         finally:
             gate.open.set()
         await wait_until(lambda: load_outcome(redis, KEY), 60, "the job's outcome")
@@ -185,7 +189,7 @@ async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_
 def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics(capsys) -> None:
     helped = subprocess.run([sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True,
                             text=True, timeout=60).stdout
-    assert "tables" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
+    assert "text for people" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
     dead = run_in_process(capsys, "status", "--prometheus",
                           env=process_env(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
     assert dead.returncode == 2 and "does not answer" in dead.stderr
@@ -214,3 +218,60 @@ async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redi
     assert budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{KEY}"))) == wanted
     assert await budget.over_cap(redis, KEY, "2026-11-20", 247, None) is not None
     assert await budget.over_cap(redis, KEY, "2026-11-20", 248, None) is None
+
+
+async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(nanobot_home, fake_llm, redis, redis_url,
+                                                                             deps_for, capsys) -> None:
+    """Two instances on one Redis, a job of each running: each one's status lists its own job only (another
+    instance's session keys name people, e.g. an email address)."""
+    fake_llm.default = Hang(120)  # both jobs wait for the model (asynchronously: the fake serves both)
+    other_key = "email:jane.doe@example.com"
+    nanobot_home.write_session(KEY, conversation(15))
+    nanobot_home.write_session(other_key, conversation(15))
+    other = await create_pool(redis_settings(redis_url), default_queue_name=Keys("other").queue)
+    try:
+        async with running_worker(deps_for(summary_timeout=60.0)), \
+                running_worker(deps_for(summary_timeout=60.0, summary_namespace="other")):
+            await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+            await enqueue_summary(other, SummarizeRequest(session_key=other_key))
+            await asyncio.to_thread(fake_llm.wait_for_requests, 2, 60)
+            shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
+            series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
+            text = (await status(capsys, redis_url)).stdout
+            theirs = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(
+                redis_url=redis_url, NANOBOT_SUMMARY_NAMESPACE="other"))
+    finally:
+        await other.aclose()
+    assert [job["session"] for job in shown["in_flight"]] == [KEY]
+    assert value(series, "jobs_in_flight") == 1 and value(series, "jobs_in_flight_stale") == 0
+    assert "jane.doe" not in json.dumps(shown) and "jane.doe" not in text
+    assert [job["session"] for job in json.loads(theirs.stdout)["in_flight"]] == [other_key]
+
+
+async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_settings(nanobot_home, fake_llm, redis,
+                                                                                   redis_url, deps_for, capsys) -> None:
+    """One entry per session, whole parts wrapped at the terminal's width (no table of one-word columns), counts
+    in words, and the settings of the running worker (its report), not those of the shell status runs in."""
+    fake_llm.default = Reply(summary_json())
+    key = "websocket:8f2a1c3e-9b7d-4e11-a2c4-5d6e7f8a9b0c"
+    nanobot_home.write_session(key, conversation(15))
+    async with running_worker(deps_for()):
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="interval"))
+        await wait_until(lambda: load_outcome(redis, key), 60, "the job's outcome")
+        await redis.hincrby(TEST_KEYS.stats, "applied", 4)  # the hooks' counter of records nanobot applied
+        # The report the running worker publishes at each beat (worker/state/workers.py).
+        await workers.publish(redis, {"auto_summary": False, "summary_keep": "turns:2", "memory_write": "idle"},
+                              utcnow())
+        narrow, wide = [(await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
+            redis_url=redis_url, COLUMNS=str(columns), NANOBOT_AUTO_SUMMARY="true"))).stdout for columns in (80, 200)]
+    for text, columns in ((narrow, 80), (wide, 200)):
+        assert max(len(line) for line in text.splitlines()) <= columns, text
+        assert "pickups: 4 applied" in text and "{'" not in text and "': " not in text, text
+        assert "running with: automatic summaries off; keep turns:2; MEMORY.md writes idle" in " ".join(
+            line.strip() for line in text.splitlines()), text
+        assert "auto summary on" not in text
+    last = wide.split("last job per session: 1\n")[1].splitlines()
+    assert last[0].startswith(f"  {key} - summarized ") and "trigger interval" in last[0] and len(last) <= 3, wide
+    last = narrow.split("last job per session: 1\n")[1].splitlines()
+    assert last[0].startswith(f"  {key} - summarized ") and 2 <= len(last) <= 6, narrow
+    assert all(len(line.split()) > 2 for line in last), "no line of one or two words"

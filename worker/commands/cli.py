@@ -115,13 +115,14 @@ def _add_enqueue(sub: Subcommands) -> None:
 def _add_status(sub: Subcommands) -> None:
     status = sub.add_parser(
         "status", help="health, queue, jobs in flight, records waiting for nanobot, rests, spend, outcomes",
-        description="Show the summary worker's state in Redis (REDIS_URL): health, queue depth, jobs in flight, "
-        "records waiting for nanobot, resting sessions, what summarizing cost, and each session's last job "
-        "(trigger, tokens and messages before and after, time taken, model, failures).",
-        epilog="Three outputs of the same data: tables for people (the default); --json, one JSON object for "
-        "scripts; --prometheus, metrics named nanobot_summary_* in Prometheus' text format 0.0.4, e.g. for "
-        "node_exporter's textfile collector. Exit code 2 when Redis cannot be used (--prometheus then still "
-        "prints nanobot_summary_redis_up 0).")
+        description="Show this nanobot instance's summary worker as Redis (REDIS_URL) holds it: is a worker alive "
+        "and with which settings (its own, as it reports them, not this shell's), queue depth, jobs in flight "
+        "(STALE when no live worker runs them), records waiting for nanobot, resting sessions, what summarizing "
+        "cost, and each session's last job. Only this instance's namespace is read.",
+        epilog="Three outputs of the same data: text for people (one entry per session, wrapped at the terminal's "
+        "width: COLUMNS sets it); --json, one JSON object for scripts; --prometheus, metrics named "
+        "nanobot_summary_* in Prometheus' text format 0.0.4, e.g. for node_exporter's textfile collector. Exit "
+        "code 2 when Redis cannot be used (--prometheus then still prints nanobot_summary_redis_up 0).")
     output = status.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
     output.add_argument("--prometheus", action="store_true",

@@ -1,0 +1,90 @@
+"""What a running worker says about itself in Redis, beside arq's health-check key: who it is, when it last
+beat, and the settings it runs with. `status` shows the running worker's settings from it (not the shell's),
+and `doctor` tells a worker that stopped cleanly (the report is deleted) from one that was killed or froze (the
+report stays, its heartbeat ages).
+
+arq's own health-check key cannot tell these apart: it expires 31 s after the last beat, whatever happened.
+The report lives a day, is rewritten at every beat, and is deleted when the worker stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import datetime
+from typing import Any
+
+from arq.connections import ArqRedis
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nanobot_hooks.contract import Keys, utcnow
+
+# A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".
+REPORT_SECONDS = 24 * 3600
+# A worker beats every 30 s (arq's health_check_interval); one silent for two beats and more is stale.
+STALE_SECONDS = 75.0
+
+
+class WorkerReport(BaseModel):
+    """One worker process's report. Read tolerantly: a field another version adds is ignored, one it leaves
+    out takes its default, so an older or newer worker never breaks `status`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    host: str = ""
+    pid: int = 0
+    started_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+    version: str = ""
+    # The settings that change what the worker does (names as in worker.settings.Settings), plus the
+    # summary model it resolved from nanobot's config.
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def worker_id(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+    def silent_for(self, now: datetime | None = None) -> float | None:
+        """Seconds since the last beat (None: the report has none)."""
+        if self.heartbeat_at is None:
+            return None
+        return max(0.0, ((now or utcnow()) - self.heartbeat_at).total_seconds())
+
+    def stale(self, now: datetime | None = None) -> bool:
+        silent = self.silent_for(now)
+        return silent is None or silent > STALE_SECONDS
+
+
+def report_prefix(keys: Keys) -> str:
+    """`nanobot-summary:<namespace>:worker:`; a report's key adds `<host>:<pid>`."""
+    return f"{keys.prefix}worker:"
+
+
+def this_worker() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetime, version: str = "") -> None:
+    """Called by the worker at every heartbeat: its report, rewritten, for another REPORT_SECONDS."""
+    host, _, pid = this_worker().rpartition(":")
+    report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(), version=version,
+                          settings=settings)
+    await redis.set(report_prefix(Keys.of(redis)) + report.worker_id, report.model_dump_json(), ex=REPORT_SECONDS)
+
+
+async def withdraw(redis: ArqRedis) -> None:
+    """Called by the worker when it stops cleanly: no report left to age into a false alarm."""
+    await redis.delete(report_prefix(Keys.of(redis)) + this_worker())
+
+
+async def reports(redis: ArqRedis) -> list[WorkerReport]:
+    """Every report of this namespace, newest beat first; one that cannot be read is skipped."""
+    prefix = report_prefix(Keys.of(redis))
+    found = []
+    async for key in redis.scan_iter(match=f"{prefix}*", count=500):
+        raw = await redis.get(key)
+        try:
+            found.append(WorkerReport.model_validate_json(raw or b""))
+        except ValidationError:
+            continue
+    oldest = datetime.min.replace(tzinfo=utcnow().tzinfo)
+    return sorted(found, key=lambda report: report.heartbeat_at or oldest, reverse=True)
