@@ -29,7 +29,8 @@ from tests.support.fakellm import Error, Reply
 from tests.support.models import summary_json
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
+from tests.support.waiting import wait_until
+from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.settings import unknown_variables
@@ -300,15 +301,18 @@ async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session("telegram:42", conversation(15))
     await summarize_now(redis, build_deps(settings_for()), "telegram:42")
-    healthy = cli("doctor", "--nanobot-python", nanobot_python,
-                  env=process_env(nanobot_home, redis_url, config=True))
+    async with running_worker(build_deps(settings_for())):  # doctor checks the running worker too
+        await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
+        healthy = await asyncio.to_thread(cli, "doctor", "--nanobot-python", nanobot_python,
+                                          env=process_env(nanobot_home, redis_url, config=True))
     print(healthy.stdout)  # the README's and the report's example
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "FAIL" not in healthy.stdout and "warn" not in healthy.stdout and healthy.stdout.endswith("all good\n")
     for words in ("Python 3.", f"nanobot config {nanobot_home.config_path}", f"sessions in {nanobot_home.sessions_dir}",
                   "summary model openai/fake-model (from nanobot config) at http", "a key from nanobot's config",
                   "credentials and database accepted", "idle compaction is off", "Dream is off",
-                  "hooks 0.1.0 installed in nanobot 0.3.5's environment", "last job: summarized telegram:42"):
+                  "hooks 0.1.0 installed in nanobot 0.3.5's environment", "worker alive",
+                  "summarized telegram:42"):
         assert words in healthy.stdout, (words, healthy.stdout)
     assert "sk-fake" not in healthy.stdout
 

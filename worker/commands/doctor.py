@@ -12,24 +12,17 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nanobot_hooks.settings import redacted_url
+from worker.commands.checks import Check, render
+from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
-Level = Literal["ok", "warn", "FAIL"]
 CHECKOUT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class Check:
-    level: Level
-    what: str
-    fix: str = ""  # the one line that fixes it (a command, or what to set where)
 
 
 def python_checks() -> list[Check]:
@@ -61,21 +54,34 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
         checks.append(Check("ok", f"sessions in {config.sessions_dir}; workspace {workspace}"))
     except NanobotConfigError as exc:
         checks.append(Check("FAIL", str(exc), "let nanobot run once with this config: nanobot agent -m hello"))
-    defaults = config.data.get("agents", {}).get("defaults", {}) if isinstance(config.data.get("agents"), dict) else {}
-    defaults = defaults if isinstance(defaults, dict) else {}
+    return checks + own_summaries_checks(config, settings.auto_summary), config
+
+
+def own_summaries_checks(config: NanobotConfig, auto_summary: bool) -> list[Check]:
+    """nanobot's idle compaction and Dream, advised by what the worker does: with automatic summaries on they
+    do its work twice; with them off they are all that summarizes idle sessions and writes MEMORY.md."""
+    agents = config.data.get("agents") if isinstance(config.data.get("agents"), dict) else {}
+    defaults = agents.get("defaults") if isinstance(agents.get("defaults"), dict) else {}
     idle = defaults.get("idleCompactAfterMinutes", defaults.get("sessionTtlMinutes", 15))
-    if idle != 0:
-        checks.append(Check("warn", f"nanobot's idle compaction is on ({idle} min): it replaces the worker's summaries",
-                            f'set "idleCompactAfterMinutes": 0 under agents.defaults in {path}'))
-    else:
-        checks.append(Check("ok", "nanobot's idle compaction is off"))
     dream = defaults.get("dream") if isinstance(defaults.get("dream"), dict) else {}
-    if dream.get("enabled", True) is not False:
-        checks.append(Check("warn", "nanobot's Dream is on: it rewrites memory/MEMORY.md every two hours too",
-                            f'set "dream": {{"enabled": false}} under agents.defaults in {path}'))
-    else:
-        checks.append(Check("ok", "nanobot's Dream is off"))
-    return checks, config
+    dreams = dream.get("enabled", True) is not False
+    where = f"under agents.defaults in {config.path}"
+    if not auto_summary:
+        return [Check("ok", "automatic summaries are off (NANOBOT_AUTO_SUMMARY=false): only `nanobot-summary enqueue` "
+                            "makes summaries, and there is no daily run"),
+                Check("ok", f"nanobot's idle compaction is on ({idle} min): it summarizes idle sessions") if idle != 0
+                else Check("warn", "nothing summarizes idle sessions: automatic summaries and nanobot's idle "
+                                   "compaction are both off", f'set "idleCompactAfterMinutes": 15 {where}, or '
+                                                              "NANOBOT_AUTO_SUMMARY=true for nanobot and the worker"),
+                Check("ok", "nanobot's Dream is on: it keeps memory/MEMORY.md") if dreams
+                else Check("warn", "only jobs queued by hand write memory/MEMORY.md: automatic summaries and "
+                                   "nanobot's Dream are both off", f'set "dream": {{"enabled": true}} {where}, or '
+                                                                  "NANOBOT_AUTO_SUMMARY=true")]
+    return [Check("warn", f"nanobot's idle compaction is on ({idle} min): it replaces the worker's summaries",
+                  f'set "idleCompactAfterMinutes": 0 {where}') if idle != 0
+            else Check("ok", "nanobot's idle compaction is off"),
+            Check("warn", "nanobot's Dream is on: it rewrites memory/MEMORY.md every two hours too",
+                  f'set "dream": {{"enabled": false}} {where}') if dreams else Check("ok", "nanobot's Dream is off")]
 
 
 def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
@@ -169,42 +175,6 @@ def hooks_checks(given: str | None) -> list[Check]:
     return checks
 
 
-async def outcome_checks(settings: Settings) -> list[Check]:
-    from worker.connections import open_pool, redis_problem
-    from worker.errors import NanobotConfigError
-    from worker.nanobot.config import NanobotConfig
-    from worker.state.outcomes import headline, load_outcome
-    from worker.settings import SettingsError
-
-    if redis_problem(settings.redis_url, **settings.redis_options()):
-        return []
-    try:  # the instance's namespace: its outcomes
-        settings = settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
-    except (SettingsError, NanobotConfigError):
-        return []  # the config and sessions checks say why
-    prefix = settings.keys.outcome_prefix
-    redis = await open_pool(settings)
-    try:
-        keys = sorted([(k.decode() if isinstance(k, bytes) else k)[len(prefix):]
-                       async for k in redis.scan_iter(match=f"{prefix}*", count=500)])
-        outcomes = [o for o in [await load_outcome(redis, key) for key in keys] if o is not None]
-    finally:
-        await redis.aclose()
-    if not outcomes:
-        return [Check("ok", "no job has run yet",
-                      "nanobot-summary enqueue --dry-run cli:direct   # what a first summary would do")]
-    checks = []
-    for outcome in outcomes:
-        line = headline(outcome)
-        line = line if len(line) < 160 else line[:157] + "..."
-        if outcome.status == "failed":
-            checks.append(Check("FAIL", f"last job: {line}", f"fix the above, then: nanobot-summary enqueue "
-                                                           f"--wait {outcome.session_key}"))
-        else:
-            checks.append(Check("ok", f"last job: {line}"))
-    return checks
-
-
 def diagnose(args: argparse.Namespace) -> list[Check]:
     checks = python_checks() + variable_checks()
     try:
@@ -217,22 +187,8 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
         checks += model_checks(settings, config)
     checks += redis_checks(settings)
     checks += hooks_checks(args.nanobot_python or os.environ.get("NANOBOT_PYTHON"))
-    checks += asyncio.run(outcome_checks(settings))
+    checks += asyncio.run(runtime_checks(settings))
     return checks
-
-
-def render(checks: list[Check]) -> str:
-    lines = []
-    for check in checks:
-        lines.append(f"{check.level:<4}  {check.what}")
-        if check.fix and check.level != "ok":
-            lines.append(f"      fix: {check.fix}")
-        elif check.fix:
-            lines.append(f"      next: {check.fix}")
-    failed = sum(c.level == "FAIL" for c in checks)
-    warned = sum(c.level == "warn" for c in checks)
-    lines.append("all good" if not failed and not warned else f"{failed} problem(s), {warned} warning(s)")
-    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:

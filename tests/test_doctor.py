@@ -1,0 +1,151 @@
+"""`nanobot-summary doctor` checks the running system: a worker that never ran, one killed mid-job (a real worker
+process, SIGKILLed) and a healthy one (a real arq worker); a queue that does not move, jobs failed in the last
+hour, an evicting or full Redis, summaries nanobot never applied; and advice that follows NANOBOT_AUTO_SUMMARY."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from arq.constants import in_progress_key_prefix
+
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, utcnow
+from nanobot_hooks.queue import enqueue_summary, store_record
+from tests.support.commands import run_in_process
+from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
+from tests.support.fakellm import Hang, Reply
+from tests.support.models import summary_json
+from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.workers import running_worker
+from worker.state.outcomes import JobOutcome, keep_outcome
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "telegram:42"
+
+
+async def doctor(capsys, nanobot_home, redis_url: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """doctor in this process; the hooks' probe is pointed at this Python (its line is not what these test)."""
+    return await asyncio.to_thread(run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
+                                   env=process_env(nanobot_home, redis_url, config=True, **env))
+
+
+def check(out: str, words: str) -> tuple[str, str]:
+    """(level, the check's line and its fix) of the first check whose line holds `words`."""
+    lines = out.splitlines()
+    at = next((i for i, line in enumerate(lines) if words in line), None)
+    assert at is not None, (words, out)
+    fix = lines[at + 1] if at + 1 < len(lines) and lines[at + 1].startswith("      ") else ""
+    return lines[at].split()[0], lines[at] + "\n" + fix
+
+
+async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a_healthy_one(
+        nanobot_home, fake_llm, redis, redis_url, deps_for, capsys) -> None:
+    nanobot_home.write_session(KEY, conversation(15))
+    never = await doctor(capsys, nanobot_home, redis_url)
+    assert never.returncode == 1
+    level, line = check(never.stdout, "no worker is running")
+    assert level == "FAIL" and "nanobot queues jobs that nothing runs" in line and "scripts/run-worker" in line
+
+    # A real worker process, killed while its job waits for the model: its mark and arq's health key stay.
+    fake_llm.default = Hang(120)
+    log = (nanobot_home.root / "worker.log").open("wb")
+    worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=log, stderr=log,
+                              env=process_env(nanobot_home, redis_url, config=True), start_new_session=True)
+    try:
+        await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+        log.close()
+    health = f"{TEST_KEYS.queue}:health-check"
+    assert 0 < await redis.pttl(health) <= 31_000, "arq's health key expires by itself within 31 s"
+    await redis.pexpire(health, 1)  # those 31 s, passed
+    await wait_until(lambda: _gone(redis, health), 10, "the health key's expiry")
+    assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
+    killed = await doctor(capsys, nanobot_home, redis_url)
+    assert killed.returncode == 1
+    level, line = check(killed.stdout, "no worker alive")
+    assert level == "FAIL" and "killed" in line and "see" in line and "log" in line, killed.stdout
+    status = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
+                                                 env=process_env(redis_url=redis_url))).stdout)
+    assert [job["session"] for job in status["in_flight"]] == [KEY] and "no worker is alive" in status["in_flight"][0]["stale"]
+
+    # A healthy worker (the killed job's mark cleared, as arq clears it when it runs the job again).
+    await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY))
+    fake_llm.default = Reply(summary_json())
+    async with running_worker(deps_for()):
+        await wait_until(lambda: redis.exists(health), 60, "the worker's health report")
+        await wait_until(lambda: redis.exists(TEST_KEYS.outcome(KEY)), 60, "the job run again")
+        healthy = await doctor(capsys, nanobot_home, redis_url)
+    level, line = check(healthy.stdout, "worker alive")
+    assert level == "ok" and "done" in line, healthy.stdout
+    assert check(healthy.stdout, "queue moves")[0] == "ok"
+    assert check(healthy.stdout, "no job failed in the last hour")[0] == "ok"
+    assert check(healthy.stdout, "Redis memory")[0] == "ok"
+    assert "no worker" not in healthy.stdout
+
+
+async def _gone(redis, key: str) -> bool:
+    return not await redis.exists(key)
+
+
+async def test_doctor_fails_on_a_stuck_queue_recent_failures_and_a_full_redis_and_warns_on_eviction_and_old_records(
+        nanobot_home, redis, redis_url, capsys) -> None:
+    nanobot_home.write_session(KEY, conversation(3))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await redis.zadd(TEST_KEYS.queue, {TEST_KEYS.job_id(KEY): (utcnow().timestamp() - 3600) * 1000})  # an hour ago
+    await keep_outcome(redis, JobOutcome(session_key="telegram:1", status="failed", detail="the key was refused"))
+    await keep_outcome(redis, JobOutcome(session_key="telegram:2", status="failed", detail="timed out",
+                                         finished_at=utcnow() - timedelta(hours=3)))
+    await store_record(redis, SummaryRecord(session_key="telegram:3", summary="s", start=0, boundary=4,
+                                            boundary_timestamp="t", messages_before=9, messages_after=6,
+                                            tokens_before=900, tokens_after=300, created_at=utcnow() - timedelta(hours=2)))
+    used = int((await redis.info("memory"))["used_memory"])
+    try:
+        await redis.config_set("maxmemory", str(used * 50))
+        await redis.config_set("maxmemory-policy", "allkeys-lru")
+        evicting = (await doctor(capsys, nanobot_home, redis_url)).stdout
+        await redis.config_set("maxmemory-policy", "noeviction")
+        await redis.config_set("maxmemory", str(int(used * 1.05)))
+        full = (await doctor(capsys, nanobot_home, redis_url)).stdout
+    finally:
+        await redis.config_set("maxmemory", "0")
+        await redis.config_set("maxmemory-policy", "noeviction")
+    level, line = check(evicting, "Redis evicts keys when full")
+    assert level == "warn" and "allkeys-lru" in line and "noeviction" in line
+    assert check(full, "Redis memory nearly full")[0] == "FAIL"
+    level, line = check(evicting, "the oldest job that is due has waited")
+    assert level == "FAIL" and "run-worker" in line, line
+    level, line = check(evicting, "failed telegram:1: the key was refused")
+    assert level == "FAIL" and "enqueue --wait telegram:1" in line
+    assert check(evicting, "failed telegram:2: timed out")[0] == "warn", "a failure hours ago is no alarm"
+    level, line = check(evicting, "the summary of telegram:3 has waited 2.0h for nanobot")
+    assert level == "warn" and "hooks" in line
+
+
+async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home, fake_llm, redis, redis_url,
+                                                                    capsys) -> None:
+    on = (await doctor(capsys, nanobot_home, redis_url)).stdout  # the sandbox's nanobot: idle compaction and Dream off
+    assert check(on, "nanobot's idle compaction is off")[0] == "ok" and check(on, "Dream is off")[0] == "ok"
+    off = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_AUTO_SUMMARY="false")).stdout
+    assert check(off, "automatic summaries are off (NANOBOT_AUTO_SUMMARY=false)")[0] == "ok"
+    level, line = check(off, "nothing summarizes idle sessions")
+    assert level == "warn" and '"idleCompactAfterMinutes": 15' in line
+    level, line = check(off, "only jobs queued by hand write memory/MEMORY.md")
+    assert level == "warn" and '"dream": {"enabled": true}' in line
+    nanobot_home.write_config(fake_llm.url, idleCompactAfterMinutes=15, dream={"enabled": True})
+    own = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_AUTO_SUMMARY="false")).stdout
+    assert check(own, "nanobot's idle compaction is on (15 min): it summarizes idle sessions")[0] == "ok"
+    assert check(own, "nanobot's Dream is on: it keeps memory/MEMORY.md")[0] == "ok"
+    assert '"idleCompactAfterMinutes": 0' not in own and '"enabled": false' not in own, own
+    assert "no worker is running: no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"

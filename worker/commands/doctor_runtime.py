@@ -1,0 +1,159 @@
+"""`doctor`'s checks of the running system, read from Redis as `status` reads it: is a worker alive (or was one
+killed), does the queue move, did jobs fail in the last hour, can Redis lose jobs (eviction, memory), and do
+finished summaries wait for nanobot too long."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from arq.connections import ArqRedis
+from redis.exceptions import ResponseError
+
+from nanobot_hooks.contract import utcnow
+from worker.commands.checks import Check
+from worker.commands.status import gather
+from worker.commands.status_text import ago, beat, since
+from worker.connections import open_pool, redis_problem
+from worker.errors import NanobotConfigError
+from worker.nanobot.config import NanobotConfig
+from worker.settings import Settings, SettingsError
+from worker.state.outcomes import headline, JobOutcome
+
+START = "start it: scripts/run-worker (systemd: sudo systemctl restart nanobot-summary-worker)"
+QUEUE_SLOW, QUEUE_STUCK = 120.0, 1800.0  # seconds a due job waited: the worker lags / nothing runs the queue
+RECORD_TOO_OLD = 3600.0  # seconds a finished summary may wait for nanobot before doctor asks why
+FAILED_RECENTLY = timedelta(hours=1)
+MEMORY_FULL = 0.9  # share of Redis's maxmemory
+
+
+async def runtime_checks(settings: Settings) -> list[Check]:
+    if redis_problem(settings.redis_url, **settings.redis_options()):
+        return []  # the Redis check says why
+    try:  # the instance's namespace: its worker, queue and outcomes
+        settings = settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
+    except (SettingsError, NanobotConfigError):
+        return []  # the config and sessions checks say why
+    redis = await open_pool(settings)
+    try:
+        state = await gather(redis)
+        memory = await memory_info(redis)
+    finally:
+        await redis.aclose()
+    return (worker_checks(state, settings) + queue_checks(state) + memory_checks(memory)
+            + record_checks(state) + outcome_checks(state))
+
+
+def _names(jobs: list[dict[str, Any]]) -> str:
+    names = [job["session"] or job["name"] for job in jobs]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
+    """Alive (arq's health line), killed or frozen (a report left to age, jobs marked running that no live
+    worker runs), or never started; and a running worker whose settings disagree with this shell's."""
+    silent = [report for report in state["workers"] if report["stale"]]
+    stale_jobs = [job for job in state["in_flight"] if job["stale"]]
+    rerun = max((job["rerun_in_seconds"] or 0 for job in stale_jobs), default=0)
+    if state["worker"] is None:
+        if silent:
+            last = silent[0]
+            return [Check("FAIL", f"no worker alive: the last one ({last['host']}:{last['pid']}) went silent "
+                                  f"{last['silent_seconds'] or 0:,.0f}s ago without stopping cleanly (killed, or frozen)",
+                          f"see its log for why, then {START}")]
+        if stale_jobs:
+            return [Check("FAIL", f"no worker alive, yet {len(stale_jobs)} job(s) are marked running "
+                                  f"({_names(stale_jobs)}): their worker was killed or froze; a new worker runs "
+                                  f"them again within {rerun}s", f"see the worker's log for why, then {START}")]
+        auto = " (nanobot queues jobs that nothing runs)" if settings.auto_summary else ""
+        return [Check("FAIL", f"no worker is running: no health report in Redis{auto}", START)]
+    checks = [Check("ok", "worker alive: " + "; ".join(part for part in beat(state["worker"]) if part))]
+    checks += [Check("warn", f"worker {r['host']}:{r['pid']} went silent {r['silent_seconds'] or 0:,.0f}s ago without "
+                             "stopping cleanly (killed, or frozen); another worker runs", "see its log for why")
+               for r in silent]
+    if stale_jobs:
+        checks.append(Check("warn", f"{len(stale_jobs)} job(s) marked running past their timeout "
+                                    f"({_names(stale_jobs)}): their worker was killed or froze",
+                            f"nothing to do: a live worker runs them again within {rerun}s"))
+    return checks + settings_checks(state, settings)
+
+
+def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
+    """doctor's advice follows this shell's settings: say so when the running worker's differ."""
+    running = state["worker_settings"] or {}
+    if "auto_summary" in running and running["auto_summary"] != settings.auto_summary:
+        word = {True: "on", False: "off"}
+        return [Check("warn", f"the running worker has automatic summaries {word[bool(running['auto_summary'])]}, "
+                              f"this shell {word[settings.auto_summary]}: the advice here follows this shell",
+                      "run doctor with the worker's environment (e.g. set -a; . /etc/nanobot-summary-worker.env)")]
+    return []
+
+
+def queue_checks(state: dict[str, Any]) -> list[Check]:
+    waited = state["oldest_due_seconds"]
+    waiting = f"{state['queued']} job(s) waiting, {state['idle_checks']} idle check(s)"
+    if waited is None or waited < QUEUE_SLOW:
+        return [Check("ok", f"queue moves: {waiting}, none overdue")]
+    level = "FAIL" if waited >= QUEUE_STUCK else "warn"
+    fix = START if state["worker"] is None else "the worker cannot keep up: start another (README, Several workers)"
+    return [Check(level, f"queue: the oldest job that is due has waited {waited:,.0f}s for a worker ({waiting})", fix)]
+
+
+async def memory_info(redis: ArqRedis) -> dict[str, Any] | None:
+    """Redis's INFO memory; None when an ACL forbids it (a managed Redis may)."""
+    try:
+        return dict(await redis.info("memory"))
+    except ResponseError:
+        return None
+
+
+def memory_checks(info: dict[str, Any] | None) -> list[Check]:
+    """An evicting Redis drops queued jobs and waiting records when full; a full one refuses new ones."""
+    if info is None:
+        return [Check("warn", "Redis refused INFO memory (ACL): its eviction policy and memory were not checked",
+                      "allow the user +info, or check maxmemory-policy is noeviction by hand")]
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    policy = str(info.get("maxmemory_policy", "noeviction"))
+    size = f"{used / 1e6:,.1f} MB used of " + (f"{limit / 1e6:,.1f} MB" if limit else "no limit")
+    if limit and used >= MEMORY_FULL * limit:
+        return [Check("FAIL", f"Redis memory nearly full: {size} (maxmemory-policy {policy})",
+                      "raise maxmemory (redis-cli CONFIG SET maxmemory ...), or free the memory others use")]
+    if limit and policy != "noeviction":
+        return [Check("warn", f"Redis evicts keys when full (maxmemory-policy {policy}; {size}): queued jobs and "
+                              "summaries waiting for nanobot can vanish",
+                      "redis-cli CONFIG SET maxmemory-policy noeviction (and in redis.conf), or a Redis of its own")]
+    return [Check("ok", f"Redis memory: {size}, maxmemory-policy {policy}")]
+
+
+def record_checks(state: dict[str, Any]) -> list[Check]:
+    now = utcnow()
+    old = [r for r in state["pending_records"]
+           if (now - datetime.fromisoformat(r["created_at"])).total_seconds() > RECORD_TOO_OLD]
+    if not old:
+        return [Check("ok", f"summaries waiting for nanobot: {len(state['pending_records'])}, none for long")]
+    return [Check("warn", f"the summary of {r['session']} has waited {since(r['created_at'])} for nanobot",
+                  "nanobot applies it at the session's next turn, a gateway with the hooks at once: are the hooks "
+                  "installed in the nanobot that serves it (see above)?") for r in old[:5]]
+
+
+def outcome_checks(state: dict[str, Any]) -> list[Check]:
+    outcomes = sorted((JobOutcome.model_validate(o) for o in state["outcomes"]), key=lambda o: o.finished_at)
+    if not outcomes:
+        return [Check("ok", "no job has run yet",
+                      "nanobot-summary enqueue --dry-run cli:direct   # what a first summary would do")]
+    since = utcnow() - FAILED_RECENTLY
+    failed = [o for o in outcomes if o.status == "failed"]
+    recent = [o for o in failed if o.finished_at >= since]
+    checks = [Check("FAIL" if o.finished_at >= since else "warn", f"last job {ago(o.finished_at)}: {_short(o)}",
+                    f"fix the above, then: nanobot-summary enqueue --wait {o.session_key}") for o in failed[-5:]]
+    good = [o for o in outcomes if o.status != "failed"]
+    if good:
+        checks.append(Check("ok", f"last job {ago(good[-1].finished_at)}: {_short(good[-1])}"))
+    if not recent:
+        checks.append(Check("ok", f"no job failed in the last hour ({len(outcomes)} sessions' last jobs)"))
+    return checks
+
+
+def _short(outcome: JobOutcome) -> str:
+    line = headline(outcome)
+    return line if len(line) < 160 else line[:157] + "..."
