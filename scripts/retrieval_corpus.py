@@ -630,4 +630,4 @@ def holds(text: str, word: str) -> bool:
     """Whether `text` holds `word`: as a whole word in Latin script, as a substring in Chinese."""
     if re.search(r"[\u3400-\u9fff]", word):
         return word in text
-    return re.search(rf"(?<!\\w){re.escape(word)}(?!\\w)", text, re.IGNORECASE) is not None
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, re.IGNORECASE) is not None

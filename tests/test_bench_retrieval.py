@@ -69,6 +69,11 @@ def test_the_baseline_cuts_chinese_into_bigrams_and_latin_into_words():
     assert baseline.top("Anna audition")[0] == 1 and 3 not in baseline.top("Anna audition")
 
 
+def test_a_content_word_is_held_as_a_whole_word_in_latin_script_and_as_a_substring_in_chinese(corpus):
+    assert corpus.holds("Bye Anna!", "anna") and corpus.holds("小雅晚安！", "小雅")
+    assert not corpus.holds("Annabel called", "Anna") and not corpus.holds("a partner", "art")
+
+
 def test_every_questions_evidence_holds_its_fact_and_only_those_turns_do(corpus):
     for language in ("en", "zh"):
         for conversation in corpus.generate(language, 4, 25, TODAY):
