@@ -30,14 +30,14 @@ from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
 from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, best, check_day, dates_phrase, describe_scope,
-                                         neighbours, render, search_order, snippet, visible_sources)
+                                         neighbours, plan_terms, render, search_order, snippet, visible_sources)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
 NEIGHBOR_SHARE = 0.5  # of a hit's score, for the message before and after it
 MEMORY_SHARE = 0.5  # of a MEMORY.md line's score: nanobot puts the file in every prompt, the rest it never sees
-RARITY_CAP = 5_000  # passages counted for a word's rarity (the snippet's focus); more is "common"
+ROWS_BUDGET = 4_000  # passages one search may score; see recall_answer.plan_terms
 _MARKED = re.compile("\x01(.*?)\x02", re.S)
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
 
@@ -53,10 +53,23 @@ class _Search:
     asked: Asked
     deadline: float
     hits: list[Hit] = field(default_factory=list)
+    match: str = ""  # the FTS5 query the passages are found with
+    ranked: bool = True  # by bm25(); else the newest passages holding every word (the words are too common)
+    counts: dict[str, int] = field(default_factory=dict)  # passages holding a word, up to ROWS_BUDGET + 1
 
-    @property
-    def match(self) -> str:
-        return " OR ".join(self.asked.terms)
+    def plan(self) -> None:
+        """Count how common the query's words are, then choose what to ask SQLite (plan_terms)."""
+        for term in self.asked.terms:
+            self.check_clock()
+            self.counts[term] = self.count(term)
+        kept, self.ranked = plan_terms(self.counts, ROWS_BUDGET)
+        self.match = (" OR " if self.ranked else " AND ").join(kept)
+
+    def count(self, term: str) -> int:
+        if term not in self.counts:
+            self.counts[term] = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? "
+                                                "LIMIT ?)", (term, ROWS_BUDGET + 1)).fetchone()[0]
+        return self.counts[term]
 
     def check_clock(self) -> None:
         if time.monotonic() > self.deadline:
@@ -96,6 +109,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
             run = _Search(db, asked, deadline)
             try:
+                run.plan()
                 _find(run, groups)
                 if not run.hits and asked.since and not (since or until) and asked.terms:
                     described = describe_scope(widened)
@@ -125,16 +139,22 @@ def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:
             span = _rowid_span(run.db, source, run.asked.since, run.asked.until)
             if span is not None:
                 run.hits += _best_of(run, source, span)
-        if run.asked.terms:
+        if run.asked.terms and run.ranked:
             run.hits += _neighbour_hits(run, run.hits)
 
 
 def _best_of(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
-    """A source's CANDIDATES best passages in the days asked (the newest, when no word is asked)."""
-    if run.asked.terms:
+    """A source's CANDIDATES best passages in the days asked (the newest, when no word is asked or when the
+    words are too common to rank)."""
+    if run.asked.terms and not run.match:
+        return []  # no passage holds any of the words
+    if run.match and run.ranked:
         rows = run.db.execute(
             "SELECT rowid, -bm25(passages) FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
             "ORDER BY 2 DESC, rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall()
+    elif run.match:
+        rows = run.db.execute("SELECT rowid, 0.0 FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
+                              "ORDER BY rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall()
     else:
         rows = run.db.execute("SELECT rowid, 0.0 FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC "
                               "LIMIT ?", (*span, CANDIDATES * 2)).fetchall()
@@ -170,21 +190,17 @@ def _hit(run: _Search, source: Source, position: int, score: float, matched: boo
 
 def _shown(run: _Search, hits: Sequence[Hit], focus: bool = True) -> list[tuple[Hit, str]]:
     """Each hit with its snippet, cut around its rarest matched word."""
-    rarity: dict[str, int] = {}
-    return [(hit, snippet(hit.body, _focus(run, hit, rarity) if focus and hit.matched else None)) for hit in hits]
+    return [(hit, snippet(hit.body, _focus(run, hit) if focus and hit.matched else None)) for hit in hits]
 
 
-def _focus(run: _Search, hit: Hit, rarity: dict[str, int]) -> str | None:
+def _focus(run: _Search, hit: Hit) -> str | None:
     """The passage's rarest word that matched the query, as its text has it (SQLite marks what matched)."""
     if not run.asked.terms:
         return None
     row = run.db.execute("SELECT highlight(passages, 0, char(1), char(2)) FROM passages WHERE passages MATCH ? "
-                         "AND rowid = ?", (run.match, hit.rowid)).fetchone()
+                         "AND rowid = ?", (" OR ".join(run.asked.terms), hit.rowid)).fetchone()
     words = {w for marked in _MARKED.findall(row[0] if row else "") for w in marked.split()}
-    for word in words - rarity.keys():
-        rarity[word] = run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
-                                      (phrase(word), RARITY_CAP)).fetchone()[0]
-    return min(words, key=lambda w: (rarity[w], -len(w)), default=None)
+    return min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
 
 
 def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until: str | None) -> tuple[int, int] | None:

@@ -4,7 +4,7 @@ snippet shown of each, and the plain text the model reads."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date as Date
 
@@ -74,6 +74,23 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
         elif hit.matched and not known.matched:
             kept[hit.rowid] = replace(known, matched=True)
     return sorted(kept.values(), key=Hit.order, reverse=True)[:count]
+
+
+def plan_terms(counts: Mapping[str, int], budget: int) -> tuple[list[str], bool]:
+    """The words to ask for, and whether to rank by bm25(), from how many passages hold each (`counts`, each
+    counted up to budget + 1). Scoring costs a few microseconds per passage, so a search scores at most
+    `budget` passages: the rarest words while their passages fit (a common word weighs little in BM25), at
+    least the rarest. When even that one is held by more, a ranking would mean little: the newest passages
+    holding every word are taken instead (False)."""
+    present = sorted((t for t in counts if counts[t]), key=lambda t: counts[t])
+    kept: list[str] = []
+    for term in present:
+        if kept and sum(counts[t] for t in kept) + counts[term] > budget:
+            break
+        kept.append(term)
+    if kept and counts[kept[0]] > budget:
+        return present, False
+    return kept, True
 
 
 def neighbours(hits: Sequence[Hit]) -> list[tuple[Hit, int]]:

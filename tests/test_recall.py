@@ -396,6 +396,16 @@ def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home,
     assert "blog" not in own_dates and "shop" in own_dates, "the tool's own dates win and are kept"
 
 
+def test_words_too_common_to_rank_give_the_newest_passages_holding_them_all(home, index, monkeypatch):
+    rows = [(f"2026-11-20T10:{n:02d}:00", "user", f"deploy note {n}" + (" nginx" if n % 3 == 0 else ""))
+            for n in range(40)]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    index.refresh(home.sessions_dir)
+    monkeypatch.setattr(recall, "ROWS_BUDGET", 5)  # a 100,000-message archive's common words, in small
+    lines = ask(home, "deploy nginx").split("\n")
+    assert [line.rsplit("message ", 1)[1] for line in lines[1::2]] == [f"{n} (user)" for n in (39, 36, 33, 30, 27)]
+
+
 class SlowClock:
     """time.monotonic for the search: each look at the clock is 10 ms later, as on a slow disk or a busy
     machine, so what the budget covers depends on the work done, not on how fast this machine is."""
@@ -440,6 +450,10 @@ def test_pure_search_order_and_the_best_hits_each_once():
             hit(own, 1, 2.0, day="2026-11-01")]
     assert [(h.position, h.score) for h in recall_answer.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
     assert recall_answer.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
+    assert recall_answer.plan_terms({'"a"': 10, '"b"': 3000, '"c"': 0}, 4000) == (['"a"', '"b"'], True)
+    assert recall_answer.plan_terms({'"a"': 10, '"b"': 3995}, 4000) == (['"a"'], True), "the commonest left out"
+    assert recall_answer.plan_terms({'"a"': 4001, '"b"': 4001}, 4000) == (['"a"', '"b"'], False), "too common"
+    assert recall_answer.plan_terms({'"a"': 0}, 4000) == ([], True)
     merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
     assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
