@@ -49,7 +49,7 @@ def test_worker_refuses_a_bad_setting_in_one_line(nanobot_home, capsys) -> None:
 
 def test_dry_run_prints_the_planned_cut_without_calling_the_llm(nanobot_home, fake_llm, redis_url, capsys) -> None:
     nanobot_home.write_session("telegram:42", conversation(15))
-    result = run_in_process(capsys, "enqueue", "--dry-run", "telegram:42",
+    result = run_in_process(capsys, "enqueue", "--dry-run", "--keep", "messages:10", "telegram:42",
                             env=process_env(nanobot_home, redis_url, config=True))
     assert result.returncode == 0, result.stderr
     assert "would cover messages 0..19 (20 of 20 messages" in result.stdout
@@ -89,7 +89,8 @@ async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home,
     # The command in its own process (its one real-process test), the worker in this one.
     async with running_worker(deps_for()):
         result = await asyncio.to_thread(
-            run, [sys.executable, "-m", "worker", "enqueue", "--wait", "--timeout", "60", "telegram:42"],
+            run, [sys.executable, "-m", "worker", "enqueue", "--wait", "--keep", "messages:10", "--timeout", "60",
+                  "telegram:42"],
             process_env(nanobot_home, redis_url, config=True))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "telegram:42: queued" in result.stdout
@@ -165,3 +166,55 @@ async def test_since_flags_the_sessions_for_a_catch_up_of_their_notes(nanobot_ho
     bad = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--since", "yesterday", "telegram:42",
                                   env=process_env(nanobot_home, redis_url, config=True))
     assert bad.returncode == 2 and "is not a date like 2026-11-01" in bad.stderr
+
+
+async def test_a_job_queued_by_hand_keeps_the_last_exchange_unless_told_otherwise(nanobot_home, fake_llm, redis,
+                                                                                 redis_url, deps_for, capsys) -> None:
+    """The quick start: a few turns, nanobot's default keep rule (3% of the window keeps them all), and
+    `enqueue --wait` still makes a summary, keeping the last exchange; --keep names another rule."""
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_session("cli:direct", conversation(4))  # 8 messages, a few hundred tokens
+    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="fraction:0.03")
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "cli:direct", env=env)
+    assert "keep turns:1 (a job queued by hand" in dry.stdout and "would keep messages 6..7 (2 messages" in dry.stdout
+    async with running_worker(deps_for(summary_keep="fraction:0.03")):
+        made = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--wait", "--timeout", "60", "cli:direct",
+                                       env=env)
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert "summarized cli:direct: messages 0..5" in made.stdout, made.stdout
+        assert (await load_record(redis, "cli:direct")).boundary == 6
+        await redis.flushdb()
+        nanobot_home.write_session("telegram:42", conversation(8))
+        told = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--wait", "--keep", "messages:6",
+                                       "--timeout", "60", "telegram:42", env=env)
+        assert "summarized telegram:42: messages 0..9" in told.stdout, told.stdout
+    bad = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--keep", "lots", "cli:direct", env=env)
+    assert bad.returncode == 2 and "'lots': expected messages:N, tokens:N, fraction:F or turns:N" in bad.stderr
+
+
+async def test_a_catch_up_dry_run_plans_the_notes_the_real_run_writes(nanobot_home, fake_llm, redis, redis_url,
+                                                                     deps_for, capsys) -> None:
+    """`enqueue --since --dry-run` plans what the catch-up job does: the summary, then notes for the messages it
+    leaves out that no day file has yet. It once said "nothing to do" where the job then noted 14 messages."""
+    fake_llm.default = Reply(summary_json())
+    # Everything summarized already (nanobot's own compaction, before the worker was installed), nothing noted.
+    nanobot_home.write_session("telegram:42", conversation(7), last_archived=14)
+    nanobot_home.write_session("cli:direct", conversation(7))  # summarized up to the kept exchange, noted by then
+    env = process_env(nanobot_home, redis_url, config=True)
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--since", "2026-11-20", "--dry-run",
+                                  env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would note 14 more messages since 2026-11-20 (not yet in the daily notes) in about 1 notes-only" \
+        in dry.stdout, dry.stdout
+    assert "would cover messages 0..11" in dry.stdout and "would note 2 more messages since 2026-11-20" in dry.stdout
+    assert fake_llm.requests == []
+    queued = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--since", "2026-11-20", env=env)
+    assert queued.returncode == 0, queued.stderr
+    await run_burst(deps_for())
+    noted = await load_outcome(redis, "telegram:42")
+    assert noted.status == "noted" and "noted 14 more messages" in noted.detail and noted.spend.calls == 1, noted
+    both = await load_outcome(redis, "cli:direct")
+    assert both.status == "summarized" and both.boundary == 12 and "noted 2 more messages" in both.detail, both
+    again = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--since", "2026-11-20", "--dry-run",
+                                    env=env)
+    assert again.stdout.count("every message is noted already") == 2, again.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable
 from datetime import date
 from typing import TypeAlias
@@ -92,19 +93,37 @@ def _add_run(sub: Subcommands) -> None:
     run.set_defaults(handler=_run)
 
 
+def _keep(text: str) -> str:
+    from worker.summarize.cut import KeepRule  # pure: no litellm
+
+    try:
+        return str(KeepRule.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
 def _add_enqueue(sub: Subcommands) -> None:
     enqueue = sub.add_parser(
         "enqueue", help="queue summary jobs now, or show what one would do (--dry-run)",
-        description="Queue summary jobs for nanobot sessions (keys look like telegram:42 or cli:direct). A job "
-        "queued by hand is made whatever it saves, and does not wait for a session's rest.",
+        description=textwrap.fill(
+            "Queue summary jobs for nanobot sessions (keys look like telegram:42 or cli:direct). A job queued by "
+            "hand is made whatever it saves, does not wait for a session's rest, and keeps only the last exchange "
+            "verbatim (turns:1, as an idle summary) unless --keep names another rule: NANOBOT_SUMMARY_KEEP is for "
+            "the automatic summaries (3% of a 200,000-token window keeps a few turns entirely, so a first summary "
+            "would have nothing to cover). nanobot applies the summary before the session's next turn.", 100),
         epilog="examples:\n  nanobot-summary enqueue --dry-run cli:direct\n  nanobot-summary enqueue --wait telegram:42\n"
-        "  nanobot-summary enqueue --all\n  nanobot-summary enqueue --all --since 2026-11-01   # catch up the daily notes",
+        "  nanobot-summary enqueue --wait --keep messages:10 telegram:42   # keep the last 10 messages verbatim\n"
+        "  nanobot-summary enqueue --all\n  nanobot-summary enqueue --all --since 2026-11-01   # catch up the daily notes\n"
+        "  nanobot-summary enqueue --all --since 2026-11-01 --dry-run   # what that catch-up would summarize and note",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     enqueue.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
     enqueue.add_argument("--all", action="store_true", help="every session of nanobot's workspace")
     enqueue.add_argument("--dry-run", action="store_true",
-                         help="print what the job would do now (the same plan the job makes); no LLM call, "
-                         "nothing queued")
+                         help="print what the job would do now (the same plan the job makes, the catch-up's notes "
+                         "with --since); no LLM call, nothing queued")
+    enqueue.add_argument("--keep", type=_keep, metavar="RULE",
+                         help="what stays verbatim after this summary: messages:N, tokens:N, fraction:F (of the "
+                         "window) or turns:N (the last N user turns and their answers); default turns:1")
     enqueue.add_argument("--since", type=_date, metavar="YYYY-MM-DD",
                          help="also write daily notes for every message from this date on (catch-up run)")
     enqueue.add_argument("--wait", action="store_true", help="block until each job is done and print its outcome")

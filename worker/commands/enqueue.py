@@ -7,20 +7,24 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
-from nanobot_hooks.contract import Keys, SummarizeRequest
+from nanobot_hooks.contract import Keys, SummarizeRequest, SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.queue import enqueue_summary, load_record
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
 from worker.nanobot.config import NanobotConfig
 from worker.state.outcomes import headline, load_outcome
-from worker.nanobot.sessions import list_session_keys, read_session
+from worker.nanobot.sessions import SessionFile, list_session_keys, read_session
 from worker.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:  # the dry run's types: the summarizing side is loaded only when it runs
+    from worker.summarize.deps import Deps
 
 
 class UsageError(Exception):
@@ -52,32 +56,74 @@ async def connect(settings: Settings) -> ArqRedis:
     return await open_pool(settings)
 
 
-async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None) -> None:
-    """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job)."""
+# What a job queued by hand keeps verbatim unless --keep says otherwise: the last exchange, as an idle summary
+# keeps. NANOBOT_SUMMARY_KEEP sizes the tail of the automatic summaries (3% of the window: at nanobot's default
+# 200,000 that is 6,000 tokens, a few turns entirely, so `enqueue --wait` after a few turns made nothing).
+MANUAL_KEEP = "turns:1"
+
+
+def manual_request(key: str, keep: str | None, since: str | None = None) -> SummarizeRequest:
+    """The request of a job queued by hand; with `since`, as the job sees it once it took the catch-up flag
+    (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans."""
+    return SummarizeRequest(session_key=key, reason="manual", keep=keep or MANUAL_KEEP,
+                            notes_through_end=since is not None, notes_since=since)
+
+
+async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, keep: str | None = None,
+                  since: str | None = None) -> None:
+    """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up
+    (`since`), the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
     from worker.service.build import build_deps
-    from worker.summarize.plan import plan_job
 
     deps = build_deps(settings)
-    print(f"model {deps.model.model} ({deps.model.source}); keep {settings.summary_keep}; "
+    print(f"model {deps.model.model} ({deps.model.source}); keep {keep or MANUAL_KEEP}"
+          f"{'' if keep else ' (a job queued by hand; --keep RULE for another)'}; "
           f"input budget {settings.summary_input_tokens} tokens per call")
     for key in keys:
-        session = read_session(deps.sessions_dir, key, from_watermark=True)
+        req = manual_request(key, keep, since)
+        # The catch-up reads the whole file, as its job does: it notes un-noted messages before the watermark too.
+        session = read_session(deps.sessions_dir, key, from_watermark=not req.notes_through_end)
         pending = await load_record(redis, key) if redis is not None else None
-        plan = plan_job(deps, session, pending, SummarizeRequest(session_key=key, reason="manual"))
-        cut = plan.cut
-        print(f"{key}: {cut.read} messages, summarized through {plan.start}"
-              + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
-              + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else ""))
-        if plan.skip is not None:
-            print(f"  nothing to do: {plan.skip}; messages {cut.start}..{cut.read - 1} stay in context")
-            continue
-        kept = sum(plan.counts[cut.boundary:cut.read])
-        previous = deps.counter(plan.previous)
-        calls = -(-(plan.covered_tokens + previous) // max(settings.summary_input_tokens, 1))
-        print(f"  would cover messages {cut.start}..{cut.boundary - 1} ({len(plan.entries)} of {cut.covered} "
-              f"messages shown to the model, {plan.covered_tokens:,} tokens) + previous summary ({previous:,} tokens)")
-        print(f"  would keep messages {cut.boundary}..{cut.read - 1} ({cut.kept} messages, {kept:,} tokens)")
-        print(f"  about {max(calls, 1)} LLM call(s)")
+        covered = print_plan(deps, session, pending, req)
+        if since is not None:
+            print_notes(deps, session, covered, since)
+
+
+def print_plan(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> set[int]:
+    """The summary part of the plan, in a few lines; the messages it would cover (their notes come with it)."""
+    from worker.summarize.plan import plan_job
+
+    plan = plan_job(deps, session, pending, req)
+    cut, settings = plan.cut, deps.settings
+    print(f"{session.key}: {cut.read} messages, summarized through {plan.start}"
+          + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
+          + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else ""))
+    if plan.skip is not None:
+        print(f"  nothing to summarize: {plan.skip}; messages {cut.start}..{cut.read - 1} stay in context")
+        return set()
+    kept = sum(plan.counts[cut.boundary:cut.read])
+    previous = deps.counter(plan.previous)
+    calls = -(-(plan.covered_tokens + previous) // max(settings.summary_input_tokens, 1))
+    print(f"  would cover messages {cut.start}..{cut.boundary - 1} ({len(plan.entries)} of {cut.covered} "
+          f"messages shown to the model, {plan.covered_tokens:,} tokens) + previous summary ({previous:,} tokens)")
+    print(f"  would keep messages {cut.boundary}..{cut.read - 1} ({cut.kept} messages, {kept:,} tokens)")
+    print(f"  about {max(calls, 1)} LLM call(s)")
+    return {entry.index for entry in plan.entries}
+
+
+def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str) -> None:
+    """The catch-up's notes-only part: messages from `since` on that no summary covers and no day file notes yet."""
+    from worker.summarize.remember import unnoted
+    from worker.text.prepare import chunk, transcript
+
+    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
+    entries = unnoted(deps, session.key, [e for e in dated if e.index not in covered])
+    if not entries:
+        print(f"  notes since {since}: every message is noted already")
+        return
+    calls = len(chunk(entries, deps.settings.summary_input_tokens, deps.counter))
+    print(f"  would note {len(entries)} more messages since {since} (not yet in the daily notes) in about "
+          f"{calls} notes-only LLM call(s)")
 
 
 async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
@@ -107,16 +153,16 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no sessions in {sessions_dir}")
         return 0
     if args.dry_run:
-        await dry_run_here(keys, settings)
+        await dry_run_here(keys, settings, args.keep, args.since)
         return 0
     redis = await connect(settings)
-    await queue_all(redis, keys, args.since)
+    await queue_all(redis, keys, args.keep, args.since)
     status = await wait_all(redis, keys, args.timeout) if args.wait else 0
     await redis.aclose()
     return status
 
 
-async def dry_run_here(keys: list[str], settings: Settings) -> None:
+async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, since: str | None) -> None:
     """The dry run, with the summaries waiting in Redis when it answers (planned as if none when not)."""
     redis = None
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
@@ -124,25 +170,26 @@ async def dry_run_here(keys: list[str], settings: Settings) -> None:
     else:
         redis = await connect(settings)
     try:
-        await dry_run(keys, settings, redis)
+        await dry_run(keys, settings, redis, keep, since)
     finally:
         if redis is not None:
             await redis.aclose()
 
 
-async def queue_all(redis: ArqRedis, keys: list[str], since: str | None) -> None:
+async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None) -> None:
     """A manual job per session (a notes catch-up from `since` when given), one line each."""
+    from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
+
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))
         for key in keys:
             if since:
-                from worker.summarize.daily import flag_sessions  # the same path as the daily run
-
-                await flag_sessions(redis, [key], since, reason="manual")
-                progress.console.print(f"{key}: queued, notes since {since}")
-            else:
-                job = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
-                progress.console.print(f"{key}: {'queued' if job else 'already queued or running'}")
+                await set_flag(redis, key, since)
+            # The flag, not the request, tells the job to note through the end (it may be taken by a job already
+            # queued for the session: that one notes them then).
+            job = await enqueue_summary(redis, manual_request(key, keep))
+            done = "queued" if job else "already queued or running"
+            progress.console.print(f"{key}: {done}" + (f", notes since {since}" if since else ""))
             progress.advance(task)
 
 
