@@ -210,3 +210,29 @@ def test_every_language_names_every_note_part_and_fact_group() -> None:
     for lang in LANGUAGES.values():
         assert list(lang.note_headings) == list(NOTE_FIELDS) and all(lang.note_headings.values())
         assert list(lang.memory_groups) == list(CATEGORIES) and all(lang.memory_groups.values())
+
+
+async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_alone(nanobot_home, fake_llm, redis,
+                                                                                   deps_for) -> None:
+    """A real job whose model returned no notes: the span's marker (which tells later runs those messages are
+    noted) is kept in a hidden file beside the day's, never as a day file holding only markers."""
+    from tests.support.fakellm import Reply
+    from tests.support.models import summary_json
+    from tests.support.transcripts import conversation
+    from tests.support.workers import summarize_now
+
+    fake_llm.default = Reply(summary_json())  # no daily notes
+    nanobot_home.write_session(KEY, conversation(15))
+    assert (await summarize_now(redis, deps_for(), KEY)).outcome.status == "summarized"
+    memory = nanobot_home.workspace / "memory"
+    assert not (memory / "2026-11-20.md").exists(), sorted(p.name for p in memory.iterdir())
+    assert noted_spans(memory, KEY, "2026-11-20") == [("2026-11-20T10:00:00", "2026-11-20T10:19:00")]
+    assert append_notes(memory, KEY, [DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00",
+                                                 last_timestamp="2026-11-20T10:19:00")], "en", UTC) == 0
+    assert not (memory / "2026-11-20.md").exists(), "the same span again adds nothing anywhere"
+    later = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:20:00", last_timestamp="2026-11-20T10:29:00",
+                       topics=["the deploy script"])
+    assert append_notes(memory, KEY, [later], "en", UTC) == 1
+    text = (memory / "2026-11-20.md").read_text(encoding="utf-8")
+    assert text.startswith("# 2026-11-20\n") and text.count("nanobot-summary:notes") == 1 and "the deploy script" in text
+    assert len(noted_spans(memory, KEY, "2026-11-20")) == 2

@@ -141,15 +141,16 @@ def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
 
 
 def section(note: DailyNotes, session: str, language: str, existing: str, tz: ZoneInfo,
-            threshold: float = DEFAULT_THRESHOLD) -> str:
-    """The text to append to a day file holding `existing`, or "" when this span is already noted.
+            threshold: float = DEFAULT_THRESHOLD, held: str = "") -> str:
+    """The text to append to a day file holding `existing`, or "" when this span is already noted (in the
+    day file, or in the markers `held` beside it).
 
     Items this session already has that day are left out; when nothing new is left the section is
     the hidden marker alone, so `noted_spans` still sees the span.
     """
     items = note_items(note)
     span = Span(session, note.first_timestamp, note.last_timestamp, digest(items))
-    if any(span.same(old) for old in spans(existing)):
+    if any(span.same(old) for old in spans(existing) + spans(held)):
         return ""
     known = session_items(existing, session)
     headings = language_table(language).note_headings
@@ -184,6 +185,12 @@ def day_path(memory_dir: Path, day: str) -> Path:
     return memory_dir / f"{day}.md"
 
 
+def held_path(day_file: Path) -> Path:
+    """Where the markers of a day's spans that had nothing to note are kept while the day has no notes file:
+    `memory/.YYYY-MM-DD.noted`, hidden (a day file of markers alone would be an empty page to its reader)."""
+    return day_file.with_name(f".{day_file.stem}.noted")
+
+
 def _read(path: Path) -> str:
     try:
         # Read only, never rewritten: bytes that are not UTF-8 need not survive this decode.
@@ -202,8 +209,12 @@ def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], langua
         for note in notes:
             path = day_path(memory_dir, note_date(note, tz))
             existing = _read(path)
-            text = section(note, session, language, existing, tz, threshold)
+            text = section(note, session, language, existing, tz, threshold, _read(held_path(path)))
             if not text:
+                continue
+            if "\n## " not in text and not existing:
+                # Only the span's marker (the model found nothing worth noting): no day file for it.
+                _append_whole(held_path(path), text.lstrip("\n").encode("utf-8"))
                 continue
             if not existing:
                 text = f"# {path.stem}\n" + text
@@ -228,9 +239,11 @@ def _append_whole(path: Path, data: bytes) -> None:
 
 
 def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str, str]]:
-    """The (first, last) message timestamps of every span of a session noted in that day's file."""
+    """The (first, last) message timestamps of every span of a session noted in that day's file, or held
+    beside it (a span with nothing to note)."""
+    path = day_path(memory_dir, date)
     return [(span.first or span.last or "", span.last or span.first or "")
-            for span in spans(_read(day_path(memory_dir, date)))
+            for span in spans(_read(path)) + spans(_read(held_path(path)))
             if span.session == session_key and (span.first or span.last)]
 
 
