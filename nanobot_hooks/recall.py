@@ -22,15 +22,17 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
+from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
 from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, best, check_day, dates_phrase, describe_scope,
-                                         neighbours, plan_terms, render, search_order, snippet, visible_sources)
+                                         bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
+                                         visible_sources, words)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
@@ -53,8 +55,9 @@ class _Search:
     asked: Asked
     deadline: float
     hits: list[Hit] = field(default_factory=list)
-    match: str = ""  # the FTS5 query the passages are found with
-    ranked: bool = True  # by bm25(); else the newest passages holding every word (the words are too common)
+    kept: list[str] = field(default_factory=list)  # the words searched for (plan_terms)
+    match: str = ""  # the FTS5 query of the newest passages, when the words are too common to rank
+    ranked: bool = True  # by BM25; else the newest passages holding every word
     counts: dict[str, int] = field(default_factory=dict)  # passages holding a word, up to ROWS_BUDGET + 1
 
     def plan(self) -> None:
@@ -62,8 +65,8 @@ class _Search:
         for term in self.asked.terms:
             self.check_clock()
             self.counts[term] = self.count(term)
-        kept, self.ranked = plan_terms(self.counts, ROWS_BUDGET)
-        self.match = (" OR " if self.ranked else " AND ").join(kept)
+        self.kept, self.ranked = plan_terms(self.counts, ROWS_BUDGET)
+        self.match = " AND ".join(self.kept)
 
     def count(self, term: str) -> int:
         if term not in self.counts:
@@ -105,7 +108,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
             if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
-            sources = [Source(*row) for row in db.execute("SELECT id, kind, session FROM sources")]
+            sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
             run = _Search(db, asked, deadline)
             try:
@@ -144,29 +147,57 @@ def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:
 
 
 def _best_of(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
-    """A source's CANDIDATES best passages in the days asked (the newest, when no word is asked or when the
-    words are too common to rank)."""
-    if run.asked.terms and not run.match:
+    """A source's CANDIDATES best passages in the days asked: by BM25, or the newest when no word is asked
+    or the words are too common to rank."""
+    if run.asked.terms and not run.kept:
         return []  # no passage holds any of the words
-    if run.match and run.ranked:
-        rows = run.db.execute(
-            "SELECT rowid, -bm25(passages) FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
-            "ORDER BY 2 DESC, rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall()
-    elif run.match:
-        rows = run.db.execute("SELECT rowid, 0.0 FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
-                              "ORDER BY rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall()
-    else:
-        rows = run.db.execute("SELECT rowid, 0.0 FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC "
-                              "LIMIT ?", (*span, CANDIDATES * 2)).fetchall()
-    found = []
+    if run.ranked and run.kept:
+        return _ranked(run, source, span)
+    rows = run.db.execute(f"SELECT rowid FROM passages WHERE {'passages MATCH ? AND ' if run.kept else ''}rowid "
+                          "BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                          (*([run.match] if run.kept else []), *span, CANDIDATES * 2)).fetchall()
+    found = (_hit(run, source, rowid & SOURCE_POSITION, 0.0) for (rowid,) in rows)
+    return [hit for hit in found if hit is not None][:CANDIDATES]
+
+
+def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
+    """BM25 within the source: a word's rarity is counted among this conversation's passages, not the whole
+    workspace's, where a name said in every other message of one chat would look rare."""
+    held: dict[int, list[str]] = {}
+    for term in run.kept:
+        run.check_clock()
+        for (rowid,) in run.db.execute("SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ?",
+                                       (term, *span)):
+            held.setdefault(rowid, []).append(term)
+    counts = Counter(term for terms in held.values() for term in terms)
+    size = _size(run, source)
+    weight = {term: rarity(count, size) for term, count in counts.items()}
     share = MEMORY_SHARE if source.kind == "memory" else 1.0
-    for rowid, score in rows:
-        hit = _hit(run, source, rowid & SOURCE_POSITION, score * share)
+    pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]), r), reverse=True)[:CANDIDATES * 4]
+    average = _average_length(run, span)
+    hits = []
+    for rowid in pool:
+        hit = _hit(run, source, rowid & SOURCE_POSITION, 0.0)
         if hit is not None:
-            found.append(hit)
-            if len(found) == CANDIDATES:
-                break
-    return found
+            score = bm25([weight[t] for t in held[rowid]], words(index_text(hit.body)), average)
+            hits.append(replace(hit, score=score * share))
+    return sorted(hits, key=Hit.order, reverse=True)[:CANDIDATES]
+
+
+def _size(run: _Search, source: Source) -> int:
+    """How many passages the source holds: its indexed messages, or (notes, MEMORY.md) a bounded count."""
+    if source.kind == "messages" and source.size:
+        return source.size
+    base = source.id << SOURCE_BITS
+    return int(run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE rowid BETWEEN ? AND ? LIMIT ?)",
+                              (base, base | SOURCE_POSITION, ROWS_BUDGET)).fetchone()[0])
+
+
+def _average_length(run: _Search, span: tuple[int, int]) -> float:
+    """The average passage length of a source, in words, from its newest passages."""
+    texts = run.db.execute("SELECT body FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 200",
+                           span).fetchall()
+    return sum(words(index_text(text)) for (text,) in texts) / max(len(texts), 1)
 
 
 def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:

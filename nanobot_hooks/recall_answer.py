@@ -3,6 +3,7 @@ snippet shown of each, and the plain text the model reads."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ SNIPPET_CHARS = 180
 NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in
 SOURCE_POSITION = (1 << SOURCE_BITS) - 1  # a rowid's position part
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class Source:
     id: int
     kind: str  # messages | notes | memory
     session: str
+    size: int = 0  # messages: how many are indexed (the collection the words' rarity is counted in)
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,28 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
         elif hit.matched and not known.matched:
             kept[hit.rowid] = replace(known, matched=True)
     return sorted(kept.values(), key=Hit.order, reverse=True)[:count]
+
+
+# BM25's usual constants (Lucene's, SQLite's): how fast a repeated word saturates, how much length counts.
+K1, B = 1.2, 0.75
+
+
+def rarity(count: int, size: int) -> float:
+    """A word's weight (BM25's idf, never negative) when `count` of `size` passages hold it."""
+    size = max(size, count)
+    return math.log(1 + (size - count + 0.5) / (count + 0.5))
+
+
+def words(text: str) -> int:
+    """How many words SQLite's tokenizer finds in an index text (its passage length for BM25)."""
+    return len(_WORD.findall(text))
+
+
+def bm25(weights: Sequence[float], length: int, average: float) -> float:
+    """BM25 of a passage of `length` words holding words of these weights (each counted once: chat messages
+    seldom repeat a word, and the index is asked which passages hold a word, not how often)."""
+    norm = 1 - B + B * length / max(average, 1.0)
+    return sum(w * (K1 + 1) / (1 + K1 * norm) for w in weights)
 
 
 def plan_terms(counts: Mapping[str, int], budget: int) -> tuple[list[str], bool]:
