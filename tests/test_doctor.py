@@ -149,3 +149,17 @@ async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home
     assert check(own, "nanobot's Dream is on: it keeps memory/MEMORY.md")[0] == "ok"
     assert '"idleCompactAfterMinutes": 0' not in own and '"enabled": false' not in own, own
     assert "no worker is running: no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"
+
+
+async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_setting_that_changes_it(
+        nanobot_home, redis, redis_url, capsys) -> None:
+    for key in ("cli:direct", "telegram:42", "telegram:-100123", "websocket:0f3c9a", "dream:nightly"):
+        nanobot_home.write_session(key, conversation(2))
+    out = (await doctor(capsys, nanobot_home, redis_url)).stdout
+    assert check(out, "cli: 1 session(s), each writes MEMORY.md (NANOBOT_MEMORY_SESSIONS=direct)")[0] == "ok"
+    assert check(out, "telegram: 2 session(s), 1 of them write MEMORY.md")[0] == "ok"
+    level, line = check(out, "websocket: 1 session(s), none writes MEMORY.md")
+    assert level == "warn" and "NANOBOT_MEMORY_SESSIONS=direct,websocket:* for nanobot and the worker" in line
+    assert "dream" not in out, "nanobot's own sessions are no channel of the user's"
+    trusted = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_MEMORY_SESSIONS="direct,websocket:*")).stdout
+    assert check(trusted, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok"

@@ -173,7 +173,8 @@ def _add_doctor(sub: Subcommands) -> None:
         "doctor", help="check the whole set-up in one screen; each problem with the line that fixes it",
         description="Check the set-up: Python, nanobot's config, sessions and workspace, the summary model and its "
         "key (no paid call), Redis (auth, database), nanobot's own compaction and Dream (advised by "
-        "NANOBOT_AUTO_SUMMARY), the hooks in nanobot's environment. Then the running system: is a worker alive "
+        "NANOBOT_AUTO_SUMMARY), the hooks in nanobot's environment, each channel seen in the sessions folder and "
+        "whether it writes MEMORY.md (NANOBOT_MEMORY_SESSIONS). Then the running system: is a worker alive "
         "(or was one killed or frozen), does the queue move, did jobs fail in the last hour, can Redis evict or "
         "refuse jobs (maxmemory-policy, memory), do summaries wait for nanobot too long. Run it with the "
         "worker's environment. Exit code 1 when a check FAILs (warnings alone exit 0).")

@@ -175,6 +175,39 @@ def hooks_checks(given: str | None) -> list[Check]:
     return checks
 
 
+# Channels whose sessions are nanobot's own web chat: the first chat most users have (`nanobot onboard` ends
+# with "Run: nanobot webui"), untrusted by default, since an open WebSocket is anyone.
+WEB_CHANNELS = ("websocket", "api")
+
+
+def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
+    """Each channel seen in the sessions folder, and whether its sessions write MEMORY.md (NANOBOT_MEMORY_SESSIONS)."""
+    from nanobot_hooks.nanobot_format import channel_of, is_internal_session
+    from worker.nanobot.sessions import list_session_keys
+
+    try:
+        keys = [key for key in list_session_keys(config.sessions_dir) if not is_internal_session(key)]
+    except NanobotConfigError:
+        return []  # the sessions check says why
+    rule = "NANOBOT_MEMORY_SESSIONS=" + ",".join(settings.memory_sessions)
+    checks = []
+    for channel in sorted({channel_of(key) for key in keys}):
+        sessions = [key for key in keys if channel_of(key) == channel]
+        trusted = sum(1 for key in sessions if settings.is_trusted(key))
+        seen = f"{channel}: {len(sessions)} session(s)"
+        if trusted == len(sessions):
+            checks.append(Check("ok", f"{seen}, each writes MEMORY.md ({rule})"))
+        elif trusted:
+            checks.append(Check("ok", f"{seen}, {trusted} of them write MEMORY.md ({rule}: the others are not "
+                                      "one-to-one chats)"))
+        else:
+            level = "warn" if channel in WEB_CHANNELS else "ok"
+            checks.append(Check(level, f"{seen}, none writes MEMORY.md ({rule} does not trust them)",
+                                f"if only you use them: {rule},{channel}:* for nanobot and the worker "
+                                "(README, Security: who may write long-term memory)"))
+    return checks
+
+
 def diagnose(args: argparse.Namespace) -> list[Check]:
     checks = python_checks() + variable_checks()
     try:
@@ -184,7 +217,7 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
     found, config = nanobot_checks(settings)
     checks += found
     if config is not None:
-        checks += model_checks(settings, config)
+        checks += model_checks(settings, config) + channel_checks(settings, config)
     checks += redis_checks(settings)
     checks += hooks_checks(args.nanobot_python or os.environ.get("NANOBOT_PYTHON"))
     checks += asyncio.run(runtime_checks(settings))
