@@ -25,7 +25,8 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 from typing import NamedTuple
@@ -135,39 +136,56 @@ def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int, 
     return outcomes
 
 
-def archive_with_index(home: NanobotHome, conversations: Sequence[corpus.Conversation]) -> dict[str, int]:
-    """Each conversation as one nanobot session file, every message archived (nanobot's watermark at the
-    end), then the worker's index refresh as its start-up runs it. Returns how many messages each archived."""
-    for conversation in conversations:
-        home.write_session(conversation.key, conversation.messages, last_archived=len(conversation.messages))
+def archive(args: argparse.Namespace, root: Path,
+            conversations: Sequence[corpus.Conversation]) -> list[tuple[NanobotHome, int]]:
+    """Each conversation in a nanobot home of its own (a user each, as LoCoMo scores them: the tool's word
+    statistics then come from the same turns as BM25's), or with --shared-workspace all in one (a user with
+    many chats), archived as --archive says. Returns each one's home and how many of its messages were
+    archived."""
+    homes = [NanobotHome.create(root / str(n), "http://127.0.0.1:9/v1") for n in range(len(conversations))] \
+        if not args.shared_workspace else [NanobotHome.create(root, "http://127.0.0.1:9/v1")] * len(conversations)
+    if args.archive == "index":
+        return [(home, archive_with_index(home, c)) for home, c in zip(homes, conversations)]
+    with job_redis(args.redis_url) as url:
+        return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations)]
+
+
+def archive_with_index(home: NanobotHome, conversation: corpus.Conversation) -> int:
+    """The conversation as a nanobot session file, every message archived (nanobot's watermark at the end),
+    then the worker's index refresh as its start-up runs it."""
+    home.write_session(conversation.key, conversation.messages, last_archived=len(conversation.messages))
     RecallIndex(home.workspace, ZoneInfo("UTC")).refresh(home.sessions_dir)  # the sandbox's config says UTC
-    return {c.key: len(c.messages) for c in conversations}
+    return len(conversation.messages)
 
 
-def archive_with_jobs(home: NanobotHome, conversations: Sequence[corpus.Conversation],
-                      redis_url: str | None) -> dict[str, int]:
-    """Each conversation as a session nothing has summarized yet, one summarize job each, run by a real arq
-    worker in burst mode with the fake model on loopback: the job archives the messages before its cut (the
-    keep rule: the last 2 messages stay in the context) and brings the recall index up to date, as in
-    production. An embedded Redis on a free port unless `redis_url` names one. Returns what each archived."""
+def archive_with_jobs(home: NanobotHome, conversation: corpus.Conversation, redis_url: str) -> int:
+    """The conversation as a session nothing has summarized yet, and one summarize job run by a real arq
+    worker with the fake model on loopback: the job archives the messages before its cut (the keep rule:
+    the last 2 messages stay in the context) and brings the recall index up to date, as in production."""
     import asyncio  # the worker's part (litellm, arq) is imported only when it runs: the smoke run skips it
 
-    from worker.connections import start_embedded
     from worker.memory.recall_index.rows import archived_through
     from worker.nanobot.sessions import read_session
 
-    for conversation in conversations:
-        home.write_session(conversation.key, conversation.messages)
-    embedded = None
-    if redis_url is None:
-        redis_url = f"redis://127.0.0.1:{free_port()}/0"
-        embedded = start_embedded(redis_url)
+    home.write_session(conversation.key, conversation.messages)
+    asyncio.run(run_jobs(home, conversation.key, redis_url))
+    return archived_through(read_session(home.sessions_dir, conversation.key))
+
+
+@contextmanager
+def job_redis(url: str | None) -> Iterator[str]:
+    """The Redis the jobs run on: `url`, or an embedded redis-server on a free port for the run's length."""
+    if url is not None:
+        yield url
+        return
+    from worker.connections import start_embedded
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    embedded = start_embedded(url)
     try:
-        asyncio.run(run_jobs(home, [c.key for c in conversations], redis_url))
+        yield url
     finally:
-        if embedded is not None:
-            embedded.stop()
-    return {c.key: archived_through(read_session(home.sessions_dir, c.key)) for c in conversations}
+        embedded.stop()
 
 
 def free_port() -> int:
@@ -176,8 +194,8 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-async def run_jobs(home: NanobotHome, keys: Sequence[str], redis_url: str) -> None:
-    """One manual summarize job per session, then a burst worker until the queue is empty."""
+async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
+    """A manual summarize job for the session, then a burst worker until the queue is empty."""
     from arq.connections import create_pool
     from arq.worker import Worker
 
@@ -195,8 +213,7 @@ async def run_jobs(home: NanobotHome, keys: Sequence[str], redis_url: str) -> No
         deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2"))
         redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
         try:
-            for key in keys:
-                await enqueue_summary(redis, SummarizeRequest(session_key=key))
+            await enqueue_summary(redis, SummarizeRequest(session_key=key))
             worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
                                "poll_delay": 0.05, "handle_signals": False})
             await worker.main()
@@ -318,6 +335,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="how the turns are archived: 'jobs', one summary job per conversation in a real arq "
                              "worker with the fake model (the full run's default), or 'index', the worker's "
                              "index refresh called directly (--smoke's default: no Redis, no litellm)")
+    parser.add_argument("--shared-workspace", action="store_true",
+                        help="all conversations in one nanobot workspace, as one user's many chats (each still "
+                             "searches only its own); by default each has a workspace of its own, as a new user")
     parser.add_argument("--redis-url", default=None,
                         help="a Redis for --archive jobs (default: an embedded redis-server on a free port)")
     parser.add_argument("--misses", type=int, default=0, metavar="N",
@@ -339,16 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     every = [c for chats in conversations.values() for c in chats]
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")  # the jobs point it at the fake model
         began = time.perf_counter()
-        archived = archive_with_jobs(home, every, args.redis_url) if args.archive == "jobs" \
-            else archive_with_index(home, every)
+        homes = archive(args, Path(tmp), every)
         archiving = time.perf_counter() - began
         results: dict[tuple[str, str], list[Outcome]] = {(lang, form): [] for lang in LANGUAGES for form in FORMS}
-        for chat in every:
-            for outcome in evaluate(home.workspace, chat, archived[chat.key], today, latencies):
+        for chat, (home, archived) in zip(every, homes):
+            for outcome in evaluate(home.workspace, chat, archived, today, latencies):
                 results[chat.language, outcome.form].append(outcome)
-    report(args, today, conversations, results, latencies, archived, archiving)
+    report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes)},
+           archiving)
     return 0
 
 
@@ -367,6 +386,7 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
     how = (f"by {len(archived)} summary jobs of a real arq worker (the fake model on loopback; each keeps its "
            "last 2 messages in the context)" if args.archive == "jobs"
            else "with the worker's index code (RecallIndex.refresh, as at its start-up)")
+    how += ", all in one workspace" if args.shared_workspace else ", each conversation in a workspace of its own"
     asked = {q for outcomes in results.values() for q in (o.question for o in outcomes)}
     left = sum(len(c.questions) for chats in conversations.values() for c in chats) - len(asked)
     print(f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
