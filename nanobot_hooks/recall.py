@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
+from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
 from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, best, check_day, dates_phrase, describe_scope,
                                          bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
-                                         visible_sources, words)
+                                         visible_sources, length)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
@@ -40,6 +40,7 @@ CANDIDATES = 12  # best passages taken from each source before they are merged
 NEIGHBOR_SHARE = 0.5  # of a hit's score, for the message before and after it
 MEMORY_SHARE = 0.5  # of a MEMORY.md line's score: nanobot puts the file in every prompt, the rest it never sees
 ROWS_BUDGET = 4_000  # passages one search may score; see recall_answer.plan_terms
+SIZE_CAP = 1_000  # passages counted of a notes or MEMORY.md source, for its words' rarity
 _MARKED = re.compile("\x01(.*?)\x02", re.S)
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
 
@@ -179,7 +180,7 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
     for rowid in pool:
         hit = _hit(run, source, rowid & SOURCE_POSITION, 0.0)
         if hit is not None:
-            score = bm25([weight[t] for t in held[rowid]], words(index_text(hit.body)), average)
+            score = bm25([weight[t] for t in held[rowid]], length(hit.body), average)
             hits.append(replace(hit, score=score * share))
     return sorted(hits, key=Hit.order, reverse=True)[:CANDIDATES]
 
@@ -190,14 +191,14 @@ def _size(run: _Search, source: Source) -> int:
         return source.size
     base = source.id << SOURCE_BITS
     return int(run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE rowid BETWEEN ? AND ? LIMIT ?)",
-                              (base, base | SOURCE_POSITION, ROWS_BUDGET)).fetchone()[0])
+                              (base, base | SOURCE_POSITION, SIZE_CAP)).fetchone()[0])
 
 
 def _average_length(run: _Search, span: tuple[int, int]) -> float:
     """The average passage length of a source, in words, from its newest passages."""
-    texts = run.db.execute("SELECT body FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 200",
+    texts = run.db.execute("SELECT body FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 50",
                            span).fetchall()
-    return sum(words(index_text(text)) for (text,) in texts) / max(len(texts), 1)
+    return sum(length(text) for (text,) in texts) / max(len(texts), 1)
 
 
 def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:

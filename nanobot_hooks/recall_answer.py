@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date as Date
 
-from nanobot_hooks.contract import SOURCE_BITS
+from nanobot_hooks.contract import CJK_RUN, SOURCE_BITS
 
 RESULTS = 5
 SNIPPET_CHARS = 180
@@ -89,9 +89,10 @@ def rarity(count: int, size: int) -> float:
     return math.log(1 + (size - count + 0.5) / (count + 0.5))
 
 
-def words(text: str) -> int:
-    """How many words SQLite's tokenizer finds in an index text (its passage length for BM25)."""
-    return len(_WORD.findall(text))
+def length(body: str) -> int:
+    """A passage's length for BM25: the tokens its index text holds (a word, or a CJK letter's token)."""
+    letters = sum(len(run) for run in CJK_RUN.findall(body))
+    return letters + len(_WORD.findall(CJK_RUN.sub(" ", body) if letters else body))
 
 
 def bm25(weights: Sequence[float], length: int, average: float) -> float:

@@ -15,14 +15,14 @@ RECALL_DESCRIPTION = (
     "archived messages, its daily notes, and MEMORY.md. Summaries drop details (numbers, names, commands, "
     "exact wording); when the user refers to one that the summary does not spell out, recall it here "
     "instead of guessing. Returns a few short passages, each with its date and where it came from. "
-    "Query with keywords of two or more characters, separated by spaces, in the conversation's language "
-    "(e.g. 'nginx port' or '端口 部署'); optionally limit to a date range."
+    "Query with keywords in the conversation's language (e.g. 'nginx port', '端口 部署', 'Anna audition last "
+    "month'); optionally limit to a date range."
 )
 RECALL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string", "minLength": 2, "maxLength": 200,
-                  "description": "keywords separated by spaces, e.g. 'nginx port' or '端口 部署'"},
+                  "description": "keywords, e.g. 'nginx port' or '端口 部署'"},
         "date_from": {"type": "string", "description": "only passages dated on or after this day, YYYY-MM-DD"},
         "date_to": {"type": "string", "description": "only passages dated on or before this day, YYYY-MM-DD"},
     },

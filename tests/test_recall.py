@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -473,6 +474,10 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert snippet(text, None, 60) == "x" * 60 + "…"
     assert snippet("short\n text", "t") == "short text"
     assert index_text("数据库端口 is on db 22") == " 数据 据库 库端 端口 口  is on db 22"
+    for text in ("数据库端口 is on db 22", "本番サーバーのポートは 8443", "plain words, v1.2"):
+        assert recall_answer.length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
+    assert recall_answer.rarity(1, 300) > recall_answer.rarity(100, 300) > recall_answer.rarity(300, 300) > 0
+    assert recall_answer.bm25([2.0], 5, 10.0) > recall_answer.bm25([2.0], 20, 10.0), "a shorter passage first"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
     assert [(session, row.label, row.body) for session, row in rows] == [
         (DM, "重要决定", "预发数据库端口定为 54329"), (GROUP, "主要话题", "群里讨论团建地点：杭州西湖")]
