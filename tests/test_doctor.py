@@ -8,12 +8,15 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
+from arq.worker import Worker
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, utcnow
 from nanobot_hooks.queue import enqueue_summary, store_record
@@ -25,6 +28,8 @@ from tests.support.models import summary_json
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
+from worker.service.arq_worker import worker_options
+from worker.state import workers
 from worker.state.outcomes import JobOutcome, keep_outcome
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +168,50 @@ async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_s
     assert "dream" not in out, "nanobot's own sessions are no channel of the user's"
     trusted = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_MEMORY_SESSIONS="direct,websocket:*")).stdout
     assert check(trusted, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok"
+
+
+class ReportingWorker(Worker):
+    """arq's Worker publishing the worker's report at each beat and withdrawing it at a clean stop, as the
+    service's worker is to (worker/state/workers.py; the service's own wiring is tested with it)."""
+
+    async def record_health(self) -> None:
+        due = time.time() - self._last_health_check >= self.health_check_interval
+        await super().record_health()
+        if due:
+            await workers.publish(self.pool, {"auto_summary": True, "summary_keep": "turns:1"}, utcnow())
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await workers.withdraw(self.pool)
+        await super().close()
+
+
+async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobot_home, redis, redis_url, deps_for,
+                                                                         capsys) -> None:
+    deps = deps_for()
+    # A beat every second: arq's health key then expires 2 s after the last one (31 s with the worker's 30).
+    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
+               "health_check_interval": 1}
+    health = f"{TEST_KEYS.queue}:health-check"
+    for stop in ("kill", "clean"):
+        worker = ReportingWorker(**options)
+        task = asyncio.create_task(worker.async_run())
+        try:
+            await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
+            shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
+                                                        env=process_env(redis_url=redis_url))).stdout)
+            assert shown["worker_settings"] == {"auto_summary": True, "summary_keep": "turns:1"}
+        finally:
+            task.cancel()  # the worker's loop ends where it is: a kill, unless close() follows
+            await asyncio.gather(task, return_exceptions=True)
+            if stop == "clean":
+                await worker.close()
+        await wait_until(lambda: _gone(redis, health), 10, "arq's health key's expiry")
+        out = (await doctor(capsys, nanobot_home, redis_url)).stdout
+        if stop == "kill":
+            level, line = check(out, "no worker alive: the last one")
+            assert level == "FAIL" and f"({socket.gethostname()}:{os.getpid()}) went silent" in line, out
+            assert "without stopping cleanly (killed, or frozen)" in line
+            await worker.close()  # what is left of it, closed for the next round
+        else:
+            assert check(out, "no worker is running")[0] == "FAIL" and "went silent" not in out, out

@@ -56,8 +56,9 @@ def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
     stale_jobs = [job for job in state["in_flight"] if job["stale"]]
     rerun = max((job["rerun_in_seconds"] or 0 for job in stale_jobs), default=0)
     if state["worker"] is None:
-        if silent:
-            last = silent[0]
+        # A clean stop withdraws the report: one left while arq's key has expired is a worker that died.
+        if state["workers"]:
+            last = state["workers"][0]
             return [Check("FAIL", f"no worker alive: the last one ({last['host']}:{last['pid']}) went silent "
                                   f"{last['silent_seconds'] or 0:,.0f}s ago without stopping cleanly (killed, or frozen)",
                           f"see its log for why, then {START}")]

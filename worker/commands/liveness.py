@@ -67,8 +67,9 @@ def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
     return {
         "alive": line is not None,
         "health": line,
+        # A clean stop withdraws the report: one left while no worker beats belongs to a worker that died.
         "reports": [{**report.model_dump(mode="json"), "silent_seconds": report.silent_for(now),
-                     "stale": report.stale(now)} for report in found],
+                     "stale": report.stale(now) or line is None} for report in found],
         "settings": live[0].settings if live and line is not None else None,
     }
 
