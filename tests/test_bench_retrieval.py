@@ -48,6 +48,17 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
     assert last["p99_ms"] >= last["p50_ms"] > 0
 
 
+def test_the_conversations_can_share_one_workspace(capsys):
+    """--shared-workspace: one user's many chats in one index (each conversation still asks as itself)."""
+    assert load_script("bench_retrieval").main(["--smoke", "--shared-workspace", "--today", TODAY.isoformat()]) == 0
+    stdout = capsys.readouterr().out
+    archived = re.search(r"^archived with the worker's index code .*, all in one workspace: ([\d,]+) of ([\d,]+) turns",
+                         stdout, re.MULTILINE)
+    assert archived and archived[1] == archived[2], stdout
+    figures = json.loads(stdout.strip().splitlines()[-1])["figures"]
+    assert len(figures) == 4 and all(f["bm25@5"] > 0.2 for f in figures.values()), figures
+
+
 def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys):
     """--archive jobs (the full run's default): one summary job per conversation in a real arq worker."""
     main = load_script("bench_retrieval").main
