@@ -178,7 +178,10 @@ class ReportingWorker(Worker):
         due = time.time() - self._last_health_check >= self.health_check_interval
         await super().record_health()
         if due:
-            await workers.publish(self.pool, {"auto_summary": True, "summary_keep": "turns:1"}, utcnow())
+            running = [job_id for job_id, task in self.tasks.items() if not task.done()]
+            await workers.publish(self.pool, {"auto_summary": True, "summary_keep": "turns:1",
+                                              "job_timeout": self.in_progress_timeout_s - 10}, utcnow(),
+                                  running=running, beat_seconds=self.health_check_interval)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -200,7 +203,7 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
             shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
                                                         env=process_env(redis_url=redis_url))).stdout)
-            assert shown["worker_settings"] == {"auto_summary": True, "summary_keep": "turns:1"}
+            assert shown["worker_settings"]["summary_keep"] == "turns:1"
         finally:
             task.cancel()  # the worker's loop ends where it is: a kill, unless close() follows
             await asyncio.gather(task, return_exceptions=True)
@@ -215,3 +218,39 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             await worker.close()  # what is left of it, closed for the next round
         else:
             assert check(out, "no worker is running")[0] == "FAIL" and "went silent" not in out, out
+
+
+async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_worker_lives(
+        nanobot_home, fake_llm, redis, redis_url, deps_for, capsys) -> None:
+    """A worker killed mid-job, another one alive: the job's mark stays until the job timeout + 10 s, and only the
+    live workers' reports (the jobs each ran at its last beat) tell that none of them runs it."""
+    fake_llm.default = Hang(120)
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for()
+    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
+               "health_check_interval": 1}
+    dead, live = ReportingWorker(**options), ReportingWorker(**options)
+    dead_task = asyncio.create_task(dead.async_run())
+    live_task = None
+    try:
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+        dead_task.cancel()  # its loop stops beating; its job still holds arq's mark, as a killed process's would
+        await asyncio.gather(dead_task, return_exceptions=True)
+        live_task = asyncio.create_task(live.async_run())
+
+        async def stale() -> bool:
+            shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
+                                                        env=process_env(redis_url=redis_url))).stdout)
+            return shown["worker"] is not None and [job["stale"] for job in shown["in_flight"]] == [
+                "no live worker runs it: its worker was killed or froze"]
+
+        await wait_until(stale, 30, "the dead worker's job marked stale")
+        level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "marked running that no live")
+        assert level == "warn" and f"({KEY})" in line and "runs them again within" in line
+    finally:
+        for worker, task in ((live, live_task), (dead, None)):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            await worker.close()

@@ -73,7 +73,7 @@ def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
                              "stopping cleanly (killed, or frozen); another worker runs", "see its log for why")
                for r in silent]
     if stale_jobs:
-        checks.append(Check("warn", f"{len(stale_jobs)} job(s) marked running past their timeout "
+        checks.append(Check("warn", f"{len(stale_jobs)} job(s) marked running that no live worker runs "
                                     f"({_names(stale_jobs)}): their worker was killed or froze",
                             f"nothing to do: a live worker runs them again within {rerun}s"))
     return checks + settings_checks(state, settings)

@@ -38,25 +38,41 @@ def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
     return "scheduled", job_id.removeprefix(keys.prefix)
 
 
-async def in_flight(redis: ArqRedis, alive: bool) -> list[dict[str, Any]]:
+async def in_flight(redis: ArqRedis, alive: bool, found: list[WorkerReport] = ()) -> list[dict[str, Any]]:
     """This namespace's running jobs; `stale` with the reason when no live worker can be running them."""
     keys = Keys.of(redis)
-    found = []
+    jobs = []
     async for raw in redis.scan_iter(match=f"{in_progress_key_prefix}{keys.prefix}*", count=500):
         mark = text(raw)
         job_id = mark[len(in_progress_key_prefix):]
         left_ms = await redis.pttl(mark)
         tries = await redis.get(retry_key_prefix + job_id)
         kind, name = job_kind(keys, job_id)
-        stale = None
-        if not alive:
-            stale = "no worker is alive: its worker was stopped hard, killed or froze"
-        elif 0 <= left_ms < PAST_TIMEOUT_MS:
-            stale = "past its timeout: its worker was killed or froze"
-        found.append({"job_id": job_id, "kind": kind, "session": name if kind != "scheduled" else None,
-                      "name": name, "try": int(tries) if tries else None,
-                      "rerun_in_seconds": round(left_ms / 1000) if left_ms >= 0 else None, "stale": stale})
-    return sorted(found, key=lambda job: job["job_id"])
+        jobs.append({"job_id": job_id, "kind": kind, "session": name if kind != "scheduled" else None,
+                     "name": name, "try": int(tries) if tries else None,
+                     "rerun_in_seconds": round(left_ms / 1000) if left_ms >= 0 else None,
+                     "stale": stale_because(job_id, left_ms, alive, found)})
+    return sorted(jobs, key=lambda job: job["job_id"])
+
+
+def stale_because(job_id: str, left_ms: int, alive: bool, found: list[WorkerReport]) -> str | None:
+    """Why no live worker can be running a job marked running (None: one may be).
+
+    arq's mark lives the longest job timeout + 10 s from the job's start. Live workers that list the jobs they
+    ran at their last beat, a beat after the job started, and none of them lists it: it is a dead worker's."""
+    if not alive:
+        return "no worker is alive: its worker was stopped hard, killed or froze"
+    if 0 <= left_ms < PAST_TIMEOUT_MS:
+        return "past its timeout: its worker was killed or froze"
+    now = utcnow()
+    live = [report for report in found if not report.stale(now)]
+    if not live or any(r.running is None or r.heartbeat_at is None or "job_timeout" not in r.settings for r in live):
+        return None  # a worker that does not say what it runs: only the rules above can tell
+    lifetime = max(float(r.settings["job_timeout"]) for r in live) + PAST_TIMEOUT_MS / 1000
+    started = now.timestamp() - (lifetime - max(left_ms, 0) / 1000)
+    if all(r.heartbeat_at.timestamp() > started and job_id not in (r.running or []) for r in live):
+        return "no live worker runs it: its worker was killed or froze"
+    return None
 
 
 def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
@@ -74,8 +90,10 @@ def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
     }
 
 
-async def workers(redis: ArqRedis) -> dict[str, Any]:
-    return worker_view(await health_line(redis), await reports(redis))
+async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
+    """The view of the workers (worker_view) and their reports as read."""
+    found = await reports(redis)
+    return worker_view(await health_line(redis), found), found
 
 
 def oldest_due_seconds(queue: list[tuple[str, float]]) -> float | None:

@@ -37,9 +37,9 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     """Everything status shows, as plain data (also what --json prints); the only place that reads Redis.
     Only this instance's namespace is read (worker.commands.liveness)."""
     keys = Keys.of(redis)
-    workers = await liveness.workers(redis)
+    workers, reports = await liveness.workers(redis)
     # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
-    in_flight = await liveness.in_flight(redis, workers["alive"])
+    in_flight = await liveness.in_flight(redis, workers["alive"], reports)
     running = {job["job_id"] for job in in_flight}
     now_ms = utcnow().timestamp() * 1000
     queue = [(_text(job), score) for job, score in await redis.zrange(keys.queue, 0, -1, withscores=True)

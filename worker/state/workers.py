@@ -20,8 +20,9 @@ from nanobot_hooks.contract import Keys, utcnow
 
 # A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".
 REPORT_SECONDS = 24 * 3600
-# A worker beats every 30 s (arq's health_check_interval); one silent for two beats and more is stale.
-STALE_SECONDS = 75.0
+# A worker beats every 30 s (arq's health_check_interval); one silent for two and a half beats is stale.
+BEAT_SECONDS = 30.0
+STALE_BEATS = 2.5
 
 
 class WorkerReport(BaseModel):
@@ -35,6 +36,10 @@ class WorkerReport(BaseModel):
     started_at: datetime | None = None
     heartbeat_at: datetime | None = None
     version: str = ""
+    beat_seconds: float = BEAT_SECONDS
+    # The ids of the jobs it ran at its last beat (None: a worker that does not say), so a job marked running
+    # that no live worker runs is told apart while other workers live.
+    running: list[str] | None = None
     # The settings that change what the worker does (names as in worker.settings.Settings), plus the
     # summary model it resolved from nanobot's config.
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -51,7 +56,7 @@ class WorkerReport(BaseModel):
 
     def stale(self, now: datetime | None = None) -> bool:
         silent = self.silent_for(now)
-        return silent is None or silent > STALE_SECONDS
+        return silent is None or silent > STALE_BEATS * self.beat_seconds
 
 
 def report_prefix(keys: Keys) -> str:
@@ -63,11 +68,12 @@ def this_worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetime, version: str = "") -> None:
+async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetime, running: list[str] | None = None,
+                  beat_seconds: float = BEAT_SECONDS, version: str = "") -> None:
     """Called by the worker at every heartbeat: its report, rewritten, for another REPORT_SECONDS."""
     host, _, pid = this_worker().rpartition(":")
     report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(), version=version,
-                          settings=settings)
+                          beat_seconds=beat_seconds, running=running, settings=settings)
     await redis.set(report_prefix(Keys.of(redis)) + report.worker_id, report.model_dump_json(), ex=REPORT_SECONDS)
 
 
