@@ -20,7 +20,8 @@ from tests.support.fakellm import Reply
 from tests.support.models import summary_json
 from tests.support.redis_server import free_port
 from tests.support.transcripts import conversation
-from tests.support.workers import run_burst, running_worker
+from tests.support.workers import run_burst, running_worker, summarize_now
+from worker.service.build import build_deps
 from worker.state.outcomes import load_outcome
 
 
@@ -218,3 +219,23 @@ async def test_a_catch_up_dry_run_plans_the_notes_the_real_run_writes(nanobot_ho
     again = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--since", "2026-11-20", "--dry-run",
                                     env=env)
     assert again.stdout.count("every message is noted already") == 2, again.stdout
+
+
+async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_home, fake_llm, redis, redis_url,
+                                                                       settings_for, capsys) -> None:
+    messages = conversation(4)
+    # nanobot's hidden checkpoint marker, where the last summary was applied (message 6), then one exchange
+    messages[6:6] = [{"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
+                      "_hidden_history": True, "timestamp": messages[5]["timestamp"]}]
+    messages = messages[:9]
+    nanobot_home.write_session("telegram:42", messages, last_archived=6, metadata={"_last_summary": "old summary"})
+    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2")
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would cover" not in dry.stdout, dry.stdout
+    assert "nothing to summarize: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
+    deps = build_deps(settings_for(summary_keep="messages:2"))
+    outcome = (await summarize_now(redis, deps, "telegram:42")).outcome
+    assert outcome is not None and outcome.status == "noop", outcome
+    assert outcome.detail.startswith("nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden")
+    assert fake_llm.requests == []

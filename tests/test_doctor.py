@@ -1,6 +1,7 @@
 """`nanobot-summary doctor` checks the running system: a worker that never ran, one killed mid-job (a real worker
-process, SIGKILLed) and a healthy one (a real arq worker); a queue that does not move, jobs failed in the last
-hour, an evicting or full Redis, summaries nanobot never applied; and advice that follows NANOBOT_AUTO_SUMMARY."""
+process, SIGKILLed), one whose report tells a kill from a clean stop, a dead worker's job beside a live worker, and
+a healthy one (real arq workers); a queue that does not move, jobs failed in the last hour, an evicting or full
+Redis, summaries nanobot never applied. The set-up's checks: tests/test_doctor_setup.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from arq.worker import Worker
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, utcnow
 from nanobot_hooks.queue import enqueue_summary, store_record
-from tests.support.commands import run_in_process
+from tests.support.commands import check, doctor, run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
 from tests.support.fakellm import Hang, Reply
@@ -34,21 +35,28 @@ from worker.state.outcomes import JobOutcome, keep_outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "telegram:42"
+HEALTH = f"{TEST_KEYS.queue}:health-check"  # arq's health-check key of the tests' queue
 
 
-async def doctor(capsys, nanobot_home, redis_url: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """doctor in this process; the hooks' probe is pointed at this Python (its line is not what these test)."""
-    return await asyncio.to_thread(run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
-                                   env=process_env(nanobot_home, redis_url, config=True, **env))
-
-
-def check(out: str, words: str) -> tuple[str, str]:
-    """(level, the check's line and its fix) of the first check whose line holds `words`."""
-    lines = out.splitlines()
-    at = next((i for i, line in enumerate(lines) if words in line), None)
-    assert at is not None, (words, out)
-    fix = lines[at + 1] if at + 1 < len(lines) and lines[at + 1].startswith("      ") else ""
-    return lines[at].split()[0], lines[at] + "\n" + fix
+async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -> None:
+    """A real worker process, SIGKILLed while its job waits for the model: its job's mark stays, and arq's health
+    key until it expires (at most 31 s: checked, then shortened, as if those seconds had passed)."""
+    fake_llm.default = Hang(120)
+    log = (nanobot_home.root / "worker.log").open("wb")
+    worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=log, stderr=log,
+                              env=process_env(nanobot_home, redis_url, config=True), start_new_session=True)
+    try:
+        await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+        log.close()
+    assert 0 < await redis.pttl(HEALTH) <= 31_000, "arq's health key expires by itself within 31 s"
+    await redis.pexpire(HEALTH, 1)
+    await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
+    assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
 
 
 async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a_healthy_one(
@@ -59,24 +67,7 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     level, line = check(never.stdout, "no worker is running")
     assert level == "FAIL" and "nanobot queues jobs that nothing runs" in line and "scripts/run-worker" in line
 
-    # A real worker process, killed while its job waits for the model: its mark and arq's health key stay.
-    fake_llm.default = Hang(120)
-    log = (nanobot_home.root / "worker.log").open("wb")
-    worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=log, stderr=log,
-                              env=process_env(nanobot_home, redis_url, config=True), start_new_session=True)
-    try:
-        await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
-        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
-    finally:
-        os.killpg(worker.pid, signal.SIGKILL)
-        worker.wait(30)
-        log.close()
-    health = f"{TEST_KEYS.queue}:health-check"
-    assert 0 < await redis.pttl(health) <= 31_000, "arq's health key expires by itself within 31 s"
-    await redis.pexpire(health, 1)  # those 31 s, passed
-    await wait_until(lambda: _gone(redis, health), 10, "the health key's expiry")
-    assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
+    await kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url)
     killed = await doctor(capsys, nanobot_home, redis_url)
     assert killed.returncode == 1
     level, line = check(killed.stdout, "no worker alive")
@@ -89,14 +80,13 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY))
     fake_llm.default = Reply(summary_json())
     async with running_worker(deps_for()):
-        await wait_until(lambda: redis.exists(health), 60, "the worker's health report")
+        await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")
         await wait_until(lambda: redis.exists(TEST_KEYS.outcome(KEY)), 60, "the job run again")
         healthy = await doctor(capsys, nanobot_home, redis_url)
     level, line = check(healthy.stdout, "worker alive")
     assert level == "ok" and "done" in line, healthy.stdout
-    assert check(healthy.stdout, "queue moves")[0] == "ok"
-    assert check(healthy.stdout, "no job failed in the last hour")[0] == "ok"
-    assert check(healthy.stdout, "Redis memory")[0] == "ok"
+    for words in ("queue moves", "no job failed in the last hour", "Redis memory"):
+        assert check(healthy.stdout, words)[0] == "ok"
     assert "no worker" not in healthy.stdout
 
 
@@ -138,38 +128,6 @@ async def test_doctor_fails_on_a_stuck_queue_recent_failures_and_a_full_redis_an
     assert level == "warn" and "hooks" in line
 
 
-async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home, fake_llm, redis, redis_url,
-                                                                    capsys) -> None:
-    on = (await doctor(capsys, nanobot_home, redis_url)).stdout  # the sandbox's nanobot: idle compaction and Dream off
-    assert check(on, "nanobot's idle compaction is off")[0] == "ok" and check(on, "Dream is off")[0] == "ok"
-    off = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_AUTO_SUMMARY="false")).stdout
-    assert check(off, "automatic summaries are off (NANOBOT_AUTO_SUMMARY=false)")[0] == "ok"
-    level, line = check(off, "nothing summarizes idle sessions")
-    assert level == "warn" and '"idleCompactAfterMinutes": 15' in line
-    level, line = check(off, "only jobs queued by hand write memory/MEMORY.md")
-    assert level == "warn" and '"dream": {"enabled": true}' in line
-    nanobot_home.write_config(fake_llm.url, idleCompactAfterMinutes=15, dream={"enabled": True})
-    own = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_AUTO_SUMMARY="false")).stdout
-    assert check(own, "nanobot's idle compaction is on (15 min): it summarizes idle sessions")[0] == "ok"
-    assert check(own, "nanobot's Dream is on: it keeps memory/MEMORY.md")[0] == "ok"
-    assert '"idleCompactAfterMinutes": 0' not in own and '"enabled": false' not in own, own
-    assert "no worker is running: no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"
-
-
-async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_setting_that_changes_it(
-        nanobot_home, redis, redis_url, capsys) -> None:
-    for key in ("cli:direct", "telegram:42", "telegram:-100123", "websocket:0f3c9a", "dream:nightly"):
-        nanobot_home.write_session(key, conversation(2))
-    out = (await doctor(capsys, nanobot_home, redis_url)).stdout
-    assert check(out, "cli: 1 session(s), each writes MEMORY.md (NANOBOT_MEMORY_SESSIONS=direct)")[0] == "ok"
-    assert check(out, "telegram: 2 session(s), 1 of them write MEMORY.md")[0] == "ok"
-    level, line = check(out, "websocket: 1 session(s), none writes MEMORY.md")
-    assert level == "warn" and "NANOBOT_MEMORY_SESSIONS=direct,websocket:* for nanobot and the worker" in line
-    assert "dream" not in out, "nanobot's own sessions are no channel of the user's"
-    trusted = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_MEMORY_SESSIONS="direct,websocket:*")).stdout
-    assert check(trusted, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok"
-
-
 class ReportingWorker(Worker):
     """arq's Worker publishing the worker's report at each beat and withdrawing it at a clean stop, as the
     service's worker is to (worker/state/workers.py; the service's own wiring is tested with it)."""
@@ -195,7 +153,6 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
     # A beat every second: arq's health key then expires 2 s after the last one (31 s with the worker's 30).
     options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
                "health_check_interval": 1}
-    health = f"{TEST_KEYS.queue}:health-check"
     for stop in ("kill", "clean"):
         worker = ReportingWorker(**options)
         task = asyncio.create_task(worker.async_run())
@@ -209,7 +166,7 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             await asyncio.gather(task, return_exceptions=True)
             if stop == "clean":
                 await worker.close()
-        await wait_until(lambda: _gone(redis, health), 10, "arq's health key's expiry")
+        await wait_until(lambda: _gone(redis, HEALTH), 10, "arq's health key's expiry")
         out = (await doctor(capsys, nanobot_home, redis_url)).stdout
         if stop == "kill":
             level, line = check(out, "no worker alive: the last one")

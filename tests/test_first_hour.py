@@ -1,11 +1,9 @@
 """A newcomer's first hour: the one command line, mistakes caught at start in one line each, the worker following
-nanobot's config, a job's outcome in nanobot's log, a dry run that plans what the job does, and the embedded
-Redis leaving nothing behind. Real worker processes, real redis-servers, the fake LLM over HTTP."""
+nanobot's config, a job's outcome in nanobot's log, and the embedded Redis leaving nothing behind. Real worker processes, real redis-servers, the fake LLM over HTTP."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -29,8 +27,7 @@ from tests.support.fakellm import Error, Reply
 from tests.support.models import summary_json
 from tests.support.redis_server import RedisServer, free_port
 from tests.support.transcripts import conversation
-from tests.support.waiting import wait_until
-from tests.support.workers import run_burst, running_worker, summarize_now
+from tests.support.workers import run_burst, summarize_now
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.settings import unknown_variables
@@ -269,84 +266,6 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
                         r"NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context\); no LLM calls", lines[0]), lines
     assert keys == [], "an outcome is not a record to pick up"
     assert fake_llm.requests == []
-
-
-async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_home, fake_llm, redis, redis_url,
-                                                                       settings_for, capsys) -> None:
-    messages = conversation(4)
-    # nanobot's hidden checkpoint marker, where the last summary was applied (message 6), then one exchange
-    messages[6:6] = [{"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
-                      "_hidden_history": True, "timestamp": messages[5]["timestamp"]}]
-    messages = messages[:9]
-    nanobot_home.write_session("telegram:42", messages, last_archived=6, metadata={"_last_summary": "old summary"})
-    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2")
-    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
-    assert dry.returncode == 0, dry.stderr
-    assert "would cover" not in dry.stdout, dry.stdout
-    assert "nothing to summarize: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
-    deps = build_deps(settings_for(summary_keep="messages:2"))
-    outcome = (await summarize_now(redis, deps, "telegram:42")).outcome
-    assert outcome is not None and outcome.status == "noop", outcome
-    assert outcome.detail.startswith("nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden")
-    assert fake_llm.requests == []
-
-
-# --- doctor -------------------------------------------------------------------------------------------------------
-
-async def test_doctor_passes_a_healthy_setup_and_shows_each_problem_of_a_broken_one_with_its_fix(
-        nanobot_home, fake_llm, redis, redis_url, settings_for, locked_redis, tmp_path, monkeypatch, capsys) -> None:
-    nanobot_python = os.environ.get("NANOBOT_PYTHON")
-    if not nanobot_python:
-        pytest.skip("needs nanobot's environment (scripts/test makes it)")
-    fake_llm.default = Reply(summary_json())
-    nanobot_home.write_session("telegram:42", conversation(15))
-    await summarize_now(redis, build_deps(settings_for()), "telegram:42")
-    async with running_worker(build_deps(settings_for())):  # doctor checks the running worker too
-        await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
-        healthy = await asyncio.to_thread(cli, "doctor", "--nanobot-python", nanobot_python,
-                                          env=process_env(nanobot_home, redis_url, config=True))
-    print(healthy.stdout)  # the README's and the report's example
-    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
-    assert "FAIL" not in healthy.stdout and "warn" not in healthy.stdout and healthy.stdout.endswith("all good\n")
-    for words in ("Python 3.", f"nanobot config {nanobot_home.config_path}", f"sessions in {nanobot_home.sessions_dir}",
-                  "summary model openai/fake-model (from nanobot config) at http", "a key from nanobot's config",
-                  "credentials and database accepted", "idle compaction is off", "Dream is off",
-                  "hooks 0.1.0 installed in nanobot 0.3.5's environment", "worker alive",
-                  "summarized telegram:42"):
-        assert words in healthy.stdout, (words, healthy.stdout)
-    assert "sk-fake" not in healthy.stdout
-
-    # Broken: nanobot never ran with this workspace, its own compaction and Dream on, a model without a key,
-    # a Redis refusing the password, a misspelled variable, and a Python without nanobot.
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    broken_config = tmp_path / "broken" / "config.json"
-    broken_config.parent.mkdir()
-    broken_config.write_text(json.dumps({"agents": {"defaults": {
-        "workspace": str(tmp_path / "never-ran"), "model": "openai/gpt-4o-mini", "idleCompactAfterMinutes": 15}}}))
-    # In this process (the healthy run above is the command's real-process test).
-    broken = await asyncio.to_thread(
-        run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
-        env=process_env(redis_url=locked_redis.url(":wrong-password"), NANOBOT_CONFIG=str(broken_config),
-                        NANOBOT_SUMMARY_INTERVALL="2"))
-    print(broken.stdout)
-    assert broken.returncode == 1, broken.stdout + broken.stderr
-    out = broken.stdout
-    expected = [
-        ("NANOBOT_SUMMARY_INTERVALL is not a setting", "did you mean NANOBOT_SUMMARY_INTERVAL?"),
-        ("has nanobot run with this workspace?", "nanobot agent -m hello"),
-        ("idle compaction is on (15 min)", '"idleCompactAfterMinutes": 0'),
-        ("Dream is on", '"dream": {"enabled": false}'),
-        ("summary model openai/gpt-4o-mini (from nanobot config): no API key",
-         "OPENAI_API_KEY in the worker's environment"),
-        ("refused the credentials", "put the right user and password in REDIS_URL"),
-        (f"{sys.executable} has no nanobot-ai", "--nanobot-python"),
-    ]
-    lines = out.splitlines()
-    for problem, fix in expected:
-        at = next((i for i, line in enumerate(lines) if problem in line), None)
-        assert at is not None, (problem, out)
-        assert lines[at].startswith(("FAIL", "warn")) and fix in lines[at + 1] and "fix:" in lines[at + 1], (problem, out)
-    assert "wrong-password" not in out and out.rstrip().endswith("warning(s)")
 
 
 def test_run_worker_refuses_an_old_python_before_any_install(tmp_path) -> None:

@@ -7,6 +7,7 @@ Each command keeps one real-process test (tests/test_commands.py and beside it),
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -15,6 +16,8 @@ from unittest import mock
 
 import pytest
 
+from tests.support.environment import process_env
+from tests.support.sandbox import NanobotHome
 from worker.service.logs import PAYLOAD_LOGGERS
 from worker.commands import cli
 
@@ -54,3 +57,20 @@ def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
             h.filters[:] = kept
     out = capsys.readouterr()
     return subprocess.CompletedProcess(["nanobot-summary", *argv], code, out.out, out.err)
+
+
+async def doctor(capsys: pytest.CaptureFixture[str], home: NanobotHome, redis_url: str,
+                 **env: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary doctor` in this process for `home`; the hooks' probe is pointed at this Python (which has
+    no nanobot: that check FAILs, and the tests that use this look at other checks)."""
+    return await asyncio.to_thread(run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
+                                   env=process_env(home, redis_url, config=True, **env))
+
+
+def check(out: str, words: str) -> tuple[str, str]:
+    """(level, the line and its fix) of the first of doctor's checks whose line holds `words`."""
+    lines = out.splitlines()
+    at = next((i for i, line in enumerate(lines) if words in line), None)
+    assert at is not None, (words, out)
+    fix = lines[at + 1] if at + 1 < len(lines) and lines[at + 1].startswith("      ") else ""
+    return lines[at].split()[0], lines[at] + "\n" + fix
