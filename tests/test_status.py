@@ -131,32 +131,37 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         outcome, record = await load_outcome(redis, KEY), await load_record(redis, KEY)
         assert outcome is not None and outcome.status == "summarized" and record is not None
 
-        result = await status(capsys, redis_url, "--prometheus")
-        assert result.returncode == 0, result.stderr
-        series, kinds = metrics(result.stdout)
-        assert {value(series, "last_outcome_status", session=KEY, status=s)
-                for s in ("noted", "noop", "failed")} == {0} and value(
-            series, "last_outcome_status", session=KEY, status="summarized") == 1
-        assert value(series, "last_outcome_seconds", session=KEY) == outcome.seconds
-        assert value(series, "last_outcome_tokens_before", session=KEY) == outcome.tokens_before
-        assert value(series, "last_outcome_tokens_after", session=KEY) == outcome.tokens_after
-        assert value(series, "last_outcome_finished_timestamp_seconds", session=KEY) == \
-            outcome.finished_at.timestamp()
-        assert value(series, "pending_records") == 1 and value(series, "jobs_in_flight") == 0
-        assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
-        assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
-        assert value(series, "pickups_total", result="applied") == 0
-        assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
-        assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
+        await outcome_shown_everywhere(capsys, redis_url, outcome, record)
 
-        after = json.loads((await status(capsys, redis_url, "--json")).stdout)
-        assert after["namespace"] == TEST_KEYS.namespace
-        shown = after["outcomes"][0]
-        assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
-        assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)
-        assert after["pending_records"][0]["boundary"] == record.boundary
-        tables = (await status(capsys, redis_url)).stdout
-        assert outcome.model in tables and f"{record.messages_before} -> {record.messages_after}" in tables
+
+async def outcome_shown_everywhere(capsys, redis_url: str, outcome: JobOutcome, record: SummaryRecord) -> None:
+    """The finished job in the metrics, the JSON and the text, with the figures its outcome and record hold."""
+    result = await status(capsys, redis_url, "--prometheus")
+    assert result.returncode == 0, result.stderr
+    series, kinds = metrics(result.stdout)
+    assert {value(series, "last_outcome_status", session=KEY, status=s)
+            for s in ("noted", "noop", "failed")} == {0} and value(
+        series, "last_outcome_status", session=KEY, status="summarized") == 1
+    assert value(series, "last_outcome_seconds", session=KEY) == outcome.seconds
+    assert value(series, "last_outcome_tokens_before", session=KEY) == outcome.tokens_before
+    assert value(series, "last_outcome_tokens_after", session=KEY) == outcome.tokens_after
+    assert value(series, "last_outcome_finished_timestamp_seconds", session=KEY) == \
+        outcome.finished_at.timestamp()
+    assert value(series, "pending_records") == 1 and value(series, "jobs_in_flight") == 0
+    assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
+    assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
+    assert value(series, "pickups_total", result="applied") == 0
+    assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
+    assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
+
+    after = json.loads((await status(capsys, redis_url, "--json")).stdout)
+    assert after["namespace"] == TEST_KEYS.namespace
+    shown = after["outcomes"][0]
+    assert (shown["reason"], shown["model"], shown["failures_in_a_row"]) == ("tokens", outcome.model, 0)
+    assert (shown["messages_before"], shown["messages_after"]) == (record.messages_before, record.messages_after)
+    assert after["pending_records"][0]["boundary"] == record.boundary
+    tables = (await status(capsys, redis_url)).stdout
+    assert outcome.model in tables and f"{record.messages_before} -> {record.messages_after}" in tables
 
 
 async def _gone(redis, key: str) -> bool:
