@@ -280,7 +280,7 @@ async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
     [last] = state["outcomes"]
     assert last["spend"]["calls"] == 1 and last["reason"] == "tokens" and last["model"] == "openai/gpt-4o-mini"
     table = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
-    assert table.returncode == 0 and "summarizing so far: 1 calls, 10,000 prompt" in table.stdout
+    assert table.returncode == 0 and "summarizing so far: 1 call; 10,000 prompt tokens" in table.stdout
 
 
 async def test_a_daily_token_cap_stops_summarizing_until_tomorrow(redis, nanobot_home, fake_llm, deps_for):

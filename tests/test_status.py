@@ -275,8 +275,9 @@ async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_sett
         assert "running with: automatic summaries off; keep turns:2; MEMORY.md writes idle" in " ".join(
             line.strip() for line in text.splitlines()), text
         assert "auto summary on" not in text
-    last = wide.split("last job per session: 1\n")[1].splitlines()
+    last = wide.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
     assert last[0].startswith(f"  {key} - summarized ") and "trigger interval" in last[0] and len(last) <= 3, wide
-    last = narrow.split("last job per session: 1\n")[1].splitlines()
+    last = narrow.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
     assert last[0].startswith(f"  {key} - summarized ") and 2 <= len(last) <= 6, narrow
     assert all(len(line.split()) > 2 for line in last), "no line of one or two words"
+    assert f"summarizing spend per session, since its first job: 1\n  {key} - 1 call; " in narrow

@@ -109,7 +109,9 @@ def render(state: dict[str, Any], width: int) -> list[str]:
                             [_record(record, width) for record in state["pending_records"]]),
                            ("sessions resting after a failed or fruitless job (the trigger waits)",
                             [_rest(rest, width) for rest in state["resting"]]),
-                           ("last job per session", [_outcome(outcome, width) for outcome in state["outcomes"]])):
+                           ("last job per session", [_outcome(outcome, width) for outcome in state["outcomes"]]),
+                           ("summarizing spend per session, since its first job",
+                            [_spend(key, spend, width) for key, spend in state["spend"]["sessions"].items()])):
         lines += ["", f"{title}: {len(entries) or 'none'}"] + [line for one in entries for line in one]
     return lines
 
@@ -172,3 +174,9 @@ def _outcome(outcome: dict[str, Any], width: int) -> list[str]:
              f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens, {money(spend)}" if spend["calls"] else "",
              took]
     return entry(outcome["session_key"], parts, width, outcome["detail"])
+
+
+def _spend(key: str, spend: dict[str, Any], width: int) -> list[str]:
+    return entry(key, [plural(spend["calls"], "call"), f"{spend['prompt_tokens']:,} prompt tokens",
+                       f"{spend['completion_tokens']:,} completion tokens", f"{spend['cached_tokens']:,} cached",
+                       money(spend)], width)
