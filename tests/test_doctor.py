@@ -137,9 +137,10 @@ class ReportingWorker(Worker):
         await super().record_health()
         if due:
             running = [job_id for job_id, task in self.tasks.items() if not task.done()]
-            await workers.publish(self.pool, {"auto_summary": True, "summary_keep": "turns:1",
-                                              "job_timeout": self.in_progress_timeout_s - 10}, utcnow(),
-                                  running=running, beat_seconds=self.health_check_interval)
+            deps = self.ctx["deps"]
+            await workers.publish(self.pool, workers.settings_report(deps.settings, deps.model.model,
+                                                                     self.in_progress_timeout_s - 10),
+                                  utcnow(), running=running, beat_seconds=self.health_check_interval)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -149,7 +150,7 @@ class ReportingWorker(Worker):
 
 async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobot_home, redis, redis_url, deps_for,
                                                                          capsys) -> None:
-    deps = deps_for()
+    deps = deps_for(auto_summary=False, summary_keep="tokens:123", memory_sessions="direct,web:*")
     # A beat every second: arq's health key then expires 2 s after the last one (31 s with the worker's 30).
     options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
                "health_check_interval": 1}
@@ -160,7 +161,11 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
             shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
                                                         env=process_env(redis_url=redis_url))).stdout)
-            assert shown["worker_settings"]["summary_keep"] == "turns:1"
+            assert shown["worker_settings"] == {**shown["worker_settings"], "auto_summary": False,
+                                                "summary_keep": "tokens:123", "memory_sessions": "direct,web:*"}
+            text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
+                redis_url=redis_url, COLUMNS="300"))).stdout
+            assert "running with: automatic summaries off; model " in text and "keep tokens:123" in text, text
         finally:
             task.cancel()  # the worker's loop ends where it is: a kill, unless close() follows
             await asyncio.gather(task, return_exceptions=True)

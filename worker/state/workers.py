@@ -59,6 +59,24 @@ class WorkerReport(BaseModel):
         return silent is None or silent > STALE_BEATS * self.beat_seconds
 
 
+# The settings a worker reports (names as in worker.settings.Settings): what changes what it does.
+REPORTED_SETTINGS = ("auto_summary", "summary_keep", "summary_interval", "summary_threshold", "summary_idle",
+                     "summary_idle_keep", "summary_cache_ttl", "summary_pickup", "memory_write", "memory_sessions",
+                     "summary_recall")
+
+
+def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, Any]:
+    """What a worker runs with, as JSON values: the settings above (a keep rule as its text, patterns joined by
+    commas), the summary model it resolved (its name only, never its key or base URL) and arq's job timeout
+    (which tells how long a job's in-progress mark lives)."""
+    def plain(value: Any) -> Any:
+        if type(value) in (tuple, list):  # a plain sequence; a keep rule (a named tuple) reads as its text
+            return ",".join(map(str, value))
+        return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+    chosen = {name: plain(getattr(settings, name)) for name in REPORTED_SETTINGS if hasattr(settings, name)}
+    return {**chosen, "summary_model": model, "job_timeout": job_timeout}
+
+
 def report_prefix(keys: Keys) -> str:
     """`nanobot-summary:<namespace>:worker:`; a report's key adds `<host>:<pid>`."""
     return f"{keys.prefix}worker:"
