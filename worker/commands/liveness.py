@@ -6,6 +6,7 @@ id of an instance starts with `nanobot-summary:<namespace>:`, so the scan never 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -38,7 +39,7 @@ def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
     return "scheduled", job_id.removeprefix(keys.prefix)
 
 
-async def in_flight(redis: ArqRedis, alive: bool, found: list[WorkerReport] = ()) -> list[dict[str, Any]]:
+async def in_flight(redis: ArqRedis, alive: bool, found: Sequence[WorkerReport] = ()) -> list[dict[str, Any]]:
     """This namespace's running jobs; `stale` with the reason when no live worker can be running them."""
     keys = Keys.of(redis)
     jobs = []
@@ -55,7 +56,7 @@ async def in_flight(redis: ArqRedis, alive: bool, found: list[WorkerReport] = ()
     return sorted(jobs, key=lambda job: job["job_id"])
 
 
-def stale_because(job_id: str, left_ms: int, alive: bool, found: list[WorkerReport]) -> str | None:
+def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[WorkerReport]) -> str | None:
     """Why no live worker can be running a job marked running (None: one may be).
 
     arq's mark lives the longest job timeout + 10 s from the job's start. Live workers that list the jobs they
