@@ -1,0 +1,125 @@
+"""Forgetting one fact of MEMORY.md's managed part, and putting it back (the web page's forget and its undo).
+
+Both go through the worker's own write path (store._MemoryFile): its lock, the compare-and-replace against
+nanobot's Dream, the sidecar written before the file, and only the managed part changed (the user's lines
+and any byte outside the part stay as they are). A forgotten fact also leaves the held facts (it would
+come back at the next flush) and, once the file no longer holds it, the sidecar (its text is its key there)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from worker.memory.dedup import normalize
+from worker.memory.longterm.held import held_line, read_held
+from worker.memory.longterm.merge import Merged, MergeStats
+from worker.memory.longterm.part import Line, locate, metas, parse, render
+from worker.memory.longterm.sidecar import Meta
+from worker.memory.longterm.store import _MemoryFile, _replace
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A fact as it stood before it was forgotten: enough to put it back where it was."""
+
+    text: str
+    group: str
+    importance: int
+    date: str
+    session: str | None
+    position: int  # its index among the part's facts
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Forgotten:
+        return cls(str(data["text"]), str(data["group"]), int(data["importance"]), str(data["date"]),
+                   str(data["session"]) if data.get("session") else None, int(data["position"]))
+
+
+def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
+    """Removes the fact whose text is `text` (compared normalized) from the managed part, its held copies and
+    its sidecar record; returns it as it was, or None when the part holds no such fact."""
+    key = normalize(text)
+    found: list[Forgotten] = []
+
+    def change(content: str, meta: dict[str, Meta]) -> Merged:
+        found.clear()
+        span = locate(content)
+        if span is None:
+            return Merged(content, meta, MergeStats())
+        part = parse(content[span[0]:span[1]], today, "en", meta)
+        before = metas(part)
+        for position, line in enumerate(part.lines):
+            if normalize(line.text) == key:
+                found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position))
+                break
+        if not found:
+            return Merged(content, meta, MergeStats())
+        del part.lines[found[0].position]
+        # The records before and after, as the worker's merges keep them: a crash between the sidecar's write
+        # and the file's leaves the fact with its record.
+        return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
+
+    memory = _MemoryFile(path)
+    with memory.lock:
+        memory._update(change)
+        if not found:
+            return None
+        _drop_held(memory, key)
+        # The file is written: the record of a fact it no longer holds can go (the text is the record's key).
+        memory._update(lambda content, meta: Merged(content, {k: v for k, v in meta.items() if k != key}
+                                                    if _absent(content, key, today, meta) else meta, MergeStats()))
+    return found[0]
+
+
+def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
+    span = locate(content)
+    return span is None or all(normalize(line.text) != key
+                               for line in parse(content[span[0]:span[1]], today, "en", meta).lines)
+
+
+def _drop_held(memory: _MemoryFile, key: str) -> None:
+    """The fact's copies waiting in the pending file go too: the next flush would write it again."""
+    held = read_held(memory.given)
+    kept = []
+    changed = False
+    for h in held:
+        facts = [fact for fact in h.batch.facts if normalize(fact.text) != key]
+        changed |= len(facts) != len(h.batch.facts)
+        if facts:
+            kept.append(held_line(type(h.batch)(facts, h.batch.language, h.batch.today, h.batch.session), h.held_at))
+    if not changed:
+        return
+    if kept:
+        _replace(memory.pending_path, b"".join(kept))
+    else:
+        memory.pending_path.unlink(missing_ok=True)
+
+
+def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
+    """Puts a forgotten fact back at its place, with its importance, day and session; False when the part
+    holds it again already (or has no part any more: nothing to put it in)."""
+    key = normalize(fact.text)
+    done: list[bool] = []
+
+    def change(content: str, meta: dict[str, Meta]) -> Merged:
+        done.clear()
+        span = locate(content)
+        if span is None:
+            return Merged(content, meta, MergeStats())
+        part = parse(content[span[0]:span[1]], today, "en", meta)
+        if any(normalize(line.text) == key for line in part.lines):
+            return Merged(content, meta, MergeStats())
+        before = metas(part)
+        line = Line(fact.text, fact.group, fact.importance, fact.date, session=fact.session)
+        part.lines.insert(min(fact.position, len(part.lines)), line)
+        done.append(True)
+        return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
+
+    memory = _MemoryFile(path)
+    with memory.lock:
+        memory._update(change)
+    return bool(done)
