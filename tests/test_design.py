@@ -18,6 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # the settings it extends.
 WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.nanobot_format", "nanobot_hooks.queue",
                   "nanobot_hooks.settings"}
+# The web page's recall search is the recall tool's own (read-only, standard library only), so a user sees what
+# the assistant would find; no other worker module may use it.
+WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 
 
 def imports_of(folder: str) -> dict[str, set[str]]:
@@ -63,7 +66,8 @@ def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks
         hooks = {n for n in names if n.startswith("nanobot_hooks")}
         # `from nanobot_hooks.contract import X` adds both the module and X: only modules are checked.
         modules = {n for n in hooks if n.count(".") == 1} | {n.rsplit(".", 1)[0] for n in hooks if n.count(".") == 2}
-        assert modules <= WORKER_MAY_USE, f"{module} uses {sorted(modules - WORKER_MAY_USE)}"
+        allowed = WORKER_MAY_USE | (WEB_MAY_ALSO_USE if module.startswith("worker/web/") else set())
+        assert modules <= allowed, f"{module} uses {sorted(modules - allowed)}"
         upward = {n for n in names if n.split(".")[0] in {"scripts", "tests"}}
         assert not upward, f"{module} imports {sorted(upward)}"
 
@@ -80,11 +84,13 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
     ("memory and state", {"memory", "state"}),
     ("settings", {"settings"}),
     ("the jobs", {"summarize"}),
-    ("entry points", {"app", "service", "commands", "__main__", "__init__"}),
+    ("entry points", {"app", "service", "commands", "web", "__main__", "__init__"}),
 ]
 # Sideways imports inside a layer that are allowed (never the other way round): the command line runs the worker,
-# and arq's entry takes its options from it.
-WORKER_SIDEWAYS = {("commands", "service"), ("app", "service"), ("__main__", "commands")}
+# and arq's entry takes its options from it. The command line starts the web page (worker/commands/cli.py, at run
+# time), and the page reads the worker's state as `status` does (worker.commands.status.gather), so both show the same.
+WORKER_SIDEWAYS = {("commands", "service"), ("app", "service"), ("__main__", "commands"), ("commands", "web"),
+                   ("web", "commands")}
 # The settings validate the keep rule with the pure cut planner's own type; the planner imports no worker
 # module (checked below), so no cycle can go through it.
 WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}

@@ -64,6 +64,12 @@ def _doctor(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _web(args: argparse.Namespace) -> int:
+    from worker.web.command import main
+
+    return main(args)
+
+
 # What `add_subparsers` returns (argparse names its class privately).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -77,6 +83,7 @@ def parser() -> argparse.ArgumentParser:
     _add_status(sub)
     _add_undo(sub)
     _add_doctor(sub)
+    _add_web(sub)
     return top
 
 
@@ -182,6 +189,19 @@ def _add_doctor(sub: Subcommands) -> None:
                         help="the Python that runs nanobot (default: the one named by the `nanobot` command "
                         "on PATH)")
     doctor.set_defaults(handler=_doctor)
+
+
+def _add_web(sub: Subcommands) -> None:
+    web = sub.add_parser(
+        "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, undo), recall, sessions",
+        description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend; "
+        "MEMORY.md's facts with where each was learned, to search and forget (and undo); the recall tool's search "
+        "as a chosen session would run it; each session's outcomes and summary. It binds 127.0.0.1; any other "
+        "--host needs the token it prints once (open the URL it prints).")
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    web.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
+    web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
+    web.set_defaults(handler=_web)
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -1,0 +1,39 @@
+"""The web application: its routes, the guard in front of every one, the templates, and Redis opened at start
+and closed at the end."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from worker.web import memory, overview, recall, sessions
+from worker.web.guard import GUARD, Guard, guard_middleware
+from worker.web.instance import Instance
+from worker.web.render import INSTANCE, JINJA, STATIC, environment
+
+MAX_BODY = 64 * 1024  # bytes of a POST: the forms carry one fact's text at most
+
+
+def make_app(instance: Instance, guard: Guard) -> web.Application:
+    app = web.Application(middlewares=[guard_middleware], client_max_size=MAX_BODY)
+    app[INSTANCE] = instance
+    app[GUARD] = guard
+    app[JINJA] = environment()
+    app[memory.UNDO] = memory.UndoShelf()
+    app.router.add_get("/", overview.page)
+    app.router.add_get("/memory", memory.page)
+    app.router.add_post("/memory/forget", memory.forget)
+    app.router.add_post("/memory/undo", memory.undo)
+    app.router.add_get("/recall", recall.page)
+    app.router.add_get("/sessions", sessions.index)
+    app.router.add_get("/session", sessions.page)
+    app.router.add_get("/style.css", style)
+    app.on_cleanup.append(_close)
+    return app
+
+
+async def style(request: web.Request) -> web.Response:
+    return web.Response(body=(STATIC / "style.css").read_bytes(), content_type="text/css", charset="utf-8")
+
+
+async def _close(app: web.Application) -> None:
+    await app[INSTANCE].close()

@@ -1,0 +1,74 @@
+"""What the web page reads: this instance's settings, nanobot's sessions folder, the memory files, and a
+Redis client bound to the instance's namespace (so no other instance's keys are ever read)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from arq.connections import ArqRedis
+
+from nanobot_hooks.settings import redacted_url
+from worker.connections import open_pool, redact_secrets
+from worker.memory.writer import MemoryFiles
+from worker.nanobot.config import NanobotConfig
+from worker.settings import Settings, load_settings
+from worker.text.clock import zone_or_utc
+
+log = logging.getLogger("worker.web")
+
+
+@dataclass
+class Instance:
+    """One nanobot instance as the page sees it; `client()` opens Redis when first needed and again after
+    it failed, so the memory and recall pages work while Redis is down."""
+
+    settings: Settings
+    sessions_dir: Path
+    memory: MemoryFiles
+    tz: ZoneInfo
+    redis: ArqRedis | None = None
+    redis_problem: str | None = field(default=None)
+
+    @classmethod
+    def load(cls, settings: Settings | None = None) -> Instance:
+        """From the environment (NANOBOT_CONFIG, REDIS_URL, ...), as the worker reads it. Raises SettingsError
+        or NanobotConfigError with a readable line."""
+        settings = settings or load_settings()
+        nanobot = NanobotConfig.load(settings.config_path)
+        settings = settings.for_workspace(nanobot.workspace)  # this instance's namespace and keys
+        tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)
+        memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts)
+        return cls(settings, nanobot.sessions_dir, memory, tz)
+
+    @property
+    def redis_shown(self) -> str:
+        """The Redis URL as pages may show it: no password."""
+        return redacted_url(self.settings.redis_url)
+
+    @property
+    def workspace(self) -> Path:
+        return self.memory.workspace
+
+    def today(self) -> str:
+        return datetime.now(self.tz).date().isoformat()
+
+    async def client(self) -> ArqRedis | None:
+        """The Redis client, or None with `redis_problem` saying why (a line with no secret in it)."""
+        if self.redis is not None:
+            return self.redis
+        try:
+            self.redis = await open_pool(self.settings)
+            self.redis_problem = None
+        except Exception as exc:  # any failure to connect is shown on the page, never raised into it
+            self.redis_problem = redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
+            log.warning("Redis at %s: %s", self.redis_shown, self.redis_problem)
+        return self.redis
+
+    async def close(self) -> None:
+        if self.redis is not None:
+            await self.redis.aclose()
+            self.redis = None

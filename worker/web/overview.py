@@ -1,0 +1,66 @@
+"""The overview: the worker's health and settings, the queue, jobs in flight, records waiting for nanobot,
+resting sessions, spend against the caps and each session's last outcome (linked to its session page). The
+state is read as `nanobot-summary status` reads it (worker.commands.status.gather), namespace and all."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+from redis.exceptions import RedisError
+
+from nanobot_hooks.settings import redacted_url
+from worker.commands.status import gather
+from worker.connections import redact_secrets
+from worker.state import budget
+from worker.web.charts import WIDTH, context_bars
+from worker.web.instance import Instance
+from worker.web.render import INSTANCE, render
+
+# A setting whose name says it holds a credential is never shown, whatever its value.
+_SECRET_NAME = re.compile(r"key|token|password|secret|credential|auth", re.IGNORECASE)
+
+
+def shown_settings(settings: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The running worker's settings as it reports them, without credentials and URL passwords."""
+    shown = []
+    for name, value in sorted((settings or {}).items()):
+        if _SECRET_NAME.search(name):
+            continue
+        text = str(value)
+        shown.append((name, " ".join(redacted_url(word) if "://" in word else word for word in text.split())))
+    return shown
+
+
+async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
+    """Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps."""
+    keys = instance.settings.keys
+    raw = {(k.decode() if isinstance(k, bytes) else k): int(v)
+           for k, v in (await redis.hgetall(keys.spend(f"day:{instance.today()}"))).items()}
+    sessions = {k[len("tokens:"):]: v for k, v in raw.items() if k.startswith("tokens:")}
+    busiest = max(sessions.items(), key=lambda item: item[1]) if sessions else None
+    return {"tokens": raw.get("tokens", 0), "cap_total": instance.settings.summary_daily_tokens_total,
+            "cap_session": instance.settings.summary_daily_tokens, "busiest": busiest}
+
+
+async def overview_data(instance: Instance) -> dict[str, Any]:
+    redis = await instance.client()
+    if redis is None:
+        return {"state": None, "problem": instance.redis_problem}
+    try:
+        state = await gather(redis)
+        today = await spend_today(instance, redis)
+    except (RedisError, OSError) as exc:
+        await instance.close()  # opened again at the next page
+        return {"state": None, "problem": redact_secrets(f"{type(exc).__name__}: {exc}")[:300]}
+    state["outcomes"].sort(key=lambda o: o.get("finished_at") or "", reverse=True)
+    bars, height = context_bars(state["outcomes"])
+    return {"state": state, "problem": None, "today": today,
+            "total": budget.Spend(**state["spend"]["total"]), "settings": shown_settings(state["worker_settings"]),
+            "bars": bars, "chart_height": height, "chart_width": WIDTH}
+
+
+async def page(request: web.Request) -> web.Response:
+    instance = request.app[INSTANCE]
+    return render(request, "overview.html", redis=instance.redis_shown, **await overview_data(instance))

@@ -1,0 +1,32 @@
+"""The recall page: the recall tool's own search (nanobot_hooks.recall.search) run with the scope a chosen
+session would have, so a user sees what the assistant would find and what it would not."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from nanobot_hooks import recall
+from worker.nanobot.sessions import list_session_keys
+from worker.web.render import INSTANCE, render
+
+MAX_QUERY = 500  # characters: the tool's own queries are a few keywords
+
+
+async def page(request: web.Request) -> web.Response:
+    instance = request.app[INSTANCE]
+    settings = instance.settings
+    sessions = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    query = request.query.get("q", "").strip()[:MAX_QUERY]
+    asker = request.query.get("session") or (sessions[0] if sessions else "")
+    answer = None
+    if query:
+        try:
+            answer = await asyncio.to_thread(recall.search, instance.workspace, query, asker or None,
+                                             settings.is_trusted, settings.summary_recall_scope)
+        except ValueError as exc:  # a bad date, the search's only error
+            answer = str(exc)
+    return render(request, "recall.html", query=query, asker=asker, sessions=sessions, answer=answer,
+                  scope=settings.summary_recall_scope, trusted=bool(asker) and settings.is_trusted(asker),
+                  enabled=settings.summary_recall)

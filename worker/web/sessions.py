@@ -1,0 +1,90 @@
+"""The sessions pages: every session of nanobot's sessions folder with its last job's outcome, and one
+session's page: the last outcome in full (what it covered, why it skipped or failed), its rest, its spend, a
+job queued or running, the summary waiting in Redis and the summary nanobot now sends (line 1)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from arq.connections import ArqRedis
+from arq.constants import in_progress_key_prefix
+from redis.exceptions import RedisError
+
+from nanobot_hooks.contract import Keys
+from nanobot_hooks.queue import load_record
+from worker.errors import SessionError, SessionKeyError
+from worker.nanobot.sessions import list_session_keys, read_session, session_path
+from worker.state import budget
+from worker.state.outcomes import JobOutcome
+from worker.web.instance import Instance
+from worker.web.render import INSTANCE, render
+
+
+async def last_outcomes(redis: ArqRedis, keys: list[str]) -> dict[str, JobOutcome]:
+    """Each session's last outcome, in one round trip."""
+    if not keys:
+        return {}
+    raws = await redis.mget([Keys.of(redis).outcome(key) for key in keys])
+    return {key: JobOutcome.model_validate_json(raw) for key, raw in zip(keys, raws) if raw}
+
+
+async def index(request: web.Request) -> web.Response:
+    instance = request.app[INSTANCE]
+    keys = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    redis = await instance.client()
+    outcomes: dict[str, JobOutcome] = {}
+    problem = instance.redis_problem
+    if redis is not None:
+        try:
+            outcomes = await last_outcomes(redis, keys)
+        except (RedisError, OSError) as exc:
+            problem = type(exc).__name__
+            await instance.close()
+    return render(request, "sessions.html", sessions=keys, outcomes=outcomes, problem=problem)
+
+
+def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
+    """What the session file says: its messages, nanobot's watermark, the summary nanobot sends now."""
+    try:
+        session = read_session(instance.sessions_dir, key, from_watermark=True)
+    except SessionError:
+        return None
+    return {"messages": len(session.messages), "last_archived": session.last_archived,
+            "summary": session.previous_summary, "skipped_lines": session.skipped_lines}
+
+
+async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
+    keys = Keys.of(redis)
+    raw = await redis.get(keys.outcome(key))
+    return {
+        "outcome": JobOutcome.model_validate_json(raw) if raw else None,
+        "failures": int(await redis.get(keys.failures(key)) or 0),
+        "rest": await budget.cooling(redis, key),
+        "record": await load_record(redis, key),
+        "spend": budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))),
+        "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
+        "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),
+    }
+
+
+async def page(request: web.Request) -> web.Response:
+    instance = request.app[INSTANCE]
+    key = request.query.get("key", "")
+    try:
+        session_path(instance.sessions_dir, key)
+    except SessionKeyError:
+        return render(request, "error.html", status=404, title="No such session",
+                      message="That is not a session key of this nanobot.")
+    file = await asyncio.to_thread(line_one, instance, key)
+    redis = await instance.client()
+    state: dict[str, Any] | None = None
+    problem = instance.redis_problem
+    if redis is not None:
+        try:
+            state = await redis_view(redis, key)
+        except (RedisError, OSError) as exc:
+            problem = type(exc).__name__
+            await instance.close()
+    return render(request, "session.html", key=key, file=file, state=state, problem=problem)
