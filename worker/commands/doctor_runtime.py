@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from nanobot_hooks.contract import utcnow
 from worker.commands.checks import Check
 from worker.commands.status import gather
-from worker.commands.status_text import ago, beat, since
+from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
@@ -59,8 +59,9 @@ def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
         # A clean stop withdraws the report: one left while arq's key has expired is a worker that died.
         if state["workers"]:
             last = state["workers"][0]
+            silent_for = f"{last['silent_seconds'] or 0:,.0f}s"
             return [Check("FAIL", f"no worker alive: the last one ({last['host']}:{last['pid']}) went silent "
-                                  f"{last['silent_seconds'] or 0:,.0f}s ago without stopping cleanly (killed, or frozen)",
+                                  f"{silent_for} ago without stopping cleanly (killed, or frozen)",
                           f"see its log for why, then {START}")]
         if stale_jobs:
             return [Check("FAIL", f"no worker alive, yet {len(stale_jobs)} job(s) are marked running "
@@ -92,7 +93,7 @@ def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
 
 def queue_checks(state: dict[str, Any]) -> list[Check]:
     waited = state["oldest_due_seconds"]
-    waiting = f"{state['queued']} job(s) waiting, {state['idle_checks']} idle check(s)"
+    waiting = f"{plural(state['queued'], 'job')} waiting, {plural(state['idle_checks'], 'idle check')}"
     if waited is None or waited < QUEUE_SLOW:
         return [Check("ok", f"queue moves: {waiting}, none overdue")]
     level = "FAIL" if waited >= QUEUE_STUCK else "warn"
@@ -115,7 +116,7 @@ def memory_checks(info: dict[str, Any] | None) -> list[Check]:
                       "allow the user +info, or check maxmemory-policy is noeviction by hand")]
     used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
     policy = str(info.get("maxmemory_policy", "noeviction"))
-    size = f"{used / 1e6:,.1f} MB used of " + (f"{limit / 1e6:,.1f} MB" if limit else "no limit")
+    size = f"{used / 1e6:,.1f} MB used " + (f"of {limit / 1e6:,.1f} MB" if limit else "(no maxmemory limit)")
     if limit and used >= MEMORY_FULL * limit:
         return [Check("FAIL", f"Redis memory nearly full: {size} (maxmemory-policy {policy})",
                       "raise maxmemory (redis-cli CONFIG SET maxmemory ...), or free the memory others use")]
@@ -151,7 +152,8 @@ def outcome_checks(state: dict[str, Any]) -> list[Check]:
     if good:
         checks.append(Check("ok", f"last job {ago(good[-1].finished_at)}: {_short(good[-1])}"))
     if not recent:
-        checks.append(Check("ok", f"no job failed in the last hour ({len(outcomes)} sessions' last jobs)"))
+        sessions = plural(len(outcomes), "session")
+        checks.append(Check("ok", f"no job failed in the last hour (the last jobs of {sessions})"))
     return checks
 
 

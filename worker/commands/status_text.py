@@ -89,14 +89,16 @@ SETTING_NAMES = {  # how a running worker's setting reads, in the order shown
     "summary_interval": "every N user messages", "summary_threshold": "threshold",
     "summary_idle": "idle summaries", "summary_idle_keep": "idle keep", "summary_cache_ttl": "cache lifetime (s)",
     "summary_pickup": "pickup", "memory_write": "MEMORY.md writes", "memory_sessions": "MEMORY.md from",
+    "summary_recall": "recall tool", "job_timeout": "job timeout (s)",
 }
 
 
 def setting_parts(settings: dict[str, Any]) -> list[str]:
     """The running worker's settings as words; names this version does not know are shown as they come."""
     def word(value: Any) -> str:
-        return {True: "on", False: "off", None: "none"}.get(value, str(value)) if isinstance(value, (bool, type(None))) \
-            else str(value)
+        if isinstance(value, bool) or value is None:
+            return {True: "on", False: "off", None: "none"}[value]
+        return str(value)
     known = [f"{label} {word(settings[name])}" for name, label in SETTING_NAMES.items() if name in settings]
     return known + [f"{name} {word(value)}" for name, value in settings.items() if name not in SETTING_NAMES]
 
@@ -130,7 +132,8 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
                 f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", "it did not stop cleanly"], width, after="")
     stale = sum(1 for job in state["in_flight"] if job["stale"])
     flying = f"{len(state['in_flight'])} in flight" + (f" ({stale} stale)" if stale else "")
-    lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting", f"{state['deferred']} of them deferred to a retry",
+    lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting",
+                              f"{state['deferred']} of them deferred to a retry",
                               f"{plural(state['idle_checks'], 'idle check')} waiting", flying], width, after="")
     total = state["spend"]["total"]
     lines += entry("nanobot's pickups:", [counts(state["pickups"])], width, after="")
@@ -171,7 +174,8 @@ def _outcome(outcome: dict[str, Any], width: int) -> list[str]:
              arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
              arrow("messages", outcome["messages_before"], outcome["messages_after"]), outcome["model"],
              plural(spend["calls"], "call") if spend["calls"] else "",
-             f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens, {money(spend)}" if spend["calls"] else "",
+             f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
+             money(spend) if spend["calls"] else "",
              took]
     return entry(outcome["session_key"], parts, width, outcome["detail"])
 
