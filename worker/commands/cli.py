@@ -17,11 +17,11 @@ PROG = "nanobot-summary"
 
 EPILOG = """\
 the first hour:
-  nanobot-summary doctor              is everything in place? each problem with the line that fixes it
+  nanobot-summary doctor              the set-up and the running worker; each problem with the line that fixes it
   nanobot-summary run                 the worker (scripts/run-worker runs it in its own environment)
   nanobot-summary enqueue --dry-run cli:direct   what a summary of that session would do, no LLM call
-  nanobot-summary enqueue --wait cli:direct      make one now and print its outcome
-  nanobot-summary status              queue, jobs, records waiting for nanobot, spend, last outcomes
+  nanobot-summary enqueue --wait cli:direct      make one now, keeping the last exchange; print its outcome
+  nanobot-summary status              the worker and its settings, queue, jobs, records waiting, spend, outcomes
 
 Configuration comes from the environment (NANOBOT_SUMMARY_*, NANOBOT_MEMORY_*, NANOBOT_CONFIG, REDIS_URL);
 see the README's Configuration table."""
