@@ -3,6 +3,7 @@ minute check once no session file was written for the cache lifetime; nothing lo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -226,3 +227,48 @@ def test_the_last_session_write_is_the_newest_file_nanobot_wrote(tmp_path: Path)
     newest = last_session_write(tmp_path)
     assert newest is not None and abs(time.time() - 100 - newest) < 5, "a running turn's file counts, a lock does not"
     assert not quiet(newest, time.time(), 300) and quiet(newest, time.time(), 60)
+
+
+def test_held_facts_are_appended_a_cut_line_stays_its_own_and_every_job_reads_only_what_was_added(tmp_path):
+    """A workspace that is never quiet holds facts all day: each job appends one line (the file is never
+    rewritten, so its inode stays), a line cut short by a crash is skipped and costs no later batch, and the
+    facts every job reads for its prompt are parsed once, then only as they grow."""
+    path = tmp_path / "memory" / "MEMORY.md"
+    pending = longterm.pending_path(path)
+
+    def batch(n: int) -> longterm.Batch:
+        return longterm.Batch([Fact(text=f"fact number {n}", source="user")], "en", "2026-11-20", KEY)
+
+    longterm.hold_facts(path, batch(0), 100.0)
+    inode = pending.stat().st_ino
+    with pending.open("ab") as crashed:  # a worker killed mid-append left half a line
+        crashed.write(b'{"held_at": 101.0, "session": "telegram:42", "facts": [{"text": "half a fa')
+    parses = []
+    real_parse = longterm.HELD._parse
+    longterm.HELD._parse = lambda text: parses.append(len(text)) or real_parse(text)
+    try:
+        assert longterm.known_facts(path) == ["fact number 0"] and len(parses) == 1
+        for n in range(1, 4):
+            longterm.hold_facts(path, batch(n), 101.0 + n)
+            assert longterm.known_facts(path)[-1] == f"fact number {n}"
+        assert len(parses) == 1, "this process's own appends are followed, never read again"
+    finally:
+        longterm.HELD._parse = real_parse
+    assert pending.stat().st_ino == inode, "appended, not rewritten"
+    held = longterm.read_held(path)
+    assert [h.batch.facts[0].text for h in held] == [f"fact number {n}" for n in range(4)], "the cut line alone lost"
+    assert MemoryFiles(tmp_path).held_since() == 100.0
+    stats = longterm.flush(path, 300)
+    assert stats is not None and stats.added == 4 and not pending.exists()
+    written = path.read_text(encoding="utf-8")
+    assert all(written.count(f"fact number {n}") == 1 for n in range(4)) and "half a fa" not in written
+
+
+def test_the_busy_day_benchmark_runs_in_its_smoke_size(capsys):
+    from tests.support.scripts import load_script
+
+    assert load_script("bench_memory_day").main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "300 jobs on one day" in out and "memory-file work per job: first 50" in out and "resident memory" in out
+    figures = json.loads(out.strip().splitlines()[-1])
+    assert figures["first_ms"] > 0 and figures["last_ms"] > 0 and figures["rss_growth_mb"] < 200

@@ -236,3 +236,37 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
     text = (memory / "2026-11-20.md").read_text(encoding="utf-8")
     assert text.startswith("# 2026-11-20\n") and text.count("nanobot-summary:notes") == 1 and "the deploy script" in text
     assert len(noted_spans(memory, KEY, "2026-11-20")) == 2
+
+
+def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an_edit_is_seen(tmp_path: Path):
+    """A busy day appends a section per job: the notes are read whole once, then only what this process
+    appends; a change by anyone else (another worker, the user) is seen in the file's stamp."""
+    from worker.memory import notes as notes_module
+
+    def note(hour: int, topic: str, key: str = KEY) -> DailyNotes:
+        return DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{hour:02d}:00:00",
+                          last_timestamp=f"2026-11-20T{hour:02d}:30:00", topics=[topic])
+
+    path = tmp_path / "2026-11-20.md"
+    append_notes(tmp_path, KEY, [note(9, "the nginx port")], "en", UTC)
+    parses = []
+    real_parse = notes_module.DAYS._parse
+    notes_module.DAYS._parse = lambda text: parses.append(len(text)) or real_parse(text)
+    try:
+        for hour in range(10, 14):
+            append_notes(tmp_path, KEY, [note(hour, f"topic of {hour}")], "en", UTC)
+            noted_spans(tmp_path, KEY, "2026-11-20")
+        assert parses == [], "this process's own appends are followed, never read again"
+        with path.open("a", encoding="utf-8") as other_worker:  # another worker's section, by hand
+            other_worker.write(f"\n{notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12).marker()}\n"
+                               "## cli:direct\n\n### Topics\n- the backup script\n")
+        assert noted_spans(tmp_path, "cli:direct", "2026-11-20") == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
+        assert len(parses) == 1, "a change by another hand is read whole"
+        assert append_notes(tmp_path, "cli:direct", [note(16, "The backup script.", "cli:direct")], "en", UTC) == 0, \
+            "its items count as noted too"
+        path.write_text(path.read_text(encoding="utf-8").replace("the nginx port", "the NGINX port!"), encoding="utf-8")
+        assert append_notes(tmp_path, KEY, [note(17, "the NGINX port!")], "en", UTC) == 0, "the user's edit is seen"
+    finally:
+        notes_module.DAYS._parse = real_parse
+    assert [span for span in noted_spans(tmp_path, KEY, "2026-11-20")] == [
+        (f"2026-11-20T{hour:02d}:00:00", f"2026-11-20T{hour:02d}:30:00") for hour in (9, 10, 11, 12, 13, 17)]

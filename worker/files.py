@@ -49,3 +49,18 @@ def read_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def append_whole(path: Path, data: bytes) -> None:
+    """Appends all of `data` or nothing: a write the disk refused part-way (full, over quota) is cut off
+    again, so the day file never ends in half a section. Unbuffered, so nothing is written again on close."""
+    with path.open("ab", buffering=0) as handle:
+        size = handle.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[handle.write(view):]
+            os.fsync(handle.fileno())
+        except OSError:
+            handle.truncate(size)
+            raise

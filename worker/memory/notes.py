@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date as Date
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +16,8 @@ from filelock import FileLock
 
 from worker.model.answer import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
-from worker.files import LOCK_TIMEOUT
+from worker.files import LOCK_TIMEOUT, append_whole
+from worker.memory.followed import Followed, stamp
 from worker.text.language import NOTE_FIELDS
 from worker.text.language import language as language_table
 from worker.text.clock import local_time
@@ -117,9 +117,34 @@ def section_items(text: str) -> Iterator[tuple[Span, str, str]]:
             yield current, heading, bullet.group(1)
 
 
-def session_items(text: str, session: str) -> list[str]:
-    """Normalized bullet items already noted for a session in a day's text."""
-    return [normalize(item) for span, _, item in section_items(text) if span.session == session]
+@dataclass
+class DayText:
+    """What the next section depends on in a day's file: the spans noted, each session's normalized items,
+    and how the text ends."""
+
+    spans: dict[str, list[Span]] = field(default_factory=dict)  # by session: a job looks up its own
+    items: dict[str, list[str]] = field(default_factory=dict)
+    empty: bool = True
+    ends_line: bool = True
+
+    def add(self, text: str) -> None:
+        """Text appended to the day's file."""
+        for span in spans(text):
+            self.spans.setdefault(span.session, []).append(span)
+        for span, _, item in section_items(text):
+            self.items.setdefault(span.session, []).append(normalize(item))
+        if text:
+            self.empty, self.ends_line = False, text.endswith("\n")
+
+
+def _parse_day(text: str) -> DayText:
+    day = DayText()
+    day.add(text)
+    return day
+
+
+# Day files and the markers held beside them, as this process last read and appended them (followed.py).
+DAYS: Followed[DayText] = Followed(_parse_day, DayText.add)
 
 
 def _clock(stamp: str | None, tz: ZoneInfo) -> str | None:
@@ -140,8 +165,8 @@ def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
     return (moment or datetime.now(tz)).date().isoformat()
 
 
-def section(note: DailyNotes, session: str, language: str, existing: str, tz: ZoneInfo,
-            threshold: float = DEFAULT_THRESHOLD, held: str = "") -> str:
+def section(note: DailyNotes, session: str, language: str, existing: DayText, tz: ZoneInfo,
+            threshold: float = DEFAULT_THRESHOLD, held: DayText | None = None) -> str:
     """The text to append to a day file holding `existing`, or "" when this span is already noted (in the
     day file, or in the markers `held` beside it).
 
@@ -150,9 +175,9 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
     """
     items = note_items(note)
     span = Span(session, note.first_timestamp, note.last_timestamp, digest(items))
-    if any(span.same(old) for old in spans(existing) + spans(held)):
+    if any(span.same(old) for day in (existing, held or DayText()) for old in day.spans.get(session, [])):
         return ""
-    known = session_items(existing, session)
+    known = list(existing.items.get(session, []))
     headings = language_table(language).note_headings
     blocks: list[str] = []
     for part in NOTE_FIELDS:
@@ -165,7 +190,7 @@ def section(note: DailyNotes, session: str, language: str, existing: str, tz: Zo
             fresh.append(line)
         if fresh:
             blocks.append(f"### {headings[part]}\n" + "".join(f"- {line}\n" for line in fresh))
-    text = "" if not existing or existing.endswith("\n") else "\n"
+    text = "" if existing.ends_line else "\n"
     text += f"\n{span.marker()}\n"
     if blocks:
         text += f"## {one_line(session)}{_when(note, tz)}\n\n" + "\n".join(blocks)
@@ -191,14 +216,6 @@ def held_path(day_file: Path) -> Path:
     return day_file.with_name(f".{day_file.stem}.noted")
 
 
-def _read(path: Path) -> str:
-    try:
-        # Read only, never rewritten: bytes that are not UTF-8 need not survive this decode.
-        return path.read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
 def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], language: str, tz: ZoneInfo,
                  threshold: float = DEFAULT_THRESHOLD) -> int:
     """Appends each note to its day's file; returns how many sections were added (markers alone count not)."""
@@ -208,34 +225,26 @@ def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], langua
     with FileLock(str(memory_dir / LOCK_NAME), timeout=LOCK_TIMEOUT):
         for note in notes:
             path = day_path(memory_dir, note_date(note, tz))
-            existing = _read(path)
-            text = section(note, session, language, existing, tz, threshold, _read(held_path(path)))
+            existing = DAYS.get(path)
+            text = section(note, session, language, existing, tz, threshold, DAYS.get(held_path(path)))
             if not text:
                 continue
-            if "\n## " not in text and not existing:
+            if "\n## " not in text and existing.empty:
                 # Only the span's marker (the model found nothing worth noting): no day file for it.
-                _append_whole(held_path(path), text.lstrip("\n").encode("utf-8"))
+                _append(held_path(path), text.lstrip("\n"))
                 continue
-            if not existing:
+            if existing.empty:
                 text = f"# {path.stem}\n" + text
-            _append_whole(path, text.encode("utf-8"))
+            _append(path, text)
             added += 1 if "\n## " in text else 0
     return added
 
 
-def _append_whole(path: Path, data: bytes) -> None:
-    """Appends all of `data` or nothing: a write the disk refused part-way (full, over quota) is cut off
-    again, so the day file never ends in half a section. Unbuffered, so nothing is written again on close."""
-    with path.open("ab", buffering=0) as handle:
-        size = handle.seek(0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[handle.write(view):]
-            os.fsync(handle.fileno())
-        except OSError:
-            handle.truncate(size)
-            raise
+def _append(path: Path, text: str) -> None:
+    """Appends to a day file (or the markers beside it) and keeps its parse in step."""
+    before = stamp(path)
+    append_whole(path, text.encode("utf-8"))
+    DAYS.appended(path, before, text)
 
 
 def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str, str]]:
@@ -243,8 +252,8 @@ def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str
     beside it (a span with nothing to note)."""
     path = day_path(memory_dir, date)
     return [(span.first or span.last or "", span.last or span.first or "")
-            for span in spans(_read(path)) + spans(_read(held_path(path)))
-            if span.session == session_key and (span.first or span.last)]
+            for day in (DAYS.get(path), DAYS.get(held_path(path))) for span in day.spans.get(session_key, [])
+            if span.first or span.last]
 
 
 def is_noted(stamp: str, noted: list[tuple[str, str]]) -> bool:

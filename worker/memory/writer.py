@@ -119,8 +119,7 @@ class MemoryFiles:
 
     def held_since(self) -> float | None:
         """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""
-        held = longterm.read_held(self.memory_path)
-        return min(h.held_at for h in held) if held else None
+        return longterm.HELD.get(longterm.pending_path(self.memory_path)).oldest
 
     def flush(self, sessions_dir: Path | None, cache_ttl: float, force: bool = False) -> longterm.MergeStats | None:
         """Writes the held facts into MEMORY.md if no session was written within `cache_ttl` seconds (or

@@ -40,7 +40,7 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
 def known_facts(deps: Deps) -> list[str]:
     """What MEMORY.md holds, so the model does not add it again; bounded, it rides in every call."""
     try:
-        return deps.memory.known_facts()[:KNOWN_FACTS_IN_PROMPT]
+        return deps.memory.known_facts(KNOWN_FACTS_IN_PROMPT)
     except OSError as exc:
         log.warning("MEMORY.md not readable: %s", exc)
         return []

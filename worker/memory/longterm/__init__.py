@@ -6,7 +6,7 @@ are the worker's two files beside MEMORY.md, `store` does the locked, compare-an
 
 from __future__ import annotations
 
-from worker.memory.longterm.held import Held, pending_path, read_held
+from worker.memory.longterm.held import HELD, Held, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, apply, merge, merge_text
 from worker.memory.longterm.part import BEGIN, END, Line, Part, dated_lines, locate, markup_share, parse, render
 from worker.memory.longterm.sidecar import Meta, load_meta, sidecar_path
@@ -21,7 +21,7 @@ from worker.memory.longterm.store import (
 )
 
 __all__ = [
-    "BEGIN", "END", "Batch", "Held", "Line", "MemoryConflict", "MergeStats", "Merged", "Meta", "Part", "apply",
+    "BEGIN", "END", "Batch", "HELD", "Held", "Line", "MemoryConflict", "MergeStats", "Merged", "Meta", "Part", "apply",
     "dated_lines", "flush", "forget_session", "hold_facts", "known_facts", "load_meta", "locate", "markup_share",
     "merge", "merge_text", "parse", "pending_path", "read_held", "render", "sidecar_path", "write_batches",
     "write_facts",

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.files import read_bytes
+from worker.memory.followed import Followed
 from worker.memory.longterm.merge import Batch
 from worker.model.answer import Fact
 from worker.text.redact import one_line
@@ -52,3 +53,32 @@ def read_held(path: Path) -> list[Held]:
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("%s: a held batch is unreadable and skipped (%s)", pending_path(path).name, exc)
     return found
+
+
+@dataclass
+class HeldTexts:
+    """What every job needs of the held facts (the extractor's prompt, the check for a flush): their texts and
+    when the oldest was held. Read without building every Fact: the file grows all day."""
+
+    texts: list[str] = field(default_factory=list)
+    oldest: float | None = None
+
+    def add(self, text: str) -> None:
+        for line in text.splitlines():
+            try:
+                data = json.loads(line)
+                self.texts += [one_line(str(fact["text"])) for fact in data["facts"]]
+                held_at = float(data["held_at"])
+            except (ValueError, KeyError, TypeError):
+                continue  # read_held says which line, when the facts are written
+            self.oldest = held_at if self.oldest is None else min(self.oldest, held_at)
+
+
+def _parse_held(text: str) -> HeldTexts:
+    held = HeldTexts()
+    held.add(text)
+    return held
+
+
+# The held-facts files as this process last read and appended them (followed.py).
+HELD: Followed[HeldTexts] = Followed(_parse_held, HeldTexts.add)

@@ -4,15 +4,17 @@ our lock), the sidecar written first; holding facts, flushing them, forgetting a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice
 from pathlib import Path
 
 from filelock import FileLock
 
 from worker.errors import MemoryFilesError
 from worker.memory.dedup import DEFAULT_THRESHOLD
-from worker.files import LOCK_TIMEOUT, read_bytes, temp_beside
-from worker.memory.longterm.held import held_line, pending_path, read_held
+from worker.files import LOCK_TIMEOUT, append_whole, read_bytes, temp_beside
+from worker.memory.followed import stamp
+from worker.memory.longterm.held import HELD, held_line, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
 from worker.memory.longterm.part import Line, bullets, locate, metas, parse, render
 from worker.memory.longterm.sidecar import Meta, dump_meta, load_meta, sidecar_path
@@ -72,11 +74,18 @@ class _MemoryFile:
         raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
 
     def hold(self, batch: Batch, held_at: float) -> None:
-        """Adds a batch to the pending file (atomically: a crash keeps the old file or the new one)."""
+        """Appends a batch to the pending file, one line, all of it or nothing (a write the disk refused is cut
+        off again). Appended, not rewritten: the file grows all day while a session is active."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
-            _replace(self.pending_path, (read_bytes(self.pending_path) or b"") + held_line(batch, held_at))
-            _sync_dir(self.pending_path.parent)
+            before = stamp(self.pending_path)
+            line = held_line(batch, held_at)
+            if before is not None and before[1] and _last_byte(self.pending_path) != b"\n":
+                line = b"\n" + line  # a line cut short by a crash stays a line of its own (skipped when read)
+            append_whole(self.pending_path, line)
+            if before is None:
+                _sync_dir(self.pending_path.parent)
+            HELD.appended(self.pending_path, before, line.decode("utf-8"))
 
     def commit(self, batches: Sequence[Batch], max_facts: int, threshold: float) -> MergeStats | None:
         """The held batches, then `batches`, merged into the file; the pending file goes only after the file
@@ -151,6 +160,12 @@ def forget_session(path: Path, session: str, today: str, dry_run: bool = False) 
     return removed
 
 
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1)
+
+
 def _sync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -177,6 +192,13 @@ def known_facts(path: Path, limit: int | None = None) -> list[str]:
         ours = [line.text for line in sorted(part.lines, key=Line.rank, reverse=True)]
         rest = text[:span[0]] + "\n" + text[span[1]:]
     theirs = bullets(rest)
-    held = [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
-    found = list(dict.fromkeys(ours + held + theirs))
-    return found if limit is None else found[:limit]
+    # The first `limit` of them, each once: the held facts grow all day, the prompt takes a hundred.
+    return list(islice(_unique(chain(ours, HELD.get(pending_path(path)).texts, theirs)), limit))
+
+
+def _unique(texts: Iterable[str]) -> Iterator[str]:
+    seen: set[str] = set()
+    for text in texts:
+        if text not in seen:
+            seen.add(text)
+            yield text

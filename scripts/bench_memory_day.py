@@ -1,0 +1,99 @@
+"""Benchmark of a busy day's memory-file work per job: the first jobs of the day against the last.
+
+One worker process, one day, thousands of summary jobs over a thousand sessions while one session is always
+active (so MEMORY.md's new facts are held for a quiet moment, the default NANOBOT_MEMORY_WRITE=idle): each
+job does what a summary job does with the memory files, through the worker's own MemoryFiles: reads the
+facts MEMORY.md and the held file know (for the prompt), reads which of its messages that day's notes cover,
+appends its notes section and holds its facts. Prints the mean time per job of the first and the last
+`--window` jobs, their ratio (goal: the last at >= 90% of the first's speed) and the growth of the resident
+memory (goal: < 20 MB). `--smoke` is a small, quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+
+from tests.support.sandbox import NanobotHome  # noqa: E402
+from worker.memory.writer import MemoryFiles  # noqa: E402
+from worker.model.answer import DailyNotes, Fact  # noqa: E402
+
+DAY = datetime(2026, 11, 24, 0, 0)
+TOPICS = ("the blog's theme", "a Redis timeout", "the nginx port", "a trip to Lisbon", "the backup script",
+          "a database migration", "the team's standup", "a new keyboard")
+
+
+def resident_mb() -> float:
+    """The process's resident memory now (not its peak), from /proc."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def job_input(n: int) -> tuple[str, DailyNotes, list[Fact]]:
+    session = f"telegram:{1000 + n % 1000}"
+    start = DAY + timedelta(seconds=20 * n)
+    topic = TOPICS[n % len(TOPICS)]
+    notes = DailyNotes(date=DAY.date().isoformat(), first_timestamp=start.isoformat(timespec="seconds"),
+                       last_timestamp=(start + timedelta(seconds=15)).isoformat(timespec="seconds"),
+                       topics=[f"{topic}, round {n}"], decisions=[f"decision {n} about {topic}"],
+                       tasks=[f"follow up on job {n}"])
+    facts = [Fact(text=f"The user's setting number {n}.{k} is {n * 7 + k}", importance=3, source="user")
+             for k in range(3)]
+    return session, notes, facts
+
+
+def one_job(memory: MemoryFiles, sessions_dir: Path, n: int) -> float:
+    session, notes, facts = job_input(n)
+    began = time.perf_counter()
+    memory.known_facts()
+    memory.noted_spans(session, notes.date)
+    memory.write_now(session, [notes], facts, "en", sessions_dir, cache_ttl=300.0)
+    return time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=4_000, help="jobs on the day (4000)")
+    parser.add_argument("--window", type=int, default=250, help="jobs compared at each end (250)")
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.window = 300, 50
+    with tempfile.TemporaryDirectory() as tmp:
+        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
+        home.write_session("telegram:1", [{"role": "user", "content": "hi", "timestamp": DAY.isoformat()}])
+        memory = MemoryFiles(home.workspace, "UTC", hold=True)
+        gc.collect()
+        before = resident_mb()
+        times = []
+        for n in range(args.jobs):
+            if n % 200 == 0:  # a session stays active all day: its file is saved again and again
+                os.utime(home.session_file("telegram:1"))
+            times.append(one_job(memory, home.sessions_dir, n))
+        gc.collect()
+        grown = resident_mb() - before
+        held = (home.workspace / "memory" / ".MEMORY.pending.jsonl").stat().st_size
+        notes = (home.workspace / "memory" / f"{DAY.date().isoformat()}.md").stat().st_size
+    first, last = statistics.mean(times[:args.window]), statistics.mean(times[-args.window:])
+    print(f"{args.jobs:,} jobs on one day, 1,000 sessions, facts held (one session always active); "
+          f"at the end: day file {notes / 1e6:.1f} MB, held facts {held / 1e6:.1f} MB")
+    print(f"memory-file work per job: first {args.window} {first * 1000:.2f} ms, last {args.window} "
+          f"{last * 1000:.2f} ms; speed of the last against the first {first / last:.2f} (goal >= 0.90)")
+    print(f"resident memory grew {grown:.1f} MB (goal < 20 MB)")
+    print(json.dumps({"first_ms": round(first * 1000, 3), "last_ms": round(last * 1000, 3),
+                      "speed_ratio": round(first / last, 3), "rss_growth_mb": round(grown, 1)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
