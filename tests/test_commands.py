@@ -7,6 +7,7 @@ script calls; one test per command keeps the real process, so the entry point it
 from __future__ import annotations
 
 import asyncio
+import re
 import os
 import subprocess
 import sys
@@ -239,3 +240,22 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
     assert outcome is not None and outcome.status == "noop", outcome
     assert outcome.detail.startswith("nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden")
     assert fake_llm.requests == []
+
+
+async def test_a_catch_up_dry_run_counts_the_notes_calls_the_job_makes(nanobot_home, fake_llm, redis, redis_url,
+                                                                      deps_for, capsys) -> None:
+    """Over several notes-only calls too: the dry run chunks as the job does (the budget less the prompt)."""
+    fake_llm.default = Reply(summary_json())
+    nanobot_home.write_session("telegram:42", conversation(60), last_archived=120)
+    budget = "2500"
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--since", "2026-11-20", "--dry-run",
+                                  "telegram:42", env=process_env(nanobot_home, redis_url, config=True,
+                                                                 NANOBOT_SUMMARY_INPUT_TOKENS=budget))
+    planned = re.search(r"would note 120 more messages .* in about (\d+) notes-only", dry.stdout)
+    assert planned and int(planned.group(1)) > 1, dry.stdout
+    queued = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--since", "2026-11-20", "telegram:42",
+                                     env=process_env(nanobot_home, redis_url, config=True))
+    assert queued.returncode == 0, queued.stderr
+    await run_burst(deps_for(summary_input_tokens=int(budget)))
+    noted = await load_outcome(redis, "telegram:42")
+    assert "noted 120 more messages" in noted.detail and noted.spend.calls == int(planned.group(1)), noted

@@ -113,15 +113,22 @@ def print_plan(deps: Deps, session: SessionFile, pending: SummaryRecord | None, 
 
 def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str) -> None:
     """The catch-up's notes-only part: messages from `since` on that no summary covers and no day file notes yet."""
-    from worker.summarize.remember import unnoted
-    from worker.text.prepare import chunk, transcript
+    from worker.model.prompts import notes_system_prompt
+    from worker.summarize.ask import PROMPT_SLACK_TOKENS
+    from worker.summarize.remember import known_facts, unnoted
+    from worker.text.prepare import chunk, detect_language, transcript
+    from worker.text.tokens import count_recurring
 
     dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
     entries = unnoted(deps, session.key, [e for e in dated if e.index not in covered])
     if not entries:
         print(f"  notes since {since}: every message is noted already")
         return
-    calls = len(chunk(entries, deps.settings.summary_input_tokens, deps.counter))
+    # The chunks the job's notes-only calls take (worker.summarize.notes_only): the budget less what every call
+    # sends besides the messages.
+    overhead = (count_recurring(deps.counter, notes_system_prompt(detect_language(session.messages)))
+                + count_recurring(deps.counter, "\n".join(known_facts(deps))) + PROMPT_SLACK_TOKENS)
+    calls = len(chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter))
     print(f"  would note {len(entries)} more messages since {since} (not yet in the daily notes) in about "
           f"{calls} notes-only LLM call(s)")
 
