@@ -247,7 +247,7 @@ async def test_a_catch_up_dry_run_counts_the_notes_calls_the_job_makes(nanobot_h
     """Over several notes-only calls too: the dry run chunks as the job does (the budget less the prompt)."""
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session("telegram:42", conversation(60), last_archived=120)
-    budget = "2500"
+    budget = "3400"  # 120 messages of 2,880 tokens: one chunk of the whole budget, two of it less the prompt
     dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--since", "2026-11-20", "--dry-run",
                                   "telegram:42", env=process_env(nanobot_home, redis_url, config=True,
                                                                  NANOBOT_SUMMARY_INPUT_TOKENS=budget))
