@@ -281,3 +281,15 @@ async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_sett
     assert last[0].startswith(f"  {key} - summarized ") and 2 <= len(last) <= 6, narrow
     assert all(len(line.split()) > 2 for line in last), "no line of one or two words"
     assert f"summarizing spend per session, since its first job: 1\n  {key} - 1 call; " in narrow
+
+
+async def test_a_finished_cron_tick_is_not_in_flight(nanobot_home, redis, redis_url, deps_for, capsys) -> None:
+    """arq keeps a finished cron tick's in-progress mark 60 s (no other worker runs the tick again): the minute's
+    MEMORY.md check was always listed in flight, also after its worker was gone."""
+    async with running_worker(deps_for(memory_write="idle")):  # its flush_memory runs at start, then every minute
+        async def tick_done() -> bool:
+            marks = [k async for k in redis.scan_iter(match=f"{in_progress_key_prefix}{TEST_KEYS.cron('')}*")]
+            return bool(marks) and 0 < await redis.pttl(marks[0]) <= 60_000
+        await wait_until(tick_done, 60, "the minute's check to run once")
+        shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
+    assert shown["in_flight"] == [], shown["in_flight"]

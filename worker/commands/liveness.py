@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from arq.connections import ArqRedis
-from arq.constants import health_check_key_suffix, in_progress_key_prefix, retry_key_prefix
+from arq.constants import health_check_key_suffix, in_progress_key_prefix, keep_cronjob_progress, retry_key_prefix
 
 from nanobot_hooks.contract import Keys, utcnow
 from worker.state.workers import WorkerReport, reports
@@ -31,11 +31,14 @@ async def health_line(redis: ArqRedis) -> str | None:
 
 
 def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
-    """(what the job is, its session or name): summary / idle check of a session, or a scheduled job."""
+    """(what the job is, its session or name): summary / idle check of a session, or a scheduled job (a cron
+    job's id is `Keys.cron(name)` + `:<tick in ms>`: shown as its name)."""
     if (session := keys.session_of_job(job_id)) is not None:
         return "summary", session
     if job_id.startswith(keys.idle_job_id("")):
         return "idle check", job_id[len(keys.idle_job_id("")):]
+    if job_id.startswith(keys.cron("")):
+        return "scheduled", job_id[len(keys.cron("")):].rpartition(":")[0] or job_id[len(keys.cron("")):]
     return "scheduled", job_id.removeprefix(keys.prefix)
 
 
@@ -49,6 +52,9 @@ async def in_flight(redis: ArqRedis, alive: bool, found: Sequence[WorkerReport] 
         left_ms = await redis.pttl(mark)
         tries = await redis.get(retry_key_prefix + job_id)
         kind, name = job_kind(keys, job_id)
+        if kind == "scheduled" and 0 <= left_ms <= keep_cronjob_progress * 1000:
+            # A finished cron tick: arq keeps its mark this long so no other worker runs the tick again.
+            continue
         jobs.append({"job_id": job_id, "kind": kind, "session": name if kind != "scheduled" else None,
                      "name": name, "try": int(tries) if tries else None,
                      "rerun_in_seconds": round(left_ms / 1000) if left_ms >= 0 else None,
