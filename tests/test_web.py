@@ -21,6 +21,7 @@ from tests.support.environment import process_env
 from tests.support.redis_server import free_port
 from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, SCRIPT, make_data, remembering, served
 from worker.memory.longterm import BEGIN, END, load_meta, sidecar_path
+from worker.state import budget
 from worker.state.outcomes import load_outcome
 from worker.web.guard import Guard, Refused
 
@@ -37,11 +38,14 @@ async def data(redis, nanobot_home, fake_llm, worker_deps):
     return nanobot_home.workspace / "memory" / "MEMORY.md"
 
 
-async def test_the_overview_links_each_sessions_last_outcome_to_its_page_which_says_why(data, settings_for):
-    async with served(settings_for()) as page:
+async def test_the_overview_links_each_sessions_last_outcome_to_its_page_which_says_why(data, settings_for, redis):
+    async with served(settings_for(summary_daily_tokens_total=50_000)) as page:
         status, body = await page.get("/")
         assert status == 200, body
         assert "No worker is running" in body  # the burst worker ended: the page says so
+        # Spend today against the cap, and this month, as the job recorded them.
+        month_tokens, _ = await budget.month_spend(redis, page.instance.today()[:7])
+        assert month_tokens > 0 and f"{month_tokens:,} tokens</p>" in body and "of 50,000 a day" in body
         for key in (KEY, QUIET):
             assert f'href="/session?key={quote(key, safe="")}"' in body
         outcome = await load_outcome(await page.instance.client(), QUIET)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.model.llm import Completion
 
 DAY_SECONDS = 24 * 3600
+MONTH_KEEP_SECONDS = 62 * DAY_SECONDS
 
 
 class Spend(BaseModel):
@@ -70,7 +71,18 @@ async def record_call(redis: ArqRedis, session_key: str, completion: Completion,
         pipe.hincrby(spend_key(f"day:{day}"), "tokens", tokens)
         pipe.hincrby(spend_key(f"day:{day}"), f"tokens:{session_key}", tokens)
         pipe.expire(spend_key(f"day:{day}"), 3 * DAY_SECONDS)
+        # The month's tokens and cost, for the web page's "this month" (kept a month past its end).
+        pipe.hincrby(spend_key(f"month:{day[:7]}"), "tokens", tokens)
+        if completion.cost:
+            pipe.hincrbyfloat(spend_key(f"month:{day[:7]}"), "cost", completion.cost)
+        pipe.expire(spend_key(f"month:{day[:7]}"), MONTH_KEEP_SECONDS)
         await pipe.execute()
+
+
+async def month_spend(redis: ArqRedis, month: str) -> tuple[int, float]:
+    """Summarizing tokens and cost (USD, priced calls only) in a month, `YYYY-MM` of the worker's days."""
+    tokens, cost = await redis.hmget(Keys.of(redis).spend(f"month:{month}"), ["tokens", "cost"])
+    return int(tokens or 0), float(cost or 0.0)
 
 
 async def job_spend(redis: ArqRedis, session_key: str) -> Spend:

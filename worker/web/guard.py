@@ -5,7 +5,8 @@
   generated at start and printed once: `?token=` in the first URL, then a cookie (HttpOnly, SameSite=Strict).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
   cookie), an Origin, when the browser sends one, naming this page, and is refused in read-only mode.
-- Every answer forbids scripts, frames and caching (Content-Security-Policy, no-store) and sends no Referer.
+- Every answer forbids scripts, frames and caching (Content-Security-Policy, no-store) and sends a Referer to
+  this page only.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ HEADERS = {
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make a browser send `Origin: null` with our forms
     "Cache-Control": "no-store",
 }
 BROWSER: ContextVar[str] = ContextVar("browser", default="")  # the requesting browser's cookie

@@ -34,14 +34,17 @@ def shown_settings(settings: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
-    """Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps."""
+    """Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps, and this
+    month's tokens and cost."""
     keys = instance.settings.keys
     raw = {(k.decode() if isinstance(k, bytes) else k): int(v)
            for k, v in (await redis.hgetall(keys.spend(f"day:{instance.today()}"))).items()}
     sessions = {k[len("tokens:"):]: v for k, v in raw.items() if k.startswith("tokens:")}
     busiest = max(sessions.items(), key=lambda item: item[1]) if sessions else None
+    month_tokens, month_cost = await budget.month_spend(redis, instance.today()[:7])
     return {"tokens": raw.get("tokens", 0), "cap_total": instance.settings.summary_daily_tokens_total,
-            "cap_session": instance.settings.summary_daily_tokens, "busiest": busiest}
+            "cap_session": instance.settings.summary_daily_tokens, "busiest": busiest,
+            "month": instance.today()[:7], "month_tokens": month_tokens, "month_cost": month_cost}
 
 
 async def overview_data(instance: Instance) -> dict[str, Any]:

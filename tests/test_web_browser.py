@@ -1,0 +1,172 @@
+"""`nanobot-summary web` in a real browser: headless Chromium from Debian's packages driven by Selenium through
+Debian's chromium-driver (no browser download). Over data made by real jobs: a newcomer finds from the overview,
+in one click, why a session's last job did nothing; a fact is forgotten and put back with the page's buttons;
+a fact holding `<script>` is shown as text and runs nothing; a form posted from another site is refused by the
+browser's own rules and the page's; recall answers as the chosen session. Each page is saved as a PNG
+(NANOBOT_WEB_SCREENSHOTS names the folder, e.g. docs; the test's own temporary folder otherwise).
+
+scripts/test installs chromium and chromium-driver when they are missing and it runs as root (as CI does); without
+them the test is skipped, saying so."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tests.support.web import FACTS, QUIET, SCRIPT, make_data, remembering, served
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install -e '.[test]')")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
+    "installs them when it runs as root)")
+
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Chrome]:
+    options = ChromeOptions()
+    options.binary_location = CHROMIUM or ""
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    driver = Chrome(service=Service(executable_path=DRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Callable[[Chrome, str], None]:
+    folder = Path(os.environ.get("NANOBOT_WEB_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def take(driver: Chrome, name: str) -> None:
+        assert driver.save_screenshot(str(folder / f"web-{name}.png"))
+    return take
+
+
+async def in_browser(step: Callable[..., Any], *args: Any) -> Any:
+    """A blocking Selenium step in a thread, so the page's server (on this loop) can answer it."""
+    return await asyncio.to_thread(step, *args)
+
+
+def no_alert(driver: Chrome) -> bool:
+    try:
+        driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def overview_to_why(driver: Chrome, base: str, take: Callable[[Chrome, str], None]) -> str:
+    driver.get(base + "/")
+    take(driver, "overview")
+    why = after_click(driver, driver.find_element(By.LINK_TEXT, QUIET), "p.why")
+    take(driver, "session")
+    return why
+
+
+def after_click(driver: Chrome, button: Any, wanted: str) -> str:
+    """Click a form's button and wait for the next page; its element `wanted` (CSS), or the page's text."""
+    button.click()
+    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(button))
+    found = driver.find_elements(By.CSS_SELECTOR, wanted)
+    return found[0].text if found else driver.find_element(By.TAG_NAME, "body").text
+
+
+def forget_on_page(driver: Chrome, base: str, fact: str) -> str:
+    driver.get(base + "/memory")
+    row = driver.find_element(By.XPATH, f"//tr[td[@class='fact' and normalize-space()='{fact}']]")
+    return after_click(driver, row.find_element(By.TAG_NAME, "button"), ".notice")
+
+
+def click_undo(driver: Chrome) -> str:
+    return after_click(driver, driver.find_element(By.XPATH, "//button[normalize-space()='Undo']"), ".notice")
+
+
+def memory_page(driver: Chrome, base: str, take: Callable[[Chrome, str], None]) -> tuple[list[str], bool]:
+    driver.get(base + "/memory")
+    take(driver, "memory")
+    return [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "td.fact")], no_alert(driver)
+
+
+def recall_as(driver: Chrome, base: str, session: str, query: str, take: Callable[[Chrome, str], None]) -> str:
+    driver.get(base + "/recall")
+    driver.find_element(By.NAME, "q").send_keys(query)
+    Select(driver.find_element(By.NAME, "session")).select_by_value(session)
+    answer = after_click(driver, driver.find_element(By.XPATH, "//form[@class='search']//button"), "pre.answer")
+    take(driver, "recall")
+    return answer
+
+
+async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    fake_llm.responder = remembering
+    await make_data(redis, worker_deps(), nanobot_home)
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    before = memory.read_bytes()
+    async with served(settings_for()) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        why = await in_browser(overview_to_why, browser, base, shots)
+        assert why and why in (await page.get(f"/session?key={QUIET}"))[1]
+        facts, quiet = await in_browser(memory_page, browser, base, shots)
+        assert FACTS[0] in facts and quiet, "the fact holding <script> is text, and nothing ran"
+        notice = await in_browser(forget_on_page, browser, base, FACTS[1])
+        assert notice.startswith("Forgotten") and FACTS[1].encode() not in memory.read_bytes()
+        assert "back in MEMORY.md" in await in_browser(click_undo, browser)
+        assert memory.read_bytes() == before
+        answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
+        assert SCRIPT in answer, answer
+        await in_browser(browser.get, base + "/sessions")
+        await in_browser(shots, browser, "sessions")
+
+
+EVIL = """<!doctype html><form method="post" action="{target}/memory/forget">
+<input type="hidden" name="text" value="{fact}"><input type="hidden" name="csrf" value="{csrf}">
+<button id="go">win a prize</button></form>"""
+
+
+async def test_a_form_posted_from_another_site_changes_nothing(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser):
+    fake_llm.responder = remembering
+    await make_data(redis, worker_deps(), nanobot_home)
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    before = memory.read_bytes()
+    async with served(settings_for()) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, base + "/memory")  # the browser has the page's cookie
+        # Even a site that somehow learned a valid token of another browser is refused.
+        evil = web.Application()
+        html = EVIL.format(target=base, fact=FACTS[1], csrf=await page.csrf())
+
+        async def lure(request: web.Request) -> web.Response:
+            return web.Response(text=html, content_type="text/html")
+
+        evil.router.add_get("/", lure)
+        server = TestServer(evil, host="localhost")
+        await server.start_server()
+        try:
+            await in_browser(browser.get, str(server.make_url("/")))
+            text = await in_browser(lambda: after_click(browser, browser.find_element(By.ID, "go"), "main"))
+        finally:
+            await server.close()
+        assert "Refused" in text, text
+        assert memory.read_bytes() == before
