@@ -38,6 +38,7 @@ from nanobot_hooks.recall_query import Asked, phrase, read_query
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
 NEIGHBOR_SHARE = 0.5  # of a hit's score, for the message before and after it
+LETTER_SHARE = 0.3  # of a word's weight, for one letter of a CJK word (recall_query.Asked.letters)
 MEMORY_SHARE = 0.5  # of a MEMORY.md line's score: nanobot puts the file in every prompt, the rest it never sees
 ROWS_BUDGET = 4_000  # passages one search may score; see recall_answer.plan_terms
 SIZE_CAP = 1_000  # passages counted of a notes or MEMORY.md source, for its words' rarity
@@ -63,11 +64,16 @@ class _Search:
 
     def plan(self) -> None:
         """Count how common the query's words are, then choose what to ask SQLite (plan_terms)."""
-        for term in self.asked.terms:
+        for term in self.asked.terms + self.asked.letters:
             self.check_clock()
-            self.counts[term] = self.count(term)
-        self.kept, self.ranked = plan_terms(self.counts, ROWS_BUDGET)
+            self.count(term)
+        words = {term: self.counts[term] for term in self.asked.terms}
+        self.kept, self.ranked = plan_terms(words, ROWS_BUDGET)
         self.match = " AND ".join(self.kept)
+        if self.ranked:  # the letters come in only where the budget has room left
+            letters = {term: self.counts[term] for term in self.asked.letters}
+            room = ROWS_BUDGET - sum(words[term] for term in self.kept)
+            self.kept += plan_terms(letters, room)[0] if room > 0 and letters else []
 
     def count(self, term: str) -> int:
         if term not in self.counts:
@@ -165,14 +171,19 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
     """BM25 within the source: a word's rarity is counted among this conversation's passages, not the whole
     workspace's, where a name said in every other message of one chat would look rare."""
     held: dict[int, list[str]] = {}
+    counts: Counter[str] = Counter()
+    whole = source.id << SOURCE_BITS, source.id << SOURCE_BITS | SOURCE_POSITION
     for term in run.kept:
         run.check_clock()
+        # Counted in the whole source (the days asked are no collection of their own), kept in the span.
         for (rowid,) in run.db.execute("SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ?",
-                                       (term, *span)):
-            held.setdefault(rowid, []).append(term)
-    counts = Counter(term for terms in held.values() for term in terms)
+                                       (term, *whole)):
+            counts[term] += 1
+            if span[0] <= rowid <= span[1]:
+                held.setdefault(rowid, []).append(term)
     size = _size(run, source)
-    weight = {term: rarity(count, size) for term, count in counts.items()}
+    weight = {term: rarity(count, size) * (LETTER_SHARE if term in run.asked.letters else 1.0)
+              for term, count in counts.items()}
     share = MEMORY_SHARE if source.kind == "memory" else 1.0
     pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]), r), reverse=True)[:CANDIDATES * 4]
     average = _average_length(run, span)

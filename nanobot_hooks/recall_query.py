@@ -31,14 +31,16 @@ will with would you your yours yourself yourselves tell told know remember recal
 mentioned talk talked discuss discussed ask asked thing things anything something kind sort go goes going
 went gone
 """.split())
-# Longest first, so that 什么时候 is taken before 什么. Single letters only where they are almost never part of
-# a content word (会 is in 会议, 要 in 重要: they stay).
+# Words that split a CJK run, longest first (什么时候 before 什么): question words, pronouns, Japanese particles
+# and endings, which sit between the words that matter.
 CJK_STOP = sorted("""
 什么时候 为什么 怎么样 怎么 什么 哪里 哪儿 哪个 哪些 哪天 多少 有没有 是不是 我们 你们 他们 她们 咱们 这个 那个 这些
-那些 一个 一下 告诉 记得 提到 说过 关于 之前 以前 时候 知道 请问 上次 的 了 吗 呢 吧 啊 呀 我 你 他 她 它 是 也 都 和 很 就
-还 又 谁 几 去 过 在 有
+那些 一个 一下 告诉 记得 提到 说过 关于 之前 以前 时候 知道 请问 上次
 何 なに いつ どこ だれ 誰 どう なぜ どの どんな ですか でした ました です ます した して ください の を は が に で と も へ や か ね よ
 """.split(), key=len, reverse=True)
+# Chinese function letters: they stay inside a run, where they make a word's bigram ("买了" of 买, "去了" of 去,
+# as the answer says it too), but a bigram of two of them, or one alone, is no term.
+CJK_WEAK = frozenset("的了吗呢吧啊呀我你他她它是也都和很就还又谁几")
 _CJK_STOP = re.compile("|".join(map(re.escape, CJK_STOP)))
 _WORD = re.compile(r"[^\W_]+")  # what SQLite's unicode61 tokenizer takes as one word
 
@@ -50,13 +52,17 @@ class Asked:
     terms: tuple[str, ...]
     since: str | None = None
     until: str | None = None
+    # The letters of its CJK words, each as a term of its own that weighs less (recall.LETTER_SHARE): a
+    # paraphrase often keeps one letter of a word (演出 and 演唱会, 旅游 and 旅行, 报名 and 报了).
+    letters: tuple[str, ...] = ()
 
 
 def read_query(query: str, today: Date) -> Asked:
     """The terms and the named days of one query. A query of stop words alone is searched as it is, unless
     it names days ("what did we say last week": the passages of those days)."""
     since, until, rest = named_days(query, today)
-    return Asked(terms(rest, keep_stop_words=since is None), since, until)
+    found = terms(rest, keep_stop_words=since is None)
+    return Asked(found, since, until, tuple(t for t in letters(rest) if t not in found))
 
 
 def terms(text: str, keep_stop_words: bool = True) -> tuple[str, ...]:
@@ -73,9 +79,24 @@ def _terms(text: str, drop_stop: bool) -> list[str]:
         found += _latin(text[at:run.start()], drop_stop)
         pieces = _CJK_STOP.split(run.group()) if drop_stop else [run.group()]
         for piece in filter(None, pieces):
-            found += [phrase(g) for g in cjk_grams(piece)[:-1]] if len(piece) > 1 else [phrase(piece) + "*"]
+            found += _cjk(piece, drop_stop)
         at = run.end()
     return found + _latin(text[at:], drop_stop)
+
+
+def letters(text: str) -> tuple[str, ...]:
+    """The letters of the text's CJK words of two letters or more (function letters left out), as terms."""
+    found = [letter for run in CJK_RUN.findall(text) for piece in _CJK_STOP.split(run) if len(piece) > 1
+             for letter in piece if letter not in CJK_WEAK]
+    return tuple(dict.fromkeys(phrase(letter) + "*" for letter in found))[:MAX_TERMS]
+
+
+def _cjk(piece: str, drop_stop: bool) -> list[str]:
+    """A CJK run's bigrams (a letter alone: the prefix of a token), less those of function letters alone."""
+    if len(piece) == 1:
+        return [] if drop_stop and piece in CJK_WEAK else [phrase(piece) + "*"]
+    grams = cjk_grams(piece)[:-1]
+    return [phrase(g) for g in grams if not (drop_stop and set(g) <= CJK_WEAK)]
 
 
 def _latin(text: str, drop_stop: bool) -> list[str]:

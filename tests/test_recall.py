@@ -20,7 +20,7 @@ from nanobot_hooks.contract import RECALL_INDEX, index_text
 from nanobot_hooks.nanobot_format import is_direct_chat
 from nanobot_hooks.recall import search
 from nanobot_hooks.recall_answer import Hit, Source, snippet, visible_sources
-from nanobot_hooks.recall_query import terms
+from nanobot_hooks.recall_query import read_query, terms
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome
@@ -375,6 +375,17 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
     assert "sculptor" in long and long.startswith("   …"), "the snippet shows the rarest matched word"
 
 
+def test_a_chinese_word_said_otherwise_is_found_by_its_letters_after_the_exact_word(home, index):
+    rows = [("2026-11-18T10:00:00", "user", "昨晚去看了告五人的演唱会，人生最佳！"),
+            ("2026-11-18T10:01:00", "assistant", "哇，太棒了！"),
+            ("2026-11-19T10:00:00", "user", "周末的演出票还没买到。")]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    index.refresh(home.sessions_dir)
+    lines = ask(home, "演出").split("\n")
+    assert lines[1].endswith("message 2 (user)"), "the exact word first"
+    assert any(line.endswith("message 0 (user)") for line in lines[3::2]), "演唱会 shares 演 with 演出"
+
+
 def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home, index):
     rows = [("2026-10-05T10:00:00", "user", "the deploy of the blog went fine"),
             ("2026-11-18T10:00:00", "user", "the deploy of the shop failed twice"),
@@ -466,7 +477,12 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert terms("What does Maria find comforting about going to art shows?") == (
         '"maria"', '"find"', '"comforting"', '"art"', '"shows"'), "stop words out, nothing cut"
     assert terms("what is it") == ('"what"', '"is"', '"it"'), "a query of stop words alone is searched as it is"
-    assert terms("玛丽亚为什么喜欢去看画展？") == ('"玛丽"', '"丽亚"', '"喜欢"', '"看画"', '"画展"')
+    assert terms("玛丽亚为什么喜欢去看画展？") == ('"玛丽"', '"丽亚"', '"喜欢"', '"欢去"', '"去看"', '"看画"', '"画展"')
+    assert terms("子豪最近买了什么？") == ('"子豪"', '"豪最"', '"最近"', '"近买"', '"买了"'), "买了 as the answer says it"
+    assert terms("我的猫叫什么名字") == ('"的猫"', '"猫叫"', '"名字"'), "我的 alone is no term"
+    asked = read_query("李娜上周的演出", datetime(2026, 11, 25).date())
+    assert asked.terms == ('"李娜"', '"的演"', '"演出"') and (asked.since, asked.until) == ("2026-11-16", "2026-11-22")
+    assert asked.letters == ('"李"*', '"娜"*', '"演"*', '"出"*'), "演出 also finds 演唱会, at a share of its weight"
     long = " x".join(f"word{n}" for n in range(60))
     assert len(terms(long)) == 60, "no cap drops the content words at the end of a long question"
     text = "x" * 300 + " the port is 8443 " + "y" * 300
