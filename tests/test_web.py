@@ -17,12 +17,13 @@ import aiohttp
 import markupsafe
 import pytest
 
+from nanobot_hooks.contract import Keys
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
 from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, SCRIPT, make_data, remembering, served
 from worker.memory.longterm import BEGIN, END, load_meta, sidecar_path
 from worker.state import budget
-from worker.state.outcomes import load_outcome
+from worker.state.outcomes import JobOutcome, load_outcome
 from worker.web.guard import Guard, Refused
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,3 +226,20 @@ async def test_the_page_works_without_redis_and_says_so(nanobot_home, settings_f
         assert status == 200 and "Redis cannot be read" in body
         assert (await page.get("/memory"))[0] == 200
         assert (await page.get("/sessions"))[0] == 200
+
+
+async def test_another_instances_sessions_and_outcomes_never_reach_a_page(data, settings_for, redis):
+    """Two nanobot instances may share one Redis: the page reads its own namespace only."""
+    other = Keys("someone-else")
+    stranger = "telegram:999-other-instance"
+    outcome = JobOutcome(session_key=stranger, status="failed", detail="OTHER-INSTANCE-DETAIL")
+    await redis.set(other.outcome(stranger), outcome.model_dump_json())
+    await redis.hset(other.spend(f"session:{stranger}"), mapping={"calls": 1, "prompt_tokens": 5})
+    await redis.zadd(other.queue, {other.job_id(stranger): 1})
+    async with served(settings_for()) as page:
+        for url in PAGES:
+            status, body = await page.get(url)
+            assert status == 200 and "OTHER-INSTANCE-DETAIL" not in body and stranger not in body, url
+        # Asked for by name, the other instance's session is one this instance has never seen.
+        status, body = await page.get(f"/session?key={quote(stranger, safe='')}")
+        assert "OTHER-INSTANCE-DETAIL" not in body and "No job for this session" in body and "queued" not in body

@@ -5,6 +5,7 @@ job queued or running, the summary waiting in Redis and the summary nanobot now 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import web
@@ -13,9 +14,10 @@ from arq.constants import in_progress_key_prefix
 from redis.exceptions import RedisError
 
 from nanobot_hooks.contract import Keys
+from nanobot_hooks.nanobot_format import METADATA_TYPE, summary_text
 from nanobot_hooks.queue import load_record
-from worker.errors import SessionError, SessionKeyError
-from worker.nanobot.sessions import list_session_keys, read_session, session_path
+from worker.errors import SessionKeyError
+from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget
 from worker.state.outcomes import JobOutcome
 from worker.web.instance import Instance
@@ -46,13 +48,17 @@ async def index(request: web.Request) -> web.Response:
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
-    """What the session file says: its messages, nanobot's watermark, the summary nanobot sends now."""
+    """What the session file says: its messages (lines counted, not parsed: a year is 100,000), nanobot's
+    watermark and the summary nanobot sends now (line 1, its metadata record)."""
     try:
-        session = read_session(instance.sessions_dir, key, from_watermark=True)
-    except SessionError:
+        with session_path(instance.sessions_dir, key).open("rb") as lines:
+            head = json.loads(lines.readline() or b"{}")
+            count = sum(chunk.count(b"\n") for chunk in iter(lambda: lines.read(1 << 20), b""))
+    except (OSError, ValueError):
         return None
-    return {"messages": len(session.messages), "last_archived": session.last_archived,
-            "summary": session.previous_summary, "skipped_lines": session.skipped_lines}
+    head = head if isinstance(head, dict) and head.get("_type") == METADATA_TYPE else {}
+    metadata = head.get("metadata") if isinstance(head.get("metadata"), dict) else {}
+    return {"messages": count, "last_archived": watermark(head), "summary": summary_text(metadata)}
 
 
 async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
