@@ -86,7 +86,7 @@ def counts(stats: dict[str, int]) -> str:
 
 SETTING_NAMES = {  # how a running worker's setting reads, in the order shown
     "auto_summary": "automatic summaries", "summary_model": "model", "summary_keep": "keep",
-    "summary_interval": "every N user messages", "summary_threshold": "threshold",
+    "summary_interval": "interval (user messages)", "summary_threshold": "threshold",
     "summary_idle": "idle summaries", "summary_idle_keep": "idle keep", "summary_cache_ttl": "cache lifetime (s)",
     "summary_pickup": "pickup", "memory_write": "MEMORY.md writes", "memory_sessions": "MEMORY.md from",
     "summary_recall": "recall tool", "job_timeout": "job timeout (s)",
