@@ -182,6 +182,9 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             level, line = check(out, "no worker alive: the last one")
             assert level == "FAIL" and f"({socket.gethostname()}:{os.getpid()}) went silent" in line, out
             assert "without stopping cleanly (killed, or frozen)" in line
+            metrics = (await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus",
+                                               env=process_env(redis_url=redis_url))).stdout
+            assert "\nnanobot_summary_dead_workers 1\n" in metrics and "\nnanobot_summary_worker_up 0\n" in metrics
             await worker.close()  # what is left of it, closed for the next round
         else:
             assert check(out, "no worker is running")[0] == "FAIL" and "went silent" not in out, out
