@@ -7,9 +7,12 @@
   carries neither, so they are read from the turn's context on the call stack; the next ordinary
   turn applies instead.
 - between turns: the worker's notice (or the pending set at start-up) schedules a pickup that takes
-  the session's turn lock, re-validates and applies. Runs where nanobot runs its message loop
-  (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the path above, and a record
-  the trigger finds waiting is applied right after that turn (triggering.py awaits `pickup`).
+  the session's turn lock, re-validates and applies, and writes the session in a thread. Only for a
+  session nanobot holds in memory: one it does not is left for its next turn (the path above), so a
+  gateway that starts with many records waiting parses no session on its event loop. Runs where nanobot
+  runs its message loop (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the path
+  above, and a record the trigger finds waiting is applied right after that turn (triggering.py awaits
+  `pickup`).
 - with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
   prompt cache is still warm and the context is not near the window) is held in memory, and the
   metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
@@ -116,7 +119,7 @@ class PickupScheduler:
         try:
             while True:
                 self._again.discard(key)
-                await self.pickup(key)
+                await self.pickup(key, load=False)
                 if key not in self._again:
                     return
         finally:
@@ -164,14 +167,19 @@ class PickupScheduler:
         if key in self.held:
             self.request_pickup(key)
 
-    async def pickup(self, key: str) -> Outcome | Literal["held"] | None:
+    async def pickup(self, key: str, load: bool = True) -> Outcome | Literal["held"] | None:
         """Between turns, under the session's turn lock: apply the session's waiting record, hold it (idle
-        pickup), or drop it when it will never apply. Never raises (but a cancel still propagates)."""
+        pickup), or drop it when it will never apply. Never raises (but a cancel still propagates).
+
+        `load=False` (a notice, the pending set at start-up) leaves a session nanobot does not hold in memory
+        alone: loading it would parse the whole file on nanobot's event loop (a gateway starting with sixty
+        records waiting stalled every chat), and its next turn applies the record from line 1 at no cost (or
+        the trigger after that turn, which loads: the session is in memory then)."""
         try:
             sessions = self.s.sessions
-            if sessions.get_cached(key) is None and not self._on_disk(key):
-                # Not a session of this nanobot (another workspace on the same Redis): leave its record.
-                # Asked again every time (no memo): once the session exists here, its record applies.
+            if sessions.get_cached(key) is None and (not load or not self._on_disk(key)):
+                # Not in memory, or not a session of this nanobot (another workspace on the same Redis):
+                # leave its record. Asked again every time (no memo): once the session is here, it applies.
                 return None
             record = await self.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
             if record is None:
@@ -195,7 +203,9 @@ class PickupScheduler:
                     self.held.pop(key, None)
                     outcome, changed = apply_record(session, record)
                     if changed:
-                        sessions.save(session)
+                        # Off the event loop: rewriting a session of megabytes would hold up every other
+                        # chat. The turn lock keeps this session's own turns out until it is written.
+                        await asyncio.to_thread(sessions.save, session)
                     self._report(record, outcome, "between turns")
             await self._settle(record, outcome)
             return outcome

@@ -288,7 +288,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
     assert not any(m.get("_hidden_history") for m in messages)
 
 
-async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_record_at_start_up(
+async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_record_at_the_next_turn(
         gateway, nanobot_home, fake_llm, script, redis, worker_deps):
     key = f"websocket:{CHAT}"
     seeded, first, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
@@ -299,11 +299,14 @@ async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_reco
     assert outcome is not None and outcome.boundary and await has_record(redis, key)
 
     second = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
-    # Applied from the pending set at start-up, before anyone says anything.
-    await wait_until(lambda: applied(redis, key), what="the restarted gateway to apply the record")
-    assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
+    # Not loaded at start-up (sixty waiting sessions would be parsed on nanobot's event loop): the session's
+    # next turn applies the record from line 1, before nanobot reads its history.
+    await asyncio.sleep(1.0)
+    assert not await applied(redis, key) and await has_record(redis, key)
     script.prompt_tokens = SMALL_PROMPT
     await second.say(CHAT, "after the restart")
+    await wait_until(lambda: applied(redis, key), what="the restarted gateway to apply the record")
+    assert_file_keeps_every_message(nanobot_home, key, seeded, outcome.boundary)
     assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
 
 

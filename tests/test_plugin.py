@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,6 +33,7 @@ from tests.support.standins import (
     surface_for,
 )
 from tests.support.transcripts import conversation
+from tests.support.waiting import wait_until
 
 
 # -- 1: an AgentLoop is not kept alive by the plugin ------------------------------------------------
@@ -128,6 +130,33 @@ async def test_a_record_waits_until_its_session_exists_here_then_applies(make, r
     assert session.last_archived == 12 and sessions.saved == [KEY]
     assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
     assert (await redis.hgetall(TEST_KEYS.stats)) == {b"applied": b"1"}
+
+
+async def test_a_notice_never_loads_a_session_nanobot_does_not_hold_and_applies_off_the_event_loop(make, redis):
+    """A gateway starting with many records waiting must not parse and rewrite their sessions on its event
+    loop: a session not in memory keeps its record for its next turn (applied from line 1 then), and the
+    save of one in memory runs in a thread."""
+    integration = make()
+    sessions = integration.s.sessions
+    away = StandInSession(KEY, conversation(10))
+    record = record_for(away, 12)
+    away.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}  # the worker's copy in line 1
+    sessions.on_disk[KEY] = away
+    await store_record(redis, record)
+
+    integration.pickups.request_pickup(KEY)  # the notice, or the pending set read at start-up
+    await wait_until(lambda: KEY not in integration.pickups._picking, what="the pickup to end")
+    assert sessions.loaded == [] and away.last_archived == 0, "not loaded on the event loop"
+    assert await redis.exists(TEST_KEYS.record(KEY)), "the record waits for the session's next turn"
+    sessions.get_or_create(KEY)  # the next turn loads the session, as nanobot does
+    publish_turn_started(integration, TurnContext("hello", False))
+    assert away.last_archived == 12, "applied at the start of its next turn, from line 1"
+
+    here = StandInSession("telegram:7", conversation(10))
+    sessions.cached[here.key] = here
+    await store_record(redis, record_for(here, 12))
+    assert await integration.pickups.pickup(here.key, load=False) == "applied" and here.last_archived == 12
+    assert sessions.saved_on[-1] != threading.get_ident(), "the session was written off the event loop"
 
 
 async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(make, redis, quiet):

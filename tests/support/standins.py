@@ -8,6 +8,7 @@ produce through nanobot.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
@@ -93,17 +94,22 @@ class Sessions:
         self.cached: dict[str, StandInSession] = {}
         self.on_disk: dict[str, StandInSession] = {}
         self.saved: list[str] = []
+        self.loaded: list[str] = []  # sessions read from disk into memory
+        self.saved_on: list[int] = []  # the thread of each save
 
     def get_cached(self, key: str) -> StandInSession | None:
         return self.cached.get(key)
 
     def get_or_create(self, key: str) -> StandInSession:
+        if key not in self.cached and key in self.on_disk:
+            self.loaded.append(key)
         session = self.cached.get(key) or self.on_disk.get(key) or StandInSession(key, [])
         self.cached[key] = session
         return session
 
     def save(self, session: StandInSession) -> None:
         self.saved.append(session.key)
+        self.saved_on.append(threading.get_ident())
 
     def read_session_metadata(self, key: str) -> dict[str, Any] | None:
         return {} if key in self.on_disk else None
