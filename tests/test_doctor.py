@@ -64,7 +64,7 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     nanobot_home.write_session(KEY, conversation(15))
     never = await doctor(capsys, nanobot_home, redis_url)
     assert never.returncode == 1
-    level, line = check(never.stdout, "no worker is running")
+    level, line = check(never.stdout, f"no worker is running for namespace {TEST_KEYS.namespace}")
     assert level == "FAIL" and "nanobot queues jobs that nothing runs" in line and "scripts/run-worker" in line
 
     await kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url)

@@ -42,7 +42,7 @@ async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home
     assert check(own, "nanobot's idle compaction is on (15 min): it summarizes idle sessions")[0] == "ok"
     assert check(own, "nanobot's Dream is on: it keeps memory/MEMORY.md")[0] == "ok"
     assert '"idleCompactAfterMinutes": 0' not in own and '"enabled": false' not in own, own
-    assert "no worker is running: no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"
+    assert "no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"
 
 async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_setting_that_changes_it(
         nanobot_home, redis, redis_url, capsys) -> None:

@@ -68,7 +68,9 @@ def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
                                   f"({_names(stale_jobs)}): their worker was killed or froze; a new worker runs "
                                   f"them again within {rerun}s", f"see the worker's log for why, then {START}")]
         auto = " (nanobot queues jobs that nothing runs)" if settings.auto_summary else ""
-        return [Check("FAIL", f"no worker is running: no health report in Redis{auto}", START)]
+        # The namespace too: a worker started with another NANOBOT_SUMMARY_NAMESPACE than this shell's is not seen.
+        return [Check("FAIL", f"no worker is running for namespace {settings.summary_namespace}: no health report "
+                              f"in Redis{auto}", START)]
     checks = [Check("ok", "worker alive: " + "; ".join(part for part in beat(state["worker"]) if part))]
     checks += [Check("warn", f"worker {r['host']}:{r['pid']} went silent {r['silent_seconds'] or 0:,.0f}s ago without "
                              "stopping cleanly (killed, or frozen); another worker runs", "see its log for why")
