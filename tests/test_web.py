@@ -1,42 +1,38 @@
 """`nanobot-summary web` over data made by real jobs: each page renders what the worker left (the overview links
-each session's last outcome to its page, which says why the job did nothing), forgetting a fact changes only
-that fact's line of MEMORY.md and undo puts it back byte for byte, and the safety rules: conversation text is
-escaped, a POST without the CSRF token or from another site is refused, read-only mode refuses actions, a
-non-local bind needs the token, a local one only answers to a local Host, and no secret reaches a page."""
+each session's last outcome to its page, which says why the job did nothing, and shows spend today and this month
+against the caps), forgetting a fact changes only that fact's line of MEMORY.md and undo puts it back byte for byte
+(the recall index following at once), the page works with Redis down, and its systemd unit verifies and runs.
+The safety rules are tested in tests/test_web_security.py, the pages in a real browser in tests/test_web_browser.py."""
 
 from __future__ import annotations
 
 import asyncio
+import grp
+import os
+import pwd
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
-import markupsafe
 import pytest
 
-from nanobot_hooks.contract import Keys
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
-from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, SCRIPT, make_data, remembering, served
+from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
 from worker.memory.longterm import BEGIN, END, load_meta, sidecar_path
 from worker.state import budget
-from worker.state.outcomes import JobOutcome, load_outcome
-from worker.web.guard import Guard, Refused
+from worker.state.outcomes import load_outcome
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["/", "/memory", "/sessions", f"/session?key={quote(KEY, safe='')}", f"/session?key={quote(QUIET, safe='')}",
-         f"/recall?q=nickname&session={quote(KEY, safe='')}", "/recall?q=deploy+script"]
 
 
 @pytest.fixture
-async def data(redis, nanobot_home, fake_llm, worker_deps):
-    """Both test sessions summarized (or not) by real jobs; returns MEMORY.md's path."""
-    fake_llm.responder = remembering
-    await make_data(redis, worker_deps(), nanobot_home)
-    return nanobot_home.workspace / "memory" / "MEMORY.md"
+async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
+    return await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
 
 
 async def test_the_overview_links_each_sessions_last_outcome_to_its_page_which_says_why(data, settings_for, redis):
@@ -54,11 +50,7 @@ async def test_the_overview_links_each_sessions_last_outcome_to_its_page_which_s
         # One click: the session's page says why its last job did nothing.
         status, session = await page.get(f"/session?key={quote(QUIET, safe='')}")
         assert status == 200 and "skipped" in session
-        assert f'<p class="why">{_escaped(outcome.detail)}</p>' in session
-
-
-def _escaped(text: str) -> str:
-    return str(markupsafe.escape(text))
+        assert f'<p class="why">{escaped(outcome.detail)}</p>' in session
 
 
 async def test_every_page_renders_real_data(data, settings_for):
@@ -109,116 +101,6 @@ async def test_forgetting_a_fact_changes_only_its_line_and_undo_puts_it_back_byt
         assert location == "/memory?note=gone" and data.read_bytes() == before
 
 
-async def test_conversation_text_holding_markup_is_shown_as_text_on_every_page(data, settings_for):
-    async with served(settings_for()) as page:
-        seen = 0
-        for url in PAGES:
-            status, body = await page.get(url)
-            assert status == 200, url
-            assert "<script" not in body.lower(), f"{url} carries the conversation's markup as markup"
-            seen += _escaped(SCRIPT) in body
-        assert seen >= 3, "the memory, session and recall pages show the text, escaped"
-        # A session key is conversation data too: one of markup is escaped in the page and the links.
-        _, body = await page.get("/session?key=" + quote(f"web:{SCRIPT}", safe=""))
-        assert "<script" not in body.lower()
-
-
-async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(data, settings_for):
-    before = data.read_bytes()
-    fact = FACTS[1]
-    async with served(settings_for()) as page:
-        token = await page.csrf()
-        assert (await page.post("/memory/forget", {"text": fact}))[0] == 403
-        assert (await page.post("/memory/forget", {"text": fact, "csrf": "0" * 64}))[0] == 403
-        other = {"Origin": "http://evil.example"}
-        assert (await page.post("/memory/forget", {"text": fact, "csrf": token}, headers=other))[0] == 403
-        cross = {"Sec-Fetch-Site": "cross-site"}
-        assert (await page.post("/memory/forget", {"text": fact, "csrf": token}, headers=cross))[0] == 403
-        # Another browser (no cookie of this one) cannot use this browser's token.
-        async with aiohttp.ClientSession() as stranger:
-            async with stranger.post(page.client.make_url("/memory/forget"), data={"text": fact, "csrf": token},
-                                     allow_redirects=False) as response:
-                assert response.status == 403
-        assert data.read_bytes() == before
-        # The same form with the token is acted on: the refusals above were the token's doing.
-        assert (await page.post("/memory/forget", {"text": fact, "csrf": token}))[0] == 303
-        assert data.read_bytes() != before
-
-
-async def test_read_only_mode_shows_no_action_and_refuses_every_post(data, settings_for):
-    before = data.read_bytes()
-    async with served(settings_for(), Guard.for_bind("127.0.0.1", read_only=True)) as page:
-        status, body = await page.get("/memory")
-        assert status == 200 and "read-only" in body and "Forget" not in body
-        token = page.guard.csrf_for(page.client.session.cookie_jar.filter_cookies(page.client.make_url("/"))
-                                    ["nanobot_summary_browser"].value)
-        status, text = await page.post("/memory/forget", {"text": FACTS[1], "csrf": token})
-        assert status == 403 and "read-only" in text
-        assert data.read_bytes() == before
-
-
-async def test_a_non_local_bind_needs_the_token_for_every_page_and_action(data, settings_for):
-    with pytest.raises(Refused):
-        Guard.for_bind("0.0.0.0", token="short")
-    guard = Guard.for_bind("0.0.0.0")
-    assert guard.token and len(guard.token) >= 32 and not guard.local
-    async with served(settings_for(), guard) as page:
-        for url in PAGES:
-            assert (await page.get(url))[0] == 401, url
-        assert (await page.get("/", params={"token": "x" * 43}))[0] == 401
-        assert (await page.post("/memory/forget", {"text": FACTS[1]}))[0] == 401
-        # The printed URL's token becomes a cookie and leaves the address.
-        async with page.client.get("/", params={"token": guard.token}, allow_redirects=False) as response:
-            assert response.status == 303 and "token" not in response.headers["Location"]
-        for url in PAGES:
-            status, body = await page.get(url)
-            assert status == 200 and guard.token not in body, url
-
-
-async def test_a_local_bind_answers_only_to_a_local_host_name(data, settings_for):
-    async with served(settings_for()) as page:
-        assert (await page.get("/", headers={"Host": "evil.example"}))[0] == 403
-        assert (await page.get("/", headers={"Host": f"localhost:{page.client.port}"}))[0] == 200
-
-
-async def test_no_secret_reaches_any_page(data, settings_for, nanobot_home, fake_llm):
-    config = nanobot_home.config_path.read_text(encoding="utf-8")
-    nanobot_home.config_path.write_text(config.replace('"sk-fake"', f'"{API_KEY}"'), encoding="utf-8")
-    guard = Guard.for_bind("192.0.2.1")  # a token, as on any non-local bind
-    async with served(settings_for(), guard) as page:
-        await page.get("/", params={"token": guard.token})
-        secrets = [API_KEY, guard.token, guard.secret.hex()]
-        for url in PAGES + ["/recall?q=key+secret", f"/recall?q=key&session={quote(KEY, safe='')}"]:
-            status, body = await page.get(url)
-            assert status == 200
-            for secret in secrets:
-                assert secret not in body, f"{url} shows a secret"
-        assert API_KEY not in (await page.get("/recall?q=key+secret"))[1]
-
-
-async def test_the_command_prints_a_token_url_once_for_a_non_local_bind_and_refuses_without_it(
-        redis, nanobot_home, redis_url, tmp_path):
-    env = process_env(nanobot_home, redis_url, config=True)
-    process = subprocess.Popen([sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0"], cwd=ROOT,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        line = await asyncio.to_thread(process.stdout.readline)
-        found = re.search(r"http://\S+:(\d+)/\?token=(\S+)", line)
-        assert found, line
-        port, token = found.groups()
-        # A browser keeps cookies of an address like 127.0.0.1 (aiohttp's client does when told `unsafe`).
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
-            async with browser.get(f"http://127.0.0.1:{port}/memory") as response:
-                assert response.status == 401
-            async with browser.get(f"http://127.0.0.1:{port}/memory?token={token}") as response:
-                assert response.status == 200 and token not in await response.text()
-    finally:
-        process.terminate()
-        rest = await asyncio.to_thread(process.communicate, timeout=20)
-    assert process.returncode == 0, rest
-    assert token not in rest[0], "the token is printed once"
-
-
 async def test_the_page_works_without_redis_and_says_so(nanobot_home, settings_for):
     settings = settings_for(redis_url=f"redis://127.0.0.1:{free_port()}/0")
     async with served(settings) as page:
@@ -228,18 +110,38 @@ async def test_the_page_works_without_redis_and_says_so(nanobot_home, settings_f
         assert (await page.get("/sessions"))[0] == 200
 
 
-async def test_another_instances_sessions_and_outcomes_never_reach_a_page(data, settings_for, redis):
-    """Two nanobot instances may share one Redis: the page reads its own namespace only."""
-    other = Keys("someone-else")
-    stranger = "telegram:999-other-instance"
-    outcome = JobOutcome(session_key=stranger, status="failed", detail="OTHER-INSTANCE-DETAIL")
-    await redis.set(other.outcome(stranger), outcome.model_dump_json())
-    await redis.hset(other.spend(f"session:{stranger}"), mapping={"calls": 1, "prompt_tokens": 5})
-    await redis.zadd(other.queue, {other.job_id(stranger): 1})
-    async with served(settings_for()) as page:
-        for url in PAGES:
-            status, body = await page.get(url)
-            assert status == 200 and "OTHER-INSTANCE-DETAIL" not in body and stranger not in body, url
-        # Asked for by name, the other instance's session is one this instance has never seen.
-        status, body = await page.get(f"/session?key={quote(stranger, safe='')}")
-        assert "OTHER-INSTANCE-DETAIL" not in body and "No job for this session" in body and "queued" not in body
+UNIT = ROOT / "deploy" / "nanobot-summary-web.service"
+CHECKOUT = "/opt/nanobot-summary-worker"
+
+
+def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("needs systemd-analyze")
+    text = UNIT.read_text(encoding="utf-8").replace(CHECKOUT, str(ROOT))
+    text = text.replace("User=nanobot", f"User={pwd.getpwuid(os.getuid()).pw_name}")
+    text = text.replace("Group=nanobot", f"Group={grp.getgrgid(os.getgid()).gr_name}")
+    text = text.replace(f"{ROOT}/.venv/bin/python", sys.executable)
+    (tmp_path / UNIT.name).write_text(text, encoding="utf-8")
+    result = subprocess.run([analyze, "verify", str(tmp_path / UNIT.name)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
+
+
+async def test_the_web_units_command_serves_this_machine_only_without_a_token(nanobot_home, redis_url) -> None:
+    line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
+    command = line.partition("=")[2].replace(f"{CHECKOUT}/.venv/bin/python", sys.executable).split()
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    command[command.index("--port") + 1] = "0"
+    env = process_env(nanobot_home, redis_url, config=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = await asyncio.to_thread(process.stdout.readline)
+        found = re.search(r"open http://127\.0\.0\.1:(\d+)/$", line.strip())
+        assert found, line
+        async with aiohttp.ClientSession() as browser:
+            async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory") as response:
+                assert response.status == 200
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.communicate, timeout=20)
+    assert process.returncode == 0

@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tests.support.web import FACTS, QUIET, SCRIPT, make_data, remembering, served
+from tests.support.web import FACTS, QUIET, SCRIPT, made_by_jobs, served
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install -e '.[test]')")
@@ -119,9 +119,7 @@ def recall_as(driver: Chrome, base: str, session: str, query: str, take: Callabl
 
 async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
-    fake_llm.responder = remembering
-    await make_data(redis, worker_deps(), nanobot_home)
-    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     before = memory.read_bytes()
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
@@ -146,9 +144,7 @@ EVIL = """<!doctype html><form method="post" action="{target}/memory/forget">
 
 async def test_a_form_posted_from_another_site_changes_nothing(
         redis, nanobot_home, fake_llm, worker_deps, settings_for, browser):
-    fake_llm.responder = remembering
-    await make_data(redis, worker_deps(), nanobot_home)
-    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     before = memory.read_bytes()
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")

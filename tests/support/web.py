@@ -10,12 +10,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
+import markupsafe
 from aiohttp.test_utils import TestClient, TestServer
 from arq.connections import ArqRedis
 
-from tests.support.fakellm import FakeRequest, Reply
+from tests.support.fakellm import FakeLLM, FakeRequest, Reply
 from tests.support.models import echo_memory
+from tests.support.sandbox import NanobotHome
 from tests.support.transcripts import conversation
 from tests.support.workers import summarize_now
 from worker.settings import Settings
@@ -34,6 +37,14 @@ FACTS = ["The user's cat is called Miso " + SCRIPT, "The user prefers dark mode 
 OWN_TOP = b"# My own notes\r\n- I like green tea\r\n- \xff odd byte kept as it is\r\n\r\n"
 OWN_BOTTOM = b"\n## Written after the worker's part\nKeep this line.\n(no newline at the end)"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+# Every page, with the real data's sessions and searches.
+PAGES = ["/", "/memory", "/sessions", f"/session?key={quote(KEY, safe='')}", f"/session?key={quote(QUIET, safe='')}",
+         f"/recall?q=nickname&session={quote(KEY, safe='')}", "/recall?q=deploy+script"]
+
+
+def escaped(text: str) -> str:
+    """`text` as the page must show it: HTML-escaped."""
+    return str(markupsafe.escape(text))
 
 
 def remembering(request: FakeRequest) -> Reply:
@@ -56,13 +67,16 @@ def write_sessions(workspace: Path, write_session) -> None:
     (memory / "MEMORY.md").write_bytes(OWN_TOP)
 
 
-async def make_data(redis: ArqRedis, deps: Deps, home) -> None:
-    """Both sessions through real jobs; MEMORY.md then holds the user's lines around the worker's part."""
+async def made_by_jobs(redis: ArqRedis, home: NanobotHome, llm: FakeLLM, deps: Deps) -> Path:
+    """Both sessions through real jobs (the fake LLM answering as `remembering`); MEMORY.md then holds the user's
+    lines around the worker's part. Returns MEMORY.md's path."""
+    llm.responder = remembering
     write_sessions(home.workspace, home.write_session)
     await summarize_now(redis, deps, KEY)
     await summarize_now(redis, deps, QUIET)
     path = home.workspace / "memory" / "MEMORY.md"
     path.write_bytes(path.read_bytes() + OWN_BOTTOM)
+    return path
 
 
 @dataclass
