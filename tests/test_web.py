@@ -62,6 +62,9 @@ async def test_every_page_renders_real_data(data, settings_for):
         assert "The user prefers dark mode in every editor" in memory and KEY in memory
         _, recall = await page.get(f"/recall?q=nickname&session={quote(KEY, safe='')}")
         assert "nickname" in recall
+        _, notes = await page.get("/notes")
+        assert 'href="/notes?day=2026-11-20"' in notes and "question 5 about the deploy script" in notes
+        assert (await page.get("/notes?day=../MEMORY"))[1].count("The user prefers dark mode") == 0
 
 
 def _outside(raw: bytes) -> tuple[bytes, bytes]:

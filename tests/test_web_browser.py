@@ -133,8 +133,9 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         assert memory.read_bytes() == before
         answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
         assert SCRIPT in answer, answer
-        await in_browser(browser.get, base + "/sessions")
-        await in_browser(shots, browser, "sessions")
+        for name in ("sessions", "notes"):
+            await in_browser(browser.get, f"{base}/{name}")
+            await in_browser(shots, browser, name)
 
 
 EVIL = """<!doctype html><form method="post" action="{target}/memory/forget">

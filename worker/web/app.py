@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from worker.web import memory, overview, recall, sessions
+from worker.web import memory, notes, overview, recall, sessions
 from worker.web.guard import GUARD, Guard, guard_middleware
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
@@ -23,6 +23,7 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_get("/memory", memory.page)
     app.router.add_post("/memory/forget", memory.forget)
     app.router.add_post("/memory/undo", memory.undo)
+    app.router.add_get("/notes", notes.page)
     app.router.add_get("/recall", recall.page)
     app.router.add_get("/sessions", sessions.index)
     app.router.add_get("/session", sessions.page)
