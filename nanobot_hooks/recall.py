@@ -31,7 +31,7 @@ from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
 from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, best, check_day, dates_phrase, describe_scope,
-                                         bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
+                                         PROBE, bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
                                          visible_sources, length)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
 
@@ -60,26 +60,28 @@ class _Search:
     kept: list[str] = field(default_factory=list)  # the words searched for (plan_terms)
     match: str = ""  # the FTS5 query of the newest passages, when the words are too common to rank
     ranked: bool = True  # by BM25; else the newest passages holding every word
-    counts: dict[str, int] = field(default_factory=dict)  # passages holding a word, up to ROWS_BUDGET + 1
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # passages holding a word, and the cap
 
     def plan(self) -> None:
-        """Count how common the query's words are, then choose what to ask SQLite (plan_terms)."""
-        for term in self.asked.terms + self.asked.letters:
-            self.check_clock()
-            self.count(term)
-        words = {term: self.counts[term] for term in self.asked.terms}
-        self.kept, self.ranked = plan_terms(words, ROWS_BUDGET)
+        """Choose what to ask SQLite (plan_terms): the rarest words; their CJK letters where room is left."""
+        self.kept, self.ranked = plan_terms(self.asked.terms, self.count, ROWS_BUDGET)
         self.match = " AND ".join(self.kept)
-        if self.ranked:  # the letters come in only where the budget has room left
-            letters = {term: self.counts[term] for term in self.asked.letters}
-            room = ROWS_BUDGET - sum(words[term] for term in self.kept)
-            self.kept += plan_terms(letters, room)[0] if room > 0 and letters else []
+        if not (self.ranked and self.kept and self.asked.letters):
+            return
+        room = ROWS_BUDGET - sum(self.count(term, ROWS_BUDGET + 1) for term in self.kept)  # counted already
+        letters, fits = plan_terms(self.asked.letters, self.count, room) if room > 0 else ([], False)
+        self.kept += letters if fits else []
 
-    def count(self, term: str) -> int:
-        if term not in self.counts:
-            self.counts[term] = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? "
-                                                "LIMIT ?)", (term, ROWS_BUDGET + 1)).fetchone()[0]
-        return self.counts[term]
+    def count(self, term: str, cap: int = PROBE + 1) -> int:
+        """How many passages hold the term, counted up to `cap` (a count already made further is reused)."""
+        self.check_clock()
+        known = self.counts.get(term)
+        if known is not None and (known[0] < known[1] or known[1] >= cap):
+            return min(known[0], cap)
+        held = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
+                               (term, cap)).fetchone()[0]
+        self.counts[term] = (held, cap)
+        return int(held)
 
     def check_clock(self) -> None:
         if time.monotonic() > self.deadline:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date as Date
 
@@ -14,6 +14,7 @@ from nanobot_hooks.contract import CJK_RUN, SOURCE_BITS
 RESULTS = 5
 SNIPPET_CHARS = 180
 NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in
+PROBE = 500  # passages a word is first counted up to (plan_terms)
 SOURCE_POSITION = (1 << SOURCE_BITS) - 1  # a rowid's position part
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _WORD = re.compile(r"[^\W_]+")
@@ -102,20 +103,26 @@ def bm25(weights: Sequence[float], length: int, average: float) -> float:
     return sum(w * (K1 + 1) / (1 + K1 * norm) for w in weights)
 
 
-def plan_terms(counts: Mapping[str, int], budget: int) -> tuple[list[str], bool]:
-    """The words to ask for, and whether to rank by bm25(), from how many passages hold each (`counts`, each
-    counted up to budget + 1). Scoring costs a few microseconds per passage, so a search scores at most
+def plan_terms(terms: Sequence[str], count: Callable[[str, int], int], budget: int,
+               probe: int = PROBE) -> tuple[list[str], bool]:
+    """The words to ask for, and whether to rank them, from `count(term, cap)`: how many passages hold a
+    word, counted up to `cap`. Scoring costs a few microseconds per passage, so a search scores at most
     `budget` passages: the rarest words while their passages fit (a common word weighs little in BM25), at
     least the rarest. When even that one is held by more, a ranking would mean little: the newest passages
-    holding every word are taken instead (False)."""
-    present = sorted((t for t in counts if counts[t]), key=lambda t: counts[t])
+    holding every word are taken instead (False). Counting a common word costs as much as it counts, so every
+    word is counted up to `probe` first, and only the common ones the budget could still take further."""
+    first = {term: count(term, probe + 1) for term in terms}
+    present = sorted((t for t in terms if first[t]), key=lambda t: first[t])
     kept: list[str] = []
+    total = 0
     for term in present:
-        if kept and sum(counts[t] for t in kept) + counts[term] > budget:
+        held = first[term] if first[term] <= probe else count(term, budget - total + 1)
+        if not kept and held > budget:
+            return present, False
+        if total + held > budget:
             break
         kept.append(term)
-    if kept and counts[kept[0]] > budget:
-        return present, False
+        total += held
     return kept, True
 
 

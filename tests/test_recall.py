@@ -462,10 +462,17 @@ def test_pure_search_order_and_the_best_hits_each_once():
             hit(own, 1, 2.0, day="2026-11-01")]
     assert [(h.position, h.score) for h in recall_answer.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
     assert recall_answer.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
-    assert recall_answer.plan_terms({'"a"': 10, '"b"': 3000, '"c"': 0}, 4000) == (['"a"', '"b"'], True)
-    assert recall_answer.plan_terms({'"a"': 10, '"b"': 3995}, 4000) == (['"a"'], True), "the commonest left out"
-    assert recall_answer.plan_terms({'"a"': 4001, '"b"': 4001}, 4000) == (['"a"', '"b"'], False), "too common"
-    assert recall_answer.plan_terms({'"a"': 0}, 4000) == ([], True)
+    def plan(held: dict[str, int], budget: int = 4000) -> tuple[list[str], bool]:
+        counted.clear()
+        return recall_answer.plan_terms(list(held), lambda t, cap: counted.append(cap) or min(held[t], cap), budget)
+
+    counted: list[int] = []
+    assert plan({'"a"': 10, '"b"': 3000, '"c"': 0}) == (['"a"', '"b"'], True)
+    assert counted == [501, 501, 501, 3991], "every word up to the probe, a common one only as far as room is left"
+    assert plan({'"a"': 10, '"b"': 3995}) == (['"a"'], True), "the commonest left out"
+    assert plan({'"a"': 40_000, '"b"': 40_000}) == (['"a"', '"b"'], False), "too common: the newest holding both"
+    assert max(counted) == 4001, "no word counted past the budget"
+    assert plan({'"a"': 0}) == ([], True)
     merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
     assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
