@@ -23,7 +23,7 @@ import pytest
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
 from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
-from worker.memory.longterm import BEGIN, END, load_meta, sidecar_path
+from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
 from worker.state import budget
 from worker.state.outcomes import load_outcome
 
@@ -148,3 +148,22 @@ async def test_the_web_units_command_serves_this_machine_only_without_a_token(na
         process.terminate()
         await asyncio.to_thread(process.communicate, timeout=20)
     assert process.returncode == 0
+
+
+async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    """NANOBOT_MEMORY_WRITE=idle (the default): a job's facts wait in memory/.MEMORY.pending.jsonl while a session
+    is active; a user may want one gone before it is ever written."""
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps(memory_write="idle"))
+    held = pending_path(memory)
+    assert FACTS[1] in held.read_text(encoding="utf-8") and FACTS[1].encode() not in memory.read_bytes()
+    async with served(settings_for()) as page:
+        _, body = await page.get("/memory")
+        assert "Held for the next quiet moment" in body and escaped(FACTS[1]) in body
+        status, location = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[1], "held": "1"})
+        assert status == 303 and location.startswith("/memory?undo=")
+        assert FACTS[1] not in held.read_text(encoding="utf-8") and FACTS[2] in held.read_text(encoding="utf-8")
+        ticket = location.split("=", 1)[1]
+        assert (await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket}))[0] == 303
+    assert [fact.text for h in read_held(memory) for fact in h.batch.facts].count(FACTS[1]) == 1
+    assert FACTS[1].encode() not in memory.read_bytes(), "held again, not written while a session is active"

@@ -129,7 +129,7 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         assert FACTS[0] in facts and quiet, "the fact holding <script> is text, and nothing ran"
         notice = await in_browser(forget_on_page, browser, base, FACTS[1])
         assert notice.startswith("Forgotten") and FACTS[1].encode() not in memory.read_bytes()
-        assert "back in MEMORY.md" in await in_browser(click_undo, browser)
+        assert "back where it was" in await in_browser(click_undo, browser)
         assert memory.read_bytes() == before
         answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
         assert SCRIPT in answer, answer

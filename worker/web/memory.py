@@ -20,7 +20,8 @@ from filelock import Timeout
 from worker.errors import MemoryFilesError
 from worker.files import read_bytes
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
-from worker.memory.longterm.forget import Forgotten, forget_fact, restore_fact
+from worker.memory.longterm import Held
+from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held, restore_fact, restore_held
 from worker.memory.longterm.part import outside_lines
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
@@ -41,25 +42,33 @@ class FactRow:
     session: str | None
 
 
+# What an undo puts back: a fact of the managed part, or the copies of a fact that was still held.
+Undoable = Forgotten | list[Held]
+
+
+def undo_text(undoable: Undoable) -> str:
+    return undoable.text if isinstance(undoable, Forgotten) else undoable[0].batch.facts[0].text
+
+
 class UndoShelf:
     """Facts just forgotten, kept in this process's memory only (never on disk: a forgotten private fact
     must not linger in a file), each reachable only from the browser that forgot it."""
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[str, tuple[str, Forgotten]] = OrderedDict()
+        self._kept: OrderedDict[str, tuple[str, Undoable]] = OrderedDict()
 
-    def put(self, browser: str, fact: Forgotten) -> str:
+    def put(self, browser: str, fact: Undoable) -> str:
         ticket = secrets.token_urlsafe(12)
         self._kept[ticket] = (browser, fact)
         while len(self._kept) > UNDO_KEPT:
             self._kept.popitem(last=False)
         return ticket
 
-    def peek(self, browser: str, ticket: str) -> Forgotten | None:
+    def peek(self, browser: str, ticket: str) -> Undoable | None:
         owner, fact = self._kept.get(ticket, ("", None))
         return fact if owner and owner == browser else None
 
-    def take(self, browser: str, ticket: str) -> Forgotten | None:
+    def take(self, browser: str, ticket: str) -> Undoable | None:
         fact = self.peek(browser, ticket)
         if fact is not None:
             del self._kept[ticket]
@@ -97,20 +106,25 @@ async def page(request: web.Request) -> web.Response:
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
             for fact in h.batch.facts]
     ticket = request.query.get("undo", "")
+    undoable = request.app[UNDO].peek(BROWSER.get(), ticket)
     return render(request, "memory.html", facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own_lines, undo=request.app[UNDO].peek(BROWSER.get(), ticket), ticket=ticket,
+                  own_lines=own_lines, undo=undo_text(undoable) if undoable else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts)
 
 
 async def forget(request: web.Request) -> web.Response:
+    """Forgets a fact of MEMORY.md's managed part (`held` in the form: one still held for it)."""
     instance = request.app[INSTANCE]
-    text = (await form_of(request)).get("text", "")
-    done = await _write(request, forget_fact, instance.memory.memory_path, text, instance.today())
+    form = await form_of(request)
+    change = forget_held if form.get("held") else forget_fact
+    args = (form.get("text", ""),) if form.get("held") else (form.get("text", ""), instance.today())
+    done = await _write(request, change, instance.memory.memory_path, *args)
     if isinstance(done, web.Response):
         return done
-    if done is None:
+    if not done:
         return see_other("/memory?note=missing")
-    await refresh_recall(instance)
+    if not form.get("held"):
+        await refresh_recall(instance)
     ticket = request.app[UNDO].put(BROWSER.get(), done)
     return see_other(f"/memory?undo={ticket}")
 
@@ -120,10 +134,14 @@ async def undo(request: web.Request) -> web.Response:
     fact = request.app[UNDO].take(BROWSER.get(), (await form_of(request)).get("ticket", ""))
     if fact is None:
         return see_other("/memory?note=gone")
-    done = await _write(request, restore_fact, instance.memory.memory_path, fact, instance.today())
+    if isinstance(fact, Forgotten):
+        done = await _write(request, restore_fact, instance.memory.memory_path, fact, instance.today())
+    else:
+        done = await _write(request, restore_held, instance.memory.memory_path, fact)
     if isinstance(done, web.Response):
         return done
-    await refresh_recall(instance)
+    if isinstance(fact, Forgotten):
+        await refresh_recall(instance)
     return see_other("/memory?note=restored")
 
 

@@ -30,10 +30,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def ago(moment: datetime | str | None) -> str:
-    """'3 min ago', 'in 2 h': when a moment is, from now, in words."""
+def ago(moment: datetime | str | float | None) -> str:
+    """'3 min ago', 'in 2 h': when a moment (a datetime, its ISO text or epoch seconds) is, from now, in words."""
     if moment is None:
         return "—"
+    if isinstance(moment, (int, float)):
+        moment = datetime.fromtimestamp(moment, timezone.utc)
     if isinstance(moment, str):
         try:
             moment = datetime.fromisoformat(moment)

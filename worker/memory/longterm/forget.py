@@ -1,4 +1,5 @@
-"""Forgetting one fact of MEMORY.md's managed part, and putting it back (the web page's forget and its undo).
+"""Forgetting one fact of MEMORY.md's managed part, or one still held for it, and putting it back (the web page's
+forget and its undo).
 
 Both go through the worker's own write path (store._MemoryFile): its lock, the compare-and-replace against
 nanobot's Dream, the sidecar written before the file, and only the managed part changed (the user's lines
@@ -7,16 +8,16 @@ come back at the next flush) and, once the file no longer holds it, the sidecar 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from worker.memory.dedup import normalize
-from worker.memory.longterm.held import held_line, read_held
-from worker.memory.longterm.merge import Merged, MergeStats
+from worker.memory.longterm.held import Held, held_line, read_held
+from worker.memory.longterm.merge import Batch, Merged, MergeStats
 from worker.memory.longterm.part import Line, locate, metas, parse, render
 from worker.memory.longterm.sidecar import Meta
-from worker.memory.longterm.store import _MemoryFile, _replace
+from worker.memory.longterm.store import _MemoryFile, _replace, hold_facts
 
 
 @dataclass(frozen=True)
@@ -29,14 +30,6 @@ class Forgotten:
     date: str
     session: str | None
     position: int  # its index among the part's facts
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Forgotten:
-        return cls(str(data["text"]), str(data["group"]), int(data["importance"]), str(data["date"]),
-                   str(data["session"]) if data.get("session") else None, int(data["position"]))
 
 
 def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
@@ -81,22 +74,36 @@ def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
                                for line in parse(content[span[0]:span[1]], today, "en", meta).lines)
 
 
-def _drop_held(memory: _MemoryFile, key: str) -> None:
-    """The fact's copies waiting in the pending file go too: the next flush would write it again."""
-    held = read_held(memory.given)
-    kept = []
-    changed = False
-    for h in held:
+def _drop_held(memory: _MemoryFile, key: str) -> list[Held]:
+    """The fact's copies waiting in the pending file go (the next flush would write it again); returns them, each
+    as a batch of its own with its session, day and time held."""
+    kept: list[bytes] = []
+    removed: list[Held] = []
+    for h in read_held(memory.given):
         facts = [fact for fact in h.batch.facts if normalize(fact.text) != key]
-        changed |= len(facts) != len(h.batch.facts)
+        gone = [fact for fact in h.batch.facts if normalize(fact.text) == key]
+        if gone:
+            removed.append(Held(Batch(gone, h.batch.language, h.batch.today, h.batch.session), h.held_at))
         if facts:
-            kept.append(held_line(type(h.batch)(facts, h.batch.language, h.batch.today, h.batch.session), h.held_at))
-    if not changed:
-        return
-    if kept:
+            kept.append(held_line(Batch(facts, h.batch.language, h.batch.today, h.batch.session), h.held_at))
+    if removed and kept:
         _replace(memory.pending_path, b"".join(kept))
-    else:
+    elif removed:
         memory.pending_path.unlink(missing_ok=True)
+    return removed
+
+
+def forget_held(path: Path, text: str) -> list[Held]:
+    """Removes a fact still waiting for MEMORY.md (memory/.MEMORY.pending.jsonl), every copy of it; returns them."""
+    memory = _MemoryFile(path)
+    with memory.lock:
+        return _drop_held(memory, normalize(text))
+
+
+def restore_held(path: Path, held: Sequence[Held]) -> None:
+    """Holds forgotten held facts again, as they were held (the worker's own hold: appended, under its lock)."""
+    for h in held:
+        hold_facts(path, h.batch, h.held_at)
 
 
 def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
