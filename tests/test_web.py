@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import grp
+import json
 import os
 import pwd
 import re
@@ -22,6 +23,7 @@ import pytest
 
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
+from tests.support.scripts import load_script
 from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
 from worker.state import budget
@@ -167,3 +169,11 @@ async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_a
         assert (await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket}))[0] == 303
     assert [fact.text for h in read_held(memory) for fact in h.batch.facts].count(FACTS[1]) == 1
     assert FACTS[1].encode() not in memory.read_bytes(), "held again, not written while a session is active"
+
+
+def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) -> None:
+    assert load_script("bench_web").main(["--smoke"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
+                                                                 "/recall"}
+    assert all(ms > 0 for ms in figures["pages"].values()) and figures["slowest_ms"] > 0

@@ -1,0 +1,129 @@
+"""Benchmark of `nanobot-summary web`: each page's time to answer with a year of data (issue 27's goal: under
+200 ms each with 100,000 messages, 300 facts and 365 day files), served on loopback as the command serves it.
+
+The year is written directly, as nanobot and the worker leave it (session files, MEMORY.md with its sidecar,
+day files, the recall index, a last outcome and spend per session in a throwaway redis-server). Prints one
+line per page (median and slowest of --runs requests) and a JSON line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
+
+from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
+from arq.connections import create_pool  # noqa: E402
+
+from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.sandbox import NanobotHome  # noqa: E402
+from tests.support.transcripts import conversation  # noqa: E402
+from worker.connections import redis_settings  # noqa: E402
+from worker.memory.longterm import Batch, write_batches  # noqa: E402
+from worker.memory.recall_index import RecallIndex  # noqa: E402
+from worker.model.answer import Fact  # noqa: E402
+from worker.settings import Settings  # noqa: E402
+from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
+from worker.web.app import make_app  # noqa: E402
+from worker.web.guard import Guard  # noqa: E402
+from worker.web.instance import Instance  # noqa: E402
+
+START = datetime(2025, 11, 25, 8, 0)
+NAMESPACE = "bench-web"
+
+
+def write_year(home: NanobotHome, messages: int, sessions: int, facts: int, days: int) -> list[str]:
+    """The files a year leaves: sessions (the first holds half the messages), MEMORY.md, day files, the index."""
+    keys = [f"telegram:{100 + n}" for n in range(sessions)]
+    step = timedelta(days=days) / max(1, messages // 2)
+    for n, key in enumerate(keys):
+        count = messages // 2 if n == 0 else max(2, messages // 2 // max(1, sessions - 1))
+        turns = conversation(count // 2, start=START, step=step, user=f"question {{i}} of {key} about the deploy")
+        home.write_session(key, turns, last_archived=max(0, len(turns) - 20))
+    memory = home.workspace / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    batch = [Fact(text=f"The user keeps fact {i}: project {i * 7} runs on port {8000 + i}", tag="durable",
+                  importance=3 + i % 3, source="user", category="configuration") for i in range(facts)]
+    write_batches(memory / "MEMORY.md", [Batch(batch, "en", "2026-11-20", keys[0])], facts)
+    section = "\n## {key} · 10:00–11:00\n\n### Topics\n- the deploy script\n- port {n}\n"
+    for d in range(days):
+        day = (START + timedelta(days=d)).date().isoformat()
+        body = "".join(section.format(key=key, n=d) for key in keys[:5])
+        (memory / f"{day}.md").write_text(f"# {day}\n{body}", encoding="utf-8")
+    RecallIndex(home.workspace, ZoneInfo("UTC")).refresh(home.sessions_dir)
+    return keys
+
+
+async def keep_outcomes(url: str, keys: list[str]) -> None:
+    redis = await create_pool(redis_settings(url), default_queue_name=f"nanobot-summary:{NAMESPACE}:queue")
+    try:
+        for n, key in enumerate(keys):
+            status = "noop" if n % 3 else "summarized"
+            await keep_outcome(redis, JobOutcome(session_key=key, status=status, detail="nothing to cover beyond "
+                                                 "the keep rule" if n % 3 else "messages 0..40 in 1 call",
+                                                 tokens_before=40_000 + n, tokens_after=9_000))
+    finally:
+        await redis.aclose()
+
+
+async def time_pages(settings: Settings, keys: list[str], runs: int) -> dict[str, list[float]]:
+    pages = ["/", "/memory", "/memory?q=port+8042", "/notes", "/sessions", f"/session?key={quote(keys[0], safe='')}",
+             f"/recall?q=deploy+port&session={quote(keys[0], safe='')}"]
+    client = TestClient(TestServer(make_app(Instance.load(settings), Guard.for_bind("127.0.0.1")), host="127.0.0.1"))
+    await client.start_server()
+    times: dict[str, list[float]] = {page: [] for page in pages}
+    try:
+        for page in pages:
+            for _ in range(runs + 1):  # the first request warms the caches and is not counted
+                began = time.perf_counter()
+                async with client.get(page) as response:
+                    body = await response.text()
+                    assert response.status == 200, (page, response.status)
+                    assert page != "/" or keys[0] in body, "the overview shows the sessions' outcomes"
+                times[page].append((time.perf_counter() - began) * 1000)
+            times[page] = times[page][1:]
+    finally:
+        await client.close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="messages in all sessions (100000)")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions (50)")
+    parser.add_argument("--facts", type=int, default=300, help="facts in MEMORY.md (300)")
+    parser.add_argument("--days", type=int, default=365, help="day files (365)")
+    parser.add_argument("--runs", type=int, default=20, help="timed requests per page (20)")
+    parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.messages, args.sessions, args.facts, args.days, args.runs = 2_000, 5, 30, 10, 3
+    with tempfile.TemporaryDirectory() as tmp:
+        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
+        keys = write_year(home, args.messages, args.sessions, args.facts, args.days)
+        redis = RedisServer(Path(tmp) / "redis").start()
+        try:
+            asyncio.run(keep_outcomes(redis.url(), keys))
+            settings = Settings(redis_url=redis.url(), config=home.config_path, summary_namespace=NAMESPACE)
+            times = asyncio.run(time_pages(settings, keys, args.runs))
+        finally:
+            redis.stop()
+    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files")
+    for page, values in times.items():
+        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms")
+    print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
+                      "slowest_ms": round(max(max(v) for v in times.values()), 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
