@@ -240,3 +240,17 @@ def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> 
 def test_the_fast_secret_check_never_misses_what_the_trigger_finds(text: str) -> None:
     from worker.text.redact import _TRIGGER, may_hold_secret
     assert may_hold_secret(text) is (_TRIGGER.search(text) is not None)
+
+
+def test_a_session_key_in_arqs_log_lines_stays_readable_while_a_secret_beside_it_goes():
+    """arq logs a job's arguments (`summarize_session({'session_key': ...})`): the key says which session a
+    job is for, and only a long one (websocket:<uuid>) used to look like a token under the word `key`."""
+    uuid = "websocket:8f2a1c3e-9b7d-4e11-a2c4-5d6e7f8a9b0c"
+    for key in (uuid, "websocket:wschat2", "telegram.work:123456789", "email:jane.doe@example.com"):
+        line = f"  0.12s → nanobot-summary:ns:job:{key}:summarize_session({{'session_key': '{key}'}})"
+        assert redact(line) == line, key
+    secret = "sk-proj-" + "Q7w" * 12
+    mixed = f"summarize_session({{'session_key': '{uuid}', 'api_key': '{secret}'}})"
+    assert uuid in redact(mixed) and secret not in redact(mixed)
+    assert "Zx9Kp2Lm8Qw4Rt6Yv1Bn" not in redact("my session key is Zx9Kp2Lm8Qw4Rt6Yv1Bn"), "a real session secret"
+    assert "telegram:Zx9Kp" not in redact("token: telegram:Zx9Kp2Lm8Qw4Rt6Yv1Bn"), "only a session's own name"

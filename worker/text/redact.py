@@ -92,6 +92,14 @@ _REFERENCE = re.compile(r"^[\"']?(?:\$\{?[A-Z_][A-Z0-9_]*\}?|\[REDACTED[^\]]*\]|
 _TRAILING = ".,;:!?)]}>'\"。，；：！？）】"
 
 
+# A nanobot session key (`websocket:<uuid>`) under a name with "session" in it: what arq's log lines show as
+# `session_key`, which names the value's field, not a secret. Hiding it hid which session a job was for (`websocket:wschat2` was redacted,
+# `telegram:42`, too short, was not).
+_SESSION_KEY = re.compile(
+    r"(?:cli|telegram|slack|whatsapp|feishu|dingtalk|napcat|discord|matrix|mattermost|msteams|qq|email|signal"
+    r"|websocket|api|wecom|weixin|mochat|cron|dream|heartbeat)(?:\.[\w-]+)?:[\w@.:+-]*")
+
+
 def _looks_like_token(value: str) -> bool:
     """Long, no spaces, letters with digits or symbols: what API keys and tokens look like, words do not."""
     core = value.strip("\"'")
@@ -122,7 +130,8 @@ def _replace_value(match: re.Match[str], check: bool) -> str:
         quote, value = '\\"', value[2:-2]  # quoted inside a JSON string
     if not value or _REFERENCE.match(value) or value.startswith("[REDACTED"):
         return match.group(0)
-    if check and not _looks_like_token(value):
+    if check and (not _looks_like_token(value)
+                  or ("session" in match.group("head").lower() and _SESSION_KEY.fullmatch(value.strip("\"'")))):
         return match.group(0)
     if not quote and value[0] in "\"'" and value[-1] == value[0] and len(value) > 1:
         quote = value[0]
