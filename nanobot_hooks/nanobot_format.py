@@ -43,19 +43,23 @@ def channel_of(session_key: str) -> str:
     return session_key.partition(":")[0].partition(".")[0]
 
 
-def is_direct_chat(session_key: str) -> bool:
+def is_direct_chat(session_key: str, private_web: bool = False) -> bool:
     """A one-to-one chat with the user, as far as nanobot's key alone tells (unknown = False).
 
     nanobot keys are `channel:chat_id`; only some channels' ids say whether the chat is private:
     Telegram's private chats are the user's (positive) id, groups are negative; Slack DMs start with D;
     WhatsApp groups end in @g.us; Feishu private chats are the sender's open id (ou_), groups oc_;
     DingTalk and NapCat put `group:` / `private:` in the id. Discord, Matrix and QQ ids do not say,
-    email senders and web clients (websocket, api) are anyone: none of these count as direct.
+    email senders and API clients are anyone: none of these count as direct. nanobot's web chat
+    (`websocket`) is the user's own when its channel asks for a token (`private_web`: nanobot's default, and
+    onboard's quick start sets a password for it); an open one is anyone's.
     """
     channel = channel_of(session_key)
     chat = session_key.partition(":")[2]
     if channel == "cli":
         return True
+    if channel == "websocket":
+        return private_web and bool(chat)
     if channel == "telegram":
         return chat.isdigit()  # a topic (`-100..:topic:7`) or a group (negative) is not
     if channel == "slack":

@@ -172,10 +172,11 @@ class HookSettings(BaseSettings):
             return {}
         return {"ssl_ca_certs": str(self.redis_ca_file.expanduser())}
 
-    def is_trusted(self, session_key: str) -> bool:
-        """May this session's user write long-term memory, and recall what other sessions said?"""
-        return any(is_direct_chat(session_key) if pattern == "direct" else fnmatchcase(session_key, pattern)
-                   for pattern in self.memory_sessions)
+    def is_trusted(self, session_key: str, private_web: bool = False) -> bool:
+        """May this session's user write long-term memory, and recall what other sessions said? `private_web`:
+        nanobot's web chat asks for a token, so `direct` takes in its sessions (nanobot_format.is_direct_chat)."""
+        return any(is_direct_chat(session_key, private_web) if pattern == "direct"
+                   else fnmatchcase(session_key, pattern) for pattern in self.memory_sessions)
 
     @field_validator("redis_url")
     @classmethod

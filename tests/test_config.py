@@ -163,6 +163,8 @@ def test_direct_chats_are_told_by_their_key(key, direct) -> None:
     from nanobot_hooks.nanobot_format import is_direct_chat
 
     assert is_direct_chat(key) is direct
+    # nanobot's web chat behind a token is the user's own; nothing else changes with it.
+    assert is_direct_chat(key, private_web=True) is (direct or key.startswith("websocket:"))
 
 
 def test_trusted_sessions_follow_the_setting(monkeypatch) -> None:

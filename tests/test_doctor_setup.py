@@ -51,6 +51,11 @@ async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_s
     out = (await doctor(capsys, nanobot_home, redis_url)).stdout
     assert check(out, "cli: 1 session(s), each writes MEMORY.md (NANOBOT_MEMORY_SESSIONS=direct)")[0] == "ok"
     assert check(out, "telegram: 2 session(s), 1 of them write MEMORY.md")[0] == "ok"
+    assert check(out, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok", "the web chat asks a token"
+    config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+    config["channels"] = {"websocket": {"enabled": True, "websocketRequiresToken": False}}  # open to anyone
+    nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+    out = (await doctor(capsys, nanobot_home, redis_url)).stdout
     level, line = check(out, "websocket: 1 session(s), none writes MEMORY.md")
     assert level == "warn" and "NANOBOT_MEMORY_SESSIONS=direct,websocket:* for nanobot and the worker" in line
     assert "dream" not in out, "nanobot's own sessions are no channel of the user's"

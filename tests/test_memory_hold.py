@@ -272,3 +272,23 @@ def test_the_busy_day_benchmark_runs_in_its_smoke_size(capsys):
     assert "300 jobs on one day" in out and "memory-file work per job: first 50" in out and "resident memory" in out
     figures = json.loads(out.strip().splitlines()[-1])
     assert figures["first_ms"] > 0 and figures["last_ms"] > 0 and figures["rss_growth_mb"] < 200
+
+
+@pytest.mark.parametrize("requires_token", [True, False])
+async def test_nanobots_web_chat_writes_memory_when_its_channel_asks_for_a_token(
+        redis, nanobot_home, fake_llm, deps_for, requires_token):
+    """The first chat most users have is nanobot's web UI (`websocket:<id>`): onboard sets a password for it,
+    so with the default NANOBOT_MEMORY_SESSIONS=direct its facts reach MEMORY.md; an open channel's do not."""
+    config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+    config["channels"] = {"websocket": {"enabled": True, "websocketRequiresToken": requires_token}}
+    nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+    fake_llm.responder = echo_memory
+    key = "websocket:8f2a1c3e-9b7d-4e11-a2c4-5d6e7f8a9b0c"
+    nanobot_home.write_session(key, conversation(15))
+    backdate(nanobot_home, 3600)  # every session quiet: facts are written at once
+    await summarize_now(redis, deps_for(memory_write="idle", summary_cache_ttl=60), key)
+    path = nanobot_home.workspace / "memory" / "MEMORY.md"
+    written = path.read_text(encoding="utf-8") if path.exists() else ""
+    assert (FACT in written) is requires_token, written
+    outcome = await load_outcome(redis, key)
+    assert outcome is not None and ("an untrusted session" in outcome.detail) is not requires_token, outcome.detail

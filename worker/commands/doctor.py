@@ -193,7 +193,7 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     checks = []
     for channel in sorted({channel_of(key) for key in keys}):
         sessions = [key for key in keys if channel_of(key) == channel]
-        trusted = sum(1 for key in sessions if settings.is_trusted(key))
+        trusted = sum(1 for key in sessions if settings.is_trusted(key, config.web_chat_private))
         seen = f"{channel}: {len(sessions)} session(s)"
         if trusted == len(sessions):
             checks.append(Check("ok", f"{seen}, each writes MEMORY.md ({rule})"))

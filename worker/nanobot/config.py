@@ -114,6 +114,17 @@ class NanobotConfig:
         return self.sessions_root / workspace_id
 
     @property
+    def web_chat_private(self) -> bool:
+        """nanobot's web chat (its websocket channel) asks for a token, as nanobot does unless told otherwise
+        (`websocketRequiresToken`, true by default; onboard's quick start sets a password): its chats are the
+        user's own. An open channel is anyone's."""
+        channels = self.data.get("channels")
+        web = channels.get("websocket") if isinstance(channels, dict) else None
+        if not isinstance(web, dict):
+            return True
+        return web.get("websocketRequiresToken", web.get("websocket_requires_token", True)) is not False
+
+    @property
     def timezone_is_host(self) -> bool:
         """nanobot's `timezoneMode` auto (the default without a timezone): the host's zone, not a named one."""
         value = self._get("timezone", "timezone")

@@ -46,3 +46,8 @@ class Deps:
     @property
     def sessions_dir(self) -> Path:
         return self.nanobot.sessions_dir
+
+    def is_trusted(self, session_key: str) -> bool:
+        """May this session write MEMORY.md: NANOBOT_MEMORY_SESSIONS, with nanobot's web chat one-to-one when
+        its channel asks for a token."""
+        return self.settings.is_trusted(session_key, self.nanobot.web_chat_private)

@@ -19,7 +19,7 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
     """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
     in a trusted session (NANOBOT_MEMORY_SESSIONS). Memory-file trouble (a full disk, a read-only
     workspace, a lock held too long) is reported, not fatal."""
-    trusted = deps.settings.is_trusted(key)
+    trusted = deps.is_trusted(key)
     admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
     left_out = len(facts) - len(admitted)
     why = "" if not left_out else (
