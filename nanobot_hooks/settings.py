@@ -88,36 +88,46 @@ class HookSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
-    auto_summary: bool = Field(True, description="summarize on its own (tokens or interval); false = manual only")
+    auto_summary: bool = Field(True, description="summarize on its own (at the threshold, every "
+                               "NANOBOT_SUMMARY_INTERVAL user messages, at a pause, and the daily run); false = "
+                               "manual enqueue only (summaries queued by hand are still applied)")
     summary_interval: int = Field(10, ge=0, description="user messages between summaries; 0 = off")
-    summary_threshold: float = Field(0.6, gt=0, le=1, description="prompt share of the window that triggers")
-    summary_context_window: int | None = Field(None, gt=0, description="context window override, in tokens")
+    summary_threshold: float = Field(0.6, gt=0, le=1, description="prompt share of the context window that "
+                                     "triggers a summary")
+    summary_context_window: int | None = Field(None, gt=0, description="context window override, in tokens; "
+                                               "unset: nanobot's (per-session model presets included)")
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
-        description="redis://[user:password@]host:port/db, rediss:// for TLS, or "
-                    "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db",
+        description="the queue: redis://[user:password@]host:port/db, rediss:// for TLS, or "
+                    "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db for a primary found "
+                    "through Sentinel (docs/operations.md, High availability)",
     )
     redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
     summary_namespace: str | None = Field(
         None, pattern=NAMESPACE_PATTERN,
-        description="prefix of this nanobot instance's Redis keys and queue (letters, digits, _ . -; up to 64); "
-                    "default: the first 12 characters of nanobot's workspace id, the same for the hooks and the worker",
+        description="prefix of this nanobot instance's Redis keys and queue (nanobot-summary:<namespace>:...; "
+                    "letters, digits, _ . -; up to 64); default: the first 12 characters of the id nanobot keeps in "
+                    "<workspace>/.nanobot/workspace-id, which the hooks and the worker of one instance both read "
+                    "(docs/operations.md, Many nanobots, one Redis)",
     )
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
-                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none'",
+                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none' "
+                    "(docs/memory-and-recall.md, Who may write long-term memory)",
     )
 
     summary_pickup: Literal["now", "idle"] = Field(
         "now",
         description="when a finished summary is applied: 'now' = before the next turn; 'idle' = once the session "
                     "has been quiet longer than the provider's prompt cache lasts (NANOBOT_SUMMARY_CACHE_TTL), "
-                    "when that cache is cold anyway, or at once when the context nears the window",
+                    "when that cache is cold anyway, or at once when the context passes halfway from the threshold "
+                    "to the window; 'now' is recommended (docs/performance.md)",
     )
     summary_cache_ttl: float = Field(300.0, gt=0, description="seconds the main model's provider keeps a prompt "
-                                     "cached (for idle summaries and NANOBOT_SUMMARY_PICKUP=idle)")
+                                     "cached: a session quiet this long gets an idle summary, idle pickup waits "
+                                     "this long, and MEMORY.md is written once no session was active this long")
     summary_idle: bool = Field(True, description="summarize a session in the background once it has been quiet "
                                "longer than NANOBOT_SUMMARY_CACHE_TTL (when worth NANOBOT_SUMMARY_IDLE_MIN_TOKENS); "
                                "false = only the threshold and interval triggers")
