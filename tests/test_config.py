@@ -179,3 +179,21 @@ def test_trusted_sessions_follow_the_setting(monkeypatch) -> None:
     assert not load_hook_settings().is_trusted("cli:direct")
     monkeypatch.setenv("NANOBOT_MEMORY_SESSIONS", "*")
     assert load_hook_settings().is_trusted("websocket:x")
+
+
+def test_notes_dated_in_utc_by_default_are_worth_a_word_only_in_a_container(tmp_path: Path, monkeypatch) -> None:
+    """onboard writes "timezone": "UTC" with "timezoneMode": "auto": nanobot then dates messages in its host's
+    zone, and so does a worker on the same host, which has nothing to warn about. In a container whose zone is
+    UTC for want of TZ, nanobot elsewhere may well date them in another."""
+    from worker.nanobot.config import NanobotConfig, utc_by_default
+
+    monkeypatch.delenv("TZ", raising=False)
+    onboard = NanobotConfig(tmp_path / "config.json", {"agents": {"defaults": {"timezone": "UTC",
+                                                                               "timezoneMode": "auto"}}})
+    named = NanobotConfig(tmp_path / "config.json", {"agents": {"defaults": {"timezone": "Asia/Shanghai",
+                                                                             "timezoneMode": "manual"}}})
+    assert not utc_by_default(onboard, "UTC", contained=False)
+    assert utc_by_default(onboard, "UTC", contained=True)
+    assert not utc_by_default(named, "UTC", contained=True) and not utc_by_default(onboard, "Asia/Shanghai", True)
+    monkeypatch.setenv("TZ", "UTC")
+    assert not utc_by_default(onboard, "UTC", contained=True), "a zone passed in on purpose"

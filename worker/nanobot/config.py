@@ -229,11 +229,18 @@ def host_timezone() -> str:
     return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
 
 
-def utc_by_default(config: NanobotConfig, tz_name: str) -> bool:
-    """Notes dated in UTC only because nothing named a zone: nanobot's config names none, TZ is not set,
-    and the host's zone is UTC or cannot be told. A container's usual state (docker-compose without the
-    host's zone passed in), where a Shanghai user's 23:30 message would land in the next day's notes."""
-    return config.timezone_is_host and tz_name == "UTC" and not os.environ.get("TZ")
+def in_container() -> bool:
+    """Docker and Podman leave a marker at the root; a container's zone is UTC unless TZ is passed in."""
+    return Path("/.dockerenv").exists() or Path("/run/.containerenv").exists()
+
+
+def utc_by_default(config: NanobotConfig, tz_name: str, contained: bool | None = None) -> bool:
+    """Notes dated in UTC only because nothing named a zone, in a container: nanobot's config leaves the zone to
+    the host (timezoneMode auto, as onboard writes it), TZ is not set, and this container's zone is UTC, where a
+    Shanghai user's 23:30 message would land in the next day's notes. On an ordinary host nanobot and the worker
+    share the host's zone, so there is nothing to say."""
+    contained = in_container() if contained is None else contained
+    return contained and config.timezone_is_host and tz_name == "UTC" and not os.environ.get("TZ")
 
 
 def _camel(name: str) -> str:

@@ -34,9 +34,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
-        log.warning("notes are dated in UTC: neither nanobot's config (agents.defaults.timezone) nor TZ names a "
-                    "timezone, and this host's is UTC or unknown; to date them in yours, set "
-                    "NANOBOT_SUMMARY_TIMEZONE (e.g. Asia/Shanghai), or TZ (deploy/docker-compose.yml passes it in)")
+        log.warning("notes are dated in UTC: nanobot's config leaves the zone to the host (timezoneMode auto) and "
+                    "this container's is UTC, with no TZ; to date them in yours, give nanobot's config "
+                    "\"timezoneMode\": \"manual\" and \"timezone\" (agents.defaults), or set NANOBOT_SUMMARY_TIMEZONE "
+                    "(e.g. Asia/Shanghai), or pass TZ in (deploy/docker-compose.yml does)")
     try:
         _ = deps.nanobot.sessions_dir
     except NanobotConfigError as exc:
