@@ -24,7 +24,13 @@ import pytest
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
 from tests.support.scripts import load_script
-from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
+from tests.support.defaults import TEST_KEYS
+from tests.support.fakellm import Reply
+from tests.support.models import echo_memory
+from tests.support.transcripts import conversation
+from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
+from tests.support.workers import summarize_now
+from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
 from worker.state import budget
 from worker.state.outcomes import load_outcome
@@ -177,3 +183,51 @@ def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) 
     assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
                                                                  "/recall"}
     assert all(ms > 0 for ms in figures["pages"].values()) and figures["slowest_ms"] > 0
+
+
+async def test_an_edited_fact_keeps_its_record_survives_the_next_job_and_undo_restores_every_byte(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    before = data.read_bytes()
+    old, new = FACTS[1], "The user prefers a light theme on sunny days"
+    async with served(settings_for()) as page:
+        # The same fact twice, or nothing at all, is refused and changes nothing.
+        for refused in (FACTS[2], "  \n "):
+            status, _ = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": refused})
+            assert status == 400 and data.read_bytes() == before
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": new})
+        assert status == 303 and location.startswith("/memory?undo=")
+        after = data.read_bytes()
+        assert _outside(after) == _outside(before)
+        assert after == before.replace(old.encode(), new.encode())
+        record = load_meta(sidecar_path(data))[normalize(new)]
+        assert (record.session, record.importance, record.date) == (KEY, 4, page.instance.today())
+        assert normalize(old) not in load_meta(sidecar_path(data))
+        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=")[1]})
+        assert data.read_bytes() == before
+        # Edited again, it stays through the next job's merge of what the model remembers.
+        markup = f"- {new}\n## not a heading {API_KEY}"
+        assert (await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": markup}))[0] == 303
+    edited = data.read_bytes()
+    assert API_KEY.encode() not in edited and b"\n## not a heading" not in edited, "one line, redacted"
+    edited_line = next(line for line in edited.split(b"\n") if new.encode() in line)
+    nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    fake_llm.responder = learning(NEW_FACT)
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
+    assert outcome is not None and "facts +1 added" in outcome.detail, outcome
+    merged = data.read_bytes()
+    assert NEW_FACT.encode() in merged and edited_line in merged.split(b"\n"), "the merge kept the edited fact"
+    assert load_meta(sidecar_path(data))[normalize(edited_line.decode())].session == KEY
+
+
+NEW_FACT = "The user's build server runs Debian 12"
+
+
+def learning(text: str):
+    """echo_memory's notes and summary, remembering one new fact."""
+    def answer(request):
+        reply = json.loads(echo_memory(request).content)
+        reply["facts"] = [{"text": text, "tag": "durable", "importance": 4, "source": "user",
+                           "category": "configuration"}]
+        return Reply(json.dumps(reply))
+    return answer

@@ -95,7 +95,7 @@ def after_click(driver: Chrome, button: Any, wanted: str) -> str:
 def forget_on_page(driver: Chrome, base: str, fact: str) -> str:
     driver.get(base + "/memory")
     row = driver.find_element(By.XPATH, f"//tr[td[@class='fact' and normalize-space()='{fact}']]")
-    return after_click(driver, row.find_element(By.TAG_NAME, "button"), ".notice")
+    return after_click(driver, row.find_element(By.XPATH, ".//button[normalize-space()='Forget']"), ".notice")
 
 
 def click_undo(driver: Chrome) -> str:
@@ -129,7 +129,7 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         assert FACTS[0] in facts and quiet, "the fact holding <script> is text, and nothing ran"
         notice = await in_browser(forget_on_page, browser, base, FACTS[1])
         assert notice.startswith("Forgotten") and FACTS[1].encode() not in memory.read_bytes()
-        assert "back where it was" in await in_browser(click_undo, browser)
+        assert "back as it was" in await in_browser(click_undo, browser)
         assert memory.read_bytes() == before
         answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
         assert SCRIPT in answer, answer

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from worker.web import memory, notes, overview, recall, sessions
+from worker.web import memory, notes, overview, recall, sessions, undo
 from worker.web.guard import GUARD, Guard, guard_middleware
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
@@ -18,10 +18,11 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app[INSTANCE] = instance
     app[GUARD] = guard
     app[JINJA] = environment()
-    app[memory.UNDO] = memory.UndoShelf()
+    app[undo.UNDO] = undo.UndoShelf()
     app.router.add_get("/", overview.page)
     app.router.add_get("/memory", memory.page)
     app.router.add_post("/memory/forget", memory.forget)
+    app.router.add_post("/memory/edit", memory.edit)
     app.router.add_post("/memory/undo", memory.undo)
     app.router.add_get("/notes", notes.page)
     app.router.add_get("/recall", recall.page)

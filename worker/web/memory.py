@@ -1,15 +1,13 @@
 """The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
 importance, the heading they sit under), the facts held for the next quiet moment, a search; forgetting a fact
-and undoing that (worker.memory.longterm.forget: the worker's own lock and write rules; the user's own lines
-are counted here, never changed)."""
+(held or written), editing one, and undoing either (worker.memory.longterm.forget and .edit: the worker's own
+lock and write rules; the user's own lines are counted here, never changed)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import sqlite3
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,17 +18,18 @@ from filelock import Timeout
 from worker.errors import MemoryFilesError
 from worker.files import read_bytes
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
-from worker.memory.longterm import Held
-from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held, restore_fact, restore_held
+from worker.memory.longterm.edit import EditRefused, edit_fact
+from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held
+from worker.memory.longterm.merge import fact_text
 from worker.memory.longterm.part import outside_lines
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, render
+from worker.web.undo import UNDO, Edited, describe, put_back
 
 log = logging.getLogger("worker.web")
-UNDO_KEPT = 100  # forgotten facts that can still be put back, newest kept (in this process only)
 
 
 @dataclass(frozen=True)
@@ -40,42 +39,6 @@ class FactRow:
     importance: int
     date: str
     session: str | None
-
-
-# What an undo puts back: a fact of the managed part, or the copies of a fact that was still held.
-Undoable = Forgotten | list[Held]
-
-
-def undo_text(undoable: Undoable) -> str:
-    return undoable.text if isinstance(undoable, Forgotten) else undoable[0].batch.facts[0].text
-
-
-class UndoShelf:
-    """Facts just forgotten, kept in this process's memory only (never on disk: a forgotten private fact
-    must not linger in a file), each reachable only from the browser that forgot it."""
-
-    def __init__(self) -> None:
-        self._kept: OrderedDict[str, tuple[str, Undoable]] = OrderedDict()
-
-    def put(self, browser: str, fact: Undoable) -> str:
-        ticket = secrets.token_urlsafe(12)
-        self._kept[ticket] = (browser, fact)
-        while len(self._kept) > UNDO_KEPT:
-            self._kept.popitem(last=False)
-        return ticket
-
-    def peek(self, browser: str, ticket: str) -> Undoable | None:
-        owner, fact = self._kept.get(ticket, ("", None))
-        return fact if owner and owner == browser else None
-
-    def take(self, browser: str, ticket: str) -> Undoable | None:
-        fact = self.peek(browser, ticket)
-        if fact is not None:
-            del self._kept[ticket]
-        return fact
-
-
-UNDO: web.AppKey[UndoShelf] = web.AppKey("undo", UndoShelf)
 
 
 def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
@@ -106,9 +69,9 @@ async def page(request: web.Request) -> web.Response:
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
             for fact in h.batch.facts]
     ticket = request.query.get("undo", "")
-    undoable = request.app[UNDO].peek(BROWSER.get(), ticket)
+    change = request.app[UNDO].peek(BROWSER.get(), ticket)
     return render(request, "memory.html", facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own_lines, undo=undo_text(undoable) if undoable else None, ticket=ticket,
+                  own_lines=own_lines, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts)
 
 
@@ -118,29 +81,44 @@ async def forget(request: web.Request) -> web.Response:
     form = await form_of(request)
     change = forget_held if form.get("held") else forget_fact
     args = (form.get("text", ""),) if form.get("held") else (form.get("text", ""), instance.today())
-    done = await _write(request, change, instance.memory.memory_path, *args)
+    return await _changed(request, await _write(request, change, instance.memory.memory_path, *args))
+
+
+async def edit(request: web.Request) -> web.Response:
+    """Gives a fact of the managed part a new text (`text`: the fact as the page showed it, `new`: its new text)."""
+    instance = request.app[INSTANCE]
+    form = await form_of(request)
+    try:
+        before = await _write(request, edit_fact, instance.memory.memory_path, form.get("text", ""),
+                              form.get("new", ""), instance.today())
+    except EditRefused as exc:
+        return render(request, "error.html", status=400, title="The fact was not changed", message=str(exc))
+    if isinstance(before, Forgotten):
+        before = Edited(before, fact_text(form.get("new", "")))
+    return await _changed(request, before)
+
+
+async def _changed(request: web.Request, done: Any) -> web.Response:
+    """After a change: the page saying what changed, with its undo; the recall index follows MEMORY.md."""
     if isinstance(done, web.Response):
         return done
     if not done:
         return see_other("/memory?note=missing")
-    if not form.get("held"):
-        await refresh_recall(instance)
+    if not isinstance(done, list):
+        await refresh_recall(request.app[INSTANCE])
     ticket = request.app[UNDO].put(BROWSER.get(), done)
     return see_other(f"/memory?undo={ticket}")
 
 
 async def undo(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
-    fact = request.app[UNDO].take(BROWSER.get(), (await form_of(request)).get("ticket", ""))
-    if fact is None:
+    change = request.app[UNDO].take(BROWSER.get(), (await form_of(request)).get("ticket", ""))
+    if change is None:
         return see_other("/memory?note=gone")
-    if isinstance(fact, Forgotten):
-        done = await _write(request, restore_fact, instance.memory.memory_path, fact, instance.today())
-    else:
-        done = await _write(request, restore_held, instance.memory.memory_path, fact)
+    done = await _write(request, put_back, instance.memory.memory_path, change, instance.today())
     if isinstance(done, web.Response):
         return done
-    if isinstance(fact, Forgotten):
+    if not isinstance(change, list):
         await refresh_recall(instance)
     return see_other("/memory?note=restored")
 

@@ -62,10 +62,15 @@ def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
         if not found:
             return None
         _drop_held(memory, key)
-        # The file is written: the record of a fact it no longer holds can go (the text is the record's key).
-        memory._update(lambda content, meta: Merged(content, {k: v for k, v in meta.items() if k != key}
-                                                    if _absent(content, key, today, meta) else meta, MergeStats()))
+        drop_record(memory, key, today)
     return found[0]
+
+
+def drop_record(memory: _MemoryFile, key: str, today: str) -> None:
+    """Once the file is written (the lock held): the sidecar's record of a fact the file no longer holds goes,
+    its text being the record's key."""
+    memory._update(lambda content, meta: Merged(content, {k: v for k, v in meta.items() if k != key}
+                                                if _absent(content, key, today, meta) else meta, MergeStats()))
 
 
 def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
