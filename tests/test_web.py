@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
+from arq.constants import health_check_key_suffix
 
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
@@ -29,7 +30,8 @@ from tests.support.fakellm import Reply
 from tests.support.models import echo_memory
 from tests.support.transcripts import conversation
 from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
-from tests.support.workers import summarize_now
+from tests.support.waiting import wait_until
+from tests.support.workers import running_worker, summarize_now
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
 from worker.state import budget
@@ -231,3 +233,11 @@ def learning(text: str):
                            "category": "configuration"}]
         return Reply(json.dumps(reply))
     return answer
+
+
+async def test_the_overview_shows_a_running_worker_alive_with_its_health_line(data, settings_for, redis, worker_deps):
+    async with running_worker(worker_deps()), served(settings_for()) as page:
+        await wait_until(lambda: redis.exists(TEST_KEYS.queue + health_check_key_suffix), what="arq's health line")
+        status, body = await page.get("/")
+        assert status == 200 and '<span class="good">alive</span>' in body and "j_complete=" in body
+        assert "No worker is running" not in body
