@@ -1,4 +1,5 @@
-"""The README's memory examples are what the code produces, and its two set-up commands exist as written."""
+"""The documentation's memory and recall examples (docs/memory-and-recall.md) are what the code produces, and the
+README's two set-up commands exist as written."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+MEMORY_DOCS = (ROOT / "docs" / "memory-and-recall.md").read_text(encoding="utf-8")  # the examples live here
 _LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2}( \S+)? -->")  # the day a fact was learned is the day of the run
 
 
@@ -17,8 +19,8 @@ def _example_module(name: str = "example_memory"):
 
 
 def _readme_block(name: str) -> str:
-    match = re.search(rf"`memory/{re.escape(name)}`[^\n]*\n```markdown\n(.*?)\n```", README, re.DOTALL)
-    assert match, f"README has no example for memory/{name}"
+    match = re.search(rf"`memory/{re.escape(name)}`[^\n]*\n```markdown\n(.*?)\n```", MEMORY_DOCS, re.DOTALL)
+    assert match, f"docs/memory-and-recall.md has no example for memory/{name}"
     return match.group(1)
 
 
@@ -37,8 +39,8 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
 
 
 async def test_readme_recall_example_matches_the_code(redis_url) -> None:
-    match = re.search(r"`scripts/example_recall.py`[^`]*```text\n(.*?)\n```", README, re.DOTALL)
-    assert match, "README has no recall example"
+    match = re.search(r"`scripts/example_recall.py`[^`]*```text\n(.*?)\n```", MEMORY_DOCS, re.DOTALL)
+    assert match, "docs/memory-and-recall.md has no recall example"
     produced = await _example_module("example_recall").produce(redis_url)
     assert "[REDACTED]" in produced and "sk-live" not in produced
     learned = re.compile(r"learned \d{4}-\d{2}-\d{2}")  # MEMORY.md's facts are learned on the day of the run
