@@ -3,7 +3,7 @@
 One scripted conversation (mixed Chinese and English, planted facts, pauses) is sent over the WebSocket
 channel of a real `nanobot gateway`: twice with the project switched off (nanobot alone at its defaults,
 its idle compaction on; and with its idle compaction off), then once per variant of the project (its
-hooks and a real worker process; nanobot's idle compaction off, as the README asks). A fake
+hooks and a real worker process; nanobot's idle compaction off, as docs/nanobot.md asks). A fake
 OpenAI-compatible model answers every call on loopback with latencies (a turn takes `--turn-latency`; a
 summary grows with its input) and bills them as providers do: the longest prefix a request shares with a
 recent request of the same model (within the cache lifetime, in 128-token blocks, from 1,024 tokens) is

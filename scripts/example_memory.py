@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Produces the README's memory-file examples with the real worker (the model is the scripted fake LLM)."""
+"""Produces the memory-file examples of docs/memory-and-recall.md with the real worker
+(the model is the scripted fake LLM)."""
 
 from __future__ import annotations
 

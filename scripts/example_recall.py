@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Produces the README's recall example: the real worker summarizes and indexes, the tool's search answers."""
+"""Produces the recall example of docs/memory-and-recall.md: the real worker summarizes and indexes, the
+tool's search answers."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ CALLS: list[tuple[str, dict[str, str]]] = [
 
 
 async def produce(redis_url: str) -> str:
-    """Each call as `session › recall(...)` followed by the tool's answer, as in the README."""
+    """Each call as `session › recall(...)` followed by the tool's answer, as in docs/memory-and-recall.md."""
     settings = HookSettings(memory_sessions=("direct",), summary_recall_scope="session")
     blocks = []
     async with summarized_home(redis_url) as home:

@@ -75,7 +75,7 @@ async def test_doctor_passes_a_healthy_setup_with_a_running_worker(nanobot_home,
         healthy = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "worker", "doctor", "--nanobot-python",
                                                            nanobot_python], cwd=ROOT, capture_output=True, text=True,
                                           timeout=120, env=process_env(nanobot_home, redis_url, config=True))
-    print(healthy.stdout)  # the README's and the report's example
+    print(healthy.stdout)  # an example for the docs and the report
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "FAIL" not in healthy.stdout and "warn" not in healthy.stdout and healthy.stdout.endswith("all good\n")
     for words in ("Python 3.", f"nanobot config {nanobot_home.config_path}", f"sessions in {nanobot_home.sessions_dir}",

@@ -64,7 +64,8 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
     request = chat_requests(fake_llm)[-1]
     assert ARCHIVED not in system_text(request)
     assert all(m["content"] in history_text(request) for m in seeded), "the covered messages are sent again"
-    # nanobot's hidden marker row stays where the summary was applied, and nanobot sends it too (the README says so).
+    # nanobot's hidden marker row stays where the summary was applied, and nanobot sends it too
+    # (docs/operations.md says so).
     assert "Continue the active task from the working-memory checkpoint above." in history_text(request)
 
     fake_llm.clear()

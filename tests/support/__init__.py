@@ -1,1 +1,2 @@
-"""Test support: the fake LLM server and a throwaway nanobot home, shared by tests, benchmarks and README examples."""
+"""Test support: the fake LLM server and a throwaway nanobot home, shared by tests, benchmarks
+and the docs' examples."""

@@ -1,6 +1,6 @@
 """A throwaway nanobot home (config, workspace, sessions folder) laid out as nanobot 0.3.5 lays it out.
 
-For the tests, the benchmarks and the README's examples, which all run the real worker against it.
+For the tests, the benchmarks and the docs' examples, which all run the real worker against it.
 """
 
 from __future__ import annotations
