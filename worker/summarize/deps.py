@@ -20,9 +20,10 @@ class Memory(Protocol):
 
     def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
 
-    def known_facts(self) -> list[str]: ...
+    def known_facts(self, limit: int | None = None) -> list[str]: ...
 
-    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> object:
+    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str,
+                    sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> object:
         """Returns what it did; its str() goes into the job's outcome."""
 
 
