@@ -114,8 +114,9 @@ class HookSettings(BaseSettings):
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
-                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats, '*' for all, 'none' "
-                    "(docs/memory-and-recall.md, Who may write long-term memory)",
+                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats (nanobot's web chat among "
+                    "them when its channel asks for a token), '*' for all, 'none' (docs/memory-and-recall.md, Who "
+                    "may write long-term memory)",
     )
 
     summary_pickup: Literal["now", "idle"] = Field(
