@@ -30,7 +30,7 @@ from datetime import date as Date
 from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
-from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, best, check_day, dates_phrase, describe_scope,
+from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, check_day, choose, dates_phrase, describe_scope,
                                          PROBE, bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
                                          visible_sources, length)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
@@ -128,7 +128,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                     late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
                     run.asked = replace(asked, since=None, until=None)
                     _find(run, groups)
-                return render(query, _shown(run, best(run.hits)), asker, described, late)
+                return render(query, _shown(run, choose(run.hits)), asker, described, late)
             except _OutOfTime:
                 pass
             except sqlite3.OperationalError as exc:
@@ -136,7 +136,7 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                     raise
             # What was found in time is still worth giving.
             db.set_progress_handler(None, 0)
-            return render(query, _shown(run, best(run.hits), focus=False), asker, described,
+            return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
                           late + " (the search stopped at its time limit)")
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."

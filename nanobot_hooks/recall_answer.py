@@ -15,6 +15,7 @@ RESULTS = 5
 SNIPPET_CHARS = 180
 NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in
 PROBE = 500  # passages a word is first counted up to (plan_terms)
+SUMMARY_SLOTS = 2  # of the passages shown, at most this many from the notes and MEMORY.md (choose)
 SOURCE_POSITION = (1 << SOURCE_BITS) - 1  # a rowid's position part
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _WORD = re.compile(r"[^\W_]+")
@@ -78,6 +79,21 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
         elif hit.matched and not known.matched:
             kept[hit.rowid] = replace(known, matched=True)
     return sorted(kept.values(), key=Hit.order, reverse=True)[:count]
+
+
+def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_SLOTS) -> list[Hit]:
+    """The passages shown: the best, of which at most `summaries` from the daily notes and MEMORY.md while
+    messages are left to show. Notes and facts are summaries already; what a summary dropped is in the
+    messages, and a notes line that matches well would otherwise push the message it came from out."""
+    ranked = best(hits, len(hits))
+    chosen: list[Hit] = []
+    for hit in ranked:
+        taken = sum(1 for h in chosen if h.source.kind != "messages")
+        if hit.source.kind == "messages" or taken < summaries:
+            chosen.append(hit)
+    chosen = chosen[:count]
+    chosen += [hit for hit in ranked if hit not in chosen][:count - len(chosen)]  # fewer messages than slots
+    return sorted(chosen, key=Hit.order, reverse=True)
 
 
 # BM25's usual constants (Lucene's, SQLite's): how fast a repeated word saturates, how much length counts.

@@ -473,6 +473,12 @@ def test_pure_search_order_and_the_best_hits_each_once():
     assert plan({'"a"': 40_000, '"b"': 40_000}) == (['"a"', '"b"'], False), "too common: the newest holding both"
     assert max(counted) == 4001, "no word counted past the budget"
     assert plan({'"a"': 0}) == ([], True)
+    notes = Source(5, "notes", DM)
+    summaries = [hit(notes, n, 9.0 - n) for n in range(4)] + [hit(memory, 9, 8.5)]
+    chosen = recall_answer.choose(summaries + [hit(own, 40 + n, 1.0) for n in range(4)])
+    assert [h.source.kind for h in chosen] == ["notes", "memory", "messages", "messages", "messages"], \
+        "two notes or MEMORY.md lines at most while messages are left"
+    assert len(recall_answer.choose(summaries + [hit(own, 40, 1.0)])) == 5, "too few messages: notes fill the rest"
     merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
     assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
