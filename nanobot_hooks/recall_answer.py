@@ -83,14 +83,19 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
 
 def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_SLOTS) -> list[Hit]:
     """The passages shown: the best, of which at most `summaries` from the daily notes and MEMORY.md while
-    messages are left to show. Notes and facts are summaries already; what a summary dropped is in the
-    messages, and a notes line that matches well would otherwise push the message it came from out."""
+    messages holding the words are left to show. Notes and facts are summaries already; what a summary dropped
+    is in the messages, and a notes line that matches well would otherwise push the message it came from out.
+    (A message shown only for being next to a hit does not hold a notes line back.)"""
     ranked = best(hits, len(hits))
+    matched_left = sum(1 for hit in ranked if hit.source.kind == "messages" and hit.matched)
     chosen: list[Hit] = []
     for hit in ranked:
         taken = sum(1 for h in chosen if h.source.kind != "messages")
-        if hit.source.kind == "messages" or taken < summaries:
-            chosen.append(hit)
+        if hit.source.kind == "messages":
+            matched_left -= hit.matched
+        elif taken >= summaries and matched_left > 0:
+            continue
+        chosen.append(hit)
     chosen = chosen[:count]
     chosen += [hit for hit in ranked if hit not in chosen][:count - len(chosen)]  # fewer messages than slots
     return sorted(chosen, key=Hit.order, reverse=True)

@@ -479,6 +479,9 @@ def test_pure_search_order_and_the_best_hits_each_once():
     assert [h.source.kind for h in chosen] == ["notes", "memory", "messages", "messages", "messages"], \
         "two notes or MEMORY.md lines at most while messages are left"
     assert len(recall_answer.choose(summaries + [hit(own, 40, 1.0)])) == 5, "too few messages: notes fill the rest"
+    near = recall_answer.choose(summaries + [hit(own, 40, 9.5), hit(own, 41, 4.0, matched=False)])
+    assert [h.source.kind for h in near] == ["messages", "notes", "memory", "notes", "notes"], \
+        "a message shown only as a hit's neighbour holds no notes line back"
     merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
     assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
