@@ -241,3 +241,26 @@ async def test_the_overview_shows_a_running_worker_alive_with_its_health_line(da
         status, body = await page.get("/")
         assert status == 200 and '<span class="good">alive</span>' in body and "j_complete=" in body
         assert "No worker is running" not in body
+
+
+async def test_a_pinned_fact_outlives_the_caps_eviction_in_the_next_job_and_undo_unpins(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    before = data.read_bytes()
+    oldest = FACTS[1]  # among facts of one importance and day, the cap evicts the oldest first: this one
+    async with served(settings_for()) as page:
+        status, location = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": oldest, "pin": "1"})
+        assert status == 303 and data.read_bytes() == before, "a pin changes the sidecar only, not the prompt"
+        assert load_meta(sidecar_path(data))[normalize(oldest)].pinned
+        _, body = await page.get(location)
+        assert "Pinned" in body and "pinned</span>" in body
+        await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=")[1]})
+        assert not load_meta(sidecar_path(data))[normalize(oldest)].pinned
+        await page.post("/memory/pin", {"csrf": await page.csrf(), "text": oldest, "pin": "1"})
+    nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    fake_llm.responder = learning(NEW_FACT)
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, worker_deps(memory_max_facts=3), KEY)).outcome
+    assert outcome is not None and "1 evicted" in outcome.detail, outcome
+    merged = data.read_bytes()
+    assert oldest.encode() in merged and NEW_FACT.encode() in merged and FACTS[2].encode() not in merged
+    assert load_meta(sidecar_path(data))[normalize(oldest)].pinned, "still pinned after the merge"

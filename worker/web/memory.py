@@ -18,7 +18,7 @@ from filelock import Timeout
 from worker.errors import MemoryFilesError
 from worker.files import read_bytes
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
-from worker.memory.longterm.edit import EditRefused, edit_fact
+from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
 from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held
 from worker.memory.longterm.merge import fact_text
 from worker.memory.longterm.part import outside_lines
@@ -27,7 +27,7 @@ from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, render
-from worker.web.undo import UNDO, Edited, describe, put_back
+from worker.web.undo import UNDO, Edited, Pinned, describe, put_back
 
 log = logging.getLogger("worker.web")
 
@@ -39,6 +39,7 @@ class FactRow:
     importance: int
     date: str
     session: str | None
+    pinned: bool
 
 
 def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
@@ -50,8 +51,8 @@ def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
         return [], len(outside_lines(text))
     part = parse(text[span[0]:span[1]], today, meta=load_meta(sidecar_path(path)))
     headings = language_table(part.language).memory_groups
-    rows = [FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session)
-            for line in part.lines]
+    rows = [FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session,
+                    line.pinned) for line in part.lines]
     return rows, len(outside_lines(text[:span[0]]) + outside_lines(text[span[1]:]))
 
 
@@ -96,6 +97,15 @@ async def edit(request: web.Request) -> web.Response:
     if isinstance(before, Forgotten):
         before = Edited(before, fact_text(form.get("new", "")))
     return await _changed(request, before)
+
+
+async def pin(request: web.Request) -> web.Response:
+    """Pins a fact against the cap's eviction (`pin` 1), or unpins it (0)."""
+    instance = request.app[INSTANCE]
+    form = await form_of(request)
+    pinned = form.get("pin") == "1"
+    before = await _write(request, pin_fact, instance.memory.memory_path, form.get("text", ""), pinned, instance.today())
+    return await _changed(request, Pinned(before.text, pinned) if isinstance(before, Forgotten) else before)
 
 
 async def _changed(request: web.Request, done: Any) -> web.Response:

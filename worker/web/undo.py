@@ -11,7 +11,7 @@ from pathlib import Path
 from aiohttp import web
 
 from worker.memory.longterm import Held
-from worker.memory.longterm.edit import undo_edit
+from worker.memory.longterm.edit import pin_fact, undo_edit
 from worker.memory.longterm.forget import Forgotten, restore_fact, restore_held
 
 KEPT = 100  # changes that can still be undone, newest kept
@@ -25,14 +25,24 @@ class Edited:
     text: str
 
 
-# A fact taken out of the managed part, the copies of a fact that was still held, or an edit.
-Undoable = Forgotten | list[Held] | Edited
+@dataclass(frozen=True)
+class Pinned:
+    """A pin set (or taken off): the fact's text and the pin it has now."""
+
+    text: str
+    pinned: bool
+
+
+# A fact taken out of the managed part, the copies of a fact that was still held, an edit, or a pin.
+Undoable = Forgotten | list[Held] | Edited | Pinned
 
 
 def describe(change: Undoable) -> tuple[str, str]:
     """What the change did, for the page: its verb and the fact's text."""
     if isinstance(change, Edited):
         return "Edited", f"{change.before.text} → {change.text}"
+    if isinstance(change, Pinned):
+        return ("Pinned: the cap never evicts it before an unpinned fact" if change.pinned else "Unpinned"), change.text
     if isinstance(change, Forgotten):
         return "Forgotten", change.text
     return "Forgotten (it was held, not yet written)", change[0].batch.facts[0].text
@@ -42,6 +52,8 @@ def put_back(path: Path, change: Undoable, today: str) -> bool:
     """Undoes the change in MEMORY.md (`path`) or its held facts. Blocking: run it in a thread."""
     if isinstance(change, Edited):
         return undo_edit(path, change.text, change.before, today)
+    if isinstance(change, Pinned):
+        return pin_fact(path, change.text, not change.pinned, today) is not None
     if isinstance(change, Forgotten):
         return restore_fact(path, change, today)
     restore_held(path, change)

@@ -1,4 +1,4 @@
-"""Editing one fact of MEMORY.md's managed part (the web page's edit) and undoing the edit.
+"""Editing one fact of MEMORY.md's managed part (the web page's edit and pin) and undoing the edit.
 
 Through the worker's own write path (store._MemoryFile: its lock, compare-and-replace, the sidecar first, only
 the managed part changed). The new text is made a fact as the merge makes one (merge.fact_text: one line,
@@ -38,11 +38,19 @@ def edit_fact(path: Path, old: str, new: str, today: str) -> Forgotten | None:
     return _change_line(path, old, today, change)
 
 
+def pin_fact(path: Path, text: str, pinned: bool, today: str) -> Forgotten | None:
+    """Pins the fact whose text is `text` against the cap's eviction (or unpins it); the fact as it was, or None."""
+    def change(line: Line, lines: list[Line]) -> None:
+        line.pinned = pinned
+
+    return _change_line(path, text, today, change)
+
+
 def undo_edit(path: Path, edited: str, original: Forgotten, today: str) -> bool:
     """The edited fact back as it was: its text and its record (heading, importance, day, session)."""
     def change(line: Line, lines: list[Line]) -> None:
         line.text, line.group, line.importance = original.text, original.group, original.importance
-        line.date, line.session = original.date, original.session
+        line.date, line.session, line.pinned = original.date, original.session, original.pinned
 
     return _change_line(path, edited, today, change) is not None
 
@@ -63,7 +71,8 @@ def _change_line(path: Path, text: str, today: str, change: Callable[[Line, list
         if position is None:
             return Merged(content, meta, MergeStats())
         line = part.lines[position]
-        found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position))
+        found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position,
+                               line.pinned))
         change(line, part.lines)
         return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
 

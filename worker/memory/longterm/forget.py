@@ -30,6 +30,7 @@ class Forgotten:
     date: str
     session: str | None
     position: int  # its index among the part's facts
+    pinned: bool = False
 
 
 def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
@@ -47,7 +48,8 @@ def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
         before = metas(part)
         for position, line in enumerate(part.lines):
             if normalize(line.text) == key:
-                found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position))
+                found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position,
+                                       line.pinned))
                 break
         if not found:
             return Merged(content, meta, MergeStats())
@@ -112,7 +114,7 @@ def restore_held(path: Path, held: Sequence[Held]) -> None:
 
 
 def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
-    """Puts a forgotten fact back at its place, with its importance, day and session; False when the part
+    """Puts a forgotten fact back at its place, with its importance, day, session and pin; False when the part
     holds it again already (or has no part any more: nothing to put it in)."""
     key = normalize(fact.text)
     done: list[bool] = []
@@ -126,7 +128,7 @@ def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
         if any(normalize(line.text) == key for line in part.lines):
             return Merged(content, meta, MergeStats())
         before = metas(part)
-        line = Line(fact.text, fact.group, fact.importance, fact.date, session=fact.session)
+        line = Line(fact.text, fact.group, fact.importance, fact.date, session=fact.session, pinned=fact.pinned)
         part.lines.insert(min(fact.position, len(part.lines)), line)
         done.append(True)
         return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())

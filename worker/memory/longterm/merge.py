@@ -155,7 +155,7 @@ def _capped(lines: list[Line], accepted: list[tuple[_Candidate, Line]], max_fact
     """The old lines and the accepted new ones, the least important dropped beyond `max_facts`."""
     merged = lines + [line for _, line in accepted]
     if len(merged) > max_facts:
-        # The least important go first; among equals the oldest.
+        # The least important go first (a pinned one last: it ranks above all others); among equals the oldest.
         cut = sorted(merged, key=Line.rank, reverse=True)[max_facts:]
         gone = {id(line) for line in cut}
         stats.evicted = sum(1 for line in lines if id(line) in gone)

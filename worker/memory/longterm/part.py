@@ -41,9 +41,10 @@ class Line:
     date: str  # YYYY-MM-DD it was learned or last corrected
     seq: int = 0  # breaks ties between equal importance and date: a higher one is newer
     session: str | None = None  # the session it was learned in (None: written by someone else, or before)
+    pinned: bool = False  # the user pinned it: ranked above every unpinned fact, so the cap evicts it last
 
-    def rank(self) -> tuple[int, str, int]:
-        return (self.importance, self.date, self.seq)
+    def rank(self) -> tuple[bool, int, str, int]:
+        return (self.pinned, self.importance, self.date, self.seq)
 
 
 @dataclass
@@ -114,14 +115,14 @@ def _inherit_edited(lines: list[Line], unknown: list[Line], meta: Mapping[str, M
 
 
 def _inherit(line: Line, known: Meta) -> None:
-    line.importance, line.date, line.session = known.importance, known.date, known.session
+    line.importance, line.date, line.session, line.pinned = known.importance, known.date, known.session, known.pinned
 
 
 def metas(part: Part) -> dict[str, Meta]:
     """The sidecar's records of the part's facts, in the part's order."""
     found: dict[str, Meta] = {}
     for line in part.lines:
-        found.setdefault(normalize(line.text), Meta(line.importance, line.date, line.session))
+        found.setdefault(normalize(line.text), Meta(line.importance, line.date, line.session, line.pinned))
     return found
 
 
