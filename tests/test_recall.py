@@ -107,6 +107,12 @@ def ask(home: NanobotHome, query: str, asker: str | None = DM, **options) -> str
     return search(home.workspace, query, asker, trusted, **options)
 
 
+def archive(home: NanobotHome, index: RecallIndex, rows: list[tuple[str, str, str]]) -> None:
+    """The DM's messages, every one archived, in the index."""
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    index.refresh(home.sessions_dir)
+
+
 def from_notes(answer: str) -> str:
     """The snippets of the daily-notes passages of an answer."""
     lines = answer.split("\n")
@@ -358,8 +364,7 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
     chat = [f"Bye Anna! See you {n}" if n % 2 else f"小明，早上好 {n}" for n in range(300)]
     rows = [((start + n * (datetime(2026, 6, 1, 9, 1) - start)).isoformat(), ("user", "assistant")[n % 2], text)
             for n, text in enumerate(said + chat)]
-    home.write_session(DM, _messages(rows), last_archived=len(rows))
-    index.refresh(home.sessions_dir)
+    archive(home, index, rows)
     first = ask(home, "Anna audition").split("\n")
     assert first[1].endswith("message 0 (user)"), "the one rare word, not the newest of 150 'Bye Anna!'"
     assert "message 1 (assistant)" in "\n".join(first) and "lead role" in "\n".join(first), "and the answer to it"
@@ -379,8 +384,7 @@ def test_a_chinese_word_said_otherwise_is_found_by_its_letters_after_the_exact_w
     rows = [("2026-11-18T10:00:00", "user", "昨晚去看了告五人的演唱会，人生最佳！"),
             ("2026-11-18T10:01:00", "assistant", "哇，太棒了！"),
             ("2026-11-19T10:00:00", "user", "周末的演出票还没买到。")]
-    home.write_session(DM, _messages(rows), last_archived=len(rows))
-    index.refresh(home.sessions_dir)
+    archive(home, index, rows)
     lines = ask(home, "演出").split("\n")
     assert lines[1].endswith("message 2 (user)"), "the exact word first"
     assert any(line.endswith("message 0 (user)") for line in lines[3::2]), "演唱会 shares 演 with 演出"
@@ -390,8 +394,7 @@ def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home,
     rows = [("2026-10-05T10:00:00", "user", "the deploy of the blog went fine"),
             ("2026-11-18T10:00:00", "user", "the deploy of the shop failed twice"),
             ("2026-11-18T10:05:00", "user", "部署商店的时候报错了")]
-    home.write_session(DM, _messages(rows), last_archived=len(rows))
-    index.refresh(home.sessions_dir)
+    archive(home, index, rows)
     today = datetime(2026, 11, 25).date()
 
     def on(query: str) -> str:
@@ -411,8 +414,7 @@ def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home,
 def test_words_too_common_to_rank_give_the_newest_passages_holding_them_all(home, index, monkeypatch):
     rows = [(f"2026-11-20T10:{n:02d}:00", "user", f"deploy note {n}" + (" nginx" if n % 3 == 0 else ""))
             for n in range(40)]
-    home.write_session(DM, _messages(rows), last_archived=len(rows))
-    index.refresh(home.sessions_dir)
+    archive(home, index, rows)
     monkeypatch.setattr(recall, "ROWS_BUDGET", 5)  # a 100,000-message archive's common words, in small
     lines = ask(home, "deploy nginx").split("\n")
     assert [line.rsplit("message ", 1)[1] for line in lines[1::2]] == [f"{n} (user)" for n in (39, 36, 33, 30, 27)]
