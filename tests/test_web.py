@@ -204,7 +204,8 @@ async def test_an_edited_fact_keeps_its_record_survives_the_next_job_and_undo_re
         record = load_meta(sidecar_path(data))[normalize(new)]
         assert (record.session, record.importance, record.date) == (KEY, 4, page.instance.today())
         assert normalize(old) not in load_meta(sidecar_path(data))
-        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=")[1]})
+        ticket = location.split("=")[1]
+        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
         assert data.read_bytes() == before
         # Edited again, it stays through the next job's merge of what the model remembers.
         markup = f"- {new}\n## not a heading {API_KEY}"

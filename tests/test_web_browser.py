@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 from tests.support.web import FACTS, QUIET, SCRIPT, made_by_jobs, served
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install -e '.[test]')")
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install '.[test]')")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
     reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "

@@ -39,7 +39,8 @@ OWN_BOTTOM = b"\n## Written after the worker's part\nKeep this line.\n(no newlin
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 # Every page, with the real data's sessions and searches.
 PAGES = ["/", "/memory", "/sessions", f"/session?key={quote(KEY, safe='')}", f"/session?key={quote(QUIET, safe='')}",
-         f"/recall?q=nickname&session={quote(KEY, safe='')}", "/recall?q=deploy+script", "/notes", "/notes?day=2026-11-20"]
+         f"/recall?q=nickname&session={quote(KEY, safe='')}", "/recall?q=deploy+script", "/notes",
+         "/notes?day=2026-11-20"]
 
 
 def escaped(text: str) -> str:

@@ -104,7 +104,8 @@ async def pin(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     form = await form_of(request)
     pinned = form.get("pin") == "1"
-    before = await _write(request, pin_fact, instance.memory.memory_path, form.get("text", ""), pinned, instance.today())
+    before = await _write(request, pin_fact, instance.memory.memory_path, form.get("text", ""), pinned,
+                          instance.today())
     return await _changed(request, Pinned(before.text, pinned) if isinstance(before, Forgotten) else before)
 
 
