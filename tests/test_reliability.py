@@ -231,3 +231,28 @@ def test_every_model_kept_in_redis_round_trips(strategy) -> None:
         assert type(model).model_validate_json(model.model_dump_json()) == model
 
     check()
+
+
+async def test_facts_the_disk_refused_are_asked_for_again_not_lost(redis, nanobot_home, fake_llm, deps_for):
+    """A job whose held facts could not be written leaves its messages un-noted, says so in its outcome, and
+    once the disk takes writes again a later run (the daily one) notes them and holds their facts."""
+    from tests.support.models import echo_memory
+
+    fake_llm.responder = echo_memory
+    morning = datetime.now().replace(hour=8, minute=0, second=0, microsecond=0)
+    nanobot_home.write_session(KEY, conversation(15, start=morning))
+    path = nanobot_home.workspace / "memory" / "MEMORY.md"
+    pending = longterm.pending_path(path)
+    pending.mkdir(parents=True)  # the held facts cannot be written (as on a full disk: the append fails)
+    deps = deps_for(summary_keep="messages:2", memory_write="idle", summary_cache_ttl=3600)  # a session active
+    outcome = (await summarize_now(redis, deps, KEY)).outcome
+    assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
+    day = morning.date().isoformat()
+    assert noted_spans(nanobot_home.workspace / "memory", KEY, day) == [], "nothing marked done"
+    pending.rmdir()  # space again
+    await daily_summaries({"deps": deps, "redis": redis})
+    await run_burst(deps)
+    spans = noted_spans(nanobot_home.workspace / "memory", KEY, day)
+    assert spans and is_noted(morning.isoformat(timespec="seconds"), spans), "the daily run noted them"
+    held = [fact.text for h in longterm.read_held(path) for fact in h.batch.facts]
+    assert "The user deploys with ./deploy.sh --env prod" in held, "and the facts came back"

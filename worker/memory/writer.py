@@ -103,19 +103,23 @@ class MemoryFiles:
 
     def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
                   sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> MemoryResult:
-        """Notes, then facts: held while a session of `sessions_dir` was written within `cache_ttl` seconds (or
-        no folder is given), else merged at once with whatever was held before."""
+        """Facts, then notes. Facts are held while a session of `sessions_dir` was written within `cache_ttl`
+        seconds (or no folder is given), else merged at once with whatever was held before. Facts first: the
+        notes' markers say which messages are done, so a write the disk refuses leaves their span un-noted and
+        a later run (the daily one at the latest) asks for its notes and facts again; the other way round, a
+        full disk lost the facts for good. Asked twice, a fact is merged once."""
         # Both writers redact every line they write (worker.text.redact.one_line): no secret reaches a file.
-        sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
         stats = longterm.MergeStats()
+        held = 0
         batch = longterm.Batch(facts, language, self.today(), session_key)
         cold = sessions_dir is not None and quiet(last_session_write(sessions_dir), time.time(), cache_ttl)
         if facts and self.hold and not cold:
             longterm.hold_facts(self.memory_path, batch, time.time())
-            return MemoryResult(sections, 0, 0, 0, 0, facts_held=len(facts))
-        if facts:
+            held = len(facts)
+        elif facts:
             stats = longterm.write_batches(self.memory_path, [batch], self.max_facts, self.threshold)
-        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted)
+        sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
+        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, facts_held=held)
 
     def held_since(self) -> float | None:
         """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""
