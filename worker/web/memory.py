@@ -1,7 +1,7 @@
 """The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
-importance, the heading they sit under), the facts held for the next quiet moment, a search; forgetting a fact
-(held or written), editing one, and undoing either (worker.memory.longterm.forget and .edit: the worker's own
-lock and write rules; the user's own lines are counted here, never changed)."""
+importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search; forgetting a
+fact (held or written), editing or pinning one, and undoing any of these (worker.memory.longterm.forget and
+.edit: the worker's own lock and write rules; the user's own lines are counted here, never changed)."""
 
 from __future__ import annotations
 
