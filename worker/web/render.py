@@ -40,7 +40,7 @@ def ago(moment: datetime | str | float | None) -> str:
         try:
             moment = datetime.fromisoformat(moment)
         except ValueError:
-            return moment
+            return str(moment)  # not a moment after all: shown as it is
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     seconds = (datetime.now(timezone.utc) - moment).total_seconds()
