@@ -18,6 +18,7 @@ import pytest
 
 from nanobot_hooks.contract import Keys
 from tests.support.environment import process_env
+from tests.support.redis_server import free_port
 from tests.support.web import API_KEY, FACTS, KEY, PAGES, SCRIPT, escaped, made_by_jobs, served
 from worker.state.outcomes import JobOutcome
 from worker.web.guard import Guard, Refused
@@ -155,3 +156,14 @@ async def test_another_instances_sessions_and_outcomes_never_reach_a_page(data, 
         # Asked for by name, the other instance's session is one this instance has never seen.
         status, body = await page.get(f"/session?key={quote(stranger, safe='')}")
         assert "OTHER-INSTANCE-DETAIL" not in body and "No job for this session" in body and "queued" not in body
+
+
+async def test_a_redis_password_never_reaches_a_page_even_when_redis_refuses(nanobot_home, settings_for):
+    password = "pw-Very-Secret-4242"
+    settings = settings_for(redis_url=f"redis://user:{password}@127.0.0.1:{free_port()}/0")
+    async with served(settings) as page:
+        for url in PAGES:
+            status, body = await page.get(url)
+            assert status == 200 and password not in body, url
+        _, overview = await page.get("/")
+        assert "Redis cannot be read" in overview and "redis://user:***@127.0.0.1" in overview

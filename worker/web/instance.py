@@ -3,6 +3,7 @@ Redis client bound to the instance's namespace (so no other instance's keys are 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,13 +13,14 @@ from zoneinfo import ZoneInfo
 from arq.connections import ArqRedis
 
 from nanobot_hooks.settings import redacted_url
-from worker.connections import open_pool, redact_secrets
+from worker.connections import open_pool, redact_secrets, redis_problem
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, load_settings
 from worker.text.clock import zone_or_utc
 
 log = logging.getLogger("worker.web")
+PROBE_SECONDS = 1.0  # a Redis that does not answer PING within this is down, for the page
 
 
 @dataclass
@@ -60,12 +62,17 @@ class Instance:
         """The Redis client, or None with `redis_problem` saying why (a line with no secret in it)."""
         if self.redis is not None:
             return self.redis
+        # A quick probe first: arq's pool retries a refused connection for seconds, and a page must not wait.
+        settings = self.settings
+        problem = await asyncio.to_thread(redis_problem, settings.redis_url, PROBE_SECONDS, **settings.redis_options())
         try:
-            self.redis = await open_pool(self.settings)
-            self.redis_problem = None
+            if problem is None:
+                self.redis = await open_pool(settings)
         except Exception as exc:  # any failure to connect is shown on the page, never raised into it
-            self.redis_problem = redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
-            log.warning("Redis at %s: %s", self.redis_shown, self.redis_problem)
+            problem = redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
+        self.redis_problem = problem
+        if problem is not None:
+            log.warning("%s", problem)
         return self.redis
 
     async def close(self) -> None:
