@@ -150,7 +150,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     for name in sorted(environ):
         if name.upper().startswith(OWN_PREFIXES) and name.upper() not in known:
             nearest = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=0.6)
-            hint = f"did you mean {nearest[0]}?" if nearest else "see the README's Configuration table"
+            hint = f"did you mean {nearest[0]}?" if nearest else "see docs/configuration.md"
             lines.append(f"{name} is not a setting of the summary worker and is ignored; {hint}")
     return lines
 

@@ -24,7 +24,7 @@ the first hour:
   nanobot-summary status              the worker and its settings, queue, jobs, records waiting, spend, outcomes
 
 Configuration comes from the environment (NANOBOT_SUMMARY_*, NANOBOT_MEMORY_*, NANOBOT_CONFIG, REDIS_URL);
-see the README's Configuration table."""
+see docs/configuration.md."""
 
 
 def _date(text: str) -> str:

@@ -204,7 +204,7 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
             level = "warn" if channel in WEB_CHANNELS else "ok"
             checks.append(Check(level, f"{seen}, none writes MEMORY.md ({rule} does not trust them)",
                                 f"if only you use them: {rule},{channel}:* for nanobot and the worker "
-                                "(README, Security: who may write long-term memory)"))
+                                "(docs/memory-and-recall.md, Who may write long-term memory)"))
     return checks
 
 

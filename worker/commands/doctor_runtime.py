@@ -99,7 +99,8 @@ def queue_checks(state: dict[str, Any]) -> list[Check]:
     if waited is None or waited < QUEUE_SLOW:
         return [Check("ok", f"queue moves: {waiting}, none overdue")]
     level = "FAIL" if waited >= QUEUE_STUCK else "warn"
-    fix = START if state["worker"] is None else "the worker cannot keep up: start another (README, Several workers)"
+    fix = START if state["worker"] is None else ("the worker cannot keep up: start another "
+                                                 "(docs/operations.md, Several workers)")
     return [Check(level, f"queue: the oldest job that is due has waited {waited:,.0f}s for a worker ({waiting})", fix)]
 
 
