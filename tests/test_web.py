@@ -1,7 +1,9 @@
 """`nanobot-summary web` over data made by real jobs: each page renders what the worker left (the overview links
 each session's last outcome to its page, which says why the job did nothing, and shows spend today and this month
-against the caps), forgetting a fact changes only that fact's line of MEMORY.md and undo puts it back byte for byte
-(the recall index following at once), the page works with Redis down, and its systemd unit verifies and runs.
+against the caps; the session page shows the summary nanobot sends now), forgetting a fact (written or held)
+changes only that fact's line of MEMORY.md and undo puts it back byte for byte (the recall index following at
+once), an edited or pinned fact keeps its record through the next job's merge (a pinned one outlives the cap),
+the page works with Redis down, its benchmark runs, and its systemd unit verifies and runs.
 The safety rules are tested in tests/test_web_security.py, the pages in a real browser in tests/test_web_browser.py."""
 
 from __future__ import annotations
@@ -22,15 +24,16 @@ import aiohttp
 import pytest
 from arq.constants import health_check_key_suffix
 
-from tests.support.environment import process_env
-from tests.support.redis_server import free_port
-from tests.support.scripts import load_script
+from nanobot_hooks.nanobot_format import LAST_SUMMARY
 from tests.support.defaults import TEST_KEYS
+from tests.support.environment import process_env
 from tests.support.fakellm import Reply
 from tests.support.models import echo_memory
+from tests.support.redis_server import free_port
+from tests.support.scripts import load_script
 from tests.support.transcripts import conversation
-from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
 from tests.support.waiting import wait_until
+from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
 from tests.support.workers import running_worker, summarize_now
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
@@ -265,3 +268,13 @@ async def test_a_pinned_fact_outlives_the_caps_eviction_in_the_next_job_and_undo
     merged = data.read_bytes()
     assert oldest.encode() in merged and NEW_FACT.encode() in merged and FACTS[2].encode() not in merged
     assert load_meta(sidecar_path(data))[normalize(oldest)].pinned, "still pinned after the merge"
+
+
+async def test_the_session_page_shows_the_summary_nanobot_sends_now_from_line_one(nanobot_home, settings_for):
+    summary = "## Earlier\n- the user set up <b>staging</b> on port 8443"
+    nanobot_home.write_session("cli:direct", conversation(6), last_archived=8,
+                               metadata={LAST_SUMMARY: {"text": summary, "last_active": "2026-11-20T10:07:00"}})
+    async with served(settings_for()) as page:
+        status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
+    assert status == 200 and "12 messages; nanobot replays them from message 8 on." in body
+    assert f'<pre class="summary">{escaped(summary)}</pre>' in body
