@@ -1,5 +1,5 @@
-"""The web application: its routes, the guard in front of every one, the templates, and Redis opened at start
-and closed at the end."""
+"""The web application: its routes, the guard in front of every one, the templates; Redis is opened when a page
+first needs it (worker.web.instance) and closed when the application ends."""
 
 from __future__ import annotations
 

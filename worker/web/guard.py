@@ -4,7 +4,8 @@
   whose name a DNS trick points at 127.0.0.1 is refused); bound to any other address it needs the token
   generated at start and printed once: `?token=` in the first URL, then a cookie (HttpOnly, SameSite=Strict).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
-  cookie), an Origin, when the browser sends one, naming this page, and is refused in read-only mode.
+  cookie) and, when the browser sends them, an Origin naming this page and a Sec-Fetch-Site of same-origin; it
+  is refused in read-only mode.
 - Every answer forbids scripts, frames and caching (Content-Security-Policy, no-store) and sends a Referer to
   this page only.
 """
