@@ -167,3 +167,16 @@ async def test_a_redis_password_never_reaches_a_page_even_when_redis_refuses(nan
             assert status == 200 and password not in body, url
         _, overview = await page.get("/")
         assert "Redis cannot be read" in overview and "redis://user:***@127.0.0.1" in overview
+
+
+async def test_two_pages_on_one_host_keep_a_token_each_in_one_browser(data, settings_for):
+    """Two nanobot instances' pages on one machine: a browser sends a host's cookies to every port."""
+    first, second = Guard.for_bind("0.0.0.0"), Guard.for_bind("0.0.0.0")
+    async with served(settings_for(), first) as one, served(settings_for(), second) as two, \
+            aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+        for page, guard in ((one, first), (two, second)):
+            async with browser.get(page.client.make_url("/"), params={"token": guard.token}) as response:
+                assert response.status == 200
+        for page in (one, two):
+            async with browser.get(page.client.make_url("/memory")) as response:
+                assert response.status == 200, "each page still has its own token"

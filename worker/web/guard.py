@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-TOKEN_COOKIE = "nanobot_summary_token"
+TOKEN_COOKIE = "nanobot_summary_token"  # and the port: a browser sends a host's cookies to each of its ports
 BROWSER_COOKIE = "nanobot_summary_browser"
 CSRF_FIELD = "csrf"
 HEADERS = {
@@ -46,6 +46,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def token_cookie(request: web.Request) -> str:
+    """The token's cookie for this page: two pages on one host (two nanobot instances) keep a token each."""
+    return f"{TOKEN_COOKIE}_{urlsplit(f'//{request.host}').port or 80}"
 
 
 class Refused(ValueError):
@@ -82,7 +87,7 @@ class Guard:
 
     def token_given(self, request: web.Request) -> str | None:
         header = request.headers.get("Authorization", "")
-        return request.cookies.get(TOKEN_COOKIE) or (header[7:] if header.startswith("Bearer ") else None) \
+        return request.cookies.get(token_cookie(request)) or (header[7:] if header.startswith("Bearer ") else None) \
             or request.query.get("token")
 
     def token_ok(self, request: web.Request) -> bool:
@@ -132,7 +137,7 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
         # The token leaves the address bar (and history) for a cookie.
         query = {k: v for k, v in request.query.items() if k != "token"}
         response: web.StreamResponse = see_other(str(request.rel_url.with_query(query)))
-        response.set_cookie(TOKEN_COOKIE, guard.token or "", httponly=True, samesite="Strict", path="/")
+        response.set_cookie(token_cookie(request), guard.token or "", httponly=True, samesite="Strict", path="/")
     else:
         browser = request.cookies.get(BROWSER_COOKIE)
         if request.method == "POST":
