@@ -259,7 +259,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
         def noted_spans(self, session_key: str, date: str) -> list:
             return []
 
-        def known_facts(self) -> list[str]:
+        def known_facts(self, limit: int | None = None) -> list[str]:
             return []
 
         async def write(self, session_key: str, notes: list, facts: list, language: str, *where: object) -> str:
