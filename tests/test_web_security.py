@@ -15,12 +15,17 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
+from arq.constants import health_check_key_suffix
 
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract import Keys, utcnow
+from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
 from tests.support.redis_server import free_port
+from tests.support.waiting import wait_until
 from tests.support.web import API_KEY, FACTS, KEY, PAGES, SCRIPT, escaped, made_by_jobs, served
+from tests.support.workers import running_worker
 from worker.state.outcomes import JobOutcome
+from worker.state.workers import publish, settings_report
 from worker.web.guard import Guard, Refused
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,3 +185,17 @@ async def test_two_pages_on_one_host_keep_a_token_each_in_one_browser(data, sett
         for page in (one, two):
             async with browser.get(page.client.make_url("/memory")) as response:
                 assert response.status == 200, "each page still has its own token"
+
+
+async def test_the_workers_settings_are_shown_without_a_credential(data, settings_for, redis, worker_deps):
+    """The running worker's report (worker.state.workers.publish, at each beat) carries its settings: a setting
+    named for a credential, or a URL's password, never reaches the page, even if a version ever reports one."""
+    reported = {**settings_report(worker_deps().settings, "openai/summarizer", 300.0), "api_key": API_KEY,
+                "sentinel_url": "redis+sentinel://:pw-Hidden-77@10.0.0.5:26379/mymaster/0"}
+    async with running_worker(worker_deps()), served(settings_for()) as page:
+        await wait_until(lambda: redis.exists(TEST_KEYS.queue + health_check_key_suffix), what="arq's health line")
+        await publish(redis, reported, utcnow(), version="0.1.0")
+        _, body = await page.get("/")
+    assert "Settings it runs with" in body and "openai/summarizer" in body and "messages:10" in body
+    assert API_KEY not in body and "api_key" not in body and "pw-Hidden-77" not in body
+    assert "redis+sentinel://:***@10.0.0.5:26379" in body and "version 0.1.0" in body
