@@ -33,7 +33,8 @@ class Settings(HookSettings):
         "what stays verbatim after an automatic summary: messages:N, tokens:N, fraction:F of the window or turns:N "
         "(the last N user turns and their answers); the cut moves back to the start of a user turn, so the kept "
         "tail is whole exchanges (with 3% of a 32,000 window, typically the last one), and the last user turn "
-        "always stays, however long; a job queued by hand keeps turns:1 unless enqueue --keep names another"))
+        "always stays, however long; a job queued by hand keeps the last exchange (turns:1) unless "
+        "nanobot-summary enqueue --keep RULE names another"))
     # An idle summary happens when the cache is cold anyway; what it keeps verbatim is re-sent with every
     # later request. The last exchange (the question and its answer) is what a user's next message most
     # often refers to (docs/performance.md, Idle summaries).
