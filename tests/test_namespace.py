@@ -278,3 +278,45 @@ async def test_every_key_two_instances_leave_in_redis_names_its_instance(tmp_pat
         assert f"{prefix}queue" in names and f"{prefix}queue:health-check" in names
         assert any(name.startswith(f"arq:in-progress:{prefix}cron:") for name in names), names
         assert any(name.startswith(f"arq:job:{prefix}idle:") for name in names), names
+
+
+async def test_a_worker_whose_nanobot_moved_to_another_workspace_stops_saying_to_start_it_again(
+        nanobot_home, redis_url, tmp_path) -> None:
+    """nanobot pointed at another workspace queues into that workspace's namespace: a worker that followed the
+    new files but kept polling the old queue summarized nothing, silently. It stops in one line instead (a
+    supervisor starts it again, serving the new namespace)."""
+    import json
+    import time
+
+    env = process_env(nanobot_home, redis_url, config=True)
+    del env["NANOBOT_SUMMARY_NAMESPACE"]  # the namespace derived from the workspace id, as by default
+    old = Keys(default_namespace((nanobot_home.workspace / ".nanobot" / "workspace-id").read_text().strip()))
+    moved = tmp_path / "other-workspace"
+    (moved / ".nanobot").mkdir(parents=True)
+    (moved / ".nanobot" / "workspace-id").write_text("ab" * 16, encoding="utf-8")
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+                                   cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out, env=env)
+        try:
+            deadline = time.monotonic() + 90
+            while f"queue {old.queue}" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text(errors="replace")
+                time.sleep(0.2)
+            config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+            config["agents"]["defaults"]["workspace"] = str(moved)
+            nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+            nanobot_home.write_session("telegram:42", conversation(4))
+            client = await create_pool(redis_settings(redis_url), default_queue_name=old.queue)
+            try:
+                await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
+            finally:
+                await client.aclose()
+            process.wait(timeout=60)
+            text = log.read_text(errors="replace")
+            assert f"whose jobs are queued under {Keys(('ab' * 16)[:12]).queue}" in text, text[-3000:]
+            assert "Start the worker again" in text and text.count("nanobot's workspace changed") == 1
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)

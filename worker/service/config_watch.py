@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,13 @@ class ConfigWatch:
     timezone or workspace is used from the next job on, without a restart, and said in one log line. A
     worker started before nanobot was configured picks the config up the same way."""
 
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, namespace_named: bool | None = None) -> None:
         self.deps = deps
         self.stamp = config_stamp(deps.settings.config_path)
+        # Named by NANOBOT_SUMMARY_NAMESPACE (the settings read the environment only): it stays whatever the
+        # workspace. Else the namespace is the workspace's.
+        self.namespace_named = bool(os.environ.get("NANOBOT_SUMMARY_NAMESPACE")) if namespace_named is None \
+            else namespace_named
 
     def current(self) -> Deps:
         stamp = config_stamp(self.deps.settings.config_path)
@@ -41,10 +47,21 @@ class ConfigWatch:
             return self.deps
         self.stamp = stamp
         try:
-            fresh = build_deps(self.deps.settings)
+            settings = self.deps.settings
+            fresh = build_deps(settings if self.namespace_named else settings.model_copy(
+                update={"summary_namespace": None}))
         except (SettingsError, NanobotConfigError) as exc:
             log.warning("nanobot config %s changed, but cannot be used (%s): keeping the previous one",
                         self.deps.settings.config_path, exc)
+            return self.deps
+        if fresh.settings.keys != self.deps.settings.keys:
+            # arq polls one queue for the worker's life: the new workspace's jobs are queued under its own
+            # namespace, which this worker does not read. Serving its files from the old queue would summarize
+            # nothing nanobot asked for, silently: stop, and let the supervisor (or the user) start it again.
+            log.error("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
+                      "stopping. Start the worker again to serve the new workspace", fresh.nanobot.workspace,
+                      fresh.settings.keys.queue, self.deps.settings.keys.queue)
+            os.kill(os.getpid(), signal.SIGTERM)  # arq's own shutdown: this job is handed back to the queue
             return self.deps
         log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
         if problem := credentials_problem(fresh.model):
