@@ -13,6 +13,7 @@ from arq.worker import Worker
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import WatchError
 
 from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
 from nanobot_hooks.queue import open_client
@@ -82,6 +83,15 @@ REDIS_GONE = (RedisConnectionError, RedisTimeoutError, OSError)
 REDIS_RETRY_SECONDS = 1.0
 
 
+def redis_gone(exc: BaseException) -> bool:
+    """Whether `exc` says Redis went away. A connection lost while arq watches a job's key (its WATCH before
+    taking the job, at every poll that finds one due) comes as redis-py's WatchError raised over the
+    ConnectionError, not as a ConnectionError: a failover at that moment stopped the worker for good."""
+    if isinstance(exc, WatchError):
+        return isinstance(exc.__context__, REDIS_GONE)
+    return isinstance(exc, REDIS_GONE)
+
+
 class SteadyWorker(Worker):
     """arq's Worker, made to outlive a Redis outage. arq's loop raises at the first poll that fails and the
     process exits (honcho then stops nanobot's gateway with it); this one says so once, polls again every
@@ -90,10 +100,24 @@ class SteadyWorker(Worker):
 
     redis_down = False
 
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and
+        gives it back only when they answer: each connection lost there kept one slot for good, and after
+        `max_jobs` of them the worker took no job again, silently. The slot of the job being started when
+        Redis went away is given back (arq gives up the rest of the list at that point)."""
+        try:
+            await super().start_jobs(job_ids)
+        except Exception:
+            self.job_counter -= 1
+            self.sem.release()
+            raise
+
     async def _poll_iteration(self) -> None:  # one step of arq 0.28's loop (pinned in pyproject.toml)
         try:
             await super()._poll_iteration()
-        except REDIS_GONE as exc:
+        except (*REDIS_GONE, WatchError) as exc:
+            if not redis_gone(exc):
+                raise
             if not self.redis_down:
                 self.redis_down = True
                 if isinstance(exc, RedisAuthenticationError):
