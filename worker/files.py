@@ -1,11 +1,15 @@
-"""Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode;
-how long a writer waits for a memory file's lock."""
+"""Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode,
+and the temporary files of writes that were killed removed; how long a writer waits for a memory file's lock."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -14,15 +18,30 @@ COPY_BUFFER = 1 << 20
 # Seconds a writer of the notes or MEMORY.md waits for the file's lock: other workers hold it for one merge.
 LOCK_TIMEOUT = 120.0
 
+# This project's temporary files: `.<target>.summary-worker-<host>-<pid>-<random>.tmp`. A dot name ending in
+# .tmp, like nanobot's own (`.<target>.<16 hex>.tmp`), so nothing lists it as a session or a note; the mark
+# tells it from nanobot's, the host and the writer's process id a write in progress from one that was killed.
+TEMP_MARK = "summary-worker"
+_TEMP_NAME = re.compile(rf"^\..+\.{TEMP_MARK}-([0-9a-f]{{8}})-(\d+)-[^.]+\.tmp$")
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+# This process's start, near enough: a temporary file of our own process id made before it was left by an
+# earlier process that had the same id (a restarted container's worker often has).
+_STARTED = time.time()
+# No write lasts this long (one copy, at most five waits for nanobot's lock): an older temporary file of ours
+# is stale whatever made it (another host's, or one whose process id another program took since).
+STALE_SECONDS = 3600.0
+
 
 def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: BinaryIO | None = None) -> Path:
     """A synced temporary file in `path`'s folder holding `content` (then what is left of `rest`), ready for
-    `os.replace(temp, path)`.
+    `os.replace(temp, path)`; the stale ones of earlier writes in that folder are removed first.
 
-    Named like nanobot's own (a dot name ending in .tmp), so nothing lists it as a session or a note. It gets
-    `mode`, else `path`'s permissions, else 0644 (mkstemp's 0600 would hide a new file from a nanobot that
-    runs as another user). The caller removes it if it does not replace `path`."""
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    Named as TEMP_MARK says. It gets `mode`, else `path`'s permissions, else 0644 (mkstemp's 0600 would hide a
+    new file from a nanobot that runs as another user). The caller removes it if it does not replace `path`."""
+    remove_stale_temps(path.parent)
+    # The target's name only helps a reader: cut, so that a long session name cannot make the name too long.
+    handle, name = tempfile.mkstemp(prefix=f".{path.name[:120]}.{TEMP_MARK}-{_HOST}-{os.getpid()}-",
+                                    suffix=".tmp", dir=path.parent)
     temp = Path(name)
     try:
         with os.fdopen(handle, "wb") as out:
@@ -41,6 +60,54 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: Binar
         temp.unlink(missing_ok=True)
         raise
     return temp
+
+
+def remove_stale_temps(folder: Path) -> int:
+    """Removes from `folder` this project's temporary files whose write will never finish (its process was
+    killed mid-write: such a file is as large as the session it copied). Files of nanobot or anyone else, and
+    writes in progress, are left alone; a file that cannot be removed is left for the next time. Returns how
+    many were removed."""
+    try:
+        with os.scandir(folder) as scan:
+            stale = [entry.path for entry in scan if TEMP_MARK in entry.name and _stale(entry)]
+    except OSError:
+        return 0
+    removed = 0
+    for name in stale:
+        try:
+            os.unlink(name)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _stale(entry: os.DirEntry[str]) -> bool:
+    match = _TEMP_NAME.match(entry.name)
+    if match is None or not entry.is_file(follow_symlinks=False):
+        return False
+    try:
+        made = entry.stat(follow_symlinks=False).st_mtime
+    except OSError:
+        return False
+    if time.time() - made > STALE_SECONDS:
+        return True
+    host, pid = match[1], int(match[2])
+    if host != _HOST:
+        return False  # its process cannot be asked from here
+    if pid == os.getpid():
+        return made < _STARTED
+    return not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, as another user
+    return True
 
 
 def read_bytes(path: Path) -> bytes | None:

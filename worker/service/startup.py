@@ -13,6 +13,8 @@ from worker.service.config_watch import ConfigWatch
 from worker.service.logs import quiet_and_redacted
 from worker.connections import version_problem
 from worker.errors import NanobotConfigError
+from worker.files import remove_stale_temps
+from worker.memory.writer import MemoryFiles
 from worker.memory.recall_index import RecallIndexError
 from worker.nanobot.config import utc_by_default
 from worker.settings import SettingsError, load_settings
@@ -44,7 +46,17 @@ async def startup(ctx: dict[str, Any]) -> None:
         # Not fatal: nanobot may simply not have run yet; each job reports it again until it has.
         log.warning("%s", exc)
         return
+    await asyncio.to_thread(remove_interrupted_writes, deps)
     await sweep_recall_index(deps)
+
+
+def remove_interrupted_writes(deps: Deps) -> None:
+    """The temporary files that writes of a killed worker left in the sessions and memory folders (the next
+    write in a folder removes them too; a session that is never written again would keep them)."""
+    folders = [deps.sessions_dir] + ([deps.memory.memory_dir] if isinstance(deps.memory, MemoryFiles) else [])
+    for folder in folders:
+        if removed := remove_stale_temps(folder):
+            log.info("removed %d temporary files of interrupted writes from %s", removed, folder)
 
 
 async def sweep_recall_index(deps: Deps) -> None:
