@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from datetime import datetime
 from typing import Any, Literal
 
@@ -33,7 +34,7 @@ from nanobot_hooks import logs
 from nanobot_hooks.contract import SummaryRecord
 from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
 from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
-from nanobot_hooks.queue import UNREADABLE, drop_record, load_record_or_drop
+from nanobot_hooks.queue import UNREADABLE, drop_record, load_record_or_drop, note_context
 from nanobot_hooks.shared import MAX_SESSIONS, THROTTLE, Shared
 from nanobot_hooks.trigger import pickup_due
 
@@ -236,6 +237,10 @@ class PickupScheduler:
         async def work(client: Any) -> None:
             await drop_record(client, record)  # keeps a newer record of the same session
             await client.hincrby(self.settings.keys.stats, outcome, 1)
+            if outcome == "applied":  # the sawtooth's drop, in the session's context history
+                await note_context(client, [(record.session_key, {"at": round(time.time(), 1), "applied": True,
+                                                                  "before": record.tokens_before,
+                                                                  "after": record.tokens_after})])
 
         await self.link.call(f"clearing the summary record of {record.session_key}", work)
 

@@ -1,8 +1,10 @@
-"""The Redis side of the contract: enqueue with single flight, and store, find and drop result records
-(an unreadable record is dropped too: it would block its session forever)."""
+"""The Redis side of the contract: enqueue with single flight, store, find and drop result records (an
+unreadable record is dropped too: it would block its session forever), and the sessions' context histories."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from arq.connections import ArqRedis
@@ -130,3 +132,33 @@ async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) 
     keys = Keys.of(redis)
     names = [keys.record(session_key), keys.pending]
     return bool(await redis.eval(_DROP_IF_SAME, len(names), *names, needle, session_key))
+
+
+CONTEXT_KEPT = 400  # entries of a session's context history: a year of a busy chat's turns would be too many
+CONTEXT_DAYS = 30
+
+
+async def note_context(redis: ArqRedis, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """Appends (session, entry) pairs to the sessions' context histories in one round trip: an entry is a turn's
+    prompt tokens (`{"at", "tokens"}`) or a summary applied (`{"at", "applied": true, "before", "after"}`)."""
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        for session in dict.fromkeys(session for session, _ in entries):
+            name = keys.context(session)
+            pipe.rpush(name, *[json.dumps(entry) for key, entry in entries if key == session])
+            pipe.ltrim(name, -CONTEXT_KEPT, -1)
+            pipe.expire(name, CONTEXT_DAYS * 86400)
+        await pipe.execute()
+
+
+async def context_history(redis: ArqRedis, session_key: str) -> list[dict[str, Any]]:
+    """A session's context history, oldest first; an entry that does not read is left out."""
+    found = []
+    for raw in await redis.lrange(Keys.of(redis).context(session_key), 0, -1):
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("at"), (int, float)):
+            found.append(entry)
+    return found

@@ -21,9 +21,12 @@ from nanobot_hooks import logs
 from nanobot_hooks.contract import SummarizeRequest
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.pickup import Outcome
-from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary
+from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, note_context
 from nanobot_hooks.shared import MAX_SESSIONS, Shared
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
+
+CONTEXT_FLUSH_SECONDS = 30.0  # how often the turns' prompt tokens are written (see Triggering._context)
+CONTEXT_BUFFER = 1_000  # turns kept for that write at most (Redis down: the oldest go)
 
 # The pickup scheduler's `pickup`: applies (or holds, or drops) a session's waiting record now.
 Pickup = Callable[[str], Awaitable[Outcome | Literal["held"] | None]]
@@ -42,6 +45,10 @@ class Triggering:
         # at least the cache lifetime and re-defers itself while the session is active, so a turn within
         # that time needs no Redis call.
         self._idle_armed: dict[str, float] = {}
+        # Each saved turn's prompt tokens, for the sessions' context histories (the web page's sawtooth): kept
+        # here and written together at most every CONTEXT_FLUSH_SECONDS, so a turn adds no Redis call of its own.
+        self._context: list[tuple[str, dict[str, Any]]] = []
+        self._context_flushed = float("-inf")
 
     def hook_factory(self) -> Callable[[Any], Any]:
         triggering = self
@@ -100,8 +107,19 @@ class Triggering:
                 self._spawn(self.enqueue(key, reason, prompt, window))
             if self.settings.summary_idle and self._idle_check_may_be_gone(key):
                 self._spawn(self._arm_idle(key))
+            if prompt is not None:
+                self._note_context(key, prompt)
         except Exception as exc:  # noqa: BLE001
             self._bug("deciding whether to summarize", exc)
+
+    def _note_context(self, key: str, prompt: int) -> None:
+        self._context.append((key, {"at": round(time.time(), 1), "tokens": prompt}))
+        del self._context[:-CONTEXT_BUFFER]
+        now = time.monotonic()
+        if now - self._context_flushed >= CONTEXT_FLUSH_SECONDS:
+            self._context_flushed = now
+            notes, self._context = self._context, []
+            self._spawn(self.link.call("keeping the sessions' context sizes", lambda c: note_context(c, notes)))
 
     def _idle_check_may_be_gone(self, key: str) -> bool:
         """False while the check queued for this session cannot have run yet (it is deferred by the cache

@@ -29,7 +29,7 @@ from nanobot_hooks.shared import MAX_SESSIONS
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
 from tests.support.standins import (
-    KEY, Loop, StandInSession, TurnContext, idle_session, publish_turn_started, record_for,
+    KEY, Loop, StandInSession, TurnContext, idle_session, publish_turn_started, record_for, started,
     surface_for,
 )
 from tests.support.transcripts import conversation
@@ -329,3 +329,35 @@ def test_a_bad_setting_switches_off_without_importing_the_redis_clients():
     assert done.returncode == 0, done.stderr
     assert "off: bad setting: NANOBOT_SUMMARY_THRESHOLD" in done.stdout
     assert done.stdout.strip().endswith("[]"), done.stdout
+
+
+async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessions_context_history(
+        make, redis, monkeypatch):
+    """The web page's sawtooth: the hooks keep each saved turn's prompt tokens (written together, at most every
+    30 s, so a turn makes no Redis call of its own) and mark each summary they apply."""
+    from nanobot_hooks import triggering
+    from nanobot_hooks.queue import context_history
+
+    integration = make(summary_interval=0)
+    session = StandInSession(KEY, conversation(10))
+    integration.s.sessions.cached[KEY] = session
+    usage = SimpleNamespace(usage=SimpleNamespace(input_tokens=0))
+    for tokens in (1_000, 2_000, 3_000):
+        usage.usage.input_tokens = tokens
+        integration.triggering.note_usage(KEY, usage)
+        integration.triggering.on_turn_persisted(started(KEY))
+        await asyncio.gather(*integration._tasks)
+    history = await context_history(redis, KEY)
+    assert [e["tokens"] for e in history] == [1_000], "the first write at once; the next two wait for the next"
+    monkeypatch.setattr(triggering, "CONTEXT_FLUSH_SECONDS", 0.0)
+    usage.usage.input_tokens = 4_000
+    integration.triggering.note_usage(KEY, usage)
+    integration.triggering.on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    assert [e["tokens"] for e in await context_history(redis, KEY)] == [1_000, 2_000, 3_000, 4_000]
+
+    await store_record(redis, record_for(session, 12))
+    assert await integration.pickups.pickup(KEY) == "applied"
+    applied = (await context_history(redis, KEY))[-1]
+    assert applied["applied"] is True and applied["before"] > applied["after"] and applied["at"] >= history[0]["at"]
+    assert 0 < await redis.ttl(TEST_KEYS.context(KEY)) <= 30 * 86400

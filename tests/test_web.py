@@ -278,3 +278,27 @@ async def test_the_session_page_shows_the_summary_nanobot_sends_now_from_line_on
         status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
     assert status == 200 and "12 messages; nanobot replays them from message 8 on." in body
     assert f'<pre class="summary">{escaped(summary)}</pre>' in body
+
+
+async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_a_mark_per_applied_summary(
+        nanobot_home, settings_for, redis):
+    """The history nanobot's hooks keep (tests/test_plugin.py writes it through the hooks): each turn's prompt
+    tokens rising, then a summary applied, then lower."""
+    from nanobot_hooks.queue import note_context
+
+    nanobot_home.write_session("cli:direct", conversation(6))
+    turns = [{"at": 100.0 + n, "tokens": tokens} for n, tokens in enumerate((9_000, 12_000, 15_000, 18_000))]
+    applied = {"at": 104.5, "applied": True, "before": 18_000, "after": 6_000}
+    after = [{"at": 105.0 + n, "tokens": tokens} for n, tokens in enumerate((7_000, 9_000))]
+    await note_context(redis, [("cli:direct", entry) for entry in turns + [applied] + after])
+    async with served(settings_for()) as page:
+        status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
+    assert status == 200 and "The prompt tokens of the last 6 turns" in body
+    points = re.search(r'<polyline class="tokens" points="([^"]+)"', body)
+    assert points is not None and len(points.group(1).split()) == 6, "a point per turn"
+    ys = [int(point.split(",")[1]) for point in points.group(1).split()]
+    assert ys[3] < ys[4] and ys[0] > ys[3], "up to the summary, down after it (SVG's y grows downwards)"
+    marks = re.findall(r'<line class="applied" x1="(\d+)"', body)
+    xs = [int(point.split(",")[0]) for point in points.group(1).split()]
+    assert len(marks) == 1 and xs[3] < int(marks[0]) < xs[4], "the summary between the turns it parted"
+    assert "summary applied: 18000 → 6000 tokens" in body

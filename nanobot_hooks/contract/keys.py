@@ -106,6 +106,11 @@ class Keys:
     def record(self, session_key: str) -> str:
         return f"{self.prefix}record:{session_key}"
 
+    def context(self, session_key: str) -> str:
+        """The prompt tokens of the session's recent turns and the summaries applied among them (a list of
+        JSON entries, newest last, capped; written by nanobot's hooks, drawn by the web page)."""
+        return f"{self.prefix}context:{session_key}"
+
     def daily_flag(self, session_key: str) -> str:
         """Set by the daily run: the next job for the session also notes the kept tail, from this date on."""
         return f"{self.prefix}daily:{session_key}"

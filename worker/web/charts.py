@@ -34,3 +34,38 @@ def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[
         bars.append(Bar(str(outcome["session_key"])[:28], row * ROW, max(1, round(before * scale)),
                         max(1, round(after * scale)), f"{before:,} → {after:,} tokens"))
     return bars, len(bars) * ROW + 4
+
+
+SAW_HEIGHT = 160
+
+
+@dataclass(frozen=True)
+class Sawtooth:
+    """A session's prompt tokens turn by turn, and where summaries were applied: the sawtooth users want."""
+
+    points: str  # the polyline's "x,y x,y ..."
+    marks: list[tuple[int, str]]  # x of each applied summary, and its figures
+    width: int
+    height: int
+    top: int  # the tokens the chart's top stands for
+    turns: int
+
+
+def sawtooth(history: list[dict[str, Any]]) -> Sawtooth | None:
+    """The context history (oldest first: turns' `tokens`, summaries `applied`) as SVG coordinates; None when
+    fewer than two turns are known."""
+    turns = [entry for entry in history if isinstance(entry.get("tokens"), int)]
+    if len(turns) < 2:
+        return None
+    top = max(entry["tokens"] for entry in turns) or 1
+    step = (WIDTH - 20) / (len(turns) - 1)
+    points, marks, seen = [], [], 0
+    for entry in history:
+        if entry.get("applied"):  # between the turn before it and the one after
+            x = round(10 + step * max(seen - 0.5, 0))
+            marks.append((x, f"summary applied: {entry.get('before', '?')} → {entry.get('after', '?')} tokens"))
+        elif isinstance(entry.get("tokens"), int):
+            y = round(SAW_HEIGHT - 10 - (SAW_HEIGHT - 20) * entry["tokens"] / top)
+            points.append(f"{round(10 + step * seen)},{y}")
+            seen += 1
+    return Sawtooth(" ".join(points), marks, WIDTH, SAW_HEIGHT, top, len(turns))

@@ -1,6 +1,7 @@
 """The sessions pages: every session of nanobot's sessions folder with its last job's outcome, and one
-session's page: the last outcome in full (what it covered, why it skipped or failed), its rest, its spend, a
-job queued or running, the summary waiting in Redis and the summary nanobot now sends (line 1)."""
+session's page: its context turn by turn with the summaries applied (the sawtooth), the last outcome in full
+(what it covered, why it skipped or failed), its rest, its spend, a job queued or running, the summary waiting
+in Redis and the summary nanobot now sends (line 1)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from redis.exceptions import RedisError
 
 from nanobot_hooks.contract import Keys
 from nanobot_hooks.nanobot_format import METADATA_TYPE, summary_text
-from nanobot_hooks.queue import load_record
+from nanobot_hooks.queue import context_history, load_record
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget
 from worker.state.outcomes import JobOutcome
+from worker.web.charts import sawtooth
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, render
 
@@ -72,6 +74,7 @@ async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
         "spend": budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))),
         "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
         "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),
+        "context": sawtooth(await context_history(redis, key)),
     }
 
 
