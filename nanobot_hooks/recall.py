@@ -30,9 +30,9 @@ from datetime import date as Date
 from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
-from nanobot_hooks.recall_answer import (SOURCE_POSITION, Hit, Source, check_day, choose, dates_phrase, describe_scope,
-                                         PROBE, bm25, neighbours, plan_terms, rarity, render, search_order, snippet,
-                                         visible_sources, length)
+from nanobot_hooks.recall_answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
+                                         describe_scope, length, neighbours, plan_terms, rarity, render, search_order,
+                                         snippet, visible_sources)
 from nanobot_hooks.recall_query import Asked, phrase, read_query
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
@@ -101,16 +101,13 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
         since, until = until, since
     asked = read_query(query, today or Date.today())
     if since or until:  # the tool's own arguments win over days the query's words name
-        asked = replace(asked, since=since, until=until)
+        asked = replace(asked, since=since, until=until, named=False)
     if not asked.terms and asked.since is None:
         return f"Nothing to search for in {query!r}: give one or more keywords."
-    widened = scope == "trusted" and asker is not None and trusted(asker)
-    described = describe_scope(widened) + dates_phrase(asked.since, asked.until)
     path = Path(workspace) / RECALL_INDEX
     if not path.is_file():
         return f"Nothing found for {query!r}: no archive has been indexed yet."
     deadline = time.monotonic() + budget
-    late = ""
     try:
         # mode=ro: the tool can never change the index; WAL lets it read while the worker writes.
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget)) as db:
@@ -119,27 +116,34 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
             sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
-            run = _Search(db, asked, deadline)
-            try:
-                run.plan()
-                _find(run, groups)
-                if not run.hits and asked.since and not (since or until) and asked.terms:
-                    described = describe_scope(widened)
-                    late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
-                    run.asked = replace(asked, since=None, until=None)
-                    _find(run, groups)
-                return render(query, _shown(run, choose(run.hits)), asker, described, late)
-            except _OutOfTime:
-                pass
-            except sqlite3.OperationalError as exc:
-                if "interrupt" not in str(exc):
-                    raise
-            # What was found in time is still worth giving.
-            db.set_progress_handler(None, 0)
-            return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
-                          late + " (the search stopped at its time limit)")
+            widened = scope == "trusted" and asker is not None and trusted(asker)
+            return _answer(_Search(db, asked, deadline), groups, query, asker, widened)
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
+
+
+def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, widened: bool) -> str:
+    """The search on the open index, rendered; days the query named are let go when nothing is in them; what
+    was found when the clock ran out is still worth giving."""
+    asked = run.asked
+    described, late = describe_scope(widened) + dates_phrase(asked.since, asked.until), ""
+    try:
+        run.plan()
+        _find(run, groups)
+        if not run.hits and asked.named and asked.terms:
+            described = describe_scope(widened)
+            late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
+            run.asked = replace(asked, since=None, until=None)
+            _find(run, groups)
+        return render(query, _shown(run, choose(run.hits)), asker, described, late)
+    except _OutOfTime:
+        pass
+    except sqlite3.OperationalError as exc:
+        if "interrupt" not in str(exc):
+            raise
+    run.db.set_progress_handler(None, 0)
+    return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
+                  late + " (the search stopped at its time limit)")
 
 
 def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:

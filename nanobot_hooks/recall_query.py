@@ -52,6 +52,7 @@ class Asked:
     terms: tuple[str, ...]
     since: str | None = None
     until: str | None = None
+    named: bool = False  # the days are the query's words' (let go when nothing is in them), not the tool's dates
     # The letters of its CJK words, each as a term of its own that weighs less (recall.LETTER_SHARE): a
     # paraphrase often keeps one letter of a word (演出 and 演唱会, 旅游 and 旅行, 报名 and 报了).
     letters: tuple[str, ...] = ()
@@ -62,7 +63,7 @@ def read_query(query: str, today: Date) -> Asked:
     it names days ("what did we say last week": the passages of those days)."""
     since, until, rest = named_days(query, today)
     found = terms(rest, keep_stop_words=since is None)
-    return Asked(found, since, until, tuple(t for t in letters(rest) if t not in found))
+    return Asked(found, since, until, since is not None, tuple(t for t in letters(rest) if t not in found))
 
 
 def terms(text: str, keep_stop_words: bool = True) -> tuple[str, ...]:
