@@ -192,29 +192,36 @@ class PickupScheduler:
                 return None
             if not isinstance(record, SummaryRecord):
                 return None
-            async with self.s.session_lock(key):  # between turns: a turn holds this lock throughout
-                session = sessions.get_or_create(key)
-                outcome = verdict(session, record)  # checked first: a stale record is not held
-                if outcome is not None:
-                    self._discard(session, record, outcome, "between turns")
-                elif not self._due(session):
-                    self._hold(key, record, session)
-                    return "held"
-                else:
-                    self.held.pop(key, None)
-                    outcome, changed = apply_record(session, record)
-                    if changed:
-                        # Off the event loop: rewriting a session of megabytes would hold up every other
-                        # chat. The turn lock keeps this session's own turns out until it is written.
-                        await asyncio.to_thread(sessions.save, session)
-                    self._report(record, outcome, "between turns")
-            await self._settle(record, outcome)
+            outcome = await self._apply_between_turns(key, record)
+            if outcome != "held":
+                await self._settle(record, outcome)
             return outcome
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
             self._bug(f"applying the summary of {key}", exc)
             return None
+
+    async def _apply_between_turns(self, key: str, record: SummaryRecord) -> Outcome | Literal["held"]:
+        """Under the session's turn lock (a turn holds it throughout): drop, hold or apply the record."""
+        sessions = self.s.sessions
+        async with self.s.session_lock(key):
+            session = sessions.get_or_create(key)
+            outcome = verdict(session, record)  # checked first: a stale record is not held
+            if outcome is not None:
+                self._discard(session, record, outcome, "between turns")
+                return outcome
+            if not self._due(session):
+                self._hold(key, record, session)
+                return "held"
+            self.held.pop(key, None)
+            outcome, changed = apply_record(session, record)
+            if changed:
+                # Off the event loop: rewriting a session of megabytes would hold up every other chat. The
+                # turn lock keeps this session's own turns out until it is written.
+                await asyncio.to_thread(sessions.save, session)
+            self._report(record, outcome, "between turns")
+            return outcome
 
     def _on_disk(self, key: str) -> bool:
         read = getattr(self.s.sessions, "read_session_metadata", None)
