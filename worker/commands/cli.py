@@ -193,11 +193,12 @@ def _add_doctor(sub: Subcommands) -> None:
 
 def _add_web(sub: Subcommands) -> None:
     web = sub.add_parser(
-        "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, undo), recall, sessions",
+        "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, edit, pin, undo), notes, "
+        "recall, sessions",
         description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend; "
-        "MEMORY.md's facts with where each was learned, to search and forget (and undo); the recall tool's search "
-        "as a chosen session would run it; each session's outcomes and summary. It binds 127.0.0.1; any other "
-        "--host needs the token it prints once (open the URL it prints).")
+        "MEMORY.md's facts with where each was learned, to search, forget, edit or pin (and undo); the daily notes; "
+        "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
+        "127.0.0.1; any other --host needs the token it prints once (open the URL it prints).")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     web.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
     web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
