@@ -12,12 +12,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
-from arq.worker import Worker
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, utcnow
 from nanobot_hooks.queue import enqueue_summary, store_record
@@ -29,7 +27,7 @@ from tests.support.models import summary_json
 from tests.support.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
-from worker.service.arq_worker import worker_options
+from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state import workers
 from worker.state.outcomes import JobOutcome, keep_outcome
 
@@ -57,6 +55,27 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
     await redis.pexpire(HEALTH, 1)
     await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
     assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
+
+
+async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_stopped(nanobot_home, redis,
+                                                                                    redis_url) -> None:
+    """`nanobot-summary run` itself (SteadyWorker) reports the settings it runs with at its first beat, and a
+    SIGTERM's clean stop leaves no report behind to age into an alarm."""
+    log = (nanobot_home.root / "worker.log").open("wb")
+    worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT, stdout=log,
+                              stderr=log, env=process_env(nanobot_home, redis_url, config=True,
+                                                          NANOBOT_SUMMARY_KEEP="turns:2"), start_new_session=True)
+    try:
+        await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
+        [report] = await workers.reports(redis)
+        assert report.pid == worker.pid and report.settings["summary_keep"] == "turns:2"
+        worker.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 60) == 0
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+        log.close()
+    assert await workers.reports(redis) == [], "withdrawn at the clean stop"
 
 
 async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a_healthy_one(
@@ -130,34 +149,16 @@ async def test_doctor_fails_on_a_stuck_queue_recent_failures_and_a_full_redis_an
     assert level == "warn" and "hooks" in line
 
 
-class ReportingWorker(Worker):
-    """arq's Worker publishing the worker's report at each beat and withdrawing it at a clean stop, as the
-    service's worker is to (worker/state/workers.py; the service's own wiring is tested with it)."""
-
-    async def record_health(self) -> None:
-        due = time.time() - self._last_health_check >= self.health_check_interval
-        await super().record_health()
-        if due:
-            running = [job_id for job_id, task in self.tasks.items() if not task.done()]
-            deps = self.ctx["deps"]
-            await workers.publish(self.pool, workers.settings_report(deps.settings, deps.model.model,
-                                                                     self.in_progress_timeout_s - 10),
-                                  utcnow(), running=running, beat_seconds=self.health_check_interval)
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            await workers.withdraw(self.pool)
-        await super().close()
-
-
 async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobot_home, redis, redis_url, deps_for,
                                                                          capsys) -> None:
+    """The service's own Worker (SteadyWorker) publishes its report at each beat and withdraws it at a clean
+    stop; status shows the settings it runs with."""
     deps = deps_for(auto_summary=False, summary_keep="tokens:123", memory_sessions="direct,web:*")
     # A beat every second: arq's health key then expires 2 s after the last one (31 s with the worker's 30).
     options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
                "health_check_interval": 1}
     for stop in ("kill", "clean"):
-        worker = ReportingWorker(**options)
+        worker = SteadyWorker(**options)
         task = asyncio.create_task(worker.async_run())
         try:
             await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
@@ -199,7 +200,7 @@ async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_
     deps = deps_for()
     options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
                "health_check_interval": 1}
-    dead, live = ReportingWorker(**options), ReportingWorker(**options)
+    dead, live = SteadyWorker(**options), SteadyWorker(**options)
     dead_task = asyncio.create_task(dead.async_run())
     live_task = None
     try:

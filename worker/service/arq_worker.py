@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -15,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, utcnow
 from nanobot_hooks.queue import open_client
 from nanobot_hooks.settings import sentinel_target
 from worker.connections import redis_settings
@@ -23,6 +24,7 @@ from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config
 from worker.service.startup import startup
 from worker.settings import Settings
+from worker.state import workers
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.summarize.idle import MAX_DEFERRALS, idle_summary
 from worker.summarize.jobs import summarize_session
@@ -99,6 +101,32 @@ class SteadyWorker(Worker):
     next trigger runs it again); a Redis without persistence comes back without the queued jobs."""
 
     redis_down = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.started_at = utcnow()
+
+    async def record_health(self) -> None:
+        """arq's heartbeat, and with it the worker's own report (worker/state/workers.py): the settings it runs
+        with and the jobs it runs, which `status` and `doctor` read to tell a live worker from one killed or
+        frozen, and a job a dead worker left marked running."""
+        due = time.time() - self._last_health_check >= self.health_check_interval
+        await super().record_health()
+        if due and "deps" in self.ctx:
+            deps = self.ctx["deps"]
+            running = [job_id for job_id, task in self.tasks.items() if not task.done()]
+            await workers.publish(self.pool, workers.settings_report(deps.settings, deps.model.model,
+                                                                     job_timeout(deps.settings)),
+                                  self.started_at, running=running, beat_seconds=self.health_check_interval)
+
+    async def close(self) -> None:
+        """A clean stop withdraws the report: none is left to age into an alarm about a dead worker."""
+        if self._pool is not None:
+            try:
+                await workers.withdraw(self.pool)
+            except (*REDIS_GONE, WatchError):
+                pass  # Redis gone: the report expires by itself
+        await super().close()
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and
