@@ -1,12 +1,20 @@
-"""Redis from inside nanobot: one lazy client per event loop, every call bounded, trouble rate-limited."""
+"""Redis from inside nanobot: one lazy client per event loop, every call bounded, trouble rate-limited, and the
+Redis host's name resolved in a thread of our own, its address kept."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import ipaddress
+import socket
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
+from redis.asyncio.connection import Connection, SSLConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import Keys
@@ -19,6 +27,117 @@ T = TypeVar("T")
 # and a `nanobot agent -m` process waits for those before it exits.
 CALL_TIMEOUT = 2.0
 TROUBLE = "redis"
+# Seconds a resolved address serves before it is looked up again (in the background: it serves meanwhile),
+# so a Redis host that moved (a container started again) is found; and a name that failed waits before another try.
+ADDRESS_SECONDS = 60.0
+RETRY_SECONDS = 5.0
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class Resolver:
+    """Host names looked up in a daemon thread of our own, one look-up per name at a time, the address kept.
+
+    asyncio looks names up in its default thread pool, which nanobot's LLM client needs for its own; our bound
+    cancels the wait, not the look-up, so with the Redis host's DNS hung every call held one more of those
+    threads until the pool was full and nanobot's turns waited. Here a hung look-up holds one thread of ours;
+    once it ran past a call's bound, calls fail at once until it ends, and a kept address serves while it is
+    looked up again."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[str, float]] = {}  # host -> (address, when looked up)
+        self._pending: dict[str, tuple[concurrent.futures.Future[str], float]] = {}  # host -> (look-up, start)
+        self._failed: dict[str, float] = {}  # host -> when its last look-up failed
+        self._lock = threading.Lock()
+
+    def known(self, host: str) -> str | None:
+        if _is_address(host):
+            return host
+        entry = self._known.get(host)
+        return entry[0] if entry is not None else None
+
+    async def resolve(self, host: str, port: int, timeout: float) -> str:
+        """`host`'s address: the kept one, or a look-up's awaited at most `timeout` from its start. Raises
+        redis-py's ConnectionError (what the link catches) when there is none in time."""
+        if (address := self.known(host)) is not None:
+            if not _is_address(host) and time.monotonic() - self._known[host][1] > ADDRESS_SECONDS:
+                self._look_up(host, port)  # looked up again in the background; the kept one serves
+            return address
+        if time.monotonic() - self._failed.get(host, float("-inf")) < RETRY_SECONDS:
+            raise RedisConnectionError(f"{host} does not resolve (tried less than {RETRY_SECONDS:g} s ago)")
+        future, started = self._look_up(host, port)
+        left = timeout - (time.monotonic() - started)
+        if left <= 0:
+            raise RedisConnectionError(f"{host} does not resolve yet (its look-up is taking over {timeout:g} s)")
+        try:
+            # A wait that ends cancels only its own asyncio future: the look-up is running and cannot be cancelled.
+            return await asyncio.wait_for(asyncio.wrap_future(future), left)
+        except (TimeoutError, asyncio.TimeoutError):
+            raise RedisConnectionError(f"{host} did not resolve within {timeout:g} s") from None
+        except OSError as exc:
+            raise RedisConnectionError(f"{host} does not resolve ({exc})") from None
+
+    def _look_up(self, host: str, port: int) -> tuple[concurrent.futures.Future[str], float]:
+        with self._lock:
+            if (pending := self._pending.get(host)) is None:
+                future: concurrent.futures.Future[str] = concurrent.futures.Future()
+                future.set_running_or_notify_cancel()  # a caller that stops waiting cannot cancel it
+                pending = self._pending[host] = (future, time.monotonic())
+                threading.Thread(target=self._run, args=(host, port, future), name=f"nanobot-summary resolve {host}",
+                                 daemon=True).start()
+            return pending
+
+    def _run(self, host: str, port: int, future: concurrent.futures.Future[str]) -> None:
+        try:
+            address = str(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][4][0])
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the look-up must end, or the name would wait forever
+            with self._lock:
+                self._failed[host] = time.monotonic()
+                del self._pending[host]
+            future.set_exception(OSError(str(exc) or type(exc).__name__))
+            return
+        with self._lock:
+            self._known[host] = (address, time.monotonic())
+            self._failed.pop(host, None)
+            del self._pending[host]
+        future.set_result(address)
+
+
+RESOLVER = Resolver()
+
+
+class _ResolvedAddress:
+    """A redis-py connection to the address RESOLVER keeps for its host: never a look-up in asyncio's default
+    thread pool. With TLS the host's name is still the one sent (SNI) and checked."""
+
+    host: str
+
+    def _connection_arguments(self) -> dict[str, Any]:
+        arguments = dict(super()._connection_arguments())  # type: ignore[misc]
+        address = RESOLVER.known(self.host)
+        if address is None:
+            raise RedisConnectionError(f"{self.host} is not resolved yet")
+        if arguments.get("ssl") is not None:
+            arguments["server_hostname"] = self.host
+        arguments["host"] = address
+        return arguments
+
+
+class ResolvedConnection(_ResolvedAddress, Connection):
+    pass
+
+
+class ResolvedSSLConnection(_ResolvedAddress, SSLConnection):
+    pass
+
+
+RESOLVED = {Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection}
 
 
 class RedisLink:
@@ -39,14 +158,27 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
-            self._client, self._loop = open_client(self.url, self.timeout, self.options, self.keys), loop
+            client = open_client(self.url, self.timeout, self.options, self.keys)
+            pool = client.connection_pool
+            # Its TCP connections (a Unix socket's need no name) go to the address RESOLVER keeps.
+            pool.connection_class = RESOLVED.get(pool.connection_class, pool.connection_class)
+            self._client, self._loop = client, loop
         return self._client
+
+    async def resolved(self, client: ArqRedis) -> None:
+        """The client's Redis host resolved (off asyncio's shared pool) before any connection is made to it."""
+        pool = client.connection_pool
+        if isinstance(pool.connection_class, type) and issubclass(pool.connection_class, _ResolvedAddress):
+            host, port = pool.connection_kwargs.get("host", "localhost"), pool.connection_kwargs.get("port", 6379)
+            await RESOLVER.resolve(str(host), int(port), self.timeout)
 
     async def call(self, doing: str, work: Callable[[ArqRedis], Awaitable[T]]) -> T | None:
         """Run `work` within the timeout; on any failure log (at most once a minute) and return None."""
         try:
             async with asyncio.timeout(self.timeout):
-                result = await work(self.client())
+                client = self.client()
+                await self.resolved(client)
+                result = await work(client)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Redis down, timeouts, refused connections, bad replies: never raise into nanobot

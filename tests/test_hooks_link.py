@@ -1,14 +1,25 @@
-"""The Redis link's manners inside nanobot: rate-limited warnings, no password in logs, no exception out."""
+"""The Redis link's manners inside nanobot: rate-limited warnings, no password in logs, no exception out, and no
+thread of nanobot's taken by the Redis host's name."""
 
 from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
 from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
+from nanobot_hooks.queue import enqueue_idle_check
 from nanobot_hooks.settings import redacted_url
 
-from tests.support.redis_server import free_port
+from tests.support.defaults import TEST_KEYS
+from tests.support.redis_server import Certificates, RedisServer, free_port
 
 
 def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):
@@ -74,3 +85,66 @@ def test_query_passwords_are_masked_and_hosts_kept_as_written(url, shown):
 
 def test_a_url_that_cannot_be_parsed_is_not_logged():
     assert "s3cret" not in redacted_url("redis://:s3cret@[::1/0")
+
+
+HUNG = "redis.hung.invalid"  # a Redis host whose DNS never answers, simulated in this process for this name only
+
+
+@pytest.fixture
+def looked_up(monkeypatch) -> Iterator[list[str]]:
+    """socket.getaddrinfo, as asyncio's pool and our resolver call it, hung for HUNG (until the test ends) and
+    counted for every name."""
+    names: list[str] = []
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        names.append(host)
+        if host == HUNG:
+            release.wait(60)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    yield names
+    release.set()
+
+
+async def test_a_hung_resolver_never_ties_up_the_thread_pool_nanobot_needs(monkeypatch, looked_up) -> None:
+    """asyncio looks names up in its default thread pool, which nanobot's LLM client needs for its provider's
+    name; the hooks' bound cancelled the wait but not the look-up, so each turn's call held one more thread and
+    nanobot's next turn waited for the pool. Turns keep calling here; a quick job of the pool still runs at once,
+    one look-up in all is made, and once it ran past the bound the calls fail at once."""
+    monkeypatch.setattr(logs, "warning", lambda message: None)
+    link = RedisLink(f"redis://{HUNG}:6379/0", logs.Throttle(every=60.0), timeout=0.5, keys=TEST_KEYS)
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)  # asyncio's own has min(32, CPUs + 4) threads
+    loop.set_default_executor(pool)
+    for _ in range(6):  # six turns, each queueing its session's idle check
+        assert await link.call("queueing", lambda c: enqueue_idle_check(c, "telegram:42", 60.0)) is None
+    started = time.monotonic()
+    assert await asyncio.wait_for(loop.run_in_executor(None, lambda: "free"), 5.0) == "free"
+    assert time.monotonic() - started < 1.0, "asyncio's default pool is free for nanobot"
+    started = time.monotonic()
+    for _ in range(10):  # later turns, the look-up still hung: no wait, no new look-up
+        assert await link.call("queueing", lambda c: enqueue_idle_check(c, "telegram:42", 60.0)) is None
+    assert time.monotonic() - started < 1.0
+    assert looked_up.count(HUNG) == 1, "one look-up of the name, in a thread of the hooks' own"
+    await link.close()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def test_the_redis_hosts_address_is_looked_up_once_and_kept(looked_up, redis_url, tmp_path) -> None:
+    """Plain and over TLS, where the host's name is still the one the certificate is checked against."""
+    certificates = Certificates.make(tmp_path / "certs")
+    server = RedisServer(tmp_path / "redis", tls=certificates).start()
+    try:
+        tls = (f"rediss://localhost:{server.port}/0?ssl_check_hostname=true", {"ssl_ca_certs": str(certificates.ca)})
+        for url, options in [(f"redis://localhost:{urlsplit(redis_url).port}/0", {}), tls]:
+            link = RedisLink(url, logs.Throttle(every=60.0), options=options, keys=TEST_KEYS)
+            for _ in range(3):  # a new connection each time (as after a failure, or in `nanobot agent`'s next loop)
+                assert await link.call("pinging", lambda client: client.ping()) is True
+                await link.close()
+    finally:
+        server.stop()
+    assert looked_up.count("localhost") <= 1, "looked up once (or kept from an earlier test of this process)"
