@@ -109,6 +109,7 @@ class Integration(Shared):
             ours = [t for t in self._tasks if not t.done() and t.get_loop() is running]
             if ours:  # only without nanobot's schedule_background, whose tasks nanobot drains itself
                 await asyncio.wait(ours, timeout=self.link.timeout)
+            await self.triggering.flush_context()  # the turns' prompt tokens not written yet (bounded)
             await self.link.close()
         except asyncio.CancelledError:
             raise

@@ -118,8 +118,13 @@ class Triggering:
         now = time.monotonic()
         if now - self._context_flushed >= CONTEXT_FLUSH_SECONDS:
             self._context_flushed = now
-            notes, self._context = self._context, []
-            self._spawn(self.link.call("keeping the sessions' context sizes", lambda c: note_context(c, notes)))
+            self._spawn(self.flush_context())
+
+    async def flush_context(self) -> None:
+        """Writes the turns' prompt tokens kept so far (also when nanobot closes: bounded by the link)."""
+        notes, self._context = self._context, []
+        if notes:
+            await self.link.call("keeping the sessions' context sizes", lambda client: note_context(client, notes))
 
     def _idle_check_may_be_gone(self, key: str) -> bool:
         """False while the check queued for this session cannot have run yet (it is deferred by the cache

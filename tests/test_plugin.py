@@ -361,3 +361,10 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
     applied = (await context_history(redis, KEY))[-1]
     assert applied["applied"] is True and applied["before"] > applied["after"] and applied["at"] >= history[0]["at"]
     assert 0 < await redis.ttl(TEST_KEYS.context(KEY)) <= 30 * 86400
+    monkeypatch.setattr(triggering, "CONTEXT_FLUSH_SECONDS", 3600.0)
+    usage.usage.input_tokens = 5_000
+    integration.triggering.note_usage(KEY, usage)
+    integration.triggering.on_turn_persisted(started(KEY))
+    await asyncio.gather(*integration._tasks)
+    await integration.close()  # nanobot closing: what was kept is written
+    assert (await context_history(redis, KEY))[-1]["tokens"] == 5_000

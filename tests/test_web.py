@@ -290,7 +290,8 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
     turns = [{"at": 100.0 + n, "tokens": tokens} for n, tokens in enumerate((9_000, 12_000, 15_000, 18_000))]
     applied = {"at": 104.5, "applied": True, "before": 18_000, "after": 6_000}
     after = [{"at": 105.0 + n, "tokens": tokens} for n, tokens in enumerate((7_000, 9_000))]
-    await note_context(redis, [("cli:direct", entry) for entry in turns + [applied] + after])
+    # The mark first: nanobot writes it at once, the turns' tokens in batches. The chart puts them in time order.
+    await note_context(redis, [("cli:direct", entry) for entry in [applied] + turns + after])
     async with served(settings_for()) as page:
         status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
     assert status == 200 and "The prompt tokens of the last 6 turns" in body

@@ -54,6 +54,8 @@ class Sawtooth:
 def sawtooth(history: list[dict[str, Any]]) -> Sawtooth | None:
     """The context history (oldest first: turns' `tokens`, summaries `applied`) as SVG coordinates; None when
     fewer than two turns are known."""
+    # In time order: nanobot writes the turns' tokens in batches, an applied summary's mark at once.
+    history = sorted(history, key=lambda entry: entry["at"])
     turns = [entry for entry in history if isinstance(entry.get("tokens"), int)]
     if len(turns) < 2:
         return None
