@@ -22,6 +22,8 @@ the first hour:
   nanobot-summary enqueue --dry-run cli:direct   what a summary of that session would do, no LLM call
   nanobot-summary enqueue --wait cli:direct      make one now, keeping the last exchange; print its outcome
   nanobot-summary status              the worker and its settings, queue, jobs, records waiting, spend, outcomes
+  nanobot-summary web --port 8766     the same, and MEMORY.md's facts, in a browser (nanobot's own web chat
+                                      takes 8765 by default)
 
 Configuration comes from the environment (NANOBOT_SUMMARY_*, NANOBOT_MEMORY_*, NANOBOT_CONFIG, REDIS_URL);
 see docs/configuration.md."""
