@@ -15,6 +15,7 @@ import pytest
 
 from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
+from nanobot_hooks.listener import listen
 from nanobot_hooks.queue import enqueue_idle_check
 from nanobot_hooks.settings import redacted_url
 
@@ -134,8 +135,23 @@ async def test_a_hung_resolver_never_ties_up_the_thread_pool_nanobot_needs(monke
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-async def test_the_redis_hosts_address_is_looked_up_once_and_kept(looked_up, redis_url, tmp_path) -> None:
-    """Plain and over TLS, where the host's name is still the one the certificate is checked against."""
+async def test_the_redis_hosts_address_is_looked_up_once_and_kept(looked_up, redis, redis_url, tmp_path) -> None:
+    """By the listener, plain and over TLS (where the host's name is still the one the certificate is checked
+    against)."""
+    # The listener, connecting before any call did, looks the name up itself.
+    link = RedisLink(f"redis://localhost:{urlsplit(redis_url).port}/0", logs.Throttle(every=60.0), keys=TEST_KEYS)
+    heard: list[str] = []
+    listening = asyncio.create_task(listen(link, heard.append))
+    try:
+        deadline = time.monotonic() + 30
+        while not heard and time.monotonic() < deadline:
+            await redis.publish(TEST_KEYS.notice_channel, "telegram:42")
+            await asyncio.sleep(0.1)
+        assert heard and heard[0] == "telegram:42"
+    finally:
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        await link.close()
     certificates = Certificates.make(tmp_path / "certs")
     server = RedisServer(tmp_path / "redis", tls=certificates).start()
     try:
