@@ -22,8 +22,7 @@ the first hour:
   nanobot-summary enqueue --dry-run cli:direct   what a summary of that session would do, no LLM call
   nanobot-summary enqueue --wait cli:direct      make one now, keeping the last exchange; print its outcome
   nanobot-summary status              the worker and its settings, queue, jobs, records waiting, spend, outcomes
-  nanobot-summary web --port 8766     the same, and MEMORY.md's facts, in a browser (nanobot's own web chat
-                                      takes 8765 by default)
+  nanobot-summary web                 the same, and MEMORY.md's facts, in a browser: http://127.0.0.1:8766/
 
 Configuration comes from the environment (NANOBOT_SUMMARY_*, NANOBOT_MEMORY_*, NANOBOT_CONFIG, REDIS_URL);
 see docs/configuration.md."""
@@ -202,7 +201,8 @@ def _add_web(sub: Subcommands) -> None:
         "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
         "127.0.0.1; any other --host needs the token it prints once (open the URL it prints).")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    web.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765; 0: any free port)")
+    web.add_argument("--port", type=int, default=8766,
+                     help="port to listen on (default 8766: nanobot's own web chat takes 8765; 0: any free port)")
     web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
     web.set_defaults(handler=_web)
 
