@@ -281,6 +281,9 @@ async def test_facts_reach_memory_md_only_from_the_user_in_a_trusted_session(
              {"text": "Python 3.13 is the newest release", "tag": "durable", "importance": 5,
               "category": "other", "source": "assistant"}]
     fake_llm.responder = Summarizer(facts=facts)
+    config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+    config["channels"] = {"websocket": {"enabled": True, "websocketRequiresToken": False}}  # a web chat for anyone
+    nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
     deps = deps_for()
     for key in ("telegram:-1001234567", "email:stranger@example.com", "websocket:anon"):
         nanobot_home.write_session(key, conversation(15))
