@@ -120,13 +120,21 @@ class SteadyWorker(Worker):
                                   self.started_at, running=running, beat_seconds=self.health_check_interval)
 
     async def close(self) -> None:
-        """A clean stop withdraws the report: none is left to age into an alarm about a dead worker."""
+        """A clean stop withdraws the report: none is left to age into an alarm about a dead worker. A stop while
+        Redis does not answer (a failover under way) ends quietly: arq's close writes each cancelled job back
+        to the queue, and the one that cannot be written runs again once its in-progress mark expires."""
         if self._pool is not None:
             try:
                 await workers.withdraw(self.pool)
             except (*REDIS_GONE, WatchError):
                 pass  # Redis gone: the report expires by itself
-        await super().close()
+        try:
+            await super().close()
+        except (*REDIS_GONE, WatchError) as exc:
+            log.warning("stopped while Redis did not answer (%s): a job cut short runs again later", exc)
+            if self._pool is not None:
+                await self._pool.close(close_connection_pool=True)
+                self._pool = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and
