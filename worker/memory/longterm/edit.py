@@ -11,11 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from worker.memory.dedup import normalize
-from worker.memory.longterm.forget import Forgotten, drop_record
-from worker.memory.longterm.merge import Merged, MergeStats, fact_text
-from worker.memory.longterm.part import Line, locate, metas, parse, render
-from worker.memory.longterm.sidecar import Meta
-from worker.memory.longterm.store import _MemoryFile
+from worker.memory.longterm.forget import Forgotten, drop_record, forgotten
+from worker.memory.longterm.merge import fact_text
+from worker.memory.longterm.part import Line, Part
+from worker.memory.longterm.store import _MemoryFile, in_part
 
 
 class EditRefused(ValueError):
@@ -60,25 +59,18 @@ def _change_line(path: Path, text: str, today: str, change: Callable[[Line, list
     key = normalize(text)
     found: list[Forgotten] = []
 
-    def rewrite(content: str, meta: dict[str, Meta]) -> Merged:
+    def edit(part: Part) -> bool:
         found.clear()
-        span = locate(content)
-        if span is None:
-            return Merged(content, meta, MergeStats())
-        part = parse(content[span[0]:span[1]], today, "en", meta)
-        before = metas(part)
         position = next((n for n, line in enumerate(part.lines) if normalize(line.text) == key), None)
         if position is None:
-            return Merged(content, meta, MergeStats())
-        line = part.lines[position]
-        found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position,
-                               line.pinned))
-        change(line, part.lines)
-        return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
+            return False
+        found.append(forgotten(part.lines[position], position))
+        change(part.lines[position], part.lines)
+        return True
 
     memory = _MemoryFile(path)
     with memory.lock:
-        memory._update(rewrite)
+        memory._update(in_part(today, edit))
         if found:
             drop_record(memory, key, today)  # the old text's record, once no fact has that text
     return found[0] if found else None

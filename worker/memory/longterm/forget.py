@@ -15,9 +15,14 @@ from pathlib import Path
 from worker.memory.dedup import normalize
 from worker.memory.longterm.held import Held, held_line, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats
-from worker.memory.longterm.part import Line, locate, metas, parse, render
+from worker.memory.longterm.part import Line, Part, locate, parse
 from worker.memory.longterm.sidecar import Meta
-from worker.memory.longterm.store import _MemoryFile, _replace, hold_facts
+from worker.memory.longterm.store import _MemoryFile, _replace, hold_facts, in_part
+
+
+def forgotten(line: Line, position: int) -> Forgotten:
+    """A fact of the part as it stands, to be put back as it was."""
+    return Forgotten(line.text, line.group, line.importance, line.date, line.session, position, line.pinned)
 
 
 @dataclass(frozen=True)
@@ -39,28 +44,18 @@ def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
     key = normalize(text)
     found: list[Forgotten] = []
 
-    def change(content: str, meta: dict[str, Meta]) -> Merged:
+    def edit(part: Part) -> bool:
         found.clear()
-        span = locate(content)
-        if span is None:
-            return Merged(content, meta, MergeStats())
-        part = parse(content[span[0]:span[1]], today, "en", meta)
-        before = metas(part)
-        for position, line in enumerate(part.lines):
-            if normalize(line.text) == key:
-                found.append(Forgotten(line.text, line.group, line.importance, line.date, line.session, position,
-                                       line.pinned))
-                break
-        if not found:
-            return Merged(content, meta, MergeStats())
-        del part.lines[found[0].position]
-        # The records before and after, as the worker's merges keep them: a crash between the sidecar's write
-        # and the file's leaves the fact with its record.
-        return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
+        position = next((n for n, line in enumerate(part.lines) if normalize(line.text) == key), None)
+        if position is None:
+            return False
+        found.append(forgotten(part.lines[position], position))
+        del part.lines[position]
+        return True
 
     memory = _MemoryFile(path)
     with memory.lock:
-        memory._update(change)
+        memory._update(in_part(today, edit))
         if not found:
             return None
         _drop_held(memory, key)
@@ -119,21 +114,16 @@ def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
     key = normalize(fact.text)
     done: list[bool] = []
 
-    def change(content: str, meta: dict[str, Meta]) -> Merged:
+    def edit(part: Part) -> bool:
         done.clear()
-        span = locate(content)
-        if span is None:
-            return Merged(content, meta, MergeStats())
-        part = parse(content[span[0]:span[1]], today, "en", meta)
         if any(normalize(line.text) == key for line in part.lines):
-            return Merged(content, meta, MergeStats())
-        before = metas(part)
+            return False
         line = Line(fact.text, fact.group, fact.importance, fact.date, session=fact.session, pinned=fact.pinned)
         part.lines.insert(min(fact.position, len(part.lines)), line)
         done.append(True)
-        return Merged(content[:span[0]] + render(part) + content[span[1]:], {**before, **metas(part)}, MergeStats())
+        return True
 
     memory = _MemoryFile(path)
     with memory.lock:
-        memory._update(change)
+        memory._update(in_part(today, edit))
     return bool(done)

@@ -16,7 +16,7 @@ from worker.files import LOCK_TIMEOUT, append_whole, read_bytes, temp_beside
 from worker.memory.followed import stamp
 from worker.memory.longterm.held import HELD, held_line, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
-from worker.memory.longterm.part import Line, bullets, locate, metas, parse, render
+from worker.memory.longterm.part import Line, Part, bullets, locate, metas, parse, render
 from worker.memory.longterm.sidecar import Meta, dump_meta, load_meta, sidecar_path
 from worker.model.answer import Fact
 from worker.text.redact import one_line
@@ -126,23 +126,37 @@ def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, ma
     return write_batches(path, [Batch(facts, language, today, session)], max_facts, threshold)
 
 
-def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
-    """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
-    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay."""
-    removed: list[str] = []
-
+def in_part(today: str, edit: Callable[[Part], bool]) -> Callable[[str, dict[str, Meta]], Merged]:
+    """A change of MEMORY.md's managed part, for `_MemoryFile._update`: `edit(part)` changes the parsed part in
+    place and says whether it did. Every byte outside the part stays; the sidecar keeps the records from before
+    and after (a crash between its write and the file's leaves each fact with its record). A file without
+    the part is left as it is."""
     def change(text: str, meta: dict[str, Meta]) -> Merged:
-        removed.clear()
         span = locate(text)
         if span is None:
             return Merged(text, meta, MergeStats())
         part = parse(text[span[0]:span[1]], today, "en", meta)
         before = metas(part)
+        if not edit(part):
+            return Merged(text, meta, MergeStats())
+        return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
+    return change
+
+
+def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
+    """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
+    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay."""
+    removed: list[str] = []
+
+    def edit(part: Part) -> bool:
+        removed.clear()
         removed.extend(line.text for line in part.lines if line.session == session)
         if dry_run or not removed:
-            return Merged(text, meta, MergeStats())
+            return False
         part.lines = [line for line in part.lines if line.session != session]
-        return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
+        return True
+
+    change = in_part(today, edit)
 
     memory = _MemoryFile(path)
     memory.path.parent.mkdir(parents=True, exist_ok=True)
