@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from arq.connections import ArqRedis
+from redis.exceptions import RedisError
 
 from nanobot_hooks.settings import redacted_url
 from worker.connections import open_pool, redact_secrets, redis_problem
@@ -20,6 +23,7 @@ from worker.settings import Settings, load_settings
 from worker.text.clock import zone_or_utc
 
 log = logging.getLogger("worker.web")
+T = TypeVar("T")
 PROBE_SECONDS = 1.0  # a Redis that does not answer PING within this is down, for the page
 
 
@@ -79,3 +83,15 @@ class Instance:
         if self.redis is not None:
             await self.redis.aclose()
             self.redis = None
+
+    async def read(self, reading: Callable[[ArqRedis], Awaitable[T]]) -> tuple[T | None, str | None]:
+        """What `reading` found in Redis, or None and why not (a line with no secret in it); a client that
+        failed is closed, and opened again at the next page."""
+        redis = await self.client()
+        if redis is None:
+            return None, self.redis_problem
+        try:
+            return await reading(redis), None
+        except (RedisError, OSError) as exc:
+            await self.close()
+            return None, redact_secrets(f"{type(exc).__name__}: {exc}")[:300]

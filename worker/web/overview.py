@@ -8,11 +8,9 @@ import re
 from typing import Any
 
 from aiohttp import web
-from redis.exceptions import RedisError
 
 from nanobot_hooks.settings import redacted_url
 from worker.commands.status import gather
-from worker.connections import redact_secrets
 from worker.state import budget
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance
@@ -48,15 +46,13 @@ async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
 
 
 async def overview_data(instance: Instance) -> dict[str, Any]:
-    redis = await instance.client()
-    if redis is None:
-        return {"state": None, "problem": instance.redis_problem}
-    try:
-        state = await gather(redis)
-        today = await spend_today(instance, redis)
-    except (RedisError, OSError) as exc:
-        await instance.close()  # opened again at the next page
-        return {"state": None, "problem": redact_secrets(f"{type(exc).__name__}: {exc}")[:300]}
+    async def reading(redis: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        return await gather(redis), await spend_today(instance, redis)
+
+    found, problem = await instance.read(reading)
+    if found is None:
+        return {"state": None, "problem": problem}
+    state, today = found
     state["outcomes"].sort(key=lambda o: o.get("finished_at") or "", reverse=True)
     bars, height = context_bars(state["outcomes"])
     return {"state": state, "problem": None, "today": today,

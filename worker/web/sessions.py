@@ -12,7 +12,6 @@ from typing import Any
 from aiohttp import web
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
-from redis.exceptions import RedisError
 
 from nanobot_hooks.contract import Keys
 from nanobot_hooks.nanobot_format import METADATA_TYPE, summary_text
@@ -37,16 +36,8 @@ async def last_outcomes(redis: ArqRedis, keys: list[str]) -> dict[str, JobOutcom
 async def index(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     keys = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
-    redis = await instance.client()
-    outcomes: dict[str, JobOutcome] = {}
-    problem = instance.redis_problem
-    if redis is not None:
-        try:
-            outcomes = await last_outcomes(redis, keys)
-        except (RedisError, OSError) as exc:
-            problem = type(exc).__name__
-            await instance.close()
-    return render(request, "sessions.html", sessions=keys, outcomes=outcomes, problem=problem)
+    outcomes, problem = await instance.read(lambda redis: last_outcomes(redis, keys))
+    return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem)
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
@@ -87,13 +78,5 @@ async def page(request: web.Request) -> web.Response:
         return render(request, "error.html", status=404, title="No such session",
                       message="That is not a session key of this nanobot.")
     file = await asyncio.to_thread(line_one, instance, key)
-    redis = await instance.client()
-    state: dict[str, Any] | None = None
-    problem = instance.redis_problem
-    if redis is not None:
-        try:
-            state = await redis_view(redis, key)
-        except (RedisError, OSError) as exc:
-            problem = type(exc).__name__
-            await instance.close()
+    state, problem = await instance.read(lambda redis: redis_view(redis, key))
     return render(request, "session.html", key=key, file=file, state=state, problem=problem)
