@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from worker.memory.dedup import normalize
-from worker.memory.longterm.forget import Forgotten, drop_record, forgotten
+from worker.memory.longterm.forget import Forgotten, change_fact, drop_record
 from worker.memory.longterm.merge import fact_text
-from worker.memory.longterm.part import Line, Part
-from worker.memory.longterm.store import _MemoryFile, in_part
+from worker.memory.longterm.part import Line
+from worker.memory.longterm.store import _MemoryFile
 
 
 class EditRefused(ValueError):
@@ -56,21 +56,9 @@ def undo_edit(path: Path, edited: str, original: Forgotten, today: str) -> bool:
 
 def _change_line(path: Path, text: str, today: str, change: Callable[[Line, list[Line]], None]) -> Forgotten | None:
     """`change(line, lines)` applied to the fact whose text is `text`, under the lock; the fact as it was before."""
-    key = normalize(text)
-    found: list[Forgotten] = []
-
-    def edit(part: Part) -> bool:
-        found.clear()
-        position = next((n for n, line in enumerate(part.lines) if normalize(line.text) == key), None)
-        if position is None:
-            return False
-        found.append(forgotten(part.lines[position], position))
-        change(part.lines[position], part.lines)
-        return True
-
     memory = _MemoryFile(path)
     with memory.lock:
-        memory._update(in_part(today, edit))
-        if found:
-            drop_record(memory, key, today)  # the old text's record, once no fact has that text
-    return found[0] if found else None
+        found = change_fact(memory, text, today, change)
+        if found is not None:
+            drop_record(memory, normalize(text), today)  # the old text's record, once no fact has that text
+    return found

@@ -8,7 +8,7 @@ come back at the next flush) and, once the file no longer holds it, the sidecar 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,19 @@ class Forgotten:
 def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
     """Removes the fact whose text is `text` (compared normalized) from the managed part, its held copies and
     its sidecar record; returns it as it was, or None when the part holds no such fact."""
+    memory = _MemoryFile(path)
+    with memory.lock:
+        found = change_fact(memory, text, today, lambda line, lines: lines.remove(line))
+        if found is not None:
+            _drop_held(memory, normalize(text))
+            drop_record(memory, normalize(text), today)
+    return found
+
+
+def change_fact(memory: _MemoryFile, text: str, today: str,
+                change: Callable[[Line, list[Line]], None]) -> Forgotten | None:
+    """`change(line, lines)` applied to the fact whose text is `text` (compared normalized), the lock held;
+    the fact as it was before, or None when the part holds no such fact."""
     key = normalize(text)
     found: list[Forgotten] = []
 
@@ -50,17 +63,11 @@ def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
         if position is None:
             return False
         found.append(forgotten(part.lines[position], position))
-        del part.lines[position]
+        change(part.lines[position], part.lines)
         return True
 
-    memory = _MemoryFile(path)
-    with memory.lock:
-        memory._update(in_part(today, edit))
-        if not found:
-            return None
-        _drop_held(memory, key)
-        drop_record(memory, key, today)
-    return found[0]
+    memory._update(in_part(today, edit))
+    return found[0] if found else None
 
 
 def drop_record(memory: _MemoryFile, key: str, today: str) -> None:
