@@ -171,6 +171,15 @@ def test_the_redis_commands_benchmark_runs_at_a_smoke_size(capsys) -> None:
     assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"
 
 
+def wait_for_line(log: Path, text: str, process: subprocess.Popen, deadline: float) -> None:
+    """Until the worker's log holds `text`; the worker must still run."""
+    import time
+
+    while text not in log.read_text(errors="replace") and time.monotonic() < deadline:
+        assert process.poll() is None, log.read_text(errors="replace")
+        time.sleep(0.2)
+
+
 def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(nanobot_home, redis_url,
                                                                                 tmp_path) -> None:
     """The namespace comes from the id nanobot writes at its first run: a worker started before that says so
@@ -188,15 +197,11 @@ def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(n
                                    cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out, env=env)
         try:
             deadline = time.monotonic() + 90
-            while "waiting for it" not in log.read_text(errors="replace") and time.monotonic() < deadline:
-                assert process.poll() is None, log.read_text(errors="replace")
-                time.sleep(0.2)
+            wait_for_line(log, "waiting for it", process, deadline)
             assert "workspace id" in log.read_text(errors="replace") and process.poll() is None
             marker.write_text(saved, encoding="utf-8")  # nanobot ran once
             queue = Keys(default_namespace(saved.strip())).queue
-            while f"queue {queue}" not in log.read_text(errors="replace") and time.monotonic() < deadline:
-                assert process.poll() is None, log.read_text(errors="replace")
-                time.sleep(0.2)
+            wait_for_line(log, f"queue {queue}", process, deadline)
             text = log.read_text(errors="replace")
             assert f"queue {queue}" in text and text.count("waiting for it") == 1, text
         finally:
@@ -299,10 +304,7 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_stops_saying_to
         process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
                                    cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=out, env=env)
         try:
-            deadline = time.monotonic() + 90
-            while f"queue {old.queue}" not in log.read_text(errors="replace") and time.monotonic() < deadline:
-                assert process.poll() is None, log.read_text(errors="replace")
-                time.sleep(0.2)
+            wait_for_line(log, f"queue {old.queue}", process, time.monotonic() + 90)
             config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
             config["agents"]["defaults"]["workspace"] = str(moved)
             nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
