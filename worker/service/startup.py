@@ -4,8 +4,10 @@ catch-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
+import threading
 from typing import Any
 
 from worker.service.build import build_deps
@@ -61,10 +63,27 @@ def remove_interrupted_writes(deps: Deps) -> None:
 
 async def sweep_recall_index(deps: Deps) -> None:
     """Catch the recall index up with sessions and memory files that changed while no worker ran
-    (and build it when missing); off the turn's path, and never fatal."""
+    (and build it when missing); off the turn's path, and never fatal.
+
+    In a daemon thread, not asyncio's pool, whose threads the interpreter waits for at exit: a rebuild of a
+    year's messages takes seconds, and a worker stopped meanwhile (Ctrl-C, a restart) exited only once it was
+    done. The index is safe to leave half-built: every step is a transaction, and the next start goes on."""
     if deps.recall is None:
         return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def sweep() -> None:
+        try:
+            result: Any = deps.recall.refresh(deps.sessions_dir)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, which sorts it out
+            result = exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the worker stopped meanwhile
+            loop.call_soon_threadsafe(lambda: done.done() or (done.set_exception(result) if isinstance(
+                result, BaseException) else done.set_result(result)))
+
+    threading.Thread(target=sweep, name="recall-index-sweep", daemon=True).start()
     try:
-        log.info("%s", await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir))
+        log.info("%s", await done)
     except (RecallIndexError, sqlite3.Error, OSError, NanobotConfigError) as exc:
         log.warning("recall index not refreshed: %s", exc)
