@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import resource
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -314,32 +313,32 @@ async def test_a_full_disk_leaves_no_partial_memory_file_and_the_summary_is_stil
         assert record is not None and head["metadata"][METADATA_KEY]["pending"] == record.model_dump(mode="json")
 
 
-async def test_a_worker_stopped_during_its_start_up_index_sweep_exits_at_once(nanobot_home, redis_url) -> None:
-    """The start-up sweep of the recall index takes seconds on a year of messages; a worker stopped meanwhile
-    (Ctrl-C, a restart, the reloader) exits at once instead of waiting for it: the index is safe half-built."""
-    import time
+async def test_a_worker_stopped_during_its_start_up_index_sweep_does_not_wait_for_it(nanobot_home, deps_for) -> None:
+    """The start-up sweep of the recall index takes seconds on a year of messages. It runs in a daemon thread,
+    which the interpreter does not wait for at exit (asyncio's pool threads it does): a worker stopped meanwhile
+    (Ctrl-C, a restart, the reloader) exits at once, and the index, safe half-built, goes on at the next start."""
+    import threading
 
-    messages = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} about the deploy script",
-                 "timestamp": f"2026-11-{1 + n // 4000:02d}T10:00:00"} for n in range(60_000)]
-    nanobot_home.write_session("telegram:42", messages, last_archived=len(messages))  # all archived: indexed
-    log = nanobot_home.root / "worker.log"
-    with log.open("wb") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT,
-                                  stdout=out, stderr=out, env=process_env(nanobot_home, redis_url, config=True))
-        try:
-            await wait_until(lambda: "summary model" in log.read_text(errors="replace"), 90, "the worker's start-up")
-            worker.send_signal(signal.SIGINT)
-            began = time.monotonic()
-            code = await asyncio.to_thread(worker.wait, 60)
-            stopped = time.monotonic() - began
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(10)
-    text = log.read_text(errors="replace")
-    assert code == 0, text[-3000:]
-    # Exiting at once leaves the sweep's later steps undone (each a transaction: the next start goes on).
-    index = nanobot_home.workspace / "memory" / ".recall.sqlite"
-    with sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True) as db:
-        row = db.execute("SELECT through FROM sources WHERE kind = 'messages' AND session = 'telegram:42'").fetchone()
-    assert row is None or row[0] < len(messages), f"the worker waited {stopped:.1f} s for the whole sweep"
+    from worker.service.startup import sweep_recall_index
+
+    deps = deps_for()
+    nanobot_home.write_session("telegram:42", conversation(4), last_archived=8)
+    running, release = threading.Event(), threading.Event()
+    sweeping: list[threading.Thread] = []
+
+    def slow_refresh(sessions_dir: Path) -> str:
+        sweeping.append(threading.current_thread())
+        running.set()
+        release.wait(30)
+        return "done"
+
+    deps.recall.refresh = slow_refresh  # type: ignore[method-assign]
+    task = asyncio.create_task(sweep_recall_index(deps))
+    try:
+        await asyncio.to_thread(running.wait, 30)
+        task.cancel()  # the worker stopping: arq cancels its start-up
+        await asyncio.gather(task, return_exceptions=True)
+        assert task.cancelled() and sweeping[0].is_alive()
+        assert sweeping[0].daemon, "the interpreter would wait for the whole sweep before the process exits"
+    finally:
+        release.set()
