@@ -20,6 +20,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK
+from worker import files
 from worker.files import _STARTED, temp_beside
 from worker.nanobot.metadata_line import write_metadata_entry
 
@@ -94,7 +95,8 @@ def nanobots_own_temp(target: Path) -> Path:
     return path
 
 
-def test_a_line_one_write_killed_mid_way_leaves_a_copy_the_next_write_removes(nanobot_home) -> None:
+def test_a_line_one_write_killed_mid_way_leaves_a_copy_the_next_write_removes(nanobot_home, monkeypatch) -> None:
+    monkeypatch.setattr(files, "SWEEP_SECONDS", 0.0)  # every write looks (by default: once a minute per folder)
     nanobot_home.write_session(KEY, conversation(3000))
     nanobot_home.write_session("telegram:7", conversation(4))
     theirs = nanobots_own_temp(nanobot_home.session_file(KEY))
@@ -114,7 +116,11 @@ def test_a_line_one_write_killed_mid_way_leaves_a_copy_the_next_write_removes(na
         "the killed write left its copy, as large as the session"
     messages = nanobot_home.session_file(KEY).read_bytes().split(b"\n", 1)[1]
 
+    monkeypatch.setattr(files, "SWEEP_SECONDS", 3600.0)
     assert write_metadata_entry(nanobot_home.sessions_dir, "telegram:7", "probe", {"n": 2})
+    assert copy.exists(), "a folder looked through a moment ago is not listed again at every write"
+    monkeypatch.setattr(files, "SWEEP_SECONDS", 0.0)
+    assert write_metadata_entry(nanobot_home.sessions_dir, "telegram:7", "probe", {"n": 3})
     assert not copy.exists(), "the next write in the folder removed the dead write's copy"
     assert theirs.exists(), "nanobot's own temporary file is never touched"
     assert nanobot_home.session_file(KEY).read_bytes().split(b"\n", 1)[1] == messages

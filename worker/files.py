@@ -30,15 +30,23 @@ _STARTED = time.time()
 # No write lasts this long (one copy, at most five waits for nanobot's lock): an older temporary file of ours
 # is stale whatever made it (another host's, or one whose process id another program took since).
 STALE_SECONDS = 3600.0
+# A folder is looked through at most this often by one process's writes (a sessions folder of thousands of files
+# takes milliseconds to list, and every job writes there); the worker's start looks through it at once.
+SWEEP_SECONDS = 60.0
+_swept: dict[Path, float] = {}
 
 
 def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: BinaryIO | None = None) -> Path:
     """A synced temporary file in `path`'s folder holding `content` (then what is left of `rest`), ready for
-    `os.replace(temp, path)`; the stale ones of earlier writes in that folder are removed first.
+    `os.replace(temp, path)`; the stale ones of earlier writes in that folder are removed first (at most every
+    SWEEP_SECONDS).
 
     Named as TEMP_MARK says. It gets `mode`, else `path`'s permissions, else 0644 (mkstemp's 0600 would hide a
     new file from a nanobot that runs as another user). The caller removes it if it does not replace `path`."""
-    remove_stale_temps(path.parent)
+    now = time.monotonic()
+    if now - _swept.get(path.parent, float("-inf")) >= SWEEP_SECONDS:
+        _swept[path.parent] = now
+        remove_stale_temps(path.parent)
     # The target's name only helps a reader: cut, so that a long session name cannot make the name too long.
     handle, name = tempfile.mkstemp(prefix=f".{path.name[:120]}.{TEMP_MARK}-{_HOST}-{os.getpid()}-",
                                     suffix=".tmp", dir=path.parent)
