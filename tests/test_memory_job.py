@@ -63,7 +63,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert outcome is not None and outcome.status == "summarized" and "noted 12 more messages" in outcome.detail
     day = today.strftime("%Y-%m-%d")
     notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
-    assert max(last for _, last in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == messages[-1]["timestamp"]
+    assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == messages[-1]["timestamp"]
     for i in range(20):
         assert notes.count(f"- daily item {i}\n") == 1, f"daily item {i} is noted exactly once"
 
@@ -93,7 +93,7 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     await run_burst(deps)
     assert len(fake_llm.requests) == calls
     assert memory_files(nanobot_home.workspace) == files
-    assert max(last for _, last in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == more[-1]["timestamp"]
+    assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == more[-1]["timestamp"]
 
 
 async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, nanobot_home, fake_llm, deps_for):

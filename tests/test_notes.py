@@ -25,6 +25,11 @@ def write(memory: MemoryFiles, notes: list[DailyNotes], language: str = "en", ke
     return memory.write(key, notes, facts or [], language)
 
 
+def stamps(noted: list) -> list[tuple[str, str]]:
+    """The first and last timestamps of noted spans."""
+    return [(span.first, span.last) for span in noted]
+
+
 def late_evening() -> DailyNotes:
     return DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T23:40:00",
                       last_timestamp="2026-11-20T23:58:00", topics=["moving the blog to Hugo"],
@@ -149,7 +154,7 @@ def test_a_new_span_with_nothing_new_leaves_only_its_marker(tmp_path: Path) -> N
     assert append_notes(tmp_path, KEY, [again], "en", UTC) == 0
     text = (tmp_path / "2026-11-20.md").read_text(encoding="utf-8")
     assert text.count("moving the blog to Hugo") == 1 and text.count(f"## {KEY}") == 1
-    assert noted_spans(tmp_path, KEY, "2026-11-20") == [("2026-11-20T09:00:00", "2026-11-20T09:30:00"),
+    assert stamps(noted_spans(tmp_path, KEY, "2026-11-20")) == [("2026-11-20T09:00:00", "2026-11-20T09:30:00"),
                                                          ("2026-11-20T09:00:00", "2026-11-20T09:45:00")]
 
 
@@ -164,14 +169,34 @@ def test_noted_spans_tell_which_messages_are_noted_with_gaps_left_open(tmp_path:
                        topics=["x"])
     append_notes(tmp_path, "websocket:a b-->c", [other], "en", UTC)
     noted = noted_spans(tmp_path, KEY, "2026-11-20")
-    assert sorted(noted) == sorted(spans_of_day)
+    assert sorted(stamps(noted)) == sorted(spans_of_day)
     assert is_noted("2026-11-20T09:10:00", noted) and is_noted("2026-11-20T14:05:00", noted)
     assert not is_noted("2026-11-20T11:00:00", noted), "a gap between spans stays un-noted"
     assert not is_noted("2026-11-20T15:00:00", noted)
-    assert noted_spans(tmp_path, "websocket:a b-->c", "2026-11-20") == [("2026-11-20T22:00:00", "2026-11-20T23:00:00")]
+    assert stamps(noted_spans(tmp_path, "websocket:a b-->c", "2026-11-20")) == [("2026-11-20T22:00:00", "2026-11-20T23:00:00")]
     assert noted_spans(tmp_path, KEY, "2026-11-21") == []
     with pytest.raises(ValueError):
         noted_spans(tmp_path, KEY, "../MEMORY")
+
+
+def test_spans_with_positions_hold_when_the_clock_goes_back_and_after_new_empties_the_session(tmp_path):
+    """Positions decide where a marker has them; the time only has to be no later than the span's end."""
+    note = DailyNotes(date="2026-11-01", first_timestamp="2026-11-01T01:00:00", last_timestamp="2026-11-01T01:39:00",
+                      first_position=0, last_position=39, topics=["the first time round"])
+    append_notes(tmp_path, KEY, [note], "en", UTC)
+    assert "at=0-39 digest=" in (tmp_path / "2026-11-01.md").read_text(encoding="utf-8")
+    noted = noted_spans(tmp_path, KEY, "2026-11-01")
+    assert noted[0].at == (0, 39)
+    assert is_noted("2026-11-01T01:10:00", noted, 10)
+    assert not is_noted("2026-11-01T01:10:00", noted, 45), "the repeated hour comes after the span"
+    assert not is_noted("2026-11-01T09:00:00", noted, 5), "/new: positions start again, at later times"
+    assert is_noted("2026-11-01T01:10:00", noted), "a message of unknown position is judged by its time"
+    old = [noted_spans(tmp_path, KEY, "2026-11-01")[0]._replace(at=None)]
+    assert is_noted("2026-11-01T01:10:00", old, 45), "a marker written before positions: by time, as before"
+    same = note.model_copy(update={"topics": ["the first time round"]})
+    assert append_notes(tmp_path, KEY, [same], "en", UTC) == 0, "the same span again is no new section"
+    moved = note.model_copy(update={"first_position": 40, "last_position": 79, "topics": ["after the change"]})
+    assert append_notes(tmp_path, KEY, [moved], "en", UTC) == 1, "same times, later positions: a new span"
 
 
 def test_appends_never_change_earlier_bytes(tmp_path: Path) -> None:
@@ -226,7 +251,7 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
     assert (await summarize_now(redis, deps_for(), KEY)).outcome.status == "summarized"
     memory = nanobot_home.workspace / "memory"
     assert not (memory / "2026-11-20.md").exists(), sorted(p.name for p in memory.iterdir())
-    assert noted_spans(memory, KEY, "2026-11-20") == [("2026-11-20T10:00:00", "2026-11-20T10:19:00")]
+    assert stamps(noted_spans(memory, KEY, "2026-11-20")) == [("2026-11-20T10:00:00", "2026-11-20T10:19:00")]
     assert append_notes(memory, KEY, [DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00",
                                                  last_timestamp="2026-11-20T10:19:00")], "en", UTC) == 0
     assert not (memory / "2026-11-20.md").exists(), "the same span again adds nothing anywhere"
@@ -260,7 +285,7 @@ def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an
         with path.open("a", encoding="utf-8") as other_worker:  # another worker's section, by hand
             other_worker.write(f"\n{notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12).marker()}\n"
                                "## cli:direct\n\n### Topics\n- the backup script\n")
-        assert noted_spans(tmp_path, "cli:direct", "2026-11-20") == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
+        assert stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20")) == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
         assert len(parses) == 1, "a change by another hand is read whole"
         assert append_notes(tmp_path, "cli:direct", [note(16, "The backup script.", "cli:direct")], "en", UTC) == 0, \
             "its items count as noted too"
@@ -268,5 +293,5 @@ def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an
         assert append_notes(tmp_path, KEY, [note(17, "the NGINX port!")], "en", UTC) == 0, "the user's edit is seen"
     finally:
         notes_module.DAYS._parse = real_parse
-    assert [span for span in noted_spans(tmp_path, KEY, "2026-11-20")] == [
+    assert stamps(noted_spans(tmp_path, KEY, "2026-11-20")) == [
         (f"2026-11-20T{hour:02d}:00:00", f"2026-11-20T{hour:02d}:30:00") for hour in (9, 10, 11, 12, 13, 17)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from nanobot_hooks.queue import load_record, store_record
 from tests.support.commands import run_in_process
 from tests.support.environment import process_env
 from tests.support.fakellm import Reply
-from tests.support.models import Summarizer, summary_json
+from tests.support.models import Summarizer, summary_json, user_lines
 from tests.support.redis_server import RedisServer
 from worker.memory import longterm
 from worker.model.answer import Fact
@@ -154,6 +155,48 @@ async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanob
     spans = noted_spans(memory, KEY, day)
     visible = [m for m in messages if not m.get("_hidden_history")]
     assert all(is_noted(m["timestamp"], spans) for m in visible), "every message of the day is in its notes"
+
+
+@pytest.fixture
+def in_new_york(monkeypatch):
+    """This process's local time is New York's, as a nanobot there stamps its messages."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_noted_span(in_new_york, redis,
+                                                                                         nanobot_home, fake_llm,
+                                                                                         deps_for):
+    """nanobot stamps messages in naive local time. When summer time ends (New York, 1 November 2026, 02:00
+    becomes 01:00 again), the repeated hour's messages carry times that a span noted an hour before covers;
+    they come after it, and must be sent as new and noted."""
+    nanobot_home.write_config(fake_llm.url, timezone="America/New_York")
+    fake_llm.responder = Summarizer()
+    summer = conversation(20, start=datetime(2026, 11, 1, 1, 0))  # 01:00-01:39, the first time round
+    nanobot_home.write_session(KEY, summer)
+    deps = deps_for(summary_keep="messages:2")
+    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
+    record = await load_record(redis, KEY)
+    assert record is not None
+    # nanobot applies the summary (its hidden marker moves the later messages up by one); then the clock goes back.
+    messages = summer[:record.boundary] + [{"role": "user", "content": "Continue from the checkpoint.",
+                                            "_hidden_history": True, "timestamp": "2026-11-01T01:40:00"}]
+    messages += summer[record.boundary:]
+    winter = conversation(10, start=datetime(2026, 11, 1, 1, 5), user="after the change, question {i}")
+    nanobot_home.write_session(KEY, messages + winter, last_archived=record.boundary,
+                               metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
+    await redis.delete(TEST_KEYS.record(KEY))
+    sent = len(fake_llm.requests)
+    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
+    asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
+    assert [f"after the change, question {i}" for i in range(9)] == [t for t in asked if "after the change" in t], \
+        "the repeated hour's messages are sent as new, not as already in the notes"
+    notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
+    assert all(f"after the change, question {i}" in notes for i in range(9)), notes
+    assert notes.count("question 3 about the deploy script") == 1, "the first hour is noted once"
 
 
 async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(redis, nanobot_home, deps_for):

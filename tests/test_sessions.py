@@ -148,6 +148,27 @@ def test_a_read_from_the_watermark_holds_only_what_follows_it_under_the_sessions
         list(session.messages)
 
 
+def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermark_or_the_start(nanobot_home):
+    """A noted span records positions among the visible messages: nanobot's checkpoint markers, inserted in the
+    middle, move no one's position, and a read from the watermark counts the ones it did not keep."""
+    from worker.text.prepare import Lines
+
+    messages = conversation(30)
+    for at in (50, 20):  # two applied summaries, each with its hidden marker at its boundary
+        messages.insert(at, {"role": "user", "content": "Continue.", "_hidden_history": True,
+                             "timestamp": "2026-11-20T11:00:00"})
+    nanobot_home.write_session("telegram:9", messages, last_archived=51)
+    whole = read_session(nanobot_home.sessions_dir, "telegram:9")
+    tail = read_session(nanobot_home.sessions_dir, "telegram:9", from_watermark=True)
+    assert tail.first == 50
+    full, part = Lines(whole.messages), Lines(tail.messages)
+    assert [part.position(i) for i in range(50, 62)] == [full.position(i) for i in range(50, 62)]
+    assert [full.position(i) for i in (19, 20, 21, 52)] == [19, 20, 20, 50]
+    visible = [m for m in messages if not m.get("_hidden_history")]
+    assert all(visible[full.position(i)] is messages[i] for i in range(len(messages))
+               if not messages[i].get("_hidden_history"))
+
+
 def test_a_read_from_an_out_of_range_watermark_reads_every_message(nanobot_home) -> None:
     messages = conversation(10)
     nanobot_home.write_session("telegram:9", messages, last_archived=500)  # nanobot starts over from 0

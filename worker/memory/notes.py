@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from datetime import date as Date
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from worker.text.redact import one_line
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 _MARKER = re.compile(
     r"^<!-- nanobot-summary:notes session=(?P<session>\S+) first=(?P<first>\S+) last=(?P<last>\S+)"
-    r" digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
+    r"(?: at=(?P<at_first>\d+)-(?P<at_last>\d+))? digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
     re.MULTILINE,
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -36,16 +37,20 @@ _SAFE = ":@+._~/"  # what stays readable of a session key in a marker: the rest 
 
 @dataclass(frozen=True)
 class Span:
-    """What a section's hidden marker records: whose messages, from when to when."""
+    """What a section's hidden marker records: whose messages, from when to when, at which positions among the
+    session's visible messages (markers written before positions were kept have none)."""
 
     session: str
     first: str | None
     last: str | None
     digest: str
+    at: tuple[int, int] | None = None
 
     def same(self, other: Span) -> bool:
         """The same covered span; without timestamps, the same content."""
         if self.session != other.session:
+            return False
+        if self.at and other.at and self.at != other.at:
             return False
         if self.first or self.last:
             return (self.first, self.last) == (other.first, other.last)
@@ -54,8 +59,17 @@ class Span:
     def marker(self) -> str:
         def field(value: str | None) -> str:
             return quote_key(value) if value else "-"
+        at = f" at={self.at[0]}-{self.at[1]}" if self.at else ""
         return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
-                f" last={field(self.last)} digest={self.digest} -->")
+                f" last={field(self.last)}{at} digest={self.digest} -->")
+
+
+class Noted(NamedTuple):
+    """A noted span as a job checks its messages against it: their first and last timestamps and positions."""
+
+    first: str
+    last: str
+    at: tuple[int, int] | None = None
 
 
 def quote_key(key: str) -> str:
@@ -91,7 +105,8 @@ def digest(items: dict[str, list[str]]) -> str:
 def _span(match: re.Match[str]) -> Span:
     def value(raw: str) -> str | None:
         return None if raw == "-" else unquote(raw)
-    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"])
+    at = (int(match["at_first"]), int(match["at_last"])) if match["at_first"] else None
+    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"], at)
 
 
 def spans(text: str) -> list[Span]:
@@ -174,7 +189,9 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
     the hidden marker alone, so `noted_spans` still sees the span.
     """
     items = note_items(note)
-    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items))
+    at = (note.first_position, note.last_position) if note.first_position is not None \
+        and note.last_position is not None else None
+    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at)
     if any(span.same(old) for day in (existing, held or DayText()) for old in day.spans.get(session, [])):
         return ""
     known = list(existing.items.get(session, []))
@@ -247,20 +264,32 @@ def _append(path: Path, text: str) -> None:
     DAYS.appended(path, before, text)
 
 
-def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[tuple[str, str]]:
-    """The (first, last) message timestamps of every span of a session noted in that day's file, or held
-    beside it (a span with nothing to note)."""
+def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[Noted]:
+    """Every span of a session noted in that day's file, or held beside it (a span with nothing to note)."""
     path = day_path(memory_dir, date)
-    return [(span.first or span.last or "", span.last or span.first or "")
+    return [Noted(span.first or span.last or "", span.last or span.first or "", span.at)
             for day in (DAYS.get(path), DAYS.get(held_path(path))) for span in day.spans.get(session_key, [])
             if span.first or span.last]
 
 
-def is_noted(stamp: str, noted: list[tuple[str, str]]) -> bool:
-    """Does a noted span cover this message timestamp? Spans, not a high-water mark: messages whose notes
-    were never written (a failed write, history from before the install) stay un-noted until they are."""
+def is_noted(stamp: str, noted: list[Noted], position: int | None = None) -> bool:
+    """Does a noted span cover this message? Spans, not a high-water mark: messages whose notes were never
+    written (a failed write, history from before the install) stay un-noted until they are.
+
+    By position where the span has them: when the clock goes back, the repeated hour's messages come after the
+    span although their times fall inside it. The time still has to be no later than the span's last: `/new`
+    empties a session and its positions start again, with later times."""
+    for span in noted:
+        if span.at is not None and position is not None:
+            if span.at[0] <= position <= span.at[1] and not _before(span.last, stamp):
+                return True
+        elif not _before(stamp, span.first) and not _before(span.last, stamp):
+            return True
+    return False
+
+
+def _before(one: str, other: str) -> bool:
     try:
-        moment = datetime.fromisoformat(stamp)
-        return any(datetime.fromisoformat(first) <= moment <= datetime.fromisoformat(last) for first, last in noted)
+        return datetime.fromisoformat(one) < datetime.fromisoformat(other)
     except (ValueError, TypeError):  # odd formats: ISO strings of one format compare as text
-        return any(first <= stamp <= last for first, last in noted)
+        return one < other

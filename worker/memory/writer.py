@@ -143,6 +143,6 @@ class MemoryFiles:
         lists them)."""
         return longterm.forget_session(self.memory_path, session_key, self.today(), dry_run)
 
-    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]:
-        """The spans of a session's messages already in that day's notes (first, last timestamps)."""
+    def noted_spans(self, session_key: str, date: str) -> list[notes.Noted]:
+        """The spans of a session's messages already in that day's notes."""
         return notes.noted_spans(self.memory_dir, session_key, date)

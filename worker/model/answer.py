@@ -36,6 +36,8 @@ class DailyNotes(BaseModel):
     date: str  # YYYY-MM-DD, from the messages' own timestamps
     first_timestamp: str | None = None
     last_timestamp: str | None = None
+    first_position: int | None = None  # among the session's visible messages: set from them, never by the model
+    last_position: int | None = None
     topics: list[str] = Field(default_factory=list)
     preferences: list[str] = Field(default_factory=list)
     decisions: list[str] = Field(default_factory=list)

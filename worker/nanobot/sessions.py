@@ -13,6 +13,7 @@ from typing import Any, overload
 from nanobot_hooks.nanobot_format import (
     METADATA_TYPE,
     PROVIDER_STATE_TYPE,
+    is_hidden,
     key_from_name,
     storage_name,
     summary_text,
@@ -73,8 +74,9 @@ class Tail(Sequence[dict[str, Any]]):
     """A session's messages from index `first` on, under the whole session's indices and length: a job reads
     from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
 
-    def __init__(self, first: int, items: list[dict[str, Any]], total: int) -> None:
+    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0) -> None:
         self.first, self.items, self.total = first, items, total
+        self.visible_before = visible_before  # the visible messages before `first`: where positions go on from
 
     def __len__(self) -> int:
         return self.total
@@ -196,6 +198,7 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     skipped: list[str] = []
     first = 0  # the index of messages[0]
     count = 0
+    visible = 0  # messages before `first` that are not nanobot's hidden rows
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -220,6 +223,8 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
         else:
             if count >= first:
                 messages.append(data)
+            elif not is_hidden(data):
+                visible += 1
             count += 1
-    held: Sequence[dict[str, Any]] = Tail(min(first, count), messages, count) if first else messages
+    held: Sequence[dict[str, Any]] = Tail(min(first, count), messages, count, visible) if first else messages
     return SessionFile(key, path, metadata, held, len(skipped), skipped)

@@ -8,6 +8,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Protocol
 
+from worker.memory.notes import Noted
 from worker.memory.recall_index import RecallIndex
 from worker.model.answer import DailyNotes, Fact
 from worker.nanobot.config import ModelChoice, NanobotConfig
@@ -18,7 +19,7 @@ from worker.text.tokens import Counter
 class Memory(Protocol):
     """The memory files, as the job uses them (worker.memory.writer.MemoryFiles)."""
 
-    def noted_spans(self, session_key: str, date: str) -> list[tuple[str, str]]: ...
+    def noted_spans(self, session_key: str, date: str) -> list[Noted]: ...
 
     def known_facts(self, limit: int | None = None) -> list[str]: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from worker.errors import MemoryFilesError, NanobotConfigError
-from worker.memory.notes import is_noted
+from worker.memory.notes import Noted, is_noted
 from worker.model.answer import NOTE_FIELDS, DailyNotes, Fact
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry
@@ -48,7 +48,7 @@ def known_facts(deps: Deps) -> list[str]:
 
 def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
     """Entries that no span of this session in their day's notes file covers yet."""
-    noted: dict[str, list[tuple[str, str]]] = {}
+    noted: dict[str, list[Noted]] = {}
     fresh = []
     for entry in entries:
         if entry.date is None or entry.timestamp is None:
@@ -56,12 +56,12 @@ def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
             continue
         if entry.date not in noted:
             noted[entry.date] = _noted_spans(deps, session_key, entry.date)
-        if not is_noted(entry.timestamp, noted[entry.date]):
+        if not is_noted(entry.timestamp, noted[entry.date], entry.position):
             fresh.append(entry)
     return fresh
 
 
-def _noted_spans(deps: Deps, session_key: str, date: str) -> list[tuple[str, str]]:
+def _noted_spans(deps: Deps, session_key: str, date: str) -> list[Noted]:
     try:
         return deps.memory.noted_spans(session_key, date)
     except (OSError, ValueError) as exc:
@@ -90,4 +90,5 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
         if stamps:
             note.first_timestamp = stamps[0].timestamp
             note.last_timestamp = stamps[-1].timestamp
+            note.first_position, note.last_position = stamps[0].position, stamps[-1].position
     return [by_date[d] for d in sorted(by_date)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -31,6 +31,8 @@ class Entry:
     text: str
     # The text's count (+1 for its line), counted when `chunk` first needs it.
     tokens: int | None = field(default=None, compare=False)
+    # Its place among the session's visible messages (Lines.position): what a noted span records.
+    position: int | None = None
 
     def counted(self, counter: Counter) -> int:
         if self.tokens is None:
@@ -115,6 +117,21 @@ class Lines:
     def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
         self.messages = messages
         self._made: dict[int, str | None] = {}
+        # [i]: how many visible messages come before index start + i; a session read from its watermark (a
+        # worker.nanobot.sessions.Tail) holds its messages from `first` on and counted the visible ones before.
+        self._start: int = getattr(messages, "first", 0)
+        self._visible_before: list[int] = [getattr(messages, "visible_before", 0)]
+
+    def position(self, index: int) -> int:
+        """The message's place among the visible ones. Its index would not do: nanobot inserts each summary's
+        hidden checkpoint marker in the middle of the list, and the messages after it move up by one. Wall-clock
+        times would not do either: when the clock goes back (autumn's repeated hour), later messages carry
+        times an earlier span already covers."""
+        counted = self._visible_before
+        while self._start + len(counted) <= index:
+            before = self._start + len(counted) - 1
+            counted.append(counted[-1] + (0 if is_hidden(self.messages[before]) else 1))
+        return counted[index - self._start]
 
     def __call__(self, index: int) -> str | None:
         try:
@@ -144,7 +161,8 @@ def transcript(
         if line is not None:
             # render(message, moment) is the same line with its time in front.
             text = moment.strftime("[%Y-%m-%d %H:%M] ") + line if moment else line
-            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, text))
+            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, text,
+                                 position=lines.position(index)))
     return entries
 
 
@@ -164,7 +182,7 @@ def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[
                 text = cut_middle(text, max(200, int(len(text) * budget / max(counter(text), 1) * 0.9)))
                 if counter(text) < budget:
                     break
-            entry = Entry(entry.index, entry.date, entry.timestamp, text, counter(text) + 1)
+            entry = replace(entry, text=text, tokens=counter(text) + 1)
         if current and used + entry.counted(counter) > budget:
             chunks.append(current)
             current, used = [], 0
