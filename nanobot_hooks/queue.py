@@ -4,8 +4,8 @@ unreadable record is dropped too: it would block its session forever), and the s
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar, cast
 
 from arq.connections import ArqRedis
 from arq.jobs import Job
@@ -30,6 +30,15 @@ return 0
 """
 
 UNREADABLE = "unreadable"
+
+T = TypeVar("T")
+
+
+async def reply(call: Awaitable[T] | T) -> T:
+    """A Redis command's answer, awaited. redis-py types each command for its sync and asyncio clients at once
+    (`Awaitable[X] | X`); on our asyncio clients (ArqRedis, not generic) it is always the awaitable. One typed
+    await here, used wherever such an answer is read, instead of a cast at every call."""
+    return await cast(Awaitable[T], call)
 
 
 def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
@@ -109,7 +118,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
     keys = Keys.of(redis)
     raw = await redis.get(keys.record(session_key))
     if not raw:
-        await redis.srem(keys.pending, session_key)  # expired or dropped: nothing to wait for
+        await reply(redis.srem(keys.pending, session_key))  # expired or dropped: nothing to wait for
         return None
     try:
         return SummaryRecord.model_validate_json(raw)
@@ -119,7 +128,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
 
 
 async def pending_sessions(redis: ArqRedis) -> list[str]:
-    members = await redis.smembers(Keys.of(redis).pending)
+    members = await reply(redis.smembers(Keys.of(redis).pending))
     return sorted(m.decode() if isinstance(m, bytes) else m for m in members)
 
 
@@ -131,7 +140,8 @@ async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
 async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
     keys = Keys.of(redis)
     names = [keys.record(session_key), keys.pending]
-    return bool(await redis.eval(_DROP_IF_SAME, len(names), *names, needle, session_key))
+    # redis-py annotates EVAL's keys and arguments as str only; like every command's, bytes are sent as they are.
+    return bool(await reply(redis.eval(_DROP_IF_SAME, len(names), *names, cast(str, needle), session_key)))
 
 
 CONTEXT_KEPT = 400  # entries of a session's context history: a year of a busy chat's turns would be too many
@@ -154,7 +164,7 @@ async def note_context(redis: ArqRedis, entries: Sequence[tuple[str, dict[str, A
 async def context_history(redis: ArqRedis, session_key: str) -> list[dict[str, Any]]:
     """A session's context history, oldest first; an entry that does not read is left out."""
     found = []
-    for raw in await redis.lrange(Keys.of(redis).context(session_key), 0, -1):
+    for raw in await reply(redis.lrange(Keys.of(redis).context(session_key), 0, -1)):
         try:
             entry = json.loads(raw)
         except ValueError:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 from arq.connections import ArqRedis, RedisSettings, create_pool
@@ -156,7 +156,9 @@ def version_problem(version: str) -> str | None:
 def server_version(url: str, timeout: float = 2.0, **options: Any) -> str:
     client = client_for(url, timeout, **options)
     try:
-        return str(client.info("server").get("redis_version", ""))
+        # redis-py types a command for its sync and asyncio clients at once; this client is the sync one.
+        info = cast(dict[str, Any], client.info("server"))
+        return str(info.get("redis_version", ""))
     finally:
         client.close()
 

@@ -12,7 +12,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract import Keys, utcnow
-from nanobot_hooks.queue import load_record, pending_sessions
+from nanobot_hooks.queue import load_record, pending_sessions, reply
 from nanobot_hooks.settings import redacted_url
 from worker.state import budget
 from worker.connections import open_pool, redis_problem
@@ -47,9 +47,9 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     # Idle checks wait by design (one per recently active session, until it has been quiet long enough).
     idle_checks = sum(1 for job, _ in queue if job.startswith(keys.idle_job_id("")))
     waiting = [score for job, score in queue if not job.startswith(keys.idle_job_id(""))]
-    spend = {key: budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))).model_dump()
+    spend = {key: budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))).model_dump()
              for key in await _scan(redis, keys.spend("session:"))}
-    stats = {_text(k): int(v) for k, v in (await redis.hgetall(keys.stats)).items()}
+    stats = {_text(k): int(v) for k, v in (await reply(redis.hgetall(keys.stats))).items()}
     return {
         "worker": workers["health"],
         "workers": workers["reports"],
@@ -62,7 +62,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "pending_records": await _records(redis),
         "resting": await _resting(redis),
         "outcomes": await _outcomes(redis),
-        "spend": {"total": budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))).model_dump(),
+        "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
     }

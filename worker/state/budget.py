@@ -9,6 +9,7 @@ from arq.connections import ArqRedis
 from pydantic import BaseModel
 
 from nanobot_hooks.contract import Keys
+from nanobot_hooks.queue import reply
 
 if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.model.llm import Completion
@@ -81,12 +82,12 @@ async def record_call(redis: ArqRedis, session_key: str, completion: Completion,
 
 async def month_spend(redis: ArqRedis, month: str) -> tuple[int, float]:
     """Summarizing tokens and cost (USD, priced calls only) in a month, `YYYY-MM` of the worker's days."""
-    tokens, cost = await redis.hmget(Keys.of(redis).spend(f"month:{month}"), ["tokens", "cost"])
+    tokens, cost = await reply(redis.hmget(Keys.of(redis).spend(f"month:{month}"), ["tokens", "cost"]))
     return int(tokens or 0), float(cost or 0.0)
 
 
 async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
-    return Spend.from_hash(await redis.hgetall(Keys.of(redis).spend(f"job:{session_key}")))
+    return Spend.from_hash(await reply(redis.hgetall(Keys.of(redis).spend(f"job:{session_key}"))))
 
 
 async def start_job(redis: ArqRedis, session_key: str) -> Cooldown | None:
@@ -104,7 +105,7 @@ async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int
     """Why no more summarizing tokens may be spent today, or None."""
     if per_session is None and overall is None:
         return None
-    total, mine = await redis.hmget(Keys.of(redis).spend(f"day:{day}"), ["tokens", f"tokens:{session_key}"])
+    total, mine = await reply(redis.hmget(Keys.of(redis).spend(f"day:{day}"), ["tokens", f"tokens:{session_key}"]))
     total, mine = int(total or 0), int(mine or 0)
     if per_session is not None and mine >= per_session:
         return f"the session's daily cap of {per_session} summarizing tokens is reached ({mine} today)"

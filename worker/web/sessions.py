@@ -15,7 +15,7 @@ from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract import Keys
 from nanobot_hooks.nanobot_format import METADATA_TYPE, summary_text
-from nanobot_hooks.queue import context_history, load_record
+from nanobot_hooks.queue import context_history, load_record, reply
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget
@@ -62,7 +62,7 @@ async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
         "failures": int(await redis.get(keys.failures(key)) or 0),
         "rest": await budget.cooling(redis, key),
         "record": await load_record(redis, key),
-        "spend": budget.Spend.from_hash(await redis.hgetall(keys.spend(f"session:{key}"))),
+        "spend": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))),
         "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
         "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),
         "context": sawtooth(await context_history(redis, key)),
