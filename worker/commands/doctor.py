@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_hooks.settings import redacted_url
-from worker.commands.checks import Check, render
+from worker.commands.checks import Check, Level, render
 from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
@@ -60,10 +60,10 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
 def own_summaries_checks(config: NanobotConfig, auto_summary: bool) -> list[Check]:
     """nanobot's idle compaction and Dream, advised by what the worker does: with automatic summaries on they
     do its work twice; with them off they are all that summarizes idle sessions and writes MEMORY.md."""
-    agents = config.data.get("agents") if isinstance(config.data.get("agents"), dict) else {}
-    defaults = agents.get("defaults") if isinstance(agents.get("defaults"), dict) else {}
+    agents = found if isinstance(found := config.data.get("agents"), dict) else {}
+    defaults = found if isinstance(found := agents.get("defaults"), dict) else {}
     idle = defaults.get("idleCompactAfterMinutes", defaults.get("sessionTtlMinutes", 15))
-    dream = defaults.get("dream") if isinstance(defaults.get("dream"), dict) else {}
+    dream = found if isinstance(found := defaults.get("dream"), dict) else {}
     dreams = dream.get("enabled", True) is not False
     where = f"under agents.defaults in {config.path}"
     if not auto_summary:
@@ -201,7 +201,7 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
             checks.append(Check("ok", f"{seen}, {trusted} of them write MEMORY.md ({rule}: the others are not "
                                       "one-to-one chats)"))
         else:
-            level = "warn" if channel in WEB_CHANNELS else "ok"
+            level: Level = "warn" if channel in WEB_CHANNELS else "ok"
             checks.append(Check(level, f"{seen}, none writes MEMORY.md ({rule} does not trust them)",
                                 f"if only you use them: {rule},{channel}:* for nanobot and the worker "
                                 "(docs/memory-and-recall.md, Who may write long-term memory)"))

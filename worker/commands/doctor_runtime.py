@@ -11,7 +11,7 @@ from arq.connections import ArqRedis
 from redis.exceptions import ResponseError
 
 from nanobot_hooks.contract import utcnow
-from worker.commands.checks import Check
+from worker.commands.checks import Check, Level
 from worker.commands.status import gather
 from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem
@@ -98,7 +98,7 @@ def queue_checks(state: dict[str, Any]) -> list[Check]:
     waiting = f"{plural(state['queued'], 'job')} waiting, {plural(state['idle_checks'], 'idle check')}"
     if waited is None or waited < QUEUE_SLOW:
         return [Check("ok", f"queue moves: {waiting}, none overdue")]
-    level = "FAIL" if waited >= QUEUE_STUCK else "warn"
+    level: Level = "FAIL" if waited >= QUEUE_STUCK else "warn"
     fix = START if state["worker"] is None else ("the worker cannot keep up: start another "
                                                  "(docs/operations.md, Several workers)")
     return [Check(level, f"queue: the oldest job that is due has waited {waited:,.0f}s for a worker ({waiting})", fix)]

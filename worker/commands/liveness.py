@@ -77,7 +77,8 @@ def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[Worker
         return None  # a worker that does not say what it runs: only the rules above can tell
     lifetime = max(float(r.settings["job_timeout"]) for r in live) + PAST_TIMEOUT_MS / 1000
     started = now.timestamp() - (lifetime - max(left_ms, 0) / 1000)
-    if all(r.heartbeat_at.timestamp() > started and job_id not in (r.running or []) for r in live):
+    if all(r.heartbeat_at is not None and r.heartbeat_at.timestamp() > started and job_id not in (r.running or [])
+           for r in live):
         return "no live worker runs it: its worker was killed or froze"
     return None
 

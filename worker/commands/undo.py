@@ -34,7 +34,7 @@ class Refused(Exception):
 
 def undone_line_one(head: dict[str, Any]) -> list[str]:
     """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary."""
-    metadata = head.get("metadata") if isinstance(head.get("metadata"), dict) else {}
+    metadata = found if isinstance(found := head.get("metadata"), dict) else {}
     done = []
     if metadata.pop(LAST_SUMMARY, None) is not None:
         done.append("removed the summary nanobot sends instead of the covered messages (metadata._last_summary)")

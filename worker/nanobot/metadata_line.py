@@ -26,7 +26,7 @@ def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) ->
     it (the hooks' `applied` marker) survive. False (nothing changed) when the file or its metadata line is
     missing."""
     def set_entry(record: dict[str, Any]) -> bool:
-        metadata = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        metadata = found if isinstance(found := record.get("metadata"), dict) else {}
         current = metadata.get(name)
         merged = {**current, **value} if isinstance(current, dict) and isinstance(value, dict) else value
         record["metadata"] = {**metadata, name: merged}

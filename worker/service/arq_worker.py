@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from datetime import tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from arq import cron, func
 from arq.worker import Worker
@@ -32,7 +32,7 @@ from worker.summarize.jobs import summarize_session
 log = logging.getLogger("worker")
 
 
-def worker_options(settings: Settings, tz: ZoneInfo | None = None) -> dict[str, Any]:
+def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, Any]:
     """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
     hour, minute = (int(part) for part in settings.summary_daily_at.split(":"))
     return {

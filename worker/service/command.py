@@ -68,7 +68,7 @@ def run_worker(args: argparse.Namespace) -> int:
             return refuse(problem)
         if args.reload:
             return run_reloading(args.verbose)
-        options = worker_options(deps.settings, deps.tz)  # type: ignore[arg-type]
+        options = worker_options(deps.settings, deps.tz)
         options["ctx"] = {"deps": deps}
         SteadyWorker(**options, burst=args.burst).run()
     return 0

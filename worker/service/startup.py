@@ -68,19 +68,27 @@ async def sweep_recall_index(deps: Deps) -> None:
     In a daemon thread, not asyncio's pool, whose threads the interpreter waits for at exit: a rebuild of a
     year's messages takes seconds, and a worker stopped meanwhile (Ctrl-C, a restart) exited only once it was
     done. The index is safe to leave half-built: every step is a transaction, and the next start goes on."""
-    if deps.recall is None:
+    recall = deps.recall
+    if recall is None:
         return
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
 
+    def settle(result: Any) -> None:
+        if done.done():
+            return
+        if isinstance(result, BaseException):
+            done.set_exception(result)
+        else:
+            done.set_result(result)
+
     def sweep() -> None:
         try:
-            result: Any = deps.recall.refresh(deps.sessions_dir)
+            result: Any = recall.refresh(deps.sessions_dir)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, which sorts it out
             result = exc
         with contextlib.suppress(RuntimeError):  # the loop is gone: the worker stopped meanwhile
-            loop.call_soon_threadsafe(lambda: done.done() or (done.set_exception(result) if isinstance(
-                result, BaseException) else done.set_result(result)))
+            loop.call_soon_threadsafe(settle, result)
 
     threading.Thread(target=sweep, name="recall-index-sweep", daemon=True).start()
     try:

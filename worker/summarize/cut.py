@@ -8,17 +8,20 @@ from typing import Any, Literal, NamedTuple
 
 from nanobot_hooks.nanobot_format import is_user_turn, tool_calls
 
+KeepKind = Literal["messages", "tokens", "fraction", "turns"]
+KEEP_KINDS: tuple[KeepKind, ...] = ("messages", "tokens", "fraction", "turns")
+
 
 class KeepRule(NamedTuple):
     """How much recent history stays verbatim after a summary."""
 
-    kind: Literal["messages", "tokens", "fraction", "turns"]  # turns: the last N user turns and what followed
+    kind: KeepKind  # turns: the last N user turns and what followed
     value: float
 
     @classmethod
     def parse(cls, text: str) -> KeepRule:
         kind, sep, raw = text.strip().partition(":")
-        if not sep or kind not in ("messages", "tokens", "fraction", "turns"):
+        if not sep or kind not in KEEP_KINDS:
             raise ValueError("expected messages:N, tokens:N, fraction:F or turns:N")
         try:
             value = float(raw)

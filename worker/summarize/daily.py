@@ -110,7 +110,8 @@ async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> st
         sessions_dir = None  # nanobot has not run yet: no session is active
     try:
         since = await asyncio.to_thread(memory.held_since) if max_hold is not None else None
-        force = deps.settings.memory_write == "now" or (since is not None and time.time() - since >= max_hold)
+        force = deps.settings.memory_write == "now" or (
+            since is not None and max_hold is not None and time.time() - since >= max_hold)
         stats = await asyncio.to_thread(memory.flush, sessions_dir, deps.settings.summary_cache_ttl, force)
     except (OSError, Timeout, MemoryFilesError) as exc:
         log.warning("MEMORY.md: held facts not written yet (%s); the next run tries again", exc)

@@ -3,6 +3,7 @@ skips). The job and `enqueue --dry-run` both make it here."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +85,7 @@ def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest
     return cut_by(session.messages, start, counts, keep, window_for(deps, req), explicit=bool(req.keep)), counts
 
 
-def cut_by(messages: list[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
+def cut_by(messages: Sequence[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
            explicit: bool = False) -> Cut:
     """The planner's cut for `keep`, with the rules it does not know itself: turns:N (the last N user turns
     and what followed them), and keeping nothing when the job's request asks for exactly that (an idle
@@ -97,7 +98,7 @@ def cut_by(messages: list[dict[str, Any]], start: int, counts: list[int], keep: 
     return plan_cut(messages, start, counts, keep, window)
 
 
-def last_turns_start(messages: list[dict[str, Any]], turns: int) -> int:
+def last_turns_start(messages: Sequence[dict[str, Any]], turns: int) -> int:
     """Where the last `turns` user turns begin (the end when 0; the start when there are fewer)."""
     if turns <= 0:
         return len(messages)

@@ -62,7 +62,7 @@ def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = N
 def _tool_call_text(call: Any) -> str:
     if not isinstance(call, dict):
         return ""
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    function = found if isinstance(found := call.get("function"), dict) else call
     name = function.get("name", "?")
     # Decoded, so a secret under its key's name or quoted inside a string value is found (worker.text.redact).
     arguments = redact_arguments(function.get("arguments", ""), lambda text: cut_middle(text, TOOL_ARGS_CHARS, redact))
