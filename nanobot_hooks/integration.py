@@ -9,6 +9,7 @@ loop (`aclose()`), the listener is cancelled and awaited and the Redis connectio
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -90,7 +91,7 @@ class Integration(Shared):
             finally:
                 await integration.close()
 
-        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        functools.update_wrapper(wrapper, original, assigned=(), updated=())  # sets only __wrapped__
         loop = self.s.loop
         setattr(loop, name, wrapper)
         self._undo.append(lambda: setattr(loop, name, original) if getattr(loop, name) is wrapper else None)

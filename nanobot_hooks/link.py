@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
-from redis.asyncio.connection import Connection, SSLConnection
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
@@ -112,14 +112,12 @@ class Resolver:
 RESOLVER = Resolver()
 
 
-class _ResolvedAddress:
+class _ResolvedAddress(Connection):
     """A redis-py connection to the address RESOLVER keeps for its host: never a look-up in asyncio's default
     thread pool. With TLS the host's name is still the one sent (SNI) and checked."""
 
-    host: str
-
     def _connection_arguments(self) -> dict[str, Any]:
-        arguments = dict(super()._connection_arguments())  # type: ignore[misc]
+        arguments = dict(super()._connection_arguments())
         address = RESOLVER.known(self.host)
         if address is None:
             raise RedisConnectionError(f"{self.host} is not resolved yet")
@@ -137,7 +135,8 @@ class ResolvedSSLConnection(_ResolvedAddress, SSLConnection):
     pass
 
 
-RESOLVED = {Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection}
+RESOLVED: dict[type[AbstractConnection], type[AbstractConnection]] = {
+    Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection}
 
 
 class RedisLink:

@@ -28,6 +28,7 @@ import asyncio
 import sys
 import time
 from datetime import datetime
+from types import FrameType
 from typing import Any, Literal
 
 from nanobot_hooks import logs
@@ -93,7 +94,7 @@ class PickupScheduler:
         policy = getattr(session, "policy", None)
         if policy is not None and getattr(policy, "persist", True) is False:
             return False
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         for _ in range(TURN_FRAMES):
             if frame is None:
                 break
@@ -255,7 +256,6 @@ class PickupScheduler:
 def idle_seconds(session: Any) -> float | None:
     """Seconds since nanobot last saved the session (its `updated_at`, local time), None if unknown."""
     updated = getattr(session, "updated_at", None)
-    try:
-        return max((datetime.now(updated.tzinfo) - updated).total_seconds(), 0.0)
-    except (AttributeError, TypeError):  # not a datetime
+    if not isinstance(updated, datetime):
         return None
+    return max((datetime.now(updated.tzinfo) - updated).total_seconds(), 0.0)

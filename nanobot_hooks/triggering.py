@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import SummarizeRequest
+from nanobot_hooks.contract import Reason, SummarizeRequest
 from nanobot_hooks.nanobot_format import is_internal_session
 from nanobot_hooks.pickup import Outcome
 from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, note_context
@@ -52,8 +52,9 @@ class Triggering:
 
     def hook_factory(self) -> Callable[[Any], Any]:
         triggering = self
+        base: Any = self.s.hook_base  # nanobot's AgentHook, found at run time: unknown to mypy, like all of nanobot
 
-        class SummaryUsageHook(self.s.hook_base):  # type: ignore[name-defined, misc]
+        class SummaryUsageHook(base):
             """Keeps the provider-reported prompt tokens of each LLM call of one turn."""
 
             def __init__(self, session_key: str) -> None:
@@ -65,7 +66,7 @@ class Triggering:
 
         def factory(turn: Any) -> Any:
             key = getattr(turn, "session_key", None)
-            if getattr(turn, "ephemeral", False) or is_internal_session(key):
+            if key is None or getattr(turn, "ephemeral", False) or is_internal_session(key):
                 return None
             # nanobot builds the hook as the turn starts: usage left by a turn that failed before it was
             # saved goes now, so it never decides this turn's trigger.
@@ -148,7 +149,7 @@ class Triggering:
         if await self.link.call(f"queueing the idle check of {key}", queue) is None:
             self._idle_armed.pop(key, None)  # Redis failed: the next turn tries again
 
-    async def enqueue(self, key: str, reason: str, prompt: int | None, window: int | None,
+    async def enqueue(self, key: str, reason: Reason, prompt: int | None, window: int | None,
                       again: bool = True) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
