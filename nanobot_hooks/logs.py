@@ -16,7 +16,7 @@ _std = logging.getLogger("nanobot_hooks")
 
 
 def _emit(level: str, message: str) -> None:
-    _loguru.log(level, message)  # type: ignore[union-attr]
+    _loguru.log(level, message)
 
 
 # `nanobot agent` hides loguru records of modules under "nanobot" unless --logs is given; loguru

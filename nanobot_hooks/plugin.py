@@ -23,7 +23,7 @@ from nanobot_hooks import logs
 try:
     from nanobot.agent.tools.base import Tool as ToolBase
 except Exception:  # noqa: BLE001 - without nanobot's Tool, nanobot's loader skips this class anyway
-    ToolBase = object  # type: ignore[assignment, misc]
+    ToolBase = object
 
 SUPPORTED_PREFIX = "0.3."
 DISTRIBUTION = "nanobot-ai"
@@ -38,7 +38,7 @@ class Off(Exception):
     """Why the integration stays off; the message is the one log line."""
 
 
-class SummaryWorkerHooks(ToolBase):  # type: ignore[misc, valid-type]
+class SummaryWorkerHooks(ToolBase):
     """Not a tool: `enabled()` installs the summary worker integration and always answers False."""
 
     _scopes = {"core"}  # the main agent loop only; subagents get their own loader scope

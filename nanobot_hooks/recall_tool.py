@@ -30,7 +30,7 @@ RECALL_PARAMETERS: dict[str, Any] = {
 }
 
 
-class RecallTool(ToolBase):  # type: ignore[misc, valid-type]
+class RecallTool(ToolBase):
     """The `recall` tool: nanobot_hooks.recall searches, in a thread."""
 
     _scopes = {"core"}
