@@ -23,12 +23,16 @@ WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.nanobot_format", "nan
 WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 
 
+def sources(folder: str) -> list[Path]:
+    """The folder's modules; not the probe test_commands' reload test writes into worker/ for a moment (another
+    test process may be in the middle of that test)."""
+    return [path for path in sorted((ROOT / folder).rglob("*.py")) if not path.name.startswith("_reload_probe_")]
+
+
 def imports_of(folder: str) -> dict[str, set[str]]:
     """Module file -> every module it imports (absolute names, `from x import y` as x and x.y)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / folder).rglob("*.py")):
-        if path.name.startswith("_reload_probe_"):
-            continue  # test_commands' reload test writes one into worker/ for a moment, in another test process
+    for path in sources(folder):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -42,7 +46,7 @@ def imports_of(folder: str) -> dict[str, set[str]]:
 
 def test_every_import_is_absolute_so_the_layer_checks_see_it() -> None:
     for folder in ("worker", "nanobot_hooks", "tests"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
+        for path in sources(folder):
             relative = [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                         if isinstance(node, ast.ImportFrom) and node.level > 0]
             assert not relative, f"{path.relative_to(ROOT)}: relative import on line(s) {relative}"
