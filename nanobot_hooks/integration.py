@@ -16,7 +16,8 @@ from typing import Any
 from nanobot_hooks import logs
 from nanobot_hooks.listener import listen
 from nanobot_hooks.pickup_scheduler import PickupScheduler
-from nanobot_hooks.settings import HookSettings, redacted_url
+from nanobot_hooks.settings import HookSettings
+from nanobot_hooks.contract import redacted_url
 from nanobot_hooks.shared import Shared, Surface
 from nanobot_hooks.triggering import Triggering
 

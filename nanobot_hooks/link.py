@@ -17,9 +17,7 @@ from redis.asyncio.connection import AbstractConnection, Connection, SSLConnecti
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Keys
-from nanobot_hooks.queue import open_client
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import Keys, open_client, redacted_url
 
 T = TypeVar("T")
 

@@ -9,9 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract import Keys, pending_sessions
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.queue import pending_sessions
 
 # A notice is lost while nobody listens (Redis pub/sub keeps nothing), so the pending set is read
 # again after every (re)subscribe and now and then, which also notices a silently dead connection.

@@ -10,8 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from nanobot_hooks.contract import SessionMarker, SummaryRecord
-from nanobot_hooks.nanobot_format import LAST_SUMMARY, timestamp_before
+from nanobot_hooks.contract import LAST_SUMMARY, SessionMarker, SummaryRecord, timestamp_before
 
 Outcome = Literal["applied", "stale", "duplicate"]
 

@@ -32,10 +32,9 @@ from types import FrameType
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import SummaryRecord
-from nanobot_hooks.nanobot_format import is_internal_session, last_context_tokens
+from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_internal_session, last_context_tokens,
+                                    load_record_or_drop, note_context)
 from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
-from nanobot_hooks.queue import UNREADABLE, drop_record, load_record_or_drop, note_context
 from nanobot_hooks.shared import MAX_SESSIONS, THROTTLE, Shared
 from nanobot_hooks.trigger import pickup_due
 

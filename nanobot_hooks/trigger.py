@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nanobot_hooks.contract import Reason, SessionMarker
-from nanobot_hooks.nanobot_format import is_hidden, is_user_turn
+from nanobot_hooks.contract import Reason, SessionMarker, is_hidden, is_user_turn
 
 
 def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: int = 0) -> int:

@@ -18,10 +18,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Reason, SummarizeRequest
-from nanobot_hooks.nanobot_format import is_internal_session
+from nanobot_hooks.contract import (Reason, SummarizeRequest, enqueue_idle_check, enqueue_summary,
+                                    is_internal_session, note_context)
 from nanobot_hooks.pickup import Outcome
-from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, note_context
 from nanobot_hooks.shared import MAX_SESSIONS, Shared
 from nanobot_hooks.trigger import count_from, decide, user_turns_since
 

@@ -25,8 +25,7 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
 from filelock import FileLock  # noqa: E402
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest  # noqa: E402
-from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK  # noqa: E402
+from nanobot_hooks.contract import METADATA_KEY, SESSION_FILES_LOCK, SummarizeRequest  # noqa: E402
 from tests.support.redis_server import free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 from worker.nanobot.metadata_line import edit_attempt  # noqa: E402
@@ -69,7 +68,7 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     from arq.connections import create_pool
     from arq.worker import Worker
 
-    from nanobot_hooks.queue import enqueue_summary
+    from nanobot_hooks.contract import enqueue_summary
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
     from worker.connections import redis_settings

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arq.connections import ArqRedis, create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord  # noqa: E402
-from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions  # noqa: E402
+from nanobot_hooks.contract import (SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
+                                    load_record_or_drop, pending_sessions)
 from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
 from tests.support.redis_server import free_port  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402

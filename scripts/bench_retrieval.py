@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the corpus module be
 from rank_bm25 import BM25Okapi  # noqa: E402
 
 import retrieval_corpus as corpus  # noqa: E402
-from nanobot_hooks.nanobot_format import is_direct_chat  # noqa: E402
+from nanobot_hooks.contract import is_direct_chat  # noqa: E402
 from nanobot_hooks.recall import search  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
@@ -200,7 +200,7 @@ async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
     from arq.worker import Worker
 
     from nanobot_hooks.contract import SummarizeRequest
-    from nanobot_hooks.queue import enqueue_summary
+    from nanobot_hooks.contract import enqueue_summary
     from tests.support.fakellm import FakeLLM, Reply
     from worker.connections import redis_settings
     from worker.service.arq_worker import worker_options

@@ -24,8 +24,7 @@ from arq.worker import Worker  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from nanobot_hooks.contract import SummarizeRequest  # noqa: E402
-from nanobot_hooks.queue import enqueue_summary  # noqa: E402
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402

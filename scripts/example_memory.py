@@ -20,8 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arq.connections import create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 
-from nanobot_hooks.contract import SummarizeRequest  # noqa: E402
-from nanobot_hooks.queue import enqueue_summary  # noqa: E402
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402

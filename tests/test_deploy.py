@@ -21,8 +21,7 @@ import pytest
 import yaml
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace
-from nanobot_hooks.queue import load_record, store_record
+from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace, load_record, store_record
 from tests.support.environment import process_env
 from tests.support.nanobot_cli import find_nanobot
 from tests.support.redis_server import free_port

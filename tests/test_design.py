@@ -14,10 +14,8 @@ import pytest
 from tests.support.nanobot_cli import find_nanobot, nanobot_python
 
 ROOT = Path(__file__).resolve().parent.parent
-# What the worker may take from nanobot_hooks: the contract, the session format, the queue helpers, and
-# the settings it extends.
-WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.nanobot_format", "nanobot_hooks.queue",
-                  "nanobot_hooks.settings"}
+# What the worker may take from nanobot_hooks: the contract, and the settings it extends.
+WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.settings"}
 # The web page's recall search is the recall tool's own (read-only, standard library only), so a user sees what
 # the assistant would find; no other worker module may use it.
 WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
@@ -67,7 +65,7 @@ def test_the_command_line_door_is_the_only_hooks_module_naming_the_worker_and_no
             assert '"worker' not in (ROOT / module).read_text(encoding="utf-8"), module
 
 
-def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks() -> None:
+def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
     for module, names in imports_of("worker").items():
         hooks = {n for n in names if n.startswith("nanobot_hooks")}
         # `from nanobot_hooks.contract import X` adds both the module and X: only modules are checked.
@@ -77,6 +75,49 @@ def test_the_worker_uses_only_the_contract_the_format_and_the_queue_of_the_hooks
         upward = {n for n in names if n.split(".")[0] in {"scripts", "tests"}}
         assert not upward, f"{module} imports {sorted(upward)}"
 
+
+
+def test_the_worker_takes_the_contract_from_its_package_not_from_its_modules() -> None:
+    """The contract's modules are its own business: what the worker may use is what the package exports."""
+    for path in sources("worker"):
+        inner = [node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, (ast.ImportFrom, ast.Import)) and any(
+                     name.startswith("nanobot_hooks.contract.") for name in
+                     ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]))]
+        assert not inner, f"{path.relative_to(ROOT)} imports {inner}"
+
+
+# What the contract exports, pinned (as httpx pins its public names): a change here is a change of the contract
+# between two processes that may run different versions for a while, so it is made on purpose.
+CONTRACT = {
+    "keys": ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
+             "WORKSPACE_ID_FILE", "Keys", "default_namespace"],
+    "records": ["Reason", "SummarizeRequest", "SummaryRecord", "utcnow"],
+    "queue": ["CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
+              "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_record_or_drop",
+              "note_context", "pending_sessions", "reply", "store_record"],
+    "redis_url": ["SENTINEL_SCHEME", "SentinelTarget", "redacted_url", "sentinel_target"],
+    "client": ["open_client", "sync_client"],
+    "session_format": ["INTERNAL_SESSION_PREFIXES", "LAST_SUMMARY", "LAST_USAGE", "METADATA_TYPE", "NOT_A_TURN_FLAGS",
+                       "PROVIDER_STATE_TYPE", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "channel_of", "content_text",
+                       "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
+                       "last_context_tokens", "storage_name", "summary_text", "timestamp_before", "tool_calls"],
+    "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
+    "recall": ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
+               "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "SOURCE_BITS", "cjk_grams", "fts_problem", "index_text"],
+}
+
+
+def test_the_contract_exports_exactly_its_pinned_names_each_from_its_module() -> None:
+    import importlib
+
+    import nanobot_hooks.contract as contract
+
+    assert sorted(contract.__all__) == sorted(name for names in CONTRACT.values() for name in names)
+    for module, names in CONTRACT.items():
+        source = importlib.import_module(f"nanobot_hooks.contract.{module}")
+        for name in names:
+            assert getattr(contract, name) is getattr(source, name), f"{name} is not {module}'s"
 
 
 # The worker's layers, lowest first: a unit (a package of worker/, or a module at its top) imports only
@@ -105,10 +146,9 @@ WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
 # The hooks' layers, lowest first: the contract and nanobot's format at the bottom, the pure decisions, the
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
 HOOKS_LAYERS: list[tuple[str, set[str]]] = [
-    ("the contract and nanobot's format", {"contract", "nanobot_format", "logs", "command", "__init__"}),
+    ("the contract", {"contract", "logs", "command", "__init__"}),
     ("settings and pure decisions", {"settings", "trigger", "pickup", "recall_query", "recall_answer"}),
     ("the recall search", {"recall"}),
-    ("the queue", {"queue"}),
     ("the Redis link", {"link"}),
     ("what both jobs share", {"shared", "listener"}),
     ("triggering and pickups", {"triggering", "pickup_scheduler"}),

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, utcnow
-from nanobot_hooks.queue import enqueue_summary, store_record
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, enqueue_summary, store_record, utcnow
 from tests.support.commands import check, doctor, run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env

@@ -19,8 +19,7 @@ import pytest
 from arq.connections import ArqRedis, create_pool
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record
 from tests.support.crossing import CHAT
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env

@@ -16,8 +16,7 @@ import pytest
 from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.listener import listen
-from nanobot_hooks.queue import enqueue_idle_check
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import enqueue_idle_check, redacted_url
 
 from tests.support.defaults import TEST_KEYS
 from tests.support.redis_server import Certificates, RedisServer, free_port

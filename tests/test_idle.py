@@ -15,8 +15,7 @@ import pytest
 from arq.jobs import Job
 from arq.worker import Worker
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_idle_check, enqueue_summary, load_record, store_record
 from tests.support.fakellm import Reply
 from worker.service.arq_worker import worker_options
 from worker.summarize.cut import KeepRule, saves_enough, saving_floor

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from arq import Retry
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
 from worker.memory import longterm
 from worker.model.answer import Fact
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import redis as sync_redis
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
 from tests.support.fakellm import FakeRequest, Reply

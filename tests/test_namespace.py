@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace
+from nanobot_hooks.contract import (JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace,
+                                    enqueue_idle_check, enqueue_summary, load_record)
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks import logs
-from nanobot_hooks.queue import enqueue_idle_check, enqueue_summary, load_record
 from nanobot_hooks.settings import HookSettings, SettingsError
 from tests.support.fakellm import FakeRequest, Reply
 from worker.service.arq_worker import worker_options

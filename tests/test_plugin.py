@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from nanobot_hooks import logs, plugin
-from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.contract import METADATA_KEY, store_record
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.queue import store_record
 from nanobot_hooks.shared import MAX_SESSIONS
 
 from tests.support.defaults import TEST_KEYS
@@ -336,7 +335,7 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
     """The web page's sawtooth: the hooks keep each saved turn's prompt tokens (written together, at most every
     30 s, so a turn makes no Redis call of its own) and mark each summary they apply."""
     from nanobot_hooks import triggering
-    from nanobot_hooks.queue import context_history
+    from nanobot_hooks.contract import context_history
 
     integration = make(summary_interval=0)
     session = StandInSession(KEY, conversation(10))

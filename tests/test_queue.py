@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from nanobot_hooks.contract import SummaryRecord
-from nanobot_hooks.queue import (
-    UNREADABLE,
-    drop_record,
-    load_record,
-    load_record_or_drop,
-    pending_sessions,
-    store_record,
-)
+from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, load_record, load_record_or_drop,
+                                    pending_sessions, store_record)
 
 from tests.support.defaults import TEST_KEYS
 

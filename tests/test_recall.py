@@ -16,8 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from nanobot_hooks import contract, plugin, recall, recall_answer, recall_tool
-from nanobot_hooks.contract import RECALL_INDEX, index_text
-from nanobot_hooks.nanobot_format import is_direct_chat
+from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
 from nanobot_hooks.recall import search
 from nanobot_hooks.recall_answer import Hit, Source, snippet, visible_sources
 from nanobot_hooks.recall_query import read_query, terms

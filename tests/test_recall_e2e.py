@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.queue import load_record
+from nanobot_hooks.contract import load_record
 from tests.support.crossing import CHAT
 from tests.support.environment import process_env
 from tests.support.fakellm import FakeRequest, Reply

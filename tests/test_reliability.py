@@ -14,9 +14,7 @@ from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
-from nanobot_hooks.nanobot_format import storage_name
-from nanobot_hooks.queue import load_record, store_record
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, load_record, storage_name, store_record
 from tests.support.commands import run_in_process
 from tests.support.environment import process_env
 from tests.support.fakellm import Reply

@@ -21,8 +21,7 @@ from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
 from tests.support.commands import run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env

@@ -12,10 +12,10 @@ import pytest
 from redis.asyncio import Redis
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract import (SentinelTarget, SummarizeRequest, SummaryRecord, enqueue_summary, load_record,
+                                    pending_sessions, redacted_url, store_record)
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions, store_record
-from nanobot_hooks.settings import SentinelTarget, SettingsError, load_settings, redacted_url
+from nanobot_hooks.settings import load_settings, SettingsError
 from tests.support.defaults import TEST_KEYS
 from tests.support.redis_server import SentinelSetup
 from tests.support.transcripts import conversation

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.nanobot_format import SESSION_FILES_LOCK, key_from_name, storage_name
+from nanobot_hooks.contract import METADATA_KEY, SESSION_FILES_LOCK, key_from_name, storage_name
 from worker.nanobot.sessions import (
     SessionKeyError,
     SessionNotFound,

@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from arq.connections import create_pool
 
-from nanobot_hooks.contract import Keys, SummarizeRequest, SummaryRecord, utcnow
-from nanobot_hooks.queue import enqueue_summary, load_record, store_record
+from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, load_record, store_record,
+                                    utcnow)
 from tests.support.commands import run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env

@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
 from worker.state.outcomes import load_outcome
 from tests.support.fakellm import Error, Reply
 from worker.summarize.cut import plan_cut

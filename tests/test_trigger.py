@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY
-from nanobot_hooks.nanobot_format import is_internal_session, is_user_turn, last_context_tokens
+from nanobot_hooks.contract import METADATA_KEY, is_internal_session, is_user_turn, last_context_tokens
 from nanobot_hooks.trigger import count_from, decide, pickup_due, user_turns_since
 
 from tests.support.transcripts import conversation

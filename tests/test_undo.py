@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
 from tests.support.commands import run_in_process
 from tests.support.crossing import assert_summary_replaces_covered_messages, seed_cross_and_summarize
 from tests.support.environment import process_env

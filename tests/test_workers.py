@@ -9,8 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
 from tests.support.fakellm import Reply

@@ -16,10 +16,9 @@ from typing import Any, cast
 import redis
 from arq.connections import ArqRedis, RedisSettings, create_pool
 from redis.connection import parse_url
-from redis.sentinel import Sentinel
 
-from nanobot_hooks.contract import KEY_PREFIX
-from nanobot_hooks.settings import HookSettings, SentinelTarget, redacted_url, sentinel_target
+from nanobot_hooks.contract import KEY_PREFIX, SentinelTarget, redacted_url, sentinel_target, sync_client
+from nanobot_hooks.settings import HookSettings
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
@@ -53,16 +52,6 @@ def sentinel_settings(target: SentinelTarget) -> RedisSettings:
                          database=target.db, username=target.username, password=target.password)
 
 
-def client_for(url: str, timeout: float, **options: Any) -> redis.Redis:
-    """A synchronous client for `url`, behind Sentinel too (the primary it names), every call bounded."""
-    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
-    target = sentinel_target(url)
-    if target is None:
-        return redis.Redis.from_url(url, **bounds, **options)
-    return Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
-        target.service, db=target.db, username=target.username, password=target.password)
-
-
 async def open_pool(settings: HookSettings) -> ArqRedis:
     """A client of the configured Redis for scripts, bound to the instance's namespace (settled settings:
     `for_workspace`), failing at once when Redis does not answer."""
@@ -72,7 +61,7 @@ async def open_pool(settings: HookSettings) -> ArqRedis:
 
 def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
     """Does a Redis server answer PING at this URL (TLS and passwords included)?"""
-    client = client_for(url, timeout, **options)
+    client = sync_client(url, timeout, **options)
     try:
         return bool(client.ping())
     except redis.AuthenticationError:
@@ -88,7 +77,7 @@ def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
     the URL's database. Tells a server that is not there from one that refuses us (password, ACL user or
     rights, a database number it does not have): only the first may be replaced by an embedded Redis."""
     shown = redacted_url(url)
-    client = client_for(url, timeout, **options)
+    client = sync_client(url, timeout, **options)
     try:
         client.ping()
         client.exists(f"{KEY_PREFIX}:probe")  # a user whose ACL allows PING but not our keys fails here
@@ -154,7 +143,7 @@ def version_problem(version: str) -> str | None:
 
 
 def server_version(url: str, timeout: float = 2.0, **options: Any) -> str:
-    client = client_for(url, timeout, **options)
+    client = sync_client(url, timeout, **options)
     try:
         # redis-py types a command for its sync and asyncio clients at once; this client is the sync one.
         info = cast(dict[str, Any], client.info("server"))

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from nanobot_hooks.settings import HookSettings, SettingsError, load
+from nanobot_hooks.settings import HookSettings, load, SettingsError
 from worker.nanobot.config import NanobotConfig
 from worker.summarize.cut import KeepRule
 from worker.text.clock import zone

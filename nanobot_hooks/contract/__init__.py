@@ -1,18 +1,68 @@
-"""The one contract between nanobot and the worker: Redis names (`keys`), what travels through Redis
-(`records`), the line-1 marker of a session file (`marker`) and the recall index's layout (`recall`)."""
+"""The one contract between nanobot and the worker, exported here (the worker imports nothing else of the hooks
+but their settings): Redis names (`keys`), what travels through Redis (`records`) and the operations on it
+(`queue`), the Redis URL and client (`redis_url`, `client`), nanobot"s session-file format (`session_format`),
+the line-1 marker of a session file (`marker`) and the recall index"s layout (`recall`).
 
-from nanobot_hooks.contract.keys import (JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, KEY_PREFIX, NAMESPACE_PATTERN,
-                                         WORKSPACE_ID_FILE, Keys, default_namespace)
+The queue and the clients import arq and redis-py: they load at first use, so nanobot with the integration
+switched off (it reads only the settings) loads neither."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nanobot_hooks.contract.keys import (JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, KEY_PREFIX, NAMESPACE_FROM_ID,
+                                         NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace)
 from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMarker
 from nanobot_hooks.contract.recall import (CJK_LETTERS, CJK_RUN, HAN, HANGUL, KANA, NOTE_LINE_BITS, RECALL_INDEX,
-                                           RECALL_SCHEMA_VERSION, RECALL_TABLES, SOURCE_BITS, cjk_grams, fts_problem,
-                                           index_text)
+                                           RECALL_SCHEMA_VERSION, RECALL_TABLES, SOURCE_BITS, cjk_grams,
+                                           fts_problem, index_text)
 from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord, utcnow
+from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LAST_SUMMARY, LAST_USAGE,
+                                                   METADATA_TYPE, NOT_A_TURN_FLAGS, PROVIDER_STATE_TYPE,
+                                                   SESSION_FILES_LOCK, SESSION_SUFFIX, channel_of, content_text,
+                                                   is_direct_chat, is_hidden, is_internal_session, is_user_turn,
+                                                   key_from_name, last_context_tokens, storage_name, summary_text,
+                                                   timestamp_before, tool_calls)
+from nanobot_hooks.contract.redis_url import SENTINEL_SCHEME, SentinelTarget, redacted_url, sentinel_target
+
+if TYPE_CHECKING:
+    from nanobot_hooks.contract.queue import (CONTEXT_DAYS, CONTEXT_KEPT, RECORD_SECONDS, REPLICA_WAIT_MS,
+                                              UNREADABLE, context_history, drop_record, enqueue_idle_check,
+                                              enqueue_summary, load_record, load_record_or_drop, note_context,
+                                              pending_sessions, reply, store_record)
+    from nanobot_hooks.contract.client import open_client, sync_client
+
+# What loads at first use (arq and redis-py), by module.
+_LAZY_MODULES = {
+    "queue": ("CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
+              "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_record_or_drop",
+              "note_context", "pending_sessions", "reply", "store_record"),
+    "client": ("open_client", "sync_client"),
+}
+_LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
-    "CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "cjk_grams", "index_text",
-    "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "METADATA_KEY", "NAMESPACE_PATTERN", "NOTE_LINE_BITS",
-    "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "SOURCE_BITS", "WORKSPACE_ID_FILE", "AppliedMark",
-    "Keys", "Reason", "SessionMarker", "SummarizeRequest", "SummaryRecord", "default_namespace", "fts_problem",
-    "utcnow",
+    "AppliedMark", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
+    "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
+    "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
+    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "PROVIDER_STATE_TYPE", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
+    "RECALL_TABLES", "RECORD_SECONDS", "REPLICA_WAIT_MS", "Reason", "SENTINEL_SCHEME", "SESSION_FILES_LOCK",
+    "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker", "SummarizeRequest", "SummaryRecord",
+    "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text", "context_history",
+    "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem", "index_text",
+    "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
+    "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client",
+    "pending_sessions", "redacted_url", "reply", "sentinel_target", "storage_name", "store_record",
+    "summary_text", "sync_client", "timestamp_before", "tool_calls", "utcnow",
 ]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummaryRecord
-from nanobot_hooks.queue import load_record
+from nanobot_hooks.contract import SummaryRecord, load_record
 from tests.support.environment import process_env
 from tests.support.fakellm import FakeLLM
 from tests.support.models import BIG_PROMPT, SUMMARY_TEXT, LLMScript, chat_requests, history_text, system_text

@@ -17,8 +17,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from arq.worker import Worker
 
-from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord, enqueue_summary, load_record
 from worker.service.arq_worker import worker_options
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.summarize.deps import Deps

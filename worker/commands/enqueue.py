@@ -13,9 +13,8 @@ from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
-from nanobot_hooks.contract import Keys, SummarizeRequest, SummaryRecord
-from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, is_internal_session,
+                                    load_record)
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
 from worker.nanobot.config import NanobotConfig

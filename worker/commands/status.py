@@ -11,9 +11,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import Keys, utcnow
-from nanobot_hooks.queue import load_record, pending_sessions, reply
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import Keys, load_record, pending_sessions, redacted_url, reply, utcnow
 from worker.state import budget
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError

@@ -12,9 +12,8 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_KEY, SessionMarker
-from nanobot_hooks.nanobot_format import LAST_SUMMARY, METADATA_TYPE, key_from_name
-from nanobot_hooks.queue import drop_record, load_record
+from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, METADATA_TYPE, SessionMarker, drop_record,
+                                    key_from_name, load_record)
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles

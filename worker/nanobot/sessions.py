@@ -10,15 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from nanobot_hooks.nanobot_format import (
-    METADATA_TYPE,
-    PROVIDER_STATE_TYPE,
-    is_hidden,
-    key_from_name,
-    storage_name,
-    summary_text,
-    timestamp_before,
-)
+from nanobot_hooks.contract import (METADATA_TYPE, PROVIDER_STATE_TYPE, is_hidden, key_from_name, storage_name,
+                                    summary_text, timestamp_before)
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
 
 log = logging.getLogger("worker.nanobot.sessions")

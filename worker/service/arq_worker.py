@@ -16,9 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, utcnow
-from nanobot_hooks.queue import open_client
-from nanobot_hooks.settings import sentinel_target
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, open_client, sentinel_target, utcnow
 from worker.connections import redis_settings
 from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config

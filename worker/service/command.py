@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import redacted_url
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
 from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem

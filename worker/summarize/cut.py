@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from nanobot_hooks.nanobot_format import is_user_turn, tool_calls
+from nanobot_hooks.contract import is_user_turn, tool_calls
 
 KeepKind = Literal["messages", "tokens", "fraction", "turns"]
 KEEP_KINDS: tuple[KeepKind, ...] = ("messages", "tokens", "fraction", "turns")

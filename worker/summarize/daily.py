@@ -13,9 +13,8 @@ from typing import Any
 from arq.connections import ArqRedis
 from filelock import Timeout
 
-from nanobot_hooks.contract import Keys, Reason, SummarizeRequest, SummaryRecord
-from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
+from nanobot_hooks.contract import (Keys, Reason, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
+                                    is_internal_session, load_record_or_drop, pending_sessions)
 from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles

@@ -23,9 +23,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import enqueue_summary, load_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, is_internal_session, load_record
 from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps

@@ -14,9 +14,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest
-from nanobot_hooks.nanobot_format import is_internal_session
-from nanobot_hooks.queue import load_record
+from nanobot_hooks.contract import SummarizeRequest, is_internal_session, load_record
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session

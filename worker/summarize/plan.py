@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
-from nanobot_hooks.nanobot_format import is_user_turn
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, is_user_turn
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
 from worker.summarize.cut import Cut, KeepRule, plan_cut, saves_enough, saving_floor

@@ -6,8 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
-from nanobot_hooks.queue import store_record
+from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord, store_record
 from worker.errors import SessionError
 from worker.model import guards
 from worker.model.answer import Answer, DailyNotes, Fact

@@ -9,8 +9,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from nanobot_hooks.contract import HAN, HANGUL, KANA
-from nanobot_hooks.nanobot_format import content_text
+from nanobot_hooks.contract import HAN, HANGUL, KANA, content_text
 
 # Per-message framing the chat format adds (role, separators), as OpenAI documents it.
 MESSAGE_OVERHEAD = 4

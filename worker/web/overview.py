@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nanobot_hooks.settings import redacted_url
+from nanobot_hooks.contract import redacted_url
 from worker.commands.status import gather
 from worker.state import budget
 from worker.web.charts import WIDTH, context_bars

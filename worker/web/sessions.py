@@ -13,9 +13,7 @@ from aiohttp import web
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import Keys
-from nanobot_hooks.nanobot_format import METADATA_TYPE, summary_text
-from nanobot_hooks.queue import context_history, load_record, reply
+from nanobot_hooks.contract import METADATA_TYPE, Keys, context_history, load_record, reply, summary_text
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget

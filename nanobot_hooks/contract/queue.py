@@ -10,11 +10,10 @@ from typing import Any, TypeVar, cast
 from arq.connections import ArqRedis
 from arq.jobs import Job
 from pydantic import ValidationError
-from redis.asyncio import ConnectionPool
-from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.asyncio.sentinel import SentinelConnectionPool
 
-from nanobot_hooks.contract import JOB_IDLE, JOB_SUMMARIZE, Keys, SummarizeRequest, SummaryRecord
-from nanobot_hooks.settings import sentinel_target
+from nanobot_hooks.contract.keys import JOB_IDLE, JOB_SUMMARIZE, Keys
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
 # Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
 # bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
@@ -39,22 +38,6 @@ async def reply(call: Awaitable[T] | T) -> T:
     (`Awaitable[X] | X`); on our asyncio clients (ArqRedis, not generic) it is always the awaitable. One typed
     await here, used wherever such an answer is read, instead of a cast at every call."""
     return await cast(Awaitable[T], call)
-
-
-def open_client(url: str, timeout: float, options: dict[str, Any] | None = None, keys: Keys | None = None) -> ArqRedis:
-    """A client for `url` whose every connect and call is bounded by `timeout`, bound to the namespace of
-    `keys` (`Keys.of(client)`). Behind Sentinel (`redis+sentinel://`) it asks the Sentinels for the primary
-    at each new connection, so after a failover the next call reaches the promoted replica."""
-    bounds = {"socket_connect_timeout": timeout, "socket_timeout": timeout}
-    target = sentinel_target(url)
-    if target is None:
-        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
-    else:
-        client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
-            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
-    if keys is not None:
-        client.default_queue_name = keys.queue
-    return client
 
 
 async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | None:
