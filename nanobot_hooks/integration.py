@@ -1,5 +1,5 @@
-"""Setting the integration up inside one nanobot AgentLoop, and closing it: the triggering (triggering.py) and
-the pickup scheduler (pickup_scheduler.py) hooked into nanobot, the listener of the worker's notices started.
+"""Setting the integration up inside one nanobot AgentLoop, and closing it: the triggering (turn/trigger.py) and
+the pickup scheduler (turn/pickup.py) hooked into nanobot, the listener of the worker's notices started.
 
 The parts go in where nanobot already calls out: its hook factories (after every LLM call), its bus
 (a turn started, a turn saved) and its `run`/`aclose`. When `run()` returns and when nanobot closes the
@@ -14,21 +14,23 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nanobot_hooks import logs
-from nanobot_hooks.listener import listen
-from nanobot_hooks.pickup_scheduler import PickupScheduler
+from nanobot_hooks.turn.listener import listen
+from nanobot_hooks.turn.pickup import PickupScheduler
 from nanobot_hooks.settings import HookSettings
 from nanobot_hooks.contract import redacted_url
-from nanobot_hooks.shared import Shared, Surface
-from nanobot_hooks.triggering import Triggering
+from nanobot_hooks.context import Context
+from nanobot_hooks.surface import Surface, add_hook_factory
+from nanobot_hooks.turn.trigger import Triggering
 
 
-class Integration(Shared):
-    """One AgentLoop's integration: the state its parts share, the parts, and what installs and closes them."""
+class Integration:
+    """One AgentLoop's integration: the context its parts share, the parts, and what installs and closes them."""
 
     def __init__(self, surface: Surface, settings: HookSettings) -> None:
-        super().__init__(surface, settings)
-        self.pickups = PickupScheduler(self)
-        self.triggering = Triggering(self, self.pickups.pickup)
+        self.ctx = Context(surface, settings)
+        self.settings = settings
+        self.pickups = PickupScheduler(self.ctx)
+        self.triggering = Triggering(self.ctx, self.pickups.pickup)
         self._listener: asyncio.Task[None] | None = None
         self._undo: list[Callable[[], None]] = []
         self.factory: Callable[[Any], Any] | None = None
@@ -50,15 +52,11 @@ class Integration(Shared):
         logs.info(f"on: summaries {when}; Redis {redacted_url(self.settings.redis_url)}")
 
     def _install(self) -> None:
-        s = self.s
+        s = self.ctx.nanobot
         if self.settings.auto_summary:
             triggering = self.triggering
             factory = self.factory = triggering.hook_factory()
-            loop = s.loop
-            # A new list, not an append: a list passed to several loops must not change under the others.
-            loop._hook_factories = [*loop._hook_factories, factory]
-            self._undo.append(lambda: setattr(
-                loop, "_hook_factories", [f for f in loop._hook_factories if f is not factory]))
+            self._undo.append(add_hook_factory(s.loop, factory))
             self._undo.append(s.subscribe(triggering.on_turn_persisted, s.turn_persisted))
         self._undo.append(s.subscribe(self.pickups.on_turn_started, s.turn_started))
         if s.run is not None:
@@ -93,7 +91,7 @@ class Integration(Shared):
                 await integration.close()
 
         functools.update_wrapper(wrapper, original, assigned=(), updated=())  # sets only __wrapped__
-        loop = self.s.loop
+        loop = self.ctx.nanobot.loop
         setattr(loop, name, wrapper)
         self._undo.append(lambda: setattr(loop, name, original) if getattr(loop, name) is wrapper else None)
 
@@ -107,25 +105,25 @@ class Integration(Shared):
             if task is not None and not task.done():
                 task.cancel()
                 if task.get_loop() is running:
-                    await asyncio.wait([task], timeout=self.link.timeout)
-            ours = [t for t in self._tasks if not t.done() and t.get_loop() is running]
+                    await asyncio.wait([task], timeout=self.ctx.link.timeout)
+            ours = [t for t in self.ctx._tasks if not t.done() and t.get_loop() is running]
             if ours:  # only without nanobot's schedule_background, whose tasks nanobot drains itself
-                await asyncio.wait(ours, timeout=self.link.timeout)
+                await asyncio.wait(ours, timeout=self.ctx.link.timeout)
             await self.triggering.flush_context()  # the turns' prompt tokens not written yet (bounded)
-            await self.link.close()
+            await self.ctx.link.close()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
-            self.bug("closing the Redis connections", exc)
+            self.ctx.bug("closing the Redis connections", exc)
 
     def start_listener(self) -> None:
         try:
             if self._listener is None or self._listener.done():
                 self._listener = asyncio.get_running_loop().create_task(
-                    listen(self.link, self.pickups.request_pickup), name="summary-worker-listener"
+                    listen(self.ctx.link, self.pickups.request_pickup), name="summary-worker-listener"
                 )
         except Exception as exc:  # noqa: BLE001
-            self.bug("starting the listener", exc)
+            self.ctx.bug("starting the listener", exc)
 
     def stop_listener(self) -> None:
         if self._listener is not None:

@@ -192,9 +192,9 @@ async def main() -> int:
 
     # 4. off the turn's path: the enqueue task against a real Redis
     print("\noff the turn's path (a background task; the turn does not wait for it)")
-    integration.link.url = args.redis
-    integration.link._client = None
-    probe = await integration.link.call("probing", lambda c: c.ping())
+    integration.ctx.link.url = args.redis
+    integration.ctx.link._client = None
+    probe = await integration.ctx.link.call("probing", lambda c: c.ping())
     if not probe:
         print(f"  enqueue round trip                   skipped: {args.redis} does not answer")
     else:
@@ -204,13 +204,13 @@ async def main() -> int:
             start = time.perf_counter_ns()
             await triggering.enqueue(k, "tokens", 90_000, 128_000)
             samples.append(time.perf_counter_ns() - start)
-        client = integration.link.client()
+        client = integration.ctx.link.client()
         names = integration.settings.keys
         await client.zrem(names.queue, *[names.job_id(k) for k in keys])
         await client.delete(*[f"arq:job:{names.job_id(k)}" for k in keys], *[names.record(k) for k in keys])
         print(f"  EXISTS + enqueue_job (single flight) {per_call(samples)}")
-    integration.link.url = DEAD_REDIS
-    integration.link._client = None
+    integration.ctx.link.url = DEAD_REDIS
+    integration.ctx.link._client = None
 
     # 5. whole turns, in process, with and without the integration
     print(f"\nwhole turns in process (nanobot + an instant fake provider), {args.turns} per side, interleaved")

@@ -39,7 +39,7 @@ from rank_bm25 import BM25Okapi  # noqa: E402
 
 import retrieval_corpus as corpus  # noqa: E402
 from nanobot_hooks.contract import is_direct_chat  # noqa: E402
-from nanobot_hooks.recall import search  # noqa: E402
+from nanobot_hooks.recall.search import search  # noqa: E402
 from tests.support.sandbox import NanobotHome  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
 

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from example_memory import KEY, run_example, summarized_home  # noqa: E402
-from nanobot_hooks.recall import search  # noqa: E402
+from nanobot_hooks.recall.search import search  # noqa: E402
 from nanobot_hooks.settings import HookSettings  # noqa: E402
 
 GROUP = "telegram:-1001234"

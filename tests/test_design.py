@@ -147,15 +147,16 @@ WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
 HOOKS_LAYERS: list[tuple[str, set[str]]] = [
     ("the contract", {"contract", "logs", "command", "__init__"}),
-    ("settings and pure decisions", {"settings", "trigger", "pickup", "recall_query", "recall_answer"}),
-    ("the recall search", {"recall"}),
+    ("nanobot's internals, every touch of them", {"surface"}),
+    ("settings", {"settings"}),
+    ("recall: its query, answer, search and tool", {"recall"}),
     ("the Redis link", {"link"}),
-    ("what both jobs share", {"shared", "listener"}),
-    ("triggering and pickups", {"triggering", "pickup_scheduler"}),
+    ("what the parts share", {"context"}),
+    ("the turn's path: trigger, listener, pickup", {"turn"}),
     ("the integration", {"integration"}),
-    ("nanobot's entry points", {"plugin", "recall_tool"}),
+    ("nanobot's entry points", {"plugin"}),
 ]
-HOOKS_SIDEWAYS = {("recall_tool", "plugin")}
+HOOKS_SIDEWAYS: set[tuple[str, str]] = set()
 
 
 def unit_of(module: str) -> str:
@@ -217,7 +218,7 @@ def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall_tool:RecallTool" in declared
+    assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall.tool:RecallTool" in declared
 
 
 @ONE_WHEEL

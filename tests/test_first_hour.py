@@ -18,7 +18,7 @@ import pytest
 from nanobot_hooks import logs
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.listener import listen
+from nanobot_hooks.turn.listener import listen
 from tests.support.commands import run_in_process
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env

@@ -15,7 +15,7 @@ import pytest
 
 from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.listener import listen
+from nanobot_hooks.turn.listener import listen
 from nanobot_hooks.contract import enqueue_idle_check, redacted_url
 
 from tests.support.defaults import TEST_KEYS

@@ -244,10 +244,10 @@ async def _gone(redis, job: str) -> bool:
 
 async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):
     integration = make(summary_idle=True, summary_cache_ttl=300, summary_interval=0)
-    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     for _ in range(2):
         integration.triggering.on_turn_persisted(started(KEY))
-        await asyncio.gather(*integration._tasks)
+        await asyncio.gather(*integration.ctx._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
     due = await redis.zscore(TEST_KEYS.queue, TEST_KEYS.idle_job_id(KEY))
     # arq keeps the time in whole milliseconds, rounded: up to half of one past the 300 s
@@ -256,26 +256,26 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):
 
 async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_no_redis_call(make, redis):
     integration = make(summary_idle=True, summary_cache_ttl=1, summary_interval=0)
-    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
     # Gone from Redis: were the next turn to ask, the check would be queued again.
     await redis.delete(TEST_KEYS.queue, f"arq:job:{TEST_KEYS.idle_job_id(KEY)}")
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 0, "the check queued a moment ago cannot have run: not asked"
     await asyncio.sleep(1.1)  # past the cache lifetime: the check may have run and ended
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 1
 
 
 async def test_no_idle_check_when_idle_summaries_are_off(make, redis):
     integration = make(summary_idle=False, summary_interval=0)
-    integration.s.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
+    integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert await redis.zcard(TEST_KEYS.queue) == 0
 
 
@@ -285,7 +285,7 @@ async def held_then_new(make, redis) -> tuple[Any, Any]:
     integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000,
                        summary_interval=0)
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
     assert await integration.pickups.pickup(KEY) == "held"
     # /new: nanobot clears the session; the user goes on talking in the fresh one.
@@ -298,7 +298,7 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     integration, session = await held_then_new(make, redis)
     integration.triggering.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
 
     assert KEY not in integration.pickups.held and not integration.pickups._timers
     assert not await redis.exists(TEST_KEYS.record(KEY))
@@ -312,7 +312,7 @@ async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(m
     integration, session = await held_then_new(make, redis)
     publish_turn_started(integration, TurnContext("hello again"))
     assert KEY not in integration.pickups.held and session.last_archived == 0
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
 

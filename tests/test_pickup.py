@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nanobot_hooks.contract import METADATA_KEY, AppliedMark, SessionMarker, SummaryRecord
-from nanobot_hooks.pickup import apply_record, pending_in_metadata
-from nanobot_hooks.trigger import count_from, decide, user_turns_since
+from nanobot_hooks.turn.apply import apply_record, pending_in_metadata
+from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 
 from tests.support.standins import StandInSession, record_for
 from tests.support.transcripts import conversation

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from nanobot_hooks import logs, plugin
+from nanobot_hooks import logs, plugin, surface
 from nanobot_hooks.contract import METADATA_KEY, store_record
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.shared import MAX_SESSIONS
+from nanobot_hooks.context import MAX_SESSIONS
 
 from tests.support.defaults import TEST_KEYS
 from tests.support.environment import process_env
@@ -79,7 +79,7 @@ class ProbedLoop(Loop):
 
 
 def nanobot_names(session_class: type) -> Any:
-    """plugin._import against stand-ins: nanobot's Session is `session_class`, every other name exists."""
+    """surface._import against stand-ins: nanobot's Session is `session_class`, every other name exists."""
     def lookup(module: str, name: str) -> Any:
         return session_class if (module, name) == ("nanobot.session.manager", "Session") else type(name, (), {})
     return lookup
@@ -88,7 +88,7 @@ def nanobot_names(session_class: type) -> Any:
 def test_the_probe_switches_the_integration_off_with_one_line_when_session_has_no_provider_state(
         monkeypatch, quiet):
     loop = ProbedLoop()
-    monkeypatch.setattr(plugin, "_import", nanobot_names(NanobotSession))
+    monkeypatch.setattr(surface, "_import", nanobot_names(NanobotSession))
     assert plugin.probe(loop).sessions is loop.sessions, "nanobot 0.3.5's Session passes (field default None)"
 
     class Session:  # a nanobot whose Session no longer declares provider_state
@@ -98,10 +98,10 @@ def test_the_probe_switches_the_integration_off_with_one_line_when_session_has_n
         def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None) -> None:
             pass
 
-    monkeypatch.setattr(plugin, "_import", nanobot_names(Session))
+    monkeypatch.setattr(surface, "_import", nanobot_names(Session))
     with pytest.raises(plugin.Off, match=r"^this nanobot has no Session.provider_state$"):
         plugin.probe(loop)
-    monkeypatch.setattr(plugin, "_announced", set())
+    monkeypatch.setattr(surface, "_announced", set())
     monkeypatch.setattr(plugin, "check_version", lambda: "0.3.5")
     monkeypatch.setattr(plugin, "agent_loop", lambda ctx: ctx)
     # The stand-in loop has no workspace to derive a namespace from: the tests' namespace stays set.
@@ -117,7 +117,7 @@ def test_the_probe_switches_the_integration_off_with_one_line_when_session_has_n
 
 async def test_a_record_waits_until_its_session_exists_here_then_applies(make, redis):
     integration = make()
-    sessions = integration.s.sessions
+    sessions = integration.ctx.nanobot.sessions
     session = StandInSession(KEY, conversation(10))
     record = record_for(session, 12)
     await store_record(redis, record)
@@ -136,7 +136,7 @@ async def test_a_notice_never_loads_a_session_nanobot_does_not_hold_and_applies_
     loop: a session not in memory keeps its record for its next turn (applied from line 1 then), and the
     save of one in memory runs in a thread."""
     integration = make()
-    sessions = integration.s.sessions
+    sessions = integration.ctx.nanobot.sessions
     away = StandInSession(KEY, conversation(10))
     record = record_for(away, 12)
     away.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}  # the worker's copy in line 1
@@ -160,13 +160,13 @@ async def test_a_notice_never_loads_a_session_nanobot_does_not_hold_and_applies_
 
 async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(make, redis, quiet):
     integration = make()
-    integration.s.sessions.cached[KEY] = StandInSession(KEY, conversation(10))
+    integration.ctx.nanobot.sessions.cached[KEY] = StandInSession(KEY, conversation(10))
     await redis.set(TEST_KEYS.record(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
     await redis.sadd(TEST_KEYS.pending, KEY)
 
     assert await integration.pickups.pickup(KEY) is None
     assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
-    assert integration.counts["unreadable"] == 1
+    assert integration.ctx.counts["unreadable"] == 1
     assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
 
 
@@ -184,7 +184,7 @@ async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_
     session = StandInSession(KEY, conversation(10))
     record = record_for(session, 12)
     session.metadata[METADATA_KEY] = {"pending": record.model_dump(mode="json")}
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
 
     publish_turn_started(integration, TurnContext(content, ephemeral))
     assert (session.last_archived == 12) is applies
@@ -196,7 +196,7 @@ async def test_the_record_in_metadata_is_applied_at_the_start_of_ordinary_turns_
 async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_went_cold_applies(make, redis):
     integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000)
     session = idle_session(prompt_tokens=65_000, quiet_for=5)
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
     record = record_for(session, 12)
     await store_record(redis, record)
 
@@ -216,7 +216,7 @@ async def held_at_pickup(make, redis, cache_ttl: float, prompt_tokens: int) -> t
     """An idle-pickup integration whose session was just saved, with a record it fetched and holds."""
     integration = make(summary_pickup="idle", summary_cache_ttl=cache_ttl, summary_context_window=100_000)
     session = idle_session(prompt_tokens=prompt_tokens, quiet_for=0)
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
     assert await integration.pickups.pickup(KEY) == "held"
     return integration, session
@@ -235,14 +235,14 @@ async def test_a_held_summary_is_applied_between_turns_once_the_cache_lifetime_h
         if session.last_archived == 12:
             break
         await asyncio.sleep(0.05)
-    assert session.last_archived == 12 and integration.s.sessions.saved == [KEY]
+    assert session.last_archived == 12 and integration.ctx.nanobot.sessions.saved == [KEY]
     assert not integration.pickups._timers and not integration.pickups.held
 
 
 async def test_now_pickup_applies_at_once_whatever_the_cache(make, redis):
     integration = make()
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
     assert await integration.pickups.pickup(KEY) == "applied" and session.last_archived == 12
 
@@ -270,17 +270,17 @@ async def test_a_success_between_failures_does_not_reset_the_rate_limit(redis_ur
 async def test_run_and_aclose_close_the_listener_and_the_connections(make, redis):
     loop = Loop()
     integration = make(loop)
-    await integration.link.call("pinging", lambda client: client.ping())
+    await integration.ctx.link.call("pinging", lambda client: client.ping())
     integration.start_listener()
     listener = integration._listener
     await asyncio.sleep(0.05)
     await loop.run()
     assert listener is not None and listener.done() and integration._listener is None
-    assert integration.link._client is None
+    assert integration.ctx.link._client is None
 
-    await integration.link.call("pinging", lambda client: client.ping())
+    await integration.ctx.link.call("pinging", lambda client: client.ping())
     await loop.aclose()
-    assert loop.closed == 1 and integration.link._client is None
+    assert loop.closed == 1 and integration.ctx.link._client is None
 
 
 # -- 7: no shared list changed, no unbounded state ----------------------------------------------------
@@ -334,25 +334,25 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
         make, redis, monkeypatch):
     """The web page's sawtooth: the hooks keep each saved turn's prompt tokens (written together, at most every
     30 s, so a turn makes no Redis call of its own) and mark each summary they apply."""
-    from nanobot_hooks import triggering
+    from nanobot_hooks.turn import trigger as triggering
     from nanobot_hooks.contract import context_history
 
     integration = make(summary_interval=0)
     session = StandInSession(KEY, conversation(10))
-    integration.s.sessions.cached[KEY] = session
+    integration.ctx.nanobot.sessions.cached[KEY] = session
     usage = SimpleNamespace(usage=SimpleNamespace(input_tokens=0))
     for tokens in (1_000, 2_000, 3_000):
         usage.usage.input_tokens = tokens
         integration.triggering.note_usage(KEY, usage)
         integration.triggering.on_turn_persisted(started(KEY))
-        await asyncio.gather(*integration._tasks)
+        await asyncio.gather(*integration.ctx._tasks)
     history = await context_history(redis, KEY)
     assert [e["tokens"] for e in history] == [1_000], "the first write at once; the next two wait for the next"
     monkeypatch.setattr(triggering, "CONTEXT_FLUSH_SECONDS", 0.0)
     usage.usage.input_tokens = 4_000
     integration.triggering.note_usage(KEY, usage)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     assert [e["tokens"] for e in await context_history(redis, KEY)] == [1_000, 2_000, 3_000, 4_000]
 
     await store_record(redis, record_for(session, 12))
@@ -364,6 +364,6 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
     usage.usage.input_tokens = 5_000
     integration.triggering.note_usage(KEY, usage)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration._tasks)
+    await asyncio.gather(*integration.ctx._tasks)
     await integration.close()  # nanobot closing: what was kept is written
     assert (await context_history(redis, KEY))[-1]["tokens"] == 5_000

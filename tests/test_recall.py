@@ -15,11 +15,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import contract, plugin, recall, recall_answer, recall_tool
+from nanobot_hooks import contract, plugin
+from nanobot_hooks.recall import search as recall
+from nanobot_hooks.recall import answer as recall_answer
+from nanobot_hooks.recall import tool as recall_tool
 from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
-from nanobot_hooks.recall import search
-from nanobot_hooks.recall_answer import Hit, Source, snippet, visible_sources
-from nanobot_hooks.recall_query import read_query, terms
+from nanobot_hooks.recall.search import search
+from nanobot_hooks.recall.answer import Hit, Source, snippet, visible_sources
+from nanobot_hooks.recall.query import read_query, terms
 from nanobot_hooks.settings import HookSettings
 from tests.support.fakellm import Reply
 from tests.support.sandbox import NanobotHome

@@ -16,7 +16,7 @@ from typing import Any
 
 from nanobot_hooks.contract import SummaryRecord
 from nanobot_hooks.integration import Integration
-from nanobot_hooks.shared import Surface
+from nanobot_hooks.context import Surface
 
 from tests.support.transcripts import conversation
 

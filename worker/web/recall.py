@@ -7,7 +7,7 @@ import asyncio
 
 from aiohttp import web
 
-from nanobot_hooks import recall
+from nanobot_hooks.recall import search
 from worker.nanobot.sessions import list_session_keys
 from worker.web.render import INSTANCE, render
 
@@ -23,7 +23,7 @@ async def page(request: web.Request) -> web.Response:
     answer = None
     if query:
         try:
-            answer = await asyncio.to_thread(recall.search, instance.workspace, query, asker or None,
+            answer = await asyncio.to_thread(search.search, instance.workspace, query, asker or None,
                                              settings.is_trusted, settings.summary_recall_scope)
         except ValueError as exc:  # a bad date, the search's only error
             answer = str(exc)

@@ -1,6 +1,6 @@
 """The recall search: a few short, dated passages of what summaries left out, from the worker's index.
 
-Runs inside nanobot for the `recall` tool (recall_tool.RecallTool). Light and read-only: the standard
+Runs inside nanobot for the `recall` tool (tool.RecallTool). Light and read-only: the standard
 library's sqlite3 on the index the worker keeps (layout: contract/recall.py), opened with `mode=ro`, stopped
 at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
 
@@ -9,7 +9,7 @@ notes, and MEMORY.md (which nanobot already puts in every session's prompt). Onl
 NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
 trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
 
-Ranking: BM25 (SQLite's bm25()) over the query's words (recall_query): a rare word counts for more than a
+Ranking: BM25 (SQLite's bm25()) over the query's words (query): a rare word counts for more than a
 name found in every other message, a short passage holding it for more than a long one. In a conversation
 the answer often follows the question that holds the words ("How did the audition go?" - "I got the part"),
 so the messages next to a strong hit come in at a share of its score. Recency breaks ties only. Days the
@@ -30,17 +30,17 @@ from datetime import date as Date
 from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
-from nanobot_hooks.recall_answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
+from nanobot_hooks.recall.answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
                                          describe_scope, length, neighbours, plan_terms, rarity, render, search_order,
                                          snippet, visible_sources)
-from nanobot_hooks.recall_query import Asked, phrase, read_query
+from nanobot_hooks.recall.query import Asked, phrase, read_query
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
 NEIGHBOR_SHARE = 0.5  # of a hit's score, for the message before and after it
-LETTER_SHARE = 0.3  # of a word's weight, for one letter of a CJK word (recall_query.Asked.letters)
+LETTER_SHARE = 0.3  # of a word's weight, for one letter of a CJK word (query.Asked.letters)
 MEMORY_SHARE = 0.5  # of a MEMORY.md line's score: nanobot puts the file in every prompt, the rest it never sees
-ROWS_BUDGET = 4_000  # passages one search may score; see recall_answer.plan_terms
+ROWS_BUDGET = 4_000  # passages one search may score; see answer.plan_terms
 SIZE_CAP = 1_000  # passages counted of a notes or MEMORY.md source, for its words' rarity
 _MARKED = re.compile("\x01(.*?)\x02", re.S)
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock

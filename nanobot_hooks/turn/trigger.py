@@ -20,9 +20,9 @@ from typing import Any, Literal
 from nanobot_hooks import logs
 from nanobot_hooks.contract import (Reason, SummarizeRequest, enqueue_idle_check, enqueue_summary,
                                     is_internal_session, note_context)
-from nanobot_hooks.pickup import Outcome
-from nanobot_hooks.shared import MAX_SESSIONS, Shared
-from nanobot_hooks.trigger import count_from, decide, user_turns_since
+from nanobot_hooks.turn.apply import Outcome
+from nanobot_hooks.context import MAX_SESSIONS, Context
+from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 
 CONTEXT_FLUSH_SECONDS = 30.0  # how often the turns' prompt tokens are written (see Triggering._context)
 CONTEXT_BUFFER = 1_000  # turns kept for that write at most (Redis down: the oldest go)
@@ -34,9 +34,8 @@ Pickup = Callable[[str], Awaitable[Outcome | Literal["held"] | None]]
 class Triggering:
     """One AgentLoop's triggering; `pickup` applies a record the trigger finds already waiting."""
 
-    def __init__(self, shared: Shared, pickup: Pickup) -> None:
-        self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
-        self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window
+    def __init__(self, ctx: Context, pickup: Pickup) -> None:
+        self.ctx = ctx
         self.pickup = pickup
         # session key -> (prompt tokens of the last LLM call, context window), consumed after the turn
         self.usage: dict[str, tuple[int, int | None]] = {}
@@ -51,7 +50,7 @@ class Triggering:
 
     def hook_factory(self) -> Callable[[Any], Any]:
         triggering = self
-        base: Any = self.s.hook_base  # nanobot's AgentHook, found at run time: unknown to mypy, like all of nanobot
+        base: Any = self.ctx.nanobot.hook_base  # nanobot's AgentHook, found at run time: unknown to mypy, like all of nanobot
 
         class SummaryUsageHook(base):
             """Keeps the provider-reported prompt tokens of each LLM call of one turn."""
@@ -80,11 +79,11 @@ class Triggering:
             if isinstance(prompt, int) and not isinstance(prompt, bool):
                 usage = self.usage
                 usage.pop(key, None)  # re-inserted last: the oldest entries go first below
-                usage[key] = (prompt, self.settings.summary_context_window or self._window())
+                usage[key] = (prompt, self.ctx.settings.summary_context_window or self.ctx.window())
                 while len(usage) > MAX_SESSIONS:
                     del usage[next(iter(usage))]
         except Exception as exc:  # noqa: BLE001
-            self._bug("reading token usage", exc)
+            self.ctx.bug("reading token usage", exc)
 
     def on_turn_persisted(self, event: Any) -> None:
         try:
@@ -92,25 +91,25 @@ class Triggering:
             prompt, window = self.usage.pop(key, (None, None))
             if is_internal_session(key):
                 return
-            session = self.s.sessions.get_cached(key)
+            session = self.ctx.nanobot.sessions.get_cached(key)
             if session is None:
                 return
-            interval = self.settings.summary_interval
+            interval = self.ctx.settings.summary_interval
             turns = 0
             if interval:
                 messages = session.messages
                 start = count_from(messages, session.last_archived, session.metadata)
                 turns = user_turns_since(messages, start, enough=interval)
-            reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.settings.summary_threshold,
+            reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.ctx.settings.summary_threshold,
                             user_turns=turns, interval=interval)
             if reason is not None:
-                self._spawn(self.enqueue(key, reason, prompt, window))
-            if self.settings.summary_idle and self._idle_check_may_be_gone(key):
-                self._spawn(self._arm_idle(key))
+                self.ctx.spawn(self.enqueue(key, reason, prompt, window))
+            if self.ctx.settings.summary_idle and self._idle_check_may_be_gone(key):
+                self.ctx.spawn(self._arm_idle(key))
             if prompt is not None:
                 self._note_context(key, prompt)
         except Exception as exc:  # noqa: BLE001
-            self._bug("deciding whether to summarize", exc)
+            self.ctx.bug("deciding whether to summarize", exc)
 
     def _note_context(self, key: str, prompt: int) -> None:
         self._context.append((key, {"at": round(time.time(), 1), "tokens": prompt}))
@@ -118,20 +117,20 @@ class Triggering:
         now = time.monotonic()
         if now - self._context_flushed >= CONTEXT_FLUSH_SECONDS:
             self._context_flushed = now
-            self._spawn(self.flush_context())
+            self.ctx.spawn(self.flush_context())
 
     async def flush_context(self) -> None:
         """Writes the turns' prompt tokens kept so far (also when nanobot closes: bounded by the link)."""
         notes, self._context = self._context, []
         if notes:
-            await self.link.call("keeping the sessions' context sizes", lambda client: note_context(client, notes))
+            await self.ctx.link.call("keeping the sessions' context sizes", lambda client: note_context(client, notes))
 
     def _idle_check_may_be_gone(self, key: str) -> bool:
         """False while the check queued for this session cannot have run yet (it is deferred by the cache
         lifetime); True, and noted as queued now, otherwise."""
         now = time.monotonic()
         armed = self._idle_armed.get(key)
-        if armed is not None and now - armed < self.settings.summary_cache_ttl:
+        if armed is not None and now - armed < self.ctx.settings.summary_cache_ttl:
             return False
         self._idle_armed[key] = now
         return True
@@ -139,21 +138,21 @@ class Triggering:
     async def _arm_idle(self, key: str) -> None:
         """Make sure the session's idle check waits in the queue: the worker looks once the session could
         have been quiet for the cache lifetime, and looks again later while it is not."""
-        ttl = self.settings.summary_cache_ttl
+        ttl = self.ctx.settings.summary_cache_ttl
 
         async def queue(client: Any) -> bool:
             await enqueue_idle_check(client, key, ttl)  # None when one already waits: fine too
             return True
 
-        if await self.link.call(f"queueing the idle check of {key}", queue) is None:
+        if await self.ctx.link.call(f"queueing the idle check of {key}", queue) is None:
             self._idle_armed.pop(key, None)  # Redis failed: the next turn tries again
 
     async def enqueue(self, key: str, reason: Reason, prompt: int | None, window: int | None,
                       again: bool = True) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
-                pipe.exists(self.settings.keys.record(key))
-                pipe.exists(self.settings.keys.cooldown(key))
+                pipe.exists(self.ctx.settings.keys.record(key))
+                pipe.exists(self.ctx.settings.keys.cooldown(key))
                 pending, resting = await pipe.execute()
             # A record waiting for pickup already covers this range: a second job would cover it again.
             if pending:
@@ -164,12 +163,12 @@ class Triggering:
             request = SummarizeRequest(session_key=key, reason=reason, prompt_tokens=prompt, context_window=window)
             return "queued" if await enqueue_summary(client, request) is not None else "running"
 
-        result = await self.link.call(f"queueing a summary of {key}", work)
+        result = await self.ctx.link.call(f"queueing a summary of {key}", work)
         if result == "queued":
-            self.counts["queued"] += 1
+            self.ctx.counts["queued"] += 1
             logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
         elif result == "resting":
-            self.counts["resting"] += 1
+            self.ctx.counts["resting"] += 1
             logs.debug(f"not queueing a summary of {key}: it rests after a failed job (nanobot-summary status says why)")
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this

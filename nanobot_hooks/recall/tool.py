@@ -1,5 +1,5 @@
 """The `recall` tool, the second entry nanobot loads (group `nanobot.tools`): offered to the model unless switched
-off, read-only, bounded in time, never raising; the search itself is nanobot_hooks.recall."""
+off, read-only, bounded in time, never raising; the search itself is nanobot_hooks.recall.search."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_hooks import logs
-from nanobot_hooks.plugin import ToolBase, check_version, switch_off
+from nanobot_hooks.surface import ToolBase, check_version, switch_off
 
 RECALL_DESCRIPTION = (
     "Search what was said earlier but left out of the [Archived Context Summary]: this conversation's "
@@ -82,7 +82,7 @@ class RecallTool(ToolBase):
     async def execute(self, query: str = "", date_from: str | None = None, date_to: str | None = None,
                       **_: Any) -> str:
         try:
-            from nanobot_hooks import recall
+            from nanobot_hooks.recall import search as recall
 
             if self._workspace is None or self._settings is None:
                 return f"Nothing found for {query!r}: recall is not set up in this process."

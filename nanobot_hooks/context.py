@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any
 
 from nanobot_hooks import logs
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import HookSettings
+from nanobot_hooks.surface import Surface, window
 
 # One rate limit for the whole process: several loops (SDK) must not multiply the warnings.
 THROTTLE = logs.Throttle(every=60.0)
@@ -21,35 +21,19 @@ THROTTLE = logs.Throttle(every=60.0)
 MAX_SESSIONS = 256
 
 
-@dataclass(frozen=True)
-class Surface:
-    """The nanobot objects the integration touches, looked up (and checked) once by the plugin."""
+class Context:
+    """What the integration's parts share inside one AgentLoop, handed to each part: nanobot's objects (the
+    Surface the plugin probed), the settings, the Redis link, the counters, and the tasks spawned."""
 
-    loop: Any
-    hook_base: type
-    turn_started: type
-    turn_persisted: type
-    request_context: Callable[[], Any]
-    session_lock: Callable[[str], asyncio.Lock]
-    subscribe: Callable[..., Callable[[], None]]
-    sessions: Any
-    schedule_background: Callable[[Coroutine[Any, Any, Any]], None] | None
-    run: Callable[..., Coroutine[Any, Any, Any]] | None
-    aclose: Callable[..., Coroutine[Any, Any, Any]] | None = None
-
-
-class Shared:
-    """What both parts hold (the Integration is one: it adds setting them up and closing)."""
-
-    def __init__(self, surface: Surface, settings: HookSettings) -> None:
-        self.s = surface
+    def __init__(self, nanobot: Surface, settings: HookSettings) -> None:
+        self.nanobot = nanobot
         self.settings = settings
         self.link = RedisLink(settings.redis_url, THROTTLE, options=settings.redis_options(), keys=settings.keys)
         self.counts: Counter[str] = Counter()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        schedule = self.s.schedule_background
+        schedule = self.nanobot.schedule_background
         if schedule is not None:
             # nanobot awaits these on close, so `agent -m` finishes an enqueue before it exits.
             schedule(coro)
@@ -65,10 +49,4 @@ class Shared:
 
     def window(self) -> int | None:
         """The context window of the running request, when nanobot knows it."""
-        # The runtime of this request honours per-session model presets; the loop's is the fallback.
-        runtime = getattr(self.s.request_context(), "runtime", None)
-        for window in (getattr(runtime, "context_window_tokens", None),
-                       getattr(self.s.loop, "context_window_tokens", None)):
-            if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-                return window
-        return None
+        return window(self.nanobot)

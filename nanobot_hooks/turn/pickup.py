@@ -1,4 +1,4 @@
-"""The pickup scheduler, inside nanobot: when a finished summary is applied to its live session (pickup.py applies it).
+"""The pickup scheduler, inside nanobot: when a finished summary is applied to its live session (apply.py applies it).
 
 - at the start of a turn (`SessionTurnStarted`, before nanobot reads any history): a session just
   loaded from disk may carry the worker's record in its metadata; it is applied there, without
@@ -11,9 +11,9 @@
   session nanobot holds in memory: one it does not is left for its next turn (the path above), so a
   gateway that starts with many records waiting parses no session on its event loop. Runs where nanobot
   runs its message loop (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the path
-  above, and a record the trigger finds waiting is applied right after that turn (triggering.py awaits
+  above, and a record the trigger finds waiting is applied right after that turn (trigger.py awaits
   `pickup`).
-- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`trigger.pickup_due`: the provider's
+- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`apply.pickup_due`: the provider's
   prompt cache is still warm and the context is not near the window) is held in memory, and the
   metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
   start of each turn applies it as soon as it is due. Whenever a held record is looked at (the trigger,
@@ -25,29 +25,25 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from datetime import datetime
-from types import FrameType
 from typing import Any, Literal
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_internal_session, last_context_tokens,
                                     load_record_or_drop, note_context)
-from nanobot_hooks.pickup import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
-from nanobot_hooks.shared import MAX_SESSIONS, THROTTLE, Shared
-from nanobot_hooks.trigger import pickup_due
+from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
+from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
+from nanobot_hooks.surface import ordinary_turn
+from nanobot_hooks.turn.apply import pickup_due
 
-# How far up the call stack `SessionTurnStarted`'s handler looks for the turn's context.
-TURN_FRAMES = 16
 
 
 class PickupScheduler:
     """One AgentLoop's pickups: one at a time per session, records held for idle pickup and their timers."""
 
-    def __init__(self, shared: Shared) -> None:
-        self.s, self.settings, self.link, self.counts = shared.s, shared.settings, shared.link, shared.counts
-        self._spawn, self._bug, self._window = shared.spawn, shared.bug, shared.window
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self._picking: set[str] = set()
         self._again: set[str] = set()
         # Idle pickup: records fetched but not due yet, and the timers that look at them again.
@@ -64,47 +60,26 @@ class PickupScheduler:
             key = event.context.session_key
             if is_internal_session(key):
                 return
-            session = self.s.sessions.get_cached(key)
+            session = self.ctx.nanobot.sessions.get_cached(key)
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None or not self._ordinary_turn(session):
+            if record is None or not ordinary_turn(session):
                 return
             if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
                 self._discard(session, record, refused, "at the start of a turn")
-                self._spawn(self._settle(record, refused))
+                self.ctx.spawn(self._settle(record, refused))
                 return
             if not self._due(session):
                 return
             self.held.pop(key, None)
             outcome, changed = apply_record(session, record)
             if changed:
-                self.s.sessions.save(session)
+                self.ctx.nanobot.sessions.save(session)
             self._report(record, outcome, "at the start of a turn")
-            self._spawn(self._settle(record, outcome))
+            self.ctx.spawn(self._settle(record, outcome))
         except Exception as exc:  # noqa: BLE001
-            self._bug("applying a summary at the start of a turn", exc)
-
-    @staticmethod
-    def _ordinary_turn(session: Any) -> bool:
-        """False for an ephemeral turn and for a slash command. SessionTurnStarted carries neither, but
-        nanobot publishes it from inside the turn (`_restore_turn`), whose `ctx` (a TurnContext) is on
-        the call stack. Only looked at when a record is waiting, so an ordinary turn pays nothing."""
-        policy = getattr(session, "policy", None)
-        if policy is not None and getattr(policy, "persist", True) is False:
-            return False
-        frame: FrameType | None = sys._getframe(1)
-        for _ in range(TURN_FRAMES):
-            if frame is None:
-                break
-            ctx = frame.f_locals.get("ctx")
-            if type(ctx).__name__ == "TurnContext":
-                if getattr(ctx, "ephemeral", False):
-                    return False
-                content = getattr(getattr(ctx, "msg", None), "content", None)
-                return not (isinstance(content, str) and content.lstrip().startswith("/"))
-            frame = frame.f_back
-        return True  # not found (another nanobot layout): apply, as before
+            self.ctx.bug("applying a summary at the start of a turn", exc)
 
     def request_pickup(self, key: str) -> None:
         """From a notice or the pending set: one pickup per session at a time, repeated if asked again."""
@@ -114,7 +89,7 @@ class PickupScheduler:
             self._again.add(key)
             return
         self._picking.add(key)
-        self._spawn(self._pickup_until_quiet(key))
+        self.ctx.spawn(self._pickup_until_quiet(key))
 
     async def _pickup_until_quiet(self, key: str) -> None:
         try:
@@ -128,12 +103,12 @@ class PickupScheduler:
 
     def _due(self, session: Any) -> bool:
         """Apply now, or hold until the cache is cold or the context nears the window (idle pickup)."""
-        settings = self.settings
+        settings = self.ctx.settings
         if settings.summary_pickup == "now":
             return True
         return pickup_due(mode=settings.summary_pickup, idle_seconds=idle_seconds(session),
                           cache_ttl=settings.summary_cache_ttl, prompt_tokens=last_context_tokens(session.metadata),
-                          context_window=settings.summary_context_window or self._window(),
+                          context_window=settings.summary_context_window or self.ctx.window(),
                           threshold=settings.summary_threshold)
 
     def _hold(self, key: str, record: SummaryRecord, session: Any) -> None:
@@ -145,7 +120,7 @@ class PickupScheduler:
         old = self._timers.pop(key, None)
         if old is not None:
             old.cancel()
-        delay = max(self.settings.summary_cache_ttl - (idle_seconds(session) or 0.0), 0.0) + 0.05
+        delay = max(self.ctx.settings.summary_cache_ttl - (idle_seconds(session) or 0.0), 0.0) + 0.05
         self._timers[key] = asyncio.get_running_loop().call_later(delay, self._recheck, key)
         logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
                    "or the context nears the window")
@@ -160,7 +135,7 @@ class PickupScheduler:
             if timer is not None:
                 timer.cancel()
         if forget_pending(session, record):
-            self.s.sessions.save(session)
+            self.ctx.nanobot.sessions.save(session)
         self._report(record, outcome, where)
 
     def _recheck(self, key: str) -> None:
@@ -177,18 +152,18 @@ class PickupScheduler:
         records waiting stalled every chat), and its next turn applies the record from line 1 at no cost (or
         the trigger after that turn, which loads: the session is in memory then)."""
         try:
-            sessions = self.s.sessions
+            sessions = self.ctx.nanobot.sessions
             if sessions.get_cached(key) is None and (not load or not self._on_disk(key)):
                 # Not in memory, or not a session of this nanobot (another workspace on the same Redis):
                 # leave its record. Asked again every time (no memo): once the session is here, it applies.
                 return None
-            record = await self.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
+            record = await self.ctx.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
             if record is None:
                 return None
             if record == UNREADABLE:
-                self.counts[UNREADABLE] += 1
+                self.ctx.counts[UNREADABLE] += 1
                 THROTTLE.warning(UNREADABLE, f"dropped a summary record of {key} that cannot be read "
-                                 f"(another version of the worker?); {self.counts[UNREADABLE]} so far")
+                                 f"(another version of the worker?); {self.ctx.counts[UNREADABLE]} so far")
                 return None
             if not isinstance(record, SummaryRecord):
                 return None
@@ -199,13 +174,13 @@ class PickupScheduler:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001
-            self._bug(f"applying the summary of {key}", exc)
+            self.ctx.bug(f"applying the summary of {key}", exc)
             return None
 
     async def _apply_between_turns(self, key: str, record: SummaryRecord) -> Outcome | Literal["held"]:
         """Under the session's turn lock (a turn holds it throughout): drop, hold or apply the record."""
-        sessions = self.s.sessions
-        async with self.s.session_lock(key):
+        sessions = self.ctx.nanobot.sessions
+        async with self.ctx.nanobot.session_lock(key):
             session = sessions.get_or_create(key)
             outcome = verdict(session, record)  # checked first: a stale record is not held
             if outcome is not None:
@@ -224,32 +199,32 @@ class PickupScheduler:
             return outcome
 
     def _on_disk(self, key: str) -> bool:
-        read = getattr(self.s.sessions, "read_session_metadata", None)
+        read = getattr(self.ctx.nanobot.sessions, "read_session_metadata", None)
         try:
             return read is not None and read(key) is not None
         except Exception:  # noqa: BLE001
             return False
 
     def _report(self, record: SummaryRecord, outcome: Outcome, where: str) -> None:
-        self.counts[outcome] += 1
+        self.ctx.counts[outcome] += 1
         key = record.session_key
         if outcome == "applied":
             logs.info(f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
                       f"covered, {record.tokens_before} -> {record.tokens_after} tokens")
         elif outcome == "stale":
             logs.info(f"dropped the summary of {key}: the session changed since (/new or a compaction); "
-                      f"{self.counts['stale']} dropped so far")
+                      f"{self.ctx.counts['stale']} dropped so far")
 
     async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
         async def work(client: Any) -> None:
             await drop_record(client, record)  # keeps a newer record of the same session
-            await client.hincrby(self.settings.keys.stats, outcome, 1)
+            await client.hincrby(self.ctx.settings.keys.stats, outcome, 1)
             if outcome == "applied":  # the sawtooth's drop, in the session's context history
                 await note_context(client, [(record.session_key, {"at": round(time.time(), 1), "applied": True,
                                                                   "before": record.tokens_before,
                                                                   "after": record.tokens_after})])
 
-        await self.link.call(f"clearing the summary record of {record.session_key}", work)
+        await self.ctx.link.call(f"clearing the summary record of {record.session_key}", work)
 
 
 def idle_seconds(session: Any) -> float | None:
