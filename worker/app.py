@@ -1,5 +1,5 @@
 """`arq worker.app.WorkerSettings`: the worker's arq options, read from the environment when arq asks for them
-(`nanobot-summary run` is the other way in: worker.service.command)."""
+(`nanobot-summary run` is the other way in: worker.commands.run)."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
     root.setLevel(min(root.level, handler.level))
     try:
         with mock.patch.dict(os.environ, env or {}, clear=env is not None), \
-                mock.patch("worker.service.command.lower_priority", return_value=0):
+                mock.patch("worker.commands.run.lower_priority", return_value=0):
             try:
                 code = cli.main(list(argv))
             except SystemExit as exc:

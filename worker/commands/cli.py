@@ -36,7 +36,7 @@ def _date(text: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from worker.service.command import run_worker
+    from worker.commands.run import run_worker
 
     return run_worker(args)
 

@@ -94,7 +94,7 @@ def run_reloading(verbose: bool) -> int:
     # `arq --watch` restarts but keeps running the old code; a fresh process does not.
     from watchfiles import PythonFilter, run_process
 
-    root = Path(__file__).resolve().parents[2]  # the checkout: worker/service/command.py
+    root = Path(__file__).resolve().parents[2]  # the checkout: worker/commands/run.py
     child = [sys.executable, "-m", "worker", "run", "--no-embedded-redis"] + (["-v"] if verbose else [])
     # A worker's shutdown closes its Redis pool and cancels its jobs: on a busy machine that takes
     # longer than watchfiles' 5 s, whose SIGKILL then takes this process down with a traceback.
