@@ -17,14 +17,14 @@ from nanobot_hooks import logs
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.settings import HookSettings
 
-from tests.support.defaults import TEST_KEYS, apply_test_defaults
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeLLM, Reply
-from tests.support.gateway import Gateway, write_config
-from tests.support.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
-from tests.support.nanobot_cli import find_nanobot
-from tests.support.redis_server import RedisServer, free_port
-from tests.support.sandbox import NanobotHome
+from harness.defaults import TEST_KEYS, apply_test_defaults
+from harness.environment import process_env
+from harness.fakellm import FakeLLM, Reply
+from harness.gateway import Gateway, write_config
+from harness.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
+from harness.nanobot_cli import find_nanobot
+from harness.redis_server import RedisServer, free_port
+from harness.sandbox import NanobotHome
 from tests.support.standins import Loop, surface_for
 from tests.support.workers import ProcfileWorker
 from worker.service.build import build_deps

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeRequest
-from tests.support.nanobot_cli import find_nanobot
+from harness.environment import process_env
+from harness.fakellm import FakeRequest
+from harness.nanobot_cli import find_nanobot
 
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_compare", ROOT / "scripts" / "bench_compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    from tests.support.bench import load_bench as load
+
+    return load("bench_compare")
 
 
 def test_the_cache_bills_the_prefix_shared_with_a_recent_request_in_blocks():
@@ -123,7 +119,7 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"
     env = process_env(NANOBOT_BIN=str(exe))
-    done = subprocess.run([sys.executable, "scripts/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
+    done = subprocess.run([sys.executable, "bench/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text(encoding="utf-8"))

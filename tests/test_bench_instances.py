@@ -1,4 +1,4 @@
-"""The many-instances soak benchmark (scripts/bench_instances.py) at a smoke size: three instances on one Redis for
+"""The many-instances soak benchmark (bench/bench_instances.py) at a smoke size: three instances on one Redis for
 half a simulated hour, the daily tick inside it. Every instance gets its daily run and every minute's MEMORY.md
 check, nothing runs twice or for another instance, no status names another instance, no key lacks a namespace.
 The counts are taken once the window's ticks have all ended, so a slow machine only makes the run longer."""
@@ -13,13 +13,13 @@ import arq.jobs
 import arq.utils
 import arq.worker
 
-from tests.support.scripts import load_script
+from tests.support.bench import load_bench
 
 
 def test_three_instances_get_every_tick_of_half_a_simulated_hour_and_nothing_crosses(capsys) -> None:
     clocks = [arq.worker.datetime, arq.worker.timestamp_ms, arq.connections.timestamp_ms, arq.jobs.timestamp_ms,
               arq.utils.timestamp_ms]
-    code = load_script("bench_instances").main(["--instances", "3", "--hours", "0.5", "--scale", "600"])
+    code = load_bench("bench_instances").main(["--instances", "3", "--hours", "0.5", "--scale", "600"])
     stdout = capsys.readouterr().out
     figures = json.loads(stdout.strip().splitlines()[-1])
     assert code == 0, stdout

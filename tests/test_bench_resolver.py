@@ -1,4 +1,4 @@
-"""The resolver benchmark (scripts/bench_resolver.py) at its smoke size: one gateway turn and one `nanobot agent`
+"""The resolver benchmark (bench/bench_resolver.py) at its smoke size: one gateway turn and one `nanobot agent`
 run in each of its three conditions, each answered, and every figure printed. How long they took is the
 benchmark's to report, never asserted here."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.support.scripts import load_script
+from tests.support.bench import load_bench
 
 SECONDS = r" +(\d+\.\d\d)"
 DELTA = r" +([+-]\d+\.\d\d)"
@@ -15,7 +15,7 @@ DELTA = r" +([+-]\d+\.\d\d)"
 
 def test_a_smoke_run_times_every_condition_through_the_gateway_and_the_agent(nanobot_exe: Path, tmp_path: Path,
                                                                               capsys) -> None:
-    bench = load_script("bench_resolver")
+    bench = load_bench("bench_resolver")
     code = bench.main(["--turns", "1", "--agent-runs", "1", "--pause", "0.2", "--warmup", "0",
                        "--work", str(tmp_path / "run")])
     out, err = capsys.readouterr()

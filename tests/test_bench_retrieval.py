@@ -1,5 +1,5 @@
-"""The retrieval benchmark (scripts/bench_retrieval.py) at its smoke size, and the conversations it measures with
-(scripts/retrieval_corpus.py): the figures it prints, its BM25 baseline, and questions whose evidence is right."""
+"""The retrieval benchmark (bench/bench_retrieval.py) at its smoke size, and the conversations it measures with
+(bench/retrieval_corpus.py): the figures it prints, its BM25 baseline, and questions whose evidence is right."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta
 
 import pytest
 
-from tests.support.scripts import load_script
+from tests.support.bench import load_bench
 
 TODAY = date(2026, 11, 25)  # a Wednesday: last week is Monday 16 to Sunday 22 November
 CELL = r" +(\d\.\d\d)"
@@ -20,11 +20,11 @@ RATIO = r" +(\d+\.\d\dx|n/a)"
 def corpus():
     """The corpus module as the benchmark imports it: loaded alone by load_script it would not be in
     sys.modules, where its dataclasses look their annotations up."""
-    return load_script("bench_retrieval").corpus
+    return load_bench("bench_retrieval").corpus
 
 
 def test_the_benchmark_runs_in_its_smoke_size(capsys):
-    assert load_script("bench_retrieval").main(["--smoke", "--today", TODAY.isoformat()]) == 0
+    assert load_bench("bench_retrieval").main(["--smoke", "--today", TODAY.isoformat()]) == 0
     stdout = capsys.readouterr().out
     last = json.loads(stdout.strip().splitlines()[-1])
     assert last["today"] == TODAY.isoformat() and last["conversations"] == 2
@@ -50,7 +50,7 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
 
 def test_the_conversations_can_share_one_workspace(capsys):
     """--shared-workspace: one user's many chats in one index (each conversation still asks as itself)."""
-    assert load_script("bench_retrieval").main(["--smoke", "--shared-workspace", "--today", TODAY.isoformat()]) == 0
+    assert load_bench("bench_retrieval").main(["--smoke", "--shared-workspace", "--today", TODAY.isoformat()]) == 0
     stdout = capsys.readouterr().out
     archived = re.search(r"^archived with the worker's index code .*, all in one workspace: ([\d,]+) of ([\d,]+) turns",
                          stdout, re.MULTILINE)
@@ -61,7 +61,7 @@ def test_the_conversations_can_share_one_workspace(capsys):
 
 def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys):
     """--archive jobs (the full run's default): one summary job per conversation in a real arq worker."""
-    main = load_script("bench_retrieval").main
+    main = load_bench("bench_retrieval").main
     assert main(["--smoke", "--archive", "jobs", "--redis-url", redis_url, "--today", TODAY.isoformat()]) == 0
     stdout = capsys.readouterr().out
     archived = re.search(r"archived by 4 summary jobs of a real arq worker .*: ([\d,]+) of ([\d,]+) turns", stdout)
@@ -73,7 +73,7 @@ def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys
 
 
 def test_the_baseline_cuts_chinese_into_bigrams_and_latin_into_words():
-    bench = load_script("bench_retrieval")
+    bench = load_bench("bench_retrieval")
     assert bench.bm25_tokens("小雅去试镜了, OK? Anna's audition") == [
         "小雅", "雅去", "去试", "试镜", "镜了", "ok", "anna", "s", "audition"]
     assert bench.bm25_tokens("好") == ["好"]

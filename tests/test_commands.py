@@ -15,12 +15,12 @@ from pathlib import Path
 
 from nanobot_hooks.contract import load_record
 from tests.support.commands import run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Reply
-from tests.support.models import summary_json
-from tests.support.redis_server import free_port
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.redis_server import free_port
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.service.build import build_deps
 from worker.state.outcomes import load_outcome

@@ -22,10 +22,10 @@ import yaml
 from arq.connections import create_pool
 
 from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace, load_record, store_record
-from tests.support.environment import process_env
-from tests.support.nanobot_cli import find_nanobot
-from tests.support.redis_server import free_port
-from tests.support.transcripts import conversation
+from harness.environment import process_env
+from harness.nanobot_cli import find_nanobot
+from harness.redis_server import free_port
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import worker_options
 from worker.connections import answers, redis_settings

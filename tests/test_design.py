@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.nanobot_cli import find_nanobot, nanobot_python
+from harness.nanobot_cli import find_nanobot, nanobot_python
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the worker may take from nanobot_hooks: the contract, and the settings it extends.
@@ -52,7 +52,7 @@ def test_every_import_is_absolute_so_the_layer_checks_see_it() -> None:
 
 def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> None:
     for module, names in imports_of("nanobot_hooks").items():
-        bad = {n for n in names if n.split(".")[0] in {"worker", "litellm", "scripts", "tests", "tiktoken"}}
+        bad = {n for n in names if n.split(".")[0] in {"worker", "litellm", "scripts", "bench", "harness", "tests", "tiktoken"}}
         assert not bad, f"{module} imports {sorted(bad)}"
 
 
@@ -72,7 +72,7 @@ def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> No
         modules = {n for n in hooks if n.count(".") == 1} | {n.rsplit(".", 1)[0] for n in hooks if n.count(".") == 2}
         allowed = WORKER_MAY_USE | (WEB_MAY_ALSO_USE if module.startswith("worker/web/") else set())
         assert modules <= allowed, f"{module} uses {sorted(modules - allowed)}"
-        upward = {n for n in names if n.split(".")[0] in {"scripts", "tests"}}
+        upward = {n for n in names if n.split(".")[0] in {"scripts", "bench", "harness", "tests"}}
         assert not upward, f"{module} imports {sorted(upward)}"
 
 

@@ -25,8 +25,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.support.environment import process_env
-from tests.support.nanobot_cli import find_nanobot, nanobot_python
+from harness.environment import process_env
+from harness.nanobot_cli import find_nanobot, nanobot_python
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from nanobot_hooks.settings import HookSettings
-from tests.support.scripts import load_script
+from tests.support.bench import load_bench
 from worker.settings import OWN_PREFIXES, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ README_MAX_LINES = 300
 
 
 def test_the_configuration_page_is_what_the_settings_generate() -> None:
-    generated = load_script("config_docs").page()
+    generated = load_bench("config_docs").page()
     assert CONFIGURATION.read_text(encoding="utf-8") == generated, (
         "docs/configuration.md is out of date: run .venv/bin/python scripts/config_docs.py --write")
 
@@ -42,7 +42,7 @@ def test_every_variable_the_settings_read_is_on_the_configuration_page_with_its_
 
 
 def test_the_script_checks_the_committed_page(capsys) -> None:
-    assert load_script("config_docs").main(["--check"]) == 0
+    assert load_bench("config_docs").main(["--check"]) == 0
     assert "up to date" in capsys.readouterr().out
 
 

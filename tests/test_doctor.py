@@ -19,11 +19,11 @@ from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, enqueue_summary, store_record, utcnow
 from tests.support.commands import check, doctor, run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Hang, Reply
-from tests.support.models import summary_json
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Hang, Reply
+from harness.models import summary_json
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.service.arq_worker import SteadyWorker, worker_options

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.commands import check, doctor, run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Reply
-from tests.support.models import summary_json
-from tests.support.redis_server import RedisServer
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.redis_server import RedisServer
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker, summarize_now
 

@@ -1,4 +1,4 @@
-"""Tests for tests.support.fakellm: real HTTP through litellm against the fake server."""
+"""Tests for harness.fakellm: real HTTP through litellm against the fake server."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import litellm
 import pytest
 
-from tests.support.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply
+from harness.fakellm import Error, FakeLLM, FakeRequest, Hang, Reply
 
 MODEL = "openai/fake-model"
 

@@ -21,14 +21,14 @@ from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record
 from tests.support.crossing import CHAT
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Error, FakeRequest, Hang, Reply
-from tests.support.models import BIG_PROMPT, SUMMARY_MODEL, Summarizer, previous_summary
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Error, FakeRequest, Hang, Reply
+from harness.models import BIG_PROMPT, SUMMARY_MODEL, Summarizer, previous_summary
 from tests.support.queue_probes import stats
-from tests.support.redis_server import RedisServer
-from tests.support.sandbox import NanobotHome, session_lines
-from tests.support.transcripts import conversation
+from harness.redis_server import RedisServer
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.connections import redis_settings

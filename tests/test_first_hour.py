@@ -20,12 +20,12 @@ from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.turn.listener import listen
 from tests.support.commands import run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Error, Reply
-from tests.support.models import summary_json
-from tests.support.redis_server import RedisServer, free_port
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Error, Reply
+from harness.models import summary_json
+from harness.redis_server import RedisServer, free_port
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError

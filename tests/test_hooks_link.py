@@ -18,8 +18,8 @@ from nanobot_hooks.link import RedisLink
 from nanobot_hooks.turn.listener import listen
 from nanobot_hooks.contract import enqueue_idle_check, redacted_url
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.redis_server import Certificates, RedisServer, free_port
+from harness.defaults import TEST_KEYS
+from harness.redis_server import Certificates, RedisServer, free_port
 
 
 def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):

@@ -16,7 +16,7 @@ from arq.jobs import Job
 from arq.worker import Worker
 
 from nanobot_hooks.contract import SummarizeRequest, enqueue_idle_check, enqueue_summary, load_record, store_record
-from tests.support.fakellm import Reply
+from harness.fakellm import Reply
 from worker.service.arq_worker import worker_options
 from worker.summarize.cut import KeepRule, saves_enough, saving_floor
 from worker.summarize.idle import KEEP_NOTHING, idle_keep
@@ -25,16 +25,15 @@ from worker.summarize.plan import plan_for, plan_job
 from worker.state.outcomes import load_outcome
 from worker.nanobot.sessions import read_session
 
-from tests.support.defaults import TEST_KEYS
+from harness.defaults import TEST_KEYS
 from tests.support.commands import run_in_process
-from tests.support.environment import process_env
-from tests.support.models import (
-    SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json, system_text,
-)
-from tests.support.nanobot_cli import ARCHIVED, turn
+from harness.environment import process_env
+from harness.models import (SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json,
+                            system_text)
+from harness.nanobot_cli import ARCHIVED, turn
 from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
 from tests.support.waiting import wait_until
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import applied
 
@@ -375,7 +374,7 @@ def test_the_keep_rule_benchmark_runs_and_an_idle_summary_shrinks_the_turn_after
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_idle_keep.py"
+    path = Path(__file__).resolve().parent.parent / "bench" / "bench_idle_keep.py"
     spec = importlib.util.spec_from_file_location("bench_idle_keep", path)
     assert spec and spec.loader
     bench = importlib.util.module_from_spec(spec)

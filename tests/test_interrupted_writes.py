@@ -24,8 +24,8 @@ from worker import files
 from worker.files import _STARTED, temp_beside
 from worker.nanobot.metadata_line import write_metadata_entry
 
-from tests.support.sandbox import NanobotHome, session_lines
-from tests.support.transcripts import conversation
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from tests.support.workers import ROOT, run_burst
 
 KEY = "telegram:42"

@@ -21,10 +21,10 @@ from worker.memory.dedup import normalize
 from worker.memory.writer import MemoryFiles, last_session_write, quiet
 from worker.state.outcomes import load_outcome
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.models import echo_memory
-from tests.support.sandbox import NanobotHome
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.models import echo_memory
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
 
@@ -264,9 +264,9 @@ def test_held_facts_are_appended_a_cut_line_stays_its_own_and_every_job_reads_on
 
 
 def test_the_busy_day_benchmark_runs_in_its_smoke_size(capsys):
-    from tests.support.scripts import load_script
+    from tests.support.bench import load_bench
 
-    assert load_script("bench_memory_day").main(["--smoke"]) == 0
+    assert load_bench("bench_memory_day").main(["--smoke"]) == 0
     out = capsys.readouterr().out
     assert "300 jobs on one day" in out and "memory-file work per job: first 50" in out and "resident memory" in out
     figures = json.loads(out.strip().splitlines()[-1])

@@ -12,12 +12,12 @@ import redis as sync_redis
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
-from tests.support.fakellm import FakeRequest, Reply
+from harness.fakellm import FakeRequest, Reply
 from worker.memory.notes import noted_spans
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.models import echo_memory
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.models import echo_memory
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
@@ -161,7 +161,7 @@ async def test_a_chinese_conversation_gets_chinese_notes_and_headings(redis, nan
 
 
 async def test_a_daily_job_that_gives_up_does_not_requeue_itself_forever(redis, nanobot_home, fake_llm, deps_for):
-    from tests.support.fakellm import Error
+    from harness.fakellm import Error
 
     fake_llm.default = Error.server()
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))

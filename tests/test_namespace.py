@@ -21,20 +21,20 @@ from nanobot_hooks.contract import (JOB_DAILY, KEY_PREFIX, Keys, SummarizeReques
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks import logs
 from nanobot_hooks.settings import HookSettings, SettingsError
-from tests.support.fakellm import FakeRequest, Reply
+from harness.fakellm import FakeRequest, Reply
 from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps
 from worker.connections import redis_settings
 from worker.state.outcomes import load_outcome
 from worker.settings import Settings
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.models import BIG_PROMPT, summary_json
-from tests.support.nanobot_cli import turn
-from tests.support.sandbox import NanobotHome, session_lines
-from tests.support.scripts import load_script
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.models import BIG_PROMPT, summary_json
+from harness.nanobot_cli import turn
+from harness.sandbox import NanobotHome, session_lines
+from tests.support.bench import load_bench
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, running_worker
 
 HOMES = 20
@@ -163,7 +163,7 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
 
 
 def test_the_redis_commands_benchmark_runs_at_a_smoke_size(capsys) -> None:
-    assert load_script("bench_redis_ops").main(["--sessions", "3", "--idle", "1"]) == 0
+    assert load_bench("bench_redis_ops").main(["--sessions", "3", "--idle", "1"]) == 0
     stdout = capsys.readouterr().out
     figures = dict(re.findall(r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job",
                               stdout, re.MULTILINE))

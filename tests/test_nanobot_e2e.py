@@ -17,18 +17,16 @@ from tests.support.commands import run_in_process
 from tests.support.crossing import (
     CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross, seed_cross_and_summarize,
 )
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Error
-from tests.support.models import (
-    BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, LLMScript, Summarizer, chat_requests, history_text,
-    system_text,
-)
-from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Error
+from harness.models import (BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, LLMScript, Summarizer,
+                            chat_requests, history_text, system_text)
+from harness.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
 from tests.support.queue_probes import applied, has_record, queued_jobs, queued_reason, stats
-from tests.support.redis_server import free_port
-from tests.support.sandbox import NanobotHome, session_lines
-from tests.support.transcripts import conversation
+from harness.redis_server import free_port
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.connections import answers, redis_settings

@@ -241,9 +241,9 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
                                                                                    deps_for) -> None:
     """A real job whose model returned no notes: the span's marker (which tells later runs those messages are
     noted) is kept in a hidden file beside the day's, never as a day file holding only markers."""
-    from tests.support.fakellm import Reply
-    from tests.support.models import summary_json
-    from tests.support.transcripts import conversation
+    from harness.fakellm import Reply
+    from harness.models import summary_json
+    from harness.transcripts import conversation
     from tests.support.workers import summarize_now
 
     fake_llm.default = Reply(summary_json())  # no daily notes

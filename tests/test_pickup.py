@@ -17,7 +17,7 @@ from nanobot_hooks.turn.apply import apply_record, pending_in_metadata
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 
 from tests.support.standins import StandInSession, record_for
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 
 def test_a_fitting_record_is_applied_once_and_marked():
     session = StandInSession("telegram:1", conversation(10))

@@ -25,13 +25,13 @@ from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.context import MAX_SESSIONS
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
 from tests.support.standins import (
     KEY, Loop, StandInSession, TurnContext, idle_session, publish_turn_started, record_for, started,
     surface_for,
 )
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, load_record, load_record_or_drop,
                                     pending_sessions, store_record)
 
-from tests.support.defaults import TEST_KEYS
+from harness.defaults import TEST_KEYS
 
 KEY = "telegram:42"
 

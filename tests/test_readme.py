@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.support.scripts import load_script
+from tests.support.bench import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -15,7 +15,7 @@ _LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2}( \S+)? -->")  # the day a f
 
 
 def _example_module(name: str = "example_memory"):
-    return load_script(name)
+    return load_bench(name)
 
 
 def _readme_block(name: str) -> str:
@@ -39,7 +39,7 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
 
 
 async def test_readme_recall_example_matches_the_code(redis_url) -> None:
-    match = re.search(r"`scripts/example_recall.py`[^`]*```text\n(.*?)\n```", MEMORY_DOCS, re.DOTALL)
+    match = re.search(r"`bench/example_recall.py`[^`]*```text\n(.*?)\n```", MEMORY_DOCS, re.DOTALL)
     assert match, "docs/memory-and-recall.md has no recall example"
     produced = await _example_module("example_recall").produce(redis_url)
     assert "[REDACTED]" in produced and "sk-live" not in produced

@@ -11,16 +11,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests.support.commands import run_in_process
-from tests.support.environment import process_env
-from tests.support.fakellm import Error, FakeRequest, Reply
-from tests.support.models import REFUSAL, Summarizer, is_summary_request, user_lines
+from harness.environment import process_env
+from harness.fakellm import Error, FakeRequest, Reply
+from harness.models import REFUSAL, Summarizer, is_summary_request, user_lines
 from worker.model import llm
 from worker.state.budget import cooldown_seconds, cooling
 from worker.summarize.daily import daily_summaries
 from worker.memory.notes import is_noted, noted_spans
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"

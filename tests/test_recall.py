@@ -24,13 +24,13 @@ from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.answer import Hit, Source, snippet, visible_sources
 from nanobot_hooks.recall.query import read_query, terms
 from nanobot_hooks.settings import HookSettings
-from tests.support.fakellm import Reply
-from tests.support.sandbox import NanobotHome
-from tests.support.scripts import load_script
-from tests.support.models import summary_json
+from harness.fakellm import Reply
+from harness.sandbox import NanobotHome
+from tests.support.bench import load_bench
+from harness.models import summary_json
 from worker.memory.recall_index import RecallIndex, memory_rows, note_rows
 
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 from tests.support.workers import summarize_now
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -589,6 +589,6 @@ async def test_the_recall_tool_answers_in_plain_text_and_never_raises(home, inde
 
 
 def test_the_benchmark_runs_in_its_smoke_size(capsys):
-    assert load_script("bench_recall").main(["--smoke"]) == 0
+    assert load_bench("bench_recall").main(["--smoke"]) == 0
     stdout = capsys.readouterr().out
     assert "query latency, all (60)" in stdout and "queries with passages found: 40 of 60" in stdout

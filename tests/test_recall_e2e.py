@@ -6,11 +6,11 @@ import json
 
 from nanobot_hooks.contract import load_record
 from tests.support.crossing import CHAT
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeRequest, Reply
-from tests.support.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, LLMScript, chat_requests, system_text
-from tests.support.nanobot_cli import ARCHIVED, turn
-from tests.support.transcripts import conversation
+from harness.environment import process_env
+from harness.fakellm import FakeRequest, Reply
+from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, LLMScript, chat_requests, system_text
+from harness.nanobot_cli import ARCHIVED, turn
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst
 from worker.memory.recall_index import RecallIndex

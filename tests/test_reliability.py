@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, load_record, storage_name, store_record
 from tests.support.commands import run_in_process
-from tests.support.environment import process_env
-from tests.support.fakellm import Reply
-from tests.support.models import Summarizer, summary_json, user_lines
-from tests.support.redis_server import RedisServer
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import Summarizer, summary_json, user_lines
+from harness.redis_server import RedisServer
 from worker.memory import longterm
 from worker.model.answer import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
@@ -33,8 +33,8 @@ from worker.state.progress import Progress
 from worker.nanobot.sessions import list_session_keys, parse_session
 from worker.text.tokens import count_message, estimate_tokens
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
@@ -277,7 +277,7 @@ def test_every_model_kept_in_redis_round_trips(strategy) -> None:
 async def test_facts_the_disk_refused_are_asked_for_again_not_lost(redis, nanobot_home, fake_llm, deps_for):
     """A job whose held facts could not be written leaves its messages un-noted, says so in its outcome, and
     once the disk takes writes again a later run (the daily one) notes them and holds their facts."""
-    from tests.support.models import echo_memory
+    from harness.models import echo_memory
 
     fake_llm.responder = echo_memory
     morning = datetime.now().replace(hour=8, minute=0, second=0, microsecond=0)

@@ -18,14 +18,14 @@ import pytest
 
 from nanobot_hooks.contract import METADATA_KEY
 from tests.support.crossing import SEEDED_TURNS
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeLLM, FakeRequest, Reply
-from tests.support.gateway import write_config
-from tests.support.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT
-from tests.support.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from harness.environment import process_env
+from harness.fakellm import FakeLLM, FakeRequest, Reply
+from harness.gateway import write_config
+from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT
+from harness.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
 from tests.support.queue_probes import queued_jobs, stats
-from tests.support.sandbox import NanobotHome, session_lines
-from tests.support.transcripts import conversation
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from tests.support.workers import run_burst
 
 

@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
 from tests.support.commands import run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeRequest, Reply
-from tests.support.gateway import write_config
-from tests.support.models import BIG_PROMPT, LLMScript, Summarizer, is_summary_request
-from tests.support.nanobot_cli import agent_turn, find_nanobot
-from tests.support.redis_server import Certificates, RedisServer, free_port
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import FakeRequest, Reply
+from harness.gateway import write_config
+from harness.models import BIG_PROMPT, LLMScript, Summarizer, is_summary_request
+from harness.nanobot_cli import agent_turn, find_nanobot
+from harness.redis_server import Certificates, RedisServer, free_port
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
 from worker.connections import redis_settings

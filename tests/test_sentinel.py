@@ -16,9 +16,9 @@ from nanobot_hooks.contract import (SentinelTarget, SummarizeRequest, SummaryRec
                                     pending_sessions, redacted_url, store_record)
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import load_settings, SettingsError
-from tests.support.defaults import TEST_KEYS
-from tests.support.redis_server import SentinelSetup
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.redis_server import SentinelSetup
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.connections import answers, redis_settings, server_version

@@ -25,7 +25,7 @@ from worker.nanobot.sessions import (
 )
 from worker.nanobot.metadata_line import edit_attempt, write_metadata_entry
 
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -337,7 +337,7 @@ def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobo
 
 
 def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
-    done = subprocess.run([sys.executable, "scripts/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "bench/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2,000 messages" in done.stdout and "peak memory:" in done.stdout, done.stdout

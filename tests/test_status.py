@@ -20,12 +20,12 @@ from arq.connections import create_pool
 from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, load_record, store_record,
                                     utcnow)
 from tests.support.commands import run_in_process
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeRequest, Hang, Reply
-from tests.support.models import summary_json
-from tests.support.redis_server import free_port
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import FakeRequest, Hang, Reply
+from harness.models import summary_json
+from harness.redis_server import free_port
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.connections import redis_settings

@@ -10,15 +10,15 @@ import pytest
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
 from worker.state.outcomes import load_outcome
-from tests.support.fakellm import Error, Reply
+from harness.fakellm import Error, Reply
 from worker.summarize.cut import plan_cut
 from worker.summarize.plan import plan_for, window_for
 from worker.nanobot.sessions import read_session
 from worker.text.tokens import cl100k_counter, count_message
 
-from tests.support.defaults import TEST_KEYS
-from tests.support.models import summary_json
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.models import summary_json
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
@@ -258,7 +258,7 @@ async def test_internal_sessions_are_left_alone(redis, nanobot_home, fake_llm, d
 
 
 async def test_a_timed_out_call_is_retried(redis, nanobot_home, fake_llm, deps_for):
-    from tests.support.fakellm import Hang
+    from harness.fakellm import Hang
 
     nanobot_home.write_session(KEY, conversation(15))
     fake_llm.script(Hang(5))

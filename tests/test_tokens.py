@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.corpora import CORPORA, REPEATED
+from harness.corpora import CORPORA, REPEATED
 from worker.text import tokens
 from worker.text.language import HAN, HANGUL, KANA
 from worker.text.tokens import cl100k_counter, count_message, estimate_tokens
@@ -17,7 +17,7 @@ from worker.text.tokens import cl100k_counter, count_message, estimate_tokens
 # The estimate's constants were fitted on other texts (written for that and thrown away): the corpora check it
 # on texts it never saw, one per kind of text the assistant reads.
 
-BENCH_SOURCE = Path(__file__).resolve().parent.parent / "scripts" / "bench_worker.py"  # in the benchmark too
+BENCH_SOURCE = Path(__file__).resolve().parent.parent / "bench" / "bench_worker.py"  # in the benchmark too
 
 CHINESE = (
     "在这个项目中，我们需要为个人助理实现一个后台摘要服务。当会话的上下文达到模型窗口的百分之六十时，"

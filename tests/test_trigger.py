@@ -8,7 +8,7 @@ from nanobot_hooks.contract import METADATA_KEY, is_internal_session, is_user_tu
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 from nanobot_hooks.turn.apply import pickup_due
 
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 
 MARKER = {"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
           "_hidden_history": True}

@@ -12,11 +12,11 @@ from pathlib import Path
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
 from tests.support.commands import run_in_process
 from tests.support.crossing import assert_summary_replaces_covered_messages, seed_cross_and_summarize
-from tests.support.environment import process_env
-from tests.support.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
-from tests.support.nanobot_cli import ARCHIVED, turn
-from tests.support.sandbox import session_lines
-from tests.support.transcripts import conversation
+from harness.environment import process_env
+from harness.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
+from harness.nanobot_cli import ARCHIVED, turn
+from harness.sandbox import session_lines
+from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 
 ROOT = Path(__file__).resolve().parent.parent

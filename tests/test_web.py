@@ -25,13 +25,13 @@ import pytest
 from arq.constants import health_check_key_suffix
 
 from nanobot_hooks.contract import LAST_SUMMARY
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Reply
-from tests.support.models import echo_memory
-from tests.support.redis_server import free_port
-from tests.support.scripts import load_script
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import echo_memory
+from harness.redis_server import free_port
+from tests.support.bench import load_bench
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
 from tests.support.workers import running_worker, summarize_now
@@ -183,7 +183,7 @@ async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_a
 
 
 def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) -> None:
-    assert load_script("bench_web").main(["--smoke"]) == 0
+    assert load_bench("bench_web").main(["--smoke"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
                                                                  "/recall"}

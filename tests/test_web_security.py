@@ -18,9 +18,9 @@ import pytest
 from arq.constants import health_check_key_suffix
 
 from nanobot_hooks.contract import Keys, utcnow
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.redis_server import free_port
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.redis_server import free_port
 from tests.support.waiting import wait_until
 from tests.support.web import API_KEY, FACTS, KEY, PAGES, SCRIPT, escaped, made_by_jobs, served
 from tests.support.workers import running_worker

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
-from tests.support.defaults import TEST_KEYS
-from tests.support.environment import process_env
-from tests.support.fakellm import Reply
-from tests.support.models import summary_json
-from tests.support.transcripts import conversation
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.transcripts import conversation
 from worker.state.outcomes import load_outcome
 
 

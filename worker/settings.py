@@ -27,7 +27,7 @@ class Settings(HookSettings):
                                                "failing (a bad answer is asked again with it)")
     # 3% of the window: the last exchange or two stay verbatim at 32,000 tokens, a few more at 128,000.
     # Kept tokens are re-sent with every request until the next summary, and re-sent uncached right after
-    # one: a share of the window keeps that cost in step with the window (scripts/bench_compare.py compares
+    # one: a share of the window keeps that cost in step with the window (bench/bench_compare.py compares
     # keep rules).
     summary_keep: Annotated[KeepRule, NoDecode] = Field(KeepRule("fraction", 0.03), description=(
         "what stays verbatim after an automatic summary: messages:N, tokens:N, fraction:F of the window or turns:N "

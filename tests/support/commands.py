@@ -16,8 +16,8 @@ from unittest import mock
 
 import pytest
 
-from tests.support.environment import process_env
-from tests.support.sandbox import NanobotHome
+from harness.environment import process_env
+from harness.sandbox import NanobotHome
 from worker.service.logs import PAYLOAD_LOGGERS
 from worker.commands import cli
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract import SummaryRecord, load_record
-from tests.support.environment import process_env
-from tests.support.fakellm import FakeLLM
-from tests.support.models import BIG_PROMPT, SUMMARY_TEXT, LLMScript, chat_requests, history_text, system_text
-from tests.support.nanobot_cli import ARCHIVED, turn
+from harness.environment import process_env
+from harness.fakellm import FakeLLM
+from harness.models import BIG_PROMPT, SUMMARY_TEXT, LLMScript, chat_requests, history_text, system_text
+from harness.nanobot_cli import ARCHIVED, turn
 from tests.support.queue_probes import queued_jobs
-from tests.support.sandbox import NanobotHome
-from tests.support.transcripts import conversation
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst
 from worker.summarize.deps import Deps

@@ -5,7 +5,7 @@ from __future__ import annotations
 from arq.connections import ArqRedis
 from arq.jobs import Job
 
-from tests.support.defaults import TEST_KEYS
+from harness.defaults import TEST_KEYS
 
 
 async def queued_jobs(redis: ArqRedis) -> int:

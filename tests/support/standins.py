@@ -18,7 +18,7 @@ from nanobot_hooks.contract import SummaryRecord
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.context import Surface
 
-from tests.support.transcripts import conversation
+from harness.transcripts import conversation
 
 KEY = "telegram:99"  # the session the stand-in turns belong to unless told otherwise
 MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."

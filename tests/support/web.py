@@ -16,10 +16,10 @@ import markupsafe
 from aiohttp.test_utils import TestClient, TestServer
 from arq.connections import ArqRedis
 
-from tests.support.fakellm import FakeLLM, FakeRequest, Reply
-from tests.support.models import echo_memory
-from tests.support.sandbox import NanobotHome
-from tests.support.transcripts import conversation
+from harness.fakellm import FakeLLM, FakeRequest, Reply
+from harness.models import echo_memory
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
 from tests.support.workers import summarize_now
 from worker.settings import Settings
 from worker.summarize.deps import Deps

@@ -27,7 +27,7 @@ log = logging.getLogger("worker")
 
 
 # The worker runs beside the user's assistant, often on the same small machine: its CPU work (parsing
-# answers, memory files, the recall index) must not slow down a turn (scripts/bench_compare.py).
+# answers, memory files, the recall index) must not slow down a turn (bench/bench_compare.py).
 NICENESS = 10
 
 

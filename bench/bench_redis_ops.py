@@ -19,9 +19,9 @@ from arq.worker import Worker  # noqa: E402
 
 from nanobot_hooks.contract import (SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
                                     load_record_or_drop, pending_sessions)
-from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
-from tests.support.redis_server import free_port  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.redis_server import free_port  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.connections import redis_settings, start_embedded  # noqa: E402
@@ -106,7 +106,7 @@ async def run(sessions: int, turns: int, idle_seconds: float, redis_url: str) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_redis_ops.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench/bench_redis_ops.py", description=__doc__)
     parser.add_argument("--sessions", type=int, default=50, help="sessions, one job each (default 50)")
     parser.add_argument("--turns", type=int, default=20, help="user turns per session (default 20)")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle worker to count (default 10)")

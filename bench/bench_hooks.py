@@ -3,7 +3,7 @@ enqueue, and whole in-process turns with and without the integration. Prints fig
 
 Run it with nanobot's Python (the environment where nanobot-ai and this project are installed):
 
-    .venv-nanobot/bin/python scripts/bench_hooks.py [--messages 200] [--redis redis://127.0.0.1:6379/15]
+    .venv-nanobot/bin/python bench/bench_hooks.py [--messages 200] [--redis redis://127.0.0.1:6379/15]
 
 The turn-path figures need no Redis. The enqueue round trip is measured only when --redis answers;
 it uses keys of sessions named `bench:*` and removes them afterwards.

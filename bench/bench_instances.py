@@ -37,11 +37,11 @@ from arq.cron import CronJob, next_cron  # noqa: E402
 from arq.utils import to_unix_ms  # noqa: E402
 
 from nanobot_hooks.contract import Keys  # noqa: E402
-from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
-from tests.support.models import summary_json  # noqa: E402
-from tests.support.redis_server import RedisServer  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
-from tests.support.transcripts import conversation  # noqa: E402
+from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.models import summary_json  # noqa: E402
+from harness.redis_server import RedisServer  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
+from harness.transcripts import conversation  # noqa: E402
 from worker.commands import status_text  # noqa: E402
 from worker.commands.status import gather  # noqa: E402
 from worker.connections import redis_settings  # noqa: E402

@@ -1,4 +1,4 @@
-"""Scripted behaviours of real summary models, as responders for the fake LLM (tests.support.fakellm).
+"""Scripted behaviours of real summary models, as responders for the fake LLM (harness.fakellm).
 
 `summary_json` is the worker's answer schema filled in; `LLMScript` answers nanobot's own turns and the worker's
 summaries from one fake server, told apart by the model name (`SUMMARY_MODEL`).
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from typing import Any
 
-from tests.support.fakellm import FakeLLM, FakeRequest, Reply
+from harness.fakellm import FakeLLM, FakeRequest, Reply
 from worker.nanobot.config import ModelChoice
 
 # The worker summarizes with this model name, so the fake LLM can tell its calls from nanobot's.

@@ -15,11 +15,11 @@ rotated each round, --pause seconds after each round; a turn is timed from sendi
 gateways stopped, --agent-runs rounds of `nanobot agent -c <config> -s cli:direct -m hi --no-markdown`, each timed
 from process start to exit. Prints a table and the headline, hung vs down per turn (goal: at most +0.2 s).
 
-    .venv/bin/python scripts/bench_resolver.py [--turns 8] [--pause 1] [--agent-runs 3]
+    .venv/bin/python bench/bench_resolver.py [--turns 8] [--pause 1] [--agent-runs 3]
 """
 
 # No `from __future__ import annotations`: the tests load this file without a sys.modules entry
-# (tests/support/scripts.py), where dataclasses cannot look string annotations up.
+# (tests/support/bench.py), where dataclasses cannot look string annotations up.
 import argparse
 import asyncio
 import importlib.util
@@ -36,14 +36,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the drivers under tests/support come from this checkout
+sys.path.insert(0, str(ROOT))  # the drivers in harness/ come from this checkout
 
 from nanobot_hooks.link import CALL_TIMEOUT  # noqa: E402
-from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
-from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
-from tests.support.nanobot_cli import find_nanobot, nanobot_python  # noqa: E402
-from tests.support.redis_server import RedisServer, free_port  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
+from harness.nanobot_cli import find_nanobot, nanobot_python  # noqa: E402
+from harness.redis_server import RedisServer, free_port  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 
 HUNG_HOST = "redis.hung.invalid"
 CONDITIONS = ("up", "down", "hung")
@@ -53,7 +53,7 @@ REPLY = "ok from the fake model"
 STARTED = time.monotonic()  # the run's start, set again by main
 
 SITECUSTOMIZE = '''\
-"""Written by scripts/bench_resolver.py: socket.getaddrinfo hangs BENCH_HUNG_SECONDS, then fails, for the one name
+"""Written by bench/bench_resolver.py: socket.getaddrinfo hangs BENCH_HUNG_SECONDS, then fails, for the one name
 BENCH_HUNG_HOST, noting each such call in BENCH_HUNG_LOG; other names resolve as usual. Unset, it does nothing."""
 import os, socket, time  # noqa: E401
 

@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 from arq.connections import create_pool  # noqa: E402
 
-from tests.support.redis_server import RedisServer  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
-from tests.support.transcripts import conversation  # noqa: E402
+from harness.redis_server import RedisServer  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
+from harness.transcripts import conversation  # noqa: E402
 from worker.connections import redis_settings  # noqa: E402
 from worker.memory.longterm import Batch, write_batches  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402

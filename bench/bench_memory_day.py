@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.memory.writer import MemoryFiles  # noqa: E402
 from worker.model.answer import DailyNotes, Fact  # noqa: E402
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import aiohttp
 
-from tests.support.environment import process_env
-from tests.support.redis_server import free_port
-from tests.support.sandbox import NanobotHome
+from harness.environment import process_env
+from harness.redis_server import free_port
+from harness.sandbox import NanobotHome
 
 
 def write_config(home: NanobotHome, llm_url: str, ws_port: int | None = None, **defaults: Any) -> Path:

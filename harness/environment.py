@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.support.defaults import TEST_DEFAULTS
-from tests.support.sandbox import NanobotHome
+from harness.defaults import TEST_DEFAULTS
+from harness.sandbox import NanobotHome
 
 
 def process_env(home: NanobotHome | None = None, redis_url: str | None = None, *, test_defaults: bool = True,

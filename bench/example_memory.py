@@ -25,8 +25,8 @@ from worker.settings import Settings  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
-from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 
 KEY = "telegram:42"
 T = TypeVar("T")
@@ -115,7 +115,7 @@ def run_example(prog: str, description: str | None, make: Callable[[str], Awaita
 
 
 def main(argv: list[str] | None = None) -> int:
-    files = run_example("scripts/example_memory.py", __doc__, produce, argv)
+    files = run_example("bench/example_memory.py", __doc__, produce, argv)
     for name, text in files.items():
         print(f"==> memory/{name} <==\n{text}")
     return 0

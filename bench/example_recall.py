@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from example_memory import KEY, run_example, summarized_home  # noqa: E402
+from bench.example_memory import KEY, run_example, summarized_home  # noqa: E402
 from nanobot_hooks.recall.search import search  # noqa: E402
 from nanobot_hooks.settings import HookSettings  # noqa: E402
 
@@ -38,7 +37,7 @@ async def produce(redis_url: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    print(run_example("scripts/example_recall.py", __doc__, produce, argv))
+    print(run_example("bench/example_recall.py", __doc__, produce, argv))
     return 0
 
 

@@ -30,9 +30,9 @@ from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from worker.state.outcomes import load_outcome  # noqa: E402
-from tests.support.fakellm import FakeLLM, Reply  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
-from tests.support.corpora import CORPORA, REPEATED  # noqa: E402
+from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
+from harness.corpora import CORPORA, REPEATED  # noqa: E402
 from worker.text.tokens import cl100k_counter, estimate_tokens  # noqa: E402
 
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
@@ -189,7 +189,7 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_worker.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench/bench_worker.py", description=__doc__)
     parser.add_argument("--rounds", type=int, default=200, help="counting rounds per text (default 200; 0 = skip)")
     parser.add_argument("--sessions", type=int, default=200, help="sessions to summarize (default 200)")
     parser.add_argument("--turns", type=int, default=40, help="user turns per session (default 40)")

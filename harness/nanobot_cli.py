@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sandbox import NanobotHome
+from harness.sandbox import NanobotHome
 
 # What scripts/test makes; NANOBOT_BIN points elsewhere.
-DEFAULT_NANOBOT_BIN = Path(__file__).resolve().parents[2] / ".venv-nanobot" / "bin" / "nanobot"
+DEFAULT_NANOBOT_BIN = Path(__file__).resolve().parents[1] / ".venv-nanobot" / "bin" / "nanobot"
 # The heading nanobot puts above an archived summary in the history it sends.
 ARCHIVED = "[Archived Context Summary]"
 

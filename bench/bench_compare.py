@@ -46,10 +46,10 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
 from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SessionMarker, default_namespace  # noqa: E402
 from redis import Redis  # noqa: E402
-from tests.support.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
-from tests.support.gateway import Gateway, nanobot_env, write_config  # noqa: E402
-from tests.support.redis_server import RedisServer, free_port  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
+from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
+from harness.redis_server import RedisServer, free_port  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.text.tokens import cl100k_counter  # noqa: E402
 
 SUMMARY_MODEL = "summarizer"

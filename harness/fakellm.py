@@ -17,7 +17,7 @@ uses for gpt-5 and o-series models): a ``response`` object, or with ``"stream": 
 events (``response.created`` ... ``response.completed``); ``FakeRequest.instructions`` and ``.input``
 read such a request.
 
-CLI: ``python -m tests.support.fakellm --port 8999 --reply TEXT --delay 0.1``.
+CLI: ``python -m harness.fakellm --port 8999 --reply TEXT --delay 0.1``.
 """
 
 from __future__ import annotations
@@ -553,7 +553,7 @@ def _split(text: str, parts: int) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.support.fakellm",
+        prog="python -m harness.fakellm",
         description=(
             "Serve a fake OpenAI-compatible chat-completions API on loopback until Ctrl-C. "
             "Every request gets the same reply (streaming and non-streaming, with usage). "

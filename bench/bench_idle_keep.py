@@ -1,6 +1,6 @@
 """What an idle summary should keep verbatim: main-model tokens and cost of each keep rule, on bench_compare's conversation.
 
-A simulation, no model and no network: the conversation, replies and summaries of `scripts/bench_compare.py`,
+A simulation, no model and no network: the conversation, replies and summaries of `bench/bench_compare.py`,
 counted with cl100k, the cut made by the worker's own planner (`worker.summarize.plan.plan_for`, the idle keep rule as
 the worker applies it). Every pause longer than the cache lifetime gets an idle summary (if it is worth
 NANOBOT_SUMMARY_IDLE_MIN_TOKENS, as `worker.summarize.cut.saving_floor` decides); the 60% trigger stays
@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
+from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
 from worker.summarize.cut import saving_floor  # noqa: E402
 from worker.summarize.plan import cut_by  # noqa: E402
 from worker.summarize.cut import KeepRule  # noqa: E402

@@ -1,7 +1,7 @@
 """Retrieval benchmark of the recall tool: recall@1 and @5 on generated conversations, beside plain BM25.
 
 Conversations in the style of LoCoMo (two friends chatting over months, in English and in Chinese; see
-scripts/retrieval_corpus.py) are written as nanobot session files and archived by the worker: in the full
+bench/retrieval_corpus.py) are written as nanobot session files and archived by the worker: in the full
 run by real summary jobs (one per conversation, a burst arq worker, the fake model on loopback), in the smoke
 run by the worker's index refresh called directly (what its jobs and its start-up run). Every question is
 asked through the tool's search as the session itself, in two forms: its keywords (`Anna audition`) and the
@@ -33,14 +33,13 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the corpus module beside this script
 
 from rank_bm25 import BM25Okapi  # noqa: E402
 
-import retrieval_corpus as corpus  # noqa: E402
+from bench import retrieval_corpus as corpus  # noqa: E402
 from nanobot_hooks.contract import is_direct_chat  # noqa: E402
 from nanobot_hooks.recall.search import search  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
 
 FORMS = ("keywords", "question")
@@ -201,7 +200,7 @@ async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
 
     from nanobot_hooks.contract import SummarizeRequest
     from nanobot_hooks.contract import enqueue_summary
-    from tests.support.fakellm import FakeLLM, Reply
+    from harness.fakellm import FakeLLM, Reply
     from worker.connections import redis_settings
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
@@ -320,7 +319,7 @@ def print_misses(results: dict[tuple[str, str], list[Outcome]], count: int,
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Example: .venv/bin/python scripts/bench_retrieval.py --misses 3. The conversations' last session "
+        epilog="Example: .venv/bin/python bench/bench_retrieval.py --misses 3. The conversations' last session "
                "is yesterday (or the day before --today), so 'last week' in a question means what it would "
                "mean to a user asking today.")
     parser.add_argument("--conversations", type=int, default=20, help="conversations per language (20)")

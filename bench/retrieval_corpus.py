@@ -1,4 +1,4 @@
-"""Generated conversations with questions for the retrieval benchmark (scripts/bench_retrieval.py).
+"""Generated conversations with questions for the retrieval benchmark (bench/bench_retrieval.py).
 
 In the style of LoCoMo: two friends chatting over months, one session every few days, in English or in
 Chinese. They greet and take leave of each other by name ("Hi Anna, how was your week?", "Bye Anna!"), so a

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 
 from nanobot_hooks.contract import RECALL_INDEX, is_direct_chat  # noqa: E402
 from nanobot_hooks.recall.search import search  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
 from worker.nanobot.sessions import read_session  # noqa: E402
 

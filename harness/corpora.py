@@ -1,6 +1,6 @@
 """Texts of each kind an assistant reads (chat in Chinese, English, Japanese and Korean, mixed chat, code,
 JSON, URLs and numbers, emoji), written apart from the token estimate's calibration: the tests hold the
-estimate within 10% of cl100k on every one, and scripts/bench_worker.py prints the figures."""
+estimate within 10% of cl100k on every one, and bench/bench_worker.py prints the figures."""
 
 from __future__ import annotations
 

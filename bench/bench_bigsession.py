@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 from filelock import FileLock  # noqa: E402
 
 from nanobot_hooks.contract import METADATA_KEY, SESSION_FILES_LOCK, SummarizeRequest  # noqa: E402
-from tests.support.redis_server import free_port  # noqa: E402
-from tests.support.sandbox import NanobotHome  # noqa: E402
+from harness.redis_server import free_port  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from worker.nanobot.metadata_line import edit_attempt  # noqa: E402
 from worker.nanobot.sessions import read_session  # noqa: E402
 
@@ -187,7 +187,7 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/bench_bigsession.py", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench/bench_bigsession.py", description=__doc__)
     parser.add_argument("--messages", type=int, default=100_000, help="messages in the session (100000)")
     parser.add_argument("--megabytes", type=float, default=50.0, help="size of the session file (50)")
     parser.add_argument("--writes", type=int, default=5, help="line-1 writes of each kind (5)")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.messages, args.megabytes, args.writes = 2_000, 1.0, 2
 
-    from tests.support.fakellm import FakeLLM, Reply
+    from harness.fakellm import FakeLLM, Reply
     from worker.connections import start_embedded
 
     reply = json.dumps({"summary": "## What happened\n- a year of questions\n- and these", "daily_notes": [],
