@@ -52,7 +52,7 @@ from worker.summarize.daily import daily_summaries, flush_memory  # noqa: E402
 from worker.summarize.deps import Deps  # noqa: E402
 
 KINDS = {daily_summaries: "daily", flush_memory: "minute"}  # the cron functions counted, by what they are
-# arq's own keys of a job, `arq:<kind>:<job id>`: the job id carries the namespace (tests/test_namespace.py).
+# arq's own keys of a job, `arq:<kind>:<job id>`: the job id carries the namespace (tests/scenarios/test_namespace.py).
 ARQ_JOB_KEY = re.compile(r"^arq:(job|in-progress|retry|result):")
 # What names an instance in status output: its namespace or its session key.
 NAMES_AN_INSTANCE = re.compile(r"inst-(\d+)|user-(\d+)@example\.com")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.nanobot_cli import find_nanobot, nanobot_python
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # What the worker may take from nanobot_hooks: the contract, and the settings it extends.
 WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.settings"}
 # The web page's recall search is the recall tool's own (read-only, standard library only), so a user sees what
@@ -232,3 +232,25 @@ def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel:
     result = subprocess.run([str(python), "-c", probe, *modules], capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+# Where the tests live: mirroring the packages (tests/worker/<package>/, tests/hooks/<package>/), the shared harness
+# and the benchmarks beside theirs, scenarios across the whole (end to end, faults, security, the first hour), and
+# at the top only the tests of the project as a whole (this design, the docs, the README's examples).
+TEST_HOMES = {"tests/worker": ROOT / "worker", "tests/hooks": ROOT / "nanobot_hooks"}
+TOP_LEVEL_TESTS = {"test_design.py", "test_docs.py", "test_readme.py"}
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        relative = path.relative_to(ROOT / "tests")
+        folder = str(relative.parent)
+        assert (path.parent / "__init__.py").exists(), f"{relative}: its folder is no package"
+        if folder == ".":
+            assert relative.name in TOP_LEVEL_TESTS, f"{relative} belongs in a folder that mirrors what it tests"
+            continue
+        top, *inner = relative.parent.parts
+        assert top in {"worker", "hooks", "harness", "bench", "scenarios"}, relative
+        if top in {"worker", "hooks"}:
+            mirrored = TEST_HOMES[f"tests/{top}"].joinpath(*inner)
+            assert mirrored.is_dir(), f"{relative}: {mirrored.relative_to(ROOT)} is no package of the code"

@@ -10,8 +10,8 @@ from pathlib import Path
 from nanobot_hooks.settings import HookSettings
 from tests.support.bench import load_bench
 from worker.settings import OWN_PREFIXES, Settings
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 300

@@ -4,11 +4,10 @@ README's two set-up commands exist as written."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from tests.support.bench import load_bench
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 MEMORY_DOCS = (ROOT / "docs" / "memory-and-recall.md").read_text(encoding="utf-8")  # the examples live here
 _LEARNED = re.compile(r"<!-- i(\d) \d{4}-\d{2}-\d{2}( \S+)? -->")  # the day a fact was learned is the day of the run

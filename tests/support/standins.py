@@ -1,7 +1,7 @@
 """Stand-ins for the nanobot 0.3.5 objects the hooks touch (Session, SessionManager, the bus, AgentLoop, a turn's
 start and context), so the hooks' tests run the integration without a nanobot.
 
-The real objects are exercised end to end in tests/test_nanobot_e2e.py; these cover what is slow or awkward to
+The real objects are exercised end to end in tests/scenarios/test_nanobot_e2e.py; these cover what is slow or awkward to
 produce through nanobot.
 """
 

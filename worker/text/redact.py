@@ -162,7 +162,7 @@ _TRIGGER = re.compile(
 
 # The trigger's words as plain lower-case text: looking for each in the lowered text is several times
 # faster than the case-insensitive alternation, which tries every branch at every character. Every
-# alternative of _TRIGGER contains one of them (tests/test_redact.py checks it), so a text holding none
+# alternative of _TRIGGER contains one of them (tests/worker/text/test_redact.py checks it), so a text holding none
 # cannot match it. The re module also equates İ, ı (with i) and ſ (with s): a text holding one of
 # those is left to _TRIGGER itself.
 _TRIGGER_WORDS = (

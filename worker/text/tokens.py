@@ -25,7 +25,7 @@ Counter = Callable[[str], int]
 #    ASCII text (it finds the same pieces there, contractions like 's aside), and every piece is a token at least.
 # 2. BPE then spells each piece with the vocabulary: a common English word is one token. What costs more was
 #    fitted on the word pieces of texts written for it (English chat and prose, Python, Go, TypeScript, shell,
-#    JSON, logs), and checked on texts it never saw (tests/test_tokens.py, library source, the README):
+#    JSON, logs), and checked on texts it never saw (tests/worker/text/test_tokens.py, library source, the README):
 _TAIL = 1 / 12  # per lowercase letter past the 6th: words of 2-6 letters cost 1.0-1.1 tokens, of 7-9 ~1.2, longer more
 _CAMEL = 0.25  # per lower-to-capital step: "DiskCache" is two tokens, "useState" one
 _UPPER = 0.2  # per capital past the 2nd of a run: " HTTP" is one token, " NANOBOT" three (" NAN", "OB", "OT")
@@ -203,7 +203,7 @@ def count_message(message: dict[str, Any], counter: Counter) -> int:
     return counter(message_text(message)) + MESSAGE_OVERHEAD
 
 
-# cl100k's vocabulary, as far as the estimate needs it (tests/test_tokens.py checks these against it): the CJK
+# cl100k's vocabulary, as far as the estimate needs it (tests/worker/text/test_tokens.py checks these against it): the CJK
 # characters that are a token of their own; the ranges (64-character blocks) where the first two bytes of a
 # character are no token; the CJK tokens of several characters, in the order of their rank (the most frequent
 # first), and _SPACED those that start with a space, the space left out.

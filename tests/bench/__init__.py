@@ -1,0 +1,1 @@
+"""Smoke runs of the benchmarks in bench/ (figures printed, not timed)."""

@@ -1,0 +1,1 @@
+"""Tests of the shared harness (harness/): the fake model over real HTTP."""

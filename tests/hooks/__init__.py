@@ -1,0 +1,1 @@
+"""Tests of nanobot_hooks, the side loaded inside nanobot, by package."""

@@ -1,0 +1,1 @@
+"""Tests of nanobot_hooks.turn: the trigger decision and the pickups."""

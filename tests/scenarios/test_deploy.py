@@ -1,0 +1,280 @@
+"""The service files in deploy/: the systemd units verify with systemd-analyze and their worker command runs, and
+the compose file's Redis persists and its commands (Redis, worker, health checks) run as written, outside a
+container (this machine has no Docker daemon)."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from arq.connections import create_pool
+
+from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace, load_record, store_record
+from harness.environment import process_env
+from harness.nanobot_cli import find_nanobot
+from harness.redis_server import free_port
+from harness.transcripts import conversation
+from tests.support.waiting import wait_until
+from worker.service.arq_worker import worker_options
+from worker.connections import answers, redis_settings
+from worker.nanobot.config import host_timezone
+from worker.settings import Settings
+from tests.support.paths import ROOT
+
+
+DEPLOY = ROOT / "deploy"
+# The placeholders the units document, and what stands in for them here.
+CHECKOUT = "/opt/nanobot-summary-worker"
+NANOBOT_EXE = "/home/nanobot/.venvs/nanobot/bin/nanobot"
+WORKER_UNIT, GATEWAY_UNIT = "nanobot-summary-worker.service", "nanobot-gateway.service"
+
+
+def unit_entries(name: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of every setting, repeated keys included, as systemd reads them."""
+    entries, section = [], ""
+    for line in (DEPLOY / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            entries.append((section, key, value))
+    return entries
+
+
+def setting(name: str, key: str) -> list[str]:
+    return [value for section, k, value in unit_entries(name) if section == "Service" and k == key]
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """KEY=value lines, as systemd's EnvironmentFile= and compose's env_file: read them."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+def test_the_worker_unit_restarts_on_failure_and_gives_arqs_clean_stop_time() -> None:
+    assert setting(WORKER_UNIT, "ExecStart") == [f"{CHECKOUT}/scripts/run-worker --no-embedded-redis"]
+    assert setting(WORKER_UNIT, "WorkingDirectory") == [CHECKOUT]
+    assert setting(WORKER_UNIT, "Restart") == ["on-failure"]
+    assert setting(WORKER_UNIT, "EnvironmentFile") == setting(GATEWAY_UNIT, "EnvironmentFile") != []
+    assert setting(WORKER_UNIT, "User") == setting(GATEWAY_UNIT, "User") != [], "one user owns the session files"
+    # SIGTERM re-queues the running job at once; systemd must not SIGKILL before arq waited for its jobs.
+    waits = worker_options(Settings()).get("job_completion_wait", 0)
+    assert int(setting(WORKER_UNIT, "TimeoutStopSec")[0]) >= waits + 30
+    assert setting(WORKER_UNIT, "ProtectSystem") == ["strict"]
+    assert set(setting(WORKER_UNIT, "ReadWritePaths")) == {
+        CHECKOUT, "/home/nanobot/.nanobot/sessions", "/home/nanobot/.nanobot/workspace/memory"}
+    assert setting(GATEWAY_UNIT, "ExecStart")[0].startswith(f"{NANOBOT_EXE} gateway --foreground")
+
+
+@pytest.mark.parametrize("name", [WORKER_UNIT, GATEWAY_UNIT])
+def test_the_units_verify_cleanly_with_systemd_analyze(name: str, tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("needs systemd-analyze")
+    text = (DEPLOY / name).read_text(encoding="utf-8")
+    nanobot = find_nanobot() if name == GATEWAY_UNIT else None
+    real = {CHECKOUT: str(ROOT), NANOBOT_EXE: str(nanobot),
+            "User=nanobot": f"User={pwd.getpwuid(os.getuid()).pw_name}",
+            "Group=nanobot": f"Group={grp.getgrgid(os.getgid()).gr_name}"}
+    for placeholder, value in real.items():
+        text = text.replace(placeholder, value)
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    result = subprocess.run([analyze, "verify", str(tmp_path / name)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
+
+
+def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home, redis_url) -> None:
+    command = setting(WORKER_UNIT, "ExecStart")[0].replace(CHECKOUT, str(ROOT)).split()
+    unit_env = dict(pair.split("=", 1) for value in setting(WORKER_UNIT, "Environment") for pair in value.split())
+    env = process_env(redis_url=redis_url, test_defaults=False, **{
+        **env_file(DEPLOY / "worker.env.example"), **unit_env, "VENV": sys.prefix,
+        "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    result = subprocess.run([*command, "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    dead = subprocess.run(command, cwd=ROOT, env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
+                          capture_output=True, text=True, timeout=300)
+    assert dead.returncode == 2 and "does not answer" in dead.stderr, "no throwaway Redis under systemd"
+
+
+# --- docker compose ---------------------------------------------------------------------------------------------
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))
+
+
+def interpolate(value: str, variables: dict[str, str]) -> str:
+    """Compose's `${NAME}`, `${NAME:-default}`, `${NAME:?error}` and `$$` (a literal dollar)."""
+    value = re.sub(r"(?<!\$)\$\{(\w+)(?::?[-?][^}]*)?\}", lambda m: variables[m.group(1)], value)
+    return value.replace("$$", "$")
+
+
+def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
+    spec = compose()
+    redis, worker = spec["services"]["redis"], spec["services"]["worker"]
+    command = redis["command"]
+    assert command[0] == "redis-server" and command[command.index("--appendonly") + 1] == "yes"
+    volume, target = redis["volumes"][0].split(":")
+    assert target == "/data" and volume in spec["volumes"], "Redis keeps its files in a named volume"
+    assert "redis-cli" in redis["healthcheck"]["test"] and redis["restart"] == worker["restart"] == "unless-stopped"
+
+    assert worker["command"] == ["scripts/run-worker", "--no-embedded-redis"]
+    assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert worker["environment"]["REDIS_URL"].startswith("redis://redis:6379/")
+    assert f"..:{worker['working_dir']}" in worker["volumes"], "the checkout is what runs"
+    assert worker["healthcheck"]["test"][0] == "CMD-SHELL"
+    assert "arq worker.app.WorkerSettings --check" in worker["healthcheck"]["test"][1]
+    assert (DEPLOY / f"{worker['env_file']}.example").exists()
+    assert f"deploy/{worker['env_file']}" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+    assert worker["user"].startswith("${NANOBOT_UID"), "the worker writes nanobot's files as nanobot's user"
+    waits = worker_options(Settings()).get("job_completion_wait", 0)
+    assert int(worker["stop_grace_period"].rstrip("s")) >= waits + 30
+
+
+def test_compose_gives_the_worker_the_hosts_timezone() -> None:
+    worker = compose()["services"]["worker"]
+    assert "/etc/localtime:/etc/localtime:ro" in worker["volumes"], "the host's zone file, read-only"
+    # Passed through without a value: set when the host's TZ is, unset otherwise (an empty TZ means UTC).
+    assert "TZ" in worker["environment"] and worker["environment"]["TZ"] is None
+
+
+@pytest.mark.parametrize("config_zone, tz, warned", [
+    (None, None, True),  # a container without TZ: this machine's zone is UTC, as an image's is
+    (None, "Asia/Shanghai", False),
+    ("Asia/Shanghai", None, False),
+], ids=["no-zone-anywhere", "tz-passed-in", "nanobot-names-one"])
+def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
+        nanobot_home, fake_llm, redis_url, config_zone, tz, warned) -> None:
+    if warned and host_timezone() != "UTC":
+        pytest.skip("this machine's own zone is not UTC, as a container's is")
+    nanobot_home.write_config(fake_llm.url, timezone=config_zone)
+    env = {k: v for k, v in process_env(redis_url=redis_url, test_defaults=False,
+                                        NANOBOT_CONFIG=str(nanobot_home.config_path)).items() if k != "TZ"}
+    if tz:
+        env["TZ"] = tz
+    result = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if "notes are dated in UTC" in line]
+    assert len(lines) == (1 if warned else 0), result.stderr[-3000:]
+    if warned:
+        assert "NANOBOT_SUMMARY_TIMEZONE" in lines[0] and "TZ" in lines[0]
+
+
+def start_redis(command: list[str], port: int, folder: Path) -> subprocess.Popen[bytes]:
+    """The compose file's Redis command as written, on a free local port, its dir (./) being `folder`."""
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"needs {command[0]}")
+    folder.mkdir(exist_ok=True)
+    process = subprocess.Popen([*command, "--port", str(port), "--bind", "127.0.0.1"], cwd=folder,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not answers(f"redis://127.0.0.1:{port}/0"):
+        assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.05)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM) -> int:
+    if process.poll() is None:
+        process.send_signal(how)
+    return process.wait(timeout=60)
+
+
+async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_redis_kill(
+        nanobot_home, tmp_path) -> None:
+    spec = compose()
+    redis_spec, worker_spec = spec["services"]["redis"], spec["services"]["worker"]
+    port, data = free_port(), tmp_path / "data"
+    url = f"redis://127.0.0.1:{port}/0"
+    redis_server = start_redis(redis_spec["command"], port, data)
+    # The compose variables, for a host home whose .nanobot is the test's nanobot folder.
+    host_home = tmp_path / "home"
+    host_home.mkdir()
+    (host_home / ".nanobot").symlink_to(nanobot_home.root)
+    variables = {"NANOBOT_HOST_HOME": str(host_home), "NANOBOT_UID": str(os.getuid()), "NANOBOT_GID": str(os.getgid())}
+    # A variable without a value is passed through from the caller's environment (TZ), as compose does.
+    env = process_env(test_defaults=False, **{**env_file(DEPLOY / "worker.env.example"),
+                                              **{k: interpolate(v, variables)
+                                                 for k, v in worker_spec["environment"].items() if v is not None}})
+    # Only these two differ outside a container: Redis's service name, and the container's own environment.
+    env.update(REDIS_URL=url, VENV=sys.prefix)
+    # No NANOBOT_SUMMARY_NAMESPACE there: the worker serves the namespace of the nanobot whose config it reads.
+    keys = Keys(default_namespace((nanobot_home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip()))
+
+    def healthy(spec: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+        kind, *test = spec["healthcheck"]["test"]
+        argv = ["sh", "-c", interpolate(test[0], variables)] if kind == "CMD-SHELL" else [test[0], *extra, *test[1:]]
+        return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    worker = None
+    try:
+        assert "PONG" in healthy(redis_spec, "-p", str(port)).stdout
+        assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
+        worker = subprocess.Popen(worker_spec["command"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
+        try:
+            await wait_until(lambda: pool.exists(f"{keys.queue}:health-check"), 120, "the worker's health report")
+            check = healthy(worker_spec)
+            assert check.returncode == 0, check.stdout + check.stderr
+            assert stop(worker) == 0
+            assert healthy(worker_spec).returncode != 0, "a stopped worker removes its health report"
+
+            messages = conversation(3)
+            record = SummaryRecord(session_key="telegram:42", summary="kept", start=0, boundary=4,
+                                   boundary_timestamp=messages[3]["timestamp"], messages_before=6,
+                                   messages_after=3, tokens_before=600, tokens_after=200)
+            await store_record(pool, record)
+        finally:
+            await pool.aclose()
+        stop(redis_server, signal.SIGKILL)  # no shutdown save: only the append-only file can keep the record
+        redis_server = start_redis(redis_spec["command"], port, data)
+        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
+        try:
+            kept = await load_record(pool, "telegram:42")
+        finally:
+            await pool.aclose()
+        assert kept is not None and kept.summary == "kept"
+        shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert '"session": "telegram:42"' in shown.stdout, shown.stderr
+    finally:
+        if worker is not None:
+            stop(worker)
+        stop(redis_server)
+
+
+def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix() -> None:
+    """The unit on a root-owned checkout: one line naming the chown, before any install (here as `nobody`)."""
+    runuser = shutil.which("runuser")
+    if runuser is None or os.geteuid() != 0:
+        pytest.skip("needs root and runuser to run the script as another user")
+    folder = Path(tempfile.mkdtemp(prefix="root-owned-checkout-"))
+    try:
+        (folder / "scripts").mkdir()
+        shutil.copy2(ROOT / "scripts" / "run-worker", folder / "scripts" / "run-worker")
+        shutil.copy2(ROOT / "pyproject.toml", folder / "pyproject.toml")
+        folder.chmod(0o755)
+        result = subprocess.run([runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
+                                capture_output=True, text=True, timeout=60, env=process_env(test_defaults=False))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (f"error: .venv must be (re)installed, and user nobody cannot write it in "
+                                          f"{folder}: sudo chown -R nobody: {folder} (see "
+                                          "deploy/nanobot-summary-worker.service)"), result.stderr
+        assert not (folder / ".venv").exists()
+    finally:
+        shutil.rmtree(folder)
+    unit = (DEPLOY / WORKER_UNIT).read_text(encoding="utf-8")
+    assert f"sudo chown -R nanobot: {CHECKOUT}" in unit, "the unit's header says who owns the checkout"

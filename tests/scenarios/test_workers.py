@@ -1,0 +1,78 @@
+"""Several worker processes on one Redis: the work is shared, and no session is ever summarized by two at once."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import time
+
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.transcripts import conversation
+from worker.state.outcomes import load_outcome
+from tests.support.paths import ROOT
+
+
+ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
+
+
+async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session_twice_at_once(
+        nanobot_home, fake_llm, redis, redis_url, tmp_path) -> None:
+    fake_llm.default = Reply(summary_json(), delay=ANSWER_SECONDS)
+    keys = [f"telegram:{n}" for n in range(8)]
+    for n, key in enumerate(keys):
+        nanobot_home.write_session(key, conversation(8, user=f"question {{i}} (session-{n}-tag) about the deploy"))
+    env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:4")
+    logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
+    workers = []
+    for log in logs:
+        with log.open("wb") as out:
+            workers.append(subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT))
+    try:
+        deadline = time.monotonic() + 90
+        # Past start-up (its log line names the queue): both are polling when the first job is queued.
+        while not all("; queue " in log.read_text(errors="replace") for log in logs):
+            assert time.monotonic() < deadline, [log.read_text(errors="replace") for log in logs]
+            assert all(w.poll() is None for w in workers), [log.read_text(errors="replace") for log in logs]
+            await asyncio.sleep(0.2)
+        # Each session is asked for again and again while its job waits and runs, as triggers in several
+        # nanobot turns (and a manual enqueue) would. The first round spreads the sessions over several polls
+        # (arq polls every 0.5 s and takes every job it finds), so that both workers take some.
+        for round_ in range(6):
+            for key in keys:
+                await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="manual"))
+                await asyncio.sleep(0.3 if round_ == 0 else 0.02)
+        while True:  # every session's record stored, and no job queued or running any more
+            records = [await load_record(redis, key) for key in keys]
+            if all(records) and not await redis.zcard(TEST_KEYS.queue) and not await redis.keys("arq:in-progress:*"):
+                break
+            assert time.monotonic() < deadline, [await load_outcome(redis, key) for key in keys]
+            await asyncio.sleep(0.2)
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=30)
+    calls: dict[str, list[float]] = {}
+    for request in fake_llm.requests:
+        found = re.search(r"\(session-(\d+)-tag\)", request.raw.decode("utf-8", errors="replace"))
+        assert found, request.raw[:200]
+        calls.setdefault(keys[int(found.group(1))], []).append(request.received_at)
+    for key, times in calls.items():
+        times.sort()
+        assert all(b - a >= ANSWER_SECONDS for a, b in zip(times, times[1:])), f"{key}: two calls at once {times}"
+    assert sorted(calls) == sorted(keys) and all(len(times) == 1 for times in calls.values()), \
+        "every session summarized once: a later job finds the range covered"
+    texts = [log.read_text(errors="replace") for log in logs]
+    summarized = [text.count("summarized telegram:") for text in texts]
+    assert sum(summarized) == len(keys), f"each session summarized once over both processes: {summarized}"
+    # Which process takes which job is arq's polling, not ours: one may well take every first job (a poll
+    # takes all it finds). Both polled the one queue, and the later askings found the sessions covered.
+    taken = [len(re.findall(r"\] (?:summarized|noop) telegram:", text)) for text in texts]
+    assert sum(taken) > len(keys), f"the askings after the first summaries became jobs too: {taken}"

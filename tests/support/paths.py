@@ -1,0 +1,7 @@
+"""Where the checkout is, for tests that run its commands or read its files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]

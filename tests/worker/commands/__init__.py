@@ -1,0 +1,1 @@
+"""Tests of worker.commands: the nanobot-summary command line."""

@@ -1,0 +1,127 @@
+"""nanobot-summary undo: after the real nanobot applied a summary, undoing it makes nanobot replay the covered
+messages again with every message line unchanged, and a fresh summary starts from the first message; a summary
+still waiting is dropped, and a queued job, a dry run and an unknown session leave everything as it was."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
+from tests.support.commands import run_in_process
+from tests.support.crossing import assert_summary_replaces_covered_messages, seed_cross_and_summarize
+from harness.environment import process_env
+from harness.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
+from harness.nanobot_cli import ARCHIVED, turn
+from harness.sandbox import session_lines
+from harness.transcripts import conversation
+from tests.support.workers import run_burst, summarize_now
+from tests.support.paths import ROOT
+
+KEY = "telegram:42"
+
+
+def undo_process(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary undo` in its own process (the first test: the command as users run it)."""
+    return subprocess.run([sys.executable, "-m", "worker", "undo", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=process_env(home, redis_url, config=True), timeout=60)
+
+
+def undo(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary undo` in this process (from an async test: through asyncio.to_thread)."""
+    return run_in_process(capsys, "undo", *args, env=process_env(home, redis_url, config=True))
+
+
+def message_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[1:]
+
+
+async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fresh_one_starts_at_zero(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = "telegram:7"
+    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
+                                                         worker_deps())
+    assert record.boundary > 0
+    script.prompt_tokens = SMALL_PROMPT
+    await turn(nanobot_exe, agent_home, env, key, "turn that applies the summary")
+    assert_summary_replaces_covered_messages(fake_llm, seeded, record.boundary)
+
+    path = agent_home.session_file(key)
+    lines, mtime = message_lines(path), path.stat().st_mtime_ns
+    result = undo_process(agent_home, redis_url, key)
+    assert result.returncode == 0, result.stderr
+    assert f"from {record.boundary} to 0" in result.stdout
+    assert message_lines(path) == lines, "every message line byte for byte, nanobot's marker included"
+    assert path.stat().st_mtime_ns == mtime, "an unfinished turn's recovery file stays valid"
+    head, _ = session_lines(agent_home, key)
+    assert head["last_archived"] == head["last_consolidated"] == 0
+    assert "_last_summary" not in head["metadata"] and METADATA_KEY not in head["metadata"]
+
+    await turn(nanobot_exe, agent_home, env, key, "turn after the undo")
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED not in system_text(request)
+    assert all(m["content"] in history_text(request) for m in seeded), "the covered messages are sent again"
+    # nanobot's hidden marker row stays where the summary was applied, and nanobot sends it too
+    # (docs/operations.md says so).
+    assert "Continue the active task from the working-memory checkpoint above." in history_text(request)
+
+    fake_llm.clear()
+    fresh = (await summarize_now(redis, worker_deps(), key)).record
+    assert fresh is not None and fresh.start == 0, "summarized from the first message, no old summary folded in"
+    asked = [r for r in fake_llm.requests if is_summary_request(r)]
+    assert asked and seeded[0]["content"] in str(asked[0].body)
+
+
+async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
+        nanobot_home, default_reply, redis, redis_url, deps_for, capsys):
+    path = nanobot_home.write_session(KEY, conversation(15))
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    queued = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
+    assert queued.returncode == 2 and "queued or running" in queued.stderr
+    await run_burst(deps_for())
+    record = await load_record(redis, KEY)
+    assert record is not None
+    before = path.read_bytes()
+
+    dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "--dry-run", KEY)
+    assert dry.returncode == 0 and "would have dropped the summary waiting in Redis" in dry.stdout
+    assert path.read_bytes() == before and await load_record(redis, KEY) is not None
+
+    done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
+    assert done.returncode == 0, done.stderr
+    assert await load_record(redis, KEY) is None and await pending_sessions(redis) == []
+    head, _ = session_lines(nanobot_home, KEY)
+    assert METADATA_KEY not in head["metadata"], "the copy in line 1 is gone too: nothing left to apply"
+    assert message_lines(path) == before.split(b"\n")[1:]
+    again = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
+    assert again.returncode == 0 and "no summary to undo" in again.stdout
+
+    unknown = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "telegram:43")
+    assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
+
+
+def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url, capsys) -> None:
+    from worker.model.answer import Fact
+    from worker.memory.longterm import write_facts
+
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("# Long-term Memory\n- my own line\n", encoding="utf-8")
+    write_facts(memory, [Fact(text="Remember: the staging host is stage-7", source="user")], "en", "2026-11-20", 300,
+                session=KEY)
+    write_facts(memory, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-20", 300,
+                session="cli:direct")
+    before = memory.read_bytes()
+    listed = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{KEY}: would have removed from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
+    assert memory.read_bytes() == before
+    done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    assert done.returncode == 0, done.stderr
+    text = memory.read_text(encoding="utf-8")
+    assert "stage-7" not in text and "prefers short answers" in text and text.startswith("# Long-term Memory\n- my own line\n")
+    again = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
+    assert "no fact of this session in MEMORY.md" in again.stdout
+    assert undo(capsys, nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2

@@ -1,0 +1,1 @@
+"""Tests of worker.memory: daily notes, MEMORY.md, deduplication, held facts."""

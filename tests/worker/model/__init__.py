@@ -1,0 +1,1 @@
+"""Tests of worker.model: the model's answer and the guards on it."""

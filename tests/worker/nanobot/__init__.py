@@ -1,0 +1,1 @@
+"""Tests of worker.nanobot: nanobot's config and session files."""

@@ -1,0 +1,1 @@
+"""Tests of worker.text: transcripts, redaction, token counts."""

@@ -1,0 +1,1 @@
+"""Tests of worker.web: the local web page's views."""

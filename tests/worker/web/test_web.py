@@ -1,0 +1,305 @@
+"""`nanobot-summary web` over data made by real jobs: each page renders what the worker left (the overview links
+each session's last outcome to its page, which says why the job did nothing, and shows spend today and this month
+against the caps; the session page shows the summary nanobot sends now), forgetting a fact (written or held)
+changes only that fact's line of MEMORY.md and undo puts it back byte for byte (the recall index following at
+once), an edited or pinned fact keeps its record through the next job's merge (a pinned one outlives the cap),
+the page works with Redis down, its benchmark runs, and its systemd unit verifies and runs.
+The safety rules are tested in tests/scenarios/test_web_security.py, the pages in a real browser in tests/scenarios/test_web_browser.py."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import aiohttp
+import pytest
+from arq.constants import health_check_key_suffix
+
+from nanobot_hooks.contract import LAST_SUMMARY
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import echo_memory
+from harness.redis_server import free_port
+from tests.support.bench import load_bench
+from harness.transcripts import conversation
+from tests.support.waiting import wait_until
+from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
+from tests.support.workers import running_worker, summarize_now
+from worker.memory.dedup import normalize
+from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
+from worker.state import budget
+from worker.state.outcomes import load_outcome
+from tests.support.paths import ROOT
+
+
+
+@pytest.fixture
+async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
+    return await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+
+
+async def test_the_overview_links_each_sessions_last_outcome_to_its_page_which_says_why(data, settings_for, redis):
+    async with served(settings_for(summary_daily_tokens_total=50_000)) as page:
+        status, body = await page.get("/")
+        assert status == 200, body
+        assert "No worker is running" in body  # the burst worker ended: the page says so
+        # Spend today against the cap, and this month, as the job recorded them.
+        month_tokens, _ = await budget.month_spend(redis, page.instance.today()[:7])
+        assert month_tokens > 0 and f"{month_tokens:,} tokens</p>" in body and "of 50,000 a day" in body
+        for key in (KEY, QUIET):
+            assert f'href="/session?key={quote(key, safe="")}"' in body
+        outcome = await load_outcome(await page.instance.client(), QUIET)
+        assert outcome is not None and outcome.status == "noop" and outcome.detail
+        # One click: the session's page says why its last job did nothing.
+        status, session = await page.get(f"/session?key={quote(QUIET, safe='')}")
+        assert status == 200 and "skipped" in session
+        assert f'<p class="why">{escaped(outcome.detail)}</p>' in session
+
+
+async def test_every_page_renders_real_data(data, settings_for):
+    async with served(settings_for()) as page:
+        for url in PAGES:
+            status, body = await page.get(url)
+            assert status == 200, (url, body)
+        _, memory = await page.get("/memory")
+        assert "The user prefers dark mode in every editor" in memory and KEY in memory
+        _, recall = await page.get(f"/recall?q=nickname&session={quote(KEY, safe='')}")
+        assert "nickname" in recall
+        _, notes = await page.get("/notes")
+        assert 'href="/notes?day=2026-11-20"' in notes and "question 5 about the deploy script" in notes
+        assert (await page.get("/notes?day=../MEMORY"))[1].count("The user prefers dark mode") == 0
+
+
+def _outside(raw: bytes) -> tuple[bytes, bytes]:
+    """The bytes before the managed part's begin line and after its end line: the user's own."""
+    begin, end = raw.index(BEGIN.encode()), raw.index(END.encode()) + len(END)
+    return raw[:begin], raw[end:]
+
+
+async def test_forgetting_a_fact_changes_only_its_line_and_undo_puts_it_back_byte_for_byte(data, settings_for):
+    before = data.read_bytes()
+    assert before.startswith(OWN_TOP) and before.endswith(OWN_BOTTOM)
+    forgotten = "The user prefers dark mode in every editor"
+    async with served(settings_for()) as page:
+        _, recall = await page.get(f"/recall?q=dark+mode&session={quote(KEY, safe='')}")
+        assert forgotten in recall, "the recall index holds the fact before it is forgotten"
+        status, location = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": forgotten})
+        assert status == 303 and location.startswith("/memory?undo="), location
+        after = data.read_bytes()
+        assert _outside(after) == _outside(before), "not a byte of the user's own lines changed"
+        assert forgotten.encode() not in after and forgotten.lower() not in str(load_meta(sidecar_path(data)))
+        # Only the fact's line went, with the heading it alone stood under (the worker's own rendering).
+        removed = [line for line in before.split(b"\n") if line not in after.split(b"\n")]
+        assert removed == [b"### Preferences", forgotten.encode()], removed
+        for fact in FACTS[::2]:
+            assert fact.encode() in after
+        _, recall = await page.get(f"/recall?q=dark+mode&session={quote(KEY, safe='')}")
+        assert forgotten not in recall, "the recall index followed MEMORY.md at once"
+        status, body = await page.get(location)
+        assert status == 200 and f"Forgotten: <q>{forgotten}</q>" in body
+        ticket = location.split("=", 1)[1]
+        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
+        assert (status, location) == (303, "/memory?note=restored")
+        assert data.read_bytes() == before, "undo puts the fact back where it was, every byte as before"
+        assert forgotten.lower() in str(load_meta(sidecar_path(data))), "with its session, day and importance"
+        # An undo is used once.
+        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
+        assert location == "/memory?note=gone" and data.read_bytes() == before
+
+
+async def test_the_page_works_without_redis_and_says_so(nanobot_home, settings_for):
+    settings = settings_for(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    async with served(settings) as page:
+        status, body = await page.get("/")
+        assert status == 200 and "Redis cannot be read" in body
+        assert (await page.get("/memory"))[0] == 200
+        assert (await page.get("/sessions"))[0] == 200
+
+
+UNIT = ROOT / "deploy" / "nanobot-summary-web.service"
+CHECKOUT = "/opt/nanobot-summary-worker"
+
+
+def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("needs systemd-analyze")
+    text = UNIT.read_text(encoding="utf-8").replace(CHECKOUT, str(ROOT))
+    text = text.replace("User=nanobot", f"User={pwd.getpwuid(os.getuid()).pw_name}")
+    text = text.replace("Group=nanobot", f"Group={grp.getgrgid(os.getgid()).gr_name}")
+    text = text.replace(f"{ROOT}/.venv/bin/python", sys.executable)
+    (tmp_path / UNIT.name).write_text(text, encoding="utf-8")
+    result = subprocess.run([analyze, "verify", str(tmp_path / UNIT.name)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
+
+
+async def test_the_web_units_command_serves_this_machine_only_without_a_token(nanobot_home, redis_url) -> None:
+    line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
+    command = line.partition("=")[2].replace(f"{CHECKOUT}/.venv/bin/python", sys.executable).split()
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    command[command.index("--port") + 1] = "0"
+    env = process_env(nanobot_home, redis_url, config=True)
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = await asyncio.to_thread(process.stdout.readline)
+        found = re.search(r"open http://127\.0\.0\.1:(\d+)/$", line.strip())
+        assert found, line
+        async with aiohttp.ClientSession() as browser:
+            async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory") as response:
+                assert response.status == 200
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.communicate, timeout=20)
+    assert process.returncode == 0
+
+
+async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    """NANOBOT_MEMORY_WRITE=idle (the default): a job's facts wait in memory/.MEMORY.pending.jsonl while a session
+    is active; a user may want one gone before it is ever written."""
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps(memory_write="idle"))
+    held = pending_path(memory)
+    assert FACTS[1] in held.read_text(encoding="utf-8") and FACTS[1].encode() not in memory.read_bytes()
+    async with served(settings_for()) as page:
+        _, body = await page.get("/memory")
+        assert "Held for the next quiet moment" in body and escaped(FACTS[1]) in body
+        status, location = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[1], "held": "1"})
+        assert status == 303 and location.startswith("/memory?undo=")
+        assert FACTS[1] not in held.read_text(encoding="utf-8") and FACTS[2] in held.read_text(encoding="utf-8")
+        ticket = location.split("=", 1)[1]
+        assert (await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket}))[0] == 303
+    assert [fact.text for h in read_held(memory) for fact in h.batch.facts].count(FACTS[1]) == 1
+    assert FACTS[1].encode() not in memory.read_bytes(), "held again, not written while a session is active"
+
+
+def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) -> None:
+    assert load_bench("bench_web").main(["--smoke"]) == 0
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
+                                                                 "/recall"}
+    assert all(ms > 0 for ms in figures["pages"].values()) and figures["slowest_ms"] > 0
+
+
+async def test_an_edited_fact_keeps_its_record_survives_the_next_job_and_undo_restores_every_byte(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    before = data.read_bytes()
+    old, new = FACTS[1], "The user prefers a light theme on sunny days"
+    async with served(settings_for()) as page:
+        # The same fact twice, or nothing at all, is refused and changes nothing.
+        for refused in (FACTS[2], "  \n "):
+            status, _ = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": refused})
+            assert status == 400 and data.read_bytes() == before
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": new})
+        assert status == 303 and location.startswith("/memory?undo=")
+        after = data.read_bytes()
+        assert _outside(after) == _outside(before)
+        assert after == before.replace(old.encode(), new.encode())
+        record = load_meta(sidecar_path(data))[normalize(new)]
+        assert (record.session, record.importance, record.date) == (KEY, 4, page.instance.today())
+        assert normalize(old) not in load_meta(sidecar_path(data))
+        ticket = location.split("=")[1]
+        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
+        assert data.read_bytes() == before
+        # Edited again, it stays through the next job's merge of what the model remembers.
+        markup = f"- {new}\n## not a heading {API_KEY}"
+        assert (await page.post("/memory/edit", {"csrf": await page.csrf(), "text": old, "new": markup}))[0] == 303
+    edited = data.read_bytes()
+    assert API_KEY.encode() not in edited and b"\n## not a heading" not in edited, "one line, redacted"
+    edited_line = next(line for line in edited.split(b"\n") if new.encode() in line)
+    nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    fake_llm.responder = learning(NEW_FACT)
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
+    assert outcome is not None and "facts +1 added" in outcome.detail, outcome
+    merged = data.read_bytes()
+    assert NEW_FACT.encode() in merged and edited_line in merged.split(b"\n"), "the merge kept the edited fact"
+    assert load_meta(sidecar_path(data))[normalize(edited_line.decode())].session == KEY
+
+
+NEW_FACT = "The user's build server runs Debian 12"
+
+
+def learning(text: str):
+    """echo_memory's notes and summary, remembering one new fact."""
+    def answer(request):
+        reply = json.loads(echo_memory(request).content)
+        reply["facts"] = [{"text": text, "tag": "durable", "importance": 4, "source": "user",
+                           "category": "configuration"}]
+        return Reply(json.dumps(reply))
+    return answer
+
+
+async def test_the_overview_shows_a_running_worker_alive_with_its_health_line(data, settings_for, redis, worker_deps):
+    async with running_worker(worker_deps()), served(settings_for()) as page:
+        await wait_until(lambda: redis.exists(TEST_KEYS.queue + health_check_key_suffix), what="arq's health line")
+        status, body = await page.get("/")
+        assert status == 200 and '<span class="good">alive</span>' in body and "j_complete=" in body
+        assert "No worker is running" not in body
+
+
+async def test_a_pinned_fact_outlives_the_caps_eviction_in_the_next_job_and_undo_unpins(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    before = data.read_bytes()
+    oldest = FACTS[1]  # among facts of one importance and day, the cap evicts the oldest first: this one
+    async with served(settings_for()) as page:
+        status, location = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": oldest, "pin": "1"})
+        assert status == 303 and data.read_bytes() == before, "a pin changes the sidecar only, not the prompt"
+        assert load_meta(sidecar_path(data))[normalize(oldest)].pinned
+        _, body = await page.get(location)
+        assert "Pinned" in body and "pinned</span>" in body
+        await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=")[1]})
+        assert not load_meta(sidecar_path(data))[normalize(oldest)].pinned
+        await page.post("/memory/pin", {"csrf": await page.csrf(), "text": oldest, "pin": "1"})
+    nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    fake_llm.responder = learning(NEW_FACT)
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, worker_deps(memory_max_facts=3), KEY)).outcome
+    assert outcome is not None and "1 evicted" in outcome.detail, outcome
+    merged = data.read_bytes()
+    assert oldest.encode() in merged and NEW_FACT.encode() in merged and FACTS[2].encode() not in merged
+    assert load_meta(sidecar_path(data))[normalize(oldest)].pinned, "still pinned after the merge"
+
+
+async def test_the_session_page_shows_the_summary_nanobot_sends_now_from_line_one(nanobot_home, settings_for):
+    summary = "## Earlier\n- the user set up <b>staging</b> on port 8443"
+    nanobot_home.write_session("cli:direct", conversation(6), last_archived=8,
+                               metadata={LAST_SUMMARY: {"text": summary, "last_active": "2026-11-20T10:07:00"}})
+    async with served(settings_for()) as page:
+        status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
+    assert status == 200 and "12 messages; nanobot replays them from message 8 on." in body
+    assert f'<pre class="summary">{escaped(summary)}</pre>' in body
+
+
+async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_a_mark_per_applied_summary(
+        nanobot_home, settings_for, redis):
+    """The history nanobot's hooks keep (tests/hooks/test_plugin.py writes it through the hooks): each turn's prompt
+    tokens rising, then a summary applied, then lower."""
+    from nanobot_hooks.contract import note_context
+
+    nanobot_home.write_session("cli:direct", conversation(6))
+    turns = [{"at": 100.0 + n, "tokens": tokens} for n, tokens in enumerate((9_000, 12_000, 15_000, 18_000))]
+    applied = {"at": 104.5, "applied": True, "before": 18_000, "after": 6_000}
+    after = [{"at": 105.0 + n, "tokens": tokens} for n, tokens in enumerate((7_000, 9_000))]
+    # The mark first: nanobot writes it at once, the turns' tokens in batches. The chart puts them in time order.
+    await note_context(redis, [("cli:direct", entry) for entry in [applied] + turns + after])
+    async with served(settings_for()) as page:
+        status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
+    assert status == 200 and "The prompt tokens of the last 6 turns" in body
+    points = re.search(r'<polyline class="tokens" points="([^"]+)"', body)
+    assert points is not None and len(points.group(1).split()) == 6, "a point per turn"
+    ys = [int(point.split(",")[1]) for point in points.group(1).split()]
+    assert ys[3] < ys[4] and ys[0] > ys[3], "up to the summary, down after it (SVG's y grows downwards)"
+    marks = re.findall(r'<line class="applied" x1="(\d+)"', body)
+    xs = [int(point.split(",")[0]) for point in points.group(1).split()]
+    assert len(marks) == 1 and xs[3] < int(marks[0]) < xs[4], "the summary between the turns it parted"
+    assert "summary applied: 18000 → 6000 tokens" in body
