@@ -279,24 +279,13 @@ class FakeLLM:
     # -- HTTP ----------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = None
-        req = FakeRequest(
-            path=request.path,
-            headers={k.lower(): v for k, v in request.headers.items()},
-            body=parsed if isinstance(parsed, dict) else None,
-            raw=raw,
-            received_at=time.time(),
-        )
+        req = await _received(request)
         self._record(req)
 
-        if request.method == "GET" and request.path.rstrip("/") in ("/v1/models", "/models"):
+        path = request.path.rstrip("/")
+        if request.method == "GET" and path in ("/v1/models", "/models"):
             model = {"id": FAKE_MODEL, "object": "model", "created": 0, "owned_by": "fakellm"}
             return web.json_response({"object": "list", "data": [model]})
-        path = request.path.rstrip("/")
         if request.method != "POST" or path not in _CHAT_PATHS + _RESPONSES_PATHS:
             unknown = f"Unknown path {request.method} {request.path}"
             return _error_response(Error(404, unknown, code="not_found", type="invalid_request_error"))
@@ -307,7 +296,11 @@ class FakeLLM:
             answer = self._choose(req)
         except Exception as exc:  # a buggy responder should fail its request visibly, not the server
             return _error_response(Error(500, f"FakeLLM responder raised {exc!r}", type="server_error"))
+        return await self._answer(request, req, answer, responses=path in _RESPONSES_PATHS)
 
+    async def _answer(self, request: web.Request, req: FakeRequest, answer: Answer,
+                      responses: bool) -> web.StreamResponse:
+        """Send the chosen answer: a Hang's silence, an Error, or a Reply (streamed, cut off half-way, or whole)."""
         if isinstance(answer, Hang):
             await self._sleep(answer.seconds)
             if answer.close and request.transport is not None:
@@ -316,21 +309,14 @@ class FakeLLM:
         await self._sleep(answer.delay)
         if isinstance(answer, Error):
             return _error_response(answer)
-        responses = path in _RESPONSES_PATHS
-        if req.body.get("stream"):
+        if (req.body or {}).get("stream"):
             if responses:
                 return await self._stream_response(request, req, answer)
             return await self._stream(request, req, answer)
+        body = _response(req, answer) if responses else _completion(req, answer)
         if answer.broken:
-            body = json.dumps(_response(req, answer) if responses else _completion(req, answer)).encode()
-            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
-            resp.content_length = len(body)
-            await resp.prepare(request)
-            await resp.write(body[: len(body) // 2])
-            if request.transport is not None:
-                request.transport.close()
-            return resp
-        return web.json_response(_response(req, answer) if responses else _completion(req, answer))
+            return await _half_body(request, json.dumps(body).encode())
+        return web.json_response(body)
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that ends early when the server stops, so stop() never waits on a Hang."""
@@ -381,42 +367,91 @@ class FakeLLM:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         final = _response(req, reply)
-        sequence = 0
-
-        async def send(kind: str, **fields: Any) -> None:
-            nonlocal sequence
-            data = json.dumps({"type": kind, "sequence_number": sequence, **fields})
-            sequence += 1
-            await resp.write(f"event: {kind}\ndata: {data}\n\n".encode())
-
-        await send("response.created", response={**final, "status": "in_progress", "output": [], "usage": None})
+        events = _EventStream(resp)
+        await events.send("response.created", response={**final, "status": "in_progress", "output": [], "usage": None})
         for index, item in enumerate(final["output"]):
             if item["type"] == "message":
-                text = item["content"][0]["text"]
-                await send("response.output_item.added", output_index=index,
-                           item={**item, "status": "in_progress", "content": []})
-                part = {"type": "output_text", "text": "", "annotations": []}
-                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-                await send("response.content_part.added", **where, part=part)
-                pieces = _split(text, 4)
-                for piece in pieces[: len(pieces) // 2] if reply.broken else pieces:
-                    await send("response.output_text.delta", **where, delta=piece)
-                if reply.broken:  # cut off: no terminal event, as when a connection drops
+                if not await _stream_message(events, index, item, reply.broken):
+                    # cut off: no terminal event, as when a connection drops
                     if request.transport is not None:
                         request.transport.close()
                     return resp
-                await send("response.output_text.done", **where, text=text)
-                await send("response.content_part.done", **where, part={**part, "text": text})
             else:  # function_call
-                await send("response.output_item.added", output_index=index,
-                           item={**item, "status": "in_progress", "arguments": ""})
-                where = {"item_id": item["id"], "output_index": index}
-                await send("response.function_call_arguments.delta", **where, delta=item["arguments"])
-                await send("response.function_call_arguments.done", **where, arguments=item["arguments"])
-            await send("response.output_item.done", output_index=index, item=item)
-        await send(f"response.{final['status']}", response=final)
+                await _stream_function_call(events, index, item)
+            await events.send("response.output_item.done", output_index=index, item=item)
+        await events.send(f"response.{final['status']}", response=final)
         await resp.write_eof()
         return resp
+
+
+class _EventStream:
+    """The Responses API's server-sent events on one response, numbered in the order they are sent."""
+
+    def __init__(self, resp: web.StreamResponse) -> None:
+        self.resp = resp
+        self.sequence = 0
+
+    async def send(self, kind: str, **fields: Any) -> None:
+        data = json.dumps({"type": kind, "sequence_number": self.sequence, **fields})
+        self.sequence += 1
+        await self.resp.write(f"event: {kind}\ndata: {data}\n\n".encode())
+
+
+async def _stream_message(events: _EventStream, index: int, item: dict[str, Any], broken: bool) -> bool:
+    """A message item's events up to its text's end; False when `broken` cuts the text off half-way."""
+    text = item["content"][0]["text"]
+    await events.send("response.output_item.added", output_index=index,
+                      item={**item, "status": "in_progress", "content": []})
+    part = {"type": "output_text", "text": "", "annotations": []}
+    where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+    await events.send("response.content_part.added", **where, part=part)
+    pieces = _split(text, 4)
+    for piece in pieces[: len(pieces) // 2] if broken else pieces:
+        await events.send("response.output_text.delta", **where, delta=piece)
+    if broken:
+        return False
+    await events.send("response.output_text.done", **where, text=text)
+    await events.send("response.content_part.done", **where, part={**part, "text": text})
+    return True
+
+
+async def _stream_function_call(events: _EventStream, index: int, item: dict[str, Any]) -> None:
+    """A function_call item's events up to its arguments' end (in one delta)."""
+    await events.send("response.output_item.added", output_index=index,
+                      item={**item, "status": "in_progress", "arguments": ""})
+    where = {"item_id": item["id"], "output_index": index}
+    await events.send("response.function_call_arguments.delta", **where, delta=item["arguments"])
+    await events.send("response.function_call_arguments.done", **where, arguments=item["arguments"])
+
+
+# -- request reading and raw replies ---------------------------------------------------------
+
+
+async def _received(request: web.Request) -> FakeRequest:
+    """The request as recorded: its body parsed when it is a JSON object (None otherwise)."""
+    raw = await request.read()
+    try:
+        parsed = json.loads(raw) if raw else None
+    except ValueError:
+        parsed = None
+    return FakeRequest(
+        path=request.path,
+        headers={k.lower(): v for k, v in request.headers.items()},
+        body=parsed if isinstance(parsed, dict) else None,
+        raw=raw,
+        received_at=time.time(),
+    )
+
+
+async def _half_body(request: web.Request, body: bytes) -> web.StreamResponse:
+    """A JSON answer that stops half-way: the full Content-Length announced, half the body sent, then closed."""
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    resp.content_length = len(body)
+    await resp.prepare(request)
+    await resp.write(body[: len(body) // 2])
+    if request.transport is not None:
+        request.transport.close()
+    return resp
 
 
 # -- response building (pure functions) ------------------------------------------------------
