@@ -18,7 +18,7 @@ from worker.model import answer
 from worker.memory import dedup
 from worker.memory import longterm
 from worker.text import redact  # noqa: E402
-from worker.model.answer import DailyNotes, Fact  # noqa: E402
+from worker.memory.records import DailyNotes, Fact  # noqa: E402
 from worker.memory.notes import append_notes  # noqa: E402
 from worker.text.tokens import best_counter  # noqa: E402
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 
 from harness.sandbox import NanobotHome  # noqa: E402
 from worker.memory.writer import MemoryFiles  # noqa: E402
-from worker.model.answer import DailyNotes, Fact  # noqa: E402
+from worker.memory.records import DailyNotes, Fact  # noqa: E402
 
 DAY = datetime(2026, 11, 24, 0, 0)
 TOPICS = ("the blog's theme", "a Redis timeout", "the nginx port", "a trip to Lisbon", "the backup script",

@@ -30,7 +30,7 @@ from harness.transcripts import conversation  # noqa: E402
 from worker.connections import redis_settings  # noqa: E402
 from worker.memory.longterm import Batch, write_batches  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
-from worker.model.answer import Fact  # noqa: E402
+from worker.memory.records import Fact  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
 from worker.web.app import make_app  # noqa: E402

@@ -5,58 +5,16 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import json_repair
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from worker.errors import BadAnswer
-from worker.text.language import CATEGORIES, NOTE_FIELDS
+from worker.memory.records import SOURCES, TEXT_FIELDS, DailyNotes, Fact
+from worker.text.language import CATEGORIES
 
 log = logging.getLogger("worker.model.answer")
-
-# The fields that are plain lists of strings (technical issues are problem/solution pairs).
-TEXT_FIELDS = tuple(name for name in NOTE_FIELDS if name != "technical_issues")
-
-FactTag = Literal["permanent", "durable", "ephemeral", "correction"]
-# Who stated a fact. Only what the user said may become long-term memory; "unknown" (the model did not
-# say) counts as not the user.
-FactSource = Literal["user", "assistant", "tool", "unknown"]
-SOURCES = ("user", "assistant", "tool")
-
-
-class TechnicalIssue(BaseModel):
-    problem: str
-    solution: str = ""
-
-
-class DailyNotes(BaseModel):
-    """One day's notes for one session and covered span."""
-
-    date: str  # YYYY-MM-DD, from the messages' own timestamps
-    first_timestamp: str | None = None
-    last_timestamp: str | None = None
-    first_position: int | None = None  # among the session's visible messages: set from them, never by the model
-    last_position: int | None = None
-    topics: list[str] = Field(default_factory=list)
-    preferences: list[str] = Field(default_factory=list)
-    decisions: list[str] = Field(default_factory=list)
-    tasks: list[str] = Field(default_factory=list)
-    technical_issues: list[TechnicalIssue] = Field(default_factory=list)
-    insights: list[str] = Field(default_factory=list)
-
-
-class Fact(BaseModel):
-    """A candidate for long-term memory."""
-
-    text: str
-    tag: FactTag = "durable"
-    importance: int = Field(default=3, ge=1, le=5)
-    category: str | None = None
-    # For a correction: the old fact it replaces, as the model quoted it.
-    replaces: str | None = None
-    source: FactSource = "unknown"
-
 
 @dataclass
 class Answer:

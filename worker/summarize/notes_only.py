@@ -4,7 +4,8 @@ un-noted days), and for a chunk whose summary came back as prose."""
 from __future__ import annotations
 
 from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget
-from worker.model.answer import NOTES_SCHEMA, Answer, DailyNotes, Fact
+from worker.model.answer import NOTES_SCHEMA, Answer
+from worker.memory.records import DailyNotes, Fact
 from worker.model.prompts import notes_system_prompt, user_prompt
 from worker.nanobot.sessions import SessionFile
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask

@@ -7,7 +7,8 @@ import logging
 
 from worker.errors import MemoryFilesError, NanobotConfigError
 from worker.memory.notes import Noted, is_noted
-from worker.model.answer import NOTE_FIELDS, DailyNotes, Fact
+from worker.text.language import NOTE_FIELDS
+from worker.memory.records import DailyNotes, Fact
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry
 

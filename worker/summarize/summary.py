@@ -9,7 +9,8 @@ from dataclasses import replace
 from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord, store_record
 from worker.errors import SessionError
 from worker.model import guards
-from worker.model.answer import Answer, DailyNotes, Fact
+from worker.model.answer import Answer
+from worker.memory.records import DailyNotes, Fact
 from worker.nanobot.metadata_line import write_metadata_entry
 from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome

@@ -103,7 +103,7 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
 
 
 def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url, capsys) -> None:
-    from worker.model.answer import Fact
+    from worker.memory.records import Fact
     from worker.memory.longterm import write_facts
 
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.model.answer import DailyNotes, Fact, TechnicalIssue
+from worker.memory.records import DailyNotes, Fact, TechnicalIssue
 from worker.memory.writer import MemoryFiles
 from worker.text.language import LANGUAGES
 from worker.memory.notes import append_notes, is_noted, note_date, noted_spans, spans
@@ -229,7 +229,7 @@ def test_notes_without_timestamps_are_deduplicated_by_content(tmp_path: Path) ->
 
 
 def test_every_language_names_every_note_part_and_fact_group() -> None:
-    from worker.model.answer import CATEGORIES, NOTE_FIELDS
+    from worker.text.language import CATEGORIES, NOTE_FIELDS
 
     assert set(LANGUAGES) >= {"en", "zh", "ja", "ko"}
     for lang in LANGUAGES.values():
