@@ -161,9 +161,9 @@ async def main() -> int:
         triggering.usage[key] = (90_000, 128_000)
 
     # Counted up to handing the enqueue to a background task; the task itself is the next section.
-    triggering._spawn = spawned.append
+    integration.ctx.spawn = spawned.append  # type: ignore[method-assign]
     fired = timed(lambda: triggering.on_turn_persisted(persisted), n, fire_turn)
-    triggering._spawn = integration.spawn
+    del integration.ctx.spawn  # the Context's own spawn again
     for coro in spawned:
         coro.close()
     print(f"  turn saved, trigger fires            {per_call(fired)}")
