@@ -20,11 +20,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nanobot_hooks.integration import Integration
 
 DEAD_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1: the integration's tasks fail fast and quietly
+KEY = "bench:hooks"  # the session of the turn-path figures
 
 
 def conversation(count: int) -> list[dict[str, Any]]:
@@ -66,30 +71,36 @@ def timed(fn: Callable[[], Any], n: int, before: Callable[[], Any] | None = None
     return samples
 
 
-async def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200, help="messages in the benchmark session")
     parser.add_argument("--calls", type=int, default=5000, help="calls per turn-path figure")
     parser.add_argument("--turns", type=int, default=200, help="whole turns per side of the comparison")
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
                         help="a Redis for the off-path enqueue figure (default: %(default)s)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def nanobot_missing() -> str | None:
+    """Why nanobot's parts this benchmark uses cannot be imported here (None when they can)."""
     try:
-        from nanobot.agent.hook import AgentHook, AgentHookContext, AgentTurnHookContext
-        from nanobot.agent.loop import AgentLoop
-        from nanobot.agent.tools.context import RequestContext, request_context
-        from nanobot.bus.queue import MessageBus
-        from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnPersisted, SessionTurnStarted
-        from nanobot.providers.base import LLMProvider, LLMResponse, LLMUsage
-        from nanobot.session.manager import SessionManager
-        from nanobot.utils.llm_runtime import LLMRuntime
+        from nanobot.agent.hook import AgentHook, AgentHookContext, AgentTurnHookContext  # noqa: F401
+        from nanobot.agent.loop import AgentLoop  # noqa: F401
+        from nanobot.agent.tools.context import RequestContext, request_context  # noqa: F401
+        from nanobot.bus.queue import MessageBus  # noqa: F401
+        from nanobot.bus.runtime_events import (RuntimeEventContext, SessionTurnPersisted,  # noqa: F401
+                                                SessionTurnStarted)
+        from nanobot.providers.base import LLMProvider, LLMResponse, LLMUsage  # noqa: F401
+        from nanobot.session.manager import SessionManager  # noqa: F401
+        from nanobot.utils.llm_runtime import LLMRuntime  # noqa: F401
     except ImportError as exc:
-        print(f"error: run this with nanobot's Python ({exc})", file=sys.stderr)
-        return 2
+        return str(exc)
+    return None
 
-    from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
-    from nanobot_hooks.plugin import installed
+
+def bench_provider() -> Any:
+    """A nanobot provider that answers at once (its class derives from nanobot's, so it is made here)."""
+    from nanobot.providers.base import LLMProvider, LLMResponse, LLMUsage
 
     class BenchProvider(LLMProvider):
         """Answers at once, reporting `prompt_tokens`: the turn's cost is nanobot's own plus the hooks'."""
@@ -107,7 +118,31 @@ async def main() -> int:
         def get_default_model(self) -> str:
             return "bench-model"
 
+    return BenchProvider()
+
+
+@dataclass
+class Bench:
+    """One run: nanobot's loop with the integration installed in a temporary folder, and the figures' sizes."""
+
+    root: Path  # the temporary folder (workspace and sessions), removed at the end
+    loop: Any  # nanobot's AgentLoop
+    integration: Integration
+    provider: Any  # the BenchProvider: its prompt_tokens is what every turn reports
+    runtime: Any  # nanobot's LLMRuntime of the requests timed
+    calls: int  # calls per turn-path figure
+    messages: int  # messages in the benchmark session
+
+
+def start_loop(args: argparse.Namespace) -> Bench | None:
+    """nanobot's AgentLoop with the integration installed (None, said on stderr, when it did not install)."""
     from loguru import logger
+    from nanobot.agent.loop import AgentLoop
+    from nanobot.bus.queue import MessageBus
+    from nanobot.session.manager import SessionManager
+    from nanobot.utils.llm_runtime import LLMRuntime
+
+    from nanobot_hooks.plugin import installed
 
     logger.remove()  # log lines (ours about the dead Redis below included) would drown the figures
     logger.add(sys.stderr, level="ERROR")
@@ -117,126 +152,183 @@ async def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-hooks-"))
     workspace = root / "workspace"
     workspace.mkdir()
-    provider = BenchProvider()
+    provider = bench_provider()
     loop = AgentLoop(bus=MessageBus(), provider=provider, workspace=workspace, context_window_tokens=128_000,
                      session_manager=SessionManager(workspace, sessions_root=root / "sessions"))
     integration = installed(loop)
     if integration is None:
         print("error: the integration did not install into this nanobot (see the warning above)", file=sys.stderr)
-        return 2
-    sessions, triggering = loop.sessions, integration.triggering
+        return None
     runtime = LLMRuntime.capture(provider, "bench-model", context_window_tokens=128_000)
-    n, m = args.calls, args.messages
-    print(f"nanobot_hooks cost per turn; session of {m} messages; {n} calls per figure\n")
-    print("on the turn's path")
+    return Bench(root, loop, integration, provider, runtime, args.calls, args.messages)
 
-    # 1. after every LLM call
-    key = "bench:hooks"
-    hook = integration.factory(AgentTurnHookContext(session_key=key))
+
+async def after_iteration(bench: Bench) -> None:
+    """1. After every LLM call: nanobot's empty hook, then ours."""
+    from nanobot.agent.hook import AgentHook, AgentHookContext, AgentTurnHookContext
+    from nanobot.agent.tools.context import RequestContext, request_context
+    from nanobot.providers.base import LLMUsage
+
+    assert bench.integration.factory is not None
+    hook = bench.integration.factory(AgentTurnHookContext(session_key=KEY))
     bare = AgentHook()
-    iteration = AgentHookContext(iteration=0, messages=[], session_key=key,
+    iteration = AgentHookContext(iteration=0, messages=[], session_key=KEY,
                                  usage=LLMUsage(input_tokens=50_000, output_tokens=10, total_tokens=50_010,
                                                  reported_tokens=50_010))
-    with request_context(RequestContext(channel="cli", chat_id="bench", session_key=key, runtime=runtime)):
-        baseline = await timed_async(lambda: bare.after_iteration(iteration), n)
-        ours = await timed_async(lambda: hook.after_iteration(iteration), n)
+    with request_context(RequestContext(channel="cli", chat_id="bench", session_key=KEY, runtime=bench.runtime)):
+        baseline = await timed_async(lambda: bare.after_iteration(iteration), bench.calls)
+        ours = await timed_async(lambda: hook.after_iteration(iteration), bench.calls)
     print(f"  after_iteration, empty AgentHook     {per_call(baseline)}")
     print(f"  after_iteration, ours                {per_call(ours)}")
 
-    # 2. after the turn is saved: the decision
-    session = sessions.get_or_create(key)
+
+def turn_saved(bench: Bench) -> None:
+    """2. After the turn is saved: the decision, with nothing to do and when the trigger fires."""
+    from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnPersisted
+
+    n, m = bench.calls, bench.messages
+    triggering = bench.integration.triggering
+    session = bench.loop.sessions.get_or_create(KEY)
     session.messages = conversation(m)
-    event_ctx = RuntimeEventContext(channel="cli", chat_id="bench", session_key=key)
+    event_ctx = RuntimeEventContext(channel="cli", chat_id="bench", session_key=KEY)
     persisted = SessionTurnPersisted(context=event_ctx, turn_id="t", sender_id="u")
 
     def quiet_turn() -> None:
         session.last_archived = m - 4  # two user turns since the last summary, few tokens
-        triggering.usage[key] = (1_000, 128_000)
+        triggering.usage[KEY] = (1_000, 128_000)
 
     print(f"  turn saved, nothing to do            {per_call(timed(lambda: triggering.on_turn_persisted(persisted), n, quiet_turn))}")
     spawned: list[Any] = []
 
     def fire_turn() -> None:
         session.last_archived = 0
-        triggering.usage[key] = (90_000, 128_000)
+        triggering.usage[KEY] = (90_000, 128_000)
 
     # Counted up to handing the enqueue to a background task; the task itself is the next section.
-    integration.ctx.spawn = spawned.append  # type: ignore[method-assign]
+    bench.integration.ctx.spawn = spawned.append  # type: ignore[method-assign]
     fired = timed(lambda: triggering.on_turn_persisted(persisted), n, fire_turn)
-    del integration.ctx.spawn  # the Context's own spawn again
+    del bench.integration.ctx.spawn  # the Context's own spawn again
     for coro in spawned:
         coro.close()
     print(f"  turn saved, trigger fires            {per_call(fired)}")
 
-    # 3. at the start of a turn
-    started = SessionTurnStarted(context=event_ctx)
 
-    turn_starts = integration.pickups.on_turn_started  # the integration's one SessionTurnStarted handler
-    print(f"  turn starts, nothing pending         {per_call(timed(lambda: turn_starts(started), n))}")
+def pending_summary(bench: Bench, number: int) -> Any:
+    """A session of its own with a finished summary waiting for nanobot; returns the start of its next turn."""
+    from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnStarted
+
+    from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
+
+    m = bench.messages
+    other = f"bench:apply:{number}"
+    live = bench.loop.sessions.get_or_create(other)
+    live.messages = conversation(m)
+    record = SummaryRecord(session_key=other, summary="rolling summary " * 50, start=0, boundary=m - 10,
+                           boundary_timestamp=live.messages[m - 11]["timestamp"], messages_before=m,
+                           messages_after=11, tokens_before=20_000, tokens_after=3_000)
+    live.metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
+    return SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=other))
+
+
+async def turn_starts(bench: Bench) -> None:
+    """3. At the start of a turn: nothing pending, and a pending summary applied."""
+    from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnStarted
+
+    started = SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=KEY))
+    turn_starts = bench.integration.pickups.on_turn_started  # the integration's one SessionTurnStarted handler
+    print(f"  turn starts, nothing pending         {per_call(timed(lambda: turn_starts(started), bench.calls))}")
     applies = []
-    for i in range(min(200, n)):
-        other = f"bench:apply:{i}"
-        live = sessions.get_or_create(other)
-        live.messages = conversation(m)
-        record = SummaryRecord(session_key=other, summary="rolling summary " * 50, start=0, boundary=m - 10,
-                               boundary_timestamp=live.messages[m - 11]["timestamp"], messages_before=m,
-                               messages_after=11, tokens_before=20_000, tokens_after=3_000)
-        live.metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
-        event = SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=other))
+    for i in range(min(200, bench.calls)):
+        event = pending_summary(bench, i)
         start = time.perf_counter_ns()
         turn_starts(event)
         applies.append(time.perf_counter_ns() - start)
     print(f"  turn starts, applies a summary       {per_call(applies)}   (once per summary; includes nanobot's save)")
     await asyncio.sleep(0)
-    await asyncio.gather(*list(getattr(loop, "_background_tasks", ())), return_exceptions=True)
+    await asyncio.gather(*list(getattr(bench.loop, "_background_tasks", ())), return_exceptions=True)
 
-    # 4. off the turn's path: the enqueue task against a real Redis
+
+async def timed_enqueues(bench: Bench) -> list[int]:
+    """The enqueue of 200 sessions, each timed; their jobs, queue entries and records removed afterwards."""
+    triggering, names = bench.integration.triggering, bench.integration.settings.keys
+    keys = [f"bench:enqueue:{i}" for i in range(200)]
+    samples = []
+    for k in keys:
+        start = time.perf_counter_ns()
+        await triggering.enqueue(k, "tokens", 90_000, 128_000)
+        samples.append(time.perf_counter_ns() - start)
+    client = bench.integration.ctx.link.client()
+    await client.zrem(names.queue, *[names.job_id(k) for k in keys])
+    await client.delete(*[f"arq:job:{names.job_id(k)}" for k in keys], *[names.record(k) for k in keys])
+    return samples
+
+
+async def enqueue_round_trip(bench: Bench, redis_url: str) -> None:
+    """4. Off the turn's path: the enqueue task against a real Redis, skipped when `redis_url` does not answer."""
     print("\noff the turn's path (a background task; the turn does not wait for it)")
-    integration.ctx.link.url = args.redis
-    integration.ctx.link._client = None
-    probe = await integration.ctx.link.call("probing", lambda c: c.ping())
+    link = bench.integration.ctx.link
+    link.url = redis_url
+    link._client = None
+    probe = await link.call("probing", lambda c: c.ping())
     if not probe:
-        print(f"  enqueue round trip                   skipped: {args.redis} does not answer")
+        print(f"  enqueue round trip                   skipped: {redis_url} does not answer")
     else:
-        keys = [f"bench:enqueue:{i}" for i in range(200)]
-        samples = []
-        for k in keys:
-            start = time.perf_counter_ns()
-            await triggering.enqueue(k, "tokens", 90_000, 128_000)
-            samples.append(time.perf_counter_ns() - start)
-        client = integration.ctx.link.client()
-        names = integration.settings.keys
-        await client.zrem(names.queue, *[names.job_id(k) for k in keys])
-        await client.delete(*[f"arq:job:{names.job_id(k)}" for k in keys], *[names.record(k) for k in keys])
-        print(f"  EXISTS + enqueue_job (single flight) {per_call(samples)}")
-    integration.ctx.link.url = DEAD_REDIS
-    integration.ctx.link._client = None
+        print(f"  EXISTS + enqueue_job (single flight) {per_call(await timed_enqueues(bench))}")
+    link.url = DEAD_REDIS
+    link._client = None
 
-    # 5. whole turns, in process, with and without the integration
-    print(f"\nwhole turns in process (nanobot + an instant fake provider), {args.turns} per side, interleaved")
-    provider.prompt_tokens = 1_000  # under the threshold: the usual turn
+
+async def timed_turns(bench: Bench, side: str, count: int) -> list[float]:
+    """`count` turns in ms, with the integration installed (side "with") or not; uninstalled afterwards."""
+    if side == "without":
+        bench.integration.uninstall()
+    else:
+        bench.integration.install()
+    timings = []
+    for i in range(count):
+        start = time.perf_counter()
+        await bench.loop.process_direct(f"turn {i}", session_key=f"bench:turns:{side}")
+        timings.append((time.perf_counter() - start) * 1000)
+    bench.integration.uninstall()
+    return timings
+
+
+async def whole_turns(bench: Bench, turns: int) -> None:
+    """5. Whole turns, in process, with and without the integration, in blocks taken in turn."""
+    print(f"\nwhole turns in process (nanobot + an instant fake provider), {turns} per side, interleaved")
+    bench.provider.prompt_tokens = 1_000  # under the threshold: the usual turn
     timings: dict[str, list[float]] = {"with": [], "without": []}
-    block = max(1, args.turns // 10)
+    block = max(1, turns // 10)
     for round_number in range(10):
         for side in ("with", "without") if round_number % 2 == 0 else ("without", "with"):
-            if side == "without":
-                integration.uninstall()
-            else:
-                integration.install()
-            for i in range(block):
-                start = time.perf_counter()
-                await loop.process_direct(f"turn {i}", session_key=f"bench:turns:{side}")
-                timings[side].append((time.perf_counter() - start) * 1000)
-            integration.uninstall()
-    integration.install()
+            timings[side] += await timed_turns(bench, side, block)
+    bench.integration.install()
     for side, values in timings.items():
         print(f"  {side:<8} the integration         median {statistics.median(values):7.3f} ms per turn "
               f"(n={len(values)})")
     delta = statistics.median(timings["with"]) - statistics.median(timings["without"])
     print(f"  difference of medians                {delta * 1000:+8.1f} us (within the noise of a whole turn;"
           " the figures above are the hooks' own cost)")
-    await loop.aclose()
-    shutil.rmtree(root, ignore_errors=True)
+
+
+async def main() -> int:
+    args = parse_args()
+    missing = nanobot_missing()
+    if missing is not None:
+        print(f"error: run this with nanobot's Python ({missing})", file=sys.stderr)
+        return 2
+    bench = start_loop(args)
+    if bench is None:
+        return 2
+    print(f"nanobot_hooks cost per turn; session of {bench.messages} messages; {bench.calls} calls per figure\n")
+    print("on the turn's path")
+    await after_iteration(bench)
+    turn_saved(bench)
+    await turn_starts(bench)
+    await enqueue_round_trip(bench, args.redis)
+    await whole_turns(bench, args.turns)
+    await bench.loop.aclose()
+    shutil.rmtree(bench.root, ignore_errors=True)
     return 0
 
 
