@@ -4,6 +4,7 @@ paying for them again."""
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
 
 from arq.connections import ArqRedis
 from pydantic import BaseModel
@@ -15,6 +16,15 @@ KEEP_SECONDS = 2 * 24 * 3600
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+
+
+class Covered(NamedTuple):
+    """The messages one summary covers, [start, boundary), and the timestamp of the message before boundary, by
+    which a record (and a kept run) recognises its cut in a session that changed since."""
+
+    start: int
+    boundary: int
+    boundary_timestamp: str | None
 
 
 class Progress(BaseModel):
@@ -29,10 +39,10 @@ class Progress(BaseModel):
     running: str
     calls: int = 0
 
-    def continues(self, start: int, boundary: int, boundary_timestamp: str | None, previous: str) -> bool:
+    def continues(self, covered: Covered, previous: str) -> bool:
         """Is this the same run (same range, same messages, same summary folded in)?"""
         return (self.start, self.boundary, self.boundary_timestamp, self.previous) == (
-            start, boundary, boundary_timestamp, digest(previous)) and start <= self.done <= boundary
+            *covered, digest(previous)) and covered.start <= self.done <= covered.boundary
 
 
 async def load_progress(redis: ArqRedis, session_key: str) -> Progress | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from worker.errors import ContextTooLong, SummaryFailed
 from worker.model.answer import ANSWER_SCHEMA, Answer
 from worker.model.prompts import system_prompt, user_prompt
-from worker.state.progress import Progress, digest, load_progress, save_progress
+from worker.state.progress import Covered, Progress, digest, load_progress, save_progress
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
 from worker.summarize.notes_only import ask_notes
 from worker.summarize.remember import dated_notes, known_facts, write_memory
@@ -46,7 +46,7 @@ class Chain:
 
 async def summarize_entries(
     run: Run, entries: list[Entry], fresh: set[int], previous: str, language: str,
-    plan: tuple[int, int, str | None],
+    covered: Covered,
 ) -> tuple[Answer, int, list[Entry]]:
     """One call when the input fits the budget; otherwise chunks, each folding in the summary so far.
 
@@ -54,11 +54,11 @@ async def summarize_entries(
     chunk but the last has its notes written and its running summary kept, so a retry resumes after it.
     """
     frame = _frame(run, fresh, language)
-    chain = await _resume(run, previous, plan)
+    chain = await _resume(run, previous, covered)
     budget_tokens = run.deps.settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
         try:
-            return await _run_chain(run, frame, chain, entries, budget_tokens, previous, plan)
+            return await _run_chain(run, frame, chain, entries, budget_tokens, previous, covered)
         except ContextTooLong:
             budget_tokens //= 2
             chain.calls -= 1
@@ -75,17 +75,17 @@ def _frame(run: Run, fresh: set[int], language: str) -> Frame:
     return Frame(system, known, fixed, language, fresh)
 
 
-async def _resume(run: Run, previous: str, plan: tuple[int, int, str | None]) -> Chain:
+async def _resume(run: Run, previous: str, covered: Covered) -> Chain:
     """A new chain, or the one an earlier try of this job left after its last finished chunk."""
     kept = await load_progress(run.redis, run.key)
-    if kept is not None and kept.continues(*plan, previous):
+    if kept is not None and kept.continues(covered, previous):
         log.info("%s: resuming after message %d (%d calls already made)", run.key, kept.done - 1, kept.calls)
         return Chain(kept.running, kept.done, kept.calls)
-    return Chain(previous, plan[0])
+    return Chain(previous, covered.start)
 
 
 async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry], budget_tokens: int,
-                     previous: str, plan: tuple[int, int, str | None]) -> tuple[Answer, int, list[Entry]]:
+                     previous: str, covered: Covered) -> tuple[Answer, int, list[Entry]]:
     counter = run.deps.counter
     while True:
         remaining = [e for e in entries if e.index >= chain.done]
@@ -100,7 +100,7 @@ async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry],
         answer, noted = await _ask_chunk(run, frame, chain, this_chunk, last)
         if last:
             return answer, chain.calls, noted
-        await _keep_chunk(run, frame, chain, answer, noted, this_chunk[-1].index + 1, previous, plan)
+        await _keep_chunk(run, frame, chain, answer, noted, this_chunk[-1].index + 1, previous, covered)
 
 
 async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entry], last: bool
@@ -119,10 +119,11 @@ async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entr
 
 
 async def _keep_chunk(run: Run, frame: Frame, chain: Chain, answer: Answer, noted: list[Entry], done: int,
-                      previous: str, plan: tuple[int, int, str | None]) -> None:
+                      previous: str, covered: Covered) -> None:
     """A finished chunk (not the last): its notes written, the chain moved on and kept for a retry."""
     await write_memory(run.deps, run.key, dated_notes(answer.notes, noted), answer.facts, frame.language)
     chain.running, chain.done = redact(answer.summary), done
     await save_progress(run.redis, run.key, Progress(
-        start=plan[0], boundary=plan[1], boundary_timestamp=plan[2], previous=digest(previous),
+        start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
+        previous=digest(previous),
         done=chain.done, running=chain.running, calls=chain.calls))

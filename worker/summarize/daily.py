@@ -7,9 +7,12 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timedelta
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from arq import Retry
 from arq.connections import ArqRedis
 from filelock import Timeout
 
@@ -52,6 +55,20 @@ async def take_flag(ctx: dict[str, Any], key: str) -> str | None:
     if not since:
         return None
     return since.decode() if isinstance(since, bytes) else str(since)
+
+
+@asynccontextmanager
+async def flag_for_try(ctx: dict[str, Any], key: str) -> AsyncIterator[str | None]:
+    """The session's daily flag for one try of its job: taken at the start (None when there is none), and put back
+    when the try ends in a retry or is cancelled (a job timeout, a worker stopping), so the next try still notes
+    through the end. Not after the last try: a flag left then would make after_job_end queue it again, forever."""
+    since = await take_flag(ctx, key)
+    try:
+        yield since
+    except (Retry, asyncio.CancelledError):
+        if since:
+            await set_flag(ctx["redis"], key, since)
+        raise
 
 
 def recent_sessions(sessions_dir: Path) -> list[str]:

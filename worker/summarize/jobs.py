@@ -56,20 +56,18 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     refused = not_run(run, rest)
     if refused is not None:
         return await finish(run, refused, started)
-    since = await daily.take_flag(ctx, key)
-    if since:
-        run.req = req.model_copy(update={"notes_through_end": True, "notes_since": since})
-    try:
-        outcome = await try_job(run, since)
-    except asyncio.CancelledError:
-        # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Not a failure of
-        # the session (no rest): the retry, or the next job, resumes after the finished chunks
-        # (worker.state.progress), and still notes through the end.
+    async with daily.flag_for_try(ctx, key) as since:
         if since:
-            await daily.set_flag(redis, key, since)
-        outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
-        await finish(run, outcome, started, rest=False)
-        raise
+            run.req = req.model_copy(update={"notes_through_end": True, "notes_since": since})
+        try:
+            outcome = await try_job(run)
+        except asyncio.CancelledError:
+            # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Not a failure of
+            # the session (no rest): the retry, or the next job, resumes after the finished chunks
+            # (worker.state.progress), and still notes through the end.
+            outcome = JobOutcome(session_key=key, status="failed", detail="cancelled (job timeout or worker shutdown)")
+            await finish(run, outcome, started, rest=False)
+            raise
     return await finish(run, outcome, started)
 
 
@@ -90,7 +88,7 @@ def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
     return None
 
 
-async def try_job(run: Run, since: str | None) -> JobOutcome:
+async def try_job(run: Run) -> JobOutcome:
     """One try's outcome; transient trouble raises arq's Retry while tries are left."""
     key, redis, settings = run.key, run.redis, run.deps.settings
     try:
@@ -100,10 +98,6 @@ async def try_job(run: Run, since: str | None) -> JobOutcome:
         if isinstance(exc, BadAnswer):
             tries = min(tries, BAD_ANSWER_TRIES)
         if run.job_try < tries:
-            if since:
-                # The retry must still note through the end. Only a retry: a flag left after the last
-                # try would make after_job_end queue the session again, forever.
-                await daily.set_flag(redis, key, since)
             delay = 0.0 if isinstance(exc, OutOfTime) else settings.summary_retry_delay * 2 ** (run.job_try - 1)
             log.warning("summary of %s failed (try %d): %s; retrying", key, run.job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None

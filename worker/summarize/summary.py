@@ -14,7 +14,7 @@ from worker.memory.records import DailyNotes, Fact
 from worker.nanobot.metadata_line import write_metadata_entry
 from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome
-from worker.state.progress import clear_progress
+from worker.state.progress import Covered, clear_progress
 from worker.summarize.chunks import summarize_entries
 from worker.summarize.cut import saves_enough
 from worker.summarize.plan import JobPlan, plan_job
@@ -62,7 +62,7 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
     fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in plan.entries]
     return await summarize_entries(run, marked, fresh, plan.previous, language,
-                                   (cut.start, cut.boundary, session.timestamp_before(cut.boundary)))
+                                   Covered(cut.start, cut.boundary, session.timestamp_before(cut.boundary)))
 
 
 def _tokens(run: Run, session: SessionFile, plan: JobPlan, summary: str) -> tuple[int, int]:
