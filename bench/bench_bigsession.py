@@ -186,7 +186,7 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/bench_bigsession.py", description=__doc__)
     parser.add_argument("--messages", type=int, default=100_000, help="messages in the session (100000)")
     parser.add_argument("--megabytes", type=float, default=50.0, help="size of the session file (50)")
@@ -195,15 +195,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--contender", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.contender:
-        print(json.dumps(contender(Path(args.contender[0]), Path(args.contender[1]))))
-        return 0
-    if args.child:
-        print(json.dumps(child_job(Path(args.child[0]), args.child[1])))
-        return 0
     if args.smoke:
         args.messages, args.megabytes, args.writes = 2_000, 1.0, 2
+    return args
 
+
+def write_home(folder: Path, llm_url: str, args: argparse.Namespace) -> NanobotHome:
+    """The nanobot home with the big session, said on stdout."""
+    started = time.perf_counter()
+    home = make_home(folder, llm_url, args.messages, int(args.megabytes * 2**20))
+    size = home.session_file(KEY).stat().st_size
+    print(f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
+          f"{KEPT_UNSUMMARIZED} summarized already (written in {time.perf_counter() - started:.1f} s)")
+    return home
+
+
+def job_in_child(home: NanobotHome, redis_url: str) -> dict[str, Any] | None:
+    """The job's figures from a fresh process (`--child`); None, its stderr's end shown, when it failed."""
+    child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url],
+                           capture_output=True, text=True, timeout=1800)
+    if child.returncode != 0:
+        print(child.stderr[-3000:], file=sys.stderr)
+        return None
+    job: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
+    return job
+
+
+def print_job(job: dict[str, Any]) -> None:
+    print(f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
+          f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s")
+    print(f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
+          f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), max RSS {job['rss_job_mb']:.0f} MB; "
+          f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
+          f"{job['traced_read_plan_mb']:.0f} MB")
+
+
+def print_lock_holds(home: NanobotHome, writes: int) -> None:
+    for name, figures in lock_holds(home, writes).items():
+        print(f"line-1 write, {name}: lock held {figures['hold_median_ms']:.2f} ms median, "
+              f"{figures['hold_max_ms']:.2f} ms max; a nanobot save waited {figures['wait_max_ms']:.2f} ms "
+              f"at most ({figures['saves']} saves)")
+
+
+def measure(args: argparse.Namespace) -> int:
+    """The big session written, the job run in a fresh process, the line-1 writes timed; 1 if the job failed."""
     from harness.fakellm import FakeLLM, Reply
     from worker.connections import start_embedded
 
@@ -213,31 +248,26 @@ def main(argv: list[str] | None = None) -> int:
     embedded = start_embedded(redis_url)  # a throwaway Redis: nothing shared is touched
     try:
         with tempfile.TemporaryDirectory() as tmp, FakeLLM(default=Reply(reply)) as llm:
-            folder = Path(tmp)
-            started = time.perf_counter()
-            home = make_home(folder, llm.url, args.messages, int(args.megabytes * 2**20))
-            size = home.session_file(KEY).stat().st_size
-            print(f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
-                  f"{KEPT_UNSUMMARIZED} summarized already (written in {time.perf_counter() - started:.1f} s)")
-            child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url],
-                                   capture_output=True, text=True, timeout=1800)
-            if child.returncode != 0:
-                print(child.stderr[-3000:], file=sys.stderr)
+            home = write_home(Path(tmp), llm.url, args)
+            job = job_in_child(home, redis_url)
+            if job is None:
                 return 1
-            job: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
-            print(f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
-                  f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s")
-            print(f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
-                  f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), max RSS {job['rss_job_mb']:.0f} MB; "
-                  f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
-                  f"{job['traced_read_plan_mb']:.0f} MB")
-            for name, figures in lock_holds(home, args.writes).items():
-                print(f"line-1 write, {name}: lock held {figures['hold_median_ms']:.2f} ms median, "
-                      f"{figures['hold_max_ms']:.2f} ms max; a nanobot save waited {figures['wait_max_ms']:.2f} ms "
-                      f"at most ({figures['saves']} saves)")
+            print_job(job)
+            print_lock_holds(home, args.writes)
     finally:
         embedded.stop()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.contender:
+        print(json.dumps(contender(Path(args.contender[0]), Path(args.contender[1]))))
+        return 0
+    if args.child:
+        print(json.dumps(child_job(Path(args.child[0]), args.child[1])))
+        return 0
+    return measure(args)
 
 
 if __name__ == "__main__":
