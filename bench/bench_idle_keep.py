@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
 from worker.summarize.cut import saving_floor  # noqa: E402
-from worker.summarize.plan import cut_by  # noqa: E402
+from worker.summarize.cut import cut_by  # noqa: E402
 from worker.summarize.cut import KeepRule  # noqa: E402
 from worker.text.tokens import best_counter, count_message  # noqa: E402
 

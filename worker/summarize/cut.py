@@ -1,4 +1,5 @@
-"""The cut planner (pure): which messages a summary covers, ending at a user turn so tool calls stay whole."""
+"""The cut planner (pure): the keep rule resolved (turns, an idle summary's, keeping nothing), and which messages a
+summary covers, ending at a user turn so tool calls stay whole."""
 
 from __future__ import annotations
 
@@ -129,3 +130,48 @@ def saving_floor(reason: str, window: int, min_saving: float, idle_floor: int) -
 
 def saves_enough(saving: int, floor: float) -> bool:
     return saving > 0 and saving >= floor
+
+
+# The keep rule, resolved: every way a rule is chosen or read comes down to these and plan_cut.
+KEEP_NOTHING = KeepRule("messages", 0)
+
+
+def cut_by(messages: Sequence[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
+           explicit: bool = False) -> Cut:
+    """The cut for `keep`, with the rules plan_cut does not read itself: turns:N (the last N user turns and what
+    followed them), and keeping nothing when the job's request asks for exactly that (an idle
+    summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""
+    if explicit and keep == KEEP_NOTHING:
+        read = len(messages)  # ending at the end keeps every tool call whole
+        return Cut(min(max(start, 0), read), read, read)
+    if keep.kind == "turns":
+        keep = KeepRule("messages", len(messages) - last_turns_start(messages, int(keep.value)))
+    return plan_cut(messages, start, counts, keep, window)
+
+
+def last_turns_start(messages: Sequence[dict[str, Any]], turns: int) -> int:
+    """Where the last `turns` user turns begin (the end when 0; the start when there are fewer)."""
+    if turns <= 0:
+        return len(messages)
+    seen = 0
+    for index in range(len(messages) - 1, -1, -1):
+        if is_user_turn(messages[index]):
+            seen += 1
+            if seen == turns:
+                return index
+    return 0
+
+
+def idle_keep(keep: KeepRule, cache_ttl: float, nanobot_idle: float, nanobot_scan: float = 60.0) -> KeepRule | None:
+    """The keep rule of an idle summary beside nanobot's own idle compaction (`nanobot_idle` seconds, 0 = off),
+    or None to stand aside.
+
+    nanobot compacts a quiet session to its end whenever anything is left after its watermark. When it
+    comes first (its threshold, plus up to one scan, is not after ours), ours would pay for a summary it
+    then replaces: none is made. When ours comes first, it covers everything (keeps nothing), so nanobot
+    finds nothing left to compact: one summary per pause, on the cheaper model."""
+    if nanobot_idle <= 0:
+        return keep
+    if nanobot_idle <= cache_ttl + nanobot_scan:
+        return None
+    return KEEP_NOTHING

@@ -29,9 +29,9 @@ from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps
 from worker.summarize.daily import flush_memory
 from worker.summarize.jobs import CURRENT_JOB
-from worker.summarize.plan import KEEP_NOTHING, plan_job
+from worker.summarize.cut import idle_keep
+from worker.summarize.plan import plan_job
 from worker.nanobot.sessions import read_session, session_path
-from worker.summarize.cut import KeepRule
 
 log = logging.getLogger("worker.summarize.idle")
 
@@ -41,21 +41,6 @@ SLACK_SECONDS = 0.05
 FLUSH_SECONDS = 10.0
 # The check re-defers itself (arq's Retry) while the session is active: as many times as it takes.
 MAX_DEFERRALS = 1_000_000
-
-
-def idle_keep(keep: KeepRule, cache_ttl: float, nanobot_idle: float, nanobot_scan: float = 60.0) -> KeepRule | None:
-    """The keep rule of an idle summary beside nanobot's own idle compaction (`nanobot_idle` seconds, 0 = off),
-    or None to stand aside.
-
-    nanobot compacts a quiet session to its end whenever anything is left after its watermark. When it
-    comes first (its threshold, plus up to one scan, is not after ours), ours would pay for a summary it
-    then replaces: none is made. When ours comes first, it covers everything (keeps nothing), so nanobot
-    finds nothing left to compact: one summary per pause, on the cheaper model."""
-    if nanobot_idle <= 0:
-        return keep
-    if nanobot_idle <= cache_ttl + nanobot_scan:
-        return None
-    return KEEP_NOTHING
 
 
 def quiet_seconds(deps: Deps, key: str) -> float | None:

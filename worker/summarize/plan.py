@@ -3,19 +3,16 @@ skips). The job and `enqueue --dry-run` both make it here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, is_user_turn
+from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
-from worker.summarize.cut import Cut, KeepRule, plan_cut, saves_enough, saving_floor
+from worker.summarize.cut import Cut, KeepRule, cut_by, saves_enough, saving_floor
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry, Lines, transcript
 from worker.text.tokens import count_message
 
-KEEP_NOTHING = KeepRule("messages", 0)
 
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:
@@ -82,29 +79,3 @@ def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest
     counts = [0] * first + [count_message(m, deps.counter) for m in session.messages[first:]]
     keep = KeepRule.parse(req.keep) if req.keep else deps.settings.summary_keep
     return cut_by(session.messages, start, counts, keep, window_for(deps, req), explicit=bool(req.keep)), counts
-
-
-def cut_by(messages: Sequence[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
-           explicit: bool = False) -> Cut:
-    """The planner's cut for `keep`, with the rules it does not know itself: turns:N (the last N user turns
-    and what followed them), and keeping nothing when the job's request asks for exactly that (an idle
-    summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""
-    if explicit and keep == KEEP_NOTHING:
-        read = len(messages)  # ending at the end keeps every tool call whole
-        return Cut(min(max(start, 0), read), read, read)
-    if keep.kind == "turns":
-        keep = KeepRule("messages", len(messages) - last_turns_start(messages, int(keep.value)))
-    return plan_cut(messages, start, counts, keep, window)
-
-
-def last_turns_start(messages: Sequence[dict[str, Any]], turns: int) -> int:
-    """Where the last `turns` user turns begin (the end when 0; the start when there are fewer)."""
-    if turns <= 0:
-        return len(messages)
-    seen = 0
-    for index in range(len(messages) - 1, -1, -1):
-        if is_user_turn(messages[index]):
-            seen += 1
-            if seen == turns:
-                return index
-    return 0

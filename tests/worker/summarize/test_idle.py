@@ -19,7 +19,7 @@ from nanobot_hooks.contract import SummarizeRequest, enqueue_idle_check, enqueue
 from harness.fakellm import Reply
 from worker.service.arq_worker import worker_options
 from worker.summarize.cut import KeepRule, saves_enough, saving_floor
-from worker.summarize.idle import KEEP_NOTHING, idle_keep
+from worker.summarize.cut import KEEP_NOTHING, idle_keep
 from worker.summarize.deps import Deps
 from worker.summarize.plan import plan_for, plan_job
 from worker.state.outcomes import load_outcome
