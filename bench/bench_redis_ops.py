@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arq.connections import ArqRedis, create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 
-from nanobot_hooks.contract import (SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
+from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
                                     load_record_or_drop, pending_sessions)
 from harness.fakellm import FakeLLM, Reply  # noqa: E402
 from harness.redis_server import free_port  # noqa: E402
@@ -26,6 +26,7 @@ from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.connections import redis_settings, start_embedded  # noqa: E402
 from worker.settings import Settings  # noqa: E402
+from worker.summarize.deps import Deps  # noqa: E402
 
 
 async def commands(redis: ArqRedis) -> Counter[str]:
@@ -45,63 +46,79 @@ def show(title: str, counted: Counter[str], per: int) -> float:
     return total
 
 
+def write_sessions(home: NanobotHome, keys: list[str], turns: int) -> None:
+    for key in keys:
+        messages = []
+        for i in range(turns):
+            messages.append({"role": "user", "content": f"question {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
+            messages.append({"role": "assistant", "content": f"answer {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+        home.write_session(key, messages)
+
+
+async def count_trigger(redis: ArqRedis, names: Keys, keys: list[str]) -> float:
+    """1. The trigger inside nanobot (nanobot_hooks.integration): is a record waiting or the session
+    resting? then enqueue (arq's single-flight transaction)."""
+    for key in keys:
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.exists(names.record(key))
+            pipe.exists(names.cooldown(key))
+            await pipe.execute()
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
+    return show("trigger (hooks)", await commands(redis), len(keys))
+
+
+async def count_job(redis: ArqRedis, deps: Deps, sessions: int) -> float:
+    """2. The worker: one burst runs every job (its polls included)."""
+    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
+                       "poll_delay": 0.5, "handle_signals": False})
+    await worker.main()
+    await worker.close()
+    return show("job (worker)", await commands(redis), sessions)
+
+
+async def count_pickup(redis: ArqRedis, names: Keys, sessions: int) -> float:
+    """3. The pickup inside nanobot: read the record, drop it, count it."""
+    for key in await pending_sessions(redis):
+        record = await load_record_or_drop(redis, key)
+        assert isinstance(record, SummaryRecord)
+        await drop_record(redis, record)
+        await redis.hincrby(names.stats, "applied", 1)
+    return show("pickup (hooks)", await commands(redis), sessions)
+
+
+async def count_idle(redis: ArqRedis, deps: Deps, idle_seconds: float) -> None:
+    """4. Idle: a worker polling an empty queue, for idle_seconds."""
+    idle = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.5,
+                     "handle_signals": False})
+    task = asyncio.create_task(idle.main())
+    await asyncio.sleep(idle_seconds)
+    await idle.close()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    counted = await commands(redis)
+    rate = sum(counted.values()) / idle_seconds
+    print(f"idle worker (arq's poll_delay 0.5 s): {rate:.1f} commands/s "
+          f"({', '.join(f'{n} {c}' for n, c in counted.most_common())} in {idle_seconds:.0f} s, start-up included)")
+    print("idle nanobot (nanobot_hooks.listener): 1 SMEMBERS a minute and one subscribed connection")
+
+
 async def run(sessions: int, turns: int, idle_seconds: float, redis_url: str) -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [], "facts": []}))
         home = NanobotHome.create(Path(tmp), llm.url)
         keys = [f"telegram:{n}" for n in range(sessions)]
-        for key in keys:
-            messages = []
-            for i in range(turns):
-                messages.append({"role": "user", "content": f"question {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
-                messages.append({"role": "assistant", "content": f"answer {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
-            home.write_session(key, messages)
+        write_sessions(home, keys, turns)
         # Every job summarizes: 10 messages kept, no minimum saving (these sessions are short).
         deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10",
                                    summary_min_saving=0))
         names = deps.settings.keys
         redis = await create_pool(redis_settings(redis_url), default_queue_name=names.queue)
         await redis.config_resetstat()
-
-        # 1. The trigger inside nanobot (nanobot_hooks.integration): is a record waiting or the session
-        # resting? then enqueue (arq's single-flight transaction).
-        for key in keys:
-            async with redis.pipeline(transaction=False) as pipe:
-                pipe.exists(names.record(key))
-                pipe.exists(names.cooldown(key))
-                await pipe.execute()
-            await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
-        trigger = show("trigger (hooks)", await commands(redis), sessions)
-
-        # 2. The worker: one burst runs every job (its polls included).
-        worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
-                           "poll_delay": 0.5, "handle_signals": False})
-        await worker.main()
-        await worker.close()
-        job = show("job (worker)", await commands(redis), sessions)
-
-        # 3. The pickup inside nanobot: read the record, drop it, count it.
-        for key in await pending_sessions(redis):
-            record = await load_record_or_drop(redis, key)
-            assert isinstance(record, SummaryRecord)
-            await drop_record(redis, record)
-            await redis.hincrby(names.stats, "applied", 1)
-        pickup = show("pickup (hooks)", await commands(redis), sessions)
+        trigger = await count_trigger(redis, names, keys)
+        job = await count_job(redis, deps, sessions)
+        pickup = await count_pickup(redis, names, sessions)
         print(f"one summary, end to end: {trigger + job + pickup:.1f} commands")
-
-        # 4. Idle: a worker polling an empty queue, for idle_seconds.
-        idle = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.5,
-                         "handle_signals": False})
-        task = asyncio.create_task(idle.main())
-        await asyncio.sleep(idle_seconds)
-        await idle.close()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        counted = await commands(redis)
-        rate = sum(counted.values()) / idle_seconds
-        print(f"idle worker (arq's poll_delay 0.5 s): {rate:.1f} commands/s "
-              f"({', '.join(f'{n} {c}' for n, c in counted.most_common())} in {idle_seconds:.0f} s, start-up included)")
-        print("idle nanobot (nanobot_hooks.listener): 1 SMEMBERS a minute and one subscribed connection")
+        await count_idle(redis, deps, idle_seconds)
         await redis.aclose()
 
 
