@@ -130,9 +130,19 @@ class SteadyWorker(Worker):
             await super().close()
         except (*REDIS_GONE, WatchError) as exc:
             log.warning("stopped while Redis did not answer (%s): a job cut short runs again later", exc)
-            if self._pool is not None:
-                await self._pool.close(close_connection_pool=True)
-                self._pool = None
+            await self._close_pool()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this stop is itself cancelled
+            # A job cancelled between its end and its after_job_end (arq's close gathers the cancelled jobs
+            # without return_exceptions): its outcome is kept already, so the stop goes on quietly.
+            await self._close_pool()
+
+    async def _close_pool(self) -> None:
+        if self._pool is not None:
+            await self._pool.close(close_connection_pool=True)
+            self._pool = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and

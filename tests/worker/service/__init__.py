@@ -1,0 +1,1 @@
+"""Tests of worker.service: the arq worker that outlives Redis outages and stops cleanly."""
