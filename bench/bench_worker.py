@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
 from worker.state.outcomes import load_outcome  # noqa: E402
-from harness.fakellm import FakeLLM, Reply  # noqa: E402
+from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.corpora import CORPORA, REPEATED  # noqa: E402
 from worker.text.tokens import cl100k_counter, estimate_tokens  # noqa: E402
@@ -125,6 +126,90 @@ def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], in
     return {key: len(times) for key, times in calls.items()}, overlaps
 
 
+def start_workers(redis_url: str, config: Path, workers: int, recall: bool,
+                  profile: Path | None) -> list[subprocess.Popen[str]]:
+    """`workers` worker processes (`--child`), each started and ready, waiting for "go"."""
+    children = []
+    for number in range(workers):
+        command = [sys.executable, __file__, "--child", "--redis-url", redis_url, "--config", str(config)]
+        if not recall:
+            command.append("--no-recall")
+        if profile is not None:
+            command += ["--profile", f"{profile}.{number}" if workers > 1 else str(profile)]
+        children.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
+    for child in children:  # start-up (litellm's import, the recall sweep) is not timed
+        if child.stdout is None or child.stdout.readline().strip() != "ready":
+            raise SystemExit("a worker process did not start")
+    return children
+
+
+@dataclass
+class JobRun:
+    """One run of the summary jobs: each worker process's figures, and what else the run's cores did."""
+
+    sessions: int
+    turns: int
+    workers: int
+    delay: float  # seconds the fake model took per answer
+    results: list[dict[str, Any]] = field(default_factory=list)  # each worker process's figures
+    redis_cpu: float = 0.0  # seconds of the Redis server's CPU over the run
+    own_cpu: float = 0.0  # seconds of this process's CPU over the run (the fake model's server, mostly)
+    summarized: int = 0
+    requests: list[FakeRequest] = field(default_factory=list)  # the fake model's
+
+    @property
+    def elapsed(self) -> float:
+        return max(r["ended"] for r in self.results) - min(r["began"] for r in self.results)
+
+    @property
+    def cpu(self) -> float:
+        """Seconds of the worker processes' CPU."""
+        return sum(r["cpu"] for r in self.results)
+
+
+async def run_workers(run: JobRun, children: list[subprocess.Popen[str]], redis: Any) -> None:
+    """"go" to every worker process, then their figures once the queue is empty."""
+    redis_cpu, own_cpu = await server_cpu(redis), time.process_time()
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    for child in children:
+        out, _ = child.communicate(timeout=3600)
+        run.results.append(json.loads(out.strip().splitlines()[-1]))
+    # What else the run's cores did: Redis, and this process (the fake model's server, mostly).
+    run.redis_cpu, run.own_cpu = await server_cpu(redis) - redis_cpu, time.process_time() - own_cpu
+
+
+def job_figures(run: JobRun) -> dict[str, Any]:
+    sessions, elapsed = run.sessions, run.elapsed
+    calls, overlaps = single_flight(run.requests, max(run.delay, 0.001))
+    return {"workers": run.workers, "jobs_per_s": round(sessions / elapsed, 1), "seconds": round(elapsed, 2),
+            "cpu_ms_per_job": round(run.cpu / sessions * 1000, 1), "summarized": run.summarized,
+            "redis_cpu_ms_per_job": round(run.redis_cpu / sessions * 1000, 1),
+            "fake_model_cpu_ms_per_job": round(run.own_cpu / sessions * 1000, 1),
+            "llm_calls": len(run.requests), "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
+            "calls_in_flight_together": overlaps}
+
+
+def print_jobs(console: Console, run: JobRun, figures: dict[str, Any]) -> None:
+    sessions, elapsed, cpu, redis_cpu, own_cpu = run.sessions, run.elapsed, run.cpu, run.redis_cpu, run.own_cpu
+    console.print(f"summary jobs, {run.workers} worker process(es): {sessions} sessions x {run.turns * 2} messages in "
+                  f"{elapsed:.2f}s = [bold]{sessions / elapsed:.1f} jobs/s[/] "
+                  f"({run.summarized} summarized, {sum(r['failed'] for r in run.results)} failed; "
+                  f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(run.requests)} LLM calls, "
+                  f"fake model on loopback, {run.delay * 1000:.0f} ms per answer)")
+    cores = os.cpu_count() or 1
+    console.print(f"  CPU per job: workers {cpu / sessions * 1000:.1f} ms, "
+                  f"Redis {redis_cpu / sessions * 1000:.1f} ms, "
+                  f"fake model and this script {own_cpu / sessions * 1000:.1f} ms; all of it "
+                  f"{(cpu + redis_cpu + own_cpu) / (elapsed * cores):.0%} of {cores} cores over the run "
+                  f"(load average {os.getloadavg()[0]:.1f})")
+    console.print(f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
+                  f"{figures['calls_in_flight_together']} times two calls of one session at once")
+
+
 async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str, recall: bool = True,
                      workers: int = 1, delay: float = 0.0, profile: Path | None = None) -> dict[str, Any]:
     """`workers` worker processes (this one only serves the fake model and counts) on one Redis."""
@@ -137,54 +222,15 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
         await redis.flushdb()
         for n in range(sessions):
             await enqueue_summary(redis, SummarizeRequest(session_key=f"bench:{n}"))
-        children = []
-        for number in range(workers):
-            command = [sys.executable, __file__, "--child", "--redis-url", redis_url, "--config", str(home.config_path)]
-            if not recall:
-                command.append("--no-recall")
-            if profile is not None:
-                command += ["--profile", f"{profile}.{number}" if workers > 1 else str(profile)]
-            children.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                             env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
-        for child in children:  # start-up (litellm's import, the recall sweep) is not timed
-            if child.stdout is None or child.stdout.readline().strip() != "ready":
-                raise SystemExit("a worker process did not start")
-        redis_cpu, own_cpu = await server_cpu(redis), time.process_time()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        results = []
-        for child in children:
-            out, _ = child.communicate(timeout=3600)
-            results.append(json.loads(out.strip().splitlines()[-1]))
-        # What else the run's cores did: Redis, and this process (the fake model's server, mostly).
-        redis_cpu, own_cpu = await server_cpu(redis) - redis_cpu, time.process_time() - own_cpu
-        elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
+        run = JobRun(sessions, turns, workers, delay)
+        await run_workers(run, start_workers(redis_url, home.config_path, workers, recall, profile), redis)
         outcomes = [await load_outcome(redis, f"bench:{n}") for n in range(sessions)]
         await redis.flushdb()
         await redis.aclose()
-        summarized = sum(1 for o in outcomes if o is not None and o.status == "summarized")
-        calls, overlaps = single_flight(llm.requests, max(delay, 0.001))
-        cpu = sum(r["cpu"] for r in results)
-        figures = {"workers": workers, "jobs_per_s": round(sessions / elapsed, 1), "seconds": round(elapsed, 2),
-                   "cpu_ms_per_job": round(cpu / sessions * 1000, 1), "summarized": summarized,
-                   "redis_cpu_ms_per_job": round(redis_cpu / sessions * 1000, 1),
-                   "fake_model_cpu_ms_per_job": round(own_cpu / sessions * 1000, 1),
-                   "llm_calls": len(llm.requests), "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
-                   "calls_in_flight_together": overlaps}
-        console.print(f"summary jobs, {workers} worker process(es): {sessions} sessions x {turns * 2} messages in "
-                      f"{elapsed:.2f}s = [bold]{sessions / elapsed:.1f} jobs/s[/] "
-                      f"({summarized} summarized, {sum(r['failed'] for r in results)} failed; "
-                      f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(llm.requests)} LLM calls, "
-                      f"fake model on loopback, {delay * 1000:.0f} ms per answer)")
-        cores = os.cpu_count() or 1
-        console.print(f"  CPU per job: workers {cpu / sessions * 1000:.1f} ms, "
-                      f"Redis {redis_cpu / sessions * 1000:.1f} ms, fake model and this script {own_cpu / sessions * 1000:.1f} ms; all of it "
-                      f"{(cpu + redis_cpu + own_cpu) / (elapsed * cores):.0%} of {cores} cores over the run "
-                      f"(load average {os.getloadavg()[0]:.1f})")
-        console.print(f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
-                      f"{overlaps} times two calls of one session at once")
+        run.summarized = sum(1 for o in outcomes if o is not None and o.status == "summarized")
+        run.requests = llm.requests
+        figures = job_figures(run)
+        print_jobs(console, run, figures)
         return figures
 
 
