@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,24 @@ class Figures:
     pauses: int = 0
 
 
+def summarized_until(messages: list[dict[str, Any]], start: int, boundary: int, count: Callable[[str], int],
+                     args: argparse.Namespace) -> tuple[int, int]:
+    """The watermark after a summary of messages[start:boundary], and the tokens of that summary."""
+    text = "\n".join(m["content"] for m in messages[start:boundary])
+    return boundary, count(fake_summary(text, args.summary_chars))
+
+
+def cached_tokens(request: list[int], previous: list[int] | None) -> int:
+    """Tokens of the request's leading blocks equal to the previous request's: what the provider has cached."""
+    shared = 0
+    if previous is not None:
+        for mine, theirs in zip(request, previous):
+            if mine != theirs:
+                break
+            shared += mine
+    return shared
+
+
 def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Namespace) -> Figures:
     count = best_counter()
     script = conversation(turns, args.chars, args.pause, args.pause_every)
@@ -56,22 +75,14 @@ def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Name
             figures.pauses += 1
         if cold and i and rule is not None:
             boundary = cut_by(messages, start, counts, rule, window, explicit=True).boundary
-            floor = saving_floor("idle", window, args.min_saving, args.idle_min_tokens)
-            if sum(counts[start:boundary]) >= floor:
-                text = "\n".join(m["content"] for m in messages[start:boundary])
-                summary = count(fake_summary(text, args.summary_chars))
-                start = boundary
+            if sum(counts[start:boundary]) >= saving_floor("idle", window, args.min_saving, args.idle_min_tokens):
+                start, summary = summarized_until(messages, start, boundary, count, args)
                 figures.idle_summaries += 1
                 figures.kept_after_idle += sum(counts[start:])
         user = {"role": "user", "content": turn.text}
         request = [BASE_PROMPT, summary, *counts[start:], count_message(user, count)]
         prompt = sum(request)
-        shared = 0
-        if previous is not None and not cold:
-            for mine, theirs in zip(request, previous):
-                if mine != theirs:
-                    break
-                shared += mine
+        shared = cached_tokens(request, None if cold else previous)
         figures.prompt_tokens += prompt
         figures.input_cost += (prompt - shared) + PRICE_CACHED * shared
         if cold and i:
@@ -82,9 +93,7 @@ def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Name
         counts += [count_message(user, count), count_message(reply, count)]
         if prompt >= 0.6 * window:  # the safety net, applied before the next turn
             boundary = cut_by(messages, start, counts, SAFETY_NET_KEEP, window).boundary
-            summary = count(fake_summary("\n".join(m["content"] for m in messages[start:boundary]),
-                                         args.summary_chars))
-            start = boundary
+            start, summary = summarized_until(messages, start, boundary, count, args)
     return figures
 
 
