@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
@@ -51,6 +51,9 @@ from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from harness.redis_server import RedisServer, free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from worker.text.tokens import cl100k_counter  # noqa: E402
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SUMMARY_MODEL = "summarizer"
 CHAT = "bench"
@@ -234,6 +237,16 @@ class Run:
     ready_to_applied: list[float]  # seconds from a finished summary (its record) to nanobot applying it
     facts_kept: dict[str, bool]
 
+    def latency_figures(self) -> dict[str, Any]:
+        """Seconds per turn: of all turns, and of the turns no summary of nanobot's own held up (quiet)."""
+        quiet = [lat for i, lat in enumerate(self.latencies) if i not in self.waited]
+        return {
+            "latency_p50": statistics.median(self.latencies),
+            "latency_p95": percentile(self.latencies, 0.95),
+            "latency_max": max(self.latencies),
+            "latency_p95_quiet_turns": percentile(quiet, 0.95) if quiet else None,
+        }
+
     def figures(self) -> dict[str, Any]:
         main = [c for c in self.calls if c.kind in ("turn", "compaction")]
         summaries = [c for c in self.calls if c.kind == "summary"]
@@ -243,13 +256,9 @@ class Run:
         output_cost = PRICE_OUTPUT * sum(c.completion for c in main)
         summary_input_cost = PRICE_SUMMARY * sum(c.prompt - c.cached + PRICE_CACHED * c.cached for c in summaries)
         summary_cost = summary_input_cost + PRICE_SUMMARY * PRICE_OUTPUT * sum(c.completion for c in summaries)
-        quiet = [lat for i, lat in enumerate(self.latencies) if i not in self.waited]
         return {
             "turns": self.turns,
-            "latency_p50": statistics.median(self.latencies),
-            "latency_p95": percentile(self.latencies, 0.95),
-            "latency_max": max(self.latencies),
-            "latency_p95_quiet_turns": percentile(quiet, 0.95) if quiet else None,
+            **self.latency_figures(),
             "turns_waiting": len(self.waited),
             "main_calls": len(main),
             "main_prompt_tokens": prompt,
@@ -320,9 +329,39 @@ def run_settings(variant: Variant) -> dict[str, str]:
     return {**base, "NANOBOT_SUMMARY_RECALL": "true", **variant.settings}
 
 
+def start_worker(home: NanobotHome, redis_url: str, base: dict[str, str], folder: Path) -> subprocess.Popen[bytes]:
+    """The project's worker process for this run, on the summary model, its output in the run's worker.log."""
+    worker_env = nanobot_env(home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path),
+                             NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
+    with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
+        return subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+async def converse(name: str, script: list[Turn], args: argparse.Namespace, gateway: Gateway, provider: Provider,
+                   home: NanobotHome, applied: dict[str, float]) -> tuple[list[float], list[int]]:
+    """The scripted turns over the gateway, with their pauses: each turn's seconds, and the turns during which
+    a summary of nanobot's own ran on the main model; the summaries applied are noted in `applied`."""
+    latencies: list[float] = []
+    waited: list[int] = []
+    for i, turn in enumerate(script):
+        if i:
+            await asyncio.sleep(max(turn.pause / args.time_scale, args.min_gap))
+            note_applied(home, applied)  # a summary applied during the pause (idle pickup)
+        before = len(provider.calls)
+        started = time.monotonic()
+        await gateway.say(CHAT, turn.text, timeout=300)
+        latencies.append(time.monotonic() - started)
+        if any(c.kind == "compaction" for c in provider.calls[before:]):
+            waited.append(i)
+        note_applied(home, applied)
+        if args.progress and (i + 1) % 12 == 0:
+            print(f"  {name}: turn {i + 1}/{len(script)}", file=sys.stderr, flush=True)
+    return latencies, waited
+
+
 async def run_one(name: str, window: int, script: list[Turn], args: argparse.Namespace, work: Path,
                   redis: RedisServer, db: int, variant: Variant) -> Run:
-    ours = variant.ours
     provider = Provider(args.turn_latency, args.summary_base, args.summary_per_token, args.summary_chars,
                         args.reply_chars, args.cache_ttl / args.time_scale)
     folder = work / name
@@ -335,34 +374,14 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         redis_url = redis.url(db=db)
         base = run_settings(variant)
         env = nanobot_env(home, redis_url, **base)
-        worker = None
-        if ours:
-            worker_env = nanobot_env(home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path),
-                                     NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
-            with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
-                worker = subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
-                                          stdout=log, stderr=subprocess.STDOUT)
+        worker = start_worker(home, redis_url, base, folder) if variant.ours else None
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
         await gateway.start()
         if worker is not None:
             await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
-        latencies: list[float] = []
-        waited: list[int] = []
         applied: dict[str, float] = {}
         try:
-            for i, turn in enumerate(script):
-                if i:
-                    await asyncio.sleep(max(turn.pause / args.time_scale, args.min_gap))
-                    note_applied(home, applied)  # a summary applied during the pause (idle pickup)
-                before = len(provider.calls)
-                started = time.monotonic()
-                await gateway.say(CHAT, turn.text, timeout=300)
-                latencies.append(time.monotonic() - started)
-                if any(c.kind == "compaction" for c in provider.calls[before:]):
-                    waited.append(i)
-                note_applied(home, applied)
-                if args.progress and (i + 1) % 12 == 0:
-                    print(f"  {name}: turn {i + 1}/{len(script)}", file=sys.stderr, flush=True)
+            latencies, waited = await converse(name, script, args, gateway, provider, home, applied)
         finally:
             await gateway.stop()
             if worker is not None:
@@ -476,8 +495,19 @@ def verdict(figures: dict[str, Any], ratios: dict[str, float], aims: dict[str, f
     return missed
 
 
-def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str, Any]:
-    from rich.console import Console
+def all_ratios(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each variant's ratios over each baseline run; over nanobot at its defaults also its latency yardstick."""
+    ratios = {baseline: ratios_over(runs, baseline) for baseline in BASELINES if baseline in runs}
+    quiet = runs["alone"]["latency_p95_quiet_turns"]
+    for name, values in ratios["alone"].items():
+        # The latency yardstick: nanobot's own turns that needed no summarizing.
+        values["latency_p95_vs_quiet"] = runs[name]["latency_p95"] / quiet if quiet else float("nan")
+    return ratios
+
+
+def figures_table(window: int, runs: dict[str, dict[str, Any]], paused: bool,
+                  ratios: dict[str, dict[str, dict[str, float]]]) -> Table:
+    """Every figure of every run, then each variant's ratios over each baseline."""
     from rich.table import Table
 
     names = list(runs)
@@ -488,22 +518,20 @@ def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str
         table.add_column(name, justify="right")
     for row in ROWS:
         table.add_row(row, *(fmt(runs[n][row]) for n in names))
-    ratios = {baseline: ratios_over(runs, baseline) for baseline in BASELINES if baseline in runs}
-    quiet = runs["alone"]["latency_p95_quiet_turns"]
-    for name, values in ratios["alone"].items():
-        # The latency yardstick: nanobot's own turns that needed no summarizing.
-        values["latency_p95_vs_quiet"] = runs[name]["latency_p95"] / quiet if quiet else float("nan")
     for baseline, per_variant in ratios.items():
         for name, values in per_variant.items():
             table.add_row(f"[bold]{name} / {baseline}[/]", *("" for _ in names))
             for row, value in values.items():
                 table.add_row(f"  {row}", *(f"{value:.3f}" if n == name else "" for n in names))
-    console = Console(width=max(120, 20 + 16 * len(names)))
-    console.print(table)
-    aims = goals(window, paused)
-    missed = {name: verdict(runs[name], values, aims) for name, values in ratios["alone"].items()}
-    # The headline: one row per variant of the project, its ratios over nanobot at its defaults (and with
-    # idle compaction off), the turns that waited and the planted facts in the last request.
+    return table
+
+
+def headline_table(window: int, runs: dict[str, dict[str, Any]], ratios: dict[str, dict[str, dict[str, float]]],
+                   aims: dict[str, float]) -> Table:
+    """The headline: one row per variant of the project, its ratios over nanobot at its defaults (and with
+    idle compaction off), the turns that waited and the planted facts in the last request."""
+    from rich.table import Table
+
     headline = Table(title=f"window {window:,}: project / nanobot at its defaults (/ idle compaction off)")
     for column in ("variant", "prompt tokens", "cost with caching", "all input", "turns waiting", "facts kept"):
         headline.add_column(column, justify="left" if column == "variant" else "right")
@@ -514,7 +542,18 @@ def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str
         headline.add_row(name, *cells, str(runs[name]["turns_waiting"]), runs[name]["facts_kept"])
     headline.add_row("goal", *(f"<= {aims[k]}" if k in aims else "" for k in
                                ("main_prompt_tokens", "main_input_cost", "all_input_cost")), "0", "all")
-    console.print(headline)
+    return headline
+
+
+def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str, Any]:
+    from rich.console import Console
+
+    ratios = all_ratios(runs)
+    console = Console(width=max(120, 20 + 16 * len(runs)))
+    console.print(figures_table(window, runs, paused, ratios))
+    aims = goals(window, paused)
+    missed = {name: verdict(runs[name], values, aims) for name, values in ratios["alone"].items()}
+    console.print(headline_table(window, runs, ratios, aims))
     for name, misses in missed.items():
         print(f"{name}: " + ("every goal met" if not misses else "missed: " + "; ".join(misses)))
     return {"vs_defaults": ratios["alone"], "vs_idle_off": ratios.get("alone-idle-off", {}), "goals": aims,
@@ -529,9 +568,8 @@ def fmt(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_conversation_options(parser: argparse.ArgumentParser) -> None:
+    """The conversation and the fake model: windows, turns, sizes, latencies, pauses, the cache."""
     parser.add_argument("--window", type=int, nargs="+", default=[32_000], help="context windows to run")
     parser.add_argument("--turns", type=int, nargs="+", default=[48],
                         help="turns per window (one number for all, or one per window)")
@@ -544,6 +582,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=90.0, help="seconds of a pause in the conversation")
     parser.add_argument("--pause-every", type=int, default=12, help="a pause after every N turns; 0 = no pauses")
     parser.add_argument("--cache-ttl", type=float, default=60.0, help="provider cache lifetime, seconds")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The runs: time scale, nanobot's idle compaction, the project's variants, and where the output goes."""
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="divides the pauses and the cache lifetime (nanobot's idle compaction takes whole "
                              "minutes: keep 1 when its idle compaction should run in the pauses)")
@@ -567,6 +609,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="run in this (new) folder and keep it: each run's gateway and worker logs and files")
     parser.add_argument("--smoke", action="store_true", help="a short run that only checks the script works")
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no progress lines")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_conversation_options(parser)
+    add_run_options(parser)
     args = parser.parse_args(argv)
     if args.smoke:
         args.window, args.turns, args.chars, args.reply_chars, args.min_gap = [32_000], [8], 6000, 300, 0.5
@@ -609,6 +658,46 @@ def variants(specs: list[str], args: argparse.Namespace) -> dict[str, Variant]:
     return out
 
 
+async def run_window(window: int, turns: int, runs_of: dict[str, Variant], args: argparse.Namespace, work: Path,
+                     redis: RedisServer) -> dict[str, Any]:
+    """Every run of one window (at the same time unless --serial): its tables printed, its figures returned."""
+    script = conversation(turns, args.chars, args.pause, args.pause_every)
+    paused = any(t.pause for t in script)
+    # Each run its own Redis database (16 of them): a window's runs may go at the same time.
+    jobs = [run_one(f"{name}-{window}", window, script, args, work, redis, n % 16, variant)
+            for n, (name, variant) in enumerate(runs_of.items())]
+    if args.parallel:
+        done = await asyncio.gather(*jobs)
+    else:
+        done = [await job for job in jobs]
+    runs = {name: run.figures() for name, run in zip(runs_of, done)}
+    raw = {name: {"latencies": run.latencies, "waited": run.waited,
+                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done)}
+    ratios = show(window, runs, paused)
+    for n in range(len(runs_of)):  # the next window starts from empty databases
+        with Redis.from_url(redis.url(db=n % 16)) as client:
+            client.flushdb()
+    return {"figures": runs, "ratios": ratios["vs_defaults"], "ratios_vs_idle_off": ratios["vs_idle_off"],
+            "goals": ratios["goals"], "missed": ratios["missed"], "paused": paused,
+            "variants": {name: asdict(v) for name, v in runs_of.items()}, "raw": raw}
+
+
+def sim_1000_turns(first: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """naive_vs_ours over 1,000 turns, with the sizes of the first window's runs (`first`, their raw figures)."""
+    summaries = [c for name, r in first.items() if name not in BASELINES for c in r["calls"] if c["kind"] == "summary"]
+    turn_calls = [c for c in first["alone"]["calls"] if c["kind"] == "turn"]
+    counter = cl100k_counter()
+    assert counter is not None
+    script = conversation(50, args.chars)
+    turn_tokens = round(statistics.mean(counter(t.text) for t in script))
+    reply_tokens = round(statistics.mean(c["completion"] for c in turn_calls)) if turn_calls else 0
+    summary_tokens = round(statistics.mean(c["completion"] for c in summaries)) if summaries else 400
+    from worker.model.prompts import system_prompt
+    overhead = counter(system_prompt("zh", 8000)) + 100  # the worker's instructions and the prompt's frame
+    return naive_vs_ours(turn_tokens, reply_tokens, summary_tokens, interval=10, turns=1000,
+                         keep_tokens=round(0.03 * args.window[0]), overhead=overhead)
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if cl100k_counter() is None:
         sys.exit("cl100k is not available: install the worker extra (pip install -e '.[worker]')")
@@ -622,41 +711,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for index, window in enumerate(args.window):
                 turns = args.turns[index] if len(args.turns) > 1 else args.turns[0]
-                script = conversation(turns, args.chars, args.pause, args.pause_every)
-                paused = any(t.pause for t in script)
-                # Each run its own Redis database (16 of them): a window's runs may go at the same time.
-                jobs = [run_one(f"{name}-{window}", window, script, args, work, redis, n % 16, variant)
-                        for n, (name, variant) in enumerate(runs_of.items())]
-                if args.parallel:
-                    done = await asyncio.gather(*jobs)
-                else:
-                    done = [await job for job in jobs]
-                runs = {name: run.figures() for name, run in zip(runs_of, done)}
-                raw = {name: {"latencies": run.latencies, "waited": run.waited,
-                              "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done)}
-                ratios = show(window, runs, paused)
-                report["windows"][str(window)] = {
-                    "figures": runs, "ratios": ratios["vs_defaults"], "ratios_vs_idle_off": ratios["vs_idle_off"],
-                    "goals": ratios["goals"], "missed": ratios["missed"], "paused": paused,
-                    "variants": {name: asdict(v) for name, v in runs_of.items()}, "raw": raw}
-                for n in range(len(runs_of)):  # the next window starts from empty databases
-                    with Redis.from_url(redis.url(db=n % 16)) as client:
-                        client.flushdb()
+                report["windows"][str(window)] = await run_window(window, turns, runs_of, args, work, redis)
         finally:
             redis.stop()
-    first = report["windows"][str(args.window[0])]["raw"]
-    summaries = [c for name, r in first.items() if name not in BASELINES for c in r["calls"] if c["kind"] == "summary"]
-    turn_calls = [c for c in first["alone"]["calls"] if c["kind"] == "turn"]
-    counter = cl100k_counter()
-    assert counter is not None
-    script = conversation(50, args.chars)
-    turn_tokens = round(statistics.mean(counter(t.text) for t in script))
-    reply_tokens = round(statistics.mean(c["completion"] for c in turn_calls)) if turn_calls else 0
-    summary_tokens = round(statistics.mean(c["completion"] for c in summaries)) if summaries else 400
-    from worker.model.prompts import system_prompt
-    overhead = counter(system_prompt("zh", 8000)) + 100  # the worker's instructions and the prompt's frame
-    sim = naive_vs_ours(turn_tokens, reply_tokens, summary_tokens, interval=10, turns=1000,
-                        keep_tokens=round(0.03 * args.window[0]), overhead=overhead)
+    sim = sim_1000_turns(report["windows"][str(args.window[0])]["raw"], args)
     report["sim_1000_turns"] = sim
     print(f"1,000 turns, a summary every 10 user messages: summarizing input {sim['ours_input']:,} tokens "
           f"({sim['ours_over_conversation']:.2f}x the conversation's {sim['conversation_tokens']:,}); "
