@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from arq.connections import ArqRedis
 from arq.jobs import Job
@@ -15,16 +15,27 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 from nanobot_hooks.contract.keys import JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
-# Deletes a record only if it still contains the needle (the one we applied, or the same unreadable
-# bytes), so a newer record is never lost; a pending entry without a record is cleaned up too.
+# Deletes a record only if it is still the same one, so a newer record is never lost: the one applied (the same
+# identity, its `created_at`, read from the stored JSON) or the same unreadable bytes. A pending entry without a
+# record is cleaned up too.
 _DROP_IF_SAME = """
 local raw = redis.call('GET', KEYS[1])
-if raw and string.find(raw, ARGV[1], 1, true) then
+if not raw then
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 0
+end
+local same
+if ARGV[3] == 'stamp' then
+  local ok, record = pcall(cjson.decode, raw)
+  same = ok and type(record) == 'table' and record['created_at'] == ARGV[1]
+else
+  same = raw == ARGV[1]
+end
+if same then
   redis.call('DEL', KEYS[1])
   redis.call('SREM', KEYS[2], ARGV[2])
   return 1
 end
-if not raw then redis.call('SREM', KEYS[2], ARGV[2]) end
 return 0
 """
 
@@ -106,7 +117,7 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
     try:
         return SummaryRecord.model_validate_json(raw)
     except ValidationError:
-        await _drop_if_same(redis, session_key, raw)
+        await _drop_if_same(redis, session_key, raw, "bytes")
         return UNREADABLE
 
 
@@ -117,14 +128,14 @@ async def pending_sessions(redis: ArqRedis) -> list[str]:
 
 async def drop_record(redis: ArqRedis, record: SummaryRecord) -> bool:
     """Remove `record` once applied or found stale; a newer record for the session stays."""
-    return await _drop_if_same(redis, record.session_key, f'"created_at":"{record.stamp}"')
+    return await _drop_if_same(redis, record.session_key, record.stamp, "stamp")
 
 
-async def _drop_if_same(redis: ArqRedis, session_key: str, needle: str | bytes) -> bool:
+async def _drop_if_same(redis: ArqRedis, session_key: str, same: str | bytes, by: Literal["stamp", "bytes"]) -> bool:
     keys = Keys.of(redis)
     names = [keys.record(session_key), keys.pending]
     # redis-py annotates EVAL's keys and arguments as str only; like every command's, bytes are sent as they are.
-    return bool(await reply(redis.eval(_DROP_IF_SAME, len(names), *names, cast(str, needle), session_key)))
+    return bool(await reply(redis.eval(_DROP_IF_SAME, len(names), *names, cast(str, same), session_key, by)))
 
 
 CONTEXT_KEPT = 400  # entries of a session's context history: a year of a busy chat's turns would be too many
