@@ -93,7 +93,7 @@ def prompt_cost(cap: int) -> str:
             f"{counter(old):,} tokens, {longterm.markup_share(old, counter):.1%})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Measure the MEMORY.md merge: N existing facts, M new candidates, in memory and on disk "
         "(lock + temp file + compare + replace). 'cold' clears the normalization caches before each run, "
@@ -104,53 +104,59 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of candidates that restate a known fact in another case/punctuation (0.3)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is shown (5)")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    rng = random.Random(args.seed)
-    cap = args.existing + args.new + 1  # no eviction: measure the merge itself
-    text = existing_file(args.existing, rng)
-    new = candidates(args.new, rng, args.duplicates)
-    rows: list[tuple[str, float, str]] = []
 
-    _, stats = longterm.apply(text, new, "en", "2026-11-20", cap)
+Row = tuple[str, float, str]  # what, milliseconds (the median of the runs), throughput or size
+
+
+def in_memory_rows(text: str, new: list[Fact], cap: int, args: argparse.Namespace) -> list[Row]:
+    """The merge in memory, with the normalization caches cleared before each run (cold) and kept (warm)."""
+    rows = []
     for label, cold in (("merge in memory, cold", True), ("merge in memory, warm", False)):
         runs = timed(lambda: longterm.apply(text, new, "en", "2026-11-20", cap), args.repeat, cold)
         rows.append((label, statistics.median(runs) * 1000, f"{args.new / statistics.median(runs):,.0f} candidates/s"))
+    return rows
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "MEMORY.md"
 
-        def on_disk() -> None:
-            path.write_text(text, encoding="utf-8")
-            longterm.write_facts(path, new, "en", "2026-11-20", cap)
+def on_disk_rows(folder: Path, text: str, new: list[Fact], cap: int, args: argparse.Namespace,
+                 rng: random.Random) -> list[Row]:
+    """The merge with its atomic write, 10,000 candidates into an empty part, and a daily-notes append."""
+    rows = []
+    path = folder / "MEMORY.md"
 
-        runs = timed(on_disk, args.repeat, cold=False)
-        rows.append(("merge + atomic write, warm", statistics.median(runs) * 1000,
-                     f"{path.stat().st_size / 1e6:.2f} MB file"))
+    def on_disk() -> None:
+        path.write_text(text, encoding="utf-8")
+        longterm.write_facts(path, new, "en", "2026-11-20", cap)
 
-        many = candidates(10_000, random.Random(args.seed + 1), 0.0)
-        runs = timed(lambda: longterm.apply("", many, "en", "2026-11-20", 300), max(1, args.repeat // 2), cold=True)
-        rows.append(("10,000 candidates into an empty part, cap 300", statistics.median(runs) * 1000,
-                     f"{10_000 / statistics.median(runs):,.0f} candidates/s"))
+    runs = timed(on_disk, args.repeat, cold=False)
+    rows.append(("merge + atomic write, warm", statistics.median(runs) * 1000,
+                 f"{path.stat().st_size / 1e6:.2f} MB file"))
 
-        day = Path(folder) / "memory"
-        notes = [DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:00",
-                            last_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:30",
-                            topics=[sentence(rng, i)], decisions=[sentence(rng, i + 1)]) for i in range(200)]
-        append_notes(day, "cli:direct", notes[:199], "en", ZoneInfo("UTC"))
-        runs = timed(lambda: append_notes(day, "cli:direct", notes[199:], "en", ZoneInfo("UTC")), 1, cold=False)
-        rows.append(("daily notes: append to a day with 199 sections", statistics.median(runs) * 1000, ""))
+    many = candidates(10_000, random.Random(args.seed + 1), 0.0)
+    runs = timed(lambda: longterm.apply("", many, "en", "2026-11-20", 300), max(1, args.repeat // 2), cold=True)
+    rows.append(("10,000 candidates into an empty part, cap 300", statistics.median(runs) * 1000,
+                 f"{10_000 / statistics.median(runs):,.0f} candidates/s"))
 
-    print(f"existing facts {args.existing:,}; candidates {args.new} ({args.duplicates:.0%} restated); "
-          f"first merge: +{stats.added} added, {stats.skipped} skipped")
-    print(prompt_cost(300))
+    day = folder / "memory"
+    notes = [DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:00",
+                        last_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:30",
+                        topics=[sentence(rng, i)], decisions=[sentence(rng, i + 1)]) for i in range(200)]
+    append_notes(day, "cli:direct", notes[:199], "en", ZoneInfo("UTC"))
+    runs = timed(lambda: append_notes(day, "cli:direct", notes[199:], "en", ZoneInfo("UTC")), 1, cold=False)
+    rows.append(("daily notes: append to a day with 199 sections", statistics.median(runs) * 1000, ""))
+    return rows
+
+
+def print_rows(rows: list[Row]) -> None:
+    """A table when rich is installed, plain lines otherwise."""
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
         for label, ms, extra in rows:
             print(f"{label:<48} {ms:>10.1f} ms  {extra}")
-        return 0
+        return
     table = Table(title="MEMORY.md merge (median of runs)")
     table.add_column("what")
     table.add_column("ms", justify="right")
@@ -158,6 +164,24 @@ def main(argv: list[str] | None = None) -> int:
     for label, ms, extra in rows:
         table.add_row(label, f"{ms:,.1f}", extra)
     Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rng = random.Random(args.seed)
+    cap = args.existing + args.new + 1  # no eviction: measure the merge itself
+    text = existing_file(args.existing, rng)
+    new = candidates(args.new, rng, args.duplicates)
+
+    _, stats = longterm.apply(text, new, "en", "2026-11-20", cap)
+    rows = in_memory_rows(text, new, cap, args)
+    with tempfile.TemporaryDirectory() as folder:
+        rows += on_disk_rows(Path(folder), text, new, cap, args, rng)
+
+    print(f"existing facts {args.existing:,}; candidates {args.new} ({args.duplicates:.0%} restated); "
+          f"first merge: +{stats.added} added, {stats.skipped} skipped")
+    print(prompt_cost(300))
+    print_rows(rows)
     return 0
 
 
