@@ -1,2 +1,2 @@
 """The worker as a running service: its Deps built from the config, arq's options and start-up, following nanobot's config,
-the log lines, and the `run` command."""
+and the log lines (the `run` command that starts it is worker/commands/run.py)."""

@@ -1,19 +1,19 @@
 """The summary calls of one job: one call when the input fits the budget; otherwise a chain of chunks, each
-folding in the summary so far, with each finished chunk's notes written and its running summary kept (a
-retry resumes after it). A context the model cannot take shrinks the budget and goes on."""
+folding in the summary so far, each finished chunk handed to the summary stage (which writes its notes and keeps
+the chain for a retry: worker.summarize.summary). A context the model cannot take shrinks the budget and goes on."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from worker.errors import ContextTooLong, SummaryFailed
 from worker.model.answer import ANSWER_SCHEMA, Answer
 from worker.model.prompts import system_prompt, user_prompt
-from worker.state.progress import Covered, Progress, digest, load_progress, save_progress
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
 from worker.summarize.notes_only import ask_notes
-from worker.summarize.remember import dated_notes, known_facts, write_memory
+from worker.summarize.remember import known_facts
 from worker.summarize.run import Run
 from worker.text.prepare import Entry, chunk
 from worker.text.redact import redact
@@ -44,21 +44,22 @@ class Chain:
     calls: int = 0
 
 
-async def summarize_entries(
-    run: Run, entries: list[Entry], fresh: set[int], previous: str, language: str,
-    covered: Covered,
-) -> tuple[Answer, int, list[Entry]]:
-    """One call when the input fits the budget; otherwise chunks, each folding in the summary so far.
+# What the summary stage does with a finished chunk (not the last): its answer, the entries whose notes it holds,
+# and the chain moved past it.
+KeepChunk = Callable[[Answer, list[Entry], Chain], Awaitable[None]]
 
-    Returns the last answer, the number of calls, and the entries whose notes the last answer holds. Every finished
-    chunk but the last has its notes written and its running summary kept, so a retry resumes after it.
-    """
+
+async def summarize_entries(run: Run, entries: list[Entry], fresh: set[int], language: str, chain: Chain,
+                            keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
+    """One call when the input fits the budget; otherwise chunks from where `chain` stands, each folding in the
+    summary so far, each finished one but the last handed to `keep`.
+
+    Returns the last answer, the number of calls, and the entries whose notes the last answer holds."""
     frame = _frame(run, fresh, language)
-    chain = await _resume(run, previous, covered)
     budget_tokens = run.deps.settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
         try:
-            return await _run_chain(run, frame, chain, entries, budget_tokens, previous, covered)
+            return await _run_chain(run, frame, chain, entries, budget_tokens, keep)
         except ContextTooLong:
             budget_tokens //= 2
             chain.calls -= 1
@@ -75,17 +76,8 @@ def _frame(run: Run, fresh: set[int], language: str) -> Frame:
     return Frame(system, known, fixed, language, fresh)
 
 
-async def _resume(run: Run, previous: str, covered: Covered) -> Chain:
-    """A new chain, or the one an earlier try of this job left after its last finished chunk."""
-    kept = await load_progress(run.redis, run.key)
-    if kept is not None and kept.continues(covered, previous):
-        log.info("%s: resuming after message %d (%d calls already made)", run.key, kept.done - 1, kept.calls)
-        return Chain(kept.running, kept.done, kept.calls)
-    return Chain(previous, covered.start)
-
-
 async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry], budget_tokens: int,
-                     previous: str, covered: Covered) -> tuple[Answer, int, list[Entry]]:
+                     keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
     counter = run.deps.counter
     while True:
         remaining = [e for e in entries if e.index >= chain.done]
@@ -100,7 +92,8 @@ async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry],
         answer, noted = await _ask_chunk(run, frame, chain, this_chunk, last)
         if last:
             return answer, chain.calls, noted
-        await _keep_chunk(run, frame, chain, answer, noted, this_chunk[-1].index + 1, previous, covered)
+        chain.running, chain.done = redact(answer.summary), this_chunk[-1].index + 1
+        await keep(answer, noted, chain)
 
 
 async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entry], last: bool
@@ -116,14 +109,3 @@ async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entr
             return answer, []  # not noted: no span may mark them, the daily run asks again
         answer.notes, answer.facts = found.notes, found.facts
     return answer, unnoted_entries
-
-
-async def _keep_chunk(run: Run, frame: Frame, chain: Chain, answer: Answer, noted: list[Entry], done: int,
-                      previous: str, covered: Covered) -> None:
-    """A finished chunk (not the last): its notes written, the chain moved on and kept for a retry."""
-    await write_memory(run.deps, run.key, dated_notes(answer.notes, noted), answer.facts, frame.language)
-    chain.running, chain.done = redact(answer.summary), done
-    await save_progress(run.redis, run.key, Progress(
-        start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
-        previous=digest(previous),
-        done=chain.done, running=chain.running, calls=chain.calls))
