@@ -255,3 +255,19 @@ def test_the_tests_mirror_the_packages() -> None:
         if top in {"worker", "hooks"}:
             mirrored = TEST_HOMES[f"tests/{top}"].joinpath(*inner)
             assert mirrored.is_dir(), f"{relative}: {mirrored.relative_to(ROOT)} is no package of the code"
+
+
+# The bar every function is held to, the benchmarks' and the harness's too: a reader takes one in at a glance.
+MAX_FUNCTION_LINES = 40
+
+
+def test_no_function_is_over_forty_lines() -> None:
+    long = []
+    for folder in ("worker", "nanobot_hooks", "bench", "harness"):
+        for path in sources(folder):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long
