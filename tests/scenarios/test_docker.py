@@ -313,7 +313,8 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert set(sources) == {"pyproject.toml", "README.md", "nanobot_hooks"}
     project = pyproject()
     assert project["project"]["readme"] in sources, "setuptools reads the readme to build the package"
-    assert all(package.split(".")[0] in sources for package in project["tool"]["setuptools"]["packages"])
+    included = project["tool"]["setuptools"]["packages"]["find"]["include"]  # setuptools finds the subpackages
+    assert included and all(pattern.split(".")[0] in sources for pattern in included)
     patterns = ignore_patterns()
     for source in (*sources, "nanobot_hooks/plugin.py", "nanobot_hooks/contract/keys.py"):
         assert not ignored(source, patterns), f"{source} must reach the build"
