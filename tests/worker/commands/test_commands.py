@@ -137,7 +137,9 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
             def starts() -> int:
                 return log.read_text(errors="replace").count("Starting worker")
 
-            deadline = time.monotonic() + 60
+            # The first start imports everything (litellm too) in the reloader's child: beside two busy loops and
+            # the suite's other process that took over a minute once, with the reload itself working.
+            deadline = time.monotonic() + 150
             while starts() < 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert starts() == 1, log.read_text(errors="replace")
@@ -155,7 +157,11 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
             assert starts() >= 2, log.read_text(errors="replace")
         finally:
             process.terminate()
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # cleanup only: a loaded machine's stop is tested in test_faults
+                process.kill()
+                process.wait(timeout=30)
 
 
 async def test_since_flags_the_sessions_for_a_catch_up_of_their_notes(nanobot_home, redis, redis_url, capsys) -> None:
