@@ -137,9 +137,10 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
             def starts() -> int:
                 return log.read_text(errors="replace").count("Starting worker")
 
-            # The first start imports everything (litellm too) in the reloader's child: beside two busy loops and
-            # the suite's other process that took over a minute once, with the reload itself working.
-            deadline = time.monotonic() + 150
+            # The worker lowers its own priority (it yields the CPU to nanobot: run.lower_priority), so beside CPU-bound
+            # loops of normal priority it gets little of it: its first start took 14 s on the quiet machine and 107 s
+            # beside two busy loops. The bounds only end a wait that would never end.
+            deadline = time.monotonic() + 300
             while starts() < 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert starts() == 1, log.read_text(errors="replace")
@@ -147,8 +148,8 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
             probe = ROOT / "worker" / f"_reload_probe_{os.getpid()}.py"
             probe.write_text('"""Written by a test of --reload; removed at once."""\n')
             # The restart stops the worker (up to watchfiles' 30 s for a SIGINT, then a SIGKILL) and imports
-            # everything again: on a loaded machine that takes a minute or more.
-            deadline = time.monotonic() + 150
+            # everything again, at the same low priority.
+            deadline = time.monotonic() + 300
             try:
                 while starts() < 2 and time.monotonic() < deadline:
                     time.sleep(0.2)
