@@ -135,6 +135,8 @@ class SentinelSetup:
     folder: Path
     password: str
     down_after_ms: int = 1000
+    # "localhost" makes the Sentinel name the primary by host name (resolve-hostnames, announce-hostnames).
+    primary_host: str = "127.0.0.1"
     primary: RedisServer = field(init=False)
     replica: RedisServer = field(init=False)
     sentinel: RedisServer = field(init=False)
@@ -145,8 +147,11 @@ class SentinelSetup:
         self.primary = RedisServer(self.folder / "primary", [*auth, "repl-diskless-sync-delay 0"]).start()
         self.replica = RedisServer(self.folder / "replica",
                                    [*auth, f"replicaof 127.0.0.1 {self.primary.port}"]).start()
+        by_name = [] if self.primary_host == "127.0.0.1" else [
+            "sentinel resolve-hostnames yes", "sentinel announce-hostnames yes"]
         self.sentinel = RedisServer(self.folder / "sentinel", [
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 1",
+            *by_name,
+            f"sentinel monitor {SERVICE} {self.primary_host} {self.primary.port} 1",
             f"sentinel auth-pass {SERVICE} {self.password}",
             f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
             f"sentinel failover-timeout {SERVICE} 5000",

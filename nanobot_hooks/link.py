@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from arq.connections import ArqRedis
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
+from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
@@ -81,6 +82,24 @@ class Resolver:
         except OSError as exc:
             raise RedisConnectionError(f"{host} does not resolve ({exc})") from None
 
+    async def resolve_any(self, hosts: list[tuple[str, int]], timeout: float) -> None:
+        """One of `hosts` resolved, the others looked up meanwhile: a Sentinel whose name hangs is skipped (its
+        connection fails at once, see _ResolvedAddress) while another answers. Raises the last failure when none
+        resolves in time."""
+        waits = [asyncio.ensure_future(self.resolve(host, port, timeout)) for host, port in hosts]
+        failure: RedisConnectionError | None = None
+        try:
+            for next_done in asyncio.as_completed(waits):
+                try:
+                    await next_done
+                    return
+                except RedisConnectionError as exc:
+                    failure = exc
+        finally:
+            for wait in waits:
+                wait.cancel()  # only the waits: the look-ups go on in their threads
+        raise failure or RedisConnectionError("no host to look up")
+
     def _look_up(self, host: str, port: int) -> tuple[concurrent.futures.Future[str], float]:
         with self._lock:
             if (pending := self._pending.get(host)) is None:
@@ -133,8 +152,40 @@ class ResolvedSSLConnection(_ResolvedAddress, SSLConnection):
     pass
 
 
+class _ResolvedPrimary(_ResolvedAddress, SentinelManagedConnection):
+    """The primary a Sentinel names: an address as a rule, a host name where the Sentinels announce names."""
+
+    async def connect_to(self, address: tuple[str, int]) -> None:
+        host, port = address
+        await RESOLVER.resolve(str(host), int(port), self.socket_connect_timeout or CALL_TIMEOUT)
+        await super().connect_to(address)
+
+
+class ResolvedPrimaryConnection(_ResolvedPrimary, SentinelManagedConnection):
+    pass
+
+
+class ResolvedPrimarySSLConnection(_ResolvedPrimary, SentinelManagedSSLConnection):
+    pass
+
+
 RESOLVED: dict[type[AbstractConnection], type[AbstractConnection]] = {
-    Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection}
+    Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection,
+    SentinelManagedConnection: ResolvedPrimaryConnection, SentinelManagedSSLConnection: ResolvedPrimarySSLConnection}
+
+
+def _through_resolver(pool: Any) -> None:
+    """`pool`'s TCP connections (a Unix socket's need no name) go to the addresses RESOLVER keeps; behind
+    Sentinel, the Sentinels' own connections too."""
+    pool.connection_class = RESOLVED.get(pool.connection_class, pool.connection_class)
+    if isinstance(pool, SentinelConnectionPool):
+        for sentinel in pool.sentinel_manager.sentinels:
+            _through_resolver(sentinel.connection_pool)
+
+
+def _sentinel_hosts(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
+    return [(str(s.connection_pool.connection_kwargs.get("host", "localhost")),
+             int(s.connection_pool.connection_kwargs.get("port", 26379))) for s in pool.sentinel_manager.sentinels]
 
 
 class RedisLink:
@@ -156,16 +207,17 @@ class RedisLink:
         if self._client is None or self._loop is not loop:
             # A client is bound to the loop it was made in (`nanobot agent` runs one loop per turn).
             client = open_client(self.url, self.timeout, self.options, self.keys)
-            pool = client.connection_pool
-            # Its TCP connections (a Unix socket's need no name) go to the address RESOLVER keeps.
-            pool.connection_class = RESOLVED.get(pool.connection_class, pool.connection_class)
+            _through_resolver(client.connection_pool)
             self._client, self._loop = client, loop
         return self._client
 
     async def resolved(self, client: ArqRedis) -> None:
-        """The client's Redis host resolved (off asyncio's shared pool) before any connection is made to it."""
+        """The client's Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before
+        any connection is made to it."""
         pool = client.connection_pool
-        if isinstance(pool.connection_class, type) and issubclass(pool.connection_class, _ResolvedAddress):
+        if isinstance(pool, SentinelConnectionPool):
+            await RESOLVER.resolve_any(_sentinel_hosts(pool), self.timeout)
+        elif isinstance(pool.connection_class, type) and issubclass(pool.connection_class, _ResolvedAddress):
             host, port = pool.connection_kwargs.get("host", "localhost"), pool.connection_kwargs.get("port", 6379)
             await RESOLVER.resolve(str(host), int(port), self.timeout)
 

@@ -13,13 +13,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from nanobot_hooks import logs
+from nanobot_hooks import link as link_module, logs
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.turn.listener import listen
 from nanobot_hooks.contract import enqueue_idle_check, redacted_url
 
 from harness.defaults import TEST_KEYS
-from harness.redis_server import Certificates, RedisServer, free_port
+from harness.redis_server import SERVICE, Certificates, RedisServer, SentinelSetup, free_port
 
 
 def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):
@@ -93,7 +93,8 @@ HUNG = "redis.hung.invalid"  # a Redis host whose DNS never answers, simulated i
 @pytest.fixture
 def looked_up(monkeypatch) -> Iterator[list[str]]:
     """socket.getaddrinfo, as asyncio's pool and our resolver call it, hung for HUNG (until the test ends) and
-    counted for every name."""
+    counted for every name; the hooks' resolver new, with nothing kept from an earlier test."""
+    monkeypatch.setattr(link_module, "RESOLVER", link_module.Resolver())
     names: list[str] = []
     release = threading.Event()
     real = socket.getaddrinfo
@@ -162,4 +163,36 @@ async def test_the_redis_hosts_address_is_looked_up_once_and_kept(looked_up, red
                 await link.close()
     finally:
         server.stop()
-    assert looked_up.count("localhost") <= 1, "looked up once (or kept from an earlier test of this process)"
+    assert looked_up.count("localhost") == 1, "looked up once"
+
+
+async def test_behind_sentinel_no_name_is_looked_up_in_asyncios_pool(monkeypatch, looked_up, tmp_path) -> None:
+    """A Sentinel URL names Sentinels, and the Sentinels may name the primary by host name: each of those names is
+    looked up in the hooks' own thread too. The first Sentinel's name hangs; the calls go on through the second,
+    at once, with one look-up of the hung name in all."""
+    monkeypatch.setattr(logs, "warning", lambda message: None)
+    threads: list[str] = []
+    counted = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return counted(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    loop = asyncio.get_running_loop()
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="asyncio-default")
+    loop.set_default_executor(pool)
+    ha = SentinelSetup(tmp_path / "ha", "s3cret-ha-pw", primary_host="localhost").start()
+    try:
+        url = f"redis+sentinel://:s3cret-ha-pw@{HUNG}:26379,localhost:{ha.sentinel.port}/{SERVICE}/0"
+        link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0, keys=TEST_KEYS)
+        for _ in range(4):  # a new connection each time: the Sentinels asked, the primary reached by its name
+            started = time.monotonic()
+            assert await link.call("pinging", lambda client: client.ping()) is True
+            assert time.monotonic() - started < 0.9, "no wait for the Sentinel whose name hangs"
+            await link.close()
+    finally:
+        ha.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+    assert not [name for name in threads if name.startswith("asyncio-default")], "asyncio's pool looked up no name"
+    assert looked_up.count(HUNG) == 1 and "localhost" in looked_up
