@@ -91,6 +91,11 @@ class Settings(HookSettings):
                                          "dates follow; unset: nanobot's (the one its config names, else the "
                                          "host's; a worker that falls back to UTC because none is named, as in a "
                                          "bare container, says so at start-up)")
+    # The worker often shares a small machine with nanobot: its CPU work (parsing answers, memory files, the
+    # recall index) must not slow down a turn (bench/bench_compare.py).
+    summary_niceness: int = Field(10, ge=0, le=19, description="how far the worker lowers its CPU priority "
+                                  "(its niceness is raised by this much) so that nanobot's turns on the same "
+                                  "machine come first; 0 = as started (a worker on a machine or CPU quota of its own)")
     memory_max_facts: int = Field(300, ge=1, description="cap of facts in MEMORY.md's managed part "
                                   "(the least important and oldest go first)")
     memory_write: Literal["idle", "now"] = Field(

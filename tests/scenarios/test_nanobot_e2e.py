@@ -28,11 +28,13 @@ from harness.redis_server import free_port
 from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
-from tests.support.workers import run_burst, running_worker, summarize_now
+from tests.support.workers import niceness, run_burst, running_worker, summarize_now
 from worker.connections import answers, redis_settings
 from worker.settings import Settings
 from worker.state.outcomes import load_outcome
 from tests.support.paths import ROOT
+
+NICENESS = Settings.model_fields["summary_niceness"].default
 
 
 def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[dict], boundary: int) -> None:
@@ -357,7 +359,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,slack:D*", "summary_recall": "true",
         "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
         "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
-        "summary_idle_min_tokens": "3000",
+        "summary_idle_min_tokens": "3000", "summary_niceness": "5",
         "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace,
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
@@ -496,7 +498,8 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     prose = Summarizer("prose")
     fake_llm.responder = _route(script, prose)
     settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2"}
-    worker = procfile_worker(**settings)
+    # The tests' workers keep their priority (harness.defaults); this one lowers it by the default.
+    worker = procfile_worker(**settings, NANOBOT_SUMMARY_NICENESS=str(NICENESS))
     gw = await gateway(**settings)
     key = f"websocket:{CHAT}"
     summaries: list[str] = []
@@ -518,14 +521,8 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     assert ARCHIVED in system_text(request) and summaries[-1] in system_text(request)
     assert "turn 1: deploy" not in history_text(request)
     assert (await stats(redis)).get("applied") == 3
-    assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19), \
+    assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19), \
         "the worker yields the CPU to nanobot's turns"
-
-
-def niceness(pid: int) -> int:
-    # /proc/<pid>/stat: the 19th field, after the command in parentheses (which may hold spaces)
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[16])
 
 
 async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_every_turn_is_answered(

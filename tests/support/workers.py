@@ -25,6 +25,25 @@ from worker.summarize.deps import Deps
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def niceness(pid: int) -> int:
+    """A process's niceness, from /proc/<pid>/stat: the 19th field, after the command in parentheses (which may
+    hold spaces)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[16])
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return found
+
+
 async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
     """A real arq worker in this process, until the queue is empty."""
     options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,

@@ -26,15 +26,11 @@ from worker.settings import Settings, SettingsError, load_settings
 log = logging.getLogger("worker")
 
 
-# The worker runs beside the user's assistant, often on the same small machine: its CPU work (parsing
-# answers, memory files, the recall index) must not slow down a turn (bench/bench_compare.py).
-NICENESS = 10
-
-
-def lower_priority() -> int:
-    """Yield the CPU to nanobot: raise this process's niceness by NICENESS. Returns the niceness now."""
+def lower_priority(by: int) -> int:
+    """Yield the CPU to nanobot: raise this process's niceness `by` (NANOBOT_SUMMARY_NICENESS). Returns the
+    niceness now."""
     try:
-        return os.nice(NICENESS)
+        return os.nice(by)
     except (AttributeError, OSError):  # not on this platform, or not allowed: run as is
         return os.nice(0) if hasattr(os, "nice") else 0
 
@@ -44,9 +40,9 @@ def run_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s")
     quiet_and_redacted()
-    lower_priority()
     try:
         settings = load_settings()
+        lower_priority(settings.summary_niceness)
         deps = wait_for_nanobot(settings)
     except (SettingsError, NanobotConfigError) as exc:
         return refuse(exc)
@@ -67,7 +63,7 @@ def run_worker(args: argparse.Namespace) -> int:
         if problem := version_problem(server_version(settings.redis_url, **settings.redis_options())):
             return refuse(problem)
         if args.reload:
-            return run_reloading(args.verbose)
+            return run_reloading(args.verbose)  # its child inherits this process's lowered priority
         options = worker_options(deps.settings, deps.tz)
         options["ctx"] = {"deps": deps}
         SteadyWorker(**options, burst=args.burst).run()
@@ -96,6 +92,8 @@ def run_reloading(verbose: bool) -> int:
 
     root = Path(__file__).resolve().parents[2]  # the checkout: worker/commands/run.py
     child = [sys.executable, "-m", "worker", "run", "--no-embedded-redis"] + (["-v"] if verbose else [])
+    # The child inherits this process's niceness: lowered again, it ran at up to 19, starved beside any load.
+    os.environ["NANOBOT_SUMMARY_NICENESS"] = "0"  # watchfiles starts it with this process's environment
     # A worker's shutdown closes its Redis pool and cancels its jobs: on a busy machine that takes
     # longer than watchfiles' 5 s, whose SIGKILL then takes this process down with a traceback.
     run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),

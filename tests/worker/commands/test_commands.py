@@ -20,7 +20,7 @@ from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.redis_server import free_port
 from harness.transcripts import conversation
-from tests.support.workers import run_burst, running_worker, summarize_now
+from tests.support.workers import children, niceness, run_burst, running_worker, summarize_now
 from worker.service.build import build_deps
 from worker.state.outcomes import load_outcome
 from tests.support.paths import ROOT
@@ -132,18 +132,21 @@ def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_ur
     log = tmp_path / "reload.log"
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "worker", "--reload"], cwd=ROOT, stdout=out, stderr=out,
-                                   env=process_env(nanobot_home, redis_url, config=True))
+                                   env=process_env(nanobot_home, redis_url, config=True,
+                                                   NANOBOT_SUMMARY_NICENESS="3"))
         try:
             def starts() -> int:
                 return log.read_text(errors="replace").count("Starting worker")
 
-            # The worker lowers its own priority (it yields the CPU to nanobot: run.lower_priority), so beside CPU-bound
-            # loops of normal priority it gets little of it: its first start took 14 s on the quiet machine and 107 s
-            # beside two busy loops. The bounds only end a wait that would never end.
+            # The bounds only end a wait that would never end: beside two CPU-bound loops the first start took 107 s
+            # while the worker in the reloader's child lowered a priority it had inherited lowered (to 19).
             deadline = time.monotonic() + 300
             while starts() < 1 and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert starts() == 1, log.read_text(errors="replace")
+            own = os.getpriority(os.PRIO_PROCESS, 0)
+            (worker,) = children(process.pid)
+            assert niceness(process.pid) == niceness(worker) == own + 3, "lowered once, not again in the child"
             # a new, untracked module appears and goes: no tracked file is touched
             probe = ROOT / "worker" / f"_reload_probe_{os.getpid()}.py"
             probe.write_text('"""Written by a test of --reload; removed at once."""\n')
