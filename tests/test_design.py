@@ -198,7 +198,8 @@ def test_the_pure_cut_planner_imports_no_worker_module() -> None:
 
 
 # Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds
-# it in the checkout's build folder, once.
+# it in the checkout's build folder, once; the group also holds the one other test whose pip writes there
+# (test_nanobot_e2e's dry run of the install).
 ONE_WHEEL = pytest.mark.xdist_group("wheel")
 
 

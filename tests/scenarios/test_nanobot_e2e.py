@@ -422,6 +422,9 @@ async def test_an_unsupported_nanobot_runs_without_the_integration_and_says_why_
     assert await redis.keys("*") == []
 
 
+# pip writes the checkout's egg-info for this dry run as it does for tests/test_design.py's wheel: one test process
+# (the same xdist group), one at a time.
+@pytest.mark.xdist_group("wheel")
 def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot_exe):
     python = str(nanobot_python(nanobot_exe))
     check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
