@@ -42,6 +42,7 @@ class Integration:
         except BaseException:
             self.uninstall()
             raise
+        self.ctx.link.look_up_soon()
         interval = self.settings.summary_interval
         when = (
             f"at {self.settings.summary_threshold:.0%} of the context window"

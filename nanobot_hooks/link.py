@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from arq.connections import ArqRedis
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
@@ -18,7 +19,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnec
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Keys, open_client, redacted_url
+from nanobot_hooks.contract import Keys, open_client, redacted_url, sentinel_target
 
 T = TypeVar("T")
 
@@ -99,6 +100,12 @@ class Resolver:
             for wait in waits:
                 wait.cancel()  # only the waits: the look-ups go on in their threads
         raise failure or RedisConnectionError("no host to look up")
+
+    def look_up_soon(self, host: str, port: int) -> None:
+        """Start looking `host` up now, without waiting: its first call then finds the address, or a hung look-up
+        already past the call's bound."""
+        if self.known(host) is None and time.monotonic() - self._failed.get(host, float("-inf")) >= RETRY_SECONDS:
+            self._look_up(host, port)
 
     def _look_up(self, host: str, port: int) -> tuple[concurrent.futures.Future[str], float]:
         with self._lock:
@@ -210,6 +217,23 @@ class RedisLink:
             _through_resolver(client.connection_pool)
             self._client, self._loop = client, loop
         return self._client
+
+    def look_up_soon(self) -> None:
+        """The Redis host's name (behind Sentinel: each Sentinel's) looked up from now on, in the background. Started
+        as nanobot sets up: a `nanobot agent -m` whose Redis name hangs then finds that look-up past its bound by its
+        first call, instead of waiting it out before it exits. Never raises."""
+        try:
+            target, parts = sentinel_target(self.url), urlsplit(self.url)
+            if target is not None:
+                hosts = list(target.sentinels)
+            elif parts.scheme in ("redis", "rediss") and parts.hostname:  # not a Unix socket's path
+                hosts = [(parts.hostname, parts.port or 6379)]
+            else:
+                hosts = []
+            for host, port in hosts:
+                RESOLVER.look_up_soon(host, port)
+        except Exception:  # noqa: BLE001 - a URL the client cannot use either: its first call says so
+            pass
 
     async def resolved(self, client: ArqRedis) -> None:
         """The client's Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before

@@ -14,12 +14,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from nanobot_hooks import link as link_module, logs
+from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
+from nanobot_hooks.settings import HookSettings
 from nanobot_hooks.turn.listener import listen
 from nanobot_hooks.contract import enqueue_idle_check, redacted_url
 
 from harness.defaults import TEST_KEYS
 from harness.redis_server import SERVICE, Certificates, RedisServer, SentinelSetup, free_port
+from tests.support.standins import Loop, surface_for
+from tests.support.waiting import wait_until
 
 
 def test_one_warning_a_minute_per_kind_of_trouble(monkeypatch):
@@ -196,3 +200,25 @@ async def test_behind_sentinel_no_name_is_looked_up_in_asyncios_pool(monkeypatch
         pool.shutdown(wait=False, cancel_futures=True)
     assert not [name for name in threads if name.startswith("asyncio-default")], "asyncio's pool looked up no name"
     assert looked_up.count(HUNG) == 1 and "localhost" in looked_up
+
+
+async def test_the_look_up_starts_as_nanobot_sets_up_so_a_hung_name_is_not_waited_out_later(quiet, looked_up) -> None:
+    """`nanobot agent -m` makes one call after its turn, then waits for it before it exits: a look-up begun at that
+    call made it wait out the whole bound. Begun as nanobot sets the hooks up, it is past the bound by then (a
+    turn takes longer than 0.5 s), so the call fails at once and nanobot exits."""
+    integration = Integration(surface_for(Loop()), HookSettings(redis_url=f"redis://:pw@{HUNG}:6379/0"))
+    integration.install()
+    integration.ctx.link.timeout = 0.5
+    await wait_until(lambda: HUNG in looked_up, 5.0, "the look-up begun by the set-up")
+    await asyncio.sleep(0.6)  # nanobot's turn
+    started = time.monotonic()
+    assert await integration.ctx.link.call("queueing", lambda c: enqueue_idle_check(c, "cli:direct", 60.0)) is None
+    assert time.monotonic() - started < 0.3, "the call did not wait for the hung look-up"
+    # Behind Sentinel each Sentinel's name; an address or a Unix socket needs none.
+    for url in ("redis+sentinel://other.invalid:26379,10.0.0.9:26379/mymaster/0", "redis://127.0.0.1:6399/0",
+                "unix:///run/redis.sock?db=0"):
+        RedisLink(url, logs.Throttle(every=60.0)).look_up_soon()
+    await wait_until(lambda: "other.invalid" in looked_up, 5.0, "the Sentinel's name looked up")
+    assert looked_up.count(HUNG) == 1 and not {"10.0.0.9", "127.0.0.1", "/run/redis.sock"} & set(looked_up)
+    integration.uninstall()
+    await integration.close()

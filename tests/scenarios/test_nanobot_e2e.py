@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from arq.connections import create_pool
