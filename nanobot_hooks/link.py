@@ -11,10 +11,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from arq.connections import ArqRedis
-from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, parse_url
 from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -190,9 +189,17 @@ def _through_resolver(pool: Any) -> None:
             _through_resolver(sentinel.connection_pool)
 
 
-def _sentinel_hosts(pool: SentinelConnectionPool) -> list[tuple[str, int]]:
-    return [(str(s.connection_pool.connection_kwargs.get("host", "localhost")),
-             int(s.connection_pool.connection_kwargs.get("port", 26379))) for s in pool.sentinel_manager.sentinels]
+def _hosts_to_resolve(url: str) -> list[tuple[str, int]]:
+    """The names a client of `url` connects to: the Sentinels behind Sentinel, else the Redis host (a Unix socket:
+    none). Read as redis-py reads the URL; one that cannot be read gives none (its client's first call says why)."""
+    try:
+        target = sentinel_target(url)
+        if target is not None:
+            return list(target.sentinels)
+        parts = parse_url(url)
+    except ValueError:
+        return []
+    return [] if "path" in parts else [(str(parts.get("host", "localhost")), int(parts.get("port", 6379)))]
 
 
 class RedisLink:
@@ -208,6 +215,7 @@ class RedisLink:
         self.throttle = throttle
         self._client: ArqRedis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._hosts = _hosts_to_resolve(url)
 
     def client(self) -> ArqRedis:
         loop = asyncio.get_running_loop()
@@ -221,36 +229,24 @@ class RedisLink:
     def look_up_soon(self) -> None:
         """The Redis host's name (behind Sentinel: each Sentinel's) looked up from now on, in the background. Started
         as nanobot sets up: a `nanobot agent -m` whose Redis name hangs then finds that look-up past its bound by its
-        first call, instead of waiting it out before it exits. Never raises."""
-        try:
-            target, parts = sentinel_target(self.url), urlsplit(self.url)
-            if target is not None:
-                hosts = list(target.sentinels)
-            elif parts.scheme in ("redis", "rediss") and parts.hostname:  # not a Unix socket's path
-                hosts = [(parts.hostname, parts.port or 6379)]
-            else:
-                hosts = []
-            for host, port in hosts:
-                RESOLVER.look_up_soon(host, port)
-        except Exception:  # noqa: BLE001 - a URL the client cannot use either: its first call says so
-            pass
+        first call, instead of waiting it out before it exits."""
+        for host, port in self._hosts:
+            RESOLVER.look_up_soon(host, port)
 
-    async def resolved(self, client: ArqRedis) -> None:
-        """The client's Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before
-        any connection is made to it."""
-        pool = client.connection_pool
-        if isinstance(pool, SentinelConnectionPool):
-            await RESOLVER.resolve_any(_sentinel_hosts(pool), self.timeout)
-        elif isinstance(pool.connection_class, type) and issubclass(pool.connection_class, _ResolvedAddress):
-            host, port = pool.connection_kwargs.get("host", "localhost"), pool.connection_kwargs.get("port", 6379)
-            await RESOLVER.resolve(str(host), int(port), self.timeout)
+    async def resolved(self) -> None:
+        """The Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before any
+        connection is made to it."""
+        if len(self._hosts) == 1:
+            await RESOLVER.resolve(*self._hosts[0], self.timeout)
+        elif self._hosts:
+            await RESOLVER.resolve_any(self._hosts, self.timeout)
 
     async def call(self, doing: str, work: Callable[[ArqRedis], Awaitable[T]]) -> T | None:
         """Run `work` within the timeout; on any failure log (at most once a minute) and return None."""
         try:
             async with asyncio.timeout(self.timeout):
                 client = self.client()
-                await self.resolved(client)
+                await self.resolved()
                 result = await work(client)
         except asyncio.CancelledError:
             raise

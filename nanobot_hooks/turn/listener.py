@@ -28,7 +28,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             client = link.client()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             async with asyncio.timeout(link.timeout):
-                await link.resolved(client)  # the host's name, looked up off asyncio's shared pool (link.Resolver)
+                await link.resolved()  # the host's name, looked up off asyncio's shared pool (link.Resolver)
                 keys_of = Keys.of(client)
                 await pubsub.subscribe(keys_of.notice_channel, keys_of.outcome_channel)
                 keys = await pending_sessions(client)
