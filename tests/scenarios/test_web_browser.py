@@ -30,11 +30,10 @@ pytestmark = pytest.mark.skipif(
     reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
     "installs them when it runs as root)")
 
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
@@ -85,11 +84,22 @@ def overview_to_why(driver: Chrome, base: str, take: Callable[[Chrome, str], Non
 
 
 def after_click(driver: Chrome, button: Any, wanted: str) -> str:
-    """Click a form's button and wait for the next page; its element `wanted` (CSS), or the page's text."""
+    """Click a form's button and wait for the next page; its element `wanted` (CSS), or the page's text.
+
+    The old document is marked before the click and the wait ends when a document without the mark has loaded.
+    Selenium's `staleness_of` is not used: while the page navigates chromedriver may answer a check on the old
+    element with "Node with given id does not belong to the document" (a WebDriverException, not the stale-element
+    error it catches), which failed this test on a busy machine. Errors during the navigation only retry the check."""
+    driver.execute_script("window.summaryTestBeforeClick = true")
     button.click()
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(button))
+    WebDriverWait(driver, 20, ignored_exceptions=(WebDriverException,)).until(new_page_loaded)
     found = driver.find_elements(By.CSS_SELECTOR, wanted)
     return found[0].text if found else driver.find_element(By.TAG_NAME, "body").text
+
+
+def new_page_loaded(driver: Chrome) -> bool:
+    return bool(driver.execute_script(
+        "return window.summaryTestBeforeClick === undefined && document.readyState === 'complete'"))
 
 
 def forget_on_page(driver: Chrome, base: str, fact: str) -> str:
