@@ -99,12 +99,14 @@ CONTRACT = {
     "redis_url": ["SENTINEL_SCHEME", "SentinelTarget", "redacted_url", "sentinel_target"],
     "client": ["open_client", "sync_client"],
     "session_format": ["INTERNAL_SESSION_PREFIXES", "LAST_SUMMARY", "LAST_USAGE", "METADATA_TYPE", "NOT_A_TURN_FLAGS",
-                       "PROVIDER_STATE_TYPE", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "channel_of", "content_text",
-                       "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
-                       "last_context_tokens", "storage_name", "summary_text", "timestamp_before", "tool_calls"],
+                       "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RETIRED_FOLDER", "SESSION_FILES_LOCK", "SESSION_SUFFIX",
+                       "channel_of", "content_text", "is_direct_chat", "is_hidden", "is_internal_session",
+                       "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
+                       "storage_name", "summary_text", "timestamp_before", "tool_calls"],
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
     "recall": ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
-               "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "SOURCE_BITS", "cjk_grams", "fts_problem", "index_text"],
+               "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE", "SOURCE_BITS", "cjk_grams", "fts_problem",
+               "index_text", "retired_source", "source_owner"],
 }
 
 

@@ -14,15 +14,15 @@ from nanobot_hooks.contract.keys import (JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, KEY
                                          NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace)
 from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMarker
 from nanobot_hooks.contract.recall import (CJK_LETTERS, CJK_RUN, HAN, HANGUL, KANA, NOTE_LINE_BITS, RECALL_INDEX,
-                                           RECALL_SCHEMA_VERSION, RECALL_TABLES, SOURCE_BITS, cjk_grams,
-                                           fts_problem, index_text)
+                                           RECALL_SCHEMA_VERSION, RECALL_TABLES, RETIRED_SOURCE, SOURCE_BITS,
+                                           cjk_grams, fts_problem, index_text, retired_source, source_owner)
 from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord, utcnow
 from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LAST_SUMMARY, LAST_USAGE,
-                                                   METADATA_TYPE, NOT_A_TURN_FLAGS, PROVIDER_STATE_TYPE,
-                                                   SESSION_FILES_LOCK, SESSION_SUFFIX, channel_of, content_text,
+                                                   METADATA_TYPE, NOT_A_TURN_FLAGS, NOTED_SUFFIX,
+                                                   PROVIDER_STATE_TYPE, RETIRED_FOLDER, SESSION_FILES_LOCK, SESSION_SUFFIX, channel_of, content_text,
                                                    is_direct_chat, is_hidden, is_internal_session, is_user_turn,
-                                                   key_from_name, last_context_tokens, storage_name, summary_text,
-                                                   timestamp_before, tool_calls)
+                                                   key_from_name, last_context_tokens, retired_key, retired_name,
+                                                   storage_name, summary_text, timestamp_before, tool_calls)
 from nanobot_hooks.contract.redis_url import SENTINEL_SCHEME, SentinelTarget, redacted_url, sentinel_target
 
 if TYPE_CHECKING:
@@ -56,13 +56,13 @@ __all__ = [
     "AppliedMark", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
-    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "PROVIDER_STATE_TYPE", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
-    "RECALL_TABLES", "RECORD_SECONDS", "REPLICA_WAIT_MS", "Reason", "SENTINEL_SCHEME", "SESSION_FILES_LOCK",
+    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
+    "RECALL_TABLES", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason", "SENTINEL_SCHEME", "SESSION_FILES_LOCK",
     "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker", "SummarizeRequest", "SummaryRecord",
     "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text", "context_history",
     "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem", "index_text",
     "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
     "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client",
-    "pending_sessions", "redacted_url", "reply", "sentinel_target", "storage_name", "store_record",
+    "pending_sessions", "redacted_url", "reply", "retired_key", "retired_name", "retired_source", "sentinel_target", "source_owner", "storage_name", "store_record",
     "summary_text", "sync_client", "timestamp_before", "tool_calls", "utcnow",
 ]

@@ -12,6 +12,10 @@ from nanobot_hooks.contract.records import SummaryRecord
 
 # The project's entry in a session's metadata (line 1 of the session file): `SessionMarker` reads and writes it.
 METADATA_KEY = "_summary_worker"
+# The session's generation, beside the marker (which applying or undoing a summary replaces whole): how many
+# times `/new` emptied it since the hooks were installed. The notes' spans name it, so a new conversation's
+# positions and times are never taken for the old one's (a `/new` inside a repeated hour).
+GENERATION_KEY = "_summary_worker_generation"
 _PENDING, _APPLIED = "pending", "applied"
 
 
@@ -93,6 +97,19 @@ class SessionMarker:
             return False
         entry.pop(_PENDING, None)
         return True
+
+    @staticmethod
+    def generation(metadata: Any) -> int:
+        """The session's generation (0 until the first `/new`); never raises."""
+        value = metadata.get(GENERATION_KEY) if isinstance(metadata, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    @classmethod
+    def next_generation(cls, metadata: dict[str, Any]) -> int:
+        """Count one more `/new` in the session's metadata; the generation that ends (the retired one)."""
+        ended = cls.generation(metadata)
+        metadata[GENERATION_KEY] = ended + 1
+        return ended
 
     @staticmethod
     def remove(metadata: dict[str, Any]) -> bool:

@@ -40,6 +40,20 @@ CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
   tokenize='porter unicode61 remove_diacritics 2');
 """
 
+# What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
+# conversation's), named `<session key>` + RETIRED_SOURCE + `<the kept copy's name>`; it is the session's own
+# material all the same (`source_owner`). A session key holds no control character, so the separator is no key's.
+RETIRED_SOURCE = "\x1f"
+
+
+def retired_source(key: str, copy: str) -> str:
+    return f"{key}{RETIRED_SOURCE}{copy}"
+
+
+def source_owner(session: str) -> str:
+    """The session a source's material belongs to: itself, or the session a pre-`/new` copy came from."""
+    return session.partition(RETIRED_SOURCE)[0]
+
 
 @lru_cache(maxsize=1)
 def fts_problem() -> str | None:

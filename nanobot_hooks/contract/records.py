@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Reason = Literal["tokens", "interval", "manual", "daily", "idle"]
+Reason = Literal["tokens", "interval", "manual", "daily", "idle", "new"]
 
 
 def utcnow() -> datetime:

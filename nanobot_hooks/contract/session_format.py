@@ -28,6 +28,13 @@ LAST_USAGE = "_last_usage"
 # nanobot guards every session-file write in a sessions folder with this cross-process lock file.
 SESSION_FILES_LOCK = ".session-files.lock"
 SESSION_SUFFIX = ".jsonl"
+# What a session held when `/new` emptied it: the hooks link the session file here (one file per reset, named by
+# `retired_name`) before nanobot clears it; the worker notes and indexes it, then marks it noted (NOTED_SUFFIX).
+# A folder inside nanobot's sessions folder (a hard link needs the same file system; nanobot reads only the
+# `*.jsonl` files of the folder itself). The files stay: the recall index is rebuilt from them.
+RETIRED_FOLDER = ".summary-worker-retired"
+NOTED_SUFFIX = ".noted"
+
 # nanobot keeps the recovery file of an unfinished turn beside the session file (`<stem>.checkpoint.json`)
 # and discards it on load when the session file's mtime is newer, or when line 1's `updated_at` or the
 # message count changed: whoever writes a session file keeps all three.
@@ -144,6 +151,23 @@ def key_from_name(name: str) -> str | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return key if storage_name(key) == name else None
+
+
+def retired_name(key: str, generation: int, stamp_ms: int) -> str:
+    """The file a reset session's messages are kept in: `<storage name's stem>.<generation>.<ms>.jsonl`."""
+    return f"{storage_name(key).removesuffix(SESSION_SUFFIX)}.{generation}.{stamp_ms}{SESSION_SUFFIX}"
+
+
+def retired_key(name: str) -> tuple[str, int] | None:
+    """The session key and generation of a retired file's name (noted or not), or None for any other file."""
+    stem = name.removesuffix(NOTED_SUFFIX).removesuffix(SESSION_SUFFIX)
+    if stem == name.removesuffix(NOTED_SUFFIX):
+        return None
+    parts = stem.split(".")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    key = key_from_name(parts[0] + SESSION_SUFFIX)
+    return (key, int(parts[1])) if key is not None else None
 
 
 def last_context_tokens(metadata: Any) -> int | None:
