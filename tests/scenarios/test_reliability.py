@@ -14,7 +14,8 @@ from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, load_record, storage_name, store_record
+from nanobot_hooks.contract import (SessionMarker, SummarizeRequest, SummaryRecord, load_record, storage_name,
+                                    store_record)
 from tests.support.commands import run_in_process
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -195,6 +196,33 @@ async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_no
     notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
     assert all(f"after the change, question {i}" in notes for i in range(9)), notes
     assert notes.count("question 3 about the deploy script") == 1, "the first hour is noted once"
+
+
+async def test_a_new_conversation_inside_the_repeated_hour_is_noted_though_its_times_and_positions_were(
+        in_new_york, redis, nanobot_home, fake_llm, deps_for):
+    """`/new` inside the hour the clock repeats: the new conversation's positions start at 0 again and its times
+    fall inside the span noted for the old one an hour before. Its generation (counted up by the hooks at `/new`)
+    tells them apart: its messages are sent as new and noted."""
+    nanobot_home.write_config(fake_llm.url, timezone="America/New_York")
+    fake_llm.responder = Summarizer()
+    nanobot_home.write_session(KEY, conversation(20, start=datetime(2026, 11, 1, 1, 0)))  # 01:00-01:39
+    deps = deps_for(summary_keep="messages:2")
+    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
+    await redis.delete(TEST_KEYS.record(KEY))
+    # `/new` after the clock went back: an empty session of the next generation, then its first messages.
+    metadata: dict[str, object] = {}
+    assert SessionMarker.next_generation(metadata) == 0
+    fresh = conversation(10, start=datetime(2026, 11, 1, 1, 5), user="after /new, question {i}")
+    nanobot_home.write_session(KEY, fresh, metadata=metadata)
+    sent = len(fake_llm.requests)
+    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
+    asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
+    assert [f"after /new, question {i}" for i in range(9)] == [t for t in asked if "after /new" in t], \
+        "the new conversation's messages are sent as new, not as already in the notes"
+    notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
+    assert all(f"after /new, question {i}" in notes for i in range(9)), notes
+    spans = noted_spans(nanobot_home.workspace / "memory", KEY, "2026-11-01", generation=1)
+    assert spans and all(span.at is not None and span.at[0] < 20 for span in spans)
 
 
 async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(redis, nanobot_home, deps_for):

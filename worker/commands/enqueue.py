@@ -119,7 +119,7 @@ def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str)
     from worker.text.tokens import count_recurring
 
     dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
-    entries = unnoted(deps, session.key, [e for e in dated if e.index not in covered])
+    entries = unnoted(deps, session.key, [e for e in dated if e.index not in covered], session.generation)
     if not entries:
         print(f"  notes since {since}: every message is noted already")
         return

@@ -27,7 +27,7 @@ from worker.text.redact import one_line
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 _MARKER = re.compile(
     r"^<!-- nanobot-summary:notes session=(?P<session>\S+) first=(?P<first>\S+) last=(?P<last>\S+)"
-    r"(?: at=(?P<at_first>\d+)-(?P<at_last>\d+))? digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
+    r"(?: at=(?P<at_first>\d+)-(?P<at_last>\d+))?(?: gen=(?P<gen>\d+))? digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
     re.MULTILINE,
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -38,17 +38,20 @@ _SAFE = ":@+._~/"  # what stays readable of a session key in a marker: the rest 
 @dataclass(frozen=True)
 class Span:
     """What a section's hidden marker records: whose messages, from when to when, at which positions among the
-    session's visible messages (markers written before positions were kept have none)."""
+    session's visible messages (markers written before positions were kept have none), and of which of the
+    session's generations (`gen=N`, written from the first `/new` on: a new conversation's positions start at 0
+    again, and inside a repeated hour its times fall inside the old one's span)."""
 
     session: str
     first: str | None
     last: str | None
     digest: str
     at: tuple[int, int] | None = None
+    generation: int = 0
 
     def same(self, other: Span) -> bool:
         """The same covered span; without timestamps, the same content."""
-        if self.session != other.session:
+        if self.session != other.session or self.generation != other.generation:
             return False
         if self.at and other.at and self.at != other.at:
             return False
@@ -60,8 +63,9 @@ class Span:
         def field(value: str | None) -> str:
             return quote_key(value) if value else "-"
         at = f" at={self.at[0]}-{self.at[1]}" if self.at else ""
+        gen = f" gen={self.generation}" if self.generation else ""
         return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
-                f" last={field(self.last)}{at} digest={self.digest} -->")
+                f" last={field(self.last)}{at}{gen} digest={self.digest} -->")
 
 
 class Noted(NamedTuple):
@@ -106,7 +110,8 @@ def _span(match: re.Match[str]) -> Span:
     def value(raw: str) -> str | None:
         return None if raw == "-" else unquote(raw)
     at = (int(match["at_first"]), int(match["at_last"])) if match["at_first"] else None
-    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"], at)
+    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"], at,
+                int(match["gen"] or 0))
 
 
 def spans(text: str) -> list[Span]:
@@ -191,7 +196,7 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
     items = note_items(note)
     at = (note.first_position, note.last_position) if note.first_position is not None \
         and note.last_position is not None else None
-    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at)
+    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at, note.generation)
     if any(span.same(old) for day in (existing, held or DayText()) for old in day.spans.get(session, [])):
         return ""
     known = list(existing.items.get(session, []))
@@ -264,12 +269,13 @@ def _append(path: Path, text: str) -> None:
     DAYS.appended(path, before, text)
 
 
-def noted_spans(memory_dir: Path, session_key: str, date: str) -> list[Noted]:
-    """Every span of a session noted in that day's file, or held beside it (a span with nothing to note)."""
+def noted_spans(memory_dir: Path, session_key: str, date: str, generation: int = 0) -> list[Noted]:
+    """Every span of a session's generation noted in that day's file, or held beside it (a span with nothing to
+    note). Another generation's spans say nothing of this one's messages: its positions started over."""
     path = day_path(memory_dir, date)
     return [Noted(span.first or span.last or "", span.last or span.first or "", span.at)
             for day in (DAYS.get(path), DAYS.get(held_path(path))) for span in day.spans.get(session_key, [])
-            if span.first or span.last]
+            if (span.first or span.last) and span.generation == generation]
 
 
 def is_noted(stamp: str, noted: list[Noted], position: int | None = None) -> bool:

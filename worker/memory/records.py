@@ -32,6 +32,7 @@ class DailyNotes(BaseModel):
     last_timestamp: str | None = None
     first_position: int | None = None  # among the session's visible messages: set from them, never by the model
     last_position: int | None = None
+    generation: int = 0  # the session's generation (how many `/new` before): set from the session, never by the model
     topics: list[str] = Field(default_factory=list)
     preferences: list[str] = Field(default_factory=list)
     decisions: list[str] = Field(default_factory=list)

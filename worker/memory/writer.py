@@ -143,6 +143,6 @@ class MemoryFiles:
         lists them)."""
         return longterm.forget_session(self.memory_path, session_key, self.today(), dry_run)
 
-    def noted_spans(self, session_key: str, date: str) -> list[notes.Noted]:
-        """The spans of a session's messages already in that day's notes."""
-        return notes.noted_spans(self.memory_dir, session_key, date)
+    def noted_spans(self, session_key: str, date: str, generation: int = 0) -> list[notes.Noted]:
+        """The spans of a session's (generation's) messages already in that day's notes."""
+        return notes.noted_spans(self.memory_dir, session_key, date, generation)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from nanobot_hooks.contract import (METADATA_TYPE, PROVIDER_STATE_TYPE, is_hidden, key_from_name, storage_name,
-                                    summary_text, timestamp_before)
+from nanobot_hooks.contract import (METADATA_TYPE, NOTED_SUFFIX, PROVIDER_STATE_TYPE, RETIRED_FOLDER, SessionMarker,
+                                    is_hidden, key_from_name, retired_key, storage_name, summary_text,
+                                    timestamp_before)
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
 
 log = logging.getLogger("worker.nanobot.sessions")
@@ -135,6 +136,11 @@ class SessionFile:
         return value if 0 <= value <= len(self.messages) else 0
 
     @property
+    def generation(self) -> int:
+        """How many times `/new` emptied the session before these messages (the notes' spans name it)."""
+        return SessionMarker.generation(self.metadata)
+
+    @property
     def previous_summary(self) -> str:
         return summary_text(self.metadata)
 
@@ -221,3 +227,56 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
             count += 1
     held: Sequence[dict[str, Any]] = Tail(min(first, count), messages, count, visible) if first else messages
     return SessionFile(key, path, metadata, held, len(skipped), skipped)
+
+
+@dataclass(frozen=True)
+class Retired:
+    """A copy of what a session held when `/new` emptied it (the hooks keep it in RETIRED_FOLDER)."""
+
+    key: str
+    generation: int
+    path: Path
+
+    @property
+    def noted(self) -> bool:
+        return self.path.name.endswith(NOTED_SUFFIX)
+
+    @property
+    def name(self) -> str:
+        """Its name without the noted mark: what it stays known by."""
+        return self.path.name.removesuffix(NOTED_SUFFIX)
+
+    def read(self, as_key: str | None = None) -> SessionFile:
+        """Its messages, every one (under `as_key`: the recall index keeps it apart from the live session)."""
+        try:
+            with self.path.open("rb") as lines:
+                return parse_lines(as_key or self.key, self.path, lines)
+        except OSError as exc:
+            raise SessionError(f"cannot read {self.path.name} (session {self.key!r} before /new): {exc}") from None
+
+    def mark_noted(self) -> Retired:
+        """Every message of it is noted: later jobs no longer read it (it stays, for the recall index)."""
+        if self.noted:
+            return self
+        target = self.path.with_name(self.path.name + NOTED_SUFFIX)
+        self.path.rename(target)
+        return Retired(self.key, self.generation, target)
+
+
+def retired_files(sessions_dir: Path, key: str | None = None, noted: bool = False) -> list[Retired]:
+    """The copies kept at `/new` (of one session, or of all), oldest generation first; noted ones only with
+    `noted`. A folder that is missing or unreadable holds none."""
+    folder = sessions_dir / RETIRED_FOLDER
+    try:
+        names = sorted(path.name for path in folder.iterdir())
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        parsed = retired_key(name)
+        if parsed is None or (key is not None and parsed[0] != key):
+            continue
+        kept = Retired(parsed[0], parsed[1], folder / name)
+        if noted or not kept.noted:
+            found.append(kept)
+    return sorted(found, key=lambda kept: (kept.generation, kept.name))

@@ -17,18 +17,26 @@ from worker.text.tokens import count_recurring
 
 async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> str:
     """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
+    return (await note_unnoted(run, session, covered, run.req.notes_since))[0]
+
+
+async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since: str | None
+                       ) -> tuple[str, bool]:
+    """Notes of the session's messages from `since` on that are neither covered nor noted yet, and whether
+    every one of them is noted now (a written file included: a refused write leaves its span un-noted)."""
     deps, key = run.deps, run.key
-    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, run.req.notes_since)
-    entries = unnoted(deps, key, [e for e in dated if e.index not in covered])
+    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
+    entries = unnoted(deps, key, [e for e in dated if e.index not in covered], session.generation)
     if not entries:
-        return ""
+        return "", True
     language = detect_language(session.messages)
     notes, facts, noted = await _ask_in_chunks(run, entries, language)
     if not noted:
-        return f"notes of {len(entries)} more messages skipped"
-    written = await write_memory(deps, key, dated_notes(notes, noted), facts, language)
+        return f"notes of {len(entries)} more messages skipped", False
+    written = await write_memory(deps, key, dated_notes(notes, noted, session.generation), facts, language)
     of = "" if len(noted) == len(entries) else f" of {len(entries)}"
-    return f"noted {len(noted)}{of} more messages: {written}"
+    complete = len(noted) == len(entries) and not unnoted(deps, key, noted, session.generation)
+    return f"noted {len(noted)}{of} more messages: {written}", complete
 
 
 async def _ask_in_chunks(run: Run, entries: list[Entry], language: str

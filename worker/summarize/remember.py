@@ -47,8 +47,8 @@ def known_facts(deps: Deps) -> list[str]:
         return []
 
 
-def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
-    """Entries that no span of this session in their day's notes file covers yet."""
+def unnoted(deps: Deps, session_key: str, entries: list[Entry], generation: int = 0) -> list[Entry]:
+    """Entries that no span of this session (this generation of it) in their day's notes file covers yet."""
     noted: dict[str, list[Noted]] = {}
     fresh = []
     for entry in entries:
@@ -56,21 +56,21 @@ def unnoted(deps: Deps, session_key: str, entries: list[Entry]) -> list[Entry]:
             fresh.append(entry)
             continue
         if entry.date not in noted:
-            noted[entry.date] = _noted_spans(deps, session_key, entry.date)
+            noted[entry.date] = _noted_spans(deps, session_key, entry.date, generation)
         if not is_noted(entry.timestamp, noted[entry.date], entry.position):
             fresh.append(entry)
     return fresh
 
 
-def _noted_spans(deps: Deps, session_key: str, date: str) -> list[Noted]:
+def _noted_spans(deps: Deps, session_key: str, date: str, generation: int) -> list[Noted]:
     try:
-        return deps.memory.noted_spans(session_key, date)
+        return deps.memory.noted_spans(session_key, date, generation)
     except (OSError, ValueError) as exc:
         log.warning("%s: cannot read the notes of %s: %s", session_key, date, exc)
         return []
 
 
-def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNotes]:
+def dated_notes(notes: list[DailyNotes], entries: list[Entry], generation: int = 0) -> list[DailyNotes]:
     """One entry per day of the messages, merged across chunks; spans come from the messages.
 
     A day with nothing worth noting still gets its (empty) entry: its span marks those messages as noted.
@@ -87,6 +87,7 @@ def dated_notes(notes: list[DailyNotes], entries: list[Entry]) -> list[DailyNote
             target = getattr(merged, name)
             target.extend(item for item in getattr(note, name) if item not in target)
     for date, note in by_date.items():
+        note.generation = generation
         stamps = [e for e in entries if e.date == date]
         if stamps:
             note.first_timestamp = stamps[0].timestamp

@@ -41,7 +41,7 @@ async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord
     tokens_before, tokens_after = _tokens(run, session, plan, answer.summary)
     await clear_progress(run.redis, key)
     # The last chunk's notes and facts are true, and paid for, whether or not the summary is committed.
-    notes = dated_notes(answer.notes, last_noted)
+    notes = dated_notes(answer.notes, last_noted, session.generation)
     memory = await write_memory(deps, key, notes, answer.facts, language)
     # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
     if not saves_enough(tokens_before - tokens_after, plan.floor / 2):
@@ -60,13 +60,14 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
                      ) -> tuple[Answer, int, list[Entry]]:
     """The plan's entries summarized; those already in the notes are marked, so no call notes them again."""
     cut = plan.cut
-    fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries)}
+    fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries, session.generation)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in plan.entries]
     covered = Covered(cut.start, cut.boundary, session.timestamp_before(cut.boundary))
 
     async def keep(answer: Answer, noted: list[Entry], chain: Chain) -> None:
         """A finished chunk (not the last): its notes written, the chain kept so a retry resumes after it."""
-        await write_memory(run.deps, run.key, dated_notes(answer.notes, noted), answer.facts, language)
+        await write_memory(run.deps, run.key, dated_notes(answer.notes, noted, session.generation), answer.facts,
+                           language)
         await save_progress(run.redis, run.key, Progress(
             start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
             previous=digest(plan.previous), done=chain.done, running=chain.running, calls=chain.calls))

@@ -199,6 +199,24 @@ def test_spans_with_positions_hold_when_the_clock_goes_back_and_after_new_emptie
     assert append_notes(tmp_path, KEY, [moved], "en", UTC) == 1, "same times, later positions: a new span"
 
 
+def test_a_span_of_the_next_generation_is_its_own_though_its_times_and_positions_match(tmp_path):
+    """`/new` inside the repeated hour: the new conversation's positions and times fall inside the old span; the
+    generation in the marker (`gen=1`) keeps the two apart, and markers without it are generation 0."""
+    note = DailyNotes(date="2026-11-01", first_timestamp="2026-11-01T01:00:00", last_timestamp="2026-11-01T01:39:00",
+                      first_position=0, last_position=39, topics=["the first time round"])
+    append_notes(tmp_path, KEY, [note], "en", UTC)
+    assert noted_spans(tmp_path, KEY, "2026-11-01", generation=1) == []
+    assert is_noted("2026-11-01T01:10:00", noted_spans(tmp_path, KEY, "2026-11-01"), 10)
+    after = note.model_copy(update={"first_timestamp": "2026-11-01T01:05:00", "last_timestamp": "2026-11-01T01:14:00",
+                                    "last_position": 9, "generation": 1, "topics": ["after /new"]})
+    assert append_notes(tmp_path, KEY, [after], "en", UTC) == 1
+    text = (tmp_path / "2026-11-01.md").read_text(encoding="utf-8")
+    assert "at=0-9 gen=1 digest=" in text and [span.generation for span in spans(text)] == [0, 1]
+    assert append_notes(tmp_path, KEY, [after], "en", UTC) == 0, "the same span of generation 1 again: nothing"
+    (noted,) = noted_spans(tmp_path, KEY, "2026-11-01", generation=1)
+    assert noted.at == (0, 9) and is_noted("2026-11-01T01:10:00", [noted], 5)
+
+
 def test_appends_never_change_earlier_bytes(tmp_path: Path) -> None:
     path = tmp_path / "2026-11-20.md"
     user_bytes = b"# my own notes\n\xff\xfe not utf-8, and no newline at the end"
