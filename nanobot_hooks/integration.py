@@ -20,6 +20,7 @@ from nanobot_hooks.settings import HookSettings
 from nanobot_hooks.contract import redacted_url
 from nanobot_hooks.context import Context
 from nanobot_hooks.surface import Surface, add_hook_factory
+from nanobot_hooks.turn.reset import Reset
 from nanobot_hooks.turn.trigger import Triggering
 
 
@@ -31,6 +32,7 @@ class Integration:
         self.settings = settings
         self.pickups = PickupScheduler(self.ctx)
         self.triggering = Triggering(self.ctx, self.pickups.pickup)
+        self.reset = Reset(self.ctx)
         self._listener: asyncio.Task[None] | None = None
         self._undo: list[Callable[[], None]] = []
         self.factory: Callable[[Any], Any] | None = None
@@ -60,6 +62,9 @@ class Integration:
             self._undo.append(add_hook_factory(s.loop, factory))
             self._undo.append(s.subscribe(triggering.on_turn_persisted, s.turn_persisted))
         self._undo.append(s.subscribe(self.pickups.on_turn_started, s.turn_started))
+        self._undo.append(s.subscribe(self.reset.on_turn_started, s.turn_started))
+        self._undo.append(self.reset.unwrap)
+        self.reset.ensure()
         if s.run is not None:
             self._wrap("run", s.run, listen=True)
         if s.aclose is not None:
@@ -85,6 +90,7 @@ class Integration:
 
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
             if listen:
+                integration.reset.ensure()
                 integration.start_listener()
             try:
                 return await original(*args, **kwargs)

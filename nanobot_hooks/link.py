@@ -256,6 +256,33 @@ class RedisLink:
         self.ok()
         return result
 
+    def call_apart(self, doing: str, work: Callable[[ArqRedis], Awaitable[Any]]) -> threading.Thread:
+        """`work` on a client of its own, in an event loop and a thread of their own, within the timeout: for a
+        call that must not wait on nanobot's event loop (nanobot's own `/new` work can hold it for seconds, past
+        the bound of any call made there). Its trouble is logged as `call`'s. Not a daemon thread: a `nanobot agent
+        -m` process lets it end (within the timeout) before it exits."""
+        async def run() -> None:
+            async with asyncio.timeout(self.timeout):
+                client = open_client(self.url, self.timeout, self.options, self.keys)
+                _through_resolver(client.connection_pool)
+                try:
+                    await self.resolved()
+                    await work(client)
+                finally:
+                    await client.connection_pool.disconnect()
+
+        def main() -> None:
+            try:
+                asyncio.run(run())
+            except Exception as exc:  # noqa: BLE001 - Redis down, timeouts: never raise, say it
+                self.trouble(doing, exc)
+            else:
+                self.ok()
+
+        thread = threading.Thread(target=main, name="summary-worker-redis-apart", daemon=False)
+        thread.start()
+        return thread
+
     def trouble(self, doing: str, exc: BaseException) -> None:
         self.throttle.warning(
             TROUBLE,

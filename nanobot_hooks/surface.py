@@ -186,3 +186,37 @@ def add_hook_factory(loop: Any, factory: Callable[[Any], Any]) -> Callable[[], N
     # A new list, not an append: a list passed to several loops must not change under the others.
     loop._hook_factories = [*loop._hook_factories, factory]
     return lambda: setattr(loop, "_hook_factories", [f for f in loop._hook_factories if f is not factory])
+
+
+def wrap_command(loop: Any, command: str, before: Callable[[Any], None]) -> Callable[[], None] | None:
+    """Runs `before(ctx)` ahead of nanobot's handler of an exact slash command (`/new`), with nanobot's
+    CommandContext; what takes it off again. None while the AgentLoop has no router yet (nanobot makes it after
+    loading the tools, so after the plugin), and when its router has no such handler (one log line). `before` must
+    not raise; whatever it does raise is swallowed, so nanobot's command always runs."""
+    router = getattr(loop, "commands", None)
+    if router is None:
+        return None
+    table = getattr(router, "_exact", None)
+    original = table.get(command) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or not callable(original):
+        switch_off(f"this nanobot's command router has no {command} handler", f"{command} keeping off")
+        return None
+
+    async def handler(ctx: Any) -> Any:
+        try:
+            before(ctx)
+        except Exception:  # noqa: BLE001 - the hook's own errors are its to report; nanobot's command goes on
+            pass
+        return await original(ctx)
+
+    table[command] = handler
+    return lambda: table.__setitem__(command, original) if table.get(command) is handler else None
+
+
+def session_file(loop: Any, key: str) -> Any:
+    """The path of a session's JSONL file as nanobot's store names it, or None when this nanobot cannot say."""
+    locate = getattr(getattr(loop, "sessions", None), "_get_session_path", None)
+    try:
+        return locate(key) if callable(locate) else None
+    except Exception:  # noqa: BLE001 - a key nanobot cannot store has no file to keep
+        return None

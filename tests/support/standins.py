@@ -11,10 +11,11 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from nanobot_hooks.contract import SummaryRecord
+from nanobot_hooks.contract import SummaryRecord, storage_name
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.context import Surface
 
@@ -96,6 +97,12 @@ class Sessions:
         self.saved: list[str] = []
         self.loaded: list[str] = []  # sessions read from disk into memory
         self.saved_on: list[int] = []  # the thread of each save
+        self.folder: Path | None = None  # where the session files are, for the tests that write them
+
+    def _get_session_path(self, key: str) -> Path:
+        if self.folder is None:
+            raise RuntimeError("no sessions folder")
+        return self.folder / storage_name(key)
 
     def get_cached(self, key: str) -> StandInSession | None:
         return self.cached.get(key)
@@ -115,6 +122,23 @@ class Sessions:
         return {} if key in self.on_disk else None
 
 
+class Commands:
+    """nanobot's CommandRouter as the integration touches it: the exact commands' table, whose `/new` clears the
+    session as nanobot's does (and records what it found)."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self._exact: dict[str, Any] = {"/new": self.new}
+        self.cleared: list[tuple[str, int]] = []  # (key, how many messages the session held)
+
+    async def new(self, ctx: Any) -> str:
+        session = ctx.session or self.sessions.get_or_create(ctx.key)
+        self.cleared.append((ctx.key, len(session.messages)))
+        session.messages = []
+        self.sessions.save(session)
+        return "New session started."
+
+
 class Loop:
     """What the plugin reads from nanobot's AgentLoop."""
 
@@ -122,6 +146,7 @@ class Loop:
         self._hook_factories = [] if hook_factories is None else hook_factories
         self.bus = Bus()
         self.sessions = Sessions()
+        self.commands = Commands(self.sessions)
         self.closed = 0
 
     async def run(self) -> None:
