@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date as Date
 
-from nanobot_hooks.contract import CJK_RUN, SOURCE_BITS
+from nanobot_hooks.contract import CJK_RUN, SOURCE_BITS, source_owner
 
 RESULTS = 5
 SNIPPET_CHARS = 180
@@ -56,14 +56,14 @@ def visible_sources(sources: Sequence[Source], asker: str | None, trusted: Calla
     """The sources a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
     widen = scope == "trusted" and asker is not None and trusted(asker)
     return [p for p in sources if p.kind == "memory"
-            or (asker is not None and p.session == asker)
-            or (widen and p.session and trusted(p.session))]
+            or (asker is not None and source_owner(p.session) == asker)
+            or (widen and p.session and trusted(source_owner(p.session)))]
 
 
 def search_order(sources: Sequence[Source], asker: str | None) -> list[list[Source]]:
     """The sources to search, in groups searched one after the other: the asker's own material and MEMORY.md
     first (with many trusted sessions, the budget could otherwise run out before it), then the others."""
-    own = [p for p in sources if p.kind == "memory" or (asker is not None and p.session == asker)]
+    own = [p for p in sources if p.kind == "memory" or (asker is not None and source_owner(p.session) == asker)]
     others = [p for p in sources if p not in own]
     return [group for group in (own, others) if group]
 
@@ -179,7 +179,10 @@ def snippet(body: str, focus: str | None = None, width: int = SNIPPET_CHARS) -> 
 
 def where(hit: Hit, asker: str | None) -> str:
     """Where a passage came from, as the model reads it."""
-    chat = "this conversation" if hit.source.session == asker else f"conversation {hit.source.session}"
+    owner = source_owner(hit.source.session)
+    chat = "this conversation" if owner == asker else f"conversation {owner}"
+    if owner != hit.source.session:
+        chat += " (before /new)"
     if hit.source.kind == "messages":
         return f"{hit.at or hit.day or 'undated'} · {chat}, message {hit.position} ({hit.label})"
     if hit.source.kind == "notes":

@@ -22,6 +22,7 @@ from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path
+from worker.summarize.retired import kept_meanwhile
 
 log = logging.getLogger("worker.summarize.daily")
 # A session untouched for this long has nothing new to note; its file is not even read.
@@ -155,7 +156,8 @@ async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
 
 
 async def requeue_flagged(ctx: dict[str, Any]) -> None:
-    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free.
+    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free; so
+    does a copy kept at a `/new` while it ran (retired.kept_meanwhile).
 
     Only after a job that took its flag: a job that ended before (resting, failing early) leaves the flag
     for a later job, and queueing it again at once would loop."""
@@ -164,3 +166,5 @@ async def requeue_flagged(ctx: dict[str, Any]) -> None:
     key = keys.session_of_job(str(ctx.get("job_id", "")))
     if key is not None and ctx.get(_FLAG_TAKEN) and await redis.exists(keys.daily_flag(key)):
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="daily"))
+    elif key is not None and kept_meanwhile(ctx, key):
+        await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="new"))

@@ -24,6 +24,8 @@ from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.summarize import daily
 from worker.summarize.deps import Deps
 from worker.summarize.notes_only import note_the_rest
+from worker.summarize import retired
+from worker.summarize.retired import note_retired
 from worker.summarize.run import Run
 from worker.summarize.summary import summarize_range
 from worker.text.prepare import Lines
@@ -61,6 +63,7 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             run.req = req.model_copy(update={"notes_through_end": True, "notes_since": since})
         try:
             outcome = await try_job(run)
+            ctx[retired.SEEN] = run.retired_seen
         except asyncio.CancelledError:
             # arq's job timeout or a worker shutdown: say so, then let the cancellation go on. Not a failure of
             # the session (no rest): the retry, or the next job, resumes after the finished chunks
@@ -147,6 +150,8 @@ def _seconds_to_midnight(tz: tzinfo | None) -> float:
 async def run_job(run: Run) -> JobOutcome:
     """The summary of what leaves the context, then (daily run) notes for every message not yet noted."""
     deps, req = run.deps, run.req
+    # What `/new` took from the session first: the copies' messages are older than the session's.
+    before = await note_retired(run)
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
     pending = await load_record(run.redis, req.session_key)
@@ -164,6 +169,9 @@ async def run_job(run: Run) -> JobOutcome:
         detail = f"{outcome.detail}; {written or 'notes up to date'}"
         outcome = outcome.model_copy(update={"status": status, "detail": detail})
     await index_for_recall(deps, session, outcome.boundary, lines)
+    if before:
+        status = "noted" if outcome.status == "noop" else outcome.status
+        outcome = outcome.model_copy(update={"status": status, "detail": f"{before}; {outcome.detail}"})
     return outcome
 
 

@@ -25,6 +25,7 @@ class Run:
     deadline: float  # time.monotonic() by which the try must end
     notes_skipped: str = ""
     calls: int = 0  # made in this try
+    retired_seen: set[str] | None = None  # the copies kept at `/new` this try looked at (retired.py)
 
     @property
     def key(self) -> str:

@@ -1,5 +1,6 @@
 """The sessions' archived messages in the recall index: a job's session up to its watermark, in resumable
-steps, and the sweep over every session file that changed (files that went are forgotten)."""
+steps, and the sweep over every session file that changed (files that went are forgotten), and over the copies of
+what sessions held before `/new` (each a source of its own, `contract.retired_source`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import sqlite3
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract import is_internal_session, storage_name, timestamp_before
+from nanobot_hooks.contract import is_internal_session, retired_source, storage_name, timestamp_before
 from worker.errors import SessionError
 from worker.memory.recall_index.rows import archived_through, message_rows
 from worker.memory.recall_index.tables import drop, insert, known, source_id, remember, transaction
-from worker.nanobot.sessions import SessionFile, list_session_keys, read_session, session_path
+from worker.nanobot.sessions import (Retired, SessionFile, list_session_keys, read_session, retired_files,
+                                     session_path)
 from worker.text.prepare import Lines
 
 log = logging.getLogger("worker.memory.recall_index")
@@ -24,8 +26,10 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
     """Every session whose file changed since it was last read here; files that went are forgotten."""
     added = 0
     keys = list_session_keys(sessions_dir)
+    kept = {retired_source(copy.key, copy.name): copy for copy in retired_files(sessions_dir, noted=True)}
     if sessions_dir.is_dir():  # an unreachable folder is not a folder emptied
-        _forget_gone(db, keys, skip)
+        _forget_gone(db, keys + list(kept), skip)
+    added += _sweep_retired(db, kept, skip, tz)
     for key in keys:
         if key == skip or is_internal_session(key):
             continue
@@ -43,6 +47,24 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
         # The size and time from before the read: a change during it is read again next time.
         with transaction(db):
             remember(db, name, seen.st_size, seen.st_mtime_ns)
+    return added
+
+
+def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None) -> int:
+    """What sessions held before `/new` (the copies the hooks keep), each indexed once, whole."""
+    added = 0
+    for name, copy in kept.items():
+        try:
+            seen = copy.path.stat()
+            if name == skip or known(db, f"retired/{copy.name}") == (seen.st_size, seen.st_mtime_ns):
+                continue
+            session = copy.read(as_key=name)
+        except (SessionError, OSError) as exc:
+            log.warning("recall index: %s not indexed: %s", copy.name, exc)
+            continue
+        added += sync_session(db, session, len(session.messages), tz)
+        with transaction(db):
+            remember(db, f"retired/{copy.name}", seen.st_size, seen.st_mtime_ns)
     return added
 
 
