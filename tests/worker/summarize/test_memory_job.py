@@ -9,7 +9,8 @@ from pathlib import Path
 
 import redis as sync_redis
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
+from nanobot_hooks.contract import (NOTED_SUFFIX, RETIRED_FOLDER, SessionMarker, SummarizeRequest, enqueue_summary,
+                                    load_record, retired_name)
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
 from harness.fakellm import FakeRequest, Reply
@@ -103,7 +104,7 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     original = deps.memory.noted_spans
     flagged = False
 
-    def set_flag_during_job(session_key: str, date: str) -> list[tuple[str, str]]:
+    def set_flag_during_job(session_key: str, date: str, generation: int = 0) -> list[tuple[str, str]]:
         # the daily run fires while the job runs: after the job took (no) flag at its start
         nonlocal flagged
         if not flagged:
@@ -111,7 +112,7 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
             client = sync_redis.Redis.from_url(deps.settings.redis_url)
             client.set(TEST_KEYS.daily_flag(KEY), "2000-01-01")
             client.close()
-        return original(session_key, date)
+        return original(session_key, date, generation)
 
     deps.memory.noted_spans = set_flag_during_job  # type: ignore[method-assign]
     await run_burst(deps)
@@ -122,6 +123,44 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     assert not await redis.exists(TEST_KEYS.daily_flag(KEY))
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
+
+
+async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_noted(redis, nanobot_home, fake_llm,
+                                                                                    deps_for):
+    """A `/new` while the session's job runs finds the job's id taken; the copy it kept gets one more job, which
+    notes what the first job did not (the kept tail, the turns said meanwhile)."""
+    fake_llm.responder = echo_memory
+    read = conversation(15, start=datetime.now().replace(hour=8))
+    meanwhile = conversation(3, start=datetime.now().replace(hour=9), user="said before the reset {i}")
+    nanobot_home.write_session(KEY, read)
+    deps = deps_for()
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    original = deps.memory.noted_spans
+    kept: list[Path] = []
+
+    def new_during_job(session_key: str, date: str, generation: int = 0) -> list[tuple[str, str]]:
+        if not kept:  # what the hooks and nanobot do at /new: the file kept, the session emptied, one generation on
+            folder = nanobot_home.sessions_dir / RETIRED_FOLDER
+            folder.mkdir(exist_ok=True)
+            copy = nanobot_home.write_session(KEY, read + meanwhile)
+            kept.append(copy.rename(folder / retired_name(KEY, 0, 1)))
+            metadata: dict[str, object] = {}
+            SessionMarker.next_generation(metadata)
+            nanobot_home.write_session(KEY, [], metadata=metadata)
+        return original(session_key, date, generation)
+
+    deps.memory.noted_spans = new_during_job  # type: ignore[method-assign]
+    await run_burst(deps)
+    assert kept and await redis.zcard(TEST_KEYS.queue) == 1, "after_job_end queued one more job"
+    while await redis.zcard(TEST_KEYS.queue):
+        await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.reason == "new" and "before /new" in outcome.detail, outcome
+    assert [path.name for path in (nanobot_home.sessions_dir / RETIRED_FOLDER).iterdir()] == \
+        [retired_name(KEY, 0, 1) + NOTED_SUFFIX]
+    day = (nanobot_home.workspace / "memory" / f"{datetime.now().date().isoformat()}.md").read_text(encoding="utf-8")
+    assert all(f"said before the reset {i}" in day for i in range(3)), day
+    assert all(f"question {i} about the deploy script" in day for i in range(15)), "the kept tail too"
 
 
 async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_llm, deps_for):
