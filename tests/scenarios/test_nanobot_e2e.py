@@ -255,7 +255,7 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
     summarized, release = asyncio.Event(), asyncio.Event()
 
     class HeldMemory:
-        def noted_spans(self, session_key: str, date: str) -> list:
+        def noted_spans(self, session_key: str, date: str, generation: int = 0) -> list:
             return []
 
         def known_facts(self, limit: int | None = None) -> list[str]:
