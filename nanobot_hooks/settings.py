@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
@@ -143,6 +144,33 @@ class HookSettings(BaseSettings):
     def field_for(cls, loc: str) -> str:
         """Errors name an aliased field by its alias; map it back."""
         return next((name for name in cls.model_fields if cls.env_name(name) == loc), loc)
+
+
+# The settings nanobot's hooks and the worker both act on: the two sides must agree. The hooks publish theirs
+# (turn/listener.py), the worker reports its own (worker/state/workers.py), `doctor` compares them.
+SHARED_SETTINGS = ("auto_summary", "summary_idle", "summary_cache_ttl", "memory_sessions", "summary_context_window",
+                   "summary_recall_scope")
+
+
+def plain_setting(value: Any) -> Any:
+    """A setting as a JSON value both sides write alike: a plain sequence as its items joined by commas (a named
+    tuple, such as a keep rule, reads as its text), anything else not JSON's as its text."""
+    if type(value) in (tuple, list):
+        return ",".join(map(str, value))
+    return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+
+
+def shared_settings(settings: HookSettings) -> dict[str, Any]:
+    return {name: plain_setting(getattr(settings, name)) for name in SHARED_SETTINGS}
+
+
+def runner() -> str:
+    """How this process is run, which says where its settings are set: under systemd (it sets INVOCATION_ID
+    for a unit's processes), from a terminal, or "" (another manager). A container is not told apart: its
+    marker files also sit on machines their users do not think of as containers (a VM's image, a sandbox)."""
+    if os.environ.get("INVOCATION_ID"):
+        return "systemd"
+    return "terminal" if any(os.isatty(fd) for fd in (0, 1, 2)) else ""
 
 
 class SettingsError(ValueError):

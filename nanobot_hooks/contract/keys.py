@@ -134,6 +134,15 @@ class Keys:
         return f"{self.prefix}progress:{session_key}"
 
     @property
+    def hooks_prefix(self) -> str:
+        return f"{self.prefix}hooks:"
+
+    def hooks(self, process: str) -> str:
+        """The settings a nanobot process's hooks act on (`<host>:<pid>`), written by its listener while it
+        runs (refreshed every minute, expiring after three): doctor compares them with the worker's."""
+        return self.hooks_prefix + process
+
+    @property
     def outcome_prefix(self) -> str:
         return f"{self.prefix}outcome:"
 

@@ -127,9 +127,10 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
     elif health:
         lines += entry("running with:", ["settings not published by this worker"], width, after="")
     for report in state["workers"]:
-        if report["stale"]:
+        if report["dead"]:  # a dead worker a restarted one replaced is no longer news
+            ended = "its process ended" if report.get("ended") else "it did not stop cleanly"
             lines += entry(f"worker {report['host']}:{report['pid']}:", [
-                f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", "it did not stop cleanly"], width, after="")
+                f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", ended], width, after="")
     stale = sum(1 for job in state["in_flight"] if job["stale"])
     flying = f"{len(state['in_flight'])} in flight" + (f" ({stale} stale)" if stale else "")
     lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting",
