@@ -105,6 +105,15 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 
 
+# A dry run says what it would do: each line's past tense ("removed ...") as the future ("would remove ...").
+FUTURE = {"removed": "would remove", "moved": "would move", "dropped": "would drop"}
+
+
+def would(line: str) -> str:
+    verb, _, rest = line.partition(" ")
+    return f"{FUTURE[verb]} {rest}" if verb in FUTURE else line
+
+
 def main(args: argparse.Namespace) -> int:
     if args.keep_summary and not args.forget_facts:
         print("error: --keep-summary only goes with --forget-facts", file=sys.stderr)
@@ -116,6 +125,6 @@ def main(args: argparse.Namespace) -> int:
     except (Refused, SettingsError, MemoryFilesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    prefix = f"{args.session}: {'would have ' if args.dry_run else ''}"
-    print("\n".join(prefix + line for line in done) if done else f"{args.session}: no summary to undo")
+    shown = [would(line) for line in done] if args.dry_run else done
+    print("\n".join(f"{args.session}: {line}" for line in shown) if done else f"{args.session}: no summary to undo")
     return 0

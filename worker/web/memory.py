@@ -21,7 +21,7 @@ from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
 from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held
 from worker.memory.longterm.merge import fact_text
-from worker.memory.longterm.part import outside_lines
+from worker.memory.longterm.part import own_lines
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
@@ -43,17 +43,18 @@ class FactRow:
 
 
 def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
-    """The managed part's facts in the file's order, and how many lines of the user's own the file has."""
+    """The managed part's facts in the file's order, and how many lines of the user's own the file has (nanobot's
+    template's headings and placeholders are not the user's)."""
     raw = read_bytes(path)
     text = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(text)
     if span is None:
-        return [], len(outside_lines(text))
+        return [], len(own_lines(text))
     part = parse(text[span[0]:span[1]], today, meta=load_meta(sidecar_path(path)))
     headings = language_table(part.language).memory_groups
     rows = [FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session,
                     line.pinned) for line in part.lines]
-    return rows, len(outside_lines(text[:span[0]]) + outside_lines(text[span[1]:]))
+    return rows, len(own_lines(text[:span[0]]) + own_lines(text[span[1]:]))
 
 
 def matches(row: FactRow, query: str) -> bool:
@@ -64,7 +65,7 @@ def matches(row: FactRow, query: str) -> bool:
 async def page(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     path = instance.memory.memory_path
-    rows, own_lines = await asyncio.to_thread(read_facts, path, instance.today())
+    rows, own = await asyncio.to_thread(read_facts, path, instance.today())
     query = request.query.get("q", "").strip()
     shown = [row for row in rows if matches(row, query)] if query else rows
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
@@ -72,7 +73,7 @@ async def page(request: web.Request) -> web.Response:
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
     return render(request, "memory.html", facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own_lines, undo=describe(change) if change else None, ticket=ticket,
+                  own_lines=own, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts)
 
 

@@ -86,7 +86,8 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
     before = path.read_bytes()
 
     dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "--dry-run", KEY)
-    assert dry.returncode == 0 and "would have dropped the summary waiting in Redis" in dry.stdout
+    assert dry.returncode == 0 and f"{KEY}: would drop the summary waiting in Redis" in dry.stdout, dry.stdout
+    assert f"{KEY}: would remove the worker's marks" in dry.stdout and "would have" not in dry.stdout, dry.stdout
     assert path.read_bytes() == before and await load_record(redis, KEY) is not None
 
     done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
@@ -116,7 +117,7 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     before = memory.read_bytes()
     listed = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
     assert listed.returncode == 0, listed.stderr
-    assert f"{KEY}: would have removed from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
+    assert f"{KEY}: would remove from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
     assert memory.read_bytes() == before
     done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert done.returncode == 0, done.stderr

@@ -17,14 +17,15 @@ import re
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
 import pytest
-from arq.constants import health_check_key_suffix
+from arq.constants import health_check_key_suffix, in_progress_key_prefix
 
-from nanobot_hooks.contract import LAST_SUMMARY
+from nanobot_hooks.contract import LAST_SUMMARY, utcnow
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -37,7 +38,7 @@ from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, Q
 from tests.support.workers import running_worker, summarize_now
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
-from worker.state import budget
+from worker.state import budget, workers
 from worker.state.outcomes import load_outcome
 from tests.support.paths import ROOT
 
@@ -303,3 +304,33 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
     xs = [int(point.split(",")[0]) for point in points.group(1).split()]
     assert len(marks) == 1 and xs[3] < int(marks[0]) < xs[4], "the summary between the turns it parted"
     assert "summary applied: 18000 → 6000 tokens" in body
+
+
+def _text(body: str) -> str:
+    """The page's words as a browser shows them: tags out, runs of white space as one space."""
+    return " ".join(re.sub(r"<[^>]+>", "", body).split())
+
+
+async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(nanobot_home, settings_for,
+                                                                              redis) -> None:
+    """Read as words: "cli:direct STALE", "vm:28572, last beat" (was "cli:directSTALE", "vm:28572 , last beat")."""
+    report = workers.WorkerReport(host="vm", pid=28572, started_at=utcnow(), heartbeat_at=utcnow() - timedelta(hours=1))
+    await redis.set(workers.report_prefix(TEST_KEYS) + report.worker_id, report.model_dump_json(), ex=600)
+    await redis.set(in_progress_key_prefix + TEST_KEYS.job_id(QUIET), b"1", px=60_000)
+    async with served(settings_for()) as page:
+        status, body = await page.get("/")
+    words = _text(body)
+    assert status == 200 and f"{QUIET} STALE: no worker is alive" in words, words
+    assert "vm:28572, last beat" in words, words
+
+
+async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_own(nanobot_home, nanobot_exe,
+                                                                                    settings_for) -> None:
+    """MEMORY.md as `nanobot onboard` writes it (nanobot's own template file), one line of the user's added."""
+    [template] = nanobot_exe.resolve().parents[1].glob("lib/python3*/site-packages/nanobot/templates/memory/MEMORY.md")
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes(template.read_bytes() + b"\n- I like green tea\n")
+    async with served(settings_for()) as page:
+        status, body = await page.get("/memory")
+    assert status == 200 and "The file's 1 line(s) of your own" in _text(body), _text(body)
