@@ -144,11 +144,12 @@ def process_identity(pid: int) -> str | None:
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.readlink(f"/proc/{pid}/ns/pid")
-        # The start time is the 22nd field, the 20th after the command in parentheses (which may hold spaces).
-        started = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+        # After the command in parentheses (which may hold spaces): the state first, the start time 20th.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        state, started = fields[0], fields[19]
     except (OSError, IndexError):
         return None
-    return f"{boot}:{namespace}:{started}"
+    return None if state in ("Z", "X") else f"{boot}:{namespace}:{started}"  # a zombie has ended: not reaped yet
 
 
 def process_gone(report: WorkerReport) -> bool:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tomllib
 from datetime import timedelta
+from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
 
@@ -69,7 +70,13 @@ async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_jo
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
+    try:  # killed, not reaped yet (a zombie, its parent not having waited): its process has ended all the same
+        [killed] = await workers.reports(redis)
+        await wait_until(lambda: _state(worker.pid) == "Z", 30, "the killed worker's zombie")
+        assert workers.process_gone(killed), "a zombie is a process that ended"
+    finally:
         worker.wait(30)
+    assert workers.process_gone(killed)
     [report] = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
                                                    env=process_env(redis_url=redis_url))).stdout)["workers"]
     assert report["version"] == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"], report
@@ -90,6 +97,11 @@ async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_jo
         assert "1 in flight (1 stale)" in text and "NOT RUNNING" in text, text
         await redis.pexpire(HEALTH, 1)
         await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
+
+
+def _state(pid: int) -> str:
+    """A process's state letter, from /proc/<pid>/stat ("Z": a zombie)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
 async def just_beaten(redis, pid: int) -> None:
