@@ -20,8 +20,6 @@ from worker.state.workers import WorkerReport, process_gone, reports
 # arq's in-progress mark lives the longest job timeout + 10 s; a mark with less left belongs to a job past its
 # timeout, which arq would have cancelled in a live worker: its worker is gone or frozen.
 PAST_TIMEOUT_MS = 10_000
-# Seconds between a worker's report and its health line written at the same beat, at most (a busy machine).
-LINE_SLACK = 3.0
 
 
 def text(value: bytes | str) -> str:
@@ -48,7 +46,7 @@ def health_fields(line: str | None) -> dict[str, Any] | None:
     stamp, _, rest = line.partition(" j_")
     fields = dict(part.split("=", 1) for part in f"j_{rest}".split() if "=" in part) if rest else {}
     numbers = {name: int(fields[raw]) for raw, name in HEALTH_FIELDS.items() if fields.get(raw, "").isdigit()}
-    return {"last_beat": stamp, **numbers}
+    return {"last_beat": stamp, **numbers, **({"written_by": fields["worker"]} if "worker" in fields else {})}
 
 
 def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
@@ -132,19 +130,15 @@ def successors(found: Sequence[WorkerReport], is_dead: Callable[[WorkerReport], 
     return {worker_id: after.worker_id for worker_id, after in taken.items()}
 
 
-def line_of_the_dead(found: Sequence[WorkerReport], gone: dict[str, bool], left_ms: int | None) -> bool:
-    """Whether arq's health line was written by a worker now seen gone: at its last beat (the worker writes the
-    line and its report together), not later by another one (which may publish no report: arq's own Worker, an
-    older version). The line's age comes from its time to live: arq sets it to the beat + 1 s."""
-    ended = [report for report in found if gone.get(report.worker_id) and report.heartbeat_at is not None]
-    if not ended or left_ms is None or left_ms < 0:
-        return False
-    newest = max(ended, key=lambda report: report.heartbeat_at or utcnow())
-    written = utcnow().timestamp() - ((newest.beat_seconds + 1) * 1000 - left_ms) / 1000
-    return newest.heartbeat_at is not None and written <= newest.heartbeat_at.timestamp() + LINE_SLACK
+def line_of_the_dead(line: str, gone: dict[str, bool]) -> bool:
+    """Whether arq's health line was written by a worker now seen gone: the service's worker appends its id
+    (`worker=<host>:<pid>`, service/arq_worker.py) to the line it writes; a line that names none was written by
+    a worker that does not say (arq's own Worker, an older version), taken as alive."""
+    writer = line.rpartition(" worker=")[2] if " worker=" in line else None
+    return writer is not None and gone.get(writer, False)
 
 
-def worker_view(line: str | None, found: list[WorkerReport], line_left_ms: int | None = None) -> dict[str, Any]:
+def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
     """What status and doctor say about the workers: alive (arq's line, unless no worker that reports lives and
     the line is a worker's seen gone, left for its last 31 s: line_of_the_dead), each report
     (`dead`: killed or frozen and not replaced; `superseded_by`: the worker that took its place), and the
@@ -153,7 +147,7 @@ def worker_view(line: str | None, found: list[WorkerReport], line_left_ms: int |
     gone = {report.worker_id: process_gone(report) for report in found}
     is_dead = {report.worker_id: dead(report, now, gone[report.worker_id]) for report in found}
     live = [report for report in found if not is_dead[report.worker_id]]
-    alive = line is not None and not (not live and line_of_the_dead(found, gone, line_left_ms))
+    alive = line is not None and not (not live and line_of_the_dead(line, gone))
     replaced = successors(found, lambda report: is_dead[report.worker_id] or not alive)
     return {
         "alive": alive,
@@ -171,9 +165,7 @@ def worker_view(line: str | None, found: list[WorkerReport], line_left_ms: int |
 async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
     """The view of the workers (worker_view) and their reports as read."""
     found = await reports(redis)
-    line = await health_line(redis)
-    left_ms = await redis.pttl(Keys.of(redis).queue + health_check_key_suffix) if line is not None else None
-    return worker_view(line, found, left_ms), found
+    return worker_view(await health_line(redis), found), found
 
 
 async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:

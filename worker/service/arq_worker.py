@@ -110,6 +110,8 @@ class SteadyWorker(Worker):
         frozen, and a job a dead worker left marked running."""
         due = time.time() - self._last_health_check >= self.health_check_interval
         await super().record_health()
+        if due:  # the line names its writer: a reader tells the line a killed worker left from a live one's
+            await self.pool.append(self.health_check_key, f" worker={workers.this_worker()}")
         if due and "deps" in self.ctx:
             deps = self.ctx["deps"]
             running = [job_id for job_id, task in self.tasks.items() if not task.done()]

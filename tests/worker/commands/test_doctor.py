@@ -110,7 +110,9 @@ async def just_beaten(redis, pid: int) -> None:
     key = workers.report_prefix(TEST_KEYS) + f"{socket.gethostname()}:{pid}"
     report = json.loads(await redis.get(key))
     report["heartbeat_at"] = utcnow().isoformat()
-    line = await redis.get(HEALTH) or b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"
+    line = await redis.get(HEALTH) or (b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"
+                                       b" worker=%s:%d" % (socket.gethostname().encode(), pid))
+    assert line.endswith(b" worker=%s:%d" % (socket.gethostname().encode(), pid)), line
     await redis.set(HEALTH, line, px=31_000)
     await redis.set(key, json.dumps(report), keepttl=True)
 
