@@ -26,6 +26,7 @@ from harness.fakellm import Error, Reply
 from harness.models import summary_json
 from harness.redis_server import RedisServer, free_port
 from harness.transcripts import conversation
+from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
@@ -240,6 +241,13 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
 
 # --- why nothing happened -------------------------------------------------------------------------------------
 
+async def subscribed(redis, channel: str) -> bool:
+    """Whether a client listens on `channel` (PUBSUB NUMSUB): a message published before that is lost."""
+    counts = {name.decode() if isinstance(name, bytes) else name: count
+              for name, count in await redis.pubsub_numsub(channel)}
+    return counts.get(channel, 0) > 0
+
+
 async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_llm, redis, redis_url, settings_for,
                                                            caplog) -> None:
     nanobot_home.write_session("telegram:42", conversation(3))
@@ -247,7 +255,7 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
     link = RedisLink(redis_url, logs.Throttle(), keys=TEST_KEYS)
     listener = asyncio.create_task(listen(link, keys.append))
     try:
-        await asyncio.sleep(0.5)  # subscribed
+        await wait_until(lambda: subscribed(redis, TEST_KEYS.outcome_channel), what="the listener's subscription")
         with caplog.at_level(logging.INFO, logger="nanobot_hooks"):
             await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42", reason="interval"))
             await run_burst(build_deps(settings_for(summary_min_saving=0.05, summary_keep="messages:2")))
