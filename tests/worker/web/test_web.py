@@ -462,3 +462,32 @@ async def test_a_read_only_memory_md_is_shown_as_such_and_the_page_leaves_it_alo
         status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": typed})
         assert status == 503 and f'aria-label="your text, not saved yet">{typed}</textarea>' in body
     assert data.read_bytes() == before and (data.stat().st_mode & 0o7777) == 0o444
+
+
+async def test_the_undo_of_a_pin_or_a_forget_after_a_job_changed_the_fact_says_what_it_is_now(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    corrected = "The user prefers dark mode in every editor and terminal"
+    async with served(settings_for()) as page:
+        _, pinned = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": FACTS[1], "pin": "1"})
+        _, forgot = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[2]})
+        # A job corrects the pinned fact, and learns the forgotten one again (its model asked after the forget).
+        nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+
+        def answer(request):
+            reply = json.loads(correcting(FACTS[1], corrected)(request).content)
+            reply["facts"].append({"text": FACTS[2], "tag": "durable", "importance": 4, "source": "user",
+                                   "category": "configuration"})
+            return Reply(json.dumps(reply))
+
+        fake_llm.responder = answer
+        await redis.delete(TEST_KEYS.record(KEY))
+        outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
+        assert outcome is not None and "+1 added, 1 replaced" in outcome.detail, outcome
+        before = data.read_bytes()
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": pinned.split("=")[1]})
+        assert status == 409 and "Not undone: the fact changed meanwhile" in body
+        assert f'It now reads: <q class="now">{corrected}</q>' in body
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": forgot.split("=")[1]})
+        assert status == 409 and "Nothing to put back: MEMORY.md holds the fact again already" in body
+        assert "Undone" not in body
+    assert data.read_bytes() == before and data.read_bytes().count(FACTS[2].encode()) == 1
