@@ -83,3 +83,7 @@ class SessionNotFound(SessionError, FileNotFoundError):
 class MemoryFilesError(WorkerError):
     """The memory folder could not be written (full disk, read-only, a lock held too long, a file that
     kept changing). Reported in the outcome; never fails a summary."""
+
+
+class MemoryReadOnly(MemoryFilesError):
+    """The user made MEMORY.md read-only: the worker leaves it alone, and the facts wait in the held file."""

@@ -16,9 +16,11 @@ log = logging.getLogger("worker.summarize.remember")
 KNOWN_FACTS_IN_PROMPT = 100
 
 
-async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
+async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str,
+                       asked: float | None = None) -> str:
     """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
-    in a trusted session (NANOBOT_MEMORY_SESSIONS). Memory-file trouble (a full disk, a read-only
+    in a trusted session (NANOBOT_MEMORY_SESSIONS). `asked`: when the try asked its model (a fact the user took
+    out of MEMORY.md after that is not written back). Memory-file trouble (a full disk, a read-only
     workspace, a lock held too long) is reported, not fatal."""
     trusted = deps.is_trusted(key)
     admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
@@ -31,7 +33,7 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
         sessions_dir = None  # facts are held then, as while a session is active
     try:
         written = await deps.memory.write(key, notes, admitted, language, sessions_dir,
-                                          deps.settings.summary_cache_ttl)
+                                          deps.settings.summary_cache_ttl, asked)
         return str(written) + why
     except MemoryFilesError as exc:
         log.warning("%s: memory files not written: %s", key, exc)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from arq.connections import ArqRedis
@@ -25,6 +25,9 @@ class Run:
     deadline: float  # time.monotonic() by which the try must end
     notes_skipped: str = ""
     calls: int = 0  # made in this try
+    # Before any of its model calls (epoch seconds): a fact the user takes out of MEMORY.md after this is one
+    # its answers may still hold, and must not write back.
+    started: float = field(default_factory=time.time)
 
     @property
     def key(self) -> str:
