@@ -26,6 +26,7 @@ from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
+from worker.web.limits import fact_too_long
 from worker.web.render import INSTANCE, render
 from worker.web.undo import UNDO, Edited, Pinned, describe, put_back
 
@@ -89,6 +90,8 @@ async def edit(request: web.Request) -> web.Response:
     """Gives a fact of the managed part a new text (`text`: the fact as the page showed it, `new`: its new text)."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
+    if (refused := fact_too_long(request, form)) is not None:
+        return refused
     try:
         before = await _write(request, edit_fact, instance.memory.memory_path, form.get("text", ""),
                               form.get("new", ""), instance.today())
