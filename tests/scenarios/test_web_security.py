@@ -251,6 +251,12 @@ for url in (base + "/memory", base + "/recall?q=nickname&session=telegram%3A42")
             print("page:", answer.status, "fact" if "Miso" in answer.read().decode() else "-")
     except urllib.error.HTTPError as error:
         print("page:", error.code, "fact" if "Miso" in error.read().decode() else "-")
+forget = urllib.request.Request(base + "/memory/forget", data=b"text=The+user+prefers+dark+mode+in+every+editor")
+try:
+    urllib.request.urlopen(forget)
+    print("forget: done")
+except urllib.error.HTTPError as error:
+    print("forget:", error.code)
 request = urllib.request.Request(base + "/memory", headers={"Authorization": "Bearer " + sys.stdin.read().strip()})
 with urllib.request.urlopen(request) as answer:
     print("with token:", answer.status)
@@ -285,8 +291,9 @@ async def test_another_unix_user_can_read_neither_the_token_file_nor_the_page(da
         await asyncio.to_thread(process.communicate, timeout=20)
         shutil.rmtree(shared)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["file: refused", "page: 401 -", "page: 401 -", "with token: 200"], \
-        result.stdout
+    assert result.stdout.splitlines() == ["file: refused", "page: 401 -", "page: 401 -", "forget: 401",
+                                          "with token: 200"], result.stdout
+    assert FACTS[1].encode() in data.read_bytes()
 
 
 def raw_get(port: int, target: str) -> tuple[int, dict[str, str]]:
