@@ -2,7 +2,9 @@
 Debian's chromium-driver (no browser download). Over data made by real jobs: a newcomer finds from the overview,
 in one click, why a session's last job did nothing; a fact is forgotten and put back with the page's buttons;
 a fact holding `<script>` is shown as text and runs nothing; a form posted from another site is refused by the
-browser's own rules and the page's; recall answers as the chosen session. Each page is saved as a PNG
+browser's own rules and the page's; recall answers as the chosen session; a browser without the token sees nothing
+and `//evil.example/?token=` stays on the page; no page scrolls sideways at 390 px, nor with a 130-character
+session key at 1280 px. Each page is saved as a PNG
 (NANOBOT_WEB_SCREENSHOTS names the folder, e.g. docs; the test's own temporary folder otherwise).
 
 scripts/test installs chromium and chromium-driver when they are missing and it runs as root (as CI does); without

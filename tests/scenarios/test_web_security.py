@@ -1,8 +1,11 @@
 """The web page's safety, over data made by real jobs: conversation text (a message, a fact, a session key holding
 `<script>`) is shown as text; a POST without the CSRF token, with another browser's, or from another site is
-refused; read-only mode shows no action and refuses every POST; a non-local bind needs the token (generated and
-printed once) for every page and action, a local one answers only to a local Host name (DNS rebinding); no API
-key, token or secret reaches a page; another instance's keys on the same Redis never do."""
+refused; read-only mode shows no action and refuses every POST; every bind, loopback included, needs the token of
+the user's token file for every page and action (a client run as another Unix user reads neither), a local one
+answers only to a local Host name (DNS rebinding); the first visit's redirect stays on the page and its cookie
+holds no token; every answer, 413 and 500 included, has the security headers; an edit past the length cap is
+refused with its text kept; bidirectional controls are shown, not obeyed; no API key, token or secret reaches a
+page; another instance's keys on the same Redis never do."""
 
 from __future__ import annotations
 
