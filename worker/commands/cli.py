@@ -199,11 +199,17 @@ def _add_web(sub: Subcommands) -> None:
         description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend; "
         "MEMORY.md's facts with where each was learned, to search, forget, edit or pin (and undo); the daily notes; "
         "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
-        "127.0.0.1; any other --host needs the token it prints once (open the URL it prints).")
+        "127.0.0.1 and answers only to the user who runs it: every request needs the token of that user's token "
+        "file (made at the first start, readable by that user only); open the URL it prints, or `--url`'s.")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     web.add_argument("--port", type=int, default=8766,
                      help="port to listen on (default 8766: nanobot's own web chat takes 8765; 0: any free port)")
     web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
+    web.add_argument("--token-file", metavar="PATH",
+                     help="the token file (default $XDG_STATE_HOME/nanobot-summary/web-token, else "
+                     "~/.local/state/nanobot-summary/web-token; made 0600 at the first start)")
+    web.add_argument("--url", action="store_true",
+                     help="print the address to open, with the token, and exit (run it as the page's user)")
     web.set_defaults(handler=_web)
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
+from worker.web.limits import fact_too_long
 from worker.web.render import INSTANCE, render
 from worker.web.undo import UNDO, Pinned, Said, Undoable, changed_meanwhile, describe, put_back
 
@@ -103,6 +104,8 @@ async def edit(request: web.Request) -> web.Response:
     edit not made shows the typed text back in its form."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
+    if (refused := fact_too_long(request, form)) is not None:
+        return refused
     old, typed = form.get("text", ""), form.get("new", "")
     try:
         done = await _write(edit_fact, instance.memory.memory_path, old, typed, instance.today())

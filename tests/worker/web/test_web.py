@@ -148,24 +148,40 @@ def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
     assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
 
 
-async def test_the_web_units_command_serves_this_machine_only_without_a_token(nanobot_home, redis_url) -> None:
+async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_its_token_file(
+        nanobot_home, redis_url, tmp_path) -> None:
+    """The unit's own command line: loopback only, the token file in the unit's state folder, made 0600 at the
+    first start; the journal (not a terminal) gets the address without the token, `--url` gives it."""
     line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
     command = line.partition("=")[2].replace(f"{CHECKOUT}/.venv/bin/python", sys.executable).split()
     assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[command.index("--token-file") + 1].startswith("/var/lib/nanobot-summary-web/")
+    assert "StateDirectory=nanobot-summary-web" in UNIT.read_text(encoding="utf-8")
+    token_file = tmp_path / "state" / "web-token"
+    command[command.index("--token-file") + 1] = str(token_file)
     command[command.index("--port") + 1] = "0"
     env = process_env(nanobot_home, redis_url, config=True)
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = await asyncio.to_thread(process.stdout.readline)
-        found = re.search(r"open http://127\.0\.0\.1:(\d+)/$", line.strip())
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/$", line.strip())
         assert found, line
+        token = token_file.read_text(encoding="utf-8").strip()
+        assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
+        assert token_file.parent.stat().st_mode & 0o777 == 0o700
+        url = subprocess.run(command + ["--url"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert url.stdout.strip() == f"http://127.0.0.1:0/?token={token}", url
         async with aiohttp.ClientSession() as browser:
             async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory") as response:
+                assert response.status == 401
+            async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory",
+                                   headers={"Authorization": f"Bearer {token}"}) as response:
                 assert response.status == 200
     finally:
         process.terminate()
-        await asyncio.to_thread(process.communicate, timeout=20)
+        rest = await asyncio.to_thread(process.communicate, timeout=20)
     assert process.returncode == 0
+    assert token not in rest[0], "the token never reaches the journal"
 
 
 async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
