@@ -133,6 +133,10 @@ class Keys:
         """Where a chunked summary of the session stopped."""
         return f"{self.prefix}progress:{session_key}"
 
+    def running(self, session_key: str) -> str:
+        """The session's run lock: the token of the one summary run of it under way (worker/state/running.py)."""
+        return f"{self.prefix}running:{session_key}"
+
     @property
     def outcome_prefix(self) -> str:
         return f"{self.prefix}outcome:"

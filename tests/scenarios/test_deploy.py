@@ -142,6 +142,24 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert int(worker["stop_grace_period"].rstrip("s")) >= waits + 30
 
 
+def test_every_shipped_supervisor_runs_the_worker_that_starts_itself_again_in_a_new_workspace() -> None:
+    """A move of nanobot to another workspace stops the worker; only `nanobot-summary run` (`python -m worker
+    run`, which scripts/run-worker execs) starts itself again in the same process. The unit's
+    Restart=on-failure ignores a clean exit and honcho ends every process when one does: each supervisor we
+    ship must run that entry, never `arq worker.app.WorkerSettings` (which can only exit)."""
+    commands = [setting(WORKER_UNIT, "ExecStart")[0].split()]
+    for name in ("docker-compose.yml", "docker-compose.nanobot.yml"):
+        spec = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))
+        commands.append(spec["services"]["worker"]["command"])
+    procfile = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
+                    if line.strip())
+    commands.append(procfile["worker"].split())
+    assert len(commands) == 4 and all(Path(command[0]).parts[-2:] == ("scripts", "run-worker") for command in commands)
+    assert not any("worker.app" in " ".join(command) for command in commands)
+    launcher = (ROOT / "scripts" / "run-worker").read_text(encoding="utf-8").splitlines()
+    assert [line for line in launcher if line.startswith("exec ")] == ['exec "$VENV/bin/python" -m worker run "$@"']
+
+
 def test_compose_gives_the_worker_the_hosts_timezone() -> None:
     worker = compose()["services"]["worker"]
     assert "/etc/localtime:/etc/localtime:ro" in worker["volumes"], "the host's zone file, read-only"

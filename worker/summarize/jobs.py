@@ -18,7 +18,7 @@ from nanobot_hooks.contract import SummarizeRequest, is_internal_session, load_r
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
-from worker.state import budget
+from worker.state import budget, running
 from worker.state.budget import Cooldown
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.summarize import daily
@@ -42,13 +42,30 @@ TIME_MARGIN = 10.0
 
 
 async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status."""
+    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status. One
+    run of a session at a time: a start while another run holds the session's lock (arq's in-progress mark was
+    lost) waits until that run is over, without a model call or a write."""
     deps: Deps = ctx["deps"]
     redis: ArqRedis = ctx["redis"]
-    job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
+    CURRENT_JOB.set(f"{req.session_key} {ctx.get('job_id', '-')} try {ctx.get('job_try', 1)}")
+    token = await running.take(redis, req.session_key, deps.job_timeout)
+    if token is None:
+        wait = await running.held_for(redis, req.session_key)
+        log.warning("%s is being summarized by another run (arq's in-progress mark was lost): this start waits "
+                    "%.0f s", req.session_key, wait)
+        # The other run's end removes the job from the queue, this deferred start with it.
+        raise Retry(defer=min(wait + 1.0, deps.job_timeout + running.LOCK_MARGIN))
+    try:
+        return await run_session(ctx, deps, redis, req)
+    finally:
+        await running.release(redis, req.session_key, token)
+
+
+async def run_session(ctx: dict[str, Any], deps: Deps, redis: ArqRedis, req: SummarizeRequest) -> dict[str, Any]:
+    """One try of the job, the session's run lock held."""
+    job_try: int = ctx.get("job_try", 1)
     key = req.session_key
-    CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} try {job_try}")  # arq runs each job in a task of its own
     started = time.monotonic()
     run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
     # Before any early exit: an outcome must never show (and be rested for) an earlier job's spend.
