@@ -23,7 +23,7 @@ class Run:
     req: SummarizeRequest
     job_try: int
     deadline: float  # time.monotonic() by which the try must end
-    notes_skipped: str = ""
+    notes_skipped: str = ""  # why a notes call gave none (the outcome says so)
     calls: int = 0  # made in this try
 
     @property
