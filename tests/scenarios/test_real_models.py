@@ -13,7 +13,7 @@ import pytest
 from tests.support.commands import check, doctor, run_in_process
 from tests.support.web import served
 from harness.environment import process_env
-from harness.fakellm import Error, FakeRequest, Reply
+from harness.fakellm import Error, FakeRequest, Hang, Reply
 from harness.models import REFUSAL, Summarizer, is_lines_request, is_summary_request, user_lines
 from worker.model import llm
 from worker.state import formats
@@ -85,7 +85,7 @@ LINES = ("DAY 2026-11-20\nTOPICS:\n- deploys to stage-7\n- the rollback plan\nFA
          "- user | durable | 4 | configuration | The staging host is stage-7.example.com")
 
 
-def prose_summaries(lines_answer: Reply | Error):
+def prose_summaries(lines_answer: Reply | Error | Hang):
     """A model that answers its summaries in prose, and the plain lines asked for with `lines_answer`."""
     prose = Summarizer("prose")
     return lambda request: lines_answer if is_lines_request(request) else prose(request)
@@ -95,12 +95,12 @@ def prose_summaries(lines_answer: Reply | Error):
     (Reply(f"Sure, here they are:\n```text\n{LINES}\n```\n- and a bullet of chatter after the fence"), True),
     (Reply(f"{LINES}\n- user | durable | 3 | other | The user's half-writ", finish_reason="length"), True),
     (Reply(REFUSAL), False), (Reply(""), False), (Reply("Summary unavailable"), False),
-    (Error.rate_limit(), False), (Error.server(), False),
-], ids=["fenced-with-chatter", "truncated", "refusal", "empty", "placeholder", "429", "500"])
+    (Error.rate_limit(), False), (Error.server(), False), (Hang(30), False),
+], ids=["fenced-with-chatter", "truncated", "refusal", "empty", "placeholder", "429", "500", "hang"])
 async def test_each_misbehaviour_of_the_plain_lines_call(redis, nanobot_home, fake_llm, deps_for, answer, written):
     fake_llm.responder = prose_summaries(answer)
     nanobot_home.write_session(KEY, conversation(15))
-    deps = deps_for()
+    deps = deps_for(summary_timeout=3.0)  # a hanging call ends at the call's timeout
     outcome, record = await summarize(redis, deps)
     assert outcome is not None and outcome.status == "summarized" and record is not None, outcome
     lines_calls = [r for r in fake_llm.requests if is_lines_request(r)]
