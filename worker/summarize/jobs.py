@@ -124,7 +124,7 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
     outcome = outcome.model_copy(update={
         "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
         "model": run.deps.model.model, "spend": spend, "detail": detail,
-        "memory_skipped": redact(run.notes_skipped),
+        "memory_skipped": redact(run.notes_skipped or run.memory_unwritten),
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)

@@ -28,7 +28,7 @@ async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> st
     notes, facts, noted = await _ask_in_chunks(run, entries, language)
     if not noted:
         return f"notes of {len(entries)} more messages skipped"
-    written = await write_memory(deps, key, dated_notes(notes, noted), facts, language)
+    written = await write_memory(run, dated_notes(notes, noted), facts, language)
     of = "" if len(noted) == len(entries) else f" of {len(entries)}"
     return f"noted {len(noted)}{of} more messages: {written}"
 

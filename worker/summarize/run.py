@@ -24,6 +24,7 @@ class Run:
     job_try: int
     deadline: float  # time.monotonic() by which the try must end
     notes_skipped: str = ""  # why a notes call gave none (the outcome says so)
+    memory_unwritten: str = ""  # why the memory files refused what the calls gave
     calls: int = 0  # made in this try
 
     @property
