@@ -48,7 +48,7 @@ class BadAnswer(LLMError, RetryableError):
     def __init__(self, message: str, oversized: int | None = None, prose: bool = False) -> None:
         super().__init__(message)
         self.oversized = oversized
-        self.prose = prose  # prose where JSON was asked for (a notes-only call)
+        self.prose = prose  # prose where JSON or lines were asked for (a notes-only call)
         self.model: str | None = None  # the model that answered, set by the caller
 
 

@@ -125,6 +125,11 @@ class Keys:
         and `tokens:<key>` per session)."""
         return f"{self.prefix}spend:{scope}"
 
+    def notes_format(self, model: str) -> str:
+        """How a summary model answers notes, when not as JSON: "lines", or "off" when it follows no format asked
+        for (the worker's, with a lifetime: worker.state.formats)."""
+        return f"{self.prefix}format:{model}"
+
     def failures(self, session_key: str) -> str:
         """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
         return f"{self.prefix}failures:{session_key}"

@@ -72,8 +72,8 @@ class ConfigWatch:
         log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
         if problem := credentials_problem(fresh.model):
             log.warning("%s", problem)
-        # What the process learned stays: the tokenizer, and the models known to answer notes in prose.
-        self.deps = dataclasses.replace(fresh, counter=self.deps.counter, prose_models=self.deps.prose_models)
+        # What the process learned stays: the tokenizer (how models answer notes is kept in Redis).
+        self.deps = dataclasses.replace(fresh, counter=self.deps.counter)
         return self.deps
 
 

@@ -42,7 +42,7 @@ async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord
     await clear_progress(run.redis, key)
     # The last chunk's notes and facts are true, and paid for, whether or not the summary is committed.
     notes = dated_notes(answer.notes, last_noted)
-    memory = await write_memory(deps, key, notes, answer.facts, language, run.started)
+    memory = await write_memory(run, notes, answer.facts, language)
     # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
     if not saves_enough(tokens_before - tokens_after, plan.floor / 2):
         detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
@@ -66,7 +66,7 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
 
     async def keep(answer: Answer, noted: list[Entry], chain: Chain) -> None:
         """A finished chunk (not the last): its notes written, the chain kept so a retry resumes after it."""
-        await write_memory(run.deps, run.key, dated_notes(answer.notes, noted), answer.facts, language, run.started)
+        await write_memory(run, dated_notes(answer.notes, noted), answer.facts, language)
         await save_progress(run.redis, run.key, Progress(
             start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
             previous=digest(plan.previous), done=chain.done, running=chain.running, calls=chain.calls))
