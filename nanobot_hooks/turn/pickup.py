@@ -210,7 +210,7 @@ class PickupScheduler:
             if record.authentic(record_key(self.ctx.nanobot.sessions.sessions_dir)):
                 return True
             why = "not signed with this instance's key (forged, or from an older version of the worker)"
-        except (AttributeError, OSError, ValueError) as exc:
+        except (AttributeError, TypeError, OSError, ValueError) as exc:  # no sessions folder, unreadable, damaged
             why = f"this instance's key cannot be read ({logs.describe(exc)})"
         self.ctx.counts["forged"] += 1
         key = record.session_key
