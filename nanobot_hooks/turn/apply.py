@@ -12,7 +12,8 @@ from typing import Any, Literal, Protocol
 
 from nanobot_hooks.contract import LAST_SUMMARY, SessionMarker, SummaryRecord, timestamp_before
 
-Outcome = Literal["applied", "stale", "duplicate"]
+# "forged": a record from Redis not signed with the instance's key (turn/pickup refuses it, never applies it).
+Outcome = Literal["applied", "stale", "duplicate", "forged"]
 
 
 class LiveSession(Protocol):

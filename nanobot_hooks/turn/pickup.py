@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_internal_session, last_context_tokens,
-                                    load_record_or_drop, note_context)
+                                    load_record_or_drop, note_context, record_key)
 from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
 from nanobot_hooks.surface import ordinary_turn
@@ -167,6 +167,9 @@ class PickupScheduler:
                 return None
             if not isinstance(record, SummaryRecord):
                 return None
+            if not self._signed(record):
+                await self._settle(record, "forged")
+                return "forged"
             outcome = await self._apply_between_turns(key, record)
             if outcome != "held":
                 await self._settle(record, outcome)
@@ -197,6 +200,23 @@ class PickupScheduler:
                 await asyncio.to_thread(sessions.save, session)
             self._report(record, outcome, "between turns")
             return outcome
+
+    def _signed(self, record: SummaryRecord) -> bool:
+        """Is `record` signed with this instance's key? Every record from Redis reaches the hooks through here, and
+        any client of a shared Redis can write one: one that is not (forged, altered, or stored by a version before
+        records were signed) is refused in one line and never applied. The copy in line 1 needs no check: only
+        this instance's worker writes the session file."""
+        try:
+            if record.authentic(record_key(self.ctx.nanobot.sessions.sessions_dir)):
+                return True
+            why = "not signed with this instance's key (forged, or from an older version of the worker)"
+        except (AttributeError, TypeError, OSError, ValueError) as exc:  # no sessions folder, unreadable, damaged
+            why = f"this instance's key cannot be read ({logs.describe(exc)})"
+        self.ctx.counts["forged"] += 1
+        key = record.session_key
+        THROTTLE.warning(f"forged:{key}", f"refused the summary record of {key}: {why}; "
+                         f"{self.ctx.counts['forged']} refused so far")
+        return False
 
     def _on_disk(self, key: str) -> bool:
         read = getattr(self.ctx.nanobot.sessions, "read_session_metadata", None)

@@ -71,6 +71,12 @@ def _web(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _acl(args: argparse.Namespace) -> int:
+    from worker.commands.acl import main
+
+    return main(args)
+
+
 # What `add_subparsers` returns (argparse names its class privately).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -85,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     _add_undo(sub)
     _add_doctor(sub)
     _add_web(sub)
+    _add_acl(sub)
     return top
 
 
@@ -190,6 +197,16 @@ def _add_doctor(sub: Subcommands) -> None:
                         help="the Python that runs nanobot (default: the one named by the `nanobot` command "
                         "on PATH)")
     doctor.set_defaults(handler=_doctor)
+
+
+def _add_acl(sub: Subcommands) -> None:
+    acl = sub.add_parser(
+        "acl", help="print the Redis ACL user that confines this instance to its own keys and channels",
+        description="Print a redis.conf / ACL file line for a Redis user that reaches only this instance's keys, "
+        "arq's keys of its jobs and its channels, with every command but the dangerous and listing ones: one such "
+        "user per instance keeps instances on a shared Redis from reading or writing each other's records.")
+    acl.add_argument("--user", help="the user's name (default: nanobot-<namespace>)")
+    acl.set_defaults(handler=_acl)
 
 
 def _add_web(sub: Subcommands) -> None:

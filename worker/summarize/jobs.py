@@ -14,7 +14,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, is_internal_session, load_record
+from nanobot_hooks.contract import SummarizeRequest, is_internal_session
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
@@ -25,7 +25,7 @@ from worker.summarize import daily
 from worker.summarize.deps import Deps
 from worker.summarize.notes_only import note_the_rest
 from worker.summarize.run import Run
-from worker.summarize.summary import summarize_range
+from worker.summarize.summary import summarize_range, waiting_record
 from worker.text.prepare import Lines
 from worker.text.redact import redact
 
@@ -168,7 +168,7 @@ async def run_job(run: Run) -> JobOutcome:
     deps, req = run.deps, run.req
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
-    pending = await load_record(run.redis, req.session_key)
+    pending = await waiting_record(run.redis, deps.sessions_dir, req.session_key)
     # From the watermark: what it covers is all a summary reads (a 50 MB history costs no memory). The
     # daily run notes every un-noted message of the day, wherever it is, so it reads them all.
     session = read_session(deps.sessions_dir, req.session_key, from_watermark=not req.notes_through_end)
