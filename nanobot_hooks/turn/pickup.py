@@ -34,7 +34,7 @@ from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_i
                                     load_record_or_drop, note_context)
 from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
-from nanobot_hooks.surface import ordinary_turn
+from nanobot_hooks.surface import compacting, compaction_lock, ordinary_turn
 from nanobot_hooks.turn.apply import pickup_due
 
 
@@ -64,8 +64,8 @@ class PickupScheduler:
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None or not ordinary_turn(session):
-                return
+            if record is None or not ordinary_turn(session) or compacting(self.ctx.nanobot, key):
+                return  # left for later (after this turn, the trigger's pickup waits for the compaction)
             if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
                 self._discard(session, record, refused, "at the start of a turn")
                 self.ctx.spawn(self._settle(record, refused))
@@ -186,7 +186,10 @@ class PickupScheduler:
     async def _apply_between_turns(self, key: str, record: SummaryRecord) -> Outcome | Literal["held"]:
         """Under the session's turn lock (a turn holds it throughout): drop, hold or apply the record."""
         sessions = self.ctx.nanobot.sessions
-        async with self.ctx.nanobot.session_lock(key):
+        # And under nanobot's idle-compaction lock: its compaction reads the session, waits seconds for its
+        # model and inserts its checkpoint where the session ended then; a record applied in between would
+        # shift the messages, and its checkpoint would land before a message its summary holds.
+        async with self.ctx.nanobot.session_lock(key), compaction_lock(self.ctx.nanobot, key):
             session = sessions.get_or_create(key)
             outcome = verdict(session, record)  # checked first: a stale record is not held
             if outcome is not None:
