@@ -96,7 +96,8 @@ class Keys:
     @property
     def stats(self) -> str:
         """Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
-        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused)."""
+        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused);
+        "undone": `nanobot-summary undo`s applied to a live session."""
         return f"{self.prefix}stats"
 
     def job_id(self, session_key: str) -> str:

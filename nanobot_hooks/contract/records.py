@@ -54,7 +54,9 @@ class SummaryRecord(BaseModel):
     messages_after: int
     tokens_before: int  # estimated replay tokens before / after (summary included after)
     tokens_after: int
-    reason: Reason = "manual"
+    # "undo": not a summary but `nanobot-summary undo`'s request that the nanobot holding the session drop the
+    # summary it applied (`undoing`); a hooks version that does not know it finds the record unreadable and drops it.
+    reason: Reason | Literal["undo"] = "manual"
     created_at: datetime = Field(default_factory=utcnow)
     # HMAC-SHA256 (hex) of every other field under the instance's key: `signed`, `authentic`.
     mac: str | None = None
@@ -72,6 +74,23 @@ class SummaryRecord(BaseModel):
     def authentic(self, key: bytes) -> bool:
         """Was it signed with `key`? A record without a MAC (forged, or made before records were signed) is not."""
         return self.mac is not None and hmac.compare_digest(self.mac, self._digest(key))
+
+    @classmethod
+    def undoing(cls, session_key: str, summary: str, watermark: int) -> SummaryRecord:
+        """The undo of the summary `summary` whose watermark is `watermark`: it applies to a live session only
+        while that session still has this summary there. Only a digest of the summary travels (it is nanobot's
+        text, maybe its own compaction's, never redacted by the worker)."""
+        return cls(session_key=session_key, summary=_digest(summary), start=0, boundary=watermark,
+                   boundary_timestamp=None, messages_before=0, messages_after=0, tokens_before=0, tokens_after=0,
+                   reason="undo")
+
+    @property
+    def undoes(self) -> bool:
+        return self.reason == "undo"
+
+    def undoes_summary(self, summary: str, last_archived: int) -> bool:
+        """Whether this undo was made for a session whose summary is `summary` at watermark `last_archived`."""
+        return self.undoes and self.boundary == last_archived and self.summary == _digest(summary)
 
     @property
     def stamp(self) -> str:
@@ -128,3 +147,8 @@ def _make_key(path: Path) -> bytes:
     finally:
         temp.unlink(missing_ok=True)
     return path.read_bytes()
+
+
+def _digest(summary: str) -> str:
+    """What an undo record carries of the summary it undoes."""
+    return "sha256:" + hashlib.sha256(summary.encode("utf-8")).hexdigest()

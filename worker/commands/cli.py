@@ -166,11 +166,11 @@ def _add_status(sub: Subcommands) -> None:
 
 def _add_undo(sub: Subcommands) -> None:
     undo = sub.add_parser(
-        "undo", help="undo a session's summary (nanobot stopped)",
+        "undo", help="undo a session's summary (nanobot may keep running)",
         description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
-        "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
-        "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
-        "Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
+        "the session file) instead of the summary, and no waiting summary of the session is applied. A running "
+        "nanobot that holds the session in memory is sent the undo too (as summaries are) and undoes it there; "
+        "the command waits for that (15 s at most) and says whether it happened. Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
         "let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
         "--forget-facts removes the session's facts from MEMORY.md.")
     undo.add_argument("session", help="the session key, e.g. telegram:42")
