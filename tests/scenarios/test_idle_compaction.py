@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
-from nanobot_hooks.contract import SummaryRecord, store_record
+from nanobot_hooks.contract import SummaryRecord, record_key, store_record
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import has_record, stats
 from tests.support.waiting import wait_until
@@ -44,7 +44,8 @@ async def test_a_record_arriving_during_nanobots_idle_compaction_waits_for_it_an
         raise AssertionError(gw.log()[-3000:]) from None
     await store_record(redis, SummaryRecord(
         session_key=key, summary="our summary", start=0, boundary=6, boundary_timestamp=seeded[5]["timestamp"],
-        messages_before=10, messages_after=4, tokens_before=100, tokens_after=40))
+        messages_before=10, messages_after=4, tokens_before=100, tokens_after=40,
+    ).signed(record_key(nanobot_home.sessions_dir)))
     await wait_until(lambda: _gone(redis, key), what="the record to be settled", timeout=60)
     await wait_until(lambda: IDLE_SUMMARY in nanobot_home.session_file(key).read_text(encoding="utf-8"),
                      what="nanobot's compaction to be saved", timeout=60)
