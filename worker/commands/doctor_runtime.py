@@ -20,6 +20,7 @@ from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError
+from worker.state.formats import memory_off
 from worker.state.outcomes import headline, JobOutcome
 
 START = "start it: scripts/run-worker (systemd: sudo systemctl restart nanobot-summary-worker)"
@@ -44,7 +45,7 @@ async def runtime_checks(settings: Settings) -> list[Check]:
     finally:
         await redis.aclose()
     return (worker_checks(state, settings) + agreement_checks(state, hooks) + queue_checks(state)
-            + memory_checks(memory) + record_checks(state) + outcome_checks(state))
+            + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state))
 
 
 def _names(jobs: list[dict[str, Any]]) -> str:
@@ -237,6 +238,16 @@ def outcome_checks(state: dict[str, Any]) -> list[Check]:
         sessions = plural(len(outcomes), "session")
         checks.append(Check("ok", f"no job failed in the last hour (the last jobs of {sessions})"))
     return checks
+
+
+def notes_checks(state: dict[str, Any]) -> list[Check]:
+    """Where the daily notes and long-term facts are off, and why; a model read in plain lines says so."""
+    learned = state.get("answer_formats") or {}
+    checks = [Check("ok", f"summary model {model} answers prose where JSON is asked for: its notes and facts are "
+                          "asked for as plain lines") for model, known in learned.items() if known["format"] == "lines"]
+    return checks + [Check("warn", f"memory off: {reason}", "fix what it names (a model that answers neither format: "
+                                   "NANOBOT_SUMMARY_MODEL); the daily run asks again for the notes a job could not write")
+                     for reason in memory_off(learned, state["outcomes"])]
 
 
 def _short(outcome: JobOutcome) -> str:

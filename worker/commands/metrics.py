@@ -9,7 +9,7 @@ from typing import Any
 from nanobot_hooks.contract import utcnow
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
-PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in Keys.stats
+PICKUP_RESULTS = ("applied", "stale", "duplicate", "forged")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 
 Samples = list[tuple[dict[str, str], float]]
@@ -104,7 +104,8 @@ def _spend_families(state: dict[str, Any]) -> list[Family]:
         ("unpriced_calls_total", "counter", "Summarizing calls of a model litellm has no price for.",
          [({}, total["unpriced_calls"])]),
         ("pickups_total", "counter",
-         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate.",
+         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate, forged (not "
+         "signed with the instance's key: refused).",
          [({"result": result}, state["pickups"].get(result, 0))
           for result in dict.fromkeys([*PICKUP_RESULTS, *sorted(state["pickups"])])]),
     ]

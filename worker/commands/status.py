@@ -15,6 +15,7 @@ from nanobot_hooks.contract import Keys, load_record, pending_sessions, redacted
 from worker.state import budget
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
+from worker.state import formats
 from worker.state.outcomes import JobOutcome
 from worker.commands import liveness, status_text
 from worker.commands.metrics import prometheus
@@ -63,6 +64,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
+        "answer_formats": await formats.all_learned(redis),
     }
 
 

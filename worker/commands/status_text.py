@@ -13,6 +13,7 @@ from typing import Any
 
 from nanobot_hooks.contract import utcnow
 from worker.commands.liveness import health_fields
+from worker.state.formats import memory_off
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.
 _GLUE = "\ue000"
@@ -145,7 +146,7 @@ def setting_parts(settings: dict[str, Any]) -> list[str]:
 
 def render(state: dict[str, Any], width: int) -> list[str]:
     """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken)."""
-    lines = _overview(state, width)
+    lines = _overview(state, width) + memory_lines(state, width)
     for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
                            ("records waiting for nanobot to apply them",
                             [_record(record, width) for record in state["pending_records"]]),
@@ -187,6 +188,12 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
                                            f"{total['completion_tokens']:,} completion tokens", money(total)],
                    width, after="")
     return [line[2:] for line in lines]  # the overview starts at the margin; entries below are indented
+
+
+def memory_lines(state: dict[str, Any], width: int) -> list[str]:
+    """Where the daily notes and long-term facts are off, and why (worker.state.formats.memory_off)."""
+    reasons = memory_off(state.get("answer_formats") or {}, state["outcomes"])
+    return [line[2:] for reason in reasons for line in entry("MEMORY OFF:", [], width, reason, after="")]
 
 
 def _job(job: dict[str, Any], width: int) -> list[str]:

@@ -156,8 +156,9 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     [job] = status["in_flight"]
     assert job["session"] == KEY and "no worker is alive" in job["stale"]
 
-    # A healthy worker (the killed job's mark cleared, as arq clears it when it runs the job again).
-    await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY))
+    # A healthy worker, once the killed job's marks expired: arq's in-progress mark and the session's run lock
+    # (each lives a job's timeout), cleared here rather than waited out.
+    await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY), TEST_KEYS.running(KEY))
     fake_llm.default = Reply(summary_json())
     async with running_worker(deps_for()):
         await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")

@@ -152,6 +152,7 @@ async def outcome_shown_everywhere(capsys, redis_url: str, outcome: JobOutcome, 
     assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
     assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
     assert value(series, "pickups_total", result="applied") == 0
+    assert value(series, "pickups_total", result="forged") == 0, "refused records are a series from the start"
     assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
     assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
 
