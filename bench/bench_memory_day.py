@@ -5,8 +5,11 @@ active (so MEMORY.md's new facts are held for a quiet moment, the default NANOBO
 job does what a summary job does with the memory files, through the worker's own MemoryFiles: reads the
 facts MEMORY.md and the held file know (for the prompt), reads which of its messages that day's notes cover,
 appends its notes section and holds its facts. Prints the mean time per job of the first and the last
-`--window` jobs, their ratio (goal: the last at >= 90% of the first's speed) and the growth of the resident
-memory (goal: < 20 MB). `--smoke` is a small, quick run.
+`--window` jobs, their ratio (goal: the last at >= 90% of the first's speed), the bytes of the followed files
+(the day's notes, the held facts) read per job, and the growth of the resident memory (goal: < 20 MB).
+`--workers 2` shares the day between two worker processes of one instance, each appending between the other's
+reads (the last jobs' speed, goal >= 90% of the first's; the resident memory is the first worker's).
+`--smoke` is a small, quick run.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -26,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 
 from harness.sandbox import NanobotHome  # noqa: E402
 from worker.memory.writer import MemoryFiles  # noqa: E402
+from worker.memory.longterm.held import HELD  # noqa: E402
+from worker.memory.notes import DAYS  # noqa: E402
 from worker.memory.records import DailyNotes, Fact  # noqa: E402
 
 DAY = datetime(2026, 11, 24, 0, 0)
@@ -52,46 +58,73 @@ def job_input(n: int) -> tuple[str, DailyNotes, list[Fact]]:
     return session, notes, facts
 
 
-def one_job(memory: MemoryFiles, sessions_dir: Path, n: int) -> float:
+def one_job(memory: MemoryFiles, sessions_dir: Path, n: int) -> tuple[float, int]:
+    """One job's memory-file work: its CPU time (not the fsyncs' waits on a shared disk, nor another worker's
+    lock), and the bytes of the followed files it read."""
     session, notes, facts = job_input(n)
-    began = time.perf_counter()
+    read = DAYS.bytes_read + HELD.bytes_read
+    began = time.process_time()
     memory.known_facts()
     memory.noted_spans(session, notes.date)
     memory.write_now(session, [notes], facts, "en", sessions_dir, cache_ttl=300.0)
-    return time.perf_counter() - began
+    return time.process_time() - began, DAYS.bytes_read + HELD.bytes_read - read
+
+
+def worker_jobs(home: NanobotHome, jobs: int, workers: int, part: int) -> tuple[list[tuple[int, float, int]], float]:
+    """One worker process's share of the day (every `workers`-th job from `part`): (job, seconds, bytes read)
+    of each, and how much its resident memory grew."""
+    memory = MemoryFiles(home.workspace, "UTC", hold=True)
+    gc.collect()
+    before = resident_mb()
+    done = []
+    for n in range(part, jobs, workers):
+        if n % 200 == 0:  # a session stays active all day: its file is saved again and again
+            os.utime(home.session_file("telegram:1"))
+        done.append((n, *one_job(memory, home.sessions_dir, n)))
+    gc.collect()
+    return done, resident_mb() - before
+
+
+def run_day(jobs: int, workers: int) -> tuple[list[tuple[int, float, int]], float, int, int]:
+    """The day's jobs by `workers` processes at once on one workspace: every job's figures in job order, the
+    first worker's memory growth, and the sizes of the held facts and the day file at the end."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
+        home.write_session("telegram:1", [{"role": "user", "content": "hi", "timestamp": DAY.isoformat()}])
+        if workers == 1:
+            results = [worker_jobs(home, jobs, 1, 0)]
+        else:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = pool.starmap(worker_jobs, [(home, jobs, workers, part) for part in range(workers)])
+        held = (home.workspace / "memory" / ".MEMORY.pending.jsonl").stat().st_size
+        notes = (home.workspace / "memory" / f"{DAY.date().isoformat()}.md").stat().st_size
+    done = sorted(job for jobs_done, _ in results for job in jobs_done)
+    return done, results[0][1], held, notes
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=4_000, help="jobs on the day (4000)")
     parser.add_argument("--window", type=int, default=250, help="jobs compared at each end (250)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the day (1)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.window = 300, 50
-    with tempfile.TemporaryDirectory() as tmp:
-        home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
-        home.write_session("telegram:1", [{"role": "user", "content": "hi", "timestamp": DAY.isoformat()}])
-        memory = MemoryFiles(home.workspace, "UTC", hold=True)
-        gc.collect()
-        before = resident_mb()
-        times = []
-        for n in range(args.jobs):
-            if n % 200 == 0:  # a session stays active all day: its file is saved again and again
-                os.utime(home.session_file("telegram:1"))
-            times.append(one_job(memory, home.sessions_dir, n))
-        gc.collect()
-        grown = resident_mb() - before
-        held = (home.workspace / "memory" / ".MEMORY.pending.jsonl").stat().st_size
-        notes = (home.workspace / "memory" / f"{DAY.date().isoformat()}.md").stat().st_size
+    done, grown, held, notes = run_day(args.jobs, args.workers)
+    times, read = [seconds for _, seconds, _ in done], [size for _, _, size in done]
     first, last = statistics.mean(times[:args.window]), statistics.mean(times[-args.window:])
-    print(f"{args.jobs:,} jobs on one day, 1,000 sessions, facts held (one session always active); "
-          f"at the end: day file {notes / 1e6:.1f} MB, held facts {held / 1e6:.1f} MB")
-    print(f"memory-file work per job: first {args.window} {first * 1000:.2f} ms, last {args.window} "
+    read_first, read_last = statistics.mean(read[:args.window]) / 1e6, statistics.mean(read[-args.window:]) / 1e6
+    print(f"{args.jobs:,} jobs on one day, 1,000 sessions, {args.workers} worker process(es), facts held (one "
+          f"session always active); at the end: day file {notes / 1e6:.1f} MB, held facts {held / 1e6:.1f} MB")
+    print(f"memory-file work per job (CPU time): first {args.window} {first * 1000:.2f} ms, last {args.window} "
           f"{last * 1000:.2f} ms; speed of the last against the first {first / last:.2f} (goal >= 0.90)")
+    print(f"followed files read per job: first {args.window} {read_first:.3f} MB, last {args.window} "
+          f"{read_last:.3f} MB")
     print(f"resident memory grew {grown:.1f} MB (goal < 20 MB)")
     print(json.dumps({"first_ms": round(first * 1000, 3), "last_ms": round(last * 1000, 3),
-                      "speed_ratio": round(first / last, 3), "rss_growth_mb": round(grown, 1)}))
+                      "speed_ratio": round(first / last, 3), "read_first_mb": round(read_first, 3),
+                      "read_last_mb": round(read_last, 3), "rss_growth_mb": round(grown, 1)}))
     return 0
 
 

@@ -47,7 +47,9 @@ LANGUAGES = ("en", "zh")
 CATEGORIES = ("exact", "paraphrase", "when", "dated")
 TOP = 5  # the tool returns five passages
 # A passage header of the tool's answer: "1. 2026-11-20 10:00 · this conversation, message 12 (user)".
-PASSAGE = re.compile(r"^\d+\. .*?\bmessage (\d+)\b", re.MULTILINE)
+PASSAGE = re.compile(r"^\d+\. .*?\bmessage (\d+)\b")
+# A neighbour shown under its passage: "   after it, message 13 (assistant): ..." (counted at its passage's rank).
+CONTEXT = re.compile(r"^   (?:before|after) it, message (\d+) ")
 NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
 CJK_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
 # The search reads "last week" in a query against its `today` argument when it has one (since issue 24's
@@ -98,19 +100,34 @@ class Outcome(NamedTuple):
     first: str  # the tool's first passage header, to show a miss
 
 
-def rank_of(positions: Sequence[int], evidence: Sequence[int]) -> int | None:
-    return next((rank for rank, position in enumerate(positions) if position in evidence), None)
+def rank_of(passages: Sequence[Sequence[int]], evidence: Sequence[int]) -> int | None:
+    """The rank of the first passage showing an evidence turn (a passage: its message and the neighbours under it)."""
+    return next((rank for rank, shown in enumerate(passages) if any(p in evidence for p in shown)), None)
+
+
+def message_passages(answer: str) -> list[list[int]]:
+    """The message passages of the tool's answer, in order: each one's position, then its neighbours'."""
+    passages: list[list[int]] = []
+    current: list[int] | None = None  # the message passage a neighbour's line follows
+    for line in answer.splitlines():
+        if NUMBERED.match(line):
+            found = PASSAGE.match(line)
+            passages += [[int(found[1])]] if found else []
+            current = passages[-1] if found else None
+        elif (near := CONTEXT.match(line)) and current is not None:
+            current.append(int(near[1]))
+    return passages
 
 
 def ask_tool(workspace: Path, question: corpus.Question, query: str, today: date,
-             latencies: list[float]) -> tuple[list[int], str]:
+             latencies: list[float]) -> tuple[list[list[int]], str]:
     """The tool's answer as the conversation's own session asks: the message positions of its passages, in
     order, and the answer itself."""
     on_day = {"today": today} if TAKES_TODAY else {}
     began = time.perf_counter()
     answer = search(workspace, query, question.session, is_direct_chat, **on_day)
     latencies.append(time.perf_counter() - began)
-    return [int(p) for p in PASSAGE.findall(answer)], answer
+    return message_passages(answer), answer
 
 
 def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int, today: date,
@@ -131,7 +148,7 @@ def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int, 
                                     for word in corpus.content_words(question))
             first = " / ".join(line.strip() for line in (NUMBERED.split(answer)[1:2] or [""])[0].splitlines())
             outcomes.append(Outcome(question, form, query, rank_of(positions[:TOP], question.evidence),
-                                    rank_of(baseline.top(query), question.evidence), content, first))
+                                    rank_of([[p] for p in baseline.top(query)], question.evidence), content, first))
     return outcomes
 
 

@@ -78,7 +78,9 @@ async def keep_outcomes(url: str, keys: list[str]) -> None:
 async def time_pages(settings: Settings, keys: list[str], runs: int) -> dict[str, list[float]]:
     pages = ["/", "/memory", "/memory?q=port+8042", "/notes", "/sessions", f"/session?key={quote(keys[0], safe='')}",
              f"/recall?q=deploy+port&session={quote(keys[0], safe='')}"]
-    client = TestClient(TestServer(make_app(Instance.load(settings), Guard.for_bind("127.0.0.1")), host="127.0.0.1"))
+    guard = Guard.for_bind("127.0.0.1")  # every request carries its token, as a script's would
+    client = TestClient(TestServer(make_app(Instance.load(settings), guard), host="127.0.0.1"),
+                        headers={"Authorization": f"Bearer {guard.token}"})
     await client.start_server()
     times: dict[str, list[float]] = {page: [] for page in pages}
     try:

@@ -5,7 +5,7 @@ summaries from one fake server, told apart by the model name (`SUMMARY_MODEL`).
 
 `Summarizer` reads the worker's prompt the way a model would: it folds the previous summary in and adds
 one line per new user message, so a chain of summaries can be followed. The other behaviours are how
-real models go wrong: prose instead of JSON, JSON in a fence with chatter, JSON cut half-way, refusals,
+real models go wrong: prose instead of JSON (and the plain lines, worker.model.lines, when those are asked for), JSON in a fence with chatter, JSON cut half-way, refusals,
 a summary that forgets the previous one, an empty answer. `echo_memory` answers the memory job: a daily note of
 each day's user lines and one durable fact.
 """
@@ -51,6 +51,11 @@ def is_summary_request(request: FakeRequest) -> bool:
     return "<previous_summary" in request.last_user_text
 
 
+def is_lines_request(request: FakeRequest) -> bool:
+    """A notes-only call asking for plain lines (worker.model.lines), as the worker asks a model that answers prose."""
+    return "DAY YYYY-MM-DD" in system_text(request)
+
+
 @dataclass
 class Summarizer:
     """An obedient model. `kind` picks how it answers: "json", "prose", "fenced" (JSON in a fence between two
@@ -73,6 +78,15 @@ class Summarizer:
             days.setdefault(date or "2026-11-20", []).append(text[:60])
         return [{"date": date, "topics": topics} for date, topics in days.items()]
 
+    def lines(self, request: FakeRequest) -> str:
+        """The notes and facts in the plain lines asked for, as a prose model writes them: a sentence before and
+        after, Markdown around the headings."""
+        days = "\n\n".join(f"**DAY {note['date']}**\n## Topics\n" + "\n".join(f"- {t}" for t in note["topics"])
+                           for note in self.notes(request))
+        facts = "\n".join(f"- {f.get('source', 'user')} | {f.get('tag', 'durable')} | {f.get('importance', 3)} | "
+                          f"{f.get('category', 'other')} | {f['text']}" for f in self.facts) or "- None"
+        return f"Here are the notes from the conversation.\n\n{days}\n\n**FACTS:**\n{facts}\n\nAnything else?"
+
     def __call__(self, request: FakeRequest) -> Reply:
         self.calls += 1
         summary_call = is_summary_request(request)
@@ -80,7 +94,9 @@ class Summarizer:
         if summary_call:
             body = {"summary": self.summary(request), **body}
         text = json.dumps(body, ensure_ascii=False)
-        if self.kind == "prose":
+        if self.kind == "prose":  # prose where JSON is asked for; the plain lines when those are
+            if is_lines_request(request):
+                return Reply(self.lines(request))
             return Reply(self.summary(request) if summary_call else "Here are the notes: the user asked things.")
         if self.kind == "fenced":
             return Reply(f"Sure! Here is the JSON you asked for:\n```json\n{text}\n```\nLet me know if you need more.")

@@ -1,4 +1,4 @@
-"""Throwaway redis-server processes for tests: on a free port, with a password, an ACL user or TLS, and
+"""Throwaway redis-server processes for tests: on a free port, with a password, ACL users or TLS, and
 killed or restarted on demand. Every test run gets one of its own (conftest's `redis_url`), so no test
 ever shares a Redis with another run on the machine."""
 
@@ -122,6 +122,14 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait(10)
         self.process = None
+
+
+def acl_server(folder: Path, admin_password: str, users: dict[str, tuple[str, list[str]]]) -> RedisServer:
+    """A redis-server (not started) whose default user is off: `admin` may do everything (the tests' own look),
+    and each of `users`, `name: (password, ACL rules)`, what its rules allow (e.g. `Keys.acl_rules()`)."""
+    config = ["user default off", f"user admin on >{admin_password} ~* &* +@all"]
+    config += [f"user {name} on >{password} {' '.join(rules)}" for name, (password, rules) in users.items()]
+    return RedisServer(folder, config)
 
 
 SERVICE = "mymaster"

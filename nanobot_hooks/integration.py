@@ -127,7 +127,8 @@ class Integration:
         try:
             if self._listener is None or self._listener.done():
                 self._listener = asyncio.get_running_loop().create_task(
-                    listen(self.ctx.link, self.pickups.request_pickup), name="summary-worker-listener"
+                    listen(self.ctx.link, self.pickups.request_pickup, settings=self.settings),
+                    name="summary-worker-listener"
                 )
         except Exception as exc:  # noqa: BLE001
             self.ctx.bug("starting the listener", exc)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from nanobot_hooks.contract.keys import NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace
@@ -14,6 +15,9 @@ from nanobot_hooks.contract.redis_url import SENTINEL_SCHEME, redacted_url, sent
 from nanobot_hooks.contract.session_format import is_direct_chat
 
 ENV_PREFIX = "NANOBOT_"
+# NANOBOT_SUMMARY_DEMO: short turns cross no share of a real window and hold little to summarize, so the demo
+# summarizes every third user message, keeps the last exchange and asks no minimum saving.
+DEMO_PRESET = {"summary_interval": 3, "summary_keep": "turns:1", "summary_min_saving": 0}
 S = TypeVar("S", bound="HookSettings")
 
 
@@ -30,6 +34,10 @@ class HookSettings(BaseSettings):
                                      "triggers a summary")
     summary_context_window: int | None = Field(None, gt=0, description="context window override, in tokens; "
                                                "unset: nanobot's (per-session model presets included)")
+    summary_demo: bool = Field(False, description="a preset to watch the automatic trigger fire in a few short "
+                               "turns: a summary every 3 user messages (NANOBOT_SUMMARY_INTERVAL=3) keeping the last "
+                               "exchange (NANOBOT_SUMMARY_KEEP=turns:1) at any saving (NANOBOT_SUMMARY_MIN_SAVING=0), "
+                               "whatever those say; set it for nanobot and the worker alike (README, Quick start)")
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
@@ -72,6 +80,15 @@ class HookSettings(BaseSettings):
         description="what recall searches: 'session' = the asking session's own material and MEMORY.md; "
                     "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _demo_preset(cls, data: Any) -> Any:
+        """NANOBOT_SUMMARY_DEMO's values over the ones it names (the worker's among them: its settings extend these,
+        and these ignore what they do not hold)."""
+        if isinstance(data, dict) and str(data.get("summary_demo", "")).strip().lower() in ("1", "true", "yes", "on"):
+            return {**data, **DEMO_PRESET}
+        return data
 
     @field_validator("memory_sessions", mode="before")
     @classmethod
@@ -143,6 +160,33 @@ class HookSettings(BaseSettings):
     def field_for(cls, loc: str) -> str:
         """Errors name an aliased field by its alias; map it back."""
         return next((name for name in cls.model_fields if cls.env_name(name) == loc), loc)
+
+
+# The settings nanobot's hooks and the worker both act on: the two sides must agree. The hooks publish theirs
+# (turn/listener.py), the worker reports its own (worker/state/workers.py), `doctor` compares them.
+SHARED_SETTINGS = ("auto_summary", "summary_idle", "summary_cache_ttl", "memory_sessions", "summary_context_window",
+                   "summary_recall_scope")
+
+
+def plain_setting(value: Any) -> Any:
+    """A setting as a JSON value both sides write alike: a plain sequence as its items joined by commas (a named
+    tuple, such as a keep rule, reads as its text), anything else not JSON's as its text."""
+    if type(value) in (tuple, list):
+        return ",".join(map(str, value))
+    return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+
+
+def shared_settings(settings: HookSettings) -> dict[str, Any]:
+    return {name: plain_setting(getattr(settings, name)) for name in SHARED_SETTINGS}
+
+
+def runner() -> str:
+    """How this process is run, which says where its settings are set: under systemd (it sets INVOCATION_ID
+    for a unit's processes), from a terminal, or "" (another manager). A container is not told apart: its
+    marker files also sit on machines their users do not think of as containers (a VM's image, a sandbox)."""
+    if os.environ.get("INVOCATION_ID"):
+        return "systemd"
+    return "terminal" if any(os.isatty(fd) for fd in (0, 1, 2)) else ""
 
 
 class SettingsError(ValueError):

@@ -8,6 +8,7 @@ saying why the integration is off; nanobot then runs exactly as if this package 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import sys
@@ -49,6 +50,9 @@ class Surface:
     schedule_background: Callable[[Coroutine[Any, Any, Any]], None] | None
     run: Callable[..., Coroutine[Any, Any, Any]] | None
     aclose: Callable[..., Coroutine[Any, Any, Any]] | None = None
+    # The lock nanobot's idle compaction holds per session (`Consolidator.get_lock`) from reading the session to
+    # saving its checkpoint; a pickup takes it too, or a record applied meanwhile shifts the messages under it.
+    compaction_lock: Callable[[str], asyncio.Lock] | None = None
 
 
 def agent_loop(ctx: Any) -> Any:
@@ -81,6 +85,7 @@ def probe(loop: Any) -> Any:
     schedule = getattr(loop, "schedule_background", None)
     run = getattr(loop, "run", None)
     aclose = getattr(loop, "aclose", None)
+    compaction_lock = getattr(getattr(loop, "consolidator", None), "get_lock", None)
     return Surface(
         loop=loop,
         hook_base=_import("nanobot.agent.hook", "AgentHook"),
@@ -93,6 +98,7 @@ def probe(loop: Any) -> Any:
         schedule_background=schedule if callable(schedule) else None,
         run=run if inspect.iscoroutinefunction(run) else None,
         aclose=aclose if inspect.iscoroutinefunction(aclose) else None,
+        compaction_lock=compaction_lock if callable(compaction_lock) else None,
     )
 
 
@@ -143,6 +149,17 @@ def switch_off(reason: str, what: str = "integration off") -> None:
     if reason not in _announced:  # one line per reason per process, however many loops start
         _announced.add(reason)
         logs.warning(f"{what}: {reason}; nanobot runs without it")
+
+
+def compacting(surface: Surface, key: str) -> bool:
+    """Whether nanobot's idle compaction is at work on the session now (it holds its lock)."""
+    return surface.compaction_lock is not None and surface.compaction_lock(key).locked()
+
+
+def compaction_lock(surface: Surface, key: str) -> contextlib.AbstractAsyncContextManager[Any]:
+    """nanobot's idle-compaction lock of the session, to hold while a record is applied (none in a nanobot
+    without one: nothing to race)."""
+    return surface.compaction_lock(key) if surface.compaction_lock is not None else contextlib.nullcontext()
 
 
 def window(surface: Surface) -> int | None:

@@ -92,7 +92,7 @@ def test_the_worker_takes_the_contract_from_its_package_not_from_its_modules() -
 CONTRACT = {
     "keys": ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
              "WORKSPACE_ID_FILE", "Keys", "default_namespace"],
-    "records": ["Reason", "SummarizeRequest", "SummaryRecord", "utcnow"],
+    "records": ["RECORD_KEY_FILE", "Reason", "SummarizeRequest", "SummaryRecord", "record_key", "utcnow"],
     "queue": ["CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
               "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_record_or_drop",
               "note_context", "pending_sessions", "reply", "store_record"],

@@ -48,7 +48,7 @@ class BadAnswer(LLMError, RetryableError):
     def __init__(self, message: str, oversized: int | None = None, prose: bool = False) -> None:
         super().__init__(message)
         self.oversized = oversized
-        self.prose = prose  # prose where JSON was asked for (a notes-only call)
+        self.prose = prose  # prose where JSON or lines were asked for (a notes-only call)
         self.model: str | None = None  # the model that answered, set by the caller
 
 
@@ -83,3 +83,7 @@ class SessionNotFound(SessionError, FileNotFoundError):
 class MemoryFilesError(WorkerError):
     """The memory folder could not be written (full disk, read-only, a lock held too long, a file that
     kept changing). Reported in the outcome; never fails a summary."""
+
+
+class MemoryReadOnly(MemoryFilesError):
+    """The user made MEMORY.md read-only: the worker leaves it alone, and the facts wait in the held file."""

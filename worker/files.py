@@ -1,5 +1,5 @@
 """Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode,
-and the temporary files of writes that were killed removed; how long a writer waits for a memory file's lock."""
+and the temporary files of writes that were killed removed; whether the user made a file read-only; how long a writer waits for a memory file's lock."""
 
 from __future__ import annotations
 
@@ -124,6 +124,21 @@ def read_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def read_only(path: Path) -> str | None:
+    """Why the user's file at `path` must not be replaced, or None: its mode gives no one the right to write it
+    (`chmod 0444`: a rename beside it would ignore that, even for root), or this user may not write it. A file
+    that does not exist yet may be made."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    if not mode & 0o222:
+        return f"{path.name} is read-only (mode {mode & 0o7777:04o})"
+    if not os.access(path, os.W_OK):
+        return f"{path.name} is not writable by this user (mode {mode & 0o7777:04o})"
+    return None
 
 
 def append_whole(path: Path, data: bytes) -> None:

@@ -1,7 +1,7 @@
 """The one contract between nanobot and the worker, exported here (the worker imports nothing else of the hooks
-but their settings): Redis names (`keys`), what travels through Redis (`records`) and the operations on it
-(`queue`), the Redis URL and client (`redis_url`, `client`), nanobot"s session-file format (`session_format`),
-the line-1 marker of a session file (`marker`) and the recall index"s layout (`recall`).
+but their settings): Redis names (`keys`), what travels through Redis (`records`, signed with the instance's
+key) and the operations on it (`queue`), the Redis URL and client (`redis_url`, `client`), nanobot"s session-file
+format (`session_format`), the line-1 marker of a session file (`marker`) and the recall index"s layout (`recall`).
 
 The queue and the clients import arq and redis-py: they load at first use, so nanobot with the integration
 switched off (it reads only the settings) loads neither."""
@@ -16,7 +16,8 @@ from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMark
 from nanobot_hooks.contract.recall import (CJK_LETTERS, CJK_RUN, HAN, HANGUL, KANA, NOTE_LINE_BITS, RECALL_INDEX,
                                            RECALL_SCHEMA_VERSION, RECALL_TABLES, RETIRED_SOURCE, SOURCE_BITS,
                                            cjk_grams, fts_problem, index_text, retired_source, source_owner)
-from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord, utcnow
+from nanobot_hooks.contract.records import (RECORD_KEY_FILE, Reason, SummarizeRequest, SummaryRecord, record_key,
+                                           utcnow)
 from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LAST_SUMMARY, LAST_USAGE,
                                                    METADATA_TYPE, NOT_A_TURN_FLAGS, NOTED_SUFFIX,
                                                    PROVIDER_STATE_TYPE, RETIRED_FOLDER, SESSION_FILES_LOCK, SESSION_SUFFIX, channel_of, content_text,
@@ -57,12 +58,13 @@ __all__ = [
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
     "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
-    "RECALL_TABLES", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason", "SENTINEL_SCHEME", "SESSION_FILES_LOCK",
-    "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker", "SummarizeRequest", "SummaryRecord",
-    "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text", "context_history",
-    "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem", "index_text",
-    "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
+    "RECALL_TABLES", "RECORD_KEY_FILE", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason",
+    "SENTINEL_SCHEME", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker",
+    "SummarizeRequest", "SummaryRecord", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
+    "context_history", "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem",
+    "index_text", "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
     "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client",
-    "pending_sessions", "redacted_url", "reply", "retired_key", "retired_name", "retired_source", "sentinel_target", "source_owner", "storage_name", "store_record",
+    "pending_sessions", "record_key", "redacted_url", "reply", "retired_key", "retired_name", "retired_source",
+    "sentinel_target", "source_owner", "storage_name", "store_record",
     "summary_text", "sync_client", "timestamp_before", "tool_calls", "utcnow",
 ]

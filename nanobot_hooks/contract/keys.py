@@ -12,6 +12,9 @@ JOB_SUMMARIZE = "summarize_session"
 JOB_DAILY = "daily_summaries"
 # Deferred by the cache lifetime after each turn; summarizes the session once it has been quiet that long.
 JOB_IDLE = "idle_summary"
+# arq's own keys of a job, `arq:<kind>:<job id>` (arq.constants): every job id of an instance starts with its prefix.
+ARQ_JOB_KEYS = ("job", "in-progress", "retry", "result")
+ARQ_ABORT = "arq:abort"  # arq.constants.abort_jobs_ss: one set for every queue
 
 # A namespace: what NANOBOT_SUMMARY_NAMESPACE accepts, and what the default (below) always is.
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -56,6 +59,19 @@ class Keys:
     def prefix(self) -> str:
         return f"{KEY_PREFIX}:{self.namespace}:"
 
+    def acl_rules(self) -> list[str]:
+        """The Redis ACL rules (after `ACL SETUSER <user> on ><password>`) that confine a client to this instance:
+        its keys (every one under the prefix, arq's through the job ids), its channels (`ready`, `outcome`), every
+        command but the dangerous ones (MONITOR, KEYS, CONFIG, FLUSHALL, ...) and those that name keys or channels
+        beyond the patterns (SCAN, RANDOMKEY, PUBSUB). INFO stays: the worker checks the server's version.
+        A namespace has no glob characters (NAMESPACE_PATTERN), so a pattern matches this instance's names only.
+        One key of arq's is shared by every instance and cannot be renamed: its set of jobs to abort, from which
+        a worker removes each job it finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not
+        allow aborts, arq's default)."""
+        return ["resetkeys", f"~{self.prefix}*", *(f"~arq:{kind}:{self.prefix}*" for kind in ARQ_JOB_KEYS),
+                f"%W~{ARQ_ABORT}", "resetchannels", f"&{self.prefix}*", "nocommands", "+@all", "-@dangerous", "+info", "-scan",
+                "-randomkey", "-pubsub"]
+
     @property
     def queue(self) -> str:
         """arq's queue; also the `default_queue_name` of every client of this namespace."""
@@ -80,7 +96,8 @@ class Keys:
     @property
     def stats(self) -> str:
         """Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
-        changed), "duplicate" (already applied elsewhere)."""
+        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused);
+        "undone": `nanobot-summary undo`s applied to a live session."""
         return f"{self.prefix}stats"
 
     def job_id(self, session_key: str) -> str:
@@ -125,6 +142,11 @@ class Keys:
         and `tokens:<key>` per session)."""
         return f"{self.prefix}spend:{scope}"
 
+    def notes_format(self, model: str) -> str:
+        """How a summary model answers notes, when not as JSON: "lines", or "off" when it follows no format asked
+        for (the worker's, with a lifetime: worker.state.formats)."""
+        return f"{self.prefix}format:{model}"
+
     def failures(self, session_key: str) -> str:
         """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
         return f"{self.prefix}failures:{session_key}"
@@ -132,6 +154,19 @@ class Keys:
     def progress(self, session_key: str) -> str:
         """Where a chunked summary of the session stopped."""
         return f"{self.prefix}progress:{session_key}"
+
+    def running(self, session_key: str) -> str:
+        """The session's run lock: the token of the one summary run of it under way (worker/state/running.py)."""
+        return f"{self.prefix}running:{session_key}"
+
+    @property
+    def hooks_prefix(self) -> str:
+        return f"{self.prefix}hooks:"
+
+    def hooks(self, process: str) -> str:
+        """The settings a nanobot process's hooks act on (`<host>:<pid>`), written by its listener while it
+        runs (refreshed every minute, expiring after three): doctor compares them with the worker's."""
+        return self.hooks_prefix + process
 
     @property
     def outcome_prefix(self) -> str:

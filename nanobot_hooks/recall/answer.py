@@ -39,6 +39,7 @@ class Hit:
     label: str
     body: str
     matched: bool = True  # holds a query word itself (a neighbour need not)
+    context: tuple[Hit, ...] = ()  # the neighbours shown under it (choose), that hold no query word
 
     @property
     def rowid(self) -> int:
@@ -82,23 +83,38 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
 
 
 def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_SLOTS) -> list[Hit]:
-    """The passages shown: the best, of which at most `summaries` from the daily notes and MEMORY.md while
-    messages holding the words are left to show. Notes and facts are summaries already; what a summary dropped
-    is in the messages, and a notes line that matches well would otherwise push the message it came from out.
-    (A message shown only for being next to a hit does not hold a notes line back.)"""
+    """The passages shown: the best of those holding the query's words, of which at most `summaries` from the
+    daily notes and MEMORY.md while messages holding the words are left to show. Notes and facts are summaries
+    already; what a summary dropped is in the messages, and a notes line that matches well would otherwise push
+    the message it came from out. A message next to a hit that holds none of the words ("ok", the answer to
+    the question found) is no passage of its own: it is shown under its hit (`with_context`)."""
     ranked = best(hits, len(hits))
-    matched_left = sum(1 for hit in ranked if hit.source.kind == "messages" and hit.matched)
+    matched = [hit for hit in ranked if hit.matched]
+    matched_left = sum(1 for hit in matched if hit.source.kind == "messages")
     chosen: list[Hit] = []
-    for hit in ranked:
+    for hit in matched:
         taken = sum(1 for h in chosen if h.source.kind != "messages")
         if hit.source.kind == "messages":
-            matched_left -= hit.matched
+            matched_left -= 1
         elif taken >= summaries and matched_left > 0:
             continue
         chosen.append(hit)
     chosen = chosen[:count]
-    chosen += [hit for hit in ranked if hit not in chosen][:count - len(chosen)]  # fewer messages than slots
-    return sorted(chosen, key=Hit.order, reverse=True)
+    chosen += [hit for hit in matched if hit not in chosen][:count - len(chosen)]  # fewer messages than slots
+    return with_context(sorted(chosen, key=Hit.order, reverse=True), [hit for hit in ranked if not hit.matched])
+
+
+def with_context(chosen: Sequence[Hit], near: Sequence[Hit]) -> list[Hit]:
+    """Each chosen message hit with the neighbours next to it that are not shown themselves (a neighbour of two
+    hits goes under the better one), in the conversation's order."""
+    shown = {hit.rowid for hit in chosen}
+    placed: list[Hit] = []
+    for hit in chosen:
+        context = tuple(sorted((n for n in near if n.source == hit.source and abs(n.position - hit.position) == 1
+                                and n.rowid not in shown), key=lambda n: n.position))
+        shown.update(n.rowid for n in context)
+        placed.append(replace(hit, context=context) if hit.source.kind == "messages" else hit)
+    return placed
 
 
 # BM25's usual constants (Lucene's, SQLite's): how fast a repeated word saturates, how much length counts.
@@ -211,4 +227,6 @@ def render(query: str, shown: Sequence[tuple[Hit, str]], asker: str | None, scop
     for number, (hit, text) in enumerate(shown, start=1):
         lines.append(f"{number}. {where(hit, asker)}")
         lines.append(f"   {text}")
+        lines += [f"   {'before' if near.position < hit.position else 'after'} it, message {near.position} "
+                  f"({near.label}): {snippet(near.body)}" for near in hit.context]
     return "\n".join(lines)

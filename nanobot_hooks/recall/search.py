@@ -12,7 +12,7 @@ trusted sessions; a session that is not trusted (a group, an email sender, a web
 Ranking: BM25 (SQLite's bm25()) over the query's words (query): a rare word counts for more than a
 name found in every other message, a short passage holding it for more than a long one. In a conversation
 the answer often follows the question that holds the words ("How did the audition go?" - "I got the part"),
-so the messages next to a strong hit come in at a share of its score. Recency breaks ties only. Days the
+so the messages next to a strong hit are shown under it (a neighbour holding none of the words is no passage of its own). Recency breaks ties only. Days the
 query names narrow the search, unless nothing is found in them. The asker's own material is searched first
 (`search_order`): the time budget never runs out before it.
 """

@@ -1,4 +1,5 @@
-"""Applying a finished summary to a live nanobot Session: re-validate, commit the checkpoint, mark it.
+"""Applying a finished summary to a live nanobot Session: re-validate, commit the checkpoint, mark it; and an
+undo (`nanobot-summary undo` while nanobot holds the session): drop the summary, replay from the first message.
 
 Everything here is synchronous on purpose: the caller holds the session's turn lock (or is the turn
 itself, before it reads any history), and no await between the check and the commit means no other
@@ -10,9 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from nanobot_hooks.contract import LAST_SUMMARY, SessionMarker, SummaryRecord, timestamp_before
+from nanobot_hooks.contract import LAST_SUMMARY, METADATA_KEY, SessionMarker, SummaryRecord, summary_text, timestamp_before
 
-Outcome = Literal["applied", "stale", "duplicate"]
+# "forged": a record from Redis not signed with the instance's key (turn/pickup refuses it, never applies it).
+Outcome = Literal["applied", "stale", "duplicate", "forged"]
 
 
 class LiveSession(Protocol):
@@ -27,6 +29,9 @@ class LiveSession(Protocol):
 
     @property
     def last_archived(self) -> int: ...
+
+    @last_archived.setter
+    def last_archived(self, value: int) -> None: ...
 
     def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
                                   last_active: datetime | None = None) -> None: ...
@@ -60,6 +65,9 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
     refused = verdict(session, record)
     if refused is not None:
         return refused, forget_pending(session, record)
+    if record.undoes:
+        undo_summary(session)
+        return "applied", True
     messages = session.messages
     session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
     # As nanobot's own checkpoints do: the next request resumes from the summary and the kept tail, not
@@ -82,6 +90,8 @@ def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
     stale one is dropped at once rather than when it would have been due."""
     if record.session_key != session.key:
         return "stale"
+    if record.undoes:
+        return undo_verdict(session, record)
     if already_applied(session, record):
         return "duplicate"
     messages = session.messages
@@ -89,6 +99,26 @@ def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
         # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
         return "stale"
     return None
+
+
+def undo_verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
+    """An undo applies while the live session still has the summary the command undid in the file; "duplicate"
+    when it has none (undone already, or loaded from the undone file); "stale" when it has another (a newer
+    summary, nanobot's own compaction): undoing that would drop what the user never asked to drop."""
+    summary = summary_text(session.metadata)
+    if not summary and session.last_archived == 0 and METADATA_KEY not in session.metadata:
+        return "duplicate"
+    return None if record.undoes_summary(summary, session.last_archived) else "stale"
+
+
+def undo_summary(session: LiveSession) -> None:
+    """What `nanobot-summary undo` does to line 1, done to the live session: no summary in the system prompt,
+    every message replayed from the first, no mark of ours; the provider's replay (which starts after the
+    summary) goes too. Every message stays (nanobot's checkpoint marker included, as in the file)."""
+    session.metadata.pop(LAST_SUMMARY, None)
+    SessionMarker.remove(session.metadata)
+    session.last_archived = 0
+    session.provider_state = None
 
 
 def pickup_due(

@@ -5,22 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import Keys, pending_sessions
 from nanobot_hooks.link import RedisLink
+from nanobot_hooks.settings import HookSettings, runner, shared_settings
 
 # A notice is lost while nobody listens (Redis pub/sub keeps nothing), so the pending set is read
 # again after every (re)subscribe and now and then, which also notices a silently dead connection.
 RESCAN_SECONDS = 60.0
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 30.0
+# The hooks' settings are written at each (re)subscribe and rescan; they expire once this nanobot is gone.
+SETTINGS_SECONDS = 3 * RESCAN_SECONDS
 
 
-async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds: float = RESCAN_SECONDS) -> None:
-    """Run until cancelled; `on_key(session_key)` is called for every record that may be ready."""
+async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds: float = RESCAN_SECONDS,
+                 settings: HookSettings | None = None) -> None:
+    """Run until cancelled; `on_key(session_key)` is called for every record that may be ready. With `settings`,
+    they are published for `doctor` (publish_settings) at each (re)subscribe and rescan."""
     delay = FIRST_RETRY_SECONDS
     while True:
         pubsub = None
@@ -32,11 +40,12 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
                 keys_of = Keys.of(client)
                 await pubsub.subscribe(keys_of.notice_channel, keys_of.outcome_channel)
                 keys = await pending_sessions(client)
+                await publish_settings(client, settings)
             link.ok()
             delay = FIRST_RETRY_SECONDS
             for key in keys:
                 on_key(key)
-            await _follow(link, client, pubsub, keys_of, on_key, rescan_seconds)
+            await _follow(link, client, pubsub, keys_of, on_key, rescan_seconds, settings)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure: report (rate-limited) and reconnect
@@ -52,7 +61,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
 
 
 async def _follow(link: RedisLink, client: Any, pubsub: Any, keys_of: Keys, on_key: Callable[[str], None],
-                  rescan_seconds: float) -> None:
+                  rescan_seconds: float, settings: HookSettings | None) -> None:
     """Until the connection fails: each notice to `on_key`, each outcome to nanobot's log, and every
     `rescan_seconds` the pending sessions again (a notice sent while nobody listened is not lost)."""
     loop = asyncio.get_running_loop()
@@ -70,9 +79,26 @@ async def _follow(link: RedisLink, client: Any, pubsub: Any, keys_of: Keys, on_k
         if loop.time() >= next_scan:
             async with asyncio.timeout(link.timeout):
                 keys = await pending_sessions(client)
+                await publish_settings(client, settings)
             for key in keys:
                 on_key(key)
             next_scan = loop.time() + rescan_seconds
+
+
+# When this process's hooks started: a restarted nanobot tells itself apart from the one before.
+STARTED = time.time()
+
+
+async def publish_settings(client: Any, settings: HookSettings | None) -> None:
+    """The settings this nanobot's hooks act on that the worker must share (settings.SHARED_SETTINGS), and how
+    this nanobot is run (where they are set), for `doctor`: one small key of this process, written here, in the
+    listener's background task, never on a turn's path."""
+    if settings is None:
+        return
+    process = f"{socket.gethostname()}:{os.getpid()}"
+    report = {"host": socket.gethostname(), "pid": os.getpid(), "started": STARTED, "written": time.time(),
+              "runner": runner(), "settings": shared_settings(settings)}
+    await client.set(Keys.of(client).hooks(process), json.dumps(report), ex=int(SETTINGS_SECONDS))
 
 
 def log_outcome(payload: str) -> None:

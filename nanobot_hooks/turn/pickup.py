@@ -31,10 +31,10 @@ from typing import Any, Literal
 
 from nanobot_hooks import logs
 from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_internal_session, last_context_tokens,
-                                    load_record_or_drop, note_context)
+                                    load_record_or_drop, note_context, record_key)
 from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
-from nanobot_hooks.surface import ordinary_turn
+from nanobot_hooks.surface import compacting, compaction_lock, ordinary_turn
 from nanobot_hooks.turn.apply import pickup_due
 
 
@@ -64,8 +64,8 @@ class PickupScheduler:
             if session is None:
                 return
             record = self.held.get(key) or pending_in_metadata(session)
-            if record is None or not ordinary_turn(session):
-                return
+            if record is None or not ordinary_turn(session) or compacting(self.ctx.nanobot, key):
+                return  # left for later (after this turn, the trigger's pickup waits for the compaction)
             if (refused := verdict(session, record)) is not None:  # due or not: it will never apply
                 self._discard(session, record, refused, "at the start of a turn")
                 self.ctx.spawn(self._settle(record, refused))
@@ -130,13 +130,17 @@ class PickupScheduler:
         gone (the session saved), reported. The caller settles it in Redis."""
         key = record.session_key
         if self.held.get(key) == record:
-            del self.held[key]
-            timer = self._timers.pop(key, None)
-            if timer is not None:
-                timer.cancel()
+            self._release(key)
         if forget_pending(session, record):
             self.ctx.nanobot.sessions.save(session)
         self._report(record, outcome, where)
+
+    def _release(self, key: str) -> None:
+        """No record of `key` held any more, nor its timer."""
+        self.held.pop(key, None)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
 
     def _recheck(self, key: str) -> None:
         self._timers.pop(key, None)
@@ -167,6 +171,11 @@ class PickupScheduler:
                 return None
             if not isinstance(record, SummaryRecord):
                 return None
+            if not self._signed(record):
+                await self._settle(record, "forged")
+                return "forged"
+            if record.undoes:  # a summary held for idle pickup is undone too: it never reaches the session
+                self._release(key)
             outcome = await self._apply_between_turns(key, record)
             if outcome != "held":
                 await self._settle(record, outcome)
@@ -180,13 +189,16 @@ class PickupScheduler:
     async def _apply_between_turns(self, key: str, record: SummaryRecord) -> Outcome | Literal["held"]:
         """Under the session's turn lock (a turn holds it throughout): drop, hold or apply the record."""
         sessions = self.ctx.nanobot.sessions
-        async with self.ctx.nanobot.session_lock(key):
+        # And under nanobot's idle-compaction lock: its compaction reads the session, waits seconds for its
+        # model and inserts its checkpoint where the session ended then; a record applied in between would
+        # shift the messages, and its checkpoint would land before a message its summary holds.
+        async with self.ctx.nanobot.session_lock(key), compaction_lock(self.ctx.nanobot, key):
             session = sessions.get_or_create(key)
             outcome = verdict(session, record)  # checked first: a stale record is not held
             if outcome is not None:
                 self._discard(session, record, outcome, "between turns")
                 return outcome
-            if not self._due(session):
+            if not record.undoes and not self._due(session):  # an undo waits for no cold cache
                 self._hold(key, record, session)
                 return "held"
             self.held.pop(key, None)
@@ -198,6 +210,23 @@ class PickupScheduler:
             self._report(record, outcome, "between turns")
             return outcome
 
+    def _signed(self, record: SummaryRecord) -> bool:
+        """Is `record` signed with this instance's key? Every record from Redis reaches the hooks through here, and
+        any client of a shared Redis can write one: one that is not (forged, altered, or stored by a version before
+        records were signed) is refused in one line and never applied. The copy in line 1 needs no check: only
+        this instance's worker writes the session file."""
+        try:
+            if record.authentic(record_key(self.ctx.nanobot.sessions.sessions_dir)):
+                return True
+            why = "not signed with this instance's key (forged, or from an older version of the worker)"
+        except (AttributeError, TypeError, OSError, ValueError) as exc:  # no sessions folder, unreadable, damaged
+            why = f"this instance's key cannot be read ({logs.describe(exc)})"
+        self.ctx.counts["forged"] += 1
+        key = record.session_key
+        THROTTLE.warning(f"forged:{key}", f"refused the summary record of {key}: {why}; "
+                         f"{self.ctx.counts['forged']} refused so far")
+        return False
+
     def _on_disk(self, key: str) -> bool:
         read = getattr(self.ctx.nanobot.sessions, "read_session_metadata", None)
         try:
@@ -208,7 +237,11 @@ class PickupScheduler:
     def _report(self, record: SummaryRecord, outcome: Outcome, where: str) -> None:
         self.ctx.counts[outcome] += 1
         key = record.session_key
-        if outcome == "applied":
+        if record.undoes:
+            if outcome != "duplicate":  # a duplicate: the session was undone already (loaded from the undone file)
+                logs.info(f"undid the summary of {key} (nanobot-summary undo): every message is sent again"
+                          if outcome == "applied" else f"did not undo the summary of {key}: it changed since the undo")
+        elif outcome == "applied":
             logs.info(f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
                       f"covered, {record.tokens_before} -> {record.tokens_after} tokens")
         elif outcome == "stale":
@@ -218,8 +251,11 @@ class PickupScheduler:
     async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
         async def work(client: Any) -> None:
             await drop_record(client, record)  # keeps a newer record of the same session
-            await client.hincrby(self.ctx.settings.keys.stats, outcome, 1)
-            if outcome == "applied":  # the sawtooth's drop, in the session's context history
+            if not record.undoes:
+                await client.hincrby(self.ctx.settings.keys.stats, outcome, 1)
+            elif outcome == "applied":  # an undo is no pickup of a summary
+                await client.hincrby(self.ctx.settings.keys.stats, "undone", 1)
+            if outcome == "applied" and not record.undoes:  # the sawtooth's drop, in the session's context history
                 await note_context(client, [(record.session_key, {"at": round(time.time(), 1), "applied": True,
                                                                   "before": record.tokens_before,
                                                                   "after": record.tokens_after})])

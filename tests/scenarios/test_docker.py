@@ -474,3 +474,94 @@ def test_a_message_nanobot_writes_is_dated_by_the_worker_on_nanobots_day(
     # ... and lands on the day nanobot's zone had then.
     days = {datetime.fromtimestamp(t, ZoneInfo(nanobots_zone)).date().isoformat() for t in (started, ended)}
     assert seen["day"] in days, (seen, days)
+
+
+# --- published ports that reach nanobot, health checks, one Redis address -----------------------------------------
+
+LISTEN = DEPLOY / "nanobot" / "listen_in_container.py"
+# What `nanobot onboard` writes for the gateway and its web chat (host on the loopback, the WebUI password as
+# the token-issue secret, a token required).
+ONBOARDED = {"gateway": {"host": "127.0.0.1", "port": 18790},
+             "channels": {"websocket": {"enabled": True, "host": "127.0.0.1", "port": 8765,
+                                        "tokenIssueSecret": "webui-password", "websocketRequiresToken": True}},
+             "agents": {"defaults": {"workspace": "~/.nanobot/workspace"}}}
+
+
+def run_listen(path: Path) -> subprocess.CompletedProcess[str]:
+    """The script as the compose file's comment runs it: Python's standard library, NANOBOT_CONFIG set."""
+    return subprocess.run([sys.executable, str(LISTEN)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NANOBOT_CONFIG": str(path)})
+
+
+def nanobot_reads(path: Path) -> dict[str, Any]:
+    """The config as nanobot 0.3.5's own classes read it: the gateway's host and port, the web chat's (its
+    validators refuse 0.0.0.0 without authentication)."""
+    probe = ("import json, sys; from nanobot.config.loader import load_config; "
+             "from nanobot.channels.websocket.runtime import WebSocketConfig; "
+             "c = load_config(__import__('pathlib').Path(sys.argv[1])); "
+             "w = WebSocketConfig.model_validate(c.channels.websocket); "
+             "print(json.dumps({'gateway': [c.gateway.host, c.gateway.port], 'web': [w.host, w.port, "
+             "w.websocket_requires_token]}))")
+    done = subprocess.run([str(nanobot_python(find_nanobot())), "-c", probe, str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_published_ports_reach_nanobot_once_its_config_listens_inside_the_container(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(ONBOARDED, indent=2), encoding="utf-8")
+    path.chmod(0o600)
+    assert nanobot_reads(path) == {"gateway": ["127.0.0.1", 18790], "web": ["127.0.0.1", 8765, True]}, \
+        "as onboard leaves it: Docker's forwarded ports would reach nothing"
+    done = run_listen(path)
+    assert done.returncode == 0, done.stderr
+    # nanobot itself accepts it (a web chat on 0.0.0.0 needs authentication), on the ports the compose file publishes.
+    read = nanobot_reads(path)
+    assert read == {"gateway": ["0.0.0.0", 18790], "web": ["0.0.0.0", 8765, True]}, read
+    published = {port.split(":")[2] for port in resolved(VARIABLES)["services"]["nanobot-gateway"]["ports"]}
+    assert published == {str(read["gateway"][1]), str(read["web"][1])}
+    changed = json.loads(path.read_text(encoding="utf-8"))
+    assert changed["agents"] == ONBOARDED["agents"] and changed["channels"]["websocket"]["tokenIssueSecret"]
+    assert path.stat().st_mode & 0o777 == 0o600, "the config's mode is kept (it holds keys)"
+    assert run_listen(path).returncode == 0 and "already listens" in run_listen(path).stdout
+    # The compose file says how to run it, and the docs' quick start too.
+    command = "run --rm --no-deps worker python deploy/nanobot/listen_in_container.py"
+    assert command in " ".join(COMPOSE.read_text(encoding="utf-8").replace("\\\n#", " ").split())
+    assert command in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+
+
+def test_a_web_chat_without_authentication_is_left_on_the_loopback_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    open_chat = {**ONBOARDED, "channels": {"websocket": {"enabled": True, "host": "127.0.0.1",
+                                                         "websocketRequiresToken": False}}}
+    path.write_text(json.dumps(open_chat), encoding="utf-8")
+    before = path.read_bytes()
+    done = run_listen(path)
+    assert done.returncode == 1 and "tokenIssueSecret" in done.stderr and "WebUI password" in done.stderr
+    assert path.read_bytes() == before, "nothing changed: nanobot would refuse to start the web chat on 0.0.0.0"
+
+
+def test_every_long_running_service_has_a_health_check_and_the_gateways_asks_nanobot() -> None:
+    services = compose()["services"]
+    for name, service in services.items():
+        if "profiles" in service:
+            continue  # nanobot-cli: a one-off command
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
+    test = services["nanobot-gateway"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], "nanobot's image has Python on PATH, no curl"
+    assert "http://127.0.0.1:18790/health" in test[3], "nanobot's own endpoint, on the container's side"
+    compile(test[3], "healthcheck", "exec")
+    tested = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
+    assert all(service.get("healthcheck") for service in tested.values())
+
+
+def test_one_redis_address_for_a_nanobot_on_the_host_across_the_examples() -> None:
+    from worker.settings import Settings
+
+    example = env_file(DEPLOY / "worker.env.example")["REDIS_URL"]
+    tested = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))
+    (port,) = tested["services"]["redis"]["ports"]
+    host_ip, host_port, container_port = interpolate(port, {}).split(":")
+    assert example == f"redis://{host_ip}:{host_port}/0" == Settings.model_fields["redis_url"].default
+    assert container_port == "6379"

@@ -23,9 +23,11 @@ from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Error, Reply
-from harness.models import summary_json
+from harness.models import chat_requests, history_text, summary_json, system_text
+from harness.nanobot_cli import ARCHIVED, turn
 from harness.redis_server import RedisServer, free_port
 from harness.transcripts import conversation
+from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
@@ -240,6 +242,13 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
 
 # --- why nothing happened -------------------------------------------------------------------------------------
 
+async def subscribed(redis, channel: str) -> bool:
+    """Whether a client listens on `channel` (PUBSUB NUMSUB): a message published before that is lost."""
+    counts = {name.decode() if isinstance(name, bytes) else name: count
+              for name, count in await redis.pubsub_numsub(channel)}
+    return counts.get(channel, 0) > 0
+
+
 async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_llm, redis, redis_url, settings_for,
                                                            caplog) -> None:
     nanobot_home.write_session("telegram:42", conversation(3))
@@ -247,7 +256,7 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
     link = RedisLink(redis_url, logs.Throttle(), keys=TEST_KEYS)
     listener = asyncio.create_task(listen(link, keys.append))
     try:
-        await asyncio.sleep(0.5)  # subscribed
+        await wait_until(lambda: subscribed(redis, TEST_KEYS.outcome_channel), what="the listener's subscription")
         with caplog.at_level(logging.INFO, logger="nanobot_hooks"):
             await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42", reason="interval"))
             await run_burst(build_deps(settings_for(summary_min_saving=0.05, summary_keep="messages:2")))
@@ -277,3 +286,27 @@ def test_run_worker_refuses_an_old_python_before_any_install(tmp_path) -> None:
     assert result.stderr.strip() == ("error: Python 3.10.12 is too old: Python 3.11 or later is needed "
                                      "(PYTHON=python3.12 scripts/run-worker)")
     assert not (tmp_path / "venv").exists()
+
+
+async def test_the_readmes_demo_setting_shows_the_automatic_trigger_fire_within_four_short_turns(
+        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "NANOBOT_SUMMARY_DEMO=true" in readme and "a terminal of its own" in readme
+    # The tests' defaults keep messages:10 (a demo on them would cover nothing): the preset wins over them.
+    worker = procfile_worker(NANOBOT_SUMMARY_DEMO="true")
+    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_DEMO="true")
+    key = "cli:direct"
+    said = [f"turn {n}: plan day {n} in Kyoto in spring, temples in the morning and food in the evening"
+            for n in range(1, 5)]
+    for text in said[:3]:
+        await turn(nanobot_exe, agent_home, env, key, text)
+
+    async def summarized() -> bool:
+        outcome = await load_outcome(redis, key)
+        return outcome is not None and outcome.status == "summarized"
+
+    await wait_until(summarized, 90, "the third turn's summary\n" + worker.log()[-2000:])
+    await turn(nanobot_exe, agent_home, env, key, said[3])
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED in system_text(request), "the fourth turn applied the summary"
+    assert said[0] not in history_text(request) and said[2] in history_text(request), "the last exchange kept"

@@ -286,11 +286,12 @@ async def test_every_key_two_instances_leave_in_redis_names_its_instance(tmp_pat
         assert any(name.startswith(f"arq:job:{prefix}idle:") for name in names), names
 
 
-async def test_a_worker_whose_nanobot_moved_to_another_workspace_stops_saying_to_start_it_again(
-        nanobot_home, redis_url, tmp_path) -> None:
+async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_serving_it(
+        nanobot_home, redis, redis_url, tmp_path) -> None:
     """nanobot pointed at another workspace queues into that workspace's namespace: a worker that followed the
-    new files but kept polling the old queue summarized nothing, silently. It stops in one line instead (a
-    supervisor starts it again, serving the new namespace)."""
+    new files but kept polling the old queue summarized nothing, silently. It stops in one line and starts
+    again serving the new namespace, in the same process (exec): it used to exit 0, which systemd's
+    Restart=on-failure never restarted and which stopped every process under honcho."""
     import json
     import time
 
@@ -300,6 +301,7 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_stops_saying_to
     moved = tmp_path / "other-workspace"
     (moved / ".nanobot").mkdir(parents=True)
     (moved / ".nanobot" / "workspace-id").write_text("ab" * 16, encoding="utf-8")
+    new = Keys(("ab" * 16)[:12])
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
@@ -315,10 +317,17 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_stops_saying_to
                 await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
             finally:
                 await client.aclose()
-            process.wait(timeout=60)
+            wait_for_line(log, f"queue {new.queue}", process, time.monotonic() + 90)
             text = log.read_text(errors="replace")
-            assert f"whose jobs are queued under {Keys(('ab' * 16)[:12]).queue}" in text, text[-3000:]
-            assert "Start the worker again" in text and text.count("nanobot's workspace changed") == 1
+            assert f"whose jobs are queued under {new.queue}" in text, text[-3000:]
+            assert "stopping to start again, serving it" in text and text.count("nanobot's workspace changed") == 1
+            deadline = time.monotonic() + 60  # arq's first heartbeat marks the queue it now polls
+            while not await redis.exists(f"{new.queue}:health-check") and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+                await asyncio.sleep(0.2)
+            assert await redis.exists(f"{new.queue}:health-check"), log.read_text(errors="replace")[-3000:]
+            process.terminate()  # the process started again still stops cleanly
+            assert process.wait(timeout=60) == 0, log.read_text(errors="replace")[-3000:]
         finally:
             if process.poll() is None:
                 process.kill()

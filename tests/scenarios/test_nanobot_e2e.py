@@ -497,9 +497,12 @@ def _route(script: LLMScript, summary_model):
 
 async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through_nanobot(
         gateway, nanobot_home, fake_llm, script, redis, procfile_worker):
-    prose = Summarizer("prose")
+    fact = {"text": "The user deploys to host-N.example.com hosts", "source": "user", "importance": 4}
+    prose = Summarizer("prose", facts=[fact])
     fake_llm.responder = _route(script, prose)
-    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2"}
+    # The harness's web chat asks for no token: trusted here by name, as a user who alone uses it would.
+    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2",
+                "NANOBOT_MEMORY_SESSIONS": "websocket:*"}
     # The tests' workers keep their priority (harness.defaults); this one lowers it by the default.
     worker = procfile_worker(**settings, NANOBOT_SUMMARY_NICENESS=str(NICENESS))
     gw = await gateway(**settings)
@@ -523,6 +526,11 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     assert ARCHIVED in system_text(request) and summaries[-1] in system_text(request)
     assert "turn 1: deploy" not in history_text(request)
     assert (await stats(redis)).get("applied") == 3
+    # Its notes and facts came too, asked for in plain lines: daily notes of the covered turns, and the fact.
+    memory = nanobot_home.workspace / "memory"
+    notes = "".join(path.read_text(encoding="utf-8") for path in sorted(memory.glob("????-??-??.md")))
+    assert "turn 1: deploy host-1.example.com" in notes and "turn 5: deploy host-5.example.com" in notes
+    assert fact["text"] in (memory / "MEMORY.md").read_text(encoding="utf-8")
     assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19), \
         "the worker yields the CPU to nanobot's turns"
 

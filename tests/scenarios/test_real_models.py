@@ -10,12 +10,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.support.commands import run_in_process
+from tests.support.commands import check, doctor, run_in_process
+from tests.support.web import served
 from harness.environment import process_env
-from harness.fakellm import Error, FakeRequest, Reply
-from harness.models import REFUSAL, Summarizer, is_summary_request, user_lines
+from harness.fakellm import Error, FakeRequest, Hang, Reply
+from harness.models import REFUSAL, Summarizer, is_lines_request, is_summary_request, user_lines
 from worker.model import llm
+from worker.state import formats
 from worker.state.budget import cooldown_seconds, cooling
+from worker.summarize import daily
 from worker.summarize.daily import daily_summaries
 from worker.memory.notes import is_noted, noted_spans
 
@@ -26,6 +29,10 @@ from tests.support.workers import run_burst, summarize_now
 KEY = "telegram:42"
 EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"
            "- repository acme/site, branch release-2.4")
+
+
+HOST_FACT = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4, "source": "user",
+             "category": "configuration"}
 
 
 def day(n: int) -> datetime:
@@ -45,9 +52,9 @@ async def summarize(redis, deps, reason: str = "tokens", **worker):
     return done.outcome, done.record
 
 
-async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going(
+async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going_and_writes_notes_and_facts(
         redis, nanobot_home, fake_llm, deps_for):
-    model = fake_llm.responder = Summarizer("prose")
+    model = fake_llm.responder = Summarizer("prose", facts=[HOST_FACT])
     deps = deps_for()
     messages: list[dict] = []
     summaries = []
@@ -57,15 +64,107 @@ async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going(
         outcome, record = await summarize(redis, deps)
         assert outcome is not None and outcome.status == "summarized", outcome
         assert record is not None
+        assert "notes and facts skipped" not in outcome.detail and outcome.memory_skipped == ""
         summaries.append(record.summary)
     # Each summary folds the one before in, and the chain never stalls on prose.
     for before, after in zip(summaries, summaries[1:]):
         assert before in after and len(after) > len(before)
     assert "round 2 question" in summaries[-1]
-    # The notes of a prose model: asked once in a smaller call; it answered prose again, so never again.
+    # The notes of a prose model: one smaller call per job, in plain lines, never as the JSON it does not answer.
     notes_calls = [r for r in fake_llm.requests if not is_summary_request(r)]
-    assert len(notes_calls) == 1 and model.calls == 4
-    assert "notes and facts skipped" in outcome.detail
+    assert len(notes_calls) == 3 and model.calls == 6
+    assert all(is_lines_request(r) and "response_format" not in r.body for r in notes_calls)
+    memory = nanobot_home.workspace / "memory"
+    notes = (memory / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "round 0 question 0 about host-0-0" in notes and "round 2 question 2 about host-2-2" in notes
+    assert HOST_FACT["text"] in (memory / "MEMORY.md").read_text(encoding="utf-8")
+    assert (await formats.learned(redis, deps.model.model)).format == "lines"
+
+
+LINES = ("DAY 2026-11-20\nTOPICS:\n- deploys to stage-7\n- the rollback plan\nFACTS:\n"
+         "- user | durable | 4 | configuration | The staging host is stage-7.example.com")
+
+
+def prose_summaries(lines_answer: Reply | Error | Hang):
+    """A model that answers its summaries in prose, and the plain lines asked for with `lines_answer`."""
+    prose = Summarizer("prose")
+    return lambda request: lines_answer if is_lines_request(request) else prose(request)
+
+
+@pytest.mark.parametrize("answer, written", [
+    (Reply(f"Sure, here they are:\n```text\n{LINES}\n```\n- and a bullet of chatter after the fence"), True),
+    (Reply(f"{LINES}\n- user | durable | 3 | other | The user's half-writ", finish_reason="length"), True),
+    (Reply(REFUSAL), False), (Reply(""), False), (Reply("Summary unavailable"), False),
+    (Error.rate_limit(), False), (Error.server(), False), (Hang(30), False),
+], ids=["fenced-with-chatter", "truncated", "refusal", "empty", "placeholder", "429", "500", "hang"])
+async def test_each_misbehaviour_of_the_plain_lines_call(redis, nanobot_home, fake_llm, deps_for, answer, written):
+    fake_llm.responder = prose_summaries(answer)
+    nanobot_home.write_session(KEY, conversation(15))
+    deps = deps_for(summary_timeout=3.0)  # a hanging call ends at the call's timeout
+    outcome, record = await summarize(redis, deps)
+    assert outcome is not None and outcome.status == "summarized" and record is not None, outcome
+    lines_calls = [r for r in fake_llm.requests if is_lines_request(r)]
+    assert len(fake_llm.requests) == 2 and len(lines_calls) == 1, "the summary, then the lines: no JSON notes call"
+    memory = nanobot_home.workspace / "memory"
+    spans = noted_spans(memory, KEY, "2026-11-20")
+    if written:
+        notes = (memory / "2026-11-20.md").read_text(encoding="utf-8")
+        assert "- deploys to stage-7" in notes and "- the rollback plan" in notes
+        assert "chatter" not in notes
+        facts = (memory / "MEMORY.md").read_text(encoding="utf-8")
+        assert "stage-7.example.com" in facts and "half-writ" not in facts
+        assert spans and outcome.memory_skipped == ""
+    else:
+        # Nothing marked noted: the daily run asks again. Only prose says the model cannot do lines.
+        assert spans == [] and outcome.memory_skipped and "notes and facts skipped" in outcome.detail
+    assert (await formats.learned(redis, deps.model.model)).format == "lines"
+
+
+async def test_a_model_that_answers_the_lines_in_prose_too_is_not_asked_again_and_every_view_says_memory_is_off(
+        redis, redis_url, nanobot_home, fake_llm, deps_for, settings_for, capsys):
+    fake_llm.responder = prose_summaries(Reply("The user talked about deploys and the staging host."))
+    deps = deps_for()
+    for key in ("telegram:1", "telegram:2"):
+        nanobot_home.write_session(key, conversation(15))
+        done = await summarize_now(redis, deps, key)
+        assert done.outcome is not None and done.outcome.status == "summarized" and done.record is not None
+    assert sum(1 for r in fake_llm.requests if is_lines_request(r)) == 1, "the failed lines call is paid once"
+    assert len(fake_llm.requests) == 3
+    learned = await formats.learned(redis, deps.model.model)
+    assert learned is not None and learned.format == "off"
+    assert "follows neither JSON nor the plain lines" in done.outcome.memory_skipped
+    env = process_env(nanobot_home, redis_url, config=True)
+    text = " ".join((await asyncio.to_thread(run_in_process, capsys, "status", env=env)).stdout.split())
+    off = f"notes and facts are off for model {deps.model.model}: it answered neither JSON nor the plain lines"
+    assert f"MEMORY OFF: {off}" in text
+    assert "MEMORY OFF: telegram:2: its last job wrote no notes or facts (openai/fake-model follows neither" in text
+    level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "notes and facts are off for model")
+    assert level == "warn" and off in " ".join(line.split())
+    async with served(settings_for()) as page:
+        status, body = await page.get("/")
+    assert status == 200 and "Memory off" in body and off in body
+
+
+async def test_a_notes_call_answered_in_prose_is_asked_again_in_lines_and_the_next_job_asks_lines_at_once(
+        redis, nanobot_home, fake_llm, deps_for):
+    json_model, prose = Summarizer(), Summarizer("prose")
+
+    def answers(request: FakeRequest) -> Reply:
+        # JSON summaries, prose where notes are asked for as JSON, the lines when those are asked for.
+        return json_model(request) if is_summary_request(request) else prose(request)
+
+    fake_llm.responder = answers
+    deps = deps_for()
+    for key in ("telegram:1", "telegram:2"):
+        nanobot_home.write_session(key, conversation(15, user=f"{key} question {{i}}"))
+        await daily.set_flag(redis, key, "2026-11-20")  # the daily run: the kept tail is noted too
+        done = await summarize_now(redis, deps, key)
+        assert done.outcome is not None and done.outcome.status == "summarized" and not done.outcome.memory_skipped
+    kinds = ["summary" if is_summary_request(r) else "lines" if is_lines_request(r) else "json notes"
+             for r in fake_llm.requests]
+    assert kinds == ["summary", "json notes", "lines", "summary", "lines"], kinds
+    notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
+    assert "telegram:1 question 14" in notes and "telegram:2 question 14" in notes, "the kept tails are noted"
 
 
 @pytest.mark.parametrize("kind", ["fenced", "truncated"])

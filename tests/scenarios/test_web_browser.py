@@ -2,7 +2,9 @@
 Debian's chromium-driver (no browser download). Over data made by real jobs: a newcomer finds from the overview,
 in one click, why a session's last job did nothing; a fact is forgotten and put back with the page's buttons;
 a fact holding `<script>` is shown as text and runs nothing; a form posted from another site is refused by the
-browser's own rules and the page's; recall answers as the chosen session. Each page is saved as a PNG
+browser's own rules and the page's; recall answers as the chosen session; a browser without the token sees nothing
+and `//evil.example/?token=` stays on the page; no page scrolls sideways at 390 px, nor with a 130-character
+session key at 1280 px. Each page is saved as a PNG
 (NANOBOT_WEB_SCREENSHOTS names the folder, e.g. docs; the test's own temporary folder otherwise).
 
 scripts/test installs chromium and chromium-driver when they are missing and it runs as root (as CI does); without
@@ -16,12 +18,15 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tests.support.web import FACTS, QUIET, SCRIPT, made_by_jobs, served
+from harness.defaults import TEST_KEYS
+from tests.support.web import FACTS, PAGES, QUIET, SCRIPT, made_by_jobs, served
+from worker.state.outcomes import JobOutcome
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install '.[test]')")
@@ -133,6 +138,7 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
     before = memory.read_bytes()
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, page.first_visit)  # the address `nanobot-summary web` prints
         why = await in_browser(overview_to_why, browser, base, shots)
         assert why and why in (await page.get(f"/session?key={QUIET}"))[1]
         facts, quiet = await in_browser(memory_page, browser, base, shots)
@@ -159,7 +165,7 @@ async def test_a_form_posted_from_another_site_changes_nothing(
     before = memory.read_bytes()
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
-        await in_browser(browser.get, base + "/memory")  # the browser has the page's cookie
+        await in_browser(browser.get, page.first_visit)  # the browser has the page's cookies
         # Even a site that somehow learned a valid token of another browser is refused.
         evil = web.Application()
         html = EVIL.format(target=base, fact=FACTS[1], csrf=await page.csrf())
@@ -175,5 +181,68 @@ async def test_a_form_posted_from_another_site_changes_nothing(
             text = await in_browser(lambda: after_click(browser, browser.find_element(By.ID, "go"), "main"))
         finally:
             await server.close()
-        assert "Refused" in text, text
+        # The browser sends no SameSite=Strict cookie with another site's form: no token (401), or, were the
+        # token somehow there, no browser cookie for the CSRF token (403).
+        assert "needs its token" in text or "Refused" in text, text
         assert memory.read_bytes() == before
+
+
+async def test_a_browser_without_the_token_sees_nothing_and_the_first_visit_stays_on_the_page(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser):
+    await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+    async with served(settings_for(), login=False) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, base + "/memory")
+        text = await in_browser(lambda: browser.find_element(By.TAG_NAME, "body").text)
+        assert "needs its token" in text and FACTS[1] not in text
+        # `//evil.example/` is a path of this page, and the redirect that drops the token keeps it one.
+        for target in ("//evil.example/", "/\\evil.example/"):
+            await in_browser(browser.get, f"{base}{target}?token={page.guard.token}")
+            assert (await in_browser(lambda: browser.current_url)).startswith(base + "/"), target
+        await in_browser(browser.get, base + "/memory")
+        assert FACTS[1] in await in_browser(lambda: browser.find_element(By.TAG_NAME, "body").text)
+
+
+LONG_KEY = "websocket:" + "3356daf50c1e4f7b9a54" * 6  # 130 characters and no place a line may break
+
+
+def widths(driver: Chrome, base: str, urls: list[str], width: int) -> dict[str, int]:
+    """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": width < 700})
+    found = {}
+    for url in urls:
+        driver.get(base + url)
+        found[url] = driver.execute_script("return document.documentElement.scrollWidth")
+    return found
+
+
+def actions_off_screen(driver: Chrome, base: str, width: int) -> list[str]:
+    """The memory page's buttons and Edit links that do not lie whole inside the window."""
+    driver.get(base + "/memory")
+    return driver.execute_script(
+        "return [...document.querySelectorAll('button, details.edit summary')].filter(e => {"
+        " const r = e.getBoundingClientRect(); return r.left < 0 || r.right > arguments[0]; })"
+        ".map(e => e.textContent.trim())", width)
+
+
+async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    """At 390 px no page scrolls sideways and every action on the memory page is on the screen; one 130-character
+    session key (listed, outcome and all) pushes nothing off a 1280 px screen."""
+    await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+    nanobot_home.write_session(LONG_KEY, [{"role": "user", "content": "hello from the web chat"}])
+    outcome = JobOutcome(session_key=LONG_KEY, status="failed", detail="the model answered 500 three times: "
+                         "https://example.invalid/" + "very-long-path-segment-" * 6)
+    await redis.set(TEST_KEYS.outcome(LONG_KEY), outcome.model_dump_json())
+    urls = PAGES + [f"/session?key={quote(LONG_KEY, safe='')}", f"/recall?q=hello&session={quote(LONG_KEY, safe='')}"]
+    async with served(settings_for()) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, page.first_visit)
+        phone = await in_browser(widths, browser, base, urls, 390)
+        off = await in_browser(actions_off_screen, browser, base, 390)
+        await in_browser(shots, browser, "phone-memory")
+        desktop = await in_browser(widths, browser, base, urls, 1280)
+    assert {url: px for url, px in phone.items() if px > 390} == {}, phone
+    assert off == [], off
+    assert {url: px for url, px in desktop.items() if px > 1280} == {}, desktop

@@ -1,20 +1,29 @@
 """The web page's safety, over data made by real jobs: conversation text (a message, a fact, a session key holding
 `<script>`) is shown as text; a POST without the CSRF token, with another browser's, or from another site is
-refused; read-only mode shows no action and refuses every POST; a non-local bind needs the token (generated and
-printed once) for every page and action, a local one answers only to a local Host name (DNS rebinding); no API
-key, token or secret reaches a page; another instance's keys on the same Redis never do."""
+refused; read-only mode shows no action and refuses every POST; every bind, loopback included, needs the token of
+the user's token file for every page and action (a client run as another Unix user reads neither), a local one
+answers only to a local Host name (DNS rebinding); the first visit's redirect stays on the page and its cookie
+holds no token; every answer, 413 and 500 included, has the security headers; an edit past the length cap is
+refused with its text kept; bidirectional controls are shown, not obeyed; no API key, token or secret reaches a
+page; another instance's keys on the same Redis never do."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from arq.constants import health_check_key_suffix
 
 from nanobot_hooks.contract import Keys, utcnow
@@ -26,7 +35,11 @@ from tests.support.web import API_KEY, FACTS, KEY, PAGES, SCRIPT, escaped, made_
 from tests.support.workers import running_worker
 from worker.state.outcomes import JobOutcome
 from worker.state.workers import publish, settings_report
-from worker.web.guard import Guard, Refused
+from worker.web.app import make_app
+from worker.web.guard import GUARD, HEADERS, Guard, Refused
+from worker.web.instance import Instance
+from worker.web.limits import MAX_FACT_CHARS
+from worker.web.render import BIDI
 from tests.support.paths import ROOT
 
 
@@ -61,8 +74,8 @@ async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(dat
         assert (await page.post("/memory/forget", {"text": fact, "csrf": token}, headers=other))[0] == 403
         cross = {"Sec-Fetch-Site": "cross-site"}
         assert (await page.post("/memory/forget", {"text": fact, "csrf": token}, headers=cross))[0] == 403
-        # Another browser (no cookie of this one) cannot use this browser's token.
-        async with aiohttp.ClientSession() as stranger:
+        # Another browser (no cookie of this one, the page's token given) cannot use this browser's CSRF token.
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {page.guard.token}"}) as stranger:
             async with stranger.post(page.client.make_url("/memory/forget"), data={"text": fact, "csrf": token},
                                      allow_redirects=False) as response:
                 assert response.status == 403
@@ -89,7 +102,7 @@ async def test_a_non_local_bind_needs_the_token_for_every_page_and_action(data, 
         Guard.for_bind("0.0.0.0", token="short")
     guard = Guard.for_bind("0.0.0.0")
     assert guard.token and len(guard.token) >= 32 and not guard.local
-    async with served(settings_for(), guard) as page:
+    async with served(settings_for(), guard, login=False) as page:
         for url in PAGES:
             assert (await page.get(url))[0] == 401, url
         assert (await page.get("/", params={"token": "x" * 43}))[0] == 401
@@ -123,16 +136,20 @@ async def test_no_secret_reaches_any_page(data, settings_for, nanobot_home, fake
         assert API_KEY not in (await page.get("/recall?q=key+secret"))[1]
 
 
-async def test_the_command_prints_a_token_url_once_for_a_non_local_bind_and_refuses_without_it(
+async def test_the_command_prints_the_token_to_no_pipe_and_refuses_without_it(
         redis, nanobot_home, redis_url, tmp_path):
+    """Started with its output in a pipe (a service's journal), the page prints its address without the token;
+    the token is in the token file, made 0600 at the first start, and `--url` prints the address with it."""
     env = process_env(nanobot_home, redis_url, config=True)
-    process = subprocess.Popen([sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0"], cwd=ROOT,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    token_file = tmp_path / "state" / "nanobot-summary" / "web-token"
+    command = [sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0", "--token-file", str(token_file)]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = await asyncio.to_thread(process.stdout.readline)
-        found = re.search(r"http://\S+:(\d+)/\?token=(\S+)", line)
+        found = re.search(r"listening on http://\S+:(\d+)/$", line.strip())
         assert found, line
-        port, token = found.groups()
+        port, token = found.group(1), token_file.read_text(encoding="utf-8").strip()
+        assert token not in line and token_file.stat().st_mode & 0o777 == 0o600
         # A browser keeps cookies of an address like 127.0.0.1 (aiohttp's client does when told `unsafe`).
         async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
             async with browser.get(f"http://127.0.0.1:{port}/memory") as response:
@@ -143,7 +160,9 @@ async def test_the_command_prints_a_token_url_once_for_a_non_local_bind_and_refu
         process.terminate()
         rest = await asyncio.to_thread(process.communicate, timeout=20)
     assert process.returncode == 0, rest
-    assert token not in rest[0], "the token is printed once"
+    assert token not in rest[0], "the token is never printed to a pipe"
+    url = subprocess.run(command + ["--url"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert url.returncode == 0 and url.stdout.strip().endswith(f":0/?token={token}"), url
 
 
 async def test_another_instances_sessions_and_outcomes_never_reach_a_page(data, settings_for, redis):
@@ -199,3 +218,181 @@ async def test_the_workers_settings_are_shown_without_a_credential(data, setting
     assert "Settings it runs with" in body and "openai/summarizer" in body and "messages:10" in body
     assert API_KEY not in body and "api_key" not in body and "pw-Hidden-77" not in body
     assert "redis+sentinel://:***@10.0.0.5:26379" in body and "version 0.1.0" in body
+
+
+async def test_a_local_bind_answers_nothing_without_the_token(data, settings_for):
+    """Loopback is no credential: any local account reaches 127.0.0.1. Without the token no page shows a fact,
+    a message or a CSRF token, and no action is taken; with it (the first-visit URL's cookie) every page works."""
+    before = data.read_bytes()
+    async with served(settings_for(), login=False) as page:
+        for url in PAGES:
+            status, body = await page.get(url)
+            assert status == 401 and "needs its token" in body and "nanobot-summary web --url" in body, url
+            assert escaped(FACTS[1]) not in body and 'name="csrf"' not in body and "nickname" not in body, url
+        assert (await page.post("/memory/forget", {"text": FACTS[1], "csrf": "0" * 64}))[0] == 401
+        assert data.read_bytes() == before
+        async with page.client.get("/", params={"token": page.guard.token}, allow_redirects=False) as response:
+            assert response.status == 303
+        for url in PAGES:
+            assert (await page.get(url))[0] == 200, url
+        assert (await page.post("/memory/forget", {"text": FACTS[1], "csrf": await page.csrf()}))[0] == 303
+
+
+# What the client running as another Unix user tries: read the token file, then the page without it, then
+# (given the token on its standard input, as a control) the page with it.
+NOBODY_CLIENT = r"""
+import sys, urllib.error, urllib.request
+path, base = sys.argv[1], sys.argv[2]
+try:
+    open(path).read()
+    print("file: read")
+except PermissionError:
+    print("file: refused")
+for url in (base + "/memory", base + "/recall?q=nickname&session=telegram%3A42"):
+    try:
+        with urllib.request.urlopen(url) as answer:
+            print("page:", answer.status, "fact" if "Miso" in answer.read().decode() else "-")
+    except urllib.error.HTTPError as error:
+        print("page:", error.code, "fact" if "Miso" in error.read().decode() else "-")
+forget = urllib.request.Request(base + "/memory/forget", data=b"text=The+user+prefers+dark+mode+in+every+editor")
+try:
+    urllib.request.urlopen(forget)
+    print("forget: done")
+except urllib.error.HTTPError as error:
+    print("forget:", error.code)
+request = urllib.request.Request(base + "/memory", headers={"Authorization": "Bearer " + sys.stdin.read().strip()})
+with urllib.request.urlopen(request) as answer:
+    print("with token:", answer.status)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run a "
+                    "client as the user nobody")
+async def test_another_unix_user_can_read_neither_the_token_file_nor_the_page(data, nanobot_home, redis_url):
+    """`nanobot-summary web` as this user (root here), its defaults but the state folder (XDG_STATE_HOME), whose
+    folders everyone may enter: a client run as `nobody` cannot read the token file (its mode alone keeps it), and
+    the page answers it nothing (a 401 without the fact); given the token, the same client is served."""
+    shared = Path(tempfile.mkdtemp(prefix="web-state-"))
+    (shared / "nanobot-summary").mkdir()
+    for folder in (shared, shared / "nanobot-summary"):
+        folder.chmod(0o755)
+    env = {**process_env(nanobot_home, redis_url, config=True), "XDG_STATE_HOME": str(shared)}
+    process = subprocess.Popen([sys.executable, "-m", "worker", "web", "--port", "0"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = await asyncio.to_thread(process.stdout.readline)
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert found, line
+        token_file = shared / "nanobot-summary" / "web-token"
+        token = token_file.read_text(encoding="utf-8").strip() if token_file.exists() else ""
+        client = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
+                  NOBODY_CLIENT, str(token_file), f"http://127.0.0.1:{found.group(1)}"]
+        result = await asyncio.to_thread(subprocess.run, client, input=token, capture_output=True, text=True,
+                                         timeout=120)
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.communicate, timeout=20)
+        shutil.rmtree(shared)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["file: refused", "page: 401 -", "page: 401 -", "forget: 401",
+                                          "with token: 200"], result.stdout
+    assert FACTS[1].encode() in data.read_bytes()
+
+
+def raw_get(port: int, target: str) -> tuple[int, dict[str, str]]:
+    """GET `target` as written (aiohttp's client would normalize `//host/`), the status and the headers."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head = answer.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    return int(head[0].split()[1]), {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+
+
+async def test_the_first_visit_redirect_stays_on_the_page(data, settings_for):
+    """`//evil.example/?token=...` once answered `Location: //evil.example/`: another site to a browser."""
+    async with served(settings_for(), login=False) as page:
+        token = page.guard.token
+        for target in ("//evil.example/", "/\\evil.example/", "/%2F%2Fevil.example/", "/%5Cevil.example/",
+                       "/%09/evil.example/", "///evil.example/memory"):
+            status, headers = await asyncio.to_thread(raw_get, page.client.port, f"{target}?token={token}")
+            location = headers["location"]
+            assert status == 303 and location.startswith("/") and location[1:2] not in ("/", "\\"), (target, location)
+            assert not re.search(r"[\x00-\x20\\]", location), (target, location)
+        status, headers = await asyncio.to_thread(raw_get, page.client.port, f"/memory?q=x&token={token}")
+        assert status == 303 and headers["location"] == "/memory?q=x"
+
+
+async def test_the_token_cookie_holds_no_token_and_opens_only_its_own_port(data, settings_for):
+    """A browser sends a host's cookies to every port of it: the cookie is named with the port, holds an HMAC of
+    the token and the port (never the token), and the cookie of one port opens no other page of the same token."""
+    token = Guard.for_bind("127.0.0.1").token  # one user's two pages share the user's token file
+    async with served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as one, \
+            served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as two:
+        async with one.client.get("/", params={"token": token}, allow_redirects=False) as response:
+            cookie = response.cookies[f"nanobot_summary_token_{one.client.port}"]
+        assert token not in cookie.value and cookie["httponly"] and cookie["samesite"] == "Strict"
+        async with aiohttp.ClientSession() as other:
+            async def status_of(page, port: int, value: str) -> int:
+                async with other.get(page.client.make_url("/memory"),
+                                     headers={"Cookie": f"nanobot_summary_token_{port}={value}"}) as response:
+                    return response.status
+
+            assert await status_of(one, one.client.port, cookie.value) == 200
+            assert await status_of(two, one.client.port, cookie.value) == 401, "sent to the other port: no use"
+            assert await status_of(two, two.client.port, cookie.value) == 401, "renamed for the other port: no use"
+            assert await status_of(one, one.client.port, token) == 401, "the token itself is no cookie"
+
+
+async def test_every_answer_carries_the_security_headers_413_and_500_included(data, settings_for):
+    async with served(settings_for()) as page:
+        csrf = await page.csrf()
+        async with page.client.post("/memory/edit", data={"csrf": csrf, "text": FACTS[1], "new": "x" * 70_000}) \
+                as response:
+            assert response.status == 413 and "nothing was changed" in await response.text()
+            assert all(response.headers.get(name) == value for name, value in HEADERS.items()), response.headers
+        for url, status in (("/no-such-page", 404), ("/", 200)):
+            async with page.client.get(url) as response:
+                assert response.status == status and response.headers.get("Content-Security-Policy"), url
+    # An unexpected failure of a handler: a route of the real application that raises.
+    app = make_app(Instance.load(settings_for()), Guard.for_bind("127.0.0.1"))
+
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug")
+
+    app.router.add_get("/broken", broken)
+    async with TestClient(TestServer(app, host="127.0.0.1"),
+                          headers={"Authorization": f"Bearer {app[GUARD].token}"}) as client:
+        async with client.get("/broken") as response:
+            assert response.status == 500 and "went wrong" in await response.text()
+            assert all(response.headers.get(name) == value for name, value in HEADERS.items()), response.headers
+
+
+async def test_an_edit_past_the_length_cap_is_refused_and_keeps_the_typed_text(data, settings_for):
+    before = data.read_bytes()
+    pasted = "The user pasted a whole page " + "and more words " * 3_900  # 58,529 characters
+    async with served(settings_for()) as page:
+        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": pasted})
+        assert status == 400 and f"at most {MAX_FACT_CHARS:,}" in body and f"{len(pasted.strip()):,} characters" in body
+        assert f'<textarea name="new" rows="8" aria-label="the fact\'s new text">{pasted}</textarea>' in body
+        assert data.read_bytes() == before
+        longest = "The user keeps " + "x" * (MAX_FACT_CHARS - 15)
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1],
+                                                            "new": longest})
+        assert status == 303 and longest.encode() in data.read_bytes()
+
+
+async def test_bidi_controls_from_a_conversation_are_shown_not_obeyed(data, settings_for, nanobot_home):
+    """`telegram:\u202e1337` was listed as `telegram:7331`: each control is shown as a mark; a form keeps the
+    exact key."""
+    key = "telegram:\u202e1337"
+    nanobot_home.write_session(key, [{"role": "user", "content": "hello \u2067there\u2069 \u202eevil"}])
+    async with served(settings_for()) as page:
+        for url in ("/sessions", "/recall", "/session?key=" + quote(key, safe="")):
+            status, body = await page.get(url)
+            assert status == 200 and "telegram:[U+202E]1337" in body, url
+            text = re.sub(r"<[^>]*>", "", body)
+            assert not BIDI.search(text), (url, [c for c in text if BIDI.match(c)])
+        _, body = await page.get("/recall")
+        assert f'value="{key}"' in body, "the form still names the session exactly"

@@ -1,9 +1,15 @@
-"""Several worker processes on one Redis: the work is shared, and no session is ever summarized by two at once."""
+"""Several worker processes on one Redis: the work is shared, and no session is ever summarized by two at once; a
+worker killed and restarted is replaced at once in doctor, status, the page and the metric, while a worker killed
+for good is still reported."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +21,12 @@ from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.transcripts import conversation
 from worker.state.outcomes import load_outcome
+from tests.support.commands import check, doctor, run_in_process
 from tests.support.paths import ROOT
+from tests.support.waiting import wait_until
+from tests.support.web import served
+from tests.support.workers import start_worker
+from worker.state import workers as reports
 
 
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
@@ -76,3 +87,50 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
     # takes all it finds). Both polled the one queue, and the later askings found the sessions covered.
     taken = [len(re.findall(r"\] (?:summarized|noop) telegram:", text)) for text in texts]
     assert sum(taken) > len(keys), f"the askings after the first summaries became jobs too: {taken}"
+
+
+async def _seen(capsys, nanobot_home, redis_url: str, settings_for) -> dict[str, str]:
+    """What doctor, status (text and metrics) and the web page's overview say now."""
+    env = process_env(redis_url=redis_url, COLUMNS="300")
+    seen = {"doctor": (await doctor(capsys, nanobot_home, redis_url)).stdout}
+    for name, argv in (("status", ()), ("metrics", ("--prometheus",)), ("json", ("--json",))):
+        seen[name] = (await asyncio.to_thread(run_in_process, capsys, "status", *argv, env=env)).stdout
+    async with served(settings_for()) as page:
+        seen["page"] = (await page.get("/"))[1]
+    return seen
+
+
+def _kill(worker: subprocess.Popen[bytes]) -> None:
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(30)
+
+
+async def test_a_restarted_worker_replaces_the_one_killed_before_it_and_one_killed_for_good_is_still_reported(
+        nanobot_home, redis, redis_url, settings_for, capsys) -> None:
+    host = socket.gethostname()
+    first = await start_worker(nanobot_home, redis, redis_url, "first.log")
+    _kill(first)
+    # As 19 minutes later: its report still there (it lives a day), long past its last beat.
+    key = reports.report_prefix(TEST_KEYS) + f"{host}:{first.pid}"
+    old = json.loads(await redis.get(key))
+    old["heartbeat_at"] = old["started_at"] = "2020-01-01T00:00:00+00:00"
+    await redis.set(key, json.dumps(old), keepttl=True)
+    second = await start_worker(nanobot_home, redis, redis_url, "second.log")
+    try:
+        seen = await _seen(capsys, nanobot_home, redis_url, settings_for)
+    finally:
+        _kill(second)
+    assert check(seen["doctor"], "worker alive")[0] == "ok", seen["doctor"]
+    assert "went silent" not in seen["doctor"] and "without stopping cleanly" not in seen["doctor"], seen["doctor"]
+    assert "STALE" not in seen["status"] and "\nnanobot_summary_dead_workers 0\n" in seen["metrics"], seen
+    assert "silent: killed or frozen?" not in seen["page"] and f"replaced by {host}:{second.pid}" in seen["page"]
+    replaced = {r["pid"]: r for r in json.loads(seen["json"])["workers"]}
+    assert replaced[first.pid]["superseded_by"] == f"{host}:{second.pid}" and not replaced[first.pid]["dead"]
+
+    # The second one killed too, and nothing restarted: one worker gone for good, reported everywhere.
+    gone = await _seen(capsys, nanobot_home, redis_url, settings_for)
+    level, line = check(gone["doctor"], "no worker alive: the last one")
+    assert level == "FAIL" and f"({host}:{second.pid}) ended without stopping cleanly" in line, gone["doctor"]
+    assert f"worker {host}:{second.pid}: STALE" in gone["status"] and f"{host}:{first.pid}: STALE" not in gone["status"]
+    assert "\nnanobot_summary_dead_workers 1\n" in gone["metrics"], gone["metrics"]
+    assert gone["page"].count("silent: killed or frozen?") == 1, gone["page"]

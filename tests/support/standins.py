@@ -8,6 +8,9 @@ produce through nanobot.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import shutil
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from nanobot_hooks.contract import SummaryRecord, storage_name
+from nanobot_hooks.contract import SummaryRecord, record_key, storage_name
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.context import Surface
 
@@ -23,6 +26,10 @@ from harness.transcripts import conversation
 
 KEY = "telegram:99"  # the session the stand-in turns belong to unless told otherwise
 MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."
+# The stand-in SessionManager's folder, where the instance's record key lives (one per test process): `record_for`
+# signs with it, as the worker signs with the key in nanobot's sessions folder.
+SESSIONS_DIR = Path(tempfile.mkdtemp(prefix="standin-sessions-"))
+atexit.register(shutil.rmtree, SESSIONS_DIR, ignore_errors=True)
 
 
 @dataclass
@@ -44,11 +51,12 @@ class StandInSession:
 
 
 def record_for(session: StandInSession, boundary: int, summary: str = "rolling summary") -> SummaryRecord:
+    """A record of `session` up to `boundary`, signed as the instance's worker signs it."""
     return SummaryRecord(
         session_key=session.key, summary=summary, start=session.last_archived, boundary=boundary,
         boundary_timestamp=session.messages[boundary - 1]["timestamp"], messages_before=len(session.messages),
         messages_after=len(session.messages) - boundary + 1, tokens_before=1000, tokens_after=300,
-    )
+    ).signed(record_key(SESSIONS_DIR))
 
 
 def idle_session(prompt_tokens: int, quiet_for: float) -> StandInSession:
@@ -92,6 +100,7 @@ class Sessions:
     """nanobot's SessionManager as the integration uses it; `on_disk` says which keys exist."""
 
     def __init__(self) -> None:
+        self.sessions_dir = SESSIONS_DIR
         self.cached: dict[str, StandInSession] = {}
         self.on_disk: dict[str, StandInSession] = {}
         self.saved: list[str] = []

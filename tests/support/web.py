@@ -104,13 +104,25 @@ class Page:
             return response.status, response.headers.get("Location", "") or await response.text()
 
 
+    @property
+    def first_visit(self) -> str:
+        """The address `nanobot-summary web` prints: a browser opens it first, and has the token's cookie."""
+        return str(self.client.make_url("/").with_query(token=self.guard.token))
+
+
 @asynccontextmanager
-async def served(settings: Settings, guard: Guard | None = None) -> AsyncIterator[Page]:
+async def served(settings: Settings, guard: Guard | None = None, login: bool = True) -> AsyncIterator[Page]:
+    """The page on loopback; its client has opened the first-visit URL (the token's cookie) unless `login` is
+    False."""
     instance = Instance.load(settings)
     guard = guard or Guard.for_bind("127.0.0.1")
     client = TestClient(TestServer(make_app(instance, guard), host="127.0.0.1"))
     await client.start_server()
     try:
-        yield Page(client, instance, guard)
+        page = Page(client, instance, guard)
+        if login:
+            async with client.get("/", params={"token": guard.token}, allow_redirects=False) as response:
+                assert response.status == 303, await response.text()
+        yield page
     finally:
         await client.close()

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,11 @@ from arq.connections import ArqRedis
 from arq.worker import Worker
 
 from nanobot_hooks.contract import Reason, SummarizeRequest, SummaryRecord, enqueue_summary, load_record
+from harness.environment import process_env
+from harness.sandbox import NanobotHome
+from tests.support.waiting import wait_until
 from worker.service.arq_worker import worker_options
+from worker.state import workers
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.summarize.deps import Deps
 
@@ -127,3 +132,24 @@ class ProcfileWorker:
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
+
+
+async def start_worker(home: NanobotHome, redis: ArqRedis, redis_url: str, log_name: str,
+                       **env: str) -> subprocess.Popen[bytes]:
+    """`nanobot-summary run` in a process (and session) of its own, returned once its first report is in Redis;
+    the caller ends it (os.killpg)."""
+    with (home.root / log_name).open("wb") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT,
+                                  stdout=log, stderr=log, start_new_session=True,
+                                  env=process_env(home, redis_url, config=True, **env))
+
+    async def reported() -> bool:
+        return any(report.pid == worker.pid for report in await workers.reports(redis))
+
+    try:
+        await wait_until(reported, 90, f"the first report of the worker logging to {log_name}")
+    except BaseException:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+        raise
+    return worker

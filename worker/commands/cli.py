@@ -71,6 +71,12 @@ def _web(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _acl(args: argparse.Namespace) -> int:
+    from worker.commands.acl import main
+
+    return main(args)
+
+
 # What `add_subparsers` returns (argparse names its class privately).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -85,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     _add_undo(sub)
     _add_doctor(sub)
     _add_web(sub)
+    _add_acl(sub)
     return top
 
 
@@ -159,11 +166,11 @@ def _add_status(sub: Subcommands) -> None:
 
 def _add_undo(sub: Subcommands) -> None:
     undo = sub.add_parser(
-        "undo", help="undo a session's summary (nanobot stopped)",
+        "undo", help="undo a session's summary (nanobot may keep running)",
         description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
-        "the session file) instead of the summary, and no waiting summary of the session is applied. Stop "
-        "nanobot first: a running nanobot keeps the session in memory and would save its old line 1 again. "
-        "Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
+        "the session file) instead of the summary, and no waiting summary of the session is applied. A running "
+        "nanobot that holds the session in memory is sent the undo too (as summaries are) and undoes it there; "
+        "the command waits for that (15 s at most) and says whether it happened. Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
         "let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
         "--forget-facts removes the session's facts from MEMORY.md.")
     undo.add_argument("session", help="the session key, e.g. telegram:42")
@@ -192,6 +199,16 @@ def _add_doctor(sub: Subcommands) -> None:
     doctor.set_defaults(handler=_doctor)
 
 
+def _add_acl(sub: Subcommands) -> None:
+    acl = sub.add_parser(
+        "acl", help="print the Redis ACL user that confines this instance to its own keys and channels",
+        description="Print a redis.conf / ACL file line for a Redis user that reaches only this instance's keys, "
+        "arq's keys of its jobs and its channels, with every command but the dangerous and listing ones: one such "
+        "user per instance keeps instances on a shared Redis from reading or writing each other's records.")
+    acl.add_argument("--user", help="the user's name (default: nanobot-<namespace>)")
+    acl.set_defaults(handler=_acl)
+
+
 def _add_web(sub: Subcommands) -> None:
     web = sub.add_parser(
         "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, edit, pin, undo), notes, "
@@ -199,11 +216,17 @@ def _add_web(sub: Subcommands) -> None:
         description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend; "
         "MEMORY.md's facts with where each was learned, to search, forget, edit or pin (and undo); the daily notes; "
         "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
-        "127.0.0.1; any other --host needs the token it prints once (open the URL it prints).")
+        "127.0.0.1 and answers only to the user who runs it: every request needs the token of that user's token "
+        "file (made at the first start, readable by that user only); open the URL it prints, or `--url`'s.")
     web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     web.add_argument("--port", type=int, default=8766,
                      help="port to listen on (default 8766: nanobot's own web chat takes 8765; 0: any free port)")
     web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
+    web.add_argument("--token-file", metavar="PATH",
+                     help="the token file (default $XDG_STATE_HOME/nanobot-summary/web-token, else "
+                     "~/.local/state/nanobot-summary/web-token; made 0600 at the first start)")
+    web.add_argument("--url", action="store_true",
+                     help="print the address to open, with the token, and exit (run it as the page's user)")
     web.set_defaults(handler=_web)
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,8 @@ from nanobot_hooks.contract import redacted_url
 from worker.commands.checks import Check, Level, render
 from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
+from worker.files import read_only
+from worker.memory.longterm import pending_path, read_held
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
@@ -208,6 +210,19 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     return checks
 
 
+def memory_file_checks(workspace: Path) -> list[Check]:
+    """A MEMORY.md the user made read-only: the worker leaves it alone, its facts wait held (nothing when it is
+    writable, or not made yet)."""
+    path = workspace.expanduser() / "memory" / "MEMORY.md"
+    refused = read_only(path)
+    if refused is None:
+        return []
+    held = sum(len(h.batch.facts) for h in read_held(path))
+    return [Check("warn", f"{path}: {refused}: the worker leaves it alone; {held} fact(s) wait, held, in "
+                          f"{pending_path(path).name}",
+                  f"chmod u+w {path} (the held facts go in at the next quiet moment), or leave it to keep it as it is")]
+
+
 def diagnose(args: argparse.Namespace) -> list[Check]:
     checks = python_checks() + variable_checks()
     try:
@@ -218,6 +233,7 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
     checks += found
     if config is not None:
         checks += model_checks(settings, config) + channel_checks(settings, config)
+        checks += memory_file_checks(settings.summary_workspace or config.workspace)
     checks += redis_checks(settings)
     checks += hooks_checks(args.nanobot_python or os.environ.get("NANOBOT_PYTHON"))
     checks += asyncio.run(runtime_checks(settings))

@@ -11,13 +11,16 @@ from arq.connections import ArqRedis
 from redis.exceptions import ResponseError
 
 from nanobot_hooks.contract import utcnow
+from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
+from worker.commands.liveness import nanobots
 from worker.commands.status import gather
 from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError
+from worker.state.formats import memory_off
 from worker.state.outcomes import headline, JobOutcome
 
 START = "start it: scripts/run-worker (systemd: sudo systemctl restart nanobot-summary-worker)"
@@ -38,10 +41,11 @@ async def runtime_checks(settings: Settings) -> list[Check]:
     try:
         state = await gather(redis)
         memory = await memory_info(redis)
+        hooks = await nanobots(redis)
     finally:
         await redis.aclose()
-    return (worker_checks(state, settings) + queue_checks(state) + memory_checks(memory)
-            + record_checks(state) + outcome_checks(state))
+    return (worker_checks(state, settings) + agreement_checks(state, hooks) + queue_checks(state)
+            + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state))
 
 
 def _names(jobs: list[dict[str, Any]]) -> str:
@@ -50,36 +54,47 @@ def _names(jobs: list[dict[str, Any]]) -> str:
 
 
 def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
-    """Alive (arq's health line), killed or frozen (a report left to age, jobs marked running that no live
-    worker runs), or never started; and a running worker whose settings disagree with this shell's."""
-    silent = [report for report in state["workers"] if report["stale"]]
-    stale_jobs = [job for job in state["in_flight"] if job["stale"]]
-    rerun = max((job["rerun_in_seconds"] or 0 for job in stale_jobs), default=0)
+    """Alive (arq's health line, unless its worker is seen gone), killed or frozen (a report left to age or whose
+    process ended, and not replaced by a restarted worker), or never started; jobs marked running that no live
+    worker runs (as status lists them); and a running worker whose settings disagree with this shell's."""
+    dead = [report for report in state["workers"] if report["dead"]]
+    jobs = stale_job_checks(state)
     if state["worker"] is None:
         # A clean stop withdraws the report: one left while arq's key has expired is a worker that died.
-        if state["workers"]:
-            last = state["workers"][0]
-            silent_for = f"{last['silent_seconds'] or 0:,.0f}s"
-            return [Check("FAIL", f"no worker alive: the last one ({last['host']}:{last['pid']}) went silent "
-                                  f"{silent_for} ago without stopping cleanly (killed, or frozen)",
-                          f"see its log for why, then {START}")]
-        if stale_jobs:
-            return [Check("FAIL", f"no worker alive, yet {len(stale_jobs)} job(s) are marked running "
-                                  f"({_names(stale_jobs)}): their worker was killed or froze; a new worker runs "
-                                  f"them again within {rerun}s", f"see the worker's log for why, then {START}")]
+        if dead:
+            return [Check("FAIL", f"no worker alive: the last one {_death(dead[0])}",
+                          f"see its log for why, then {START}")] + jobs
+        if jobs:
+            return jobs
         auto = " (nanobot queues jobs that nothing runs)" if settings.auto_summary else ""
         # The namespace too: a worker started with another NANOBOT_SUMMARY_NAMESPACE than this shell's is not seen.
         return [Check("FAIL", f"no worker is running for namespace {settings.summary_namespace}: no health report "
                               f"in Redis{auto}", START)]
     checks = [Check("ok", "worker alive: " + "; ".join(part for part in beat(state["worker"]) if part))]
-    checks += [Check("warn", f"worker {r['host']}:{r['pid']} went silent {r['silent_seconds'] or 0:,.0f}s ago without "
-                             "stopping cleanly (killed, or frozen); another worker runs", "see its log for why")
-               for r in silent]
-    if stale_jobs:
-        checks.append(Check("warn", f"{len(stale_jobs)} job(s) marked running that no live worker runs "
-                                    f"({_names(stale_jobs)}): their worker was killed or froze",
-                            f"nothing to do: a live worker runs them again within {rerun}s"))
-    return checks + settings_checks(state, settings)
+    checks += [Check("warn", f"worker {_death(r)}; another worker runs", "see its log for why") for r in dead]
+    return checks + jobs + settings_checks(state, settings)
+
+
+def _death(report: dict[str, Any]) -> str:
+    """How a worker died, in words: its process ended (seen on this machine) or it went silent."""
+    who = f"({report['host']}:{report['pid']})"
+    silent = f"{report['silent_seconds'] or 0:,.0f}s"
+    if report.get("ended"):
+        return f"{who} ended without stopping cleanly (killed, or crashed), {silent} after its last beat"
+    return f"{who} went silent {silent} ago without stopping cleanly (killed, or frozen)"
+
+
+def stale_job_checks(state: dict[str, Any]) -> list[Check]:
+    """The jobs marked running that no live worker runs, as `status` marks them STALE: a FAIL while no worker is
+    alive (nothing will run them until one starts), a warning beside a live one (it runs them again)."""
+    stale = [job for job in state["in_flight"] if job["stale"]]
+    if not stale:
+        return []
+    rerun = max((job["rerun_in_seconds"] or 0 for job in stale), default=0)
+    what = f"{len(stale)} job(s) marked running that no live worker runs ({_names(stale)}): their worker was killed or froze"
+    if state["worker"] is None:
+        return [Check("FAIL", what, f"{START} (it runs them again within {rerun}s)")]
+    return [Check("warn", what, f"nothing to do: a live worker runs them again within {rerun}s")]
 
 
 def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
@@ -87,10 +102,75 @@ def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
     running = state["worker_settings"] or {}
     if "auto_summary" in running and running["auto_summary"] != settings.auto_summary:
         word = {True: "on", False: "off"}
+        runner = next((r.get("runner", "") for r in state["workers"] if not r["stale"]), "")
         return [Check("warn", f"the running worker has automatic summaries {word[bool(running['auto_summary'])]}, "
                               f"this shell {word[settings.auto_summary]}: the advice here follows this shell",
-                      "run doctor with the worker's environment (e.g. set -a; . /etc/nanobot-summary-worker.env)")]
+                      DOCTOR_WITH.get(runner, DOCTOR_WITH[""]))]
     return []
+
+
+# How doctor gets the worker's settings, by how the worker is run (nanobot_hooks.settings.runner).
+DOCTOR_WITH = {
+    "systemd": "run doctor with the worker's environment: set -a; . /etc/nanobot-summary-worker.env; set +a",
+    "": "run doctor with the environment the worker was started with (the same NANOBOT_* variables exported)",
+}
+# Where a setting is changed, by how the process is run (nanobot_hooks.settings.runner).
+WORKER_SETTINGS_GO = {
+    "systemd": "/etc/nanobot-summary-worker.env, then sudo systemctl restart nanobot-summary-worker",
+    "terminal": "the terminal that runs the worker (export NAME=value, then start scripts/run-worker again)",
+    "": "the environment the worker is started with (the terminal or the process manager that runs "
+        "scripts/run-worker; under Docker Compose deploy/worker.env), then restart it",
+}
+NANOBOT_SETTINGS_GO = {
+    "systemd": "/etc/nanobot-summary-worker.env (nanobot-gateway.service reads it too), then sudo systemctl restart "
+               "nanobot-gateway",
+    "terminal": "the terminal that runs nanobot (export NAME=value, then start nanobot again)",
+    "": "the environment nanobot is started with (the terminal or the process manager that runs it; under "
+        "Docker Compose deploy/worker.env), then restart it",
+}
+AGREE_OR_FAIL = ("auto_summary", "memory_sessions")  # a difference queues jobs nothing wants, or leaks trust
+
+
+def agreement_checks(state: dict[str, Any], hooks: list[dict[str, Any]]) -> list[Check]:
+    """The settings nanobot's hooks and the worker both act on (SHARED_SETTINGS), compared between the running
+    worker's report and each running nanobot's: each difference names the side that differs (the one off
+    the default; both when neither is) and where the setting goes for how that side is run."""
+    worker = state["worker_settings"]
+    if worker is None or not hooks:
+        return []
+    live = [r for r in state["workers"] if not r["stale"]]
+    where = WORKER_SETTINGS_GO.get(live[0].get("runner", "") if live else "", WORKER_SETTINGS_GO[""])
+    checks = []
+    for name in SHARED_SETTINGS:
+        for nanobot in hooks:
+            theirs = nanobot["settings"].get(name)
+            if name not in worker or name not in nanobot["settings"] or theirs == worker[name]:
+                continue
+            checks.append(_disagreement(name, worker[name], theirs, nanobot, where))
+    if not checks:
+        return [Check("ok", f"nanobot ({len(hooks)} process(es)) and the worker agree on "
+                            + ", ".join(HookSettings.env_name(name) for name in SHARED_SETTINGS))]
+    return checks
+
+
+def _disagreement(name: str, worker: Any, theirs: Any, nanobot: dict[str, Any], where: str) -> Check:
+    variable = HookSettings.env_name(name)
+    default = plain_setting(HookSettings.model_fields[name].default)
+    who = f"nanobot ({nanobot.get('host')}:{nanobot.get('pid')})"
+    changed = [side for side, value in (("the worker", worker), (who, theirs)) if value != default]
+    which = f"{' and '.join(changed)}: changed from the default" if changed else "neither is the default"
+    there = NANOBOT_SETTINGS_GO.get(str(nanobot.get("runner") or ""), NANOBOT_SETTINGS_GO[""])
+    fix = {"the worker": f"the worker's is set in {where}", who: f"nanobot's in {there}"}
+    level: Level = "FAIL" if name in AGREE_OR_FAIL else "warn"
+    return Check(level, f"{variable} differs: the worker runs with {_value(worker)}, {who} with {_value(theirs)}; "
+                        f"{which}",
+                 f"give {variable} one value on both sides: " + "; ".join(fix.values()))
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "unset"}[value]
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def queue_checks(state: dict[str, Any]) -> list[Check]:
@@ -158,6 +238,16 @@ def outcome_checks(state: dict[str, Any]) -> list[Check]:
         sessions = plural(len(outcomes), "session")
         checks.append(Check("ok", f"no job failed in the last hour (the last jobs of {sessions})"))
     return checks
+
+
+def notes_checks(state: dict[str, Any]) -> list[Check]:
+    """Where the daily notes and long-term facts are off, and why; a model read in plain lines says so."""
+    learned = state.get("answer_formats") or {}
+    checks = [Check("ok", f"summary model {model} answers prose where JSON is asked for: its notes and facts are "
+                          "asked for as plain lines") for model, known in learned.items() if known["format"] == "lines"]
+    return checks + [Check("warn", f"memory off: {reason}", "fix what it names (a model that answers neither format: "
+                                   "NANOBOT_SUMMARY_MODEL); the daily run asks again for the notes a job could not write")
+                     for reason in memory_off(learned, state["outcomes"])]
 
 
 def _short(outcome: JobOutcome) -> str:

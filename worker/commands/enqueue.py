@@ -88,13 +88,19 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, k
             print_notes(deps, session, covered, since)
 
 
+def summarized_so_far(start: int) -> str:
+    """What a summary covers already: the messages before the job's start (its watermark, or a pending
+    record's boundary)."""
+    return f"messages 0..{start - 1} summarized already" if start else "none summarized yet"
+
+
 def print_plan(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest) -> set[int]:
     """The summary part of the plan, in a few lines; the messages it would cover (their notes come with it)."""
     from worker.summarize.plan import plan_job
 
     plan = plan_job(deps, session, pending, req)
     cut, settings = plan.cut, deps.settings
-    print(f"{session.key}: {cut.read} messages, summarized through {plan.start}"
+    print(f"{session.key}: {cut.read} messages, {summarized_so_far(plan.start)}"
           + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
           + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else ""))
     if plan.skip is not None:

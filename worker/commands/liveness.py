@@ -6,14 +6,16 @@ id of an instance starts with `nanobot-summary:<namespace>:`, so the scan never 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from arq.connections import ArqRedis
 from arq.constants import health_check_key_suffix, in_progress_key_prefix, keep_cronjob_progress, retry_key_prefix
 
 from nanobot_hooks.contract import Keys, utcnow
-from worker.state.workers import WorkerReport, reports
+from worker.state.workers import WorkerReport, process_gone, reports
 
 # arq's in-progress mark lives the longest job timeout + 10 s; a mark with less left belongs to a job past its
 # timeout, which arq would have cancelled in a live worker: its worker is gone or frozen.
@@ -28,6 +30,23 @@ async def health_line(redis: ArqRedis) -> str | None:
     """arq's health-check line of this queue (any live worker rewrites it every 30 s; it expires after 31 s)."""
     raw = await redis.get(Keys.of(redis).queue + health_check_key_suffix)
     return text(raw) if raw else None
+
+
+# arq's health line's counters, as `status --json` names them: every job the worker process ran since it started,
+# summaries, idle checks and scheduled ticks alike.
+HEALTH_FIELDS = {"j_complete": "jobs_done", "j_failed": "jobs_failed", "j_retried": "jobs_retried",
+                 "j_ongoing": "jobs_running", "queued": "queued"}
+
+
+def health_fields(line: str | None) -> dict[str, Any] | None:
+    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" as named
+    numbers (None: no line): the one reading of it that status's text, its JSON and doctor share."""
+    if line is None:
+        return None
+    stamp, _, rest = line.partition(" j_")
+    fields = dict(part.split("=", 1) for part in f"j_{rest}".split() if "=" in part) if rest else {}
+    numbers = {name: int(fields[raw]) for raw, name in HEALTH_FIELDS.items() if fields.get(raw, "").isdigit()}
+    return {"last_beat": stamp, **numbers, **({"written_by": fields["worker"]} if "worker" in fields else {})}
 
 
 def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
@@ -72,7 +91,7 @@ def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[Worker
     if 0 <= left_ms < PAST_TIMEOUT_MS:
         return "past its timeout: its worker was killed or froze"
     now = utcnow()
-    live = [report for report in found if not report.stale(now)]
+    live = [report for report in found if not dead(report, now)]
     if not live or any(r.running is None or r.heartbeat_at is None or "job_timeout" not in r.settings for r in live):
         return None  # a worker that does not say what it runs: only the rules above can tell
     lifetime = max(float(r.settings["job_timeout"]) for r in live) + PAST_TIMEOUT_MS / 1000
@@ -83,18 +102,63 @@ def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[Worker
     return None
 
 
+def dead(report: WorkerReport, now: datetime, gone: bool | None = None) -> bool:
+    """Whether a worker is dead: its process is gone (seen at once from its own machine), or its report went
+    without a beat for STALE_BEATS beats (from anywhere)."""
+    return report.stale(now) or (process_gone(report) if gone is None else gone)
+
+
+def successors(found: Sequence[WorkerReport], is_dead: Callable[[WorkerReport], bool]) -> dict[str, str]:
+    """Which worker took each dead one's place: one that started after its last beat (a restart; the same host
+    first), each taking at most one place. Maps a dead worker's id to its successor's; a dead worker with no
+    successor (gone for good, or the second of two killed when one restarted) is not in it. A successor that
+    died too is reported in its place, so a worker killed at every restart is one dead worker, not many."""
+    def start(report: WorkerReport) -> float:
+        return report.started_at.timestamp() if report.started_at else float("inf")
+
+    def last(report: WorkerReport) -> float:
+        return report.heartbeat_at.timestamp() if report.heartbeat_at else 0.0
+
+    taken: dict[str, WorkerReport] = {}
+    used: set[str] = set()
+    for gone in sorted((r for r in found if is_dead(r)), key=last):
+        later = [r for r in found if r.worker_id not in used and r is not gone and start(r) >= last(gone)]
+        if later:
+            after = min(later, key=lambda r: (r.host != gone.host, start(r)))
+            taken[gone.worker_id] = after
+            used.add(after.worker_id)
+    return {worker_id: after.worker_id for worker_id, after in taken.items()}
+
+
+def line_of_the_dead(line: str, gone: dict[str, bool]) -> bool:
+    """Whether arq's health line was written by a worker now seen gone: the service's worker appends its id
+    (`worker=<host>:<pid>`, service/arq_worker.py) to the line it writes; a line that names none was written by
+    a worker that does not say (arq's own Worker, an older version), taken as alive."""
+    writer = line.rpartition(" worker=")[2] if " worker=" in line else None
+    return writer is not None and gone.get(writer, False)
+
+
 def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
-    """What status and doctor say about the workers: alive (arq's line), each report, and the settings of the
-    running worker (the newest report still beating; None when no running worker publishes them)."""
+    """What status and doctor say about the workers: alive (arq's line, unless no worker that reports lives and
+    the line is a worker's seen gone, left for its last 31 s: line_of_the_dead), each report
+    (`dead`: killed or frozen and not replaced; `superseded_by`: the worker that took its place), and the
+    settings of the running worker (the newest live report; None when no running worker publishes them)."""
     now = utcnow()
-    live = [report for report in found if not report.stale(now)]
+    gone = {report.worker_id: process_gone(report) for report in found}
+    is_dead = {report.worker_id: dead(report, now, gone[report.worker_id]) for report in found}
+    live = [report for report in found if not is_dead[report.worker_id]]
+    alive = line is not None and not (not live and line_of_the_dead(line, gone))
+    replaced = successors(found, lambda report: is_dead[report.worker_id] or not alive)
     return {
-        "alive": line is not None,
-        "health": line,
+        "alive": alive,
+        "health": line if alive else None,
         # A clean stop withdraws the report: one left while no worker beats belongs to a worker that died.
         "reports": [{**report.model_dump(mode="json"), "silent_seconds": report.silent_for(now),
-                     "stale": report.stale(now) or line is None} for report in found],
-        "settings": live[0].settings if live and line is not None else None,
+                     "stale": is_dead[report.worker_id] or not alive,
+                     "ended": gone[report.worker_id], "superseded_by": replaced.get(report.worker_id),
+                     "dead": (is_dead[report.worker_id] or not alive) and report.worker_id not in replaced}
+                    for report in found],
+        "settings": live[0].settings if live and alive else None,
     }
 
 
@@ -102,6 +166,20 @@ async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
     """The view of the workers (worker_view) and their reports as read."""
     found = await reports(redis)
     return worker_view(await health_line(redis), found), found
+
+
+async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
+    """The settings each running nanobot's hooks published (nanobot_hooks/turn/listener.py: host, pid, how it
+    is run, its shared settings), oldest first; one that cannot be read is skipped."""
+    found = []
+    async for key in redis.scan_iter(match=f"{Keys.of(redis).hooks_prefix}*", count=500):
+        try:
+            report = json.loads(await redis.get(key) or b"")
+        except ValueError:
+            continue
+        if isinstance(report, dict) and isinstance(report.get("settings"), dict):
+            found.append(report)
+    return sorted(found, key=lambda report: float(report.get("started") or 0))
 
 
 def oldest_due_seconds(queue: list[tuple[str, float]]) -> float | None:

@@ -9,7 +9,7 @@ from typing import Any
 from nanobot_hooks.contract import utcnow
 
 STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
-PICKUP_RESULTS = ("applied", "stale", "duplicate")  # counted by nanobot_hooks in Keys.stats
+PICKUP_RESULTS = ("applied", "stale", "duplicate", "forged")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 
 Samples = list[tuple[dict[str, str], float]]
@@ -65,9 +65,10 @@ def _queue_families(state: dict[str, Any], now: datetime) -> list[Family]:
     return [
         ("worker_up", "gauge", "1 if a worker is alive: arq's health-check key, rewritten every 30 s, is there.",
          [({}, 1 if state["worker"] else 0)]),
-        ("dead_workers", "gauge", "Workers whose report is left without a beat: killed or frozen (a clean stop "
-         "withdraws the report; a worker that publishes none is not counted).",
-         [({}, sum(1 for report in state["workers"] if report["stale"]))]),
+        ("dead_workers", "gauge", "Workers whose report is left without a beat, or whose process ended: killed or "
+         "frozen, and not replaced by a worker started since (a clean stop withdraws the report; a worker that "
+         "publishes none is not counted).",
+         [({}, sum(1 for report in state["workers"] if report["dead"]))]),
         ("queue_depth", "gauge", "Summary jobs in the queue that no worker runs yet (deferred ones included, idle checks apart).",
          [({}, state["queued"])]),
         ("queue_deferred", "gauge", "Queued jobs waiting for a later time (a retry's backoff).",
@@ -103,7 +104,8 @@ def _spend_families(state: dict[str, Any]) -> list[Family]:
         ("unpriced_calls_total", "counter", "Summarizing calls of a model litellm has no price for.",
          [({}, total["unpriced_calls"])]),
         ("pickups_total", "counter",
-         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate.",
+         "Records nanobot picked up: applied, stale (dropped, the session had changed), duplicate, forged (not "
+         "signed with the instance's key: refused).",
          [({"result": result}, state["pickups"].get(result, 0))
           for result in dict.fromkeys([*PICKUP_RESULTS, *sorted(state["pickups"])])]),
     ]

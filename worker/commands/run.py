@@ -12,11 +12,12 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from nanobot_hooks.contract import redacted_url
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
+from worker.service.config_watch import ConfigWatch
 from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
 from worker.errors import NanobotConfigError
 from worker.service.logs import quiet_and_redacted
@@ -65,9 +66,22 @@ def run_worker(args: argparse.Namespace) -> int:
         if args.reload:
             return run_reloading(args.verbose)  # its child inherits this process's lowered priority
         options = worker_options(deps.settings, deps.tz)
-        options["ctx"] = {"deps": deps}
+        watch = ConfigWatch(deps, start_again=True)
+        options["ctx"] = {"deps": deps, "config_watch": watch}
         SteadyWorker(**options, burst=args.burst).run()
+    if watch.moved:
+        start_again()  # the embedded Redis (if any) stopped above: the new process starts its own
     return 0
+
+
+def start_again() -> NoReturn:
+    """This process replaced by a fresh one started as it was (the same arguments, environment and process
+    id): nanobot moved to another workspace, whose namespace arq's queue is fixed at start-up. A supervisor
+    (systemd, compose, honcho, the reloader) sees no exit at all: a clean exit was never restarted by
+    systemd's Restart=on-failure, and honcho stops every process when one ends."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def refuse(problem: object) -> int:

@@ -15,6 +15,7 @@ from nanobot_hooks.contract import Keys, load_record, pending_sessions, redacted
 from worker.state import budget
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
+from worker.state import formats
 from worker.state.outcomes import JobOutcome
 from worker.commands import liveness, status_text
 from worker.commands.metrics import prometheus
@@ -63,6 +64,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
                   "sessions": spend},
         "pickups": stats,
+        "answer_formats": await formats.all_learned(redis),
     }
 
 
@@ -99,6 +101,20 @@ async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
     return outcomes
 
 
+def as_json(state: dict[str, Any]) -> dict[str, Any]:
+    """The state as `--json` prints it: arq's health line as named numbers (liveness.health_fields), and a
+    cost no price is known for as null (`cost` 0.0 of calls litellm has no price for would read as free)."""
+    def priced(spend: dict[str, Any]) -> dict[str, Any]:
+        unknown = spend["calls"] and spend["unpriced_calls"] == spend["calls"]
+        return {**spend, "cost": None} if unknown else spend
+
+    spend = state["spend"]
+    return {**state, "worker": liveness.health_fields(state["worker"]),
+            "spend": {"total": priced(spend["total"]),
+                      "sessions": {key: priced(value) for key, value in spend["sessions"].items()}},
+            "outcomes": [{**outcome, "spend": priced(outcome["spend"])} for outcome in state["outcomes"]]}
+
+
 async def run(args: argparse.Namespace) -> int:
     settings = load_instance_settings()
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
@@ -115,7 +131,7 @@ async def run(args: argparse.Namespace) -> int:
         print(prometheus(state), end="")
     elif args.json:
         print(json.dumps({"redis": redacted_url(settings.redis_url), "namespace": settings.summary_namespace,
-                          **state}, ensure_ascii=False, indent=2))
+                          **as_json(state)}, ensure_ascii=False, indent=2))
     else:
         # The running worker's settings come from its own report (status_text); the shell's are not shown.
         print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}")

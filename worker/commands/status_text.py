@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from nanobot_hooks.contract import utcnow
+from worker.commands.liveness import health_fields
+from worker.state.formats import memory_off
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.
 _GLUE = "\ue000"
@@ -66,13 +68,14 @@ def arrow(what: str, before: int | None, after: int | None) -> str:
 
 
 def beat(line: str) -> list[str]:
-    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words."""
-    stamp, _, rest = line.partition(" j_")
-    fields = dict(part.split("=", 1) for part in f"j_{rest}".split() if "=" in part) if rest else {}
+    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words:
+    its counters are every job the process ran, idle checks and scheduled ones included (so they say so)."""
+    fields = health_fields(line) or {}
     done = ", ".join(f"{fields[name]} {label}" for name, label in (
-        ("j_complete", "done"), ("j_failed", "failed"), ("j_retried", "retried")) if name in fields)
-    return [f"last beat {stamp}", f"since it started: {done}" if done else "",
-            f"{fields['j_ongoing']} running" if "j_ongoing" in fields else ""]
+        ("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "retried")) if name in fields)
+    return [f"last beat {fields.get('last_beat', line)}",
+            f"jobs since it started, idle checks and scheduled ones included: {done}" if done else "",
+            f"{fields['jobs_running']} running" if "jobs_running" in fields else ""]
 
 
 def plural(number: int, word: str) -> str:
@@ -84,37 +87,80 @@ def counts(stats: dict[str, int]) -> str:
     return ", ".join(f"{number} {name}" for name, number in sorted(stats.items())) or "none yet"
 
 
-SETTING_NAMES = {  # how a running worker's setting reads, in the order shown
-    "auto_summary": "automatic summaries", "summary_model": "model", "summary_keep": "keep",
-    "summary_interval": "interval (user messages)", "summary_threshold": "threshold",
-    "summary_idle": "idle summaries", "summary_idle_keep": "idle keep", "summary_cache_ttl": "cache lifetime (s)",
-    "summary_pickup": "pickup", "memory_write": "MEMORY.md writes", "memory_sessions": "MEMORY.md from",
-    "summary_recall": "recall tool", "job_timeout": "job timeout (s)",
+def keep_words(rule: Any) -> str:
+    """A keep rule's text ("fraction:0.03") in words ("the last 3% of the window")."""
+    kind, _, amount = str(rule).partition(":")
+    try:
+        number = float(amount)
+    except ValueError:
+        return str(rule)
+    if number == 0:
+        return "nothing"
+    if kind == "fraction":
+        return f"the last {number:.0%} of the window"
+    named = {"messages": "message", "tokens": "token", "turns": "user turn"}.get(kind)
+    return f"the last {plural(int(number), named)}" if named else str(rule)
+
+
+def _sessions_words(patterns: Any) -> str:
+    names = {"direct": "one-to-one chats", "*": "every session"}
+    return ", ".join(names.get(part, part) for part in str(patterns).split(",") if part) or "no session"
+
+
+def _on(value: Any) -> str:
+    return {True: "on", False: "off"}.get(value, str(value))
+
+
+SETTING_WORDS = {  # how a running worker's setting reads, in the order shown
+    "auto_summary": lambda v: f"automatic summaries {_on(v)}", "summary_model": lambda v: f"model {v}",
+    "summary_keep": lambda v: f"a summary keeps {keep_words(v)}",
+    "summary_threshold": lambda v: f"summarizes at {float(v):.0%} of the window",
+    "summary_interval": lambda v: f"or every {plural(int(v), 'user message')}" if v else "no message-count trigger",
+    "summary_idle": lambda v: f"idle summaries {_on(v)}",
+    "summary_idle_keep": lambda v: f"an idle summary keeps {keep_words(v)}",
+    "summary_cache_ttl": lambda v: f"quiet after {float(v):g} s (the prompt cache's life)",
+    "summary_pickup": lambda v: {"now": "applied before the next turn",
+                                 "idle": "applied once the prompt cache is cold"}.get(v, f"pickup {v}"),
+    "memory_write": lambda v: {"idle": "MEMORY.md written once every session is quiet",
+                               "now": "MEMORY.md written as each job ends"}.get(v, f"MEMORY.md writes {v}"),
+    "memory_sessions": lambda v: f"MEMORY.md learns from {_sessions_words(v)}",
+    "summary_recall": lambda v: f"recall tool {_on(v)}",
+    "summary_recall_scope": lambda v: {"session": "recall searches the asking session",
+                                       "trusted": "recall searches every trusted session"}.get(v, f"recall {v}"),
+    "summary_context_window": lambda v: f"context window {int(v):,} tokens" if v else "nanobot's context window",
+    "job_timeout": lambda v: f"a job may run {float(v):g} s",
 }
 
 
 def setting_parts(settings: dict[str, Any]) -> list[str]:
-    """The running worker's settings as words; names this version does not know are shown as they come."""
-    def word(value: Any) -> str:
-        if isinstance(value, bool) or value is None:
-            return {True: "on", False: "off", None: "none"}[value]
-        return str(value)
-    known = [f"{label} {word(settings[name])}" for name, label in SETTING_NAMES.items() if name in settings]
-    return known + [f"{name} {word(value)}" for name, value in settings.items() if name not in SETTING_NAMES]
+    """The running worker's settings as words; names this version does not know, or a value it cannot read,
+    are shown as they come."""
+    def said(name: str, value: Any) -> str:
+        try:
+            return str(SETTING_WORDS[name](value))
+        except (KeyError, TypeError, ValueError):
+            return f"{name} {_on(value) if value is not None else 'none'}"
+    known = [said(name, settings[name]) for name in SETTING_WORDS if name in settings]
+    return known + [said(name, value) for name, value in settings.items() if name not in SETTING_WORDS]
 
 
 def render(state: dict[str, Any], width: int) -> list[str]:
     """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken)."""
-    lines = _overview(state, width)
+    lines = _overview(state, width) + memory_lines(state, width)
     for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
                            ("records waiting for nanobot to apply them",
                             [_record(record, width) for record in state["pending_records"]]),
                            ("sessions resting after a failed or fruitless job (the trigger waits)",
                             [_rest(rest, width) for rest in state["resting"]]),
-                           ("last job per session", [_outcome(outcome, width) for outcome in state["outcomes"]]),
-                           ("summarizing spend per session, since its first job",
-                            [_spend(key, spend, width) for key, spend in state["spend"]["sessions"].items()])):
+                           ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
+                               outcome["session_key"]), width) for outcome in state["outcomes"]])):
         lines += ["", f"{title}: {len(entries) or 'none'}"] + [line for one in entries for line in one]
+    # A session's spend is told in its last job's entry; only the sessions without one get their own.
+    listed = {outcome["session_key"] for outcome in state["outcomes"]}
+    others = [_spend(key, spend, width) for key, spend in state["spend"]["sessions"].items() if key not in listed]
+    if others:
+        lines += ["", f"summarizing spend of the other sessions, since their first job: {len(others)}"]
+        lines += [line for one in others for line in one]
     return lines
 
 
@@ -127,9 +173,10 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
     elif health:
         lines += entry("running with:", ["settings not published by this worker"], width, after="")
     for report in state["workers"]:
-        if report["stale"]:
+        if report["dead"]:  # a dead worker a restarted one replaced is no longer news
+            ended = "its process ended" if report.get("ended") else "it did not stop cleanly"
             lines += entry(f"worker {report['host']}:{report['pid']}:", [
-                f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", "it did not stop cleanly"], width, after="")
+                f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", ended], width, after="")
     stale = sum(1 for job in state["in_flight"] if job["stale"])
     flying = f"{len(state['in_flight'])} in flight" + (f" ({stale} stale)" if stale else "")
     lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting",
@@ -141,6 +188,12 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
                                            f"{total['completion_tokens']:,} completion tokens", money(total)],
                    width, after="")
     return [line[2:] for line in lines]  # the overview starts at the margin; entries below are indented
+
+
+def memory_lines(state: dict[str, Any], width: int) -> list[str]:
+    """Where the daily notes and long-term facts are off, and why (worker.state.formats.memory_off)."""
+    reasons = memory_off(state.get("answer_formats") or {}, state["outcomes"])
+    return [line[2:] for reason in reasons for line in entry("MEMORY OFF:", [], width, reason, after="")]
 
 
 def _job(job: dict[str, Any], width: int) -> list[str]:
@@ -163,7 +216,7 @@ def _rest(rest: dict[str, Any], width: int) -> list[str]:
                                    f"{rest['failures']} failures in a row"], width, rest["reason"])
 
 
-def _outcome(outcome: dict[str, Any], width: int) -> list[str]:
+def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int) -> list[str]:
     spend = outcome["spend"]
     status = outcome["status"].upper() if outcome["status"] == "failed" else outcome["status"]
     if outcome["failures_in_a_row"] > 1:
@@ -176,8 +229,16 @@ def _outcome(outcome: dict[str, Any], width: int) -> list[str]:
              plural(spend["calls"], "call") if spend["calls"] else "",
              f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
              money(spend) if spend["calls"] else "",
-             took]
+             took, _all_jobs(spend, session)]
     return entry(outcome["session_key"], parts, width, outcome["detail"])
+
+
+def _all_jobs(last: dict[str, Any], session: dict[str, Any] | None) -> str:
+    """The session's spend over all its jobs, when it is more than its last job's (said once, not twice)."""
+    tokens = session["prompt_tokens"] + session["completion_tokens"] if session else 0
+    if not session or (session["calls"], tokens) == (last["calls"], last["prompt_tokens"] + last["completion_tokens"]):
+        return ""
+    return f"all its jobs: {plural(session['calls'], 'call')}, {tokens:,} tokens, {money(session)}"
 
 
 def _spend(key: str, spend: dict[str, Any], width: int) -> list[str]:

@@ -1,5 +1,7 @@
 """`nanobot-summary undo`: undo a session's summary: nanobot replays the covered messages again (they never left the session file), and
-no record waiting in Redis or in line 1 is applied. For a summary that went wrong; run it while nanobot is stopped."""
+no record waiting in Redis or in line 1 is applied. For a summary that went wrong. Line 1 of the session file is undone here; a running
+nanobot that holds the session in memory (and would write its copy back at its next save) is sent the undo the way summaries are
+sent (a record and its notice): its hooks undo the live session, and the command waits for that before it says done."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ import argparse
 import asyncio
 import copy
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, METADATA_TYPE, SessionMarker, drop_record,
-                                    key_from_name, load_record)
+from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, METADATA_TYPE, Keys, SessionMarker, SummaryRecord,
+                                    drop_record, key_from_name, load_record, record_key, reply, store_record,
+                                    summary_text)
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
@@ -27,6 +31,11 @@ from worker.text.clock import zone_or_utc
 WATERMARKS = ("last_archived", "last_consolidated")
 
 
+# How long the command waits for a running nanobot's hooks to undo the session they hold: a pickup takes
+# milliseconds, unless a turn of the session runs (the undo waits for its end, as a summary does).
+NANOBOT_WAIT_SECONDS = 15.0
+
+
 class Refused(Exception):
     """Why nothing was undone, in one line."""
 
@@ -37,8 +46,7 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
     done = []
     if metadata.pop(LAST_SUMMARY, None) is not None:
         done.append("removed the summary nanobot sends instead of the covered messages (metadata._last_summary)")
-    watermark = next((head[k] for k in WATERMARKS if isinstance(head.get(k), int) and head[k] > 0), 0)
-    if watermark:
+    if watermark := watermark_of(head):
         done.append(f"moved the watermark from {watermark} to 0: messages 0..{watermark - 1} are replayed again")
         head.update({k: 0 for k in WATERMARKS if k in head})
     if SessionMarker.remove(metadata):
@@ -47,17 +55,58 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
     return done
 
 
-def rewrite_line_one(path: Path, dry_run: bool) -> list[str]:
+def watermark_of(head: dict[str, Any]) -> int:
+    return next((head[k] for k in WATERMARKS if isinstance(head.get(k), int) and head[k] > 0), 0)
+
+
+def read_line_one(path: Path) -> dict[str, Any]:
+    record = read_session(path.parent, key_from_name(path.name) or "").metadata_record
+    return record if record.get("_type") == METADATA_TYPE else {}
+
+
+def rewrite_line_one(path: Path, key: str, dry_run: bool) -> tuple[list[str], SummaryRecord]:
     """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line copied
     byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
-    recovery file only when the session file is not newer)."""
+    recovery file only when the session file is not newer). With what was undone, as the undo nanobot is sent."""
+    seen: list[SummaryRecord] = []
+
+    def undone(head: dict[str, Any]) -> list[str]:
+        seen.append(SummaryRecord.undoing(key, summary_text(head.get("metadata")), watermark_of(head)))
+        return undone_line_one(head)
+
     if dry_run:
-        record = read_session(path.parent, key_from_name(path.name) or "").metadata_record
-        return undone_line_one(copy.deepcopy(record)) if record.get("_type") == METADATA_TYPE else []
-    done = edit_line_one(path.parent, path, undone_line_one)
+        head = read_line_one(path)
+        return (undone(copy.deepcopy(head)) if head else []), SummaryRecord.undoing(key, "", 0)
+    done = edit_line_one(path.parent, path, undone)
     if done is None:
         raise Refused(f"line 1 of {path.name} is not nanobot's metadata line: not touched")
-    return done
+    return done, seen[-1]
+
+
+async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord) -> list[str]:
+    """The undo sent to the running nanobots (the ones listening for notices), and waited for: the one holding
+    the session undoes its live copy and saves it. Nothing is sent when none listens: line 1 is what a nanobot
+    reads when it starts. Refused when the session nanobot holds has another summary by now."""
+    channel = Keys.of(redis).notice_channel
+    listening = sum(count for _, count in await reply(redis.pubsub_numsub(channel)))
+    if not listening:
+        return []
+    try:  # signed as the worker signs summaries: the hooks apply no record without the instance's MAC
+        await store_record(redis, undo.signed(record_key(path.parent)))
+    except (OSError, ValueError) as exc:
+        raise Refused(f"the instance's record key cannot be read ({exc}): the running nanobot was not told") from None
+    deadline = time.monotonic() + NANOBOT_WAIT_SECONDS
+    while (waiting := await load_record(redis, undo.session_key)) is not None and waiting.stamp == undo.stamp:
+        if time.monotonic() > deadline:
+            return [f"sent the undo to the running nanobot ({listening} process(es) listening): none took it in "
+                    f"{NANOBOT_WAIT_SECONDS:.0f} s, so none holds the session in memory now (the file is what it will "
+                    "read), or a turn of it is running (the undo is applied when that turn ends)"]
+        await asyncio.sleep(0.1)
+    head = await asyncio.to_thread(read_line_one, path)
+    if summary_text(head.get("metadata")) or watermark_of(head):
+        raise Refused("the running nanobot's session has another summary since (a new one, or nanobot's own "
+                      "compaction): that one was not undone; run undo again to undo it")
+    return ["the running nanobot that holds the session undid it there too (its next turn sends every message)"]
 
 
 async def undo(key: str, dry_run: bool) -> list[str]:
@@ -80,12 +129,15 @@ async def undo(key: str, dry_run: bool) -> list[str]:
                 await redis.zscore(keys.queue, keys.job_id(key)) is not None:
             raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
                           "then run this again")
-        done = rewrite_line_one(path, dry_run)
+        done, undone = rewrite_line_one(path, key, dry_run)
         record = await load_record(redis, key)
         if record is not None:
             if not dry_run:
                 await drop_record(redis, record)
-            done.append(f"dropped the summary waiting in Redis (messages {record.start}..{record.boundary - 1})")
+            if not record.undoes:
+                done.append(f"dropped the summary waiting in Redis (messages {record.start}..{record.boundary - 1})")
+        if done and not dry_run:
+            done += await tell_nanobot(redis, path, undone)
     finally:
         await redis.aclose()
     return done
@@ -105,6 +157,15 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 
 
+# A dry run says what it would do: each line's past tense ("removed ...") as the future ("would remove ...").
+FUTURE = {"removed": "would remove", "moved": "would move", "dropped": "would drop"}
+
+
+def would(line: str) -> str:
+    verb, _, rest = line.partition(" ")
+    return f"{FUTURE[verb]} {rest}" if verb in FUTURE else line
+
+
 def main(args: argparse.Namespace) -> int:
     if args.keep_summary and not args.forget_facts:
         print("error: --keep-summary only goes with --forget-facts", file=sys.stderr)
@@ -116,6 +177,6 @@ def main(args: argparse.Namespace) -> int:
     except (Refused, SettingsError, MemoryFilesError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    prefix = f"{args.session}: {'would have ' if args.dry_run else ''}"
-    print("\n".join(prefix + line for line in done) if done else f"{args.session}: no summary to undo")
+    shown = [would(line) for line in done] if args.dry_run else done
+    print("\n".join(f"{args.session}: {line}" for line in shown) if done else f"{args.session}: no summary to undo")
     return 0

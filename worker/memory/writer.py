@@ -16,7 +16,7 @@ from worker.memory.records import DailyNotes, Fact
 from worker.memory import longterm
 from worker.memory import notes
 from worker.memory.dedup import DEFAULT_THRESHOLD
-from worker.errors import MemoryFilesError
+from worker.errors import MemoryFilesError, MemoryReadOnly
 from worker.text.clock import zone
 
 
@@ -30,8 +30,12 @@ class MemoryResult:
     facts_skipped: int  # ephemeral, unimportant, duplicate, or below the cap
     facts_evicted: int  # older facts dropped to keep the cap
     facts_held: int = 0  # waiting for a quiet moment (NANOBOT_MEMORY_WRITE=idle)
+    held_why: str = ""  # why they wait beyond that: the user made MEMORY.md read-only
 
     def __str__(self) -> str:
+        if self.held_why:
+            return (f"notes +{self.notes_sections} sections; {self.facts_held} facts held for MEMORY.md: "
+                    f"{self.held_why}")
         if self.facts_held:
             return (f"notes +{self.notes_sections} sections; {self.facts_held} facts held for MEMORY.md until no "
                     "session is active")
@@ -91,35 +95,42 @@ class MemoryFiles:
         return datetime.now(self.tz).date().isoformat()
 
     async def write(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
-                    sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> MemoryResult:
-        """Writes notes and facts; file work and locks run in a thread, off the event loop.
+                    sessions_dir: Path | None = None, cache_ttl: float = 0.0,
+                    asked: float | None = None) -> MemoryResult:
+        """Writes notes and facts (`asked`: when their model call was made, epoch seconds); file work and locks
+        run in a thread, off the event loop.
 
         Raises MemoryFilesError for what the file system refused (the caller reports it)."""
         try:
             return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language, sessions_dir,
-                                           cache_ttl)
+                                           cache_ttl, asked)
         except (OSError, Timeout) as exc:
             raise MemoryFilesError(str(exc) or type(exc).__name__) from exc
 
     def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
-                  sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> MemoryResult:
+                  sessions_dir: Path | None = None, cache_ttl: float = 0.0,
+                  asked: float | None = None) -> MemoryResult:
         """Facts, then notes. Facts are held while a session of `sessions_dir` was written within `cache_ttl`
         seconds (or no folder is given), else merged at once with whatever was held before. Facts first: the
         notes' markers say which messages are done, so a write the disk refuses leaves their span un-noted and
         a later run (the daily one at the latest) asks for its notes and facts again; the other way round, a
-        full disk lost the facts for good. Asked twice, a fact is merged once."""
+        full disk lost the facts for good. Asked twice, a fact is merged once. A MEMORY.md the user made
+        read-only is left alone: the facts are held, the notes written."""
         # Both writers redact every line they write (worker.text.redact.one_line): no secret reaches a file.
         stats = longterm.MergeStats()
-        held = 0
-        batch = longterm.Batch(facts, language, self.today(), session_key)
+        held, why = 0, ""
+        batch = longterm.Batch(facts, language, self.today(), session_key, asked)
         cold = sessions_dir is not None and quiet(last_session_write(sessions_dir), time.time(), cache_ttl)
         if facts and self.hold and not cold:
             longterm.hold_facts(self.memory_path, batch, time.time())
             held = len(facts)
         elif facts:
-            stats = longterm.write_batches(self.memory_path, [batch], self.max_facts, self.threshold)
+            try:
+                stats = longterm.write_batches(self.memory_path, [batch], self.max_facts, self.threshold)
+            except MemoryReadOnly as exc:  # held by the write: nothing lost, nothing asked again
+                held, why = len(facts), f"{exc}; they wait until it is writable again"
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
-        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, facts_held=held)
+        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, held, why)
 
     def held_since(self) -> float | None:
         """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""

@@ -79,6 +79,11 @@ def _json_text(text: str) -> str | None:
     return body[:end + 1] if end > 0 else body
 
 
+def opens_with_json(text: str) -> bool:
+    """Whether an answer opens with JSON (bare, fenced, after a line of chatter), as parse_answer reads it."""
+    return _OPENING.match(text.strip()) is not None
+
+
 def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
     """JSON (at the start, in a fence, or after a line of chatter; repaired if truncated or broken), else the
     text as a prose summary.

@@ -29,6 +29,10 @@ _PLACEHOLDERS = {
     "", "n/a", "na", "none", "null", "nothing", "no summary", "summary unavailable", "summary", "todo", "tbd",
     "placeholder", "empty", "unknown", "无", "暂无", "没有", "なし", "없음",
 }
+# A list item that says there is nothing: "none", "No new facts", "nothing to note".
+_NOTHING = re.compile(r"^(?:none|nothing|no(?: new)? (?:facts?|notes?|topics?|decisions?|tasks?|issues?|preferences?"
+                      r"|insights?|items?|entries))(?: (?:to (?:note|add|report)|noted|worth (?:noting|keeping)"
+                      r"|today|yet|so far|found|mentioned))?$")
 _TEMPLATE = re.compile(r"^[\[<{(]\s*[\w\s.-]{0,40}\s*[\]>})]$")  # "[summary]", "<summary here>", "{summary}"
 _REFUSAL_WINDOW = 200  # how far into the answer a refusal is looked for
 # A refusal or an error text is short; a real summary that happens to open with "Error handling..." or
@@ -48,6 +52,12 @@ def unusable(summary: str) -> str | None:
     if len(text) < SHORT and _REFUSAL.match(head):
         return f"a refusal or an apology instead of a summary ({_quote(text)})"
     return None
+
+
+def placeholder(item: str) -> bool:
+    """Whether a note's item or a fact says there is nothing ("None", "N/A", "- ...", "No new facts")."""
+    plain = re.sub(r"[\W_]+", " ", item.casefold()).strip()
+    return not plain or bool({plain, plain.replace(" ", "")} & _PLACEHOLDERS) or bool(_NOTHING.match(plain))
 
 
 def _quote(text: str) -> str:

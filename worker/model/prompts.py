@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Sequence
 
 from worker.memory.records import SOURCES
+from worker.model import lines
 from worker.text.language import CATEGORIES
 from worker.text.language import LANGUAGES
 from worker.text.prepare import Entry, defused
@@ -73,6 +74,13 @@ def system_prompt(language: str, max_chars: int, custom_instructions: str | None
 
 def notes_system_prompt(language: str) -> str:
     return f"{NOTES_INSTRUCTIONS}\n\n{DATA_RULE}\n\n{_answer_shape(language, None)}"
+
+
+def lines_system_prompt(language: str) -> str:
+    """The notes-only prompt asking for plain lines (worker.model.lines), for a model that does not answer JSON."""
+    name = LANGUAGES[language].name if language in LANGUAGES else "the conversation's language"
+    instructions = NOTES_INSTRUCTIONS.replace('(quote the corrected fact in\n"replaces")', "(naming the fact it replaces)")
+    return f"{instructions}\n\n{DATA_RULE}\n\n{lines.shape(name)}"
 
 
 def user_prompt(

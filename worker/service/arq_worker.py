@@ -110,6 +110,8 @@ class SteadyWorker(Worker):
         frozen, and a job a dead worker left marked running."""
         due = time.time() - self._last_health_check >= self.health_check_interval
         await super().record_health()
+        if due:  # the line names its writer: a reader tells the line a killed worker left from a live one's
+            await self.pool.append(self.health_check_key, f" worker={workers.this_worker()}")
         if due and "deps" in self.ctx:
             deps = self.ctx["deps"]
             running = [job_id for job_id, task in self.tasks.items() if not task.done()]
@@ -145,6 +147,20 @@ class SteadyWorker(Worker):
             self._pool = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """A job this worker runs is never started again. arq tells a running job by its in-progress mark alone:
+        with the mark lost (evicted under allkeys-lru or volatile-ttl, a write lost in a failover or an AOF
+        restart) the job, still in the queue while it runs, was started at the next poll, beside itself.
+        (Another worker may still start it: the session's run lock, worker/state/running.py, defers that start.
+        The mark is not put back: a job ending between the poll and that write would leave a mark that held up
+        the session's next job until it expired.)"""
+        await self.start_slotted([job_id for job_id in job_ids if not self.runs(job_id.decode())])
+
+    def runs(self, job_id: str) -> bool:
+        """Whether a job of this id runs in this worker now."""
+        task = self.tasks.get(job_id)
+        return task is not None and not task.done()
+
+    async def start_slotted(self, job_ids: list[bytes]) -> None:
         """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and
         gives it back only when they answer: each connection lost there kept one slot for good, and after
         `max_jobs` of them the worker took no job again, silently. The slot of the job being started when

@@ -33,13 +33,17 @@ class ConfigWatch:
     timezone or workspace is used from the next job on, without a restart, and said in one log line. A
     worker started before nanobot was configured picks the config up the same way."""
 
-    def __init__(self, deps: Deps, namespace_named: bool | None = None) -> None:
+    def __init__(self, deps: Deps, namespace_named: bool | None = None, start_again: bool = False) -> None:
         self.deps = deps
         self.stamp = config_stamp(deps.settings.config_path)
         # Named by NANOBOT_SUMMARY_NAMESPACE (the settings read the environment only): it stays whatever the
         # workspace. Else the namespace is the workspace's.
         self.namespace_named = bool(os.environ.get("NANOBOT_SUMMARY_NAMESPACE")) if namespace_named is None \
             else namespace_named
+        # `nanobot-summary run` starts the process again after a stop for a new workspace (`moved`); arq's own
+        # command line (`arq worker.app.WorkerSettings`) cannot, and leaves it to its supervisor.
+        self.start_again = start_again
+        self.moved = False
 
     def current(self) -> Deps:
         stamp = config_stamp(self.deps.settings.config_path)
@@ -57,17 +61,19 @@ class ConfigWatch:
         if fresh.settings.keys != self.deps.settings.keys:
             # arq polls one queue for the worker's life: the new workspace's jobs are queued under its own
             # namespace, which this worker does not read. Serving its files from the old queue would summarize
-            # nothing nanobot asked for, silently: stop, and let the supervisor (or the user) start it again.
-            log.error("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
-                      "stopping. Start the worker again to serve the new workspace", fresh.nanobot.workspace,
-                      fresh.settings.keys.queue, self.deps.settings.keys.queue)
+            # nothing nanobot asked for, silently: stop, and start again serving the new one (run_worker).
+            log.warning("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
+                        "%s", fresh.nanobot.workspace, fresh.settings.keys.queue, self.deps.settings.keys.queue,
+                        "stopping to start again, serving it" if self.start_again
+                        else "stopping. Start the worker again to serve the new workspace")
+            self.moved = True
             os.kill(os.getpid(), signal.SIGTERM)  # arq's own shutdown: this job is handed back to the queue
             return self.deps
         log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
         if problem := credentials_problem(fresh.model):
             log.warning("%s", problem)
-        # What the process learned stays: the tokenizer, and the models known to answer notes in prose.
-        self.deps = dataclasses.replace(fresh, counter=self.deps.counter, prose_models=self.deps.prose_models)
+        # What the process learned stays: the tokenizer (how models answer notes is kept in Redis).
+        self.deps = dataclasses.replace(fresh, counter=self.deps.counter)
         return self.deps
 
 

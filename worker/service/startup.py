@@ -38,8 +38,10 @@ async def startup(ctx: dict[str, Any]) -> None:
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
+        # Said of "the zone this worker sees": the marker files that tell a container may sit on a machine that
+        # its user does not think of as one (a VM's image, a sandbox), so the line does not call it a container.
         log.warning("notes are dated in UTC: nanobot's config leaves the zone to the host (timezoneMode auto) and "
-                    "this container's is UTC, with no TZ; to date them in yours, give nanobot's config "
+                    "the zone this worker sees is UTC, with no TZ set; to date them in yours, give nanobot's config "
                     "\"timezoneMode\": \"manual\" and \"timezone\" (agents.defaults), or set NANOBOT_SUMMARY_TIMEZONE "
                     "(e.g. Asia/Shanghai), or pass TZ in (deploy/docker-compose.yml does)")
     try:

@@ -39,6 +39,7 @@ class JobOutcome(BaseModel):
     carry_forward: float | None = None
     covered_kept: float | None = None
     cooldown_until: datetime | None = None
+    memory_skipped: str = ""  # why the job wrote no daily notes or facts for what it read, when it wrote none
     finished_at: datetime = Field(default_factory=utcnow)
 
 

@@ -8,15 +8,20 @@ The report lives a day, is rewritten at every beat, and is deleted when the work
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import os
 import socket
+import tomllib
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from arq.connections import ArqRedis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nanobot_hooks.contract import Keys, utcnow
+from nanobot_hooks.settings import SHARED_SETTINGS, plain_setting, runner
 
 # A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".
 REPORT_SECONDS = 24 * 3600
@@ -43,6 +48,11 @@ class WorkerReport(BaseModel):
     # The settings that change what the worker does (names as in worker.settings.Settings), plus the
     # summary model it resolved from nanobot's config.
     settings: dict[str, Any] = Field(default_factory=dict)
+    # The process as this machine's kernel knows it (`process_identity`: boot, pid namespace, start time), so a
+    # reader on the same machine tells at once whether it still runs ("": a worker that does not say).
+    process: str = ""
+    # How it is run ("systemd", "docker", "terminal", "" unknown): where its settings are changed.
+    runner: str = ""
 
     @property
     def worker_id(self) -> str:
@@ -59,27 +69,38 @@ class WorkerReport(BaseModel):
         return silent is None or silent > STALE_BEATS * self.beat_seconds
 
 
-# The settings a worker reports (names as in worker.settings.Settings): what changes what it does.
-REPORTED_SETTINGS = ("auto_summary", "summary_keep", "summary_interval", "summary_threshold", "summary_idle",
-                     "summary_idle_keep", "summary_cache_ttl", "summary_pickup", "memory_write", "memory_sessions",
-                     "summary_recall")
+# The settings a worker reports (names as in worker.settings.Settings): what changes what it does, and every
+# setting the hooks publish too (doctor compares the two sides).
+REPORTED_SETTINGS = tuple(dict.fromkeys((
+    "auto_summary", "summary_keep", "summary_interval", "summary_threshold", "summary_idle", "summary_idle_keep",
+    "summary_cache_ttl", "summary_pickup", "memory_write", "memory_sessions", "summary_recall", *SHARED_SETTINGS)))
 
 
 def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, Any]:
     """What a worker runs with, as JSON values: the settings above (a keep rule as its text, patterns joined by
     commas), the summary model it resolved (its name only, never its key or base URL) and arq's job timeout
     (which tells how long a job's in-progress mark lives)."""
-    def plain(value: Any) -> Any:
-        if type(value) in (tuple, list):  # a plain sequence; a keep rule (a named tuple) reads as its text
-            return ",".join(map(str, value))
-        return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
-    chosen = {name: plain(getattr(settings, name)) for name in REPORTED_SETTINGS if hasattr(settings, name)}
+    chosen = {name: plain_setting(getattr(settings, name)) for name in REPORTED_SETTINGS if hasattr(settings, name)}
     return {**chosen, "summary_model": model, "job_timeout": job_timeout}
 
 
 def report_prefix(keys: Keys) -> str:
     """`nanobot-summary:<namespace>:worker:`; a report's key adds `<host>:<pid>`."""
     return f"{keys.prefix}worker:"
+
+
+@functools.cache
+def worker_version() -> str:
+    """This worker's version: the checkout's pyproject.toml (the worker runs from the checkout), else the
+    installed distribution's; "" when neither says."""
+    try:
+        return str(tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"])
+    except (OSError, KeyError, ValueError):
+        pass
+    try:
+        return importlib.metadata.version("nanobot-summary-worker")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def this_worker() -> str:
@@ -90,8 +111,10 @@ async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetim
                   beat_seconds: float = BEAT_SECONDS, version: str = "") -> None:
     """Called by the worker at every heartbeat: its report, rewritten, for another REPORT_SECONDS."""
     host, _, pid = this_worker().rpartition(":")
-    report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(), version=version,
-                          beat_seconds=beat_seconds, running=running, settings=settings)
+    report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(),
+                          version=version or worker_version(),
+                          beat_seconds=beat_seconds, running=running, settings=settings,
+                          process=process_identity(os.getpid()) or "", runner=runner())
     await redis.set(report_prefix(Keys.of(redis)) + report.worker_id, report.model_dump_json(), ex=REPORT_SECONDS)
 
 
@@ -112,3 +135,28 @@ async def reports(redis: ArqRedis) -> list[WorkerReport]:
             continue
     oldest = datetime.min.replace(tzinfo=utcnow().tzinfo)
     return sorted(found, key=lambda report: report.heartbeat_at or oldest, reverse=True)
+
+
+def process_identity(pid: int) -> str | None:
+    """A process as the kernel knows it: this boot, the process's pid namespace and its start time (Linux's
+    /proc), e.g. "5f0c...:pid:[4026531836]:81234"; None where it cannot be read (another system, a process gone).
+    Two machines never share a boot id, and a pid reused by another process has another start time."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink(f"/proc/{pid}/ns/pid")
+        # After the command in parentheses (which may hold spaces): the state first, the start time 20th.
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        state, started = fields[0], fields[19]
+    except (OSError, IndexError):
+        return None
+    return None if state in ("Z", "X") else f"{boot}:{namespace}:{started}"  # a zombie has ended: not reaped yet
+
+
+def process_gone(report: WorkerReport) -> bool:
+    """Whether the worker's process has ended, as seen from this machine: only a report published on this
+    machine, in this pid namespace, can say so (False: it runs, or this machine cannot tell)."""
+    mine = process_identity(os.getpid())
+    if not report.process or mine is None or report.process.rsplit(":", 1)[0] != mine.rsplit(":", 1)[0]:
+        return False
+    return process_identity(report.pid) != report.process
+

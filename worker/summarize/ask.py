@@ -9,6 +9,7 @@ from typing import Any
 from worker.errors import BadAnswer, ContextTooLong, LLMError, PermanentLLMError
 from worker.model import guards
 from worker.model.answer import Answer, parse_answer
+from worker.model.lines import parse_lines
 from worker.model.llm import complete
 from worker.nanobot.config import ModelChoice
 from worker.state import budget
@@ -19,9 +20,10 @@ log = logging.getLogger("worker.summarize.ask")
 PROMPT_SLACK_TOKENS = 200
 
 
-async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any], need_summary: bool = True,
+async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any] | None, need_summary: bool = True,
               previous: str = "") -> Answer:
-    """The summary model, then the fallback model once the first keeps failing or cannot work.
+    """The summary model, then the fallback model once the first keeps failing or cannot work. With no `schema`,
+    the answer is notes and facts in plain lines (worker.model.lines), asked for without a response format.
 
     A summary is guarded (worker.model.guards): a refusal, an error text, a placeholder, or one that lost most
     of `previous`, is a BadAnswer and commits nothing."""
@@ -54,7 +56,7 @@ def _guard(previous: str, summary: str, min_carry: float) -> None:
         raise BadAnswer(str(refused)) from None
 
 
-async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]], schema: dict[str, Any],
+async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]], schema: dict[str, Any] | None,
                   need_summary: bool) -> Answer:
     settings = run.deps.settings
     for firm in (False, True):
@@ -62,6 +64,8 @@ async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]],
         completion = await complete(choice, messages, settings.summary_timeout, schema, settings.summary_json)
         await budget.record_call(run.redis, run.key, completion, run.day)
         try:
+            if schema is None:
+                return parse_lines(completion.text, truncated=completion.finish_reason == "length")
             return parse_answer(completion.text, settings.summary_max_chars, need_summary)
         except BadAnswer as bad:
             bad.model = choice.model

@@ -103,8 +103,8 @@ async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entr
     answer = await ask(run, frame.system, prompt, ANSWER_SCHEMA, previous=chain.running)
     unnoted_entries = [e for e in this_chunk if e.index in frame.fresh]
     if answer.prose and unnoted_entries:
-        # Prose keeps the chain going; the notes of its messages come from a smaller call.
-        found = await ask_notes(run, unnoted_entries, frame.language, frame.known)
+        # Prose keeps the chain going; the notes of its messages come from a smaller call, in plain lines.
+        found = await ask_notes(run, unnoted_entries, frame.language, frame.known, prose_seen=True)
         if found is None:
             return answer, []  # not noted: no span may mark them, the daily run asks again
         answer.notes, answer.facts = found.notes, found.facts

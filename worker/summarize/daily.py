@@ -19,7 +19,7 @@ from filelock import Timeout
 from nanobot_hooks.contract import (Keys, Reason, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
                                     is_internal_session, load_record_or_drop, pending_sessions)
 from worker.summarize.deps import Deps
-from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
+from worker.errors import MemoryFilesError, MemoryReadOnly, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path
 from worker.summarize.retired import kept_meanwhile
@@ -130,14 +130,36 @@ async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> st
         force = deps.settings.memory_write == "now" or (
             since is not None and max_hold is not None and time.time() - since >= max_hold)
         stats = await asyncio.to_thread(memory.flush, sessions_dir, deps.settings.summary_cache_ttl, force)
+    except MemoryReadOnly as exc:
+        _read_only(memory.memory_path, str(exc))
+        return f"not written: {exc}"
     except (OSError, Timeout, MemoryFilesError) as exc:
         log.warning("MEMORY.md: held facts not written yet (%s); the next run tries again", exc)
         return f"not written: {exc}"
+    _read_only(memory.memory_path, None)
     if stats is None:
         return "nothing written"
     log.info("MEMORY.md: held facts written: +%d added, %d replaced, %d skipped, %d evicted",
              stats.added, stats.replaced, stats.skipped, stats.evicted)
     return f"+{stats.added} facts"
+
+
+# Why each MEMORY.md is left alone, as last said in the log.
+_said_read_only: dict[Path, str] = {}
+
+
+def _read_only(path: Path, reason: str | None) -> None:
+    """One warning when MEMORY.md turns read-only (the minute's check would say it every minute), one line when it
+    is writable again."""
+    if reason == _said_read_only.get(path):
+        return
+    if reason is not None:
+        log.warning("MEMORY.md: held facts not written: %s; the worker leaves it alone and the facts stay held "
+                    "until it is writable again", reason)
+        _said_read_only[path] = reason
+    else:
+        log.info("MEMORY.md is writable again: the held facts go in at the next quiet moment")
+        del _said_read_only[path]
 
 
 async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:

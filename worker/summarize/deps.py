@@ -3,7 +3,7 @@ memory files and the recall index."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
 from typing import Protocol
@@ -24,7 +24,7 @@ class Memory(Protocol):
     def known_facts(self, limit: int | None = None) -> list[str]: ...
 
     async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str,
-                    sessions_dir: Path | None = None, cache_ttl: float = 0.0) -> object:
+                    sessions_dir: Path | None = None, cache_ttl: float = 0.0, asked: float | None = None) -> object:
         """Returns what it did; its str() goes into the job's outcome."""
 
 
@@ -41,8 +41,6 @@ class Deps:
     tz: tzinfo | None = None  # notes are dated in nanobot's configured timezone
     instructions: str | None = None
     job_timeout: float = 300.0  # arq's, for the deadline of one try
-    # Models that answered a notes-only call in prose: their notes are skipped, not asked for again.
-    prose_models: set[str] = field(default_factory=set)
     recall: RecallIndex | None = None
 
     @property

@@ -23,7 +23,7 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, is_internal_session, load_record
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, is_internal_session
 from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps
@@ -31,6 +31,7 @@ from worker.summarize.daily import flush_memory
 from worker.summarize.jobs import CURRENT_JOB
 from worker.summarize.cut import idle_keep
 from worker.summarize.plan import plan_job
+from worker.summarize.summary import waiting_record
 from worker.nanobot.sessions import read_session, session_path
 
 log = logging.getLogger("worker.summarize.idle")
@@ -86,7 +87,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     if await budget.cooling(redis, key) is not None:
         return {"status": "resting"}
     # The record first, then the file, as the job reads them.
-    pending = await load_record(redis, key)
+    pending = await waiting_record(redis, deps.sessions_dir, key)
     try:
         session = read_session(deps.sessions_dir, key, from_watermark=True)
     except (SessionError, NanobotConfigError) as exc:

@@ -14,11 +14,11 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, is_internal_session, load_record
+from nanobot_hooks.contract import SummarizeRequest, is_internal_session
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
-from worker.state import budget
+from worker.state import budget, running
 from worker.state.budget import Cooldown
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.summarize import daily
@@ -27,7 +27,7 @@ from worker.summarize.notes_only import note_the_rest
 from worker.summarize import retired
 from worker.summarize.retired import note_retired
 from worker.summarize.run import Run
-from worker.summarize.summary import summarize_range
+from worker.summarize.summary import summarize_range, waiting_record
 from worker.text.prepare import Lines
 from worker.text.redact import redact
 
@@ -44,13 +44,30 @@ TIME_MARGIN = 10.0
 
 
 async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status."""
+    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status. One
+    run of a session at a time: a start while another run holds the session's lock (arq's in-progress mark was
+    lost) waits until that run is over, without a model call or a write."""
     deps: Deps = ctx["deps"]
     redis: ArqRedis = ctx["redis"]
-    job_try: int = ctx.get("job_try", 1)
     req = SummarizeRequest.model_validate(request)
+    CURRENT_JOB.set(f"{req.session_key} {ctx.get('job_id', '-')} try {ctx.get('job_try', 1)}")
+    token = await running.take(redis, req.session_key, deps.job_timeout)
+    if token is None:
+        wait = await running.held_for(redis, req.session_key)
+        log.warning("%s is being summarized by another run (arq's in-progress mark was lost): this start waits "
+                    "%.0f s", req.session_key, wait)
+        # The other run's end removes the job from the queue, this deferred start with it.
+        raise Retry(defer=min(wait + 1.0, deps.job_timeout + running.LOCK_MARGIN))
+    try:
+        return await run_session(ctx, deps, redis, req)
+    finally:
+        await running.release(redis, req.session_key, token)
+
+
+async def run_session(ctx: dict[str, Any], deps: Deps, redis: ArqRedis, req: SummarizeRequest) -> dict[str, Any]:
+    """One try of the job, the session's run lock held."""
+    job_try: int = ctx.get("job_try", 1)
     key = req.session_key
-    CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} try {job_try}")  # arq runs each job in a task of its own
     started = time.monotonic()
     run = Run(deps, redis, req, job_try, started + deps.job_timeout - min(TIME_MARGIN, deps.job_timeout / 10))
     # Before any early exit: an outcome must never show (and be rested for) an earlier job's spend.
@@ -122,10 +139,12 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
     # Details quote models and providers: redacted like every other text the worker keeps.
-    detail = redact("; ".join(p for p in (outcome.detail, run.notes_skipped, spend.describe()) if p))
+    skipped = f"notes and facts skipped: {run.notes_skipped}" if run.notes_skipped else ""
+    detail = redact("; ".join(p for p in (outcome.detail, skipped, spend.describe()) if p))
     outcome = outcome.model_copy(update={
         "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
         "model": run.deps.model.model, "spend": spend, "detail": detail,
+        "memory_skipped": redact(run.notes_skipped or run.memory_unwritten),
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
@@ -154,7 +173,7 @@ async def run_job(run: Run) -> JobOutcome:
     before = await note_retired(run)
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
-    pending = await load_record(run.redis, req.session_key)
+    pending = await waiting_record(run.redis, deps.sessions_dir, req.session_key)
     # From the watermark: what it covers is all a summary reads (a 50 MB history costs no memory). The
     # daily run notes every un-noted message of the day, wherever it is, so it reads them all.
     session = read_session(deps.sessions_dir, req.session_key, from_watermark=not req.notes_through_end)

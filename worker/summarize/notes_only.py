@@ -1,13 +1,15 @@
 """Notes-only calls: for the messages a summary does not cover (the daily run's kept tail and older
-un-noted days), and for a chunk whose summary came back as prose."""
+un-noted days), and for a chunk whose summary came back as prose; as JSON, or as plain lines for a model that
+answers prose."""
 
 from __future__ import annotations
 
 from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget
 from worker.model.answer import NOTES_SCHEMA, Answer
 from worker.memory.records import DailyNotes, Fact
-from worker.model.prompts import notes_system_prompt, user_prompt
+from worker.model.prompts import lines_system_prompt, notes_system_prompt, user_prompt
 from worker.nanobot.sessions import SessionFile
+from worker.state import formats
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
 from worker.summarize.remember import dated_notes, known_facts, unnoted, write_memory
 from worker.summarize.run import Run
@@ -33,7 +35,7 @@ async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since:
     notes, facts, noted = await _ask_in_chunks(run, entries, language)
     if not noted:
         return f"notes of {len(entries)} more messages skipped", False
-    written = await write_memory(deps, key, dated_notes(notes, noted, session.generation), facts, language)
+    written = await write_memory(run, dated_notes(notes, noted, session.generation), facts, language)
     of = "" if len(noted) == len(entries) else f" of {len(entries)}"
     complete = len(noted) == len(entries) and not unnoted(deps, key, noted, session.generation)
     return f"noted {len(noted)}{of} more messages: {written}", complete
@@ -62,22 +64,48 @@ async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
 
 
 async def ask_notes(run: Run, entries: list[Entry], language: str, known: list[str], number: int = 1,
-                    last: bool = True) -> Answer | None:
+                    last: bool = True, prose_seen: bool = False) -> Answer | None:
     """A notes-only call; None (and the reason kept for the outcome) when the model cannot give notes.
 
-    Skipping is final for a model that answers in prose: asking it again would pay for the same failure."""
+    Asked as JSON first; as plain lines (worker.model.lines) once the model answered prose where JSON was asked
+    for: in this call, in the summary just made (`prose_seen`), or earlier (worker.state.formats), so that JSON
+    call is not paid again. A model that follows neither has its notes off for a while."""
     model = run.deps.model.model
-    if model in run.deps.prose_models:
-        run.notes_skipped = f"notes and facts skipped: {model} answers in prose"
+    learned = await formats.learned(run.redis, model)
+    if learned is not None and learned.format == "off":
+        run.notes_skipped = f"{model} follows neither JSON nor the plain lines asked for"
         return None
     prompt = user_prompt(None, entries, number, last=last, known_facts=known)
     try:
-        return await ask(run, notes_system_prompt(language), prompt, NOTES_SCHEMA, need_summary=False)
-    except BadAnswer as exc:
-        if exc.prose:  # only a model that answered prose is not asked again; an empty answer may pass
-            run.deps.prose_models.add(exc.model or model)
-        run.notes_skipped = f"notes and facts skipped: {exc}"
+        if learned is None and not prose_seen:
+            answer = await _json_notes(run, prompt, language, model)
+            if answer is not None:
+                return answer
+        elif learned is None:
+            await formats.learn(run.redis, model, "lines", "a summary in prose where JSON was asked for")
+        return await _lines_notes(run, prompt, language, model)
     except (LLMError, OutOfTime, OverBudget) as exc:
         # The summary is what matters; a retry for its notes would pay for the summary again.
-        run.notes_skipped = f"notes and facts skipped: {exc}"
+        run.notes_skipped = str(exc)
     return None
+
+
+async def _json_notes(run: Run, prompt: str, language: str, model: str) -> Answer | None:
+    """The notes as JSON; None when the model answered prose (learned: it is asked for lines from then on)."""
+    try:
+        return await ask(run, notes_system_prompt(language), prompt, NOTES_SCHEMA, need_summary=False)
+    except BadAnswer as exc:
+        if not exc.prose:  # an empty or unreadable answer says nothing of the format: asked as JSON again
+            raise
+        await formats.learn(run.redis, exc.model or model, "lines", "prose where JSON was asked for")
+        return None
+
+
+async def _lines_notes(run: Run, prompt: str, language: str, model: str) -> Answer:
+    """The notes as plain lines; a model that answers those in prose too has its notes off for a while."""
+    try:
+        return await ask(run, lines_system_prompt(language), prompt, None, need_summary=False)
+    except BadAnswer as exc:
+        if exc.prose:
+            await formats.learn(run.redis, exc.model or model, "off", "prose without the lines asked for")
+        raise

@@ -16,9 +16,10 @@ from worker.text.tokens import count_message
 
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:
-    """Where to start, and the summary to fold in: an unapplied record that still fits counts as applied."""
+    """Where to start, and the summary to fold in: an unapplied record that still fits counts as applied (an undo
+    waiting for nanobot is no summary: line 1, undone already, is where to start)."""
     start, previous = session.last_archived, session.previous_summary
-    if pending is not None and pending.boundary >= start:
+    if pending is not None and not pending.undoes and pending.boundary >= start:
         if pending.fits(start, len(session.messages), session.timestamp_before(pending.boundary)):
             return pending.boundary, pending.summary
     return start, previous

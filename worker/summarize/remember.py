@@ -10,16 +10,19 @@ from worker.memory.notes import Noted, is_noted
 from worker.text.language import NOTE_FIELDS
 from worker.memory.records import DailyNotes, Fact
 from worker.summarize.deps import Deps
+from worker.summarize.run import Run
 from worker.text.prepare import Entry
 
 log = logging.getLogger("worker.summarize.remember")
 KNOWN_FACTS_IN_PROMPT = 100
 
 
-async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
+async def write_memory(run: Run, notes: list[DailyNotes], facts: list[Fact], language: str) -> str:
     """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
-    in a trusted session (NANOBOT_MEMORY_SESSIONS). Memory-file trouble (a full disk, a read-only
-    workspace, a lock held too long) is reported, not fatal."""
+    in a trusted session (NANOBOT_MEMORY_SESSIONS). A fact the user took out of MEMORY.md after the try asked its
+    model (`run.started`) is not written back. Memory-file trouble (a full disk, a read-only workspace, a lock held
+    too long) is reported, not fatal: the job's outcome says memory was not written."""
+    deps, key, asked = run.deps, run.key, run.started
     trusted = deps.is_trusted(key)
     admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
     left_out = len(facts) - len(admitted)
@@ -31,11 +34,12 @@ async def write_memory(deps: Deps, key: str, notes: list[DailyNotes], facts: lis
         sessions_dir = None  # facts are held then, as while a session is active
     try:
         written = await deps.memory.write(key, notes, admitted, language, sessions_dir,
-                                          deps.settings.summary_cache_ttl)
+                                          deps.settings.summary_cache_ttl, asked)
         return str(written) + why
     except MemoryFilesError as exc:
         log.warning("%s: memory files not written: %s", key, exc)
-        return f"memory files not written: {exc}"
+        run.memory_unwritten = f"memory files not written: {exc}"
+        return run.memory_unwritten
 
 
 def known_facts(deps: Deps) -> list[str]:

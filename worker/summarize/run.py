@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from arq.connections import ArqRedis
@@ -23,9 +23,13 @@ class Run:
     req: SummarizeRequest
     job_try: int
     deadline: float  # time.monotonic() by which the try must end
-    notes_skipped: str = ""
+    notes_skipped: str = ""  # why a notes call gave none (the outcome says so)
+    memory_unwritten: str = ""  # why the memory files refused what the calls gave
     calls: int = 0  # made in this try
     retired_seen: set[str] | None = None  # the copies kept at `/new` this try looked at (retired.py)
+    # Before any of its model calls (epoch seconds): a fact the user takes out of MEMORY.md after this is one
+    # its answers may still hold, and must not write back.
+    started: float = field(default_factory=time.time)
 
     @property
     def key(self) -> str:

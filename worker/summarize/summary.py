@@ -1,13 +1,17 @@
 """The summary stage of a job: plan the cut, summarize what leaves the context, write the notes and facts (each
 finished chunk's, then the last's), keep and clear the progress a retry resumes from, and store the record
-nanobot applies (or say why not)."""
+nanobot applies (or say why not), signed with the instance's key; a waiting record is used only when it is signed."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 
-from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord, store_record
+from arq.connections import ArqRedis
+
+from nanobot_hooks.contract import (METADATA_KEY, SessionMarker, SummaryRecord, drop_record, load_record,
+                                    record_key, store_record)
 from worker.errors import SessionError
 from worker.model import guards
 from worker.model.answer import Answer
@@ -42,7 +46,7 @@ async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord
     await clear_progress(run.redis, key)
     # The last chunk's notes and facts are true, and paid for, whether or not the summary is committed.
     notes = dated_notes(answer.notes, last_noted, session.generation)
-    memory = await write_memory(deps, key, notes, answer.facts, language)
+    memory = await write_memory(run, notes, answer.facts, language)
     # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
     if not saves_enough(tokens_before - tokens_after, plan.floor / 2):
         detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
@@ -66,8 +70,7 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
 
     async def keep(answer: Answer, noted: list[Entry], chain: Chain) -> None:
         """A finished chunk (not the last): its notes written, the chain kept so a retry resumes after it."""
-        await write_memory(run.deps, run.key, dated_notes(answer.notes, noted, session.generation), answer.facts,
-                           language)
+        await write_memory(run, dated_notes(answer.notes, noted, session.generation), answer.facts, language)
         await save_progress(run.redis, run.key, Progress(
             start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
             previous=digest(plan.previous), done=chain.done, running=chain.running, calls=chain.calls))
@@ -96,7 +99,7 @@ def _tokens(run: Run, session: SessionFile, plan: JobPlan, summary: str) -> tupl
 def _record(run: Run, session: SessionFile, plan: JobPlan, summary: str, tokens_before: int, tokens_after: int
             ) -> SummaryRecord:
     cut = plan.cut
-    return SummaryRecord(
+    record = SummaryRecord(
         session_key=run.key,
         summary=redact(summary),  # it lands in every system prompt: no secret values there either
         start=cut.start,
@@ -108,6 +111,21 @@ def _record(run: Run, session: SessionFile, plan: JobPlan, summary: str, tokens_
         tokens_after=tokens_after,
         reason=run.req.reason,
     )
+    return record.signed(record_key(run.deps.sessions_dir))  # the instance's hooks apply nothing unsigned
+
+
+async def waiting_record(redis: ArqRedis, sessions_dir: Path, key: str) -> SummaryRecord | None:
+    """The session's record waiting for pickup, if this instance signed it. Any client of a shared Redis can write
+    into the namespace: a record that is not signed with the instance's key (forged, altered, or stored by a
+    version before records were signed) is dropped in one line, never folded into the next summary, which this
+    worker would sign."""
+    record = await load_record(redis, key)
+    if record is None or record.authentic(record_key(sessions_dir)):
+        return record
+    await drop_record(redis, record)
+    log.warning("%s: dropped a waiting summary record not signed with this instance's key (forged, or from an "
+                "older version)", key)
+    return None
 
 
 async def _store(run: Run, session: SessionFile, record: SummaryRecord) -> None:

@@ -6,11 +6,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from worker.web import memory, notes, overview, recall, sessions, undo
-from worker.web.guard import GUARD, Guard, guard_middleware
+from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
-
-MAX_BODY = 64 * 1024  # bytes of a POST: the forms carry one fact's text at most
 
 
 def make_app(instance: Instance, guard: Guard) -> web.Application:
@@ -30,6 +28,7 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_get("/sessions", sessions.index)
     app.router.add_get("/session", sessions.page)
     app.router.add_get("/style.css", style)
+    app.on_response_prepare.append(add_headers)
     app.on_cleanup.append(_close)
     return app
 

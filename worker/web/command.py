@@ -1,5 +1,5 @@
-"""`nanobot-summary web`: the page served until Ctrl-C or SIGTERM; its address (with the token, when one is
-needed) printed once on start."""
+"""`nanobot-summary web`: the page served until Ctrl-C or SIGTERM; its first-visit address (carrying the token of
+the user's token file) printed on start to a terminal, or by `--url`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from aiohttp import web
 
@@ -16,6 +17,7 @@ from worker.settings import SettingsError
 from worker.web.app import make_app
 from worker.web.guard import Guard, Refused
 from worker.web.instance import Instance
+from worker.web.tokenfile import TokenFileError, default_path, load_or_create
 
 
 def address(host: str, port: int, token: str | None) -> str:
@@ -25,7 +27,19 @@ def address(host: str, port: int, token: str | None) -> str:
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
-async def serve(app: web.Application, host: str, port: int, guard: Guard) -> None:
+def start_lines(host: str, port: int, token: str, token_file: Path, terminal: bool, read_only: bool) -> list[str]:
+    """What the page prints on start (pure): the first-visit URL with the token on a terminal; elsewhere (a
+    service's journal, which other accounts may read) the URL without it, and where the token is."""
+    mode = " (read-only)" if read_only else ""
+    if terminal:
+        return [f"nanobot-summary web{mode}: open {address(host, port, token)}",
+                f"The token (in {token_file}, readable by you only) lets whoever has it read and change the memory."]
+    return [f"nanobot-summary web{mode}: listening on {address(host, port, None)}",
+            f"It needs the token in {token_file}: run `nanobot-summary web --url` as this user for the address "
+            "to open."]
+
+
+async def serve(app: web.Application, host: str, port: int, guard: Guard, token_file: Path) -> None:
     # No access log: the first request's URL carries the token.
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -37,24 +51,27 @@ async def serve(app: web.Application, host: str, port: int, guard: Guard) -> Non
         site = web.TCPSite(runner, host, port)
         await site.start()
         bound = runner.addresses[0][1]
-        mode = " (read-only)" if guard.read_only else ""
-        print(f"nanobot-summary web{mode}: open {address(host, bound, guard.token)}", flush=True)
-        if guard.token:
-            print("The token is printed only here: anyone with it can read and change the memory.", flush=True)
+        for line in start_lines(host, bound, guard.token, token_file, sys.stdout.isatty(), guard.read_only):
+            print(line, flush=True)
         await stop.wait()
     finally:
         await runner.cleanup()
 
 
 def main(args: argparse.Namespace) -> int:
+    token_file = Path(args.token_file) if args.token_file else default_path()
     try:
+        token = load_or_create(token_file)
+        if args.url:
+            print(address(args.host, args.port, token))
+            return 0
         instance = Instance.load()
-        guard = Guard.for_bind(args.host, read_only=args.read_only)
-    except (SettingsError, NanobotConfigError, Refused) as exc:
+        guard = Guard.for_bind(args.host, read_only=args.read_only, token=token)
+    except (SettingsError, NanobotConfigError, Refused, TokenFileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(serve(make_app(instance, guard), args.host, args.port, guard))
+        asyncio.run(serve(make_app(instance, guard), args.host, args.port, guard, token_file))
     except OSError as exc:  # the port is taken, the address is not this machine's
         print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2

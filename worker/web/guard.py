@@ -1,13 +1,16 @@
 """The page's safety: who may look, and which POSTs are acted on.
 
-- Bound to a loopback address, the page answers only requests whose Host names a loopback host (a web site
-  whose name a DNS trick points at 127.0.0.1 is refused); bound to any other address it needs the token
-  generated at start and printed once: `?token=` in the first URL, then a cookie (HttpOnly, SameSite=Strict).
+- The page answers only to the user who runs it, on every bind: every request needs its token, the per-user secret
+  of worker.web.tokenfile (a file only that user can read). The first-visit URL carries it (`?token=`); the page
+  then sets a cookie that holds not the token but an HMAC of it and the port (HttpOnly, SameSite=Strict, named
+  with the port), and drops it from the address. `Authorization: Bearer TOKEN` works for scripts.
+- Bound to a loopback address, the page also answers only requests whose Host names a loopback host (a web site
+  whose name a DNS trick points at 127.0.0.1 is refused).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
   cookie) and, when the browser sends them, an Origin naming this page and a Sec-Fetch-Site of same-origin; it
   is refused in read-only mode.
-- Every answer forbids scripts, frames and caching (Content-Security-Policy, no-store) and sends a Referer to
-  this page only.
+- Every answer, refusals and errors included, forbids scripts, frames and caching (Content-Security-Policy,
+  no-store) and sends a Referer to this page only; a redirect goes to one of this page's own paths only.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
+import re
 import secrets
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -22,10 +27,16 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from markupsafe import Markup
+from yarl import URL
 
+from worker.web.tokenfile import MIN_TOKEN
+
+log = logging.getLogger("worker.web")
 TOKEN_COOKIE = "nanobot_summary_token"  # and the port: a browser sends a host's cookies to each of its ports
 BROWSER_COOKIE = "nanobot_summary_browser"
 CSRF_FIELD = "csrf"
+MAX_BODY = 64 * 1024  # bytes of a POST: the forms carry one fact's text at most
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
@@ -34,8 +45,18 @@ HEADERS = {
     "Referrer-Policy": "same-origin",  # no-referrer would make a browser send `Origin: null` with our forms
     "Cache-Control": "no-store",
 }
+PUBLIC = frozenset({"/style.css"})  # what a refusal page needs, and nothing of the instance's
 BROWSER: ContextVar[str] = ContextVar("browser", default="")  # the requesting browser's cookie
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A path of this page: one slash, then no second slash or backslash (`//host`, `/\host` are other sites to a
+# browser) and nothing a browser drops or reads as a separator (controls, spaces, backslashes).
+_OWN_PATH = re.compile(r"/(?![/\\])[^\x00-\x20\x7f\\]*\Z")
+_PAGE = Markup('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+               '<meta name="viewport" content="width=device-width, initial-scale=1">'
+               '<title>{title} · nanobot summary</title><link rel="stylesheet" href="/style.css"></head>\n'
+               '<body><main><h1>{title}</h1>\n<p>{text}</p></main></body></html>\n')
+NO_TOKEN = ("This page answers only to the user who runs it. Open the address `nanobot-summary web` printed when "
+            "it started (it carries the token), or run `nanobot-summary web --url` as that user to print it.")
 
 
 def is_loopback(host: str) -> bool:
@@ -48,9 +69,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def port_of(request: web.Request) -> int:
+    return urlsplit(f"//{request.host}").port or 80
+
+
 def token_cookie(request: web.Request) -> str:
-    """The token's cookie for this page: two pages on one host (two nanobot instances) keep a token each."""
-    return f"{TOKEN_COOKIE}_{urlsplit(f'//{request.host}').port or 80}"
+    """The token's cookie for this page: two pages on one host (two nanobot instances) keep one each."""
+    return f"{TOKEN_COOKIE}_{port_of(request)}"
+
+
+def own_path(location: str) -> str:
+    """`location` when it is a path of this page, else `/` (pure): no redirect leaves the page."""
+    return location if _OWN_PATH.match(location) else "/"
 
 
 class Refused(ValueError):
@@ -59,41 +89,40 @@ class Refused(ValueError):
 
 @dataclass(frozen=True)
 class Guard:
-    """The per-process secrets and the rules of one running page."""
+    """The secrets and the rules of one running page."""
 
     local: bool  # bound to a loopback address
     read_only: bool = False
-    token: str | None = None  # required from every request when set
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)  # asked of every request
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     @classmethod
     def for_bind(cls, host: str, read_only: bool = False, token: str | None = None) -> Guard:
-        """The guard of a page bound to `host`: any address but a loopback one gets a new token."""
-        local = is_loopback(host)
-        if not local and token is None:
-            token = secrets.token_urlsafe(32)
-        if not local and (not token or len(token) < 16):
-            raise Refused(f"binding {host} needs a token of at least 16 characters: anyone on the network could "
-                          "read the memory otherwise")
-        return cls(local=local, read_only=read_only, token=token)
+        """The guard of a page bound to `host`, asking for `token` (the token file's; a new one when None)."""
+        token = secrets.token_urlsafe(32) if token is None else token
+        if len(token) < MIN_TOKEN:
+            raise Refused(f"the page needs a token of at least {MIN_TOKEN} characters: anyone who can reach it "
+                          "could read the memory otherwise")
+        return cls(local=is_loopback(host), read_only=read_only, token=token)
 
     def csrf_for(self, browser: str) -> str:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
+
+    def cookie_for(self, port: int) -> str:
+        """The token cookie's value on `port`: never the token itself, and another port's value differs."""
+        return hmac.new(self.token.encode(), f"cookie:{port}".encode(), hashlib.sha256).hexdigest()
 
     def host_allowed(self, request: web.Request) -> bool:
         if not self.local:
             return True  # the token decides
         return is_loopback(urlsplit(f"//{request.host}").hostname or "")
 
-    def token_given(self, request: web.Request) -> str | None:
-        header = request.headers.get("Authorization", "")
-        return request.cookies.get(token_cookie(request)) or (header[7:] if header.startswith("Bearer ") else None) \
-            or request.query.get("token")
-
     def token_ok(self, request: web.Request) -> bool:
-        if self.token is None:
+        cookie = request.cookies.get(token_cookie(request))
+        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_for(port_of(request)).encode()):
             return True
-        given = self.token_given(request) or ""
+        header = request.headers.get("Authorization", "")
+        given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
         return hmac.compare_digest(given.encode(), self.token.encode())
 
     def post_problem(self, request: web.Request, form: dict[str, str]) -> str | None:
@@ -116,13 +145,22 @@ async def form_of(request: web.Request) -> dict[str, str]:
     return {name: value if isinstance(value, str) else "" for name, value in (await request.post()).items()}
 
 
-def refusal(status: int, text: str) -> web.Response:
-    return web.Response(status=status, text=text + "\n", content_type="text/plain", headers=HEADERS)
+def refusal(status: int, text: str, title: str = "Refused") -> web.Response:
+    """A small page of its own: nothing of the instance on it (it answers those without the token too)."""
+    return web.Response(status=status, text=_PAGE.format(title=title, text=text), content_type="text/html",
+                        charset="utf-8")
 
 
 def see_other(location: str) -> web.Response:
-    """A redirect after a POST (or to drop the token from the address): the browser GETs `location`."""
-    return web.Response(status=303, headers={"Location": location})
+    """A redirect after a POST (or to drop the token from the address): the browser GETs `location`, a path of
+    this page."""
+    return web.Response(status=303, headers={"Location": own_path(location)})
+
+
+async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The security headers on every answer the application sends, aiohttp's own 413 and 500 included
+    (`on_response_prepare`)."""
+    response.headers.update(HEADERS)
 
 
 @web.middleware
@@ -130,37 +168,58 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
     guard: Guard = request.app[GUARD]
     if not guard.host_allowed(request):
         return refusal(403, "This page answers only to localhost, 127.0.0.1 or [::1].")
+    if request.path in PUBLIC and request.method == "GET":
+        return await handler(request)
     if not guard.token_ok(request):
-        return refusal(401, "This page needs the token printed when `nanobot-summary web` started "
-                       "(open the URL it printed).")
+        return refusal(401, NO_TOKEN, title="This page needs its token")
     if "token" in request.query and request.method == "GET":
-        # The token leaves the address bar (and history) for a cookie.
-        query = {k: v for k, v in request.query.items() if k != "token"}
-        response: web.StreamResponse = see_other(str(request.rel_url.with_query(query)))
-        response.set_cookie(token_cookie(request), guard.token or "", httponly=True, samesite="Strict", path="/")
-    else:
-        browser = request.cookies.get(BROWSER_COOKIE)
-        if request.method == "POST":
-            # aiohttp keeps the parsed form: the handler's own `await request.post()` reads it again.
-            if problem := guard.post_problem(request, await form_of(request)):
-                return refusal(403, f"Refused: {problem}.")
-        if browser is None:
-            browser = secrets.token_urlsafe(24)
-        # Each request runs in a task of its own: the variable is this request's.
-        BROWSER.set(browser)
-        response = await _answer(request, handler)
-        if BROWSER_COOKIE not in request.cookies:
-            response.set_cookie(BROWSER_COOKIE, browser, httponly=True, samesite="Strict", path="/")
-    response.headers.update(HEADERS)
+        return _token_to_cookie(request, guard)
+    try:
+        return await _guarded(request, handler, guard)
+    except web.HTTPRequestEntityTooLarge:
+        return refusal(413, f"The form was larger than {MAX_BODY // 1024} KB, so nothing was changed. Go back: "
+                       "your text is still in the form.", title="Too long")
+    except Exception:
+        log.exception("the page failed at %s %s", request.method, request.path)
+        return refusal(500, "This page failed; the log of `nanobot-summary web` says why. Reload to see what "
+                       "is there now.", title="Something went wrong")
+
+
+def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
+    """The token leaves the address bar (and history) for a cookie that does not hold it; the redirect stays on
+    this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
+    query = {k: v for k, v in request.query.items() if k != "token"}
+    response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
+    response.set_cookie(token_cookie(request), guard.cookie_for(port_of(request)), httponly=True,
+                        samesite="Strict", path="/")
+    return response
+
+
+async def _guarded(request: web.Request, handler: Handler, guard: Guard) -> web.StreamResponse:
+    browser = request.cookies.get(BROWSER_COOKIE)
+    if request.method == "POST":
+        # aiohttp keeps the parsed form: the handler's own `await request.post()` reads it again.
+        if problem := guard.post_problem(request, await form_of(request)):
+            return refusal(403, f"Refused: {problem}.")
+    if browser is None:
+        browser = secrets.token_urlsafe(24)
+    # Each request runs in a task of its own: the variable is this request's.
+    BROWSER.set(browser)
+    response = await _answer(request, handler)
+    if BROWSER_COOKIE not in request.cookies:
+        response.set_cookie(BROWSER_COOKIE, browser, httponly=True, samesite="Strict", path="/")
     return response
 
 
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The handler's answer; an HTTP exception (a redirect, a 404) is an answer too."""
+    """The handler's answer; an HTTP exception (a redirect, a 404) is an answer too, its redirect kept on
+    this page."""
     try:
         return await handler(request)
+    except web.HTTPRequestEntityTooLarge:
+        raise
     except web.HTTPException as exc:
-        location = {"Location": exc.headers["Location"]} if "Location" in exc.headers else {}
+        location = {"Location": own_path(exc.headers["Location"])} if "Location" in exc.headers else {}
         return web.Response(status=exc.status, text=exc.text, content_type="text/plain", headers=location)
 
 

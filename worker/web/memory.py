@@ -1,7 +1,9 @@
 """The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
-importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search; forgetting a
-fact (held or written), editing or pinning one, and undoing any of these (worker.memory.longterm.forget and
-.edit: the worker's own lock and write rules; the user's own lines are counted here, never changed)."""
+importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search, a MEMORY.md
+the user made read-only; forgetting or editing a fact (held, written, or both), pinning one, and undoing any of
+these (worker.memory.longterm.forget and .edit: the worker's own lock and write rules; the user's own lines are
+counted here, never changed). Every answer says what happened: a fact changed meanwhile is named as it reads
+now, and a typed text that was not saved is shown back in its form."""
 
 from __future__ import annotations
 
@@ -15,19 +17,19 @@ from typing import Any
 from aiohttp import web
 from filelock import Timeout
 
-from worker.errors import MemoryFilesError
-from worker.files import read_bytes
+from worker.errors import MemoryFilesError, MemoryReadOnly
+from worker.files import read_bytes, read_only
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
-from worker.memory.longterm.forget import Forgotten, forget_fact, forget_held
-from worker.memory.longterm.merge import fact_text
-from worker.memory.longterm.part import outside_lines
+from worker.memory.longterm.forget import forget_fact
+from worker.memory.longterm.part import own_lines
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
+from worker.web.limits import fact_too_long
 from worker.web.render import INSTANCE, render
-from worker.web.undo import UNDO, Edited, Pinned, describe, put_back
+from worker.web.undo import UNDO, Pinned, Said, Undoable, changed_meanwhile, describe, put_back
 
 log = logging.getLogger("worker.web")
 
@@ -43,17 +45,18 @@ class FactRow:
 
 
 def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
-    """The managed part's facts in the file's order, and how many lines of the user's own the file has."""
+    """The managed part's facts in the file's order, and how many lines of the user's own the file has (nanobot's
+    template's headings and placeholders are not the user's)."""
     raw = read_bytes(path)
     text = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(text)
     if span is None:
-        return [], len(outside_lines(text))
+        return [], len(own_lines(text))
     part = parse(text[span[0]:span[1]], today, meta=load_meta(sidecar_path(path)))
     headings = language_table(part.language).memory_groups
     rows = [FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session,
                     line.pinned) for line in part.lines]
-    return rows, len(outside_lines(text[:span[0]]) + outside_lines(text[span[1]:]))
+    return rows, len(own_lines(text[:span[0]]) + own_lines(text[span[1]:]))
 
 
 def matches(row: FactRow, query: str) -> bool:
@@ -62,86 +65,117 @@ def matches(row: FactRow, query: str) -> bool:
 
 
 async def page(request: web.Request) -> web.Response:
+    return await answer(request)
+
+
+async def answer(request: web.Request, status: int = 200, said: Said | None = None,
+                 retry: tuple[str | None, str] | None = None) -> web.Response:
+    """The memory page; after a change that was not made (or an undo), what happened (`said`), and the text the user
+    typed shown back in its form (`retry`: the fact it would now edit, or None, and the typed text)."""
     instance = request.app[INSTANCE]
     path = instance.memory.memory_path
-    rows, own_lines = await asyncio.to_thread(read_facts, path, instance.today())
+    rows, own = await asyncio.to_thread(read_facts, path, instance.today())
     query = request.query.get("q", "").strip()
     shown = [row for row in rows if matches(row, query)] if query else rows
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
             for fact in h.batch.facts]
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
-    return render(request, "memory.html", facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own_lines, undo=describe(change) if change else None, ticket=ticket,
-                  note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts)
+    return render(request, "memory.html", status=status, facts=shown, total=len(rows), query=query, held=held,
+                  own_lines=own, undo=describe(change) if change else None, ticket=ticket,
+                  note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
+                  retry=retry, refused=await asyncio.to_thread(read_only, path))
 
 
 async def forget(request: web.Request) -> web.Response:
-    """Forgets a fact of MEMORY.md's managed part (`held` in the form: one still held for it)."""
+    """Forgets a fact: from MEMORY.md's managed part and every copy still held for it."""
     instance = request.app[INSTANCE]
-    form = await form_of(request)
-    change = forget_held if form.get("held") else forget_fact
-    args = (form.get("text", ""),) if form.get("held") else (form.get("text", ""), instance.today())
-    return await _changed(request, await _write(request, change, instance.memory.memory_path, *args))
+    path, text = instance.memory.memory_path, (await form_of(request)).get("text", "")
+    try:
+        done = await _write(forget_fact, path, text, instance.today())
+    except NotWritten as exc:
+        return await answer(request, 503, Said(f"Not forgotten: {exc}", text))
+    if done is None:
+        return await answer(request, 409, await _meanwhile(instance, "forgotten", text))
+    return await _changed(request, done)
 
 
 async def edit(request: web.Request) -> web.Response:
-    """Gives a fact of the managed part a new text (`text`: the fact as the page showed it, `new`: its new text)."""
+    """Gives a fact, written or held, a new text (`text`: the fact as the page showed it, `new`: its new text). An
+    edit not made shows the typed text back in its form."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
+    if (refused := fact_too_long(request, form)) is not None:
+        return refused
+    old, typed = form.get("text", ""), form.get("new", "")
     try:
-        before = await _write(request, edit_fact, instance.memory.memory_path, form.get("text", ""),
-                              form.get("new", ""), instance.today())
+        done = await _write(edit_fact, instance.memory.memory_path, old, typed, instance.today())
     except EditRefused as exc:
-        return render(request, "error.html", status=400, title="The fact was not changed", message=str(exc))
-    if isinstance(before, Forgotten):
-        before = Edited(before, fact_text(form.get("new", "")))
-    return await _changed(request, before)
+        return await answer(request, 400, Said(f"Not edited: {exc}", old), retry=(old, typed))
+    except NotWritten as exc:
+        return await answer(request, 503, Said(f"Not edited: {exc}", old), retry=(old, typed))
+    if done is None:
+        said = await _meanwhile(instance, "edited", old)
+        return await answer(request, 409, said, retry=(said.now, typed))
+    return await _changed(request, done)
 
 
 async def pin(request: web.Request) -> web.Response:
     """Pins a fact against the cap's eviction (`pin` 1), or unpins it (0)."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
-    pinned = form.get("pin") == "1"
-    before = await _write(request, pin_fact, instance.memory.memory_path, form.get("text", ""), pinned,
-                          instance.today())
-    return await _changed(request, Pinned(before.text, pinned) if isinstance(before, Forgotten) else before)
+    text, pinned = form.get("text", ""), form.get("pin") == "1"
+    try:
+        before = await _write(pin_fact, instance.memory.memory_path, text, pinned, instance.today())
+    except NotWritten as exc:
+        return await answer(request, 503, Said(f"Not {'pinned' if pinned else 'unpinned'}: {exc}", text))
+    if before is None:
+        return await answer(request, 409, await _meanwhile(instance, "pinned" if pinned else "unpinned", text))
+    return await _changed(request, Pinned(before.text, pinned))
 
 
-async def _changed(request: web.Request, done: Any) -> web.Response:
+async def _meanwhile(instance: Instance, verb: str, text: str) -> Said:
+    return await asyncio.to_thread(changed_meanwhile, instance.memory.memory_path, verb, text, instance.today())
+
+
+async def _changed(request: web.Request, done: Undoable) -> web.Response:
     """After a change: the page saying what changed, with its undo; the recall index follows MEMORY.md."""
-    if isinstance(done, web.Response):
-        return done
-    if not done:
-        return see_other("/memory?note=missing")
-    if not isinstance(done, list):
+    if not isinstance(done, Pinned):
         await refresh_recall(request.app[INSTANCE])
     ticket = request.app[UNDO].put(BROWSER.get(), done)
     return see_other(f"/memory?undo={ticket}")
 
 
 async def undo(request: web.Request) -> web.Response:
+    """Undoes a change, and says what it did: a fact someone changed meanwhile is not put back over the change."""
     instance = request.app[INSTANCE]
-    change = request.app[UNDO].take(BROWSER.get(), (await form_of(request)).get("ticket", ""))
+    ticket = (await form_of(request)).get("ticket", "")
+    change = request.app[UNDO].take(BROWSER.get(), ticket)
     if change is None:
         return see_other("/memory?note=gone")
-    done = await _write(request, put_back, instance.memory.memory_path, change, instance.today())
-    if isinstance(done, web.Response):
-        return done
-    if not isinstance(change, list):
+    try:
+        said = await _write(put_back, instance.memory.memory_path, change, instance.today())
+    except NotWritten as exc:
+        request.app[UNDO].put(BROWSER.get(), change, ticket)  # the same Undo button works again later
+        return await answer(request, 503, Said(f"Not undone: {exc}", describe(change)[1]))
+    if not isinstance(change, Pinned):
         await refresh_recall(instance)
-    return see_other("/memory?note=restored")
+    return await answer(request, 200 if said.what.startswith("Undone") else 409, said)
 
 
-async def _write(request: web.Request, change: Any, *args: Any) -> Any:
-    """A change of MEMORY.md in a thread (file locks block); a file that cannot be written is a page saying so."""
+class NotWritten(Exception):
+    """MEMORY.md could not be changed now; the message says why, for the page."""
+
+
+async def _write(change: Any, *args: Any) -> Any:
+    """A change of MEMORY.md in a thread (file locks block); NotWritten when the file cannot be written."""
     try:
         return await asyncio.to_thread(change, *args)
+    except MemoryReadOnly as exc:
+        raise NotWritten(f"{exc}: the worker leaves it alone (make it writable to change it here)") from exc
     except (MemoryFilesError, Timeout, OSError) as exc:
         log.warning("MEMORY.md not changed: %s", exc)
-        return render(request, "error.html", status=503, title="MEMORY.md was not changed",
-                      message=f"The memory file could not be written now ({type(exc).__name__}); try again.")
+        raise NotWritten(f"the memory file could not be written now ({type(exc).__name__}); try again") from exc
 
 
 async def refresh_recall(instance: Instance) -> None:

@@ -12,6 +12,7 @@ from aiohttp import web
 from nanobot_hooks.contract import redacted_url
 from worker.commands.status import gather
 from worker.state import budget
+from worker.state.formats import memory_off
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, render
@@ -55,7 +56,8 @@ async def overview_data(instance: Instance) -> dict[str, Any]:
     state, today = found
     state["outcomes"].sort(key=lambda o: o.get("finished_at") or "", reverse=True)
     bars, height = context_bars(state["outcomes"])
-    return {"state": state, "problem": None, "today": today,
+    return {"state": state, "problem": None, "today": today, "memory_off": memory_off(state["answer_formats"],
+                                                                                      state["outcomes"]),
             "total": budget.Spend(**state["spend"]["total"]), "settings": shown_settings(state["worker_settings"]),
             "bars": bars, "chart_height": height, "chart_width": WIDTH}
 

@@ -1,5 +1,6 @@
 """Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is
-shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance."""
+shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance; the
+bidirectional controls of conversation text shown as visible marks (`[U+202E]`) instead of reordering the page."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+import re
 
 import jinja2
 from aiohttp import web
@@ -18,6 +21,10 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 INSTANCE: web.AppKey[Instance] = web.AppKey("instance", Instance)
 JINJA: web.AppKey[jinja2.Environment] = web.AppKey("jinja", jinja2.Environment)
+# Unicode's bidirectional controls (embeddings, overrides, isolates, marks): from a conversation they would turn
+# text around on the page (`telegram:\u202e1337` read as `telegram:7331`).
+BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
 
 
 def environment() -> jinja2.Environment:
@@ -61,4 +68,17 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
     page = request.app[JINJA].get_template(template).render(
         csrf=request.app[GUARD].csrf_for(BROWSER.get()), read_only=request.app[GUARD].read_only, path=request.path,
         namespace=instance.settings.summary_namespace, **context)
-    return web.Response(status=status, text=page, content_type="text/html", charset="utf-8")
+    return web.Response(status=status, text=visible_bidi(page), content_type="text/html", charset="utf-8")
+
+
+def visible_bidi(page: str) -> str:
+    """`page` with each bidirectional control in its text shown as `[U+202E]` (pure). Inside tags nothing
+    changes: a form's hidden field keeps a fact's or a session key's exact text, and autoescape leaves no `>`
+    inside an attribute, so a tag ends at its first `>`."""
+    if not BIDI.search(page):
+        return page
+    return _TAG_OR_TEXT.sub(lambda found: found.group(1) or BIDI.sub(_mark, found.group(2)), page)
+
+
+def _mark(control: re.Match[str]) -> str:
+    return f"[U+{ord(control.group()):04X}]"

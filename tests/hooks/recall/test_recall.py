@@ -118,7 +118,10 @@ def archive(home: NanobotHome, index: RecallIndex, rows: list[tuple[str, str, st
 def from_notes(answer: str) -> str:
     """The snippets of the daily-notes passages of an answer."""
     lines = answer.split("\n")
-    return "\n".join(text for header, text in zip(lines[1::2], lines[2::2]) if "daily notes" in header)
+    return "\n".join(lines[n + 1] for n, line in enumerate(lines) if NUMBERED.match(line) and "daily notes" in line)
+
+
+NUMBERED = re.compile(r"^\d+\. ")
 
 
 def test_chinese_japanese_and_english_queries_find_the_archived_passages_with_dates(home, index):
@@ -372,7 +375,8 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
     assert "message 1 (assistant)" in "\n".join(first) and "lead role" in "\n".join(first), "and the answer to it"
     assert ask(home, "What did I tell you about the audition?").split("\n")[1].endswith("message 0 (user)")
     assert ask(home, "小明面试").split("\n")[1].endswith("message 2 (user)"), "Chinese: the rare word too"
-    assert ask(home, "小明面试怎么样").split("\n")[3].endswith("message 3 (assistant)")
+    assert [line for line in ask(home, "小明面试怎么样").split("\n") if NUMBERED.match(line)][1].endswith(
+        "message 3 (assistant)")
     assert "咪咪" in ask(home, "猫"), "a one-letter Chinese word"
     shows = ask(home, "What does she find comforting about going to art shows?").split("\n")
     assert shows[1].endswith("message 5 (assistant)"), "inflections: shows/show, comforting/comforts"
@@ -382,6 +386,23 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
     assert "sculptor" in long and long.startswith("   …"), "the snippet shows the rarest matched word"
 
 
+def test_a_neighbour_is_shown_under_its_hit_not_as_a_passage_unless_it_holds_the_words(home, index):
+    said = ["Where does the staging database run?", "ok reply 1", "filler two", "ok reply 3",
+            "The staging database runs on port 54329.", "ok reply 5", "filler six", "the port of staging is fixed",
+            "noted, staging it is"] + [f"filler {n}" for n in range(9, 40)]
+    rows = [(f"2026-06-01T09:{n:02d}:00", ("user", "assistant")[n % 2], text) for n, text in enumerate(said)]
+    archive(home, index, rows)
+    lines = ask(home, "staging database").split("\n")
+    headers = [line for line in lines if NUMBERED.match(line)]
+    assert [h.rsplit("message ", 1)[1] for h in headers] == ["0 (user)", "4 (user)", "8 (user)", "7 (assistant)"], \
+        "the passages holding the words, and only those"
+    context = [line.strip() for line in lines if line.startswith("   ") and " it, message " in line]
+    assert context == ["after it, message 1 (assistant): ok reply 1", "before it, message 3 (assistant): ok reply 3",
+                       "after it, message 5 (assistant): ok reply 5", "after it, message 9 (assistant): filler 9"], \
+        "the neighbours of the best message hits, once each, not the one that holds a word itself (7)"
+    assert lines.index("   after it, message 1 (assistant): ok reply 1") == lines.index(headers[0]) + 2, "under its hit"
+
+
 def test_a_chinese_word_said_otherwise_is_found_by_its_letters_after_the_exact_word(home, index):
     rows = [("2026-11-18T10:00:00", "user", "昨晚去看了告五人的演唱会，人生最佳！"),
             ("2026-11-18T10:01:00", "assistant", "哇，太棒了！"),
@@ -389,7 +410,8 @@ def test_a_chinese_word_said_otherwise_is_found_by_its_letters_after_the_exact_w
     archive(home, index, rows)
     lines = ask(home, "演出").split("\n")
     assert lines[1].endswith("message 2 (user)"), "the exact word first"
-    assert any(line.endswith("message 0 (user)") for line in lines[3::2]), "演唱会 shares 演 with 演出"
+    assert any(line.endswith("message 0 (user)") for line in lines[3:] if NUMBERED.match(line)), \
+        "演唱会 shares 演 with 演出"
 
 
 def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home, index):
@@ -486,6 +508,7 @@ def test_pure_search_order_and_the_best_hits_each_once():
     near = recall_answer.choose(summaries + [hit(own, 40, 9.5), hit(own, 41, 4.0, matched=False)])
     assert [h.source.kind for h in near] == ["messages", "notes", "memory", "notes", "notes"], \
         "a message shown only as a hit's neighbour holds no notes line back"
+    assert [n.position for n in near[0].context] == [41], "it is shown under its hit"
     merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
     assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),

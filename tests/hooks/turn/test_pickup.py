@@ -148,3 +148,22 @@ def test_the_marker_writers_round_trip_through_its_reader():
     assert SessionMarker.from_metadata({METADATA_KEY: {"applied": {"through": True, "boundary": "12"}}}).applied == \
         AppliedMark(None, None, None), "a boolean or a string is no message index"
     assert SessionMarker.remove(metadata) and metadata == {"other": 1} and not SessionMarker.remove(metadata)
+
+
+def test_an_undo_applies_only_to_the_summary_it_undid_and_leaves_every_message():
+    session = StandInSession("telegram:1", conversation(5))
+    summary = record_for(session, 6)
+    assert apply_record(session, summary) == ("applied", True)
+    messages = list(session.messages)
+    undo = SummaryRecord.undoing(session.key, "rolling summary", 6)
+    other = StandInSession("telegram:1", conversation(5))
+    apply_record(other, record_for(other, 6, summary="a newer summary"))
+    assert apply_record(other, undo) == ("stale", False), "another summary than the one undone stays"
+    assert other.metadata["_last_summary"]["text"] == "a newer summary" and other.last_archived == 6
+
+    session.provider_state = {"replay": "after the summary"}
+    assert apply_record(session, undo) == ("applied", True)
+    assert session.messages == messages and session.last_archived == 0 and session.provider_state is None
+    assert "_last_summary" not in session.metadata and METADATA_KEY not in session.metadata
+    assert apply_record(session, undo) == ("duplicate", False), "undone already"
+    assert not undo.fits(0, len(messages), None), "never applies as a summary"

@@ -53,6 +53,7 @@ def test_dry_run_prints_the_planned_cut_without_calling_the_llm(nanobot_home, fa
     result = run_in_process(capsys, "enqueue", "--dry-run", "--keep", "messages:10", "telegram:42",
                             env=process_env(nanobot_home, redis_url, config=True))
     assert result.returncode == 0, result.stderr
+    assert "telegram:42: 30 messages, none summarized yet\n" in result.stdout, result.stdout
     assert "would cover messages 0..19 (20 of 20 messages" in result.stdout
     assert "would keep messages 20..29 (10 messages" in result.stdout
     assert fake_llm.requests == []
@@ -245,6 +246,7 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
     dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "telegram:42", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "would cover" not in dry.stdout, dry.stdout
+    assert "telegram:42: 9 messages, messages 0..5 summarized already\n" in dry.stdout, dry.stdout
     assert "nothing to summarize: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
     deps = build_deps(settings_for(summary_keep="messages:2"))
     outcome = (await summarize_now(redis, deps, "telegram:42")).outcome

@@ -12,7 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tomllib
 from datetime import timedelta
+from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
 
@@ -24,7 +26,7 @@ from harness.fakellm import Hang, Reply
 from harness.models import summary_json
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
-from tests.support.workers import running_worker
+from tests.support.workers import running_worker, start_worker
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state import workers
 from worker.state.outcomes import JobOutcome, keep_outcome
@@ -53,6 +55,66 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
     await redis.pexpire(HEALTH, 1)
     await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
     assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
+
+
+async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_job_as_status_does(
+        nanobot_home, fake_llm, redis, redis_url, capsys) -> None:
+    """A second after `kill -9` arq's health key still says alive for up to 31 s: the killed worker's own report,
+    published on this machine, says its process is gone, so doctor FAILs at once; and the job it left marked
+    running is listed by doctor as status lists it, before and after the health key expires."""
+    fake_llm.default = Hang(120)
+    nanobot_home.write_session(KEY, conversation(15))
+    worker = await start_worker(nanobot_home, redis, redis_url, "worker.log")
+    try:
+        await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+    try:  # killed, not reaped yet (a zombie, its parent not having waited): its process has ended all the same
+        [killed] = await workers.reports(redis)
+        await wait_until(lambda: _state(worker.pid) == "Z", 30, "the killed worker's zombie")
+        assert workers.process_gone(killed), "a zombie is a process that ended"
+    finally:
+        worker.wait(30)
+    assert workers.process_gone(killed)
+    [report] = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
+                                                   env=process_env(redis_url=redis_url))).stdout)["workers"]
+    assert report["version"] == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"], report
+    for moment in ("a second after the kill", "once arq's key expired"):
+        if moment == "a second after the kill":  # as if its last beat were just now: arq's key lives 31 s more
+            await just_beaten(redis, worker.pid)
+        out = await doctor(capsys, nanobot_home, redis_url)
+        assert out.returncode == 1, out.stdout
+        level, line = check(out.stdout, "no worker alive")
+        assert level == "FAIL" and f"({socket.gethostname()}:{worker.pid})" in line, (moment, out.stdout)
+        assert "ended without stopping cleanly" in line and "ok    worker alive" not in out.stdout, out.stdout
+        level, line = check(out.stdout, "marked running that no live worker runs")
+        assert level == "FAIL" and f"({KEY})" in line and "run-worker" in line, (moment, line)
+        if moment == "a second after the kill":
+            await just_beaten(redis, worker.pid)
+        text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
+            redis_url=redis_url, COLUMNS="300"))).stdout
+        assert "1 in flight (1 stale)" in text and "NOT RUNNING" in text, text
+        await redis.pexpire(HEALTH, 1)
+        await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
+
+
+def _state(pid: int) -> str:
+    """A process's state letter, from /proc/<pid>/stat ("Z": a zombie)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+async def just_beaten(redis, pid: int) -> None:
+    """The killed worker's last beat moved to now: its report's time and arq's health key (rewritten with its
+    31 s to live), as they were a second after a kill, however long this machine took to get here."""
+    key = workers.report_prefix(TEST_KEYS) + f"{socket.gethostname()}:{pid}"
+    report = json.loads(await redis.get(key))
+    report["heartbeat_at"] = utcnow().isoformat()
+    line = await redis.get(HEALTH) or (b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"
+                                       b" worker=%s:%d" % (socket.gethostname().encode(), pid))
+    assert line.endswith(b" worker=%s:%d" % (socket.gethostname().encode(), pid)), line
+    await redis.set(HEALTH, line, px=31_000)
+    await redis.set(key, json.dumps(report), keepttl=True)
 
 
 async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_stopped(nanobot_home, redis,
@@ -94,8 +156,9 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     [job] = status["in_flight"]
     assert job["session"] == KEY and "no worker is alive" in job["stale"]
 
-    # A healthy worker (the killed job's mark cleared, as arq clears it when it runs the job again).
-    await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY))
+    # A healthy worker, once the killed job's marks expired: arq's in-progress mark and the session's run lock
+    # (each lives a job's timeout), cleared here rather than waited out.
+    await redis.delete(in_progress_key_prefix + TEST_KEYS.job_id(KEY), TEST_KEYS.running(KEY))
     fake_llm.default = Reply(summary_json())
     async with running_worker(deps_for()):
         await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")
@@ -166,7 +229,7 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
                                                 "summary_keep": "tokens:123", "memory_sessions": "direct,web:*"}
             text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
                 redis_url=redis_url, COLUMNS="300"))).stdout
-            assert "running with: automatic summaries off; model " in text and "keep tokens:123" in text, text
+            assert "running with: automatic summaries off; model " in text and "a summary keeps the last 123 tokens" in text, text
             if stop == "kill":  # doctor's advice follows its own shell: it says when the worker's differs
                 level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "the running worker has")
                 assert level == "warn" and "automatic summaries off, this shell on" in line, line
@@ -223,3 +286,29 @@ async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             await worker.close()
+
+
+async def test_doctor_names_the_side_whose_shared_setting_differs_from_the_running_nanobots(
+        nanobot_home, gateway, redis, redis_url, capsys) -> None:
+    """NANOBOT_AUTO_SUMMARY=false given to the worker but not to nanobot (the gateway kept queuing, the worker kept
+    running them): the gateway's hooks publish the settings both sides act on, doctor compares them with the
+    running worker's and names the side changed from the default, with where its setting goes for how it is run
+    (a worker started from a terminal or a script has no /etc/nanobot-summary-worker.env)."""
+    running = await gateway()
+    worker = await start_worker(nanobot_home, redis, redis_url, "worker.log", NANOBOT_AUTO_SUMMARY="false",
+                                INVOCATION_ID="")
+    try:
+        await wait_until(lambda: redis.keys(f"{TEST_KEYS.prefix}hooks:*"), 60, "the gateway's hooks' settings")
+        [key] = await redis.keys(f"{TEST_KEYS.prefix}hooks:*")
+        published = json.loads(await redis.get(key))
+        out = (await doctor(capsys, nanobot_home, redis_url)).stdout
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(30)
+    assert published["pid"] == running.process.pid and published["settings"]["auto_summary"] is True, published
+    level, line = check(out, "NANOBOT_AUTO_SUMMARY differs")
+    assert level == "FAIL" and "the worker runs with false" in line and f"{socket.gethostname()}:" in line, line
+    assert "with true; the worker: changed from the default" in line, line
+    assert "scripts/run-worker" in line and "/etc/" not in line, line
+    for name in ("NANOBOT_SUMMARY_IDLE", "NANOBOT_MEMORY_SESSIONS", "NANOBOT_SUMMARY_CACHE_TTL"):
+        assert f"{name} differs" not in out, out

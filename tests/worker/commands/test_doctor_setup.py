@@ -121,3 +121,20 @@ async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(locked_r
         level, line = check(out, problem)
         assert level in ("FAIL", "warn") and fix in line and "fix:" in line, (problem, out)
     assert "wrong-password" not in out and out.rstrip().endswith("warning(s)")
+
+
+async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_facts_wait(nanobot_home, redis_url,
+                                                                                         capsys) -> None:
+    from worker.memory import longterm
+    from worker.memory.records import Fact
+
+    path = nanobot_home.workspace / "memory" / "MEMORY.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# mine\n", encoding="utf-8")
+    longterm.hold_facts(path, longterm.Batch([Fact(text="Remember: the NAS is in the basement", source="user")],
+                                             "en", "2026-11-20", KEY), 0.0)
+    assert "MEMORY.md is read-only" not in (await doctor(capsys, nanobot_home, redis_url)).stdout
+    path.chmod(0o444)
+    level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "MEMORY.md is read-only (mode 0444)")
+    assert level == "warn" and "the worker leaves it alone; 1 fact(s) wait, held" in line
+    assert f"fix: chmod u+w {path}" in line

@@ -118,7 +118,9 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
             during = json.loads((await status(capsys, redis_url, "--json")).stdout)
             assert [(job["job_id"], job["kind"], job["session"], job["try"], job["stale"])
                     for job in during["in_flight"]] == [(TEST_KEYS.job_id(KEY), "summary", KEY, 1, None)]
-            assert during["queued"] == 0 and during["worker"] and during["outcomes"] == []
+            assert during["queued"] == 0 and during["outcomes"] == []
+            # arq's health line as named numbers: what it counts says the same in the JSON as in the text.
+            assert during["worker"]["jobs_done"] == 0 and "last_beat" in during["worker"], during["worker"]
             series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
             assert value(series, "jobs_in_flight") == 1 and value(series, "queue_depth") == 0
             assert value(series, "worker_up") == 1 and value(series, "redis_up") == 1
@@ -150,6 +152,7 @@ async def outcome_shown_everywhere(capsys, redis_url: str, outcome: JobOutcome, 
     assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
     assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
     assert value(series, "pickups_total", result="applied") == 0
+    assert value(series, "pickups_total", result="forged") == 0, "refused records are a series from the start"
     assert kinds["nanobot_summary_llm_calls_total"] == kinds["nanobot_summary_pickups_total"] == "counter"
     assert kinds["nanobot_summary_queue_depth"] == kinds["nanobot_summary_last_outcome_status"] == "gauge"
 
@@ -271,15 +274,18 @@ async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_sett
     for text, columns in ((narrow, 80), (wide, 200)):
         assert max(len(line) for line in text.splitlines()) <= columns, text
         assert "pickups: 4 applied" in text and "{'" not in text and "': " not in text, text
-        assert "running with: automatic summaries off; keep turns:2; MEMORY.md writes idle" in " ".join(
-            line.strip() for line in text.splitlines()), text
+        assert "running with: automatic summaries off; a summary keeps the last 2 user turns; MEMORY.md written " \
+               "once every session is quiet" in " ".join(line.strip() for line in text.splitlines()), text
+        assert "fraction:" not in text and "turns:2" not in text and "writes idle" not in text, text
         assert "auto summary on" not in text
     last = wide.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
     assert last[0].startswith(f"  {key} - summarized ") and "trigger interval" in last[0] and len(last) <= 3, wide
     last = narrow.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
     assert last[0].startswith(f"  {key} - summarized ") and 2 <= len(last) <= 6, narrow
     assert all(len(line.split()) > 2 for line in last), "no line of one or two words"
-    assert f"summarizing spend per session, since its first job: 1\n  {key} - 1 call; " in narrow
+    # The session's one job's figures are said once, in its entry, not again in a section of spend per session.
+    per_session = narrow.split("last job per session: 1\n")[1]
+    assert "summarizing spend" not in per_session and per_session.count("1 call;") == 1, narrow
 
 
 async def test_a_finished_cron_tick_is_not_in_flight(nanobot_home, redis, redis_url, deps_for, capsys) -> None:
@@ -292,3 +298,21 @@ async def test_a_finished_cron_tick_is_not_in_flight(nanobot_home, redis, redis_
         await wait_until(tick_done, 60, "the minute's check to run once")
         shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
     assert shown["in_flight"] == [], shown["in_flight"]
+
+
+async def test_json_says_null_for_a_cost_no_price_is_known_for(redis, redis_url, capsys) -> None:
+    """Calls of a model litellm has no price for: their cost is unknown (null), not $0.00; the text says so too."""
+    from worker.model.llm import Completion
+
+    unpriced = Completion(text="", model="m", prompt_tokens=700, completion_tokens=50, cached_tokens=0, cost=None,
+                          finish_reason="stop", seconds=0.1)
+    await budget.start_job(redis, KEY)
+    await budget.record_call(redis, KEY, unpriced, "2026-11-20")
+    await keep_outcome(redis, JobOutcome(session_key=KEY, status="summarized", detail="ok",
+                                         spend=await budget.job_spend(redis, KEY)))
+    shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
+    assert shown["spend"]["total"]["cost"] is None and shown["spend"]["total"]["unpriced_calls"] == 1
+    assert shown["spend"]["sessions"][KEY]["cost"] is None and shown["outcomes"][0]["spend"]["cost"] is None
+    assert "cost unknown" in (await status(capsys, redis_url)).stdout
+    series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
+    assert value(series, "unpriced_calls_total") == 1 and value(series, "cost_usd_total") == 0

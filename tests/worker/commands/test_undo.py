@@ -11,9 +11,12 @@ from pathlib import Path
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
 from tests.support.commands import run_in_process
-from tests.support.crossing import assert_summary_replaces_covered_messages, seed_cross_and_summarize
+from tests.support.crossing import (CHAT, assert_summary_replaces_covered_messages, gateway_cross,
+                                    seed_cross_and_summarize)
+from tests.support.queue_probes import applied
+from tests.support.waiting import wait_until
 from harness.environment import process_env
-from harness.models import SMALL_PROMPT, chat_requests, history_text, is_summary_request, system_text
+from harness.models import SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
@@ -74,6 +77,31 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
     assert asked and seeded[0]["content"] in str(asked[0].body)
 
 
+async def test_undo_while_the_gateway_holds_the_session_reaches_it_and_the_next_turn_sends_every_message(
+        gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps):
+    key = f"websocket:{CHAT}"
+    seeded, gw, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
+    await run_burst(worker_deps())
+    await wait_until(lambda: applied(redis, key), what="the gateway to apply the record")
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "a turn with the summary")
+    assert SUMMARY_TEXT in system_text(chat_requests(fake_llm)[-1]), "the gateway holds the summarized session"
+
+    result = await asyncio.to_thread(undo_process, nanobot_home, redis_url, key)
+    assert result.returncode == 0, result.stderr
+    assert "the running nanobot that holds the session undid it there too" in result.stdout, result.stdout
+    assert await load_record(redis, key) is None and await pending_sessions(redis) == []
+
+    await gw.say(CHAT, "the turn after the undo")
+    request = chat_requests(fake_llm)[-1]
+    assert ARCHIVED not in system_text(request) and SUMMARY_TEXT not in system_text(request)
+    assert all(m["content"] in history_text(request) for m in seeded), "every message is sent again"
+    await gw.stop()  # nanobot's shutdown flush writes what it holds
+    head, _ = session_lines(nanobot_home, key)
+    assert head["last_archived"] == head["last_consolidated"] == 0
+    assert "_last_summary" not in head["metadata"] and METADATA_KEY not in head["metadata"]
+
+
 async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
         nanobot_home, default_reply, redis, redis_url, deps_for, capsys):
     path = nanobot_home.write_session(KEY, conversation(15))
@@ -86,7 +114,8 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
     before = path.read_bytes()
 
     dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, "--dry-run", KEY)
-    assert dry.returncode == 0 and "would have dropped the summary waiting in Redis" in dry.stdout
+    assert dry.returncode == 0 and f"{KEY}: would drop the summary waiting in Redis" in dry.stdout, dry.stdout
+    assert f"{KEY}: would remove the worker's marks" in dry.stdout and "would have" not in dry.stdout, dry.stdout
     assert path.read_bytes() == before and await load_record(redis, KEY) is not None
 
     done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
@@ -116,7 +145,7 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     before = memory.read_bytes()
     listed = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
     assert listed.returncode == 0, listed.stderr
-    assert f"{KEY}: would have removed from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
+    assert f"{KEY}: would remove from MEMORY.md: Remember: the staging host is stage-7" in listed.stdout
     assert memory.read_bytes() == before
     done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert done.returncode == 0, done.stderr

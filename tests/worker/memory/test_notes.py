@@ -283,7 +283,7 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
 
 def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an_edit_is_seen(tmp_path: Path):
     """A busy day appends a section per job: the notes are read whole once, then only what this process
-    appends; a change by anyone else (another worker, the user) is seen in the file's stamp."""
+    appends; another worker's append is read alone, and the user's edit is seen in the file's stamp."""
     from worker.memory import notes as notes_module
 
     def note(hour: int, topic: str, key: str = KEY) -> DailyNotes:
@@ -304,12 +304,58 @@ def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an
             other_worker.write(f"\n{notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12).marker()}\n"
                                "## cli:direct\n\n### Topics\n- the backup script\n")
         assert stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20")) == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
-        assert len(parses) == 1, "a change by another hand is read whole"
+        assert parses == [], "another worker's append is parsed alone"
         assert append_notes(tmp_path, "cli:direct", [note(16, "The backup script.", "cli:direct")], "en", UTC) == 0, \
             "its items count as noted too"
         path.write_text(path.read_text(encoding="utf-8").replace("the nginx port", "the NGINX port!"), encoding="utf-8")
         assert append_notes(tmp_path, KEY, [note(17, "the NGINX port!")], "en", UTC) == 0, "the user's edit is seen"
+        assert len(parses) == 1, "an edit is read whole"
     finally:
         notes_module.DAYS._parse = real_parse
     assert stamps(noted_spans(tmp_path, KEY, "2026-11-20")) == [
         (f"2026-11-20T{hour:02d}:00:00", f"2026-11-20T{hour:02d}:30:00") for hour in (9, 10, 11, 12, 13, 17)]
+
+
+def test_another_processs_appends_to_a_long_day_file_are_read_alone_and_an_edit_in_the_middle_is_seen(
+        tmp_path: Path):
+    """Two workers of one instance append to one day file: each used to read the file whole after the other's
+    every append (1.22 MB a job late on a busy day). What another process appended is read alone (the bytes
+    read count it); an edit in the middle of the file, with an append after it, is still read whole."""
+    import subprocess
+    import sys
+
+    from worker.memory import notes as notes_module
+    from worker.memory.followed import EDGE
+
+    def note(n: int, topic: str, key: str = KEY) -> DailyNotes:
+        return DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T10:{n // 60:02d}:{n % 60:02d}",
+                          last_timestamp=f"2026-11-20T10:{n // 60:02d}:{n % 60:02d}", topics=[topic])
+
+    def other_worker_appends(text: str) -> int:
+        subprocess.run([sys.executable, "-c", "import sys; open(sys.argv[1], 'ab').write(sys.argv[2].encode())",
+                        str(path), text], check=True)
+        return len(text.encode("utf-8"))
+
+    path = tmp_path / "2026-11-20.md"
+    for n in range(120):
+        append_notes(tmp_path, KEY, [note(n, f"the topic number {n} of a long morning")], "en", UTC)
+    assert path.stat().st_size > 4 * EDGE
+    noted_spans(tmp_path, KEY, "2026-11-20")
+    read_before = notes_module.DAYS.bytes_read
+    section = (f"{notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12).marker()}"
+               "\n## cli:direct\n\n### Topics\n- the backup script\n")
+    appended = other_worker_appends(section)
+    assert stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20")) == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
+    read = notes_module.DAYS.bytes_read - read_before
+    assert appended <= read <= appended + EDGE, f"{read} bytes read for an append of {appended}"
+    assert append_notes(tmp_path, "cli:direct", [note(200, "The backup script.", "cli:direct")], "en", UTC) == 0
+
+    text = path.read_bytes()
+    with path.open("r+b") as editor:  # the user edits a line far from the end, in place; another append follows
+        editor.write(text.replace(b"the topic number 7 of", b"the topic number SEVEN of", 1))
+    other_worker_appends(section.replace("15:", "16:"))
+    read_before = notes_module.DAYS.bytes_read
+    assert append_notes(tmp_path, KEY, [note(201, "the topic number SEVEN of a long morning")], "en", UTC) == 0, \
+        "the edit in the middle is seen"
+    assert notes_module.DAYS.bytes_read - read_before >= path.stat().st_size, "read whole"
+    assert ("2026-11-20T16:00:00", "2026-11-20T16:10:00") in stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20"))

@@ -1,13 +1,15 @@
-"""The worker's stop: a job cancelled between its end and its after_job_end does not turn the stop into an error."""
+"""The service's Worker: a job cancelled between its end and its after_job_end does not turn the stop into an error; a
+job whose in-progress mark was lost is never started again beside itself."""
 
 from __future__ import annotations
 
 import asyncio
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract import Keys, SummarizeRequest, enqueue_summary
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import SteadyWorker, worker_options
+from worker.service.config_watch import follow_config
 from worker.state.outcomes import load_outcome
 
 
@@ -35,3 +37,68 @@ async def test_a_stop_while_a_finished_job_runs_its_after_job_end_is_quiet(redis
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)
     assert worker._pool is None, "the stop went on to close the connections"
+
+
+LOST_MARK_SESSIONS = [f"telegram:{n}" for n in range(4)]
+
+
+async def jobs_whose_marks_are_lost(redis, deps, fake_llm, nanobot_home, second_worker: bool) -> dict[str, int]:
+    """4 jobs in flight in a real worker (the model answers after a while), their in-progress marks deleted
+    while they wait for it (as an eviction or a lost write does), optionally a second worker of the instance
+    polling then; until every job's outcome is kept. Returns the job starts by job id (both workers)."""
+    from harness.fakellm import Reply
+    from harness.models import summary_json
+
+    fake_llm.default = Reply(summary_json(), delay=4.0)
+    starts: dict[str, int] = {}
+
+    async def counting_start(ctx) -> None:
+        starts[ctx["job_id"]] = starts.get(ctx["job_id"], 0) + 1
+        await follow_config(ctx)
+
+    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01, "handle_signals": False,
+               "on_job_start": counting_start}
+    workers = [SteadyWorker(**options)]
+    tasks = [asyncio.create_task(workers[0].main())]
+    try:
+        for key in LOST_MARK_SESSIONS:
+            nanobot_home.write_session(key, conversation(12))
+            assert await enqueue_summary(redis, SummarizeRequest(session_key=key))
+        await asyncio.to_thread(fake_llm.wait_for_requests, len(LOST_MARK_SESSIONS), 60)
+        if second_worker:
+            workers.append(SteadyWorker(**{**options, "ctx": {"deps": deps}}))
+            tasks.append(asyncio.create_task(workers[1].main()))
+        marks = [f"arq:in-progress:{Keys.of(redis).job_id(key)}" for key in LOST_MARK_SESSIONS]
+        assert await redis.delete(*marks) == len(marks), "the jobs were running, marked"
+        for key in LOST_MARK_SESSIONS:
+            await wait_until(lambda key=key: load_outcome(redis, key), 60, f"{key}'s outcome")
+    finally:
+        for worker in workers:
+            await worker.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return starts
+
+
+async def test_a_job_whose_in_progress_mark_is_lost_is_not_started_again_in_its_worker(
+        redis, worker_deps, fake_llm, nanobot_home) -> None:
+    """arq tells a running job by its mark alone: with the marks lost, each of 4 jobs in flight was started
+    again at the next poll, beside itself (8 starts), and paid its model call twice."""
+    starts = await jobs_whose_marks_are_lost(redis, worker_deps(), fake_llm, nanobot_home, second_worker=False)
+    assert sorted(starts.values()) == [1] * len(LOST_MARK_SESSIONS), starts
+    assert len(fake_llm.requests) == len(LOST_MARK_SESSIONS), "one model call per session"
+    for key in LOST_MARK_SESSIONS:
+        assert (await load_outcome(redis, key)).status == "summarized"
+
+
+async def test_a_job_whose_mark_is_lost_waits_in_another_worker_while_its_run_holds_the_session(
+        redis, worker_deps, fake_llm, nanobot_home) -> None:
+    """Another worker of the instance starts the jobs whose marks were lost: the session's run lock defers each
+    such start, with no model call and no write, and is given back when the run ends."""
+    starts = await jobs_whose_marks_are_lost(redis, worker_deps(), fake_llm, nanobot_home, second_worker=True)
+    assert sorted(starts.values()) == [2] * len(LOST_MARK_SESSIONS), starts  # the first run, the deferred start
+    assert len(fake_llm.requests) == len(LOST_MARK_SESSIONS), "one model call per session"
+    for key in LOST_MARK_SESSIONS:
+        assert (await load_outcome(redis, key)).status == "summarized"
+        assert not await redis.exists(Keys.of(redis).running(key)), "the run lock is given back"

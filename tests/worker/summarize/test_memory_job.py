@@ -11,6 +11,7 @@ import redis as sync_redis
 
 from nanobot_hooks.contract import (NOTED_SUFFIX, RETIRED_FOLDER, SessionMarker, SummarizeRequest, enqueue_summary,
                                     load_record, retired_name)
+from worker.state.formats import memory_off
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
 from harness.fakellm import FakeRequest, Reply
@@ -224,6 +225,10 @@ async def test_broken_memory_files_never_block_the_summary(redis, nanobot_home, 
     assert record is not None, "the summary is stored although the notes cannot be written"
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "summarized" and "memory files not written" in outcome.detail
+    # doctor, status and the page say memory is off for the session, and why.
+    assert outcome.memory_skipped.startswith("memory files not written")
+    (line,) = memory_off({}, [outcome.model_dump(mode="json")])
+    assert line.startswith(f"{KEY}: its last job wrote no notes or facts (memory files not written")
 
 
 async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fake_llm, deps_for):

@@ -17,14 +17,16 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
 import pytest
-from arq.constants import health_check_key_suffix
+from arq.constants import health_check_key_suffix, in_progress_key_prefix
 
-from nanobot_hooks.contract import LAST_SUMMARY
+from nanobot_hooks.contract import LAST_SUMMARY, utcnow
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -33,11 +35,15 @@ from harness.redis_server import free_port
 from tests.support.bench import load_bench
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
-from tests.support.web import API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs, served
-from tests.support.workers import running_worker, summarize_now
+from tests.support.web import (API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs,
+                               remembering, served)
+from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
-from worker.state import budget
+from worker.memory.longterm.edit import edit_fact
+from worker.memory.longterm.forget import forget_fact
+from worker.web.instance import Instance
+from worker.state import budget, workers
 from worker.state.outcomes import load_outcome
 from tests.support.paths import ROOT
 
@@ -108,8 +114,8 @@ async def test_forgetting_a_fact_changes_only_its_line_and_undo_puts_it_back_byt
         status, body = await page.get(location)
         assert status == 200 and f"Forgotten: <q>{forgotten}</q>" in body
         ticket = location.split("=", 1)[1]
-        status, location = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
-        assert (status, location) == (303, "/memory?note=restored")
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
+        assert status == 200 and f"Undone: the fact is back as it was: <q>{forgotten}</q>" in body
         assert data.read_bytes() == before, "undo puts the fact back where it was, every byte as before"
         assert forgotten.lower() in str(load_meta(sidecar_path(data))), "with its session, day and importance"
         # An undo is used once.
@@ -143,24 +149,40 @@ def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
     assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
 
 
-async def test_the_web_units_command_serves_this_machine_only_without_a_token(nanobot_home, redis_url) -> None:
+async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_its_token_file(
+        nanobot_home, redis_url, tmp_path) -> None:
+    """The unit's own command line: loopback only, the token file in the unit's state folder, made 0600 at the
+    first start; the journal (not a terminal) gets the address without the token, `--url` gives it."""
     line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
     command = line.partition("=")[2].replace(f"{CHECKOUT}/.venv/bin/python", sys.executable).split()
     assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[command.index("--token-file") + 1].startswith("/var/lib/nanobot-summary-web/")
+    assert "StateDirectory=nanobot-summary-web" in UNIT.read_text(encoding="utf-8")
+    token_file = tmp_path / "state" / "web-token"
+    command[command.index("--token-file") + 1] = str(token_file)
     command[command.index("--port") + 1] = "0"
     env = process_env(nanobot_home, redis_url, config=True)
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = await asyncio.to_thread(process.stdout.readline)
-        found = re.search(r"open http://127\.0\.0\.1:(\d+)/$", line.strip())
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/$", line.strip())
         assert found, line
+        token = token_file.read_text(encoding="utf-8").strip()
+        assert len(token) >= 32 and token_file.stat().st_mode & 0o777 == 0o600
+        assert token_file.parent.stat().st_mode & 0o777 == 0o700
+        url = subprocess.run(command + ["--url"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert url.stdout.strip() == f"http://127.0.0.1:0/?token={token}", url
         async with aiohttp.ClientSession() as browser:
             async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory") as response:
+                assert response.status == 401
+            async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory",
+                                   headers={"Authorization": f"Bearer {token}"}) as response:
                 assert response.status == 200
     finally:
         process.terminate()
-        await asyncio.to_thread(process.communicate, timeout=20)
+        rest = await asyncio.to_thread(process.communicate, timeout=20)
     assert process.returncode == 0
+    assert token not in rest[0], "the token never reaches the journal"
 
 
 async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
@@ -177,7 +199,8 @@ async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_a
         assert status == 303 and location.startswith("/memory?undo=")
         assert FACTS[1] not in held.read_text(encoding="utf-8") and FACTS[2] in held.read_text(encoding="utf-8")
         ticket = location.split("=", 1)[1]
-        assert (await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket}))[0] == 303
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": ticket})
+        assert status == 200 and "Undone: the fact is held again" in body
     assert [fact.text for h in read_held(memory) for fact in h.batch.facts].count(FACTS[1]) == 1
     assert FACTS[1].encode() not in memory.read_bytes(), "held again, not written while a session is active"
 
@@ -303,3 +326,215 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
     xs = [int(point.split(",")[0]) for point in points.group(1).split()]
     assert len(marks) == 1 and xs[3] < int(marks[0]) < xs[4], "the summary between the turns it parted"
     assert "summary applied: 18000 → 6000 tokens" in body
+
+
+def _text(body: str) -> str:
+    """The page's words as a browser shows them: tags out, runs of white space as one space."""
+    return " ".join(re.sub(r"<[^>]+>", "", body).split())
+
+
+async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(nanobot_home, settings_for,
+                                                                              redis) -> None:
+    """Read as words: "cli:direct STALE", "vm:28572, last beat" (was "cli:directSTALE", "vm:28572 , last beat")."""
+    report = workers.WorkerReport(host="vm", pid=28572, started_at=utcnow(), heartbeat_at=utcnow() - timedelta(hours=1))
+    await redis.set(workers.report_prefix(TEST_KEYS) + report.worker_id, report.model_dump_json(), ex=600)
+    await redis.set(in_progress_key_prefix + TEST_KEYS.job_id(QUIET), b"1", px=60_000)
+    async with served(settings_for()) as page:
+        status, body = await page.get("/")
+    words = _text(body)
+    assert status == 200 and f"{QUIET} STALE: no worker is alive" in words, words
+    assert "vm:28572, last beat" in words, words
+
+
+async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_own(nanobot_home, nanobot_exe,
+                                                                                    settings_for) -> None:
+    """MEMORY.md as `nanobot onboard` writes it (nanobot's own template file), one line of the user's added."""
+    [template] = nanobot_exe.resolve().parents[1].glob("lib/python3*/site-packages/nanobot/templates/memory/MEMORY.md")
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes(template.read_bytes() + b"\n- I like green tea\n")
+    async with served(settings_for()) as page:
+        status, body = await page.get("/memory")
+    assert status == 200 and "The file's 1 line(s) of your own" in _text(body), _text(body)
+
+
+def backdate(home, seconds: float) -> None:
+    """Every session file was last written `seconds` ago: the minute's flush finds every session quiet."""
+    moment = time.time() - seconds
+    for path in home.sessions_dir.iterdir():
+        os.utime(path, (moment, moment))
+
+
+async def held_again(redis, home, deps) -> None:
+    """Another job over KEY remembers FACTS again while the session is active: copies of them wait, held."""
+    home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, deps, KEY)).outcome
+    assert outcome is not None and "facts held for MEMORY.md" in outcome.detail, outcome
+
+
+async def test_an_edit_or_forget_on_the_page_is_not_undone_by_held_copies_of_the_old_text_at_the_next_flush(
+        data, settings_for, redis, nanobot_home, worker_deps):
+    idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
+    await held_again(redis, nanobot_home, idle)
+    assert FACTS[1] in pending_path(data).read_text(encoding="utf-8")
+    new = "The user prefers a light theme on sunny days"
+    async with served(settings_for()) as page:
+        status, _ = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": new})
+        assert status == 303
+        assert (await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[2]}))[0] == 303
+    held = pending_path(data).read_text(encoding="utf-8") if pending_path(data).exists() else ""
+    assert FACTS[1] not in held and FACTS[2] not in held, "every held copy of the old texts went"
+    backdate(nanobot_home, 120)
+    await run_burst(idle)  # the minute's flush, at the worker's start
+    after = data.read_text(encoding="utf-8", errors="replace")
+    assert new in after and FACTS[1] not in after and FACTS[2] not in after, after
+
+
+@pytest.mark.parametrize("write", ["now", "idle"])
+async def test_a_job_past_its_model_call_when_the_user_forgets_or_edits_cannot_bring_the_old_text_back(
+        write, data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    """The page's change lands while the job waits for its model's answer, which still holds the old facts."""
+    new = "The user prefers a light theme on sunny days"
+    changed: list[object] = []
+
+    def answer_after_the_users_change(request):
+        if not changed:  # what the page's forget and edit call, in its thread, as the model thinks
+            today = Instance.load(settings_for()).today()
+            changed.append(forget_fact(data, FACTS[2], today))
+            changed.append(edit_fact(data, FACTS[1], new, today))
+        return remembering(request)
+
+    fake_llm.responder = answer_after_the_users_change
+    deps = worker_deps(memory_write=write, summary_cache_ttl=60)
+    # Written just now: with "idle" the job holds its facts (the session is active), with "now" it writes them.
+    nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+    await redis.delete(TEST_KEYS.record(KEY))
+    outcome = (await summarize_now(redis, deps, KEY)).outcome
+    assert outcome is not None and outcome.status == "summarized" and all(changed), outcome
+    backdate(nanobot_home, 120)
+    await run_burst(deps)  # the minute's flush writes what was held
+    after = data.read_text(encoding="utf-8", errors="replace")
+    assert FACTS[2] not in after and FACTS[1] not in after and new in after, after
+    assert "The user's cat is called Miso" in after and not pending_path(data).exists()
+    forgotten_file = data.with_name(".MEMORY.forgotten.json").read_text(encoding="utf-8")
+    assert "dark mode" not in forgotten_file and "deploy" not in forgotten_file, "digests, never the text"
+
+
+async def test_a_held_fact_the_flush_just_wrote_is_forgotten_from_memory_md_and_a_held_one_can_be_edited(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, idle)
+    held = pending_path(memory)
+    new = "The user's cat is called Mochi"
+    async with served(settings_for()) as page:
+        _, body = await page.get("/memory")
+        assert 'aria-label="the held fact\'s new text"' in body, "a held fact has its Edit form"
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[0], "new": new})
+        assert status == 303, location
+        assert new in held.read_text(encoding="utf-8") and "Miso" not in held.read_text(encoding="utf-8")
+        _, body = await page.get(location)
+        assert "Edited (it was held, not yet written)" in body
+        edit_ticket = location.split("=", 1)[1]
+        backdate(nanobot_home, 120)
+        await run_burst(idle)  # the flush writes what the page showed as held a moment ago
+        assert FACTS[1] in memory.read_text(encoding="utf-8", errors="replace") and not held.exists()
+        status, location = await page.post("/memory/forget",
+                                           {"csrf": await page.csrf(), "text": FACTS[1], "held": "1"})
+        assert status == 303 and location.startswith("/memory?undo="), location
+        assert FACTS[1] not in memory.read_text(encoding="utf-8", errors="replace"), "forgotten where it is now"
+        # The edit's undo finds the fact written now, and gives it its text back there.
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": edit_ticket})
+        assert status == 200 and "Undone: the fact reads as before" in body
+    text = memory.read_text(encoding="utf-8", errors="replace")
+    assert "The user's cat is called Miso" in text and new not in text
+
+
+def correcting(old: str, text: str):
+    """echo_memory's notes and summary, correcting the fact `old` into `text`."""
+    def answer(request):
+        reply = json.loads(echo_memory(request).content)
+        reply["facts"] = [{"text": text, "tag": "correction", "replaces": old, "importance": 4, "source": "user",
+                           "category": "preference"}]
+        return Reply(json.dumps(reply))
+    return answer
+
+
+async def test_undo_and_an_edit_or_pin_after_a_job_changed_the_fact_say_so_and_keep_the_typed_text(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    edited, corrected = "The user prefers a light theme on sunny days", "The user prefers a light theme on rainy days"
+    async with served(settings_for()) as page:
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1],
+                                                            "new": edited})
+        assert status == 303
+        # A job merges the user's own correction of the edited fact.
+        nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+        fake_llm.responder = correcting(edited, corrected)
+        await redis.delete(TEST_KEYS.record(KEY))
+        outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
+        assert outcome is not None and "1 replaced" in outcome.detail, outcome
+        before = data.read_bytes()
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(),
+                                                        "ticket": location.split("=", 1)[1]})
+        assert status == 409 and "Not undone: the fact changed meanwhile" in body, body
+        assert f"It now reads: <q class=\"now\">{corrected}</q>" in body and "back as it was" not in body
+        assert data.read_bytes() == before and corrected.encode() in before and FACTS[1].encode() not in before
+        # An edit of the text the page showed before: not made, the typed text shown back, for the fact as it is now.
+        typed = "The user prefers the solarized theme <always>"
+        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": edited, "new": typed})
+        assert status == 409 and "Not edited: the fact changed meanwhile" in body
+        assert f'<input type="hidden" name="text" value="{corrected}">' in body
+        assert f'aria-label="your text, not saved yet">{escaped(typed)}</textarea>' in body
+        # A refused edit keeps the typed text too.
+        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": corrected,
+                                                        "new": FACTS[2]})
+        assert status == 400 and "MEMORY.md holds that fact already" in body
+        assert f'aria-label="your text, not saved yet">{escaped(FACTS[2])}</textarea>' in body
+        # A pin of the old text: not pinned, and said so.
+        status, body = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": edited, "pin": "1"})
+        assert status == 409 and "Not pinned: the fact changed meanwhile" in body
+        assert not any(meta.pinned for meta in load_meta(sidecar_path(data)).values())
+        assert data.read_bytes() == before
+
+
+async def test_a_read_only_memory_md_is_shown_as_such_and_the_page_leaves_it_alone(data, settings_for):
+    before = data.read_bytes()
+    data.chmod(0o444)
+    async with served(settings_for()) as page:
+        status, body = await page.get("/memory")
+        assert status == 200 and "MEMORY.md is read-only (mode 0444): the worker leaves it alone" in body
+        status, body = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[1]})
+        assert status == 503 and "Not forgotten: MEMORY.md is read-only (mode 0444)" in body
+        typed = "The user prefers a light theme"
+        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": typed})
+        assert status == 503 and f'aria-label="your text, not saved yet">{typed}</textarea>' in body
+    assert data.read_bytes() == before and (data.stat().st_mode & 0o7777) == 0o444
+
+
+async def test_the_undo_of_a_pin_or_a_forget_after_a_job_changed_the_fact_says_what_it_is_now(
+        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    corrected = "The user prefers dark mode in every editor and terminal"
+    async with served(settings_for()) as page:
+        _, pinned = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": FACTS[1], "pin": "1"})
+        _, forgot = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[2]})
+        # A job corrects the pinned fact, and learns the forgotten one again (its model asked after the forget).
+        nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
+
+        def answer(request):
+            reply = json.loads(correcting(FACTS[1], corrected)(request).content)
+            reply["facts"].append({"text": FACTS[2], "tag": "durable", "importance": 4, "source": "user",
+                                   "category": "configuration"})
+            return Reply(json.dumps(reply))
+
+        fake_llm.responder = answer
+        await redis.delete(TEST_KEYS.record(KEY))
+        outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
+        assert outcome is not None and "+1 added, 1 replaced" in outcome.detail, outcome
+        before = data.read_bytes()
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": pinned.split("=")[1]})
+        assert status == 409 and "Not undone: the fact changed meanwhile" in body
+        assert f'It now reads: <q class="now">{corrected}</q>' in body
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": forgot.split("=")[1]})
+        assert status == 409 and "Nothing to put back: MEMORY.md holds the fact again already" in body
+        assert "Undone" not in body
+    assert data.read_bytes() == before and data.read_bytes().count(FACTS[2].encode()) == 1

@@ -1,23 +1,27 @@
-"""Forgetting one fact of MEMORY.md's managed part, or one still held for it, and putting it back (the web page's
-forget and its undo).
+"""Forgetting one fact of MEMORY.md's managed part and every copy still held for it, and putting it back (the web
+page's forget and its undo); what a fact someone else changed reads now.
 
 Both go through the worker's own write path (store._MemoryFile): its lock, the compare-and-replace against
 nanobot's Dream, the sidecar written before the file, and only the managed part changed (the user's lines
 and any byte outside the part stay as they are). A forgotten fact also leaves the held facts (it would
-come back at the next flush) and, once the file no longer holds it, the sidecar (its text is its key there)."""
+come back at the next flush) and, once the file no longer holds it, the sidecar (its text is its key there);
+its text is kept out of the merges of jobs that asked their model before (forgotten.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
-from worker.memory.dedup import normalize
+from worker.files import read_bytes
+from worker.memory.dedup import best_match, normalize
 from worker.memory.longterm.held import Held, held_line, read_held
-from worker.memory.longterm.merge import Batch, Merged, MergeStats
+from worker.memory.longterm.merge import Merged, MergeStats
 from worker.memory.longterm.part import Line, Part, locate, parse
 from worker.memory.longterm.sidecar import Meta
-from worker.memory.longterm.store import _MemoryFile, _replace, hold_facts, in_part
+from worker.memory.longterm.store import _MemoryFile, _replace, in_part
+from worker.text.redact import one_line
 
 
 def forgotten(line: Line, position: int) -> Forgotten:
@@ -38,16 +42,33 @@ class Forgotten:
     pinned: bool = False
 
 
-def forget_fact(path: Path, text: str, today: str) -> Forgotten | None:
-    """Removes the fact whose text is `text` (compared normalized) from the managed part, its held copies and
-    its sidecar record; returns it as it was, or None when the part holds no such fact."""
+@dataclass(frozen=True)
+class Forgot:
+    """What a forget took away: the written fact as it stood (None: it was only held) and its held copies."""
+
+    written: Forgotten | None
+    held: list[Held]
+
+    @property
+    def text(self) -> str:
+        return self.written.text if self.written is not None else self.held[0].batch.facts[0].text
+
+
+def forget_fact(path: Path, text: str, today: str) -> Forgot | None:
+    """Removes the fact whose text is `text` (compared normalized) from the managed part and its sidecar record,
+    and every copy of it still held (the flush may have written a held fact a moment ago, or a job held it
+    again); remembers that the user took it out, so that no job that asked its model before brings it back.
+    Returns what went, or None when neither the part nor the held facts hold it."""
     memory = _MemoryFile(path)
     with memory.lock:
         found = change_fact(memory, text, today, lambda line, lines: lines.remove(line))
         if found is not None:
-            _drop_held(memory, normalize(text))
             drop_record(memory, normalize(text), today)
-    return found
+        held = drop_held(memory, normalize(text))
+        if found is None and not held:
+            return None
+        memory.take_out([text])
+    return Forgot(found, held)
 
 
 def change_fact(memory: _MemoryFile, text: str, today: str,
@@ -83,7 +104,7 @@ def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
                                for line in parse(content[span[0]:span[1]], today, "en", meta).lines)
 
 
-def _drop_held(memory: _MemoryFile, key: str) -> list[Held]:
+def drop_held(memory: _MemoryFile, key: str) -> list[Held]:
     """The fact's copies waiting in the pending file go (the next flush would write it again); returns them, each
     as a batch of its own with its session, day and time held."""
     kept: list[bytes] = []
@@ -92,9 +113,9 @@ def _drop_held(memory: _MemoryFile, key: str) -> list[Held]:
         facts = [fact for fact in h.batch.facts if normalize(fact.text) != key]
         gone = [fact for fact in h.batch.facts if normalize(fact.text) == key]
         if gone:
-            removed.append(Held(Batch(gone, h.batch.language, h.batch.today, h.batch.session), h.held_at))
+            removed.append(Held(replace(h.batch, facts=gone), h.held_at))
         if facts:
-            kept.append(held_line(Batch(facts, h.batch.language, h.batch.today, h.batch.session), h.held_at))
+            kept.append(held_line(replace(h.batch, facts=facts), h.held_at))
     if removed and kept:
         _replace(memory.pending_path, b"".join(kept))
     elif removed:
@@ -102,35 +123,64 @@ def _drop_held(memory: _MemoryFile, key: str) -> list[Held]:
     return removed
 
 
-def forget_held(path: Path, text: str) -> list[Held]:
-    """Removes a fact still waiting for MEMORY.md (memory/.MEMORY.pending.jsonl), every copy of it; returns them."""
+def rename_held(memory: _MemoryFile, key: str, text: str) -> int:
+    """The lock held: every held copy of the fact whose normalized text is `key` gets the text `text` (an edit of a
+    fact not written yet); returns how many."""
+    renamed = 0
+    lines: list[bytes] = []
+    for h in read_held(memory.given):
+        facts = [fact.model_copy(update={"text": text}) if normalize(fact.text) == key else fact
+                 for fact in h.batch.facts]
+        renamed += sum(1 for fact in h.batch.facts if normalize(fact.text) == key)
+        lines.append(held_line(replace(h.batch, facts=facts), h.held_at))
+    if renamed:
+        _replace(memory.pending_path, b"".join(lines))
+    return renamed
+
+
+def restore_forgotten(path: Path, forgot: Forgot, today: str) -> Restored:
+    """Undoes a forget: the written fact back at its place, its held copies held again (the user wants the text
+    again: no longer kept out)."""
     memory = _MemoryFile(path)
     with memory.lock:
-        return _drop_held(memory, normalize(text))
+        memory.take_out([], [forgot.text])
+        done: Restored = "restored" if forgot.held else "absent"
+        if forgot.written is not None:
+            done = restore_fact(memory, forgot.written, today)
+        for h in forgot.held:
+            memory.hold(h.batch, h.held_at)
+    return done
 
 
-def restore_held(path: Path, held: Sequence[Held]) -> None:
-    """Holds forgotten held facts again, as they were held (the worker's own hold: appended, under its lock)."""
-    for h in held:
-        hold_facts(path, h.batch, h.held_at)
+def now_reads(path: Path, text: str, today: str) -> str | None:
+    """What the fact `text` reads now, after someone else changed it: the fact of the part, or a held one, closest
+    to it (the merge's correction keeps most of the words); None when there is none."""
+    raw = read_bytes(path)
+    content = raw.decode("utf-8", errors="replace") if raw is not None else ""
+    span = locate(content)
+    texts = [] if span is None else [line.text for line in parse(content[span[0]:span[1]], today).lines]
+    texts += [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
+    found = best_match(normalize(text), [normalize(each) for each in texts])
+    return None if found is None else texts[found]
 
 
-def restore_fact(path: Path, fact: Forgotten, today: str) -> bool:
-    """Puts a forgotten fact back at its place, with its importance, day, session and pin; False when the part
-    holds it again already (or has no part any more: nothing to put it in)."""
+# What an undo of a forget did: put it back; found it in the part again already (a job wrote it meanwhile); or
+# found no managed part to put it in.
+Restored = Literal["restored", "again", "no part", "absent"]
+
+
+def restore_fact(memory: _MemoryFile, fact: Forgotten, today: str) -> Restored:
+    """The lock held: puts a forgotten fact back at its place, with its importance, day, session and pin."""
     key = normalize(fact.text)
-    done: list[bool] = []
+    done: list[Restored] = []
 
     def edit(part: Part) -> bool:
-        done.clear()
-        if any(normalize(line.text) == key for line in part.lines):
+        done[:] = ["again" if any(normalize(line.text) == key for line in part.lines) else "restored"]
+        if done[0] == "again":
             return False
         line = Line(fact.text, fact.group, fact.importance, fact.date, session=fact.session, pinned=fact.pinned)
         part.lines.insert(min(fact.position, len(part.lines)), line)
-        done.append(True)
         return True
 
-    memory = _MemoryFile(path)
-    with memory.lock:
-        memory._update(in_part(today, edit))
-    return bool(done)
+    memory._update(in_part(today, edit))
+    return done[0] if done else "no part"

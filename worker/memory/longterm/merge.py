@@ -174,6 +174,7 @@ class Batch:
     language: str
     today: str
     session: str | None = None
+    asked: float | None = None  # when its model call was made (epoch seconds); None: made now
 
 
 @dataclass

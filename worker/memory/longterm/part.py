@@ -171,6 +171,20 @@ def outside_lines(text: str) -> list[str]:
     return found
 
 
+# nanobot's MEMORY.md as `nanobot onboard` writes it (nanobot/templates/memory/MEMORY.md, 0.3.5), its text lines as
+# outside_lines reads them: its headings and placeholders, which are nobody's facts.
+NANOBOT_TEMPLATE_LINES = frozenset((
+    "Long-term Memory", "This file stores important information that should persist across sessions.",
+    "User Information", "(Important facts about the user)", "Preferences", "(User preferences learned over time)",
+    "Project Context", "(Information about ongoing projects)", "Important Notes", "(Things to remember)", "---",
+    "*This file is automatically updated by nanobot when important information should be remembered.*"))
+
+
+def own_lines(text: str) -> list[str]:
+    """The user's own text lines outside the managed part: outside_lines without nanobot's template's."""
+    return [line for line in outside_lines(text) if line not in NANOBOT_TEMPLATE_LINES]
+
+
 def dated_lines(text: str, meta: Mapping[str, Meta] | None = None) -> list[tuple[int, str, str, str | None]]:
     """Every text line of the file (ours and the user's): (line number, its heading, the text without
     bullet or metadata, the day it was learned (from `meta`, the sidecar, or an old line comment) or None).

@@ -4,16 +4,18 @@ our lock), the sidecar written first; holding facts, flushing them, forgetting a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 
 from filelock import FileLock
 
-from worker.errors import MemoryFilesError
+from worker.errors import MemoryFilesError, MemoryReadOnly
 from worker.memory.dedup import DEFAULT_THRESHOLD
-from worker.files import LOCK_TIMEOUT, append_whole, read_bytes, temp_beside
+from worker.files import LOCK_TIMEOUT, append_whole, read_bytes, read_only, temp_beside
 from worker.memory.followed import stamp
+from worker.memory.longterm.forgotten import changed, dump_forgotten, forgotten_path, load_forgotten, unforgotten
 from worker.memory.longterm.held import HELD, held_line, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
 from worker.memory.longterm.part import Line, Part, bullets, locate, metas, parse, render
@@ -43,6 +45,7 @@ class _MemoryFile:
         self.given = path
         self.meta_path = sidecar_path(path)
         self.pending_path = pending_path(path)
+        self.forgotten_path = forgotten_path(path)
         # Replace the file a symlink points to, and keep the user's link.
         self.path = path.resolve() if path.is_symlink() else path
         self.lock = FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=LOCK_TIMEOUT)
@@ -56,6 +59,9 @@ class _MemoryFile:
             text = before.decode("utf-8", errors="surrogateescape") if before is not None else ""
             stored = load_meta(self.meta_path)
             merged = change(text, stored)
+            # A rename ignores the mode the user gave the file: a read-only one is left as it is.
+            if merged.text != text and (refused := read_only(self.path)) is not None:
+                raise MemoryReadOnly(refused)
             if merged.meta != stored:
                 _replace(self.meta_path, dump_meta(merged.meta))
             if merged.text == text:
@@ -73,11 +79,22 @@ class _MemoryFile:
             return merged
         raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
 
+    def take_out(self, taken: Sequence[str], given: Sequence[str] = ()) -> None:
+        """The lock held: remembers that the user took the texts `taken` out (no batch asked for before now may
+        bring them back) and wants the texts `given` (an undo, an edit back)."""
+        stones = load_forgotten(self.given)
+        after = changed(stones, taken, given, time.time())
+        if after != stones:
+            _replace(self.forgotten_path, dump_forgotten(after))
+
     def hold(self, batch: Batch, held_at: float) -> None:
         """Appends a batch to the pending file, one line, all of it or nothing (a write the disk refused is cut
         off again). Appended, not rewritten: the file grows all day while a session is active."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
+            batch = unforgotten(batch, load_forgotten(self.given))
+            if not batch.facts:
+                return
             before = stamp(self.pending_path)
             line = held_line(batch, held_at)
             if before is not None and before[1] and _last_byte(self.pending_path) != b"\n":
@@ -89,13 +106,23 @@ class _MemoryFile:
 
     def commit(self, batches: Sequence[Batch], max_facts: int, threshold: float) -> MergeStats | None:
         """The held batches, then `batches`, merged into the file; the pending file goes only after the file
-        is written (a crash in between merges them again, which adds nothing twice). None: nothing to do."""
+        is written (a crash in between merges them again, which adds nothing twice). None: nothing to do.
+        A text the user took out after a batch's model call was made stays out. A file the user made read-only
+        is left alone: `batches` are held (MemoryReadOnly says why)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
-            held = [h.batch for h in read_held(self.given)]
+            stones = load_forgotten(self.given)
+            held = [unforgotten(h.batch, stones) for h in read_held(self.given)]
+            batches = [unforgotten(batch, stones) for batch in batches]
             if not held and not batches:
                 return None
-            merged = self._update(lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta))
+            try:
+                merged = self._update(
+                    lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta))
+            except MemoryReadOnly:
+                for batch in batches:
+                    self.hold(batch, time.time())
+                raise
             if held:
                 self.pending_path.unlink(missing_ok=True)
                 _sync_dir(self.pending_path.parent)
