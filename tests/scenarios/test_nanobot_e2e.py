@@ -359,7 +359,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
         "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
         "summary_idle_min_tokens": "3000", "summary_niceness": "5",
-        "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace,
+        "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace, "summary_demo": "false",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = process_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
@@ -484,7 +484,7 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
     assert dry.returncode == 0, dry.stderr
     _, messages = session_lines(agent_home, "telegram:321")
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    assert f"telegram:321: {len(messages)} messages, summarized through 0" in dry.stdout
+    assert f"telegram:321: {len(messages)} messages, none summarized yet" in dry.stdout, dry.stdout
     assert f"would cover messages 0..{users[-1] - 1}" in dry.stdout, dry.stdout
     assert len(fake_llm.requests) == asked, "a dry run calls no model"
 

@@ -166,6 +166,19 @@ def in_new_york(monkeypatch):
     time.tzset()
 
 
+async def sent_as_new_and_noted(redis, deps, fake_llm, nanobot_home, said: str) -> str:
+    """A job over KEY sends the messages `said, question 0..8` to the model as new (not as already in the notes) and
+    notes each of them in 1 November's notes, which it returns."""
+    sent = len(fake_llm.requests)
+    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
+    asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
+    assert [f"{said}, question {i}" for i in range(9)] == [t for t in asked if said in t], \
+        "the messages are sent as new, not as already in the notes"
+    notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
+    assert all(f"{said}, question {i}" in notes for i in range(9)), notes
+    return notes
+
+
 async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_noted_span(in_new_york, redis,
                                                                                          nanobot_home, fake_llm,
                                                                                          deps_for):
@@ -188,13 +201,7 @@ async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_no
     nanobot_home.write_session(KEY, messages + winter, last_archived=record.boundary,
                                metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
     await redis.delete(TEST_KEYS.record(KEY))
-    sent = len(fake_llm.requests)
-    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
-    asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
-    assert [f"after the change, question {i}" for i in range(9)] == [t for t in asked if "after the change" in t], \
-        "the repeated hour's messages are sent as new, not as already in the notes"
-    notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
-    assert all(f"after the change, question {i}" in notes for i in range(9)), notes
+    notes = await sent_as_new_and_noted(redis, deps, fake_llm, nanobot_home, "after the change")
     assert notes.count("question 3 about the deploy script") == 1, "the first hour is noted once"
 
 
@@ -214,13 +221,7 @@ async def test_a_new_conversation_inside_the_repeated_hour_is_noted_though_its_t
     assert SessionMarker.next_generation(metadata) == 0
     fresh = conversation(10, start=datetime(2026, 11, 1, 1, 5), user="after /new, question {i}")
     nanobot_home.write_session(KEY, fresh, metadata=metadata)
-    sent = len(fake_llm.requests)
-    assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
-    asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
-    assert [f"after /new, question {i}" for i in range(9)] == [t for t in asked if "after /new" in t], \
-        "the new conversation's messages are sent as new, not as already in the notes"
-    notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
-    assert all(f"after /new, question {i}" in notes for i in range(9)), notes
+    await sent_as_new_and_noted(redis, deps, fake_llm, nanobot_home, "after /new")
     spans = noted_spans(nanobot_home.workspace / "memory", KEY, "2026-11-01", generation=1)
     assert spans and all(span.at is not None and span.at[0] < 20 for span in spans)
 

@@ -97,6 +97,12 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == more[-1]["timestamp"]
 
 
+async def drain(redis, deps) -> None:
+    """Burst workers until the queue is empty: a job's after_job_end may queue another after a burst has exited."""
+    while await redis.zcard(TEST_KEYS.queue):
+        await run_burst(deps)
+
+
 async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = echo_memory
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
@@ -118,9 +124,7 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     deps.memory.noted_spans = set_flag_during_job  # type: ignore[method-assign]
     await run_burst(deps)
     assert flagged
-    # after_job_end queued a second job; a burst worker may have exited before it landed
-    while await redis.zcard(TEST_KEYS.queue):
-        await run_burst(deps)
+    await drain(redis, deps)  # after_job_end queued a second job
     assert not await redis.exists(TEST_KEYS.daily_flag(KEY))
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
@@ -153,9 +157,7 @@ async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_not
     deps.memory.noted_spans = new_during_job  # type: ignore[method-assign]
     await run_burst(deps)
     assert kept
-    # after_job_end queued one more job (the burst may have run it, or exited before it landed)
-    while await redis.zcard(TEST_KEYS.queue):
-        await run_burst(deps)
+    await drain(redis, deps)  # after_job_end queued one more job
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.reason == "new" and "before /new" in outcome.detail, outcome
     assert [path.name for path in (nanobot_home.sessions_dir / RETIRED_FOLDER).iterdir()] == \
