@@ -28,10 +28,12 @@ from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
 from worker.web.limits import fact_too_long
+from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 from worker.web.undo import UNDO, Pinned, Said, Undoable, changed_meanwhile, describe, put_back
 
 log = logging.getLogger("worker.web")
+FACTS_PER_PAGE = 100  # about 1.5 KB of HTML each with its forms: a page stays near 150 KB
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,9 @@ def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
     return rows, len(own_lines(text[:span[0]]) + own_lines(text[span[1]:]))
 
 
-def matches(row: FactRow, query: str) -> bool:
+def matches(query: str, *values: str | None) -> bool:
     wanted = query.casefold()
-    return any(wanted in (value or "").casefold() for value in (row.text, row.heading, row.date, row.session))
+    return any(wanted in (value or "").casefold() for value in values)
 
 
 async def page(request: web.Request) -> web.Response:
@@ -76,13 +78,17 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     path = instance.memory.memory_path
     rows, own = await asyncio.to_thread(read_facts, path, instance.today())
     query = request.query.get("q", "").strip()
-    shown = [row for row in rows if matches(row, query)] if query else rows
+    shown = [row for row in rows if matches(query, row.text, row.heading, row.date, row.session)]
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
-            for fact in h.batch.facts]
+            for fact in h.batch.facts if matches(query, fact.text, h.batch.session)]
+    params = {"q": query, "page": request.query.get("page", ""), "held": request.query.get("held", "")}
+    pager = window(FACTS_PER_PAGE, len(shown), "/memory", params)
+    held_pager = window(FACTS_PER_PAGE, len(held), "/memory", params, name="held")
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
-    return render(request, "memory.html", status=status, facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own, undo=describe(change) if change else None, ticket=ticket,
+    return render(request, "memory.html", status=status, facts=shown[pager.start:pager.stop], pager=pager,
+                  matched=len(shown), total=len(rows), query=query, held=held[held_pager.start:held_pager.stop],
+                  held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
                   retry=retry, refused=await asyncio.to_thread(read_only, path))
 
