@@ -29,9 +29,7 @@ from harness.redis_server import RedisServer  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.transcripts import conversation  # noqa: E402
 from worker.connections import redis_settings  # noqa: E402
-from worker.memory.longterm import Batch, write_batches  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
-from worker.memory.records import Fact  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
 from worker.web.app import make_app  # noqa: E402
@@ -52,9 +50,7 @@ def write_year(home: NanobotHome, messages: int, sessions: int, facts: int, days
         home.write_session(key, turns, last_archived=max(0, len(turns) - 20))
     memory = home.workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
-    batch = [Fact(text=f"The user keeps fact {i}: project {i * 7} runs on port {8000 + i}", tag="durable",
-                  importance=3 + i % 3, source="user", category="configuration") for i in range(facts)]
-    write_batches(memory / "MEMORY.md", [Batch(batch, "en", "2026-11-20", keys[0])], facts)
+    home.write_facts(facts, keys[0])  # as the worker renders them, without minutes of its dedup
     section = "\n## {key} · 10:00–11:00\n\n### Topics\n- the deploy script\n- port {n}\n"
     for d in range(days):
         day = (START + timedelta(days=d)).date().isoformat()
