@@ -10,8 +10,8 @@ from pathlib import Path
 from aiohttp import web
 
 from nanobot_hooks.recall import search
-from worker.errors import SessionKeyError
-from worker.nanobot.sessions import list_session_keys, session_path
+from nanobot_hooks.contract import storage_name
+from worker.nanobot.sessions import list_session_keys
 from worker.web.render import INSTANCE, render
 
 MAX_QUERY = 500  # characters: the tool's own queries are a few keywords
@@ -21,9 +21,9 @@ OFFERED = 50  # sessions offered in the form's list; any other is typed (1,000 o
 def recent_sessions(sessions_dir: Path, limit: int = OFFERED) -> list[str]:
     """The `limit` sessions whose files changed last, the most recent first."""
     def changed(key: str) -> float:
-        try:
-            return session_path(sessions_dir, key).stat().st_mtime
-        except (OSError, SessionKeyError):
+        try:  # a listed key's file is already checked to be inside the folder: no second resolve
+            return (sessions_dir / storage_name(key)).stat().st_mtime
+        except OSError:
             return 0.0
     return sorted(list_session_keys(sessions_dir), key=changed, reverse=True)[:limit]
 
