@@ -149,3 +149,21 @@ async def test_notes_show_one_day_with_the_day_before_and_after_and_the_days_a_m
         status, old = await page.get("/notes?day=2025-12-01")
         assert status == 200 and 'href="/notes?day=2025-12-01" aria-current="page"' in old, "its page of the list"
         assert links(old, "previous day (2025-11-30)") and "the note of 2025-12-01" in old
+
+
+async def test_the_memory_page_reads_a_changed_file_again_even_edited_in_place_at_the_same_size(nanobot_home,
+                                                                                                 settings_for):
+    """The page keeps its last reading of MEMORY.md while the file and its sidecar are unchanged; a change by
+    hand (in place, the same size, as an editor may save it) is read at the next load."""
+    nanobot_home.write_facts(300)
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    async with served(settings_for()) as page:
+        _, before = await page.get("/memory")
+        assert "The user keeps fact 7: project 49" in before
+        time.sleep(0.02)  # a later modification time than the page's reading: the clock ticks, no synchronization
+        with memory.open("r+b") as file:  # in place: the same inode and size
+            content = file.read()
+            file.seek(0)
+            file.write(content.replace(b"fact 7: project 49", b"fact 7: project 94"))
+        _, after = await page.get("/memory")
+        assert "The user keeps fact 7: project 94" in after and "fact 7: project 49" not in after
