@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,8 +77,38 @@ PAGES = ["/", "/?outcome=failed&page=2", "/memory", "/memory?page=20", "/memory?
          "/notes", "/notes?day=2026-03-01", "/sessions", "/sessions?page=5", "/sessions?channel=telegram&q=10"]
 
 
-async def time_pages(settings: Settings, keys: list[str], runs: int) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Each page's times (ms, the first request not counted) and its size (bytes of HTML)."""
+def chromium_loads(base: str, token: str, pages: list[str]) -> dict[str, float]:
+    """Each page's load in a headless Chromium (ms until `driver.get` returns: the load event), after the first
+    visit left the token's cookie; nothing when chromium, chromedriver or selenium is missing."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    try:
+        from selenium.webdriver import Chrome, ChromeOptions
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return {}
+    if not (chromium and chromedriver):
+        return {}
+    options = ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    driver = Chrome(service=Service(executable_path=chromedriver), options=options)
+    try:
+        driver.get(f"{base}/?token={token}")
+        loads = {}
+        for page in pages:
+            began = time.perf_counter()
+            driver.get(base + page)
+            loads[page] = (time.perf_counter() - began) * 1000
+        return loads
+    finally:
+        driver.quit()
+
+
+async def time_pages(settings: Settings, keys: list[str], runs: int,
+                     browser: bool = False) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float]]:
+    """Each page's times (ms, the first request not counted), its size (bytes of HTML) and, with `browser`, its
+    load in Chromium (ms)."""
     pages = [*PAGES, f"/session?key={quote(keys[0], safe='')}",
              f"/recall?q=deploy+port&session={quote(keys[0], safe='')}"]
     guard = Guard.for_bind("127.0.0.1")  # every request carries its token, as a script's would
@@ -97,9 +128,11 @@ async def time_pages(settings: Settings, keys: list[str], runs: int) -> tuple[di
                 times[page].append((time.perf_counter() - began) * 1000)
                 sizes[page] = len(body)
             times[page] = times[page][1:]
+        base = str(client.make_url("")).rstrip("/")
+        loads = await asyncio.to_thread(chromium_loads, base, guard.token, pages) if browser else {}
     finally:
         await client.close()
-    return times, sizes
+    return times, sizes, loads
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=365, help="day files (365)")
     parser.add_argument("--runs", type=int, default=20, help="timed requests per page (20)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
+    parser.add_argument("--browser", action="store_true", help="also time each page's load in headless Chromium")
     args = parser.parse_args(argv)
     if args.smoke:
         args.messages, args.sessions, args.facts, args.days, args.runs = 2_000, 5, 30, 10, 3
@@ -120,16 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             asyncio.run(keep_outcomes(redis.url(), keys))
             settings = Settings(redis_url=redis.url(), config=home.config_path, summary_namespace=NAMESPACE)
-            times, sizes = asyncio.run(time_pages(settings, keys, args.runs))
+            times, sizes, loads = asyncio.run(time_pages(settings, keys, args.runs, args.browser))
         finally:
             redis.stop()
     print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files")
     for page, values in times.items():
+        shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
         print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
-              f"{sizes[page] / 1024:7.1f} KB")
+              f"{sizes[page] / 1024:7.1f} KB{shown}")
+    if args.browser and not loads:
+        print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
     print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
                       "slowest_ms": round(max(max(v) for v in times.values()), 2),
-                      "bytes": sizes, "largest_bytes": max(sizes.values())}))
+                      "bytes": sizes, "largest_bytes": max(sizes.values()),
+                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}}))
     return 0
 
 
