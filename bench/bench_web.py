@@ -1,15 +1,17 @@
-"""Benchmark of `nanobot-summary web`: each page's time to answer with a year of data (issue 27's goal: under
-200 ms each with 100,000 messages, 300 facts and 365 day files), served on loopback as the command serves it.
+"""Benchmark of `nanobot-summary web`: each page's time to answer and its size with a year of data (issue 27's
+goal: under 200 ms each with 100,000 messages, 300 facts and 365 day files; issue 36's: under 200 ms and 300 KB
+of HTML each with --sessions 1000 --facts 5000), served on loopback as the command serves it.
 
 The year is written directly, as nanobot and the worker leave it (session files, MEMORY.md with its sidecar,
-day files, the recall index, a last outcome and spend per session in a throwaway redis-server). Prints one
-line per page (median and slowest of --runs requests) and a JSON line."""
+day files, the recall index, a last outcome per session, every seventh a failure, in a throwaway redis-server).
+Prints one line per page (median and slowest of --runs requests, bytes of HTML) and a JSON line."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -28,9 +30,7 @@ from harness.redis_server import RedisServer  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.transcripts import conversation  # noqa: E402
 from worker.connections import redis_settings  # noqa: E402
-from worker.memory.longterm import Batch, write_batches  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
-from worker.memory.records import Fact  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
 from worker.web.app import make_app  # noqa: E402
@@ -51,9 +51,7 @@ def write_year(home: NanobotHome, messages: int, sessions: int, facts: int, days
         home.write_session(key, turns, last_archived=max(0, len(turns) - 20))
     memory = home.workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
-    batch = [Fact(text=f"The user keeps fact {i}: project {i * 7} runs on port {8000 + i}", tag="durable",
-                  importance=3 + i % 3, source="user", category="configuration") for i in range(facts)]
-    write_batches(memory / "MEMORY.md", [Batch(batch, "en", "2026-11-20", keys[0])], facts)
+    home.write_facts(facts, keys[0])  # as the worker renders them, without minutes of its dedup
     section = "\n## {key} · 10:00–11:00\n\n### Topics\n- the deploy script\n- port {n}\n"
     for d in range(days):
         day = (START + timedelta(days=d)).date().isoformat()
@@ -67,7 +65,7 @@ async def keep_outcomes(url: str, keys: list[str]) -> None:
     redis = await create_pool(redis_settings(url), default_queue_name=f"nanobot-summary:{NAMESPACE}:queue")
     try:
         for n, key in enumerate(keys):
-            status = "noop" if n % 3 else "summarized"
+            status = "failed" if n % 7 == 0 else "noop" if n % 3 else "summarized"
             await keep_outcome(redis, JobOutcome(session_key=key, status=status, detail="nothing to cover beyond "
                                                  "the keep rule" if n % 3 else "messages 0..40 in 1 call",
                                                  tokens_before=40_000 + n, tokens_after=9_000))
@@ -75,37 +73,77 @@ async def keep_outcomes(url: str, keys: list[str]) -> None:
         await redis.aclose()
 
 
-async def time_pages(settings: Settings, keys: list[str], runs: int) -> dict[str, list[float]]:
-    pages = ["/", "/memory", "/memory?q=port+8042", "/notes", "/sessions", f"/session?key={quote(keys[0], safe='')}",
+PAGES = ["/", "/?outcome=failed&page=2", "/memory", "/memory?page=20", "/memory?q=port+8042", "/memory?q=fact+4",
+         "/notes", "/notes?day=2026-03-01", "/sessions", "/sessions?page=5", "/sessions?channel=telegram&q=10"]
+
+
+def chromium_loads(base: str, token: str, pages: list[str]) -> dict[str, float]:
+    """Each page's load in a headless Chromium (ms until `driver.get` returns: the load event), after the first
+    visit left the token's cookie; nothing when chromium, chromedriver or selenium is missing."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    try:
+        from selenium.webdriver import Chrome, ChromeOptions
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return {}
+    if not (chromium and chromedriver):
+        return {}
+    options = ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    driver = Chrome(service=Service(executable_path=chromedriver), options=options)
+    try:
+        driver.get(f"{base}/?token={token}")
+        loads = {}
+        for page in pages:
+            began = time.perf_counter()
+            driver.get(base + page)
+            loads[page] = (time.perf_counter() - began) * 1000
+        return loads
+    finally:
+        driver.quit()
+
+
+async def time_pages(settings: Settings, keys: list[str], runs: int,
+                     browser: bool = False) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float]]:
+    """Each page's times (ms, the first request not counted), its size (bytes of HTML) and, with `browser`, its
+    load in Chromium (ms)."""
+    pages = [*PAGES, f"/session?key={quote(keys[0], safe='')}",
              f"/recall?q=deploy+port&session={quote(keys[0], safe='')}"]
     guard = Guard.for_bind("127.0.0.1")  # every request carries its token, as a script's would
     client = TestClient(TestServer(make_app(Instance.load(settings), guard), host="127.0.0.1"),
                         headers={"Authorization": f"Bearer {guard.token}"})
     await client.start_server()
     times: dict[str, list[float]] = {page: [] for page in pages}
+    sizes: dict[str, int] = {}
     try:
         for page in pages:
             for _ in range(runs + 1):  # the first request warms the caches and is not counted
                 began = time.perf_counter()
                 async with client.get(page) as response:
-                    body = await response.text()
+                    body = await response.read()
                     assert response.status == 200, (page, response.status)
-                    assert page != "/" or keys[0] in body, "the overview shows the sessions' outcomes"
+                    assert page != "/" or keys[0].encode() in body, "the overview shows the sessions' outcomes"
                 times[page].append((time.perf_counter() - began) * 1000)
+                sizes[page] = len(body)
             times[page] = times[page][1:]
+        base = str(client.make_url("")).rstrip("/")
+        loads = await asyncio.to_thread(chromium_loads, base, guard.token, pages) if browser else {}
     finally:
         await client.close()
-    return times
+    return times, sizes, loads
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages in all sessions (100000)")
-    parser.add_argument("--sessions", type=int, default=50, help="sessions (50)")
-    parser.add_argument("--facts", type=int, default=300, help="facts in MEMORY.md (300)")
+    parser.add_argument("--sessions", type=int, default=50, help="sessions (50; issue 36: 1000)")
+    parser.add_argument("--facts", type=int, default=300, help="facts in MEMORY.md (300; issue 36: 5000)")
     parser.add_argument("--days", type=int, default=365, help="day files (365)")
     parser.add_argument("--runs", type=int, default=20, help="timed requests per page (20)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
+    parser.add_argument("--browser", action="store_true", help="also time each page's load in headless Chromium")
     args = parser.parse_args(argv)
     if args.smoke:
         args.messages, args.sessions, args.facts, args.days, args.runs = 2_000, 5, 30, 10, 3
@@ -116,14 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             asyncio.run(keep_outcomes(redis.url(), keys))
             settings = Settings(redis_url=redis.url(), config=home.config_path, summary_namespace=NAMESPACE)
-            times = asyncio.run(time_pages(settings, keys, args.runs))
+            times, sizes, loads = asyncio.run(time_pages(settings, keys, args.runs, args.browser))
         finally:
             redis.stop()
     print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files")
     for page, values in times.items():
-        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms")
+        shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
+        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
+              f"{sizes[page] / 1024:7.1f} KB{shown}")
+    if args.browser and not loads:
+        print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
     print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
-                      "slowest_ms": round(max(max(v) for v in times.values()), 2)}))
+                      "slowest_ms": round(max(max(v) for v in times.values()), 2),
+                      "bytes": sizes, "largest_bytes": max(sizes.values()),
+                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}}))
     return 0
 
 

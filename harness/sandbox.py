@@ -37,6 +37,21 @@ class NanobotHome:
     def session_file(self, key: str) -> Path:
         return self.sessions_dir / storage_name(key)
 
+    def write_facts(self, count: int, session: str = "telegram:1", day: str = "2026-11-20") -> list[str]:
+        """MEMORY.md holding `count` distinct facts and their sidecar, as the worker renders its part; its merge
+        is not run (5,000 facts through the dedup take minutes). Returns the facts."""
+        from worker.memory.longterm import sidecar_path  # the worker's own part format, only when asked for
+        from worker.memory.longterm.part import Line, Part, metas, render
+        from worker.memory.longterm.sidecar import dump_meta
+
+        texts = [f"The user keeps fact {i}: project {i * 7} runs on port {8000 + i}" for i in range(count)]
+        part = Part("en", [Line(text, "configuration", 3 + i % 3, day, i, session) for i, text in enumerate(texts)])
+        memory = self.workspace / "memory" / "MEMORY.md"
+        memory.parent.mkdir(parents=True, exist_ok=True)
+        memory.write_text(render(part) + "\n", encoding="utf-8")
+        sidecar_path(memory).write_bytes(dump_meta(metas(part)))
+        return texts
+
     def write_session(self, key: str, messages: list[dict[str, Any]], last_archived: int = 0,
                       metadata: dict[str, Any] | None = None) -> Path:
         """Exactly the bytes nanobot 0.3.5 writes: metadata line, then one JSON line per message."""

@@ -39,7 +39,7 @@ from selenium.common.exceptions import NoAlertPresentException, WebDriverExcepti
 from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 
 @pytest.fixture
@@ -126,7 +126,9 @@ def memory_page(driver: Chrome, base: str, take: Callable[[Chrome, str], None]) 
 def recall_as(driver: Chrome, base: str, session: str, query: str, take: Callable[[Chrome, str], None]) -> str:
     driver.get(base + "/recall")
     driver.find_element(By.NAME, "q").send_keys(query)
-    Select(driver.find_element(By.NAME, "session")).select_by_value(session)
+    asker = driver.find_element(By.NAME, "session")  # a text input offering the recent sessions (a datalist)
+    asker.clear()
+    asker.send_keys(session)
     answer = after_click(driver, driver.find_element(By.XPATH, "//form[@class='search']//button"), "pre.answer")
     take(driver, "recall")
     return answer

@@ -28,10 +28,12 @@ from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
 from worker.web.instance import Instance
 from worker.web.limits import fact_too_long
+from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 from worker.web.undo import UNDO, Pinned, Said, Undoable, changed_meanwhile, describe, put_back
 
 log = logging.getLogger("worker.web")
+FACTS_PER_PAGE = 100  # about 1.5 KB of HTML each with its forms: a page stays near 150 KB
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,36 @@ def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
     return rows, len(own_lines(text[:span[0]]) + own_lines(text[span[1]:]))
 
 
-def matches(row: FactRow, query: str) -> bool:
+# The last reading of each MEMORY.md, under what its file and sidecar were then (inode, size, mtime): parsing
+# 5,000 facts costs ~75 ms on every page load, and the worker replaces the files (a new inode) when it writes.
+_READ: dict[Path, tuple[tuple[object, ...], tuple[list[FactRow], int]]] = {}
+
+
+def _identity(path: Path, today: str) -> tuple[object, ...]:
+    found: list[object] = [today]
+    for one in (path, sidecar_path(path)):
+        try:
+            status = one.stat()
+            found.append((status.st_ino, status.st_size, status.st_mtime_ns))
+        except OSError:
+            found.append(None)
+    return tuple(found)
+
+
+def read_facts_again(path: Path, today: str) -> tuple[list[FactRow], int]:
+    """read_facts, from the last reading when neither file changed since."""
+    identity = _identity(path, today)
+    kept = _READ.get(path)
+    if kept is not None and kept[0] == identity:
+        return kept[1]
+    found = read_facts(path, today)
+    _READ[path] = (identity, found)
+    return found
+
+
+def matches(query: str, *values: str | None) -> bool:
     wanted = query.casefold()
-    return any(wanted in (value or "").casefold() for value in (row.text, row.heading, row.date, row.session))
+    return any(wanted in (value or "").casefold() for value in values)
 
 
 async def page(request: web.Request) -> web.Response:
@@ -74,15 +103,19 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     typed shown back in its form (`retry`: the fact it would now edit, or None, and the typed text)."""
     instance = request.app[INSTANCE]
     path = instance.memory.memory_path
-    rows, own = await asyncio.to_thread(read_facts, path, instance.today())
+    rows, own = await asyncio.to_thread(read_facts_again, path, instance.today())
     query = request.query.get("q", "").strip()
-    shown = [row for row in rows if matches(row, query)] if query else rows
+    shown = [row for row in rows if matches(query, row.text, row.heading, row.date, row.session)]
     held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
-            for fact in h.batch.facts]
+            for fact in h.batch.facts if matches(query, fact.text, h.batch.session)]
+    params = {"q": query, "page": request.query.get("page", ""), "held": request.query.get("held", "")}
+    pager = window(FACTS_PER_PAGE, len(shown), "/memory", params)
+    held_pager = window(FACTS_PER_PAGE, len(held), "/memory", params, name="held")
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
-    return render(request, "memory.html", status=status, facts=shown, total=len(rows), query=query, held=held,
-                  own_lines=own, undo=describe(change) if change else None, ticket=ticket,
+    return render(request, "memory.html", status=status, facts=shown[pager.start:pager.stop], pager=pager,
+                  matched=len(shown), total=len(rows), query=query, held=held[held_pager.start:held_pager.stop],
+                  held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
                   retry=retry, refused=await asyncio.to_thread(read_only, path))
 

@@ -11,10 +11,12 @@ from pathlib import Path
 from aiohttp import web
 
 from worker.files import read_bytes
+from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 MAX_SHOWN = 2_000_000  # bytes of one day shown; a day file is a few kilobytes
+DAYS_LISTED = 31  # days in the list beside the day shown: a year is 12 pages of it
 
 
 def days(memory_dir: Path) -> list[tuple[str, int]]:
@@ -41,9 +43,24 @@ def day_text(memory_dir: Path, day: str) -> str | None:
     return raw[:MAX_SHOWN].decode("utf-8", errors="replace") if raw is not None else None
 
 
+def neighbours(names: list[str], day: str) -> tuple[str | None, str | None]:
+    """The day files just before and just after `day` (newest-first `names`; `day` need not have a file)."""
+    earlier = [name for name in names if name < day]
+    later = [name for name in names if name > day]
+    return (earlier[0] if earlier else None), (later[-1] if later else None)
+
+
 async def page(request: web.Request) -> web.Response:
+    """One day's notes, links to the day before and after it, and a page of the list of days (the one holding
+    the day shown, unless another is asked for)."""
     memory_dir = request.app[INSTANCE].memory.memory_dir
     listed = await asyncio.to_thread(days, memory_dir)
-    day = request.query.get("day") or (listed[0][0] if listed else "")
+    names = [name for name, _ in listed]
+    day = request.query.get("day") or (names[0] if names else "")
     text = await asyncio.to_thread(day_text, memory_dir, day) if day else None
-    return render(request, "notes.html", days=listed, day=day, text=text)
+    holding = sum(1 for name in names if name > day) // DAYS_LISTED + 1
+    params = {"day": day, "list": request.query.get("list") or str(holding)}
+    pager = window(DAYS_LISTED, len(listed), "/notes", params, name="list")
+    before, after = neighbours(names, day)
+    return render(request, "notes.html", days=listed[pager.start:pager.stop], day=day, text=text, pager=pager,
+                  before=before, after=after)

@@ -15,7 +15,10 @@ from worker.state import budget
 from worker.state.formats import memory_off
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance
+from worker.web.paging import Window, window
 from worker.web.render import INSTANCE, render
+
+OUTCOMES_PER_PAGE = 50
 
 # A setting whose name says it holds a credential is never shown, whatever its value.
 _SECRET_NAME = re.compile(r"key|token|password|secret|credential|auth", re.IGNORECASE)
@@ -46,7 +49,22 @@ async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
             "month": instance.today()[:7], "month_tokens": month_tokens, "month_cost": month_cost}
 
 
-async def overview_data(instance: Instance) -> dict[str, Any]:
+def outcome_page(outcomes: list[dict[str, Any]], params: dict[str, str]) -> tuple[list[dict[str, Any]], Window,
+                                                                                   dict[str, int]]:
+    """The outcomes one page of the overview lists: failures first, then the newest first; only those with the
+    status `params["outcome"]` when it names one; and the count of each status, for the filter's choices."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
+    wanted = params.get("outcome", "")
+    chosen = [o for o in outcomes if not wanted or o["status"] == wanted]
+    chosen.sort(key=lambda o: o.get("finished_at") or "", reverse=True)
+    chosen.sort(key=lambda o: o["status"] != "failed")  # stable: each group stays newest first
+    pager = window(OUTCOMES_PER_PAGE, len(chosen), "/", params)
+    return chosen[pager.start:pager.stop], pager, dict(sorted(counts.items()))
+
+
+async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str, Any]:
     async def reading(redis: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         return await gather(redis), await spend_today(instance, redis)
 
@@ -56,12 +74,15 @@ async def overview_data(instance: Instance) -> dict[str, Any]:
     state, today = found
     state["outcomes"].sort(key=lambda o: o.get("finished_at") or "", reverse=True)
     bars, height = context_bars(state["outcomes"])
-    return {"state": state, "problem": None, "today": today, "memory_off": memory_off(state["answer_formats"],
-                                                                                      state["outcomes"]),
-            "total": budget.Spend(**state["spend"]["total"]), "settings": shown_settings(state["worker_settings"]),
-            "bars": bars, "chart_height": height, "chart_width": WIDTH}
+    off = memory_off(state["answer_formats"], state["outcomes"])
+    state["outcomes"], pager, counts = outcome_page(state["outcomes"], params)
+    return {"state": state, "problem": None, "today": today, "memory_off": off, "pager": pager, "counts": counts,
+            "wanted": params["outcome"], "total": budget.Spend(**state["spend"]["total"]),
+            "settings": shown_settings(state["worker_settings"]), "bars": bars, "chart_height": height,
+            "chart_width": WIDTH}
 
 
 async def page(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
-    return render(request, "overview.html", redis=instance.redis_shown, **await overview_data(instance))
+    params = {"outcome": request.query.get("outcome", ""), "page": request.query.get("page", "")}
+    return render(request, "overview.html", redis=instance.redis_shown, **await overview_data(instance, params))

@@ -5,21 +5,35 @@ from __future__ import annotations
 
 import asyncio
 
+from pathlib import Path
+
 from aiohttp import web
 
 from nanobot_hooks.recall import search
+from nanobot_hooks.contract import storage_name
 from worker.nanobot.sessions import list_session_keys
 from worker.web.render import INSTANCE, render
 
 MAX_QUERY = 500  # characters: the tool's own queries are a few keywords
+OFFERED = 50  # sessions offered in the form's list; any other is typed (1,000 options made the page heavy)
+
+
+def recent_sessions(sessions_dir: Path, limit: int = OFFERED) -> list[str]:
+    """The `limit` sessions whose files changed last, the most recent first."""
+    def changed(key: str) -> float:
+        try:  # a listed key's file is already checked to be inside the folder: no second resolve
+            return (sessions_dir / storage_name(key)).stat().st_mtime
+        except OSError:
+            return 0.0
+    return sorted(list_session_keys(sessions_dir), key=changed, reverse=True)[:limit]
 
 
 async def page(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     settings = instance.settings
-    sessions = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    sessions = await asyncio.to_thread(recent_sessions, instance.sessions_dir)
     query = request.query.get("q", "").strip()[:MAX_QUERY]
-    asker = request.query.get("session") or (sessions[0] if sessions else "")
+    asker = request.query.get("session", "").strip() or (sessions[0] if sessions else "")
     answer = None
     if query:
         try:

@@ -20,7 +20,10 @@ from worker.state import budget
 from worker.state.outcomes import JobOutcome
 from worker.web.charts import sawtooth
 from worker.web.instance import Instance
+from worker.web.paging import window
 from worker.web.render import INSTANCE, render
+
+SESSIONS_PER_PAGE = 100
 
 
 async def last_outcomes(redis: ArqRedis, keys: list[str]) -> dict[str, JobOutcome]:
@@ -31,11 +34,29 @@ async def last_outcomes(redis: ArqRedis, keys: list[str]) -> dict[str, JobOutcom
     return {key: JobOutcome.model_validate_json(raw) for key, raw in zip(keys, raws) if raw}
 
 
+def channel(key: str) -> str:
+    """The channel a session key names (`telegram` of `telegram:42`)."""
+    return key.split(":", 1)[0]
+
+
+def chosen(keys: list[str], wanted_channel: str, query: str) -> list[str]:
+    """The keys of one channel (all when none is named) that hold `query` (any case)."""
+    wanted = query.casefold()
+    return [key for key in keys if (not wanted_channel or channel(key) == wanted_channel) and wanted in key.casefold()]
+
+
 async def index(request: web.Request) -> web.Response:
+    """The sessions, a page at a time, of one channel or all, found by a part of their key; the last outcomes
+    are read for the page's sessions only."""
     instance = request.app[INSTANCE]
-    keys = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    every = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    params = {name: request.query.get(name, "").strip() for name in ("channel", "q", "page")}
+    keys = chosen(every, params["channel"], params["q"])
+    pager = window(SESSIONS_PER_PAGE, len(keys), "/sessions", params)
+    keys = keys[pager.start:pager.stop]
     outcomes, problem = await instance.read(lambda redis: last_outcomes(redis, keys))
-    return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem)
+    return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem, pager=pager,
+                  channels=sorted({channel(key) for key in every}), wanted=params, every=len(every))
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
