@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 from nanobot_hooks.contract import (METADATA_TYPE, NOTED_SUFFIX, PROVIDER_STATE_TYPE, RETIRED_FOLDER, SessionMarker,
                                     is_hidden, key_from_name, retired_key, storage_name, summary_text,
@@ -68,9 +69,14 @@ class Tail(Sequence[dict[str, Any]]):
     """A session's messages from index `first` on, under the whole session's indices and length: a job reads
     from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
 
-    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0) -> None:
+    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0,
+                 resume: int | None = None) -> None:
         self.first, self.items, self.total = first, items, total
         self.visible_before = visible_before  # the visible messages before `first`: where positions go on from
+        # A window of a file (`read_window`): the byte offset of the first line not held, and the file it is of
+        # (inode, size, mtime): the next window goes on from there while the file is the same.
+        self.resume = resume
+        self.identity: tuple[int, int, int] | None = None
 
     def __len__(self) -> int:
         return self.total
@@ -194,17 +200,45 @@ def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
 
 
-def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int) -> SessionFile:
+def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None
+                ) -> SessionFile:
     """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
-    file read in bounded windows (the recall index's first fill). The others are counted, not kept."""
+    file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
+    the window before, ending at `start`; while the file is the same, this one is read on from where it ended."""
     path = session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
-            return parse_lines(key, path, lines, start=max(0, start - 1), hold_bytes=hold_bytes)
+            seen = os.fstat(lines.fileno())
+            identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+            session = _read_on(lines, after, start, hold_bytes, identity)
+            if session is None:
+                session = parse_lines(key, path, lines, start=max(0, start - 1), hold_bytes=hold_bytes)
+            if isinstance(session.messages, Tail):
+                session.messages.identity = identity
+            return session
     except FileNotFoundError:
         raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
     except OSError as exc:
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
+
+
+def _read_on(lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes: int,
+             identity: tuple[int, int, int]) -> SessionFile | None:
+    """The next window, read from where `after` ended (its last message carried over); None when the file
+    changed since, or `after` is not the window just before `start`."""
+    before = after.messages if after is not None else None
+    if (after is None or not isinstance(before, Tail) or before.resume is None or before.identity != identity
+            or before.held_end != start or not before.items):
+        return None
+    lines.seek(before.resume)
+    rest = parse_lines(after.key, after.path, lines, start=0, hold_bytes=hold_bytes)
+    read = rest.messages
+    items = read.items if isinstance(read, Tail) else list(read)
+    visible = before.visible_before + sum(0 if is_hidden(message) else 1 for message in before.items[:-1])
+    resume = read.resume if isinstance(read, Tail) else None
+    window = Tail(start - 1, [before.items[-1], *items], start + len(read), visible,
+                  None if resume is None else before.resume + resume)
+    return SessionFile(after.key, after.path, after.metadata_record, window, rest.skipped_lines, rest.skipped_reasons)
 
 
 def held_end(messages: Sequence[dict[str, Any]]) -> int:
@@ -228,10 +262,10 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []
-    first = start or 0  # the index of messages[0]
-    count = held = 0
-    visible = 0  # messages before `first` that are not nanobot's hidden rows
+    first, resume = start or 0, None  # the index of messages[0]
+    count = held = offset = visible = 0  # visible: messages before `first` that are not nanobot's hidden rows
     for number, line in enumerate(lines, start=1):
+        offset += len(line)
         data = _decoded(number, line, skipped)
         if data is None:
             continue
@@ -247,11 +281,14 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
             if count >= first and (hold_bytes is None or held < hold_bytes or len(messages) < 2):
                 messages.append(data)
                 held += len(line)
-            elif count < first and not is_hidden(data):
-                visible += 1
+            elif count < first:
+                visible += 0 if is_hidden(data) else 1
+            elif resume is None:
+                resume = offset - len(line)
             count += 1
     whole = not first and len(messages) == count
-    held_messages: Sequence[dict[str, Any]] = messages if whole else Tail(min(first, count), messages, count, visible)
+    held_messages: Sequence[dict[str, Any]] = (messages if whole else
+                                               Tail(min(first, count), messages, count, visible, resume))
     return SessionFile(key, path, metadata, held_messages, len(skipped), skipped)
 
 

@@ -190,6 +190,19 @@ def test_a_window_of_a_huge_session_holds_about_its_bytes_and_says_where_it_ends
         window.messages[600:end + 1]
     whole = read_window(nanobot_home.sessions_dir, "telegram:9", 0, 1 << 30)
     assert held_end(whole.messages) == 2_000 and list(whole.messages) == messages
+    # The next window goes on from where this one ended, under the same indices and positions.
+    from worker.text.prepare import Lines
+
+    following = read_window(nanobot_home.sessions_dir, "telegram:9", end, 50_000, after=window)
+    later = held_end(following.messages)
+    assert following.first == end - 1 and len(following.messages) == 2_000 and end + 100 < later < end + 300
+    assert following.messages[end - 1:later] == messages[end - 1:later]
+    assert Lines(following.messages).position(later - 1) == Lines(whole.messages).position(later - 1)
+    # Once the file changed, the next window is read from the start again, not from a stale offset.
+    messages.insert(0, {"role": "user", "content": "one more at the start", "timestamp": "2026-11-19T10:00:00"})
+    nanobot_home.write_session("telegram:9", messages, last_archived=2_001)
+    again = read_window(nanobot_home.sessions_dir, "telegram:9", later, 50_000, after=following)
+    assert again.messages[later - 1:held_end(again.messages)] == messages[later - 1:held_end(again.messages)]
 
 
 def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermark_or_the_start(nanobot_home):

@@ -21,8 +21,9 @@ log = logging.getLogger("worker.memory.recall_index")
 
 MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short write locks, resumable
 # A history the read does not hold is read in windows of about this many bytes of lines: a 200 MB session's
-# first fill holds one window's messages at a time, never the whole file's (its bytes are read once per window).
-WINDOW_BYTES = 16 * 2**20
+# first fill holds one window's messages at a time, never the whole file's (each window read on from where the
+# one before ended, while the file is the same: the file is read once).
+WINDOW_BYTES = 4 * 2**20
 
 
 def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None) -> int:
@@ -122,4 +123,4 @@ def _holding(session: SessionFile, done: int) -> SessionFile:
     holds_before = session.first <= max(0, done - 1) and (done == 0 or done - 1 < end)
     if holds_before and (done < end or end == len(session.messages)):
         return session
-    return read_window(session.path.parent, session.key, done, WINDOW_BYTES)
+    return read_window(session.path.parent, session.key, done, WINDOW_BYTES, after=session)
