@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Benchmark: one big session file (50 MB, 100,000 messages). The summary job's peak memory and its read and
-plan times, in a fresh process; and how long the worker's line-1 write holds nanobot's session-files lock,
-now (only the rename) and as the whole write under the lock did before, seen from a process that takes
-that lock in a loop as nanobot's saves do."""
+"""Benchmark: one big session file (50 MB, 100,000 messages; --megabytes 200 for the 200 MB figures). The
+summary job's peak memory and its read and plan times, in a fresh process; each job kind's peak RSS in a fresh
+process (goal: under 300 MB on a 200 MB session): the tokens job filling an empty recall index, and the daily
+job (the day's flag set, the index filled already); the recall index's size beside the text it indexes; and how
+long the worker's line-1 write holds nanobot's session-files lock, now (only the rename) and as the whole write
+under the lock did before, seen from a process that takes that lock in a loop as nanobot's saves do."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ KEEP = "messages:10"  # the rule these figures were first measured with; the def
 WORDS = ("deploy", "the", "server", "config", "Redis", "port", "timeout", "backup", "user", "asked", "about",
          "logs", "nginx", "restart", "部署", "服务器", "配置", "端口", "日志", "备份", "error", "fixed", "Friday")
 KEPT_UNSUMMARIZED = 200  # a long-lived session: all but the last messages are summarized already
+DAILY_SINCE = "2026-11-26"  # the daily job's day: the last two days of each month's 27 (months ramp over the file)
 
 
 def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHome:
@@ -63,8 +66,9 @@ def max_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-async def run_one_job(config: Path, redis_url: str) -> float:
-    """The real job through a burst arq worker (the recall index left out: bench_recall measures it)."""
+async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> float:
+    """The real job through a burst arq worker: "plain" without the recall index, "tokens" with it, "daily"
+    with it and the session's daily flag set (notes from DAILY_SINCE on)."""
     from arq.connections import create_pool
     from arq.worker import Worker
 
@@ -77,8 +81,13 @@ async def run_one_job(config: Path, redis_url: str) -> float:
 
     settings = Settings(redis_url=redis_url, config=config, summary_keep=KEEP)
     deps = build_deps(settings)
-    deps.recall = None
+    if kind == "plain":
+        deps.recall = None
     redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
+    if kind == "daily":
+        from worker.summarize.daily import set_flag
+
+        await set_flag(redis, KEY, DAILY_SINCE)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
                        "handle_signals": False})
@@ -88,7 +97,8 @@ async def run_one_job(config: Path, redis_url: str) -> float:
     await worker.close()
     outcome = await load_outcome(redis, KEY)
     await redis.aclose()
-    if outcome is None or outcome.status != "summarized":
+    # After the plain job, its record waits in line 1: the next jobs have nothing new to summarize.
+    if outcome is None or outcome.status not in (("summarized",) if kind == "plain" else ("summarized", "noted", "noop")):
         raise SystemExit(f"the job did not summarize: {outcome}")
     return elapsed
 
@@ -118,6 +128,31 @@ def child_job(config: Path, redis_url: str) -> dict[str, float]:
     figures["traced_read_plan_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return figures
+
+
+def child_kind(config: Path, redis_url: str, kind: str) -> dict[str, float]:
+    """In a fresh process: one job of `kind` ("tokens" or "daily"), its peak RSS; the index's size after it."""
+    from worker.service.build import build_deps
+    from worker.settings import Settings
+
+    deps = build_deps(Settings(redis_url=redis_url, config=config, summary_keep=KEEP))
+    figures = {"rss_at_rest_mb": max_rss_mb()}
+    figures["job_s"] = asyncio.run(run_one_job(config, redis_url, kind))
+    figures["rss_job_mb"] = max_rss_mb()
+    assert deps.recall is not None
+    figures["index_mb"] = sum(path.stat().st_size for path in deps.recall.path.parent.glob(
+        deps.recall.path.name + "*")) / 2**20
+    figures["indexed_text_mb"] = indexed_text_mb(deps.recall.path)
+    return figures
+
+
+def indexed_text_mb(index: Path) -> float:
+    """The redacted text the index holds (its passages' bodies), in MB."""
+    import sqlite3
+
+    with sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True) as db:
+        (size,) = db.execute("SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) FROM passages").fetchone()
+    return float(size) / 2**20
 
 
 def contender(lock_path: Path, stop: Path) -> list[tuple[float, float]]:
@@ -193,6 +228,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writes", type=int, default=5, help="line-1 writes of each kind (5)")
     parser.add_argument("--smoke", action="store_true", help="a small run that checks the script works")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--kind", help=argparse.SUPPRESS)
     parser.add_argument("--contender", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -210,10 +246,10 @@ def write_home(folder: Path, llm_url: str, args: argparse.Namespace) -> NanobotH
     return home
 
 
-def job_in_child(home: NanobotHome, redis_url: str) -> dict[str, Any] | None:
+def job_in_child(home: NanobotHome, redis_url: str, kind: str | None = None) -> dict[str, Any] | None:
     """The job's figures from a fresh process (`--child`); None, its stderr's end shown, when it failed."""
-    child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url],
-                           capture_output=True, text=True, timeout=1800)
+    child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url]
+                           + (["--kind", kind] if kind else []), capture_output=True, text=True, timeout=1800)
     if child.returncode != 0:
         print(child.stderr[-3000:], file=sys.stderr)
         return None
@@ -228,6 +264,24 @@ def print_job(job: dict[str, Any]) -> None:
           f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), max RSS {job['rss_job_mb']:.0f} MB; "
           f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
           f"{job['traced_read_plan_mb']:.0f} MB")
+
+
+def print_kinds(home: NanobotHome, redis_url: str) -> bool:
+    """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed."""
+    size = home.session_file(KEY).stat().st_size / 2**20
+    job: dict[str, Any] | None = None
+    for kind, what in (("tokens", "the tokens job, filling an empty recall index"),
+                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled")):
+        job = job_in_child(home, redis_url, kind)
+        if job is None:
+            return False
+        print(f"max RSS, {what}: {job['rss_job_mb']:.0f} MB (goal: under 300 MB on a 200 MB session; "
+              f"at rest {job['rss_at_rest_mb']:.0f} MB; {job['job_s']:.1f} s)")
+    assert job is not None
+    print(f"recall index: {job['index_mb']:.1f} MB for {job['indexed_text_mb']:.1f} MB of indexed text "
+          f"({job['index_mb'] / max(job['indexed_text_mb'], 1e-9):.2f}x; the session file {size:.1f} MB; "
+          f"goal: no larger than the text)")
+    return True
 
 
 def print_lock_holds(home: NanobotHome, writes: int) -> None:
@@ -253,6 +307,8 @@ def measure(args: argparse.Namespace) -> int:
             if job is None:
                 return 1
             print_job(job)
+            if not print_kinds(home, redis_url):
+                return 1
             print_lock_holds(home, args.writes)
     finally:
         embedded.stop()
@@ -263,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.contender:
         print(json.dumps(contender(Path(args.contender[0]), Path(args.contender[1]))))
+        return 0
+    if args.child and args.kind:
+        print(json.dumps(child_kind(Path(args.child[0]), args.child[1], args.kind)))
         return 0
     if args.child:
         print(json.dumps(child_job(Path(args.child[0]), args.child[1])))

@@ -73,6 +73,7 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, k
     """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up
     (`since`), the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
     from worker.service.build import build_deps
+    from worker.summarize.jobs import read_for_job
 
     deps = build_deps(settings)
     print(f"model {deps.model.model} ({deps.model.source}); keep {keep or MANUAL_KEEP}"
@@ -80,8 +81,8 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, k
           f"input budget {settings.summary_input_tokens} tokens per call")
     for key in keys:
         req = manual_request(key, keep, since)
-        # The catch-up reads the whole file, as its job does: it notes un-noted messages before the watermark too.
-        session = read_session(deps.sessions_dir, key, from_watermark=not req.notes_through_end)
+        # The catch-up reads as its job does: un-noted messages before the watermark are noted too.
+        session = read_for_job(deps, req)
         pending = await load_record(redis, key) if redis is not None else None
         covered = print_plan(deps, session, pending, req)
         if since is not None:
@@ -124,14 +125,14 @@ def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str)
     from worker.text.prepare import chunk, detect_language, transcript
     from worker.text.tokens import count_recurring
 
-    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
+    dated = transcript(session.messages, session.first, len(session.messages), deps.counter, deps.tz, since)
     entries = unnoted(deps, session.key, [e for e in dated if e.index not in covered], session.generation)
     if not entries:
         print(f"  notes since {since}: every message is noted already")
         return
     # The chunks the job's notes-only calls take (worker.summarize.notes_only): the budget less what every call
     # sends besides the messages.
-    overhead = (count_recurring(deps.counter, notes_system_prompt(detect_language(session.messages)))
+    overhead = (count_recurring(deps.counter, notes_system_prompt(detect_language(session.messages[session.first:])))
                 + count_recurring(deps.counter, "\n".join(known_facts(deps))) + PROMPT_SLACK_TOKENS)
     calls = len(chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter))
     print(f"  would note {len(entries)} more messages since {since} (not yet in the daily notes) in about "

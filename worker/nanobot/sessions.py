@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, BinaryIO, overload
 
 from nanobot_hooks.contract import (METADATA_TYPE, NOTED_SUFFIX, PROVIDER_STATE_TYPE, RETIRED_FOLDER, SessionMarker,
                                     is_hidden, key_from_name, retired_key, storage_name, summary_text,
@@ -70,12 +71,22 @@ class Tail(Sequence[dict[str, Any]]):
     """A session's messages from index `first` on, under the whole session's indices and length: a job reads
     from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
 
-    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0) -> None:
+    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0,
+                 resume: int | None = None) -> None:
         self.first, self.items, self.total = first, items, total
         self.visible_before = visible_before  # the visible messages before `first`: where positions go on from
+        # A window of a file (`read_window`): the byte offset of the first line not held, and the file it is of
+        # (inode, size, mtime): the next window goes on from there while the file is the same.
+        self.resume = resume
+        self.identity: tuple[int, int, int] | None = None
 
     def __len__(self) -> int:
         return self.total
+
+    @property
+    def held_end(self) -> int:
+        """Where the messages held end: the session's length, but in a window of a huge file (`read_window`)."""
+        return self.first + len(self.items)
 
     @overload
     def __getitem__(self, index: int) -> dict[str, Any]: ...
@@ -91,6 +102,7 @@ class Tail(Sequence[dict[str, Any]]):
             if stop <= start:
                 return []
             self._check(start)
+            self._check(stop - 1)
             return self.items[start - self.first:stop - self.first]
         if index < 0:
             index += self.total
@@ -100,13 +112,15 @@ class Tail(Sequence[dict[str, Any]]):
         return self.items[index - self.first]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        if self.first:
-            raise ValueError(f"the messages before {self.first} were not read: iterate over a slice")
+        if self.first or self.held_end < self.total:
+            raise ValueError(f"only messages {self.first}..{self.held_end - 1} were read: iterate over a slice")
         return iter(self.items)
 
     def _check(self, index: int) -> None:
         if index < self.first:
             raise ValueError(f"message {index} is before {self.first}, where this read of the session started")
+        if index >= self.held_end:
+            raise ValueError(f"message {index} is after {self.held_end - 1}, where this window of the session ended")
 
 
 @dataclass
@@ -163,17 +177,20 @@ def watermark(metadata_record: dict[str, Any]) -> int:
     return 0
 
 
-def read_session(sessions_dir: Path, key: str, from_watermark: bool = False) -> SessionFile:
+def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
+                 keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
     """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
     the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB).
 
     `from_watermark`: the messages before nanobot's watermark are counted, not kept (all but the one just
-    before it, whose timestamp a record's cut is recognised by), so a long history costs no memory."""
+    before it, whose timestamp a record's cut is recognised by), so a long history costs no memory.
+    `keep_from` (with it): the messages are kept from the first one it is true of too, when that one comes
+    earlier (the daily run: the first message of the day it notes from)."""
     path = session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
-            session = parse_lines(key, path, lines, from_watermark)
-        if session.first and session.first != max(0, session.last_archived - 1):
+            session = parse_lines(key, path, lines, from_watermark, keep_from)
+        if session.first and session.first > max(0, session.last_archived - 1):
             # An out-of-range watermark (nanobot starts over from 0), or a second metadata line that moved
             # it back: the messages wanted were not all kept; read them all.
             with path.open("rb") as lines:
@@ -185,50 +202,114 @@ def read_session(sessions_dir: Path, key: str, from_watermark: bool = False) -> 
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
 
 
+def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None
+                ) -> SessionFile:
+    """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
+    file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
+    the window before, ending at `start`; while the file is the same, this one is read on from where it ended."""
+    path = session_path(sessions_dir, key)
+    try:
+        with path.open("rb") as lines:
+            seen = os.fstat(lines.fileno())
+            identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+            session = _read_on(lines, after, start, hold_bytes, identity)
+            if session is None:
+                session = parse_lines(key, path, lines, start=max(0, start - 1), hold_bytes=hold_bytes)
+            if isinstance(session.messages, Tail):
+                session.messages.identity = identity
+            return session
+    except FileNotFoundError:
+        raise SessionNotFound(f"no session {key!r} (looked for {path})") from None
+    except OSError as exc:
+        raise SessionError(f"cannot read session {key!r}: {exc}") from None
+
+
+def _read_on(lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes: int,
+             identity: tuple[int, int, int]) -> SessionFile | None:
+    """The next window, read from where `after` ended (its last message carried over); None when the file
+    changed since, or `after` is not the window just before `start`."""
+    before = after.messages if after is not None else None
+    if (after is None or not isinstance(before, Tail) or before.resume is None or before.identity != identity
+            or before.held_end != start or not before.items):
+        return None
+    lines.seek(before.resume)
+    rest = parse_lines(after.key, after.path, lines, start=0, hold_bytes=hold_bytes)
+    read = rest.messages
+    items = read.items if isinstance(read, Tail) else list(read)
+    visible = before.visible_before + sum(0 if is_hidden(message) else 1 for message in before.items[:-1])
+    resume = read.resume if isinstance(read, Tail) else None
+    window = Tail(start - 1, [before.items[-1], *items], start + len(read), visible,
+                  None if resume is None else before.resume + resume)
+    return SessionFile(after.key, after.path, after.metadata_record, window, rest.skipped_lines, rest.skipped_reasons)
+
+
+def held_end(messages: Sequence[dict[str, Any]]) -> int:
+    """Where a read's messages held end (a window of a huge file ends before the session does)."""
+    return messages.held_end if isinstance(messages, Tail) else len(messages)
+
+
 def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
     return parse_lines(key, path, raw.split(b"\n"))
 
 
-def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False) -> SessionFile:
+def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False,
+                keep_from: Callable[[dict[str, Any]], bool] | None = None, start: int | None = None,
+                hold_bytes: int | None = None) -> SessionFile:
     """The session in these lines; a line that is not a JSON object is skipped and counted, never fatal.
 
     `from_watermark`: with the metadata record first (as nanobot writes it), messages before its watermark
-    (but one) are counted and dropped as they are read."""
+    (but one) are counted and dropped as they are read; with `keep_from`, kept from the first message it is
+    true of when that comes earlier. `start`: held from that message on instead; `hold_bytes`: no more
+    messages held once their lines add up to that many bytes (the rest counted): a window of a huge file."""
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []
-    first = 0  # the index of messages[0]
-    count = 0
-    visible = 0  # messages before `first` that are not nanobot's hidden rows
+    first, resume = start or 0, None  # the index of messages[0]
+    count = held = offset = visible = 0  # visible: messages before `first` that are not nanobot's hidden rows
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line.decode("utf-8"))
-        except UnicodeDecodeError:
-            skipped.append(f"line {number}: not UTF-8")
-            continue
-        except json.JSONDecodeError as exc:
-            skipped.append(f"line {number}: bad JSON ({exc.msg})")
-            continue
-        if not isinstance(data, dict):
-            skipped.append(f"line {number}: not a JSON object")
+        offset += len(line)
+        data = _decoded(number, line, skipped)
+        if data is None:
             continue
         record_type = data.get("_type")
         if record_type == METADATA_TYPE:
             metadata = data
-            if from_watermark and count == 0:
+            if from_watermark and count == 0 and start is None:
                 first = max(0, watermark(metadata) - 1)
-        elif record_type == PROVIDER_STATE_TYPE:
-            continue
-        else:
-            if count >= first:
+        elif record_type != PROVIDER_STATE_TYPE:
+            if count < first and keep_from is not None and keep_from(data):
+                first = count  # from here on every message is held
+            # Two at least: the one a window starts before (its timestamp) and one to go on with.
+            if count >= first and (hold_bytes is None or held < hold_bytes or len(messages) < 2):
                 messages.append(data)
-            elif not is_hidden(data):
-                visible += 1
+                held += len(line)
+            elif count < first:
+                visible += 0 if is_hidden(data) else 1
+            elif resume is None:
+                resume = offset - len(line)
             count += 1
-    held: Sequence[dict[str, Any]] = Tail(min(first, count), messages, count, visible) if first else messages
-    return SessionFile(key, path, metadata, held, len(skipped), skipped)
+    whole = not first and len(messages) == count
+    held_messages: Sequence[dict[str, Any]] = (messages if whole else
+                                               Tail(min(first, count), messages, count, visible, resume))
+    return SessionFile(key, path, metadata, held_messages, len(skipped), skipped)
+
+
+def _decoded(number: int, line: bytes, skipped: list[str]) -> dict[str, Any] | None:
+    """One line's JSON object; None (the reason added to `skipped`) for a blank or unreadable line."""
+    if not line.strip():
+        return None
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        skipped.append(f"line {number}: not UTF-8")
+        return None
+    except json.JSONDecodeError as exc:
+        skipped.append(f"line {number}: bad JSON ({exc.msg})")
+        return None
+    if not isinstance(data, dict):
+        skipped.append(f"line {number}: not a JSON object")
+        return None
+    return data
 
 
 @dataclass(frozen=True)

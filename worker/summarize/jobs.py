@@ -28,7 +28,7 @@ from worker.summarize import retired
 from worker.summarize.retired import note_retired
 from worker.summarize.run import Run
 from worker.summarize.summary import summarize_range, waiting_record
-from worker.text.prepare import Lines
+from worker.text.prepare import Lines, dated_from
 from worker.text.redact import redact
 
 log = logging.getLogger("worker.summarize.jobs")
@@ -174,9 +174,7 @@ async def run_job(run: Run) -> JobOutcome:
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
     pending = await waiting_record(run.redis, deps.sessions_dir, req.session_key)
-    # From the watermark: what it covers is all a summary reads (a 50 MB history costs no memory). The
-    # daily run notes every un-noted message of the day, wherever it is, so it reads them all.
-    session = read_session(deps.sessions_dir, req.session_key, from_watermark=not req.notes_through_end)
+    session = read_for_job(deps, req)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
@@ -192,6 +190,17 @@ async def run_job(run: Run) -> JobOutcome:
         status = "noted" if outcome.status == "noop" else outcome.status
         outcome = outcome.model_copy(update={"status": status, "detail": f"{before}; {outcome.detail}"})
     return outcome
+
+
+def read_for_job(deps: Deps, req: SummarizeRequest) -> SessionFile:
+    """From the watermark: what it covers is all a summary reads (a 200 MB history costs no memory). The
+    daily run notes every un-noted message from its day on, wherever it is, so it holds them from the first
+    one of that day too (before it, notes are never written)."""
+    since = req.notes_since if req.notes_through_end else None
+    if req.notes_through_end and since is None:
+        return read_session(deps.sessions_dir, req.session_key)
+    return read_session(deps.sessions_dir, req.session_key, from_watermark=True,
+                        keep_from=dated_from(since, deps.tz) if since else None)
 
 
 async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None, lines: Lines | None = None) -> None:

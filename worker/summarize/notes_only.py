@@ -27,11 +27,12 @@ async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since:
     """Notes of the session's messages from `since` on that are neither covered nor noted yet, and whether
     every one of them is noted now (a written file included: a refused write leaves its span un-noted)."""
     deps, key = run.deps, run.key
-    dated = transcript(session.messages, 0, len(session.messages), deps.counter, deps.tz, since)
+    # From the first message held: a daily run's read keeps them from its day's first on (or all).
+    dated = transcript(session.messages, session.first, len(session.messages), deps.counter, deps.tz, since)
     entries = unnoted(deps, key, [e for e in dated if e.index not in covered], session.generation)
     if not entries:
         return "", True
-    language = detect_language(session.messages)
+    language = detect_language(session.messages[session.first:])
     notes, facts, noted = await _ask_in_chunks(run, entries, language)
     if not noted:
         return f"notes of {len(entries)} more messages skipped", False

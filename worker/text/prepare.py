@@ -166,6 +166,18 @@ def transcript(
     return entries
 
 
+def message_date(message: dict[str, Any], tz: tzinfo | None) -> str | None:
+    """The message's local day (YYYY-MM-DD), as the notes date it; None when it has no readable time."""
+    moment = local_time(message.get("timestamp"), tz)
+    return moment.strftime("%Y-%m-%d") if moment else None
+
+
+def dated_from(since: str, tz: tzinfo | None) -> Callable[[dict[str, Any]], bool]:
+    """Is a message dated `since` or later? Where a read for notes since that day starts holding messages:
+    `transcript(..., since)` leaves every earlier one out."""
+    return lambda message: (message_date(message, tz) or "") >= since
+
+
 def chunk(entries: Sequence[Entry], budget: int, counter: Counter) -> list[list[Entry]]:
     """Split into consecutive chunks under `budget` tokens; a single oversized line is cut to fit."""
     budget = max(budget, 200)

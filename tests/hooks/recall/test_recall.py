@@ -8,6 +8,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import tracemalloc
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +30,7 @@ from harness.sandbox import NanobotHome
 from tests.support.bench import load_bench
 from harness.models import summary_json
 from worker.memory.recall_index import RecallIndex, memory_rows, note_rows
+from worker.nanobot.sessions import read_session
 
 from harness.transcripts import conversation
 from tests.support.workers import summarize_now
@@ -332,6 +334,29 @@ recall_index.RecallIndex(Path({str(home.workspace)!r}), ZoneInfo("UTC")).refresh
     index.refresh(home.sessions_dir)
     assert "kill test line 179" in ask(home, "kill test line 179")
     assert "54329" in ask(home, "数据库 端口")
+
+
+def test_a_huge_sessions_first_fill_holds_one_window_of_it_at_a_time_and_indexes_every_message(home, monkeypatch):
+    from worker.memory.recall_index import messages
+
+    monkeypatch.setattr(messages, "WINDOW_BYTES", 256 * 1024, raising=False)  # a 256 KB window of a ~6 MB file
+    monkeypatch.setattr(messages, "MESSAGES_PER_TRANSACTION", 200)
+    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user",
+             f"huge line {i} zq{i}q " + "端口 deploy " * 40) for i in range(12_000)]
+    path = home.write_session(DM, _messages(rows), last_archived=len(rows) - 10)
+    session = read_session(home.sessions_dir, DM, from_watermark=True)  # as the job reads it
+    fresh = RecallIndex(home.workspace, UTC)
+    tracemalloc.start()
+    try:
+        fresh.refresh(home.sessions_dir, session, len(rows) - 10)  # an empty index: the whole history to fill
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert peak < size / 3, f"{peak / 2**20:.1f} MB at the peak to index a {size / 2**20:.1f} MB session"
+    for number in (0, 5_000, 11_989):
+        assert f"huge line {number} " in ask(home, f"zq{number}q"), number
+    assert "huge line 11990 " not in ask(home, "zq11990q"), "what is still in the context is not indexed"
 
 
 def test_the_search_stops_at_its_time_budget_and_says_so(home, index):

@@ -147,6 +147,64 @@ def test_a_read_from_the_watermark_holds_only_what_follows_it_under_the_sessions
         list(session.messages)
 
 
+def test_a_daily_jobs_read_holds_messages_from_its_days_first_on_not_the_whole_history(nanobot_home) -> None:
+    from types import SimpleNamespace
+    from zoneinfo import ZoneInfo
+
+    from nanobot_hooks.contract import SummarizeRequest
+    from worker.summarize.jobs import read_for_job
+
+    # A year of history, all summarized but the last 100 messages; the day to note starts at message 19,000.
+    messages = conversation(10_000, user="question {i} " + "x" * 400)
+    for index, message in enumerate(messages):
+        message["timestamp"] = f"2026-11-{20 if index >= 19_000 else 19}T10:00:00"
+    nanobot_home.write_session("telegram:9", messages, last_archived=19_900)
+    deps = SimpleNamespace(sessions_dir=nanobot_home.sessions_dir, tz=ZoneInfo("UTC"))
+    daily = SummarizeRequest(session_key="telegram:9", notes_through_end=True, notes_since="2026-11-20")
+    tracemalloc.start()
+    try:
+        session = read_for_job(deps, daily)  # type: ignore[arg-type]
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert session.first == 19_000 and len(session.messages) == 20_000 and session.last_archived == 19_900
+    assert session.messages[19_000:] == messages[19_000:], "every message of the day is held"
+    assert kept < 2 << 20, f"{kept / 2**20:.1f} MB kept for 1,000 messages of a {20_000}-message history"
+    # A catch-up without a day reads them all; an ordinary job from the watermark.
+    assert read_for_job(deps, daily.model_copy(update={"notes_since": None})).first == 0  # type: ignore[arg-type]
+    assert read_for_job(deps, SummarizeRequest(session_key="telegram:9")).first == 19_899  # type: ignore[arg-type]
+
+
+def test_a_window_of_a_huge_session_holds_about_its_bytes_and_says_where_it_ends(nanobot_home) -> None:
+    from worker.nanobot.sessions import held_end, read_window
+
+    messages = conversation(1_000, user="question {i} " + "x" * 400)
+    nanobot_home.write_session("telegram:9", messages, last_archived=2_000)
+    window = read_window(nanobot_home.sessions_dir, "telegram:9", 500, 50_000)
+    end = held_end(window.messages)
+    assert window.first == 499 and len(window.messages) == 2_000 and 500 < end < 800
+    assert window.messages[499:end] == messages[499:end]
+    with pytest.raises(ValueError, match="where this window of the session ended"):
+        window.messages[end]
+    with pytest.raises(ValueError):
+        window.messages[600:end + 1]
+    whole = read_window(nanobot_home.sessions_dir, "telegram:9", 0, 1 << 30)
+    assert held_end(whole.messages) == 2_000 and list(whole.messages) == messages
+    # The next window goes on from where this one ended, under the same indices and positions.
+    from worker.text.prepare import Lines
+
+    following = read_window(nanobot_home.sessions_dir, "telegram:9", end, 50_000, after=window)
+    later = held_end(following.messages)
+    assert following.first == end - 1 and len(following.messages) == 2_000 and end + 100 < later < end + 300
+    assert following.messages[end - 1:later] == messages[end - 1:later]
+    assert Lines(following.messages).position(later - 1) == Lines(whole.messages).position(later - 1)
+    # Once the file changed, the next window is read from the start again, not from a stale offset.
+    messages.insert(0, {"role": "user", "content": "one more at the start", "timestamp": "2026-11-19T10:00:00"})
+    nanobot_home.write_session("telegram:9", messages, last_archived=2_001)
+    again = read_window(nanobot_home.sessions_dir, "telegram:9", later, 50_000, after=following)
+    assert again.messages[later - 1:held_end(again.messages)] == messages[later - 1:held_end(again.messages)]
+
+
 def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermark_or_the_start(nanobot_home):
     """A noted span records positions among the visible messages: nanobot's checkpoint markers, inserted in the
     middle, move no one's position, and a read from the watermark counts the ones it did not keep."""
@@ -341,4 +399,6 @@ def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2,000 messages" in done.stdout and "peak memory:" in done.stdout, done.stdout
+    assert "max RSS, the tokens job" in done.stdout and "max RSS, the daily job" in done.stdout, done.stdout
+    assert "recall index: " in done.stdout and "MB of indexed text" in done.stdout, done.stdout
     assert done.stdout.count("line-1 write, ") == 2 and "a nanobot save waited" in done.stdout, done.stdout

@@ -13,13 +13,17 @@ from nanobot_hooks.contract import is_internal_session, retired_source, storage_
 from worker.errors import SessionError
 from worker.memory.recall_index.rows import archived_through, message_rows
 from worker.memory.recall_index.tables import drop, insert, known, source_id, remember, transaction
-from worker.nanobot.sessions import (Retired, SessionFile, list_session_keys, read_session, retired_files,
-                                     session_path)
+from worker.nanobot.sessions import (Retired, SessionFile, held_end, list_session_keys, read_session, read_window,
+                                     retired_files, session_path)
 from worker.text.prepare import Lines
 
 log = logging.getLogger("worker.memory.recall_index")
 
 MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short write locks, resumable
+# A history the read does not hold is read in windows of about this many bytes of lines: a 200 MB session's
+# first fill holds one window's messages at a time, never the whole file's (each window read on from where the
+# one before ended, while the file is the same: the file is read once).
+WINDOW_BYTES = 4 * 2**20
 
 
 def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None) -> int:
@@ -39,7 +43,7 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
             name = f"sessions/{path.name}"
             if known(db, name) == (seen.st_size, seen.st_mtime_ns):
                 continue
-            session = read_session(sessions_dir, key)
+            session = read_session(sessions_dir, key, from_watermark=True)  # the rest in windows
         except (SessionError, OSError) as exc:
             log.warning("recall index: session %s not indexed: %s", key, exc)
             continue
@@ -80,26 +84,26 @@ def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> N
 
 def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz: tzinfo | None,
                  lines: Lines | None = None) -> int:
-    """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew."""
-    session = _whole_if_behind(db, session)
-    messages = session.messages
-    through = min(through, len(messages))
+    """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew. What the
+    read does not hold (the job's read starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
     added = 0
     while True:
         with transaction(db):
             source = source_id(db, "messages", session.key)
             done, stamp = db.execute("SELECT through, stamp FROM sources WHERE id = ?", (source,)).fetchone()
+            session = _holding(session, done)
+            messages = session.messages
             if done > len(messages) or (done and timestamp_before(messages, done) != stamp):
                 drop(db, source)
                 done = 0
-                if session.first:  # reset (`/new`): indexed anew from its first message
-                    session = read_session(session.path.parent, session.key)
-                    messages = session.messages
+                session = _holding(session, done)  # reset (`/new`): indexed anew from its first message
+                messages = session.messages
+            through = min(through, len(messages))  # a window read later may find the file shorter
             if through <= done:
                 db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
                            (done, timestamp_before(messages, done), source))
                 return added
-            end = min(through, done + MESSAGES_PER_TRANSACTION)
+            end = min(through, done + MESSAGES_PER_TRANSACTION, held_end(messages))
             rows = message_rows(messages, done, end, tz, lines)
             insert(db, source, rows)
             db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
@@ -112,11 +116,11 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
             db.execute("BEGIN IMMEDIATE")
 
 
-def _whole_if_behind(db: sqlite3.Connection, session: SessionFile) -> SessionFile:
-    """The job read the session from nanobot's watermark; when the index is further behind, read it all."""
-    if session.first:
-        row = db.execute("SELECT sources.through FROM sources WHERE kind = 'messages' AND session = ?",
-                         (session.key,)).fetchone()
-        if row is None or row[0] - 1 < session.first:
-            return read_session(session.path.parent, session.key)
-    return session
+def _holding(session: SessionFile, done: int) -> SessionFile:
+    """The session holding message `done - 1` (its timestamp checks the indexed part) and the ones after it:
+    as read, or the next window of the file (read again: one window of a huge file at a time)."""
+    end = held_end(session.messages)
+    holds_before = session.first <= max(0, done - 1) and (done == 0 or done - 1 < end)
+    if holds_before and (done < end or end == len(session.messages)):
+        return session
+    return read_window(session.path.parent, session.key, done, WINDOW_BYTES, after=session)
