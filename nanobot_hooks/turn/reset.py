@@ -28,6 +28,9 @@ from nanobot_hooks.surface import session_file, wrap_command
 
 def keep_copy(path: Path, key: str, generation: int, stamp_ms: int) -> Path:
     """Link (or copy) the session file into the retired folder; the copy's path. Raises OSError."""
+    # A hard link stays the old conversation: nanobot saves a session by writing a temporary file and renaming it
+    # over the old one (SessionManager.save), and the worker rewrites line 1 the same way, so nothing writes into
+    # the linked inode again.
     folder = path.parent / RETIRED_FOLDER
     folder.mkdir(mode=0o700, exist_ok=True)
     target = folder / retired_name(key, generation, stamp_ms)
