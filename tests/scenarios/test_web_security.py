@@ -396,3 +396,51 @@ async def test_bidi_controls_from_a_conversation_are_shown_not_obeyed(data, sett
             assert not BIDI.search(text), (url, [c for c in text if BIDI.match(c)])
         _, body = await page.get("/recall")
         assert f'value="{key}"' in body, "the form still names the session exactly"
+
+
+# The operator's actions on a session (worker.web.actions): each changes the worker's queue, its rests or MEMORY.md.
+ACTIONS = ["/session/summarize", "/session/retry", "/session/end-rest", "/session/forget-learned"]
+
+
+async def test_the_session_actions_need_the_token_and_the_csrf_token_and_are_refused_read_only(
+        data, settings_for, redis):
+    """Summarize now, retry, end rest and forget-what-it-taught: nothing happens without the token (401), without
+    this browser's CSRF token or from another site (403), or read-only (403, and no button is shown)."""
+    from worker.state import budget
+
+    failed = JobOutcome(session_key=KEY, status="failed", detail="the model answered 500")
+    await redis.set(TEST_KEYS.outcome(KEY), failed.model_dump_json())
+    await budget.cool_down(redis, KEY, failed.detail, 600, 3600)
+    memory = data.read_bytes()
+
+    async def nothing_changed() -> None:
+        assert await redis.zcard(TEST_KEYS.queue) == 0, "no job queued"
+        assert await budget.cooling(redis, KEY) is not None, "the rest goes on"
+        assert data.read_bytes() == memory, "MEMORY.md is as it was"
+
+    async with served(settings_for(), login=False) as page:
+        for url in ACTIONS:
+            assert (await page.post(url, {"key": KEY}))[0] == 401, url
+    async with served(settings_for(), Guard.for_bind("127.0.0.1", read_only=True)) as page:
+        for url in ["/", f"/session?key={quote(KEY, safe='')}"]:
+            _, body = await page.get(url)
+            assert not any(f'action="{action}"' in body for action in ACTIONS), url
+        browser = page.client.session.cookie_jar.filter_cookies(page.client.make_url("/"))["nanobot_summary_browser"]
+        for url in ACTIONS:
+            status, text = await page.post(url, {"key": KEY, "csrf": page.guard.csrf_for(browser.value)})
+            assert status == 403 and "read-only" in text, url
+        await nothing_changed()
+    async with served(settings_for()) as page:
+        token = await page.csrf()
+        for url in ACTIONS:
+            assert (await page.post(url, {"key": KEY}))[0] == 403, url
+            assert (await page.post(url, {"key": KEY, "csrf": "0" * 64}))[0] == 403, url
+            for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+                assert (await page.post(url, {"key": KEY, "csrf": token}, headers=headers))[0] == 403, url
+        await nothing_changed()
+        # The same forms with the token are acted on: the refusals above were the guard's doing.
+        for url in ACTIONS:
+            status, location = await page.post(url, {"key": KEY, "csrf": token})
+            assert status == 303 and location.startswith("/session?key="), (url, status, location)
+        assert await redis.zcard(TEST_KEYS.queue) == 1 and await budget.cooling(redis, KEY) is None
+        assert data.read_bytes() != memory

@@ -37,16 +37,22 @@ def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
         return [k for k in list_session_keys(sessions_dir) if not is_internal_session(k)]
     keys = list(dict.fromkeys(args.keys))
     for key in keys:
-        if is_internal_session(key):
-            raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
-        try:
-            read_session(sessions_dir, key)
-        except SessionKeyError as exc:
-            raise UsageError(str(exc)) from None
-        except SessionNotFound:
-            known = ", ".join(list_session_keys(sessions_dir)[:5]) or "none"
-            raise UsageError(f"no session {key!r} in {sessions_dir} (known: {known})") from None
+        check_key(sessions_dir, key)
     return keys
+
+
+def check_key(sessions_dir: Path, key: str) -> None:
+    """UsageError unless `key` is a session of nanobot's folder the worker summarizes (the web page's "summarize
+    now" asks the same)."""
+    if is_internal_session(key):
+        raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
+    try:
+        read_session(sessions_dir, key)
+    except SessionKeyError as exc:
+        raise UsageError(str(exc)) from None
+    except SessionNotFound:
+        known = ", ".join(list_session_keys(sessions_dir)[:5]) or "none"
+        raise UsageError(f"no session {key!r} in {sessions_dir} (known: {known})") from None
 
 
 async def connect(settings: Settings) -> ArqRedis:
@@ -191,19 +197,24 @@ async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, si
 
 async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None) -> None:
     """A manual job per session (a notes catch-up from `since` when given), one line each."""
-    from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
-
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))
         for key in keys:
-            if since:
-                await set_flag(redis, key, since)
-            # The flag, not the request, tells the job to note through the end (it may be taken by a job already
-            # queued for the session: that one notes them then).
-            job = await enqueue_summary(redis, manual_request(key, keep))
-            done = "queued" if job else "already queued or running"
+            done = "queued" if await queue_one(redis, key, keep, since) else "already queued or running"
             progress.console.print(f"{key}: {done}" + (f", notes since {since}" if since else ""))
             progress.advance(task)
+
+
+async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None) -> bool:
+    """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry");
+    False when one is already queued or running (single flight)."""
+    from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
+
+    if since:
+        await set_flag(redis, key, since)
+    # The flag, not the request, tells the job to note through the end (it may be taken by a job already
+    # queued for the session: that one notes them then).
+    return await enqueue_summary(redis, manual_request(key, keep)) is not None
 
 
 async def wait_all(redis: ArqRedis, keys: list[str], timeout: float) -> int:

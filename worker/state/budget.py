@@ -166,3 +166,15 @@ def rest_keys(redis: ArqRedis, session_key: str) -> list[str]:
     starts the doubling afresh."""
     keys = Keys.of(redis)
     return [keys.cooldown(session_key), keys.failures(session_key)]
+
+
+async def end_rest(redis: ArqRedis, session_key: str) -> Cooldown | None:
+    """Ends the session's rest now and clears its failure streak (the operator's "end rest"): the trigger may
+    queue its jobs again, and the next failure rests it for the base time. Returns the rest that was ended, or
+    None when it was not resting."""
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.get(keys.cooldown(session_key))
+        pipe.delete(*rest_keys(redis, session_key))
+        raw, _ = await pipe.execute()
+    return _cooldown(raw)

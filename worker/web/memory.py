@@ -125,7 +125,7 @@ async def forget(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     path, text = instance.memory.memory_path, (await form_of(request)).get("text", "")
     try:
-        done = await _write(forget_fact, path, text, instance.today())
+        done = await write_memory(forget_fact, path, text, instance.today())
     except NotWritten as exc:
         return await answer(request, 503, Said(f"Not forgotten: {exc}", text))
     if done is None:
@@ -142,7 +142,7 @@ async def edit(request: web.Request) -> web.Response:
         return refused
     old, typed = form.get("text", ""), form.get("new", "")
     try:
-        done = await _write(edit_fact, instance.memory.memory_path, old, typed, instance.today())
+        done = await write_memory(edit_fact, instance.memory.memory_path, old, typed, instance.today())
     except EditRefused as exc:
         return await answer(request, 400, Said(f"Not edited: {exc}", old), retry=(old, typed))
     except NotWritten as exc:
@@ -159,7 +159,7 @@ async def pin(request: web.Request) -> web.Response:
     form = await form_of(request)
     text, pinned = form.get("text", ""), form.get("pin") == "1"
     try:
-        before = await _write(pin_fact, instance.memory.memory_path, text, pinned, instance.today())
+        before = await write_memory(pin_fact, instance.memory.memory_path, text, pinned, instance.today())
     except NotWritten as exc:
         return await answer(request, 503, Said(f"Not {'pinned' if pinned else 'unpinned'}: {exc}", text))
     if before is None:
@@ -187,7 +187,7 @@ async def undo(request: web.Request) -> web.Response:
     if change is None:
         return see_other("/memory?note=gone")
     try:
-        said = await _write(put_back, instance.memory.memory_path, change, instance.today())
+        said = await write_memory(put_back, instance.memory.memory_path, change, instance.today())
     except NotWritten as exc:
         request.app[UNDO].put(BROWSER.get(), change, ticket)  # the same Undo button works again later
         return await answer(request, 503, Said(f"Not undone: {exc}", describe(change)[1]))
@@ -200,7 +200,7 @@ class NotWritten(Exception):
     """MEMORY.md could not be changed now; the message says why, for the page."""
 
 
-async def _write(change: Any, *args: Any) -> Any:
+async def write_memory(change: Any, *args: Any) -> Any:
     """A change of MEMORY.md in a thread (file locks block); NotWritten when the file cannot be written."""
     try:
         return await asyncio.to_thread(change, *args)

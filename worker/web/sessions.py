@@ -18,6 +18,7 @@ from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget
 from worker.state.outcomes import JobOutcome
+from worker.web.actions import said
 from worker.web.charts import sawtooth
 from worker.web.instance import Instance
 from worker.web.paging import window
@@ -98,4 +99,5 @@ async def page(request: web.Request) -> web.Response:
                       message="That is not a session key of this nanobot.")
     file = await asyncio.to_thread(line_one, instance, key)
     state, problem = await instance.read(lambda redis: redis_view(redis, key))
-    return render(request, "session.html", key=key, file=file, state=state, problem=problem)
+    return render(request, "session.html", key=key, file=file, state=state, problem=problem,
+                  said=said(request.query.get("done", ""), request.query.get("n", "")))

@@ -1,0 +1,119 @@
+"""The operator's actions on the web page, over data made by real jobs and run by a real arq worker: "summarize now"
+and retry queue the command line's own manual job (a failed session's retry runs through the rest its failure
+started), "end rest" ends a rest and its failure streak, and "forget everything learned from this session" removes
+exactly that session's facts, as `nanobot-summary undo --forget-facts` does; each answers, on the session's page,
+what happened, including that nothing was to be done. Their safety (token, CSRF, read-only) is tested in
+tests/scenarios/test_web_security.py, the buttons in a real browser in tests/scenarios/test_web_browser.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from arq.jobs import Job
+
+from harness.defaults import TEST_KEYS
+from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, escaped, made_by_jobs, served
+from tests.support.workers import run_burst
+from worker.commands.enqueue import MANUAL_KEEP
+from worker.state import budget
+from worker.state.outcomes import JobOutcome, load_outcome
+from worker.web.actions import SAID
+
+SESSION = f"/session?key={quote(KEY, safe='')}"
+
+
+@pytest.fixture
+async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
+    return await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+
+
+async def queued_request(redis, key: str) -> dict | None:
+    """The arguments of the session's summary job waiting in the instance's queue, or None."""
+    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue).info()
+    return info.args[0] if info is not None else None
+
+
+async def test_summarize_now_queues_the_command_lines_manual_job_which_a_worker_runs_and_the_page_says_so(
+        data, settings_for, redis, worker_deps):
+    async with served(settings_for()) as page:
+        _, body = await page.get(SESSION)
+        assert "Summarize now" in body
+        status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
+        assert status == 303 and location == f"{SESSION}&done=queued", location
+        request = await queued_request(redis, KEY)
+        assert request is not None and request["reason"] == "manual" and request["keep"] == MANUAL_KEEP, request
+        _, body = await page.get(location)
+        assert escaped(SAID["queued"]) in body and "A summary job is queued." in body
+        # One job per session: the second click says so.
+        status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
+        assert location.endswith("done=already") and escaped(SAID["already"]) in (await page.get(location))[1]
+        before = await load_outcome(redis, KEY)
+        await run_burst(worker_deps())
+        after = await load_outcome(redis, KEY)
+        assert after is not None and before is not None and after.finished_at > before.finished_at
+        assert after.reason == "manual" and await queued_request(redis, KEY) is None
+        # A key that is no session, or one of nanobot's own, queues nothing.
+        for key in ("telegram:404", "heartbeat", "../etc"):
+            status, body = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": key})
+            assert status == 404 and "Nothing was done" in body, (key, body)
+            assert await queued_request(redis, key) is None
+
+
+async def test_retry_runs_a_failed_sessions_job_again_through_its_rest(data, settings_for, redis, worker_deps):
+    failed = JobOutcome(session_key=QUIET, status="failed", detail="the model answered 500 three times")
+    await redis.set(TEST_KEYS.outcome(QUIET), failed.model_dump_json())
+    await budget.cool_down(redis, QUIET, failed.detail, 600, 3600)
+    async with served(settings_for()) as page:
+        _, overview = await page.get("/?outcome=failed")
+        assert 'action="/session/retry"' in overview and f'name="key" value="{QUIET}"' in overview
+        status, location = await page.post("/session/retry", {"csrf": await page.csrf(), "key": QUIET})
+        assert status == 303 and location.endswith("done=retried"), location
+        assert escaped(SAID["retried"]) in (await page.get(location))[1]
+        await run_burst(worker_deps())
+        outcome = await load_outcome(redis, QUIET)
+        assert outcome is not None and outcome.status != "failed" and "resting" not in outcome.detail, outcome
+        # Its last job did not fail now: a retry says so and queues nothing.
+        status, location = await page.post("/session/retry", {"csrf": await page.csrf(), "key": QUIET})
+        assert location.endswith("done=not-failed") and await queued_request(redis, QUIET) is None
+        _, body = await page.get(location)
+        assert escaped(SAID["not-failed"]) in body and 'action="/session/retry"' not in body
+
+
+async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_there_was_none(
+        data, settings_for, redis):
+    for _ in range(3):
+        await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    assert await budget.cooling(redis, KEY) is not None
+    async with served(settings_for()) as page:
+        _, overview = await page.get("/")
+        assert 'action="/session/end-rest"' in overview, "the resting sessions' list offers it"
+        _, body = await page.get(SESSION)
+        assert "End rest" in body
+        status, location = await page.post("/session/end-rest", {"csrf": await page.csrf(), "key": KEY})
+        assert status == 303 and location.endswith("done=rest-ended"), location
+        assert await budget.cooling(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
+        _, body = await page.get(location)
+        assert escaped(SAID["rest-ended"]) in body and "Resting until" not in body and "End rest" not in body
+        status, location = await page.post("/session/end-rest", {"csrf": await page.csrf(), "key": KEY})
+        assert location.endswith("done=no-rest")
+
+
+async def test_forgetting_what_a_session_taught_removes_its_facts_only_and_says_how_many(data, settings_for):
+    before = data.read_bytes()
+    assert all(fact.encode() in before for fact in FACTS)
+    async with served(settings_for()) as page:
+        csrf = await page.csrf()  # the memory page has no form left once every fact is gone
+        status, location = await page.post("/session/forget-learned", {"csrf": csrf, "key": KEY})
+        assert status == 303 and location.endswith(f"done=forgot&n={len(FACTS)}"), location
+        after = data.read_bytes()
+        assert not any(fact.encode() in after for fact in FACTS)
+        assert after.startswith(OWN_TOP) and after.endswith(OWN_BOTTOM), "the user's own lines are as they were"
+        _, body = await page.get(location)
+        assert f"Forgotten: {len(FACTS)} fact(s)" in body
+        status, location = await page.post("/session/forget-learned", {"csrf": csrf, "key": KEY})
+        assert location.endswith("done=forgot-none") and data.read_bytes() == after
+        # A link cannot put its own words on the page: an unknown code says nothing.
+        _, body = await page.get(f"{SESSION}&done=<b>hacked</b>&n=9")
+        assert "hacked" not in body and 'class="notice said"' not in body
