@@ -248,3 +248,39 @@ async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
     assert {url: px for url, px in phone.items() if px > 390} == {}, phone
     assert off == [], off
     assert {url: px for url, px in desktop.items() if px > 1280} == {}, desktop
+
+
+def click_action(driver: Chrome, base: str, url: str, button: str) -> str:
+    """Open `url`, click the button named `button` (opening its confirmation first when it has one) and return
+    the notice of the page that answers."""
+    driver.get(base + url)
+    found = driver.find_element(By.XPATH, f'//button[normalize-space()="{button}"]')
+    if not found.is_displayed():  # inside a closed <details>: its summary opens it
+        found.find_element(By.XPATH, "ancestor::details/summary").click()
+    return after_click(driver, found, ".notice")
+
+
+async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_forgets_what_a_session_taught(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    from tests.support.web import KEY
+    from worker.state import budget
+
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+    failed = JobOutcome(session_key=QUIET, status="failed", detail="the model answered 500 three times")
+    await redis.set(TEST_KEYS.outcome(QUIET), failed.model_dump_json())
+    await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    session = f"/session?key={quote(KEY, safe='')}"
+    async with served(settings_for()) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, page.first_visit)
+        retried = await in_browser(click_action, browser, base, "/?outcome=failed", "Retry")
+        assert retried.startswith("Queued again"), retried
+        assert (await redis.zcard(TEST_KEYS.queue)) == 1
+        ended = await in_browser(click_action, browser, base, session, "End rest")
+        assert ended.startswith("Rest ended") and await budget.cooling(redis, KEY) is None, ended
+        now = await in_browser(click_action, browser, base, session, "Summarize now")
+        assert now.startswith("Queued:") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
+        await in_browser(shots, browser, "session-actions")
+        forgot = await in_browser(click_action, browser, base, session, "Forget this session's facts")
+        assert forgot.startswith(f"Forgotten: {len(FACTS)} fact(s)"), forgot
+        assert not any(fact.encode() in memory.read_bytes() for fact in FACTS)
