@@ -284,3 +284,21 @@ async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_f
         forgot = await in_browser(click_action, browser, base, session, "Forget this session's facts")
         assert forgot.startswith(f"Forgotten: {len(FACTS)} fact(s)"), forgot
         assert not any(fact.encode() in memory.read_bytes() for fact in FACTS)
+
+
+def reloads_by_itself(driver: Chrome, url: str) -> bool:
+    """Whether the page at `url` loads again with no click (its document marked, the mark gone within 40 s)."""
+    driver.get(url)
+    driver.execute_script("window.summaryTestBeforeClick = true")
+    WebDriverWait(driver, 40, ignored_exceptions=(WebDriverException,)).until(new_page_loaded)
+    return driver.current_url == url
+
+
+async def test_the_overview_refreshes_itself_in_chromium_once_asked_under_a_csp_that_allows_no_script(
+        nanobot_home, settings_for, browser):
+    async with served(settings_for()) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, page.first_visit)
+        link = await in_browser(lambda: browser.find_element(By.CSS_SELECTOR, "a.refresh").get_attribute("href"))
+        assert link == f"{base}/?refresh=10", link
+        assert await in_browser(reloads_by_itself, browser, link)

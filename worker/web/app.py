@@ -15,7 +15,7 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app = web.Application(middlewares=[guard_middleware], client_max_size=MAX_BODY)
     app[INSTANCE] = instance
     app[GUARD] = guard
-    app[JINJA] = environment()
+    app[JINJA] = environment(instance.tz)
     app[undo.UNDO] = undo.UndoShelf()
     app.router.add_get("/", overview.page)
     app.router.add_get("/memory", memory.page)

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from nanobot_hooks.contract import redacted_url
+from worker.commands.liveness import health_fields
 from worker.commands.status import gather
 from worker.state import budget
 from worker.state.formats import memory_off
@@ -78,7 +79,8 @@ async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str,
     state["outcomes"], pager, counts = outcome_page(state["outcomes"], params)
     return {"state": state, "problem": None, "today": today, "memory_off": off, "pager": pager, "counts": counts,
             "wanted": params["outcome"], "total": budget.Spend(**state["spend"]["total"]),
-            "settings": shown_settings(state["worker_settings"]), "bars": bars, "chart_height": height,
+            "settings": shown_settings(state["worker_settings"]), "health": health_fields(state["worker"]),
+            "bars": bars, "chart_height": height,
             "chart_width": WIDTH}
 
 

@@ -4,16 +4,20 @@ bidirectional controls of conversation text shown as visible marks (`[U+202E]`) 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import re
 
 import jinja2
 from aiohttp import web
+from markupsafe import Markup, escape
 
+from worker.text.when import duration, when
 from worker.web.guard import BROWSER, GUARD
 from worker.web.instance import Instance
 
@@ -27,47 +31,60 @@ BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
 
 
-def environment() -> jinja2.Environment:
+def environment(tz: tzinfo) -> jinja2.Environment:
+    """The templates' environment; every moment is written in `tz`, the instance's zone (worker.text.when)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["ago"] = ago
+    env.filters["when"] = lambda value: moment_html(value, tz, datetime.now(timezone.utc))
+    env.filters["duration"] = duration
     env.filters["number"] = lambda value: "—" if value is None else f"{value:,}"
     env.filters["money"] = lambda value: f"${value:,.4f}"
     env.filters["session_url"] = lambda key: "/session?key=" + quote(str(key), safe="")
+    env.globals["zone"] = getattr(tz, "key", str(tz))
     return env
 
 
-def ago(moment: datetime | str | float | None) -> str:
-    """'3 min ago', 'in 2 h': when a moment (a datetime, its ISO text or epoch seconds) is, from now, in words."""
-    if moment is None:
-        return "—"
-    if isinstance(moment, (int, float)):
-        moment = datetime.fromtimestamp(moment, timezone.utc)
-    if isinstance(moment, str):
-        try:
-            moment = datetime.fromisoformat(moment)
-        except ValueError:
-            return str(moment)  # not a moment after all: shown as it is
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    seconds = (datetime.now(timezone.utc) - moment).total_seconds()
-    return f"{duration(abs(seconds))} ago" if seconds >= 0 else f"in {duration(-seconds)}"
+def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Markup:
+    """A moment on the page (pure): its time in the page's zone, how long ago it was beside it, and the
+    machine-readable UTC time; a value that is no moment is shown as the text it is."""
+    found = when(value, tz, now)
+    if found is None:
+        return Markup("—") if value is None else escape(str(value))
+    return Markup('<time datetime="{}">{}</time> <small class="ago">({})</small>').format(
+        found.iso, found.absolute, found.relative)
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if seconds >= size:
-            return f"{seconds / size:.0f} {unit}"
-    return f"{seconds:.0f} s"
+@dataclass(frozen=True)
+class Refresh:
+    """A page's refresh toggle: the seconds between reloads (None: off) and the link that turns it on or off."""
+
+    seconds: int | None
+    toggle: str
+
+
+REFRESH_SECONDS = 10
+# The pages whose state moves while one watches them: the queue, jobs, outcomes, a session's job.
+REFRESHED = frozenset({"/", "/session"})
+# An action's answer (worker.web.actions) is said once: a reload must not say it again.
+_NOT_KEPT = frozenset({"refresh", "done", "n"})
+
+
+def refresh(path: str, params: Mapping[str, str]) -> Refresh | None:
+    """The refresh toggle of the page `path` (one of REFRESHED) with `params` (pure): on with `refresh=10` in
+    the address (a meta refresh: the CSP allows no script), off by default; None for a page without one."""
+    if path not in REFRESHED:
+        return None
+    on = params.get("refresh") == str(REFRESH_SECONDS)
+    kept = {name: value for name, value in params.items() if name not in _NOT_KEPT}
+    query = urlencode(kept if on else {**kept, "refresh": str(REFRESH_SECONDS)})
+    return Refresh(REFRESH_SECONDS if on else None, f"{path}?{query}" if query else path)
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
     instance = request.app[INSTANCE]
     page = request.app[JINJA].get_template(template).render(
         csrf=request.app[GUARD].csrf_for(BROWSER.get()), read_only=request.app[GUARD].read_only, path=request.path,
-        namespace=instance.settings.summary_namespace, **context)
+        namespace=instance.settings.summary_namespace, refresh=refresh(request.path, request.query), **context)
     return web.Response(status=status, text=visible_bidi(page), content_type="text/html", charset="utf-8")
 
 
