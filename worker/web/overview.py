@@ -74,14 +74,13 @@ async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str,
         return {"state": None, "problem": problem}
     state, today = found
     state["outcomes"].sort(key=lambda o: o.get("finished_at") or "", reverse=True)
-    bars, height = context_bars(state["outcomes"])
+    bars, height, ticks = context_bars(state["outcomes"])
     off = memory_off(state["answer_formats"], state["outcomes"])
     state["outcomes"], pager, counts = outcome_page(state["outcomes"], params)
     return {"state": state, "problem": None, "today": today, "memory_off": off, "pager": pager, "counts": counts,
             "wanted": params["outcome"], "total": budget.Spend(**state["spend"]["total"]),
             "settings": shown_settings(state["worker_settings"]), "health": health_fields(state["worker"]),
-            "bars": bars, "chart_height": height,
-            "chart_width": WIDTH}
+            "bars": bars, "chart_height": height, "chart_width": WIDTH, "ticks": ticks}
 
 
 async def page(request: web.Request) -> web.Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import tzinfo
 from typing import Any
 
 from aiohttp import web
@@ -74,7 +75,7 @@ def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
     return {"messages": count, "last_archived": watermark(head), "summary": summary_text(metadata)}
 
 
-async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
+async def redis_view(redis: ArqRedis, key: str, tz: tzinfo) -> dict[str, Any]:
     keys = Keys.of(redis)
     raw = await redis.get(keys.outcome(key))
     return {
@@ -85,7 +86,7 @@ async def redis_view(redis: ArqRedis, key: str) -> dict[str, Any]:
         "spend": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))),
         "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
         "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),
-        "context": sawtooth(await context_history(redis, key)),
+        "context": sawtooth(await context_history(redis, key), tz),
     }
 
 
@@ -98,6 +99,6 @@ async def page(request: web.Request) -> web.Response:
         return render(request, "error.html", status=404, title="No such session",
                       message="That is not a session key of this nanobot.")
     file = await asyncio.to_thread(line_one, instance, key)
-    state, problem = await instance.read(lambda redis: redis_view(redis, key))
+    state, problem = await instance.read(lambda redis: redis_view(redis, key, instance.tz))
     return render(request, "session.html", key=key, file=file, state=state, problem=problem,
                   said=said(request.query.get("done", ""), request.query.get("n", "")))

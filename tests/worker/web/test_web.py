@@ -318,7 +318,7 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
     await note_context(redis, [("cli:direct", entry) for entry in [applied] + turns + after])
     async with served(settings_for()) as page:
         status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
-    assert status == 200 and "The prompt tokens of the last 6 turns" in body
+    assert status == 200 and "The whole prompt of each of the last 6 turns" in body
     points = re.search(r'<polyline class="tokens" points="([^"]+)"', body)
     assert points is not None and len(points.group(1).split()) == 6, "a point per turn"
     ys = [int(point.split(",")[1]) for point in points.group(1).split()]
@@ -326,7 +326,7 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
     marks = re.findall(r'<line class="applied" x1="(\d+)"', body)
     xs = [int(point.split(",")[0]) for point in points.group(1).split()]
     assert len(marks) == 1 and xs[3] < int(marks[0]) < xs[4], "the summary between the turns it parted"
-    assert "summary applied: 18000 → 6000 tokens" in body
+    assert "summary applied: the replayed history 18,000 → 6,000 tokens (−12,000)" in body
 
 
 def _text(body: str) -> str:
