@@ -4,6 +4,7 @@ state is read as `nanobot-summary status` reads it (worker.commands.status.gathe
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from worker.state import budget
 from worker.state.formats import memory_off
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance
+from worker.web.names import names
 from worker.web.paging import Window, window
 from worker.web.render import INSTANCE, render
 
@@ -86,4 +88,7 @@ async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str,
 async def page(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     params = {"outcome": request.query.get("outcome", ""), "page": request.query.get("page", "")}
-    return render(request, "overview.html", redis=instance.redis_shown, **await overview_data(instance, params))
+    data = await overview_data(instance, params)
+    shown = [outcome["session_key"] for outcome in data["state"]["outcomes"]] if data["state"] else []
+    named = await asyncio.to_thread(names, instance.sessions_dir, shown)
+    return render(request, "overview.html", redis=instance.redis_shown, names=named, **data)

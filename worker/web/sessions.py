@@ -22,6 +22,7 @@ from worker.state.outcomes import JobOutcome
 from worker.web.actions import said
 from worker.web.charts import sawtooth
 from worker.web.instance import Instance
+from worker.web.names import names, session_name
 from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 
@@ -57,7 +58,9 @@ async def index(request: web.Request) -> web.Response:
     pager = window(SESSIONS_PER_PAGE, len(keys), "/sessions", params)
     keys = keys[pager.start:pager.stop]
     outcomes, problem = await instance.read(lambda redis: last_outcomes(redis, keys))
+    named = await asyncio.to_thread(names, instance.sessions_dir, keys)
     return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem, pager=pager,
+                  names=named,
                   channels=sorted({channel(key) for key in every}), wanted=params, every=len(every))
 
 
@@ -100,5 +103,6 @@ async def page(request: web.Request) -> web.Response:
                       message="That is not a session key of this nanobot.")
     file = await asyncio.to_thread(line_one, instance, key)
     state, problem = await instance.read(lambda redis: redis_view(redis, key, instance.tz))
-    return render(request, "session.html", key=key, file=file, state=state, problem=problem,
+    name = await asyncio.to_thread(session_name, instance.sessions_dir, key)
+    return render(request, "session.html", key=key, name=name, file=file, state=state, problem=problem,
                   said=said(request.query.get("done", ""), request.query.get("n", "")))
