@@ -114,6 +114,12 @@ def _span(match: re.Match[str]) -> Span:
                 int(match["gen"] or 0))
 
 
+def marker_session(line: str) -> str | None:
+    """The session a section's hidden marker line names, or None for any other line."""
+    match = _MARKER.match(line)
+    return _span(match).session if match else None
+
+
 def spans(text: str) -> list[Span]:
     return [_span(m) for m in _MARKER.finditer(text)]
 

@@ -1,5 +1,6 @@
-"""The daily notes by day: the workspace's `memory/YYYY-MM-DD.md` files listed newest first, one day's shown as
-the text it is (read-only here: the user edits them by hand, the worker only appends)."""
+"""The daily notes by day: the workspace's `memory/YYYY-MM-DD.md` files listed newest first, one day's rendered
+(worker.web.markdown: escaped first, its sections linked to their sessions), with the days before and after it and
+the sessions it notes (read-only here: the user edits them by hand, the worker only appends)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import asyncio
 import re
 from datetime import date
 from pathlib import Path
+from urllib.parse import quote
 
 from aiohttp import web
 
 from worker.files import read_bytes
+from worker.memory.notes import spans
+from worker.web.markdown import notes_html
+from worker.web.names import names as session_names
 from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 
@@ -62,5 +67,12 @@ async def page(request: web.Request) -> web.Response:
     params = {"day": day, "list": request.query.get("list") or str(holding)}
     pager = window(DAYS_LISTED, len(listed), "/notes", params, name="list")
     before, after = neighbours(names, day)
+    html = await asyncio.to_thread(notes_html, text, session_url) if text is not None else None
+    sessions = list(dict.fromkeys(span.session for span in spans(text or "") if span.session))
+    named = await asyncio.to_thread(session_names, request.app[INSTANCE].sessions_dir, sessions)
     return render(request, "notes.html", days=listed[pager.start:pager.stop], day=day, text=text, pager=pager,
-                  before=before, after=after)
+                  before=before, after=after, html=html, sessions=sessions, names=named)
+
+
+def session_url(key: str) -> str:
+    return "/session?key=" + quote(key, safe="")

@@ -1,0 +1,75 @@
+"""The daily notes as HTML: the small Markdown the worker writes (headings, bullets, paragraphs, **bold** and
+`code`), everything escaped first, so no HTML of a note (a message quoting `<script>`) passes through; each
+session's section heading links to that session's page (its hidden marker names the session)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from markupsafe import Markup, escape
+
+from worker.memory.notes import marker_session
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
+_COMMENT = re.compile(r"^\s*<!--.*-->\s*$")  # hidden in every Markdown viewer: hidden here too
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+
+
+def inline(text: str) -> Markup:
+    """One line's text as HTML (pure): `code` spans and **bold**, everything else escaped."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick is a backtick
+        parts[-2:] = [parts[-2] + "`" + parts[-1]]
+    html = []
+    for number, part in enumerate(parts):
+        if number % 2:
+            html.append(Markup("<code>{}</code>").format(part))
+        else:
+            html.append(Markup(_STRONG.sub(r"<strong>\1</strong>", str(escape(part)))))
+    return Markup("").join(html)
+
+
+def notes_html(text: str, session_url: Callable[[str], str]) -> Markup:
+    """A day file as HTML (pure). Headings go one level down (the page has its own h1 and h2, up to h6); a
+    section heading after a marker links to `session_url(its session)`."""
+    out: list[Markup] = []
+    items: list[Markup] = []
+    lines: list[Markup] = []
+    session: str | None = None
+
+    def close() -> None:
+        if items:
+            out.append(Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in items)))
+            items.clear()
+        if lines:
+            out.append(Markup("<p>{}</p>").format(Markup("<br>").join(lines)))
+            lines.clear()
+
+    for line in text.splitlines():
+        if (named := marker_session(line)) is not None:
+            close()
+            session = named
+            continue
+        if _COMMENT.match(line):
+            continue
+        if heading := _HEADING.match(line):
+            close()
+            level = min(len(heading.group(1)) + 1, 6)
+            words = inline(heading.group(2))
+            if level == 3 and session:
+                words = Markup('<a href="{}">{}</a>').format(session_url(session), words)
+            out.append(Markup("<h{0}>{1}</h{0}>").format(level, words))
+        elif bullet := _BULLET.match(line):
+            if lines:
+                close()
+            items.append(inline(bullet.group(1)))
+        elif line.strip():
+            if items:
+                close()
+            lines.append(inline(line.strip()))
+        else:
+            close()
+    close()
+    return Markup("\n").join(out)
