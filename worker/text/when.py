@@ -42,19 +42,23 @@ def when(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Whe
     if found is None:
         return None
     seconds = (now - found).total_seconds()
-    if abs(seconds) < 1:
+    whole = round(seconds)  # "2 s ago", not "1.6 s ago": a moment from now needs no tenths
+    if whole == 0:
         relative = "just now"
     else:
-        relative = f"{duration(seconds)} ago" if seconds > 0 else f"in {duration(-seconds)}"
+        relative = f"{duration(whole)} ago" if whole > 0 else f"in {duration(-whole)}"
     return When(found.astimezone(tz).strftime(ABSOLUTE), relative,
                 found.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def duration(seconds: float | None) -> str:
-    """`4 min 55 s`, `2 h 5 min`, `3 d 4 h`; under 10 s with a tenth (`0.4 s`, a job's time), else whole."""
+    """`4 min 55 s`, `2 h 5 min`, `3 d 4 h`; under 10 s with a tenth (`0.4 s`, a job's time), else whole; a
+    job of a few milliseconds took `under 0.1 s`, not `0 s`."""
     if seconds is None:
         return "—"
     seconds = abs(seconds)
+    if seconds < 0.1:
+        return "under 0.1 s"
     if seconds < 10:
         return f"{seconds:.1f} s".replace(".0 s", " s")
     whole = round(seconds)

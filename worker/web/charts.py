@@ -3,9 +3,11 @@ template like any other text (no script, no library)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
+
+from worker.web.names import shortened
 
 WIDTH = 640
 ROW = 22  # px per bar row
@@ -14,6 +16,7 @@ LABEL = 190  # px left of the bars for the session's name
 
 @dataclass(frozen=True)
 class Bar:
+    key: str  # the session's
     label: str
     y: int
     before: int  # width of the context before the summary, px
@@ -36,10 +39,15 @@ def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[
     bars = []
     for row, outcome in enumerate(done):
         before, after = int(outcome["tokens_before"]), int(outcome["tokens_after"])
-        bars.append(Bar(str(outcome["session_key"])[:28], row * ROW, max(1, round(before * scale)),
+        bars.append(Bar(str(outcome["session_key"]), str(outcome["session_key"])[:28], row * ROW, max(1, round(before * scale)),
                         max(1, round(after * scale)), f"{before:,} → {after:,} tokens"))
     ticks = [(LABEL + round(tokens * scale), f"{tokens:,}") for tokens in range(0, top + 1, step)]
     return bars, len(bars) * ROW + 4 + AXIS, ticks
+
+
+def named(bars: list[Bar], names: dict[str, str]) -> list[Bar]:
+    """The bars labelled by their sessions' names where they have one (worker.web.names)."""
+    return [replace(bar, label=shortened(names[bar.key], 28)) if bar.key in names else bar for bar in bars]
 
 
 SAW_HEIGHT = 200

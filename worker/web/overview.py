@@ -15,6 +15,7 @@ from worker.commands.liveness import health_fields
 from worker.commands.status import gather
 from worker.state import budget
 from worker.state.formats import memory_off
+from worker.web import charts
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance
 from worker.web.names import names
@@ -90,5 +91,7 @@ async def page(request: web.Request) -> web.Response:
     params = {"outcome": request.query.get("outcome", ""), "page": request.query.get("page", "")}
     data = await overview_data(instance, params)
     shown = [outcome["session_key"] for outcome in data["state"]["outcomes"]] if data["state"] else []
-    named = await asyncio.to_thread(names, instance.sessions_dir, shown)
+    named = await asyncio.to_thread(names, instance.sessions_dir, shown + [bar.key for bar in data.get("bars", [])])
+    if data.get("bars"):
+        data["bars"] = charts.named(data["bars"], named)
     return render(request, "overview.html", redis=instance.redis_shown, names=named, **data)

@@ -40,11 +40,21 @@ async def test_web_chats_are_listed_by_their_names_with_the_key_small_beside(nan
         for url in ("/", "/sessions"):
             status, body = await page.get(url)
             assert status == 200, url
-            assert f'">{garden}</a> <small class="key">{UNTITLED}</small>' in body, url
-            assert f'">Trip {escaped(SCRIPT)}</a> <small class="key">{TITLED}</small>' in body, url
+            assert f'">{garden}</a> <small class="session-key">{UNTITLED}</small>' in body, url
+            assert f'">Trip {escaped(SCRIPT)}</a> <small class="session-key">{TITLED}</small>' in body, url
             assert "<script" not in body.lower()
         _, listed = await page.get("/sessions")
         assert '">telegram:42</a>' in listed, "a session without a name keeps its key"
         _, session = await page.get(f"/session?key={quote(UNTITLED, safe='')}")
         assert f"<h1>{garden}</h1>" in session and f"<code>{UNTITLED}</code>" in session
         assert f"<title>{garden} · nanobot summary</title>" in session
+
+
+async def test_the_overviews_chart_labels_a_web_chat_by_its_name(nanobot_home, settings_for, redis):
+    nanobot_home.write_session(UNTITLED, [{"role": "user", "content": FIRST}])
+    done = JobOutcome(session_key=UNTITLED, status="summarized", detail="messages 0..9", tokens_before=704,
+                      tokens_after=324)
+    await redis.set(TEST_KEYS.outcome(UNTITLED), done.model_dump_json())
+    async with served(settings_for()) as page:
+        _, body = await page.get("/")
+    assert '<text x="0" y="15">Can you help me plan the…</text>' in body

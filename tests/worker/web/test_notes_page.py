@@ -63,6 +63,6 @@ async def test_the_notes_page_renders_the_day_with_its_sessions_and_neighbours(n
     assert status == 200
     assert '<h3><a href="/session?key=telegram%3A42">telegram:42 · 10:00–10:19</a></h3>' in body
     assert re.search(r'Sessions noted this day: <a href="/session\?key=telegram%3A42">Deploys</a> '
-                     r'<small class="key">telegram:42</small>', body)
+                     r'<small class="session-key">telegram:42</small>', body)
     assert 'href="/notes?day=2026-11-19" rel="prev"' in body and 'href="/notes?day=2026-11-21" rel="next"' in body
     assert "<script" not in body.lower() and "<img" not in body.lower() and "nanobot-summary:notes" not in body
