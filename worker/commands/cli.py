@@ -212,8 +212,9 @@ def _add_acl(sub: Subcommands) -> None:
 def _add_web(sub: Subcommands) -> None:
     web = sub.add_parser(
         "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, edit, pin, undo), notes, "
-        "recall, sessions",
-        description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend; "
+        "recall, sessions (summarize now, retry, end a rest, forget what a session taught)",
+        description="Serve a web page over this nanobot instance: the worker's health, queue, outcomes and spend, "
+        "with each session's actions (summarize now, retry a failed job, end a rest, forget what it taught); "
         "MEMORY.md's facts with where each was learned, to search, forget, edit or pin (and undo); the daily notes; "
         "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
         "127.0.0.1 and answers only to the user who runs it: every request needs the token of that user's token "

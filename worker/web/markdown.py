@@ -34,42 +34,57 @@ def inline(text: str) -> Markup:
 def notes_html(text: str, session_url: Callable[[str], str]) -> Markup:
     """A day file as HTML (pure). Headings go one level down (the page has its own h1 and h2, up to h6); a
     section heading after a marker links to `session_url(its session)`."""
-    out: list[Markup] = []
-    items: list[Markup] = []
-    lines: list[Markup] = []
+    blocks = _Blocks()
     session: str | None = None
-
-    def close() -> None:
-        if items:
-            out.append(Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in items)))
-            items.clear()
-        if lines:
-            out.append(Markup("<p>{}</p>").format(Markup("<br>").join(lines)))
-            lines.clear()
-
     for line in text.splitlines():
         if (named := marker_session(line)) is not None:
-            close()
+            blocks.close()
             session = named
+        elif _COMMENT.match(line):
             continue
-        if _COMMENT.match(line):
-            continue
-        if heading := _HEADING.match(line):
-            close()
-            level = min(len(heading.group(1)) + 1, 6)
-            words = inline(heading.group(2))
-            if level == 3 and session:
-                words = Markup('<a href="{}">{}</a>').format(session_url(session), words)
-            out.append(Markup("<h{0}>{1}</h{0}>").format(level, words))
+        elif heading := _HEADING.match(line):
+            blocks.close()
+            blocks.out.append(_heading(len(heading.group(1)) + 1, inline(heading.group(2)), session, session_url))
         elif bullet := _BULLET.match(line):
-            if lines:
-                close()
-            items.append(inline(bullet.group(1)))
+            blocks.item(inline(bullet.group(1)))
         elif line.strip():
-            if items:
-                close()
-            lines.append(inline(line.strip()))
+            blocks.line(inline(line.strip()))
         else:
-            close()
-    close()
-    return Markup("\n").join(out)
+            blocks.close()
+    blocks.close()
+    return Markup("\n").join(blocks.out)
+
+
+def _heading(level: int, words: Markup, session: str | None, session_url: Callable[[str], str]) -> Markup:
+    level = min(level, 6)
+    if level == 3 and session:  # a section's `## key · 10:00–10:19`
+        words = Markup('<a href="{}">{}</a>').format(session_url(session), words)
+    return Markup("<h{0}>{1}</h{0}>").format(level, words)
+
+
+class _Blocks:
+    """The HTML so far, and the list or paragraph being gathered."""
+
+    def __init__(self) -> None:
+        self.out: list[Markup] = []
+        self.items: list[Markup] = []
+        self.lines: list[Markup] = []
+
+    def item(self, html: Markup) -> None:
+        if self.lines:
+            self.close()
+        self.items.append(html)
+
+    def line(self, html: Markup) -> None:
+        if self.items:
+            self.close()
+        self.lines.append(html)
+
+    def close(self) -> None:
+        if self.items:
+            self.out.append(Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i)
+                                                                          for i in self.items)))
+            self.items.clear()
+        if self.lines:
+            self.out.append(Markup("<p>{}</p>").format(Markup("<br>").join(self.lines)))
+            self.lines.clear()
