@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from nanobot_hooks.contract import METADATA_TYPE, NOT_A_TURN_FLAGS, content_text
 from worker.errors import SessionKeyError
@@ -18,7 +18,7 @@ from worker.nanobot.sessions import session_path
 
 NAME_CHARS = 60  # a name is a line of a list, not the message
 HEAD_LINES = 40  # messages read for a first user message (nanobot's own preview reads a few dozen too)
-HEAD_BYTES = 256 * 1024
+HEAD_BYTES = 256 * 1024  # line 1 carries the summary nanobot sends: tens of KB at most
 CACHED = 2_000
 # Channels whose keys say nothing to a person: a web chat's is a random id.
 UNNAMED_CHANNELS = ("websocket",)
@@ -38,7 +38,8 @@ def shortened(text: str, limit: int = NAME_CHARS) -> str:
 
 def name_from(key: str, metadata: Mapping[str, Any], messages: Iterable[Mapping[str, Any]]) -> str | None:
     """A session's name (pure): its title; for a web chat without one, the first words of its first user message
-    (nanobot's hidden rows and commands are no message of the user's); None when neither is known."""
+    (nanobot's hidden rows and commands are no message of the user's); None when neither is known. `messages`
+    is read only for a web chat without a title, and only up to its first user message."""
     title = metadata.get("title")
     if isinstance(title, str):
         title = title if metadata.get("title_user_edited") is True else _THINKING.sub("", title)
@@ -66,7 +67,7 @@ def session_name(sessions_dir: Path, key: str) -> str | None:
     if mark in _CACHE:
         _CACHE.move_to_end(mark)
         return _CACHE[mark]
-    name = name_from(key, *_head(path))
+    name = _read(path, key)
     _CACHE[mark] = name
     while len(_CACHE) > CACHED:
         _CACHE.popitem(last=False)
@@ -79,24 +80,33 @@ def names(sessions_dir: Path, keys: Iterable[str]) -> dict[str, str]:
     return {key: name for key, name in found.items() if name}
 
 
-def _head(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Line 1's metadata and the first messages of a session file."""
-    metadata: dict[str, Any] = {}
-    messages: list[dict[str, Any]] = []
+def _read(path: Path, key: str) -> str | None:
+    """The name from the file's head: line 1, and the messages after it only as far as `name_from` asks for them
+    (at most HEAD_LINES lines and HEAD_BYTES bytes: a session file can be 50 MB, a page names 50 sessions)."""
     try:
         with path.open("rb") as lines:
-            raw = lines.read(HEAD_BYTES).split(b"\n")
+            head = _record(lines.readline(HEAD_BYTES))
+            metadata = head.get("metadata") if head.get("_type") == METADATA_TYPE else None
+            return name_from(key, metadata if isinstance(metadata, dict) else {}, _messages(lines))
     except OSError:
-        return metadata, messages
-    for number, line in enumerate(raw[:HEAD_LINES + 2]):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        if number == 0 and record.get("_type") == METADATA_TYPE:
-            metadata = record["metadata"] if isinstance(record.get("metadata"), dict) else {}
-        elif "_type" not in record:
-            messages.append(record)
-    return metadata, messages
+        return None
+
+
+def _messages(lines: BinaryIO) -> Iterator[dict[str, Any]]:
+    budget = HEAD_BYTES
+    for _ in range(HEAD_LINES):
+        line = lines.readline(budget)
+        budget -= len(line)
+        if not line or budget <= 0:
+            return
+        record = _record(line)
+        if record and "_type" not in record:
+            yield record
+
+
+def _record(line: bytes) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
