@@ -117,3 +117,20 @@ async def test_forgetting_what_a_session_taught_removes_its_facts_only_and_says_
         # A link cannot put its own words on the page: an unknown code says nothing.
         _, body = await page.get(f"{SESSION}&done=<b>hacked</b>&n=9")
         assert "hacked" not in body and 'class="notice said"' not in body
+
+
+async def test_with_redis_down_a_job_is_not_queued_and_the_page_says_why_while_forgetting_still_works(
+        nanobot_home, settings_for):
+    from harness.redis_server import free_port
+    from tests.support.web import write_sessions
+
+    write_sessions(nanobot_home.workspace, nanobot_home.write_session)
+    async with served(settings_for(redis_url=f"redis://127.0.0.1:{free_port()}/0")) as page:
+        await page.get("/memory")  # MEMORY.md holds no fact yet: no form to take the CSRF token from
+        browser = page.client.session.cookie_jar.filter_cookies(page.client.make_url("/"))["nanobot_summary_browser"]
+        csrf = page.guard.csrf_for(browser.value)
+        for url in ("/session/summarize", "/session/retry", "/session/end-rest"):
+            status, body = await page.post(url, {"csrf": csrf, "key": KEY})
+            assert status == 503 and "Nothing was done: Redis cannot be read" in body, (url, body)
+        status, location = await page.post("/session/forget-learned", {"csrf": csrf, "key": KEY})
+        assert status == 303 and location.endswith("done=forgot-none"), "MEMORY.md needs no Redis"
