@@ -30,6 +30,7 @@ from worker.summarize.run import Run
 from worker.summarize.summary import summarize_range, waiting_record
 from worker.text.prepare import Lines, dated_from
 from worker.text.redact import redact
+from worker.text.when import in_zone
 
 log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
@@ -103,7 +104,8 @@ def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
         return JobOutcome(session_key=key, status="failed", detail=detail)
     # A retry (job_try > 1) belongs to a job already admitted: only a new job waits for the rest.
     if run.req.reason != "manual" and rest is not None:
-        detail = f"resting until {rest.until:%Y-%m-%d %H:%M:%S} UTC: {rest.reason}"
+        # In the zone the pages and notes use, named: the page shows this beside its own times.
+        detail = f"resting until {in_zone(rest.until, run.deps.tz)}: {rest.reason}"
         return JobOutcome(session_key=key, status="noop", detail=detail)
     return None
 

@@ -71,3 +71,11 @@ def duration(seconds: float | None) -> str:
                     return f"{big} {unit} {rest // smaller} {small_unit}"
             return f"{big} {unit}"
     return "0 s"
+
+
+def in_zone(value: datetime, tz: tzinfo | None) -> str:
+    """`value` in `tz` with the zone named, for text that outlives the page (a job's outcome, a log line):
+    `2026-11-28 15:35:13 Asia/Shanghai`; UTC when no zone is given."""
+    tz = tz or timezone.utc
+    found = moment(value) or value
+    return f"{found.astimezone(tz).strftime(ABSOLUTE)} {getattr(tz, 'key', None) or found.astimezone(tz).tzname()}"

@@ -313,3 +313,22 @@ async def test_a_summary_ends_the_sessions_rest_and_its_failure_streak(redis, na
     assert outcome is not None and outcome.status == "summarized"
     assert await budget.cooling(redis, KEY) is None
     assert not await redis.exists(*budget.rest_keys(redis, KEY))
+
+
+async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_page_names(
+        redis, nanobot_home, fake_llm, deps_for):
+    """The web page names one zone for every time on it, and shows this detail beside them (it said UTC)."""
+    from zoneinfo import ZoneInfo
+
+    from worker.state import budget
+
+    nanobot_home.write_session(KEY, conversation(15))
+    rest = await budget.cool_down(redis, KEY, "an earlier failure", 600, 3600)
+    assert rest is not None
+    deps = deps_for()
+    deps.tz = ZoneInfo("Asia/Shanghai")
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="tokens"))
+    await run_burst(deps)
+    outcome = await load_outcome(redis, KEY)
+    until = rest.until.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%d %H:%M:%S")
+    assert outcome is not None and outcome.detail.startswith(f"resting until {until} Asia/Shanghai: "), outcome

@@ -19,7 +19,7 @@ from tests.support.waiting import wait_until
 from tests.support.web import KEY, PAGES, made_by_jobs, served
 from tests.support.workers import running_worker
 from worker.state import budget
-from worker.text.when import duration, when
+from worker.text.when import duration, in_zone, when
 from worker.web.guard import HEADERS
 from worker.web.render import moment_html, refresh
 
@@ -51,6 +51,8 @@ def test_a_moment_reads_in_the_named_zone_beside_how_long_ago_it_was() -> None:
     later = when(NOW + timedelta(hours=2, minutes=5), ZoneInfo("UTC"), NOW)
     assert later is not None and later.relative == "in 2 h 5 min" and later.absolute == "2026-11-28 09:40:13"
     assert when("Nov-28 07:35:13", SHANGHAI, NOW) is None and when(None, SHANGHAI, NOW) is None
+    # A job's own text (a rest's end in its outcome) names the zone it is written in.
+    assert in_zone(NOW, SHANGHAI) == "2026-11-28 15:35:13 Asia/Shanghai" and in_zone(NOW, None) == "2026-11-28 07:35:13 UTC"
     assert str(moment_html(NOW, SHANGHAI, NOW)) == \
         '<time datetime="2026-11-28T07:35:13Z">2026-11-28 15:35:13</time> <small class="ago">(just now)</small>'
     assert str(moment_html("<b>", SHANGHAI, NOW)) == "&lt;b&gt;", "a value that is no moment is text, escaped"
