@@ -8,7 +8,6 @@ import asyncio
 import re
 from datetime import date
 from pathlib import Path
-from urllib.parse import quote
 
 from aiohttp import web
 
@@ -17,7 +16,7 @@ from worker.memory.notes import spans
 from worker.web.markdown import notes_html
 from worker.web.names import names as session_names
 from worker.web.paging import window
-from worker.web.render import INSTANCE, render
+from worker.web.render import INSTANCE, render, session_url
 
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 MAX_SHOWN = 2_000_000  # bytes of one day shown; a day file is a few kilobytes
@@ -72,7 +71,3 @@ async def page(request: web.Request) -> web.Response:
     named = await asyncio.to_thread(session_names, request.app[INSTANCE].sessions_dir, sessions)
     return render(request, "notes.html", days=listed[pager.start:pager.stop], day=day, text=text, pager=pager,
                   before=before, after=after, html=html, sessions=sessions, names=named)
-
-
-def session_url(key: str) -> str:
-    return "/session?key=" + quote(key, safe="")

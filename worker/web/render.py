@@ -39,9 +39,14 @@ def environment(tz: tzinfo) -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["number"] = lambda value: "—" if value is None else f"{value:,}"
     env.filters["money"] = lambda value: f"${value:,.4f}"
-    env.filters["session_url"] = lambda key: "/session?key=" + quote(str(key), safe="")
+    env.filters["session_url"] = session_url
     env.globals["zone"] = getattr(tz, "key", str(tz))
     return env
+
+
+def session_url(key: str) -> str:
+    """A session's page, its key quoted whole (a key may hold `&`, `#` or `/`)."""
+    return "/session?key=" + quote(str(key), safe="")
 
 
 def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Markup:

@@ -60,8 +60,7 @@ async def index(request: web.Request) -> web.Response:
     outcomes, problem = await instance.read(lambda redis: last_outcomes(redis, keys))
     named = await asyncio.to_thread(names, instance.sessions_dir, keys)
     return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem, pager=pager,
-                  names=named,
-                  channels=sorted({channel(key) for key in every}), wanted=params, every=len(every))
+                  names=named, channels=sorted({channel(key) for key in every}), wanted=params, every=len(every))
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
