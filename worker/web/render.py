@@ -1,6 +1,7 @@
 """Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is
-shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance; the
-bidirectional controls of conversation text shown as visible marks (`[U+202E]`) instead of reordering the page."""
+shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance, its time
+zone (every moment written by worker.text.when), the refresh toggle of the pages that have one; the bidirectional
+controls of conversation text shown as visible marks (`[U+202E]`) instead of reordering the page."""
 
 from __future__ import annotations
 
