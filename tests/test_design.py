@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.nanobot_cli import find_nanobot, nanobot_python
-from tests.support.paths import ROOT
+from tests.support.paths import HOOKS, ROOT
 
 # What the worker may take from nanobot_hooks: the contract, and the settings it extends.
 WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.settings"}
@@ -24,7 +24,12 @@ WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 def sources(folder: str) -> list[Path]:
     """The folder's modules; not the probe test_commands' reload test writes into worker/ for a moment (another
     test process may be in the middle of that test)."""
-    return [path for path in sorted((ROOT / folder).rglob("*.py")) if not path.name.startswith("_reload_probe_")]
+    return [path for path in sorted(home(folder).rglob("*.py")) if not path.name.startswith("_reload_probe_")]
+
+
+def home(folder: str) -> Path:
+    """Where a folder of the code is: the hooks' package sits in its distribution's folder (hooks/)."""
+    return HOOKS if folder == "nanobot_hooks" else ROOT / folder
 
 
 def imports_of(folder: str) -> dict[str, set[str]]:
@@ -38,7 +43,7 @@ def imports_of(folder: str) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module)
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        found[str(path.relative_to(ROOT))] = names
+        found[str(path.relative_to(home(folder).parent))] = names
     return found
 
 
@@ -62,7 +67,7 @@ def test_the_command_line_door_is_the_only_hooks_module_naming_the_worker_and_no
     for module, names in imports_of("nanobot_hooks").items():
         assert "nanobot_hooks.command" not in names, f"{module} imports the command line's door"
         if not module.endswith("command.py"):
-            assert '"worker' not in (ROOT / module).read_text(encoding="utf-8"), module
+            assert '"worker' not in (HOOKS.parent / module).read_text(encoding="utf-8"), module
 
 
 def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
@@ -241,7 +246,7 @@ def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel:
 # Where the tests live: mirroring the packages (tests/worker/<package>/, tests/hooks/<package>/), the shared harness
 # and the benchmarks beside theirs, scenarios across the whole (end to end, faults, security, the first hour), and
 # at the top only the tests of the project as a whole (this design, the docs, the README's examples).
-TEST_HOMES = {"tests/worker": ROOT / "worker", "tests/hooks": ROOT / "nanobot_hooks"}
+TEST_HOMES = {"tests/worker": ROOT / "worker", "tests/hooks": HOOKS}
 TOP_LEVEL_TESTS = {"test_design.py", "test_docs.py", "test_readme.py"}
 
 

@@ -310,16 +310,17 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
         "the constraint is the image's own package list, written before the install"
     sources = copied()
-    assert set(sources) == {"pyproject.toml", "README.md", "nanobot_hooks"}
+    assert set(sources) == {"pyproject.toml", "README.md", "hooks/nanobot_hooks"}
     project = pyproject()
     assert project["project"]["readme"] in sources, "setuptools reads the readme to build the package"
-    included = project["tool"]["setuptools"]["packages"]["find"]["include"]  # setuptools finds the subpackages
-    assert included and all(pattern.split(".")[0] in sources for pattern in included)
+    find = project["tool"]["setuptools"]["packages"]["find"]  # setuptools finds the subpackages
+    (where,) = find["where"]
+    assert find["include"] and all(f"{where}/{pattern.split('.')[0]}" in sources for pattern in find["include"])
     patterns = ignore_patterns()
-    for source in (*sources, "nanobot_hooks/plugin.py", "nanobot_hooks/contract/keys.py"):
+    for source in (*sources, "hooks/nanobot_hooks/plugin.py", "hooks/nanobot_hooks/contract/keys.py"):
         assert not ignored(source, patterns), f"{source} must reach the build"
     for other in (".venv/bin/python", ".venv-nanobot", "worker/app.py", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py"):
+                  "deploy/worker.env", "hooks/nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py"):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 

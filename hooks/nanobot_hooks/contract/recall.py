@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
-# (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
+# (hooks/nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
 # the tool finds it from nanobot's workspace alone, and nanobot's git store commits only the files it
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
