@@ -332,3 +332,48 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=10)
+
+
+async def test_arqs_own_command_line_stopped_by_a_workspace_move_exits_non_zero_so_it_is_restarted(
+        nanobot_home, redis, redis_url, tmp_path) -> None:
+    """`arq worker.app.WorkerSettings` cannot start itself again as `nanobot-summary run` does: it stops on a
+    workspace move, and used to exit 0, which the shipped unit's Restart=on-failure never restarts. It exits 75
+    and says why in one line."""
+    import json
+    import time
+
+    from worker.service.config_watch import EXIT_MOVED
+
+    env = process_env(nanobot_home, redis_url, config=True)
+    del env["NANOBOT_SUMMARY_NAMESPACE"]  # the namespace derived from the workspace id, as by default
+    old = Keys(default_namespace((nanobot_home.workspace / ".nanobot" / "workspace-id").read_text().strip()))
+    moved = tmp_path / "other-workspace"
+    (moved / ".nanobot").mkdir(parents=True)
+    (moved / ".nanobot" / "workspace-id").write_text("cd" * 16, encoding="utf-8")
+    log = tmp_path / "arq.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "arq", "worker.app.WorkerSettings"],
+                                   cwd=ROOT, stdout=out, stderr=out, env=env)
+        try:
+            deadline = time.monotonic() + 90  # arq's first heartbeat: the worker polls its queue
+            while not await redis.exists(f"{old.queue}:health-check") and time.monotonic() < deadline:
+                assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+                await asyncio.sleep(0.2)
+            config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
+            config["agents"]["defaults"]["workspace"] = str(moved)
+            nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
+            nanobot_home.write_session("telegram:42", conversation(4))
+            client = await create_pool(redis_settings(redis_url), default_queue_name=old.queue)
+            try:
+                await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
+            finally:
+                await client.aclose()
+            code = await asyncio.to_thread(process.wait, 120)
+            text = log.read_text(errors="replace")
+            assert code == EXIT_MOVED, text[-3000:]
+            assert "the supervisor starts it again to serve the new workspace" in text, text[-3000:]
+            assert f"exiting with code {EXIT_MOVED}, not 0" in text and "Traceback" not in text, text[-3000:]
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from worker.summarize.deps import Deps
 from worker.text.redact import redact
 
 log = logging.getLogger("worker")
+# The exit code of `arq worker.app.WorkerSettings` stopped by a workspace move (EX_TEMPFAIL): not 0, so restarted.
+EXIT_MOVED = 75
 
 
 def config_stamp(path: Path) -> tuple[int, int, int] | None:
@@ -65,8 +69,10 @@ class ConfigWatch:
             log.warning("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
                         "%s", fresh.nanobot.workspace, fresh.settings.keys.queue, self.deps.settings.keys.queue,
                         "stopping to start again, serving it" if self.start_again
-                        else "stopping. Start the worker again to serve the new workspace")
+                        else "stopping; the supervisor starts it again to serve the new workspace")
             self.moved = True
+            if not self.start_again:
+                atexit.register(exit_for_supervisor)  # after arq's shutdown, with its connections closed
             os.kill(os.getpid(), signal.SIGTERM)  # arq's own shutdown: this job is handed back to the queue
             return self.deps
         log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
@@ -75,6 +81,18 @@ class ConfigWatch:
         # What the process learned stays: the tokenizer (how models answer notes is kept in Redis).
         self.deps = dataclasses.replace(fresh, counter=self.deps.counter)
         return self.deps
+
+
+def exit_for_supervisor() -> None:
+    """Ends the process with EXIT_MOVED, once arq's command line has shut the worker down: arq exits 0 after a
+    SIGTERM, and a supervisor with Restart=on-failure (the shipped unit) never starts a clean exit again."""
+    log.warning("exiting with code %d, not 0, so that the supervisor starts the worker again: it then serves the "
+                "new workspace", EXIT_MOVED)
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(EXIT_MOVED)  # sys.exit inside an atexit handler changes no exit code
 
 
 def config_changes(old: Deps, new: Deps) -> str:

@@ -154,3 +154,32 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     again = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert "no fact of this session in MEMORY.md" in again.stdout
     assert undo(capsys, nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2
+
+
+def test_facts_forgotten_by_the_command_are_not_brought_back_by_a_job_that_asked_its_model_before(
+        nanobot_home, redis_url, capsys) -> None:
+    """As the page's Forget: `undo --forget-facts` keeps the digests of what it took out, so a batch whose model
+    call was made before (merged at once, or held and flushed later) cannot write the fact back; a dry run keeps
+    none, and a batch asked for after the forget may."""
+    import time
+
+    from worker.memory.records import Fact
+    from worker.memory.longterm import Batch, flush, forgotten, hold_facts, write_batches, write_facts
+
+    memory = nanobot_home.workspace / "memory" / "MEMORY.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    fact = Fact(text="Remember: the staging host is stage-7", source="user")
+    write_facts(memory, [fact], "en", "2026-11-20", 300, session=KEY)
+    asked = time.time() - 5  # a job of the session past its model call when the user forgets
+    assert undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY).returncode == 0
+    assert not forgotten.forgotten_path(memory).exists(), "a dry run takes nothing out"
+    assert undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY).returncode == 0
+    assert "stage-7" not in memory.read_text(encoding="utf-8")
+    assert "stage-7" not in forgotten.forgotten_path(memory).read_text(encoding="utf-8"), "digests, never the text"
+
+    write_batches(memory, [Batch([fact], "en", "2026-11-20", KEY, asked)], 300)
+    hold_facts(memory, Batch([fact], "en", "2026-11-20", KEY, asked), time.time())
+    flush(memory, 300)
+    assert "stage-7" not in memory.read_text(encoding="utf-8"), "a job asked before the forget brought it back"
+    write_batches(memory, [Batch([fact], "en", "2026-11-20", KEY, time.time() + 1)], 300)
+    assert "stage-7" in memory.read_text(encoding="utf-8"), "learned again after the forget, it is written"

@@ -329,3 +329,29 @@ async def test_a_read_only_memory_md_is_left_alone_its_facts_held_until_it_is_wr
     await run_burst(idle)
     assert FACT in path.read_text(encoding="utf-8") and not pending.exists(), "written once it is writable again"
     assert path.read_text(encoding="utf-8").startswith(USER_FILE)
+
+
+def test_the_busy_day_benchmarks_jobs_list_no_more_known_facts_late_in_the_day_than_the_prompt_takes(tmp_path):
+    """The benchmark's job asks for the facts the summarizer's prompt takes, as the job does: asked for all of
+    them, every job listed the whole day's held facts (5,600 at 2,000 jobs), the late jobs' slowdown that one
+    worker showed too. Counted in facts listed, not timed."""
+    from tests.support.bench import load_bench
+    from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT
+
+    bench = load_bench("bench_memory_day")
+    listed: list[int] = []
+
+    class Counted(MemoryFiles):
+        def known_facts(self, limit: int | None = None) -> list[str]:
+            found = super().known_facts(limit)
+            listed.append(len(found))
+            return found
+
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
+    home.write_session("telegram:1", [{"role": "user", "content": "hi", "timestamp": bench.DAY.isoformat()}])
+    memory = Counted(home.workspace, "UTC", hold=True)
+    jobs = 2 * KNOWN_FACTS_IN_PROMPT // 3 + 10  # three facts each: held facts past twice the prompt's number
+    for n in range(jobs):
+        bench.one_job(memory, home.sessions_dir, n)
+    assert len(longterm.HELD.get(longterm.pending_path(memory.memory_path)).texts) == 3 * jobs
+    assert max(listed) <= KNOWN_FACTS_IN_PROMPT, max(listed)

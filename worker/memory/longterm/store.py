@@ -172,7 +172,8 @@ def in_part(today: str, edit: Callable[[Part], bool]) -> Callable[[str, dict[str
 
 def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
     """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
-    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay."""
+    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay.
+    Their digests are kept (forgotten.py), so a batch asked for before now does not write them back."""
     removed: list[str] = []
 
     def edit(part: Part) -> bool:
@@ -198,6 +199,9 @@ def forget_session(path: Path, session: str, today: str, dry_run: bool = False) 
                 _replace(memory.pending_path, kept)
             else:
                 memory.pending_path.unlink(missing_ok=True)
+        if removed and not dry_run:
+            # As the page's Forget: a job of this session that asked its model before now cannot bring them back.
+            memory.take_out(removed)
     return removed
 
 
