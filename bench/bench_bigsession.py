@@ -147,11 +147,15 @@ def child_kind(config: Path, redis_url: str, kind: str) -> dict[str, float]:
 
 
 def indexed_text_mb(index: Path) -> float:
-    """The redacted text the index holds (its passages' bodies), in MB."""
+    """The redacted text the index holds (its passages' bodies, unpacked from their blocks), in MB."""
     import sqlite3
 
+    from nanobot_hooks.contract.recall import unpack
+
+    size = 0
     with sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True) as db:
-        (size,) = db.execute("SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) FROM passages").fetchone()
+        for (packed,) in db.execute("SELECT passages FROM blocks"):
+            size += sum(len(passage.body.encode("utf-8")) for passage in unpack(packed).values())
     return float(size) / 2**20
 
 
