@@ -712,3 +712,29 @@ def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recall, "RECALL_SCHEMA_VERSION", 3)
         assert ask(home, "端口").endswith("the archive index is being rebuilt.")
+
+
+def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(home, monkeypatch):
+    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from worker.memory.recall_index import messages
+
+    monkeypatch.setattr(messages, "WINDOW_BYTES", 256 * 1024)
+    monkeypatch.setattr(messages, "MESSAGES_PER_TRANSACTION", 200)
+    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user",
+             f"kept line {i} zk{i}k " + "端口 deploy " * 40) for i in range(12_000)]
+    folder = home.sessions_dir / RETIRED_FOLDER
+    folder.mkdir()
+    path = home.write_session(DM, _messages(rows), last_archived=len(rows) - 10)
+    path = path.rename(folder / retired_name(DM, 0, 1_700_000_000_000))
+    home.write_session(DM, [])  # nanobot's `/new` emptied the session
+    fresh = RecallIndex(home.workspace, UTC)
+    tracemalloc.start()
+    try:
+        fresh.refresh(home.sessions_dir)  # the sweep: the copy, every message of it
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert peak < size / 3, f"{peak / 2**20:.1f} MB at the peak to index a {size / 2**20:.1f} MB copy"
+    for number in (0, 5_000, 11_999):
+        assert f"kept line {number} " in ask(home, f"zk{number}k"), number
