@@ -216,11 +216,12 @@ def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
 
 
 def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None,
-                path: Path | None = None) -> SessionFile:
+                path: Path | None = None, keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
     """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
     file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
     the window before, ending at `start`; while the file is the same, this one is read on from where it ended.
-    `path`: the file, when it is not the session's own (a copy kept at `/new`, read under a key of its own)."""
+    `path`: the file, when it is not the session's own (a copy kept at `/new`, read under a key of its own).
+    `keep_from` (a first window): held from the first message it is true of instead (none when none is)."""
     path = path or session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
@@ -228,7 +229,8 @@ def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after
             identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
             session = _read_on(lines, after, start, hold_bytes, identity)
             if session is None:
-                session = parse_lines(key, path, lines, start=max(0, start - 1), hold_bytes=hold_bytes)
+                session = parse_lines(key, path, lines, start=NOT_YET if keep_from else max(0, start - 1),
+                                      hold_bytes=hold_bytes, keep_from=keep_from)
             if isinstance(session.messages, Tail):
                 session.messages.identity = identity
             return session
