@@ -39,6 +39,7 @@ WORDS = ("deploy", "the", "server", "config", "Redis", "port", "timeout", "backu
          "logs", "nginx", "restart", "部署", "服务器", "配置", "端口", "日志", "备份", "error", "fixed", "Friday")
 KEPT_UNSUMMARIZED = 200  # a long-lived session: all but the last messages are summarized already
 DAILY_SINCE = "2026-11-26"  # the daily job's day: the last two days of each month's 27 (months ramp over the file)
+WHOLE_DAY = "2026-01-01"  # the worst case: a day the whole session is from (every message un-noted)
 
 
 def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHome:
@@ -84,10 +85,10 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     if kind == "plain":
         deps.recall = None
     redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
-    if kind == "daily":
+    if kind in ("daily", "daily-whole"):
         from worker.summarize.daily import set_flag
 
-        await set_flag(redis, KEY, DAILY_SINCE)
+        await set_flag(redis, KEY, DAILY_SINCE if kind == "daily" else WHOLE_DAY)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
                        "handle_signals": False})
@@ -275,7 +276,8 @@ def print_kinds(home: NanobotHome, redis_url: str) -> bool:
     size = home.session_file(KEY).stat().st_size / 2**20
     job: dict[str, Any] | None = None
     for kind, what in (("tokens", "the tokens job, filling an empty recall index"),
-                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled")):
+                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
+                       ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case")):
         job = job_in_child(home, redis_url, kind)
         if job is None:
             return False
