@@ -271,13 +271,18 @@ def print_job(job: dict[str, Any]) -> None:
           f"{job['traced_read_plan_mb']:.0f} MB")
 
 
-def print_kinds(home: NanobotHome, redis_url: str) -> bool:
-    """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed."""
+def print_kinds(home: NanobotHome, redis_url: str, llm: Any) -> bool:
+    """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed.
+    The worst case's model notes every user line it is sent (harness.models.echo_memory): a chunk answered with
+    no notes is asked again by a later run, and the job would stop at its first window."""
+    from harness.models import echo_memory
+
     size = home.session_file(KEY).stat().st_size / 2**20
     job: dict[str, Any] | None = None
     for kind, what in (("tokens", "the tokens job, filling an empty recall index"),
                        ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
                        ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case")):
+        llm.responder = echo_memory if kind == "daily-whole" else None
         job = job_in_child(home, redis_url, kind)
         if job is None:
             return False
@@ -313,7 +318,7 @@ def measure(args: argparse.Namespace) -> int:
             if job is None:
                 return 1
             print_job(job)
-            if not print_kinds(home, redis_url):
+            if not print_kinds(home, redis_url, llm):
                 return 1
             print_lock_holds(home, args.writes)
     finally:
