@@ -45,7 +45,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
 CREATE TABLE IF NOT EXISTS passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
 """
-BLOCK_BYTES = 64 * 1024  # of passages' text compressed together: a hit shown unpacks about this much
+RECORD_SEPARATOR = b"\x1e"
+BLOCK_BYTES = 16 * 1024  # of passages' text compressed together: what a hit shown decompresses
 
 
 class Passage(NamedTuple):
@@ -58,15 +59,30 @@ class Passage(NamedTuple):
 
 
 def pack(passages: dict[int, Passage]) -> bytes:
-    """A block's passages (by rowid), compressed together."""
-    return zlib.compress(json.dumps(sorted((rowid, *p) for rowid, p in passages.items()),
-                                    ensure_ascii=False).encode("utf-8"))
+    """A block's passages (by rowid), compressed together: one JSON array a passage, `[rowid, body, day, at,
+    label]`, apart by RECORD_SEPARATOR (JSON escapes every control character, so no record holds it)."""
+    return zlib.compress(RECORD_SEPARATOR.join(json.dumps([rowid, *passages[rowid]], ensure_ascii=False).encode("utf-8")
+                                               for rowid in sorted(passages)))
+
+
+def records(block: bytes) -> dict[int, bytes]:
+    """A block's passages by rowid, each still its JSON (a search decodes only the few it shows); ValueError or
+    zlib.error for a damaged block."""
+    found = {}
+    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
+        found[int(record[1:record.index(b",")])] = record
+    return found
+
+
+def passage(record: bytes) -> Passage:
+    """One passage of `records`; ValueError for a damaged one."""
+    _, body, day, at, label = json.loads(record.decode("utf-8"))
+    return Passage(str(body), day, at, str(label or ""))
 
 
 def unpack(block: bytes) -> dict[int, Passage]:
     """A block's passages; ValueError or zlib.error for a damaged one."""
-    return {int(rowid): Passage(str(body), day, at, str(label or ""))
-            for rowid, body, day, at, label in json.loads(zlib.decompress(block).decode("utf-8"))}
+    return {rowid: passage(record) for rowid, record in records(block).items()}
 
 # What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
 # conversation's), named `<session key>` + RETIRED_SOURCE + `<the kept copy's name>`; it is the session's own

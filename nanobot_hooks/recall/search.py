@@ -31,7 +31,7 @@ from datetime import date as Date
 from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
-from nanobot_hooks.contract.recall import TOKENIZE, Passage, unpack
+from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
 from nanobot_hooks.recall.answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
                                          describe_scope, length, neighbours, plan_terms, rarity, render, search_order,
                                          snippet, visible_sources)
@@ -63,7 +63,7 @@ class _Search:
     match: str = ""  # the FTS5 query of the newest passages, when the words are too common to rank
     ranked: bool = True  # by BM25; else the newest passages holding every word
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # passages holding a word, and the cap
-    blocks: dict[int, dict[int, Passage]] = field(default_factory=dict)  # unpacked (passage)
+    blocks: dict[int, dict[int, bytes]] = field(default_factory=dict)  # unpacked (passage)
 
     def plan(self) -> None:
         """Choose what to ask SQLite (plan_terms): the rarest words; their CJK letters where room is left."""
@@ -91,10 +91,14 @@ class _Search:
         if block not in self.blocks:
             row = self.db.execute("SELECT passages FROM blocks WHERE id = ?", (block,)).fetchone()
             try:
-                self.blocks[block] = unpack(row[0]) if row else {}
+                self.blocks[block] = records(row[0]) if row else {}
             except (zlib.error, ValueError, TypeError):  # a damaged block: as if its passages were not there
                 self.blocks[block] = {}
-        return self.blocks[block].get(rowid)
+        record = self.blocks[block].get(rowid)
+        try:
+            return None if record is None else passage(record)
+        except (ValueError, TypeError):
+            return None
 
     def check_clock(self) -> None:
         if time.monotonic() > self.deadline:

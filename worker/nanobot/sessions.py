@@ -278,9 +278,8 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
 
     `from_watermark`: with the metadata record first (as nanobot writes it), messages before its watermark
     (but one) are counted and dropped as they are read; with `keep_from`, kept from the first message it is
-    true of when that comes earlier. `start`: held from that message on instead (or from the first one `keep_from`
-    is true of, when that comes earlier); `hold_bytes`: no more
-    messages held once their lines add up to that many bytes (the rest counted): a window of a huge file."""
+    true of when that comes earlier. `start`: held from that message on instead (or the first `keep_from` is true
+    of, if earlier); `hold_bytes`: no more held once their lines add up to that many bytes: a window of a huge file."""
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []

@@ -35,8 +35,8 @@ async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> st
 async def note_before(run: Run, session: SessionFile, since: str | None) -> tuple[list[str], bool]:
     """Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the
     job's read does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a
-    200 MB day is never held whole. What was done, and whether every one of them is noted now (once a window
-    is not, the later ones wait for a later run, as the chunks after one the model could not note do)."""
+    200 MB day is never held whole. What was done, and whether every window was asked (once the model could not
+    note a chunk, the later ones wait for a later run, as they did within one read)."""
     done: list[str] = []
     if not session.first:
         return done, True
@@ -46,9 +46,9 @@ async def note_before(run: Run, session: SessionFile, since: str | None) -> tupl
     begin = window.first
     while begin < session.first:
         end = min(held_end(window.messages), session.first)
-        written, complete = await note_unnoted(run, window, set(), since, begin, end)
-        done.append(written)
-        if not complete:
+        skipped = run.notes_skipped
+        done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
+        if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
             return done, False
         if end >= session.first or end >= len(window.messages):
             break
