@@ -39,6 +39,7 @@ WORDS = ("deploy", "the", "server", "config", "Redis", "port", "timeout", "backu
          "logs", "nginx", "restart", "部署", "服务器", "配置", "端口", "日志", "备份", "error", "fixed", "Friday")
 KEPT_UNSUMMARIZED = 200  # a long-lived session: all but the last messages are summarized already
 DAILY_SINCE = "2026-11-26"  # the daily job's day: the last two days of each month's 27 (months ramp over the file)
+WHOLE_DAY = "2026-01-01"  # the worst case: a day the whole session is from (every message un-noted)
 
 
 def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHome:
@@ -84,10 +85,10 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     if kind == "plain":
         deps.recall = None
     redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
-    if kind == "daily":
+    if kind in ("daily", "daily-whole"):
         from worker.summarize.daily import set_flag
 
-        await set_flag(redis, KEY, DAILY_SINCE)
+        await set_flag(redis, KEY, DAILY_SINCE if kind == "daily" else WHOLE_DAY)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
                        "handle_signals": False})
@@ -147,11 +148,15 @@ def child_kind(config: Path, redis_url: str, kind: str) -> dict[str, float]:
 
 
 def indexed_text_mb(index: Path) -> float:
-    """The redacted text the index holds (its passages' bodies), in MB."""
+    """The redacted text the index holds (its passages' bodies, unpacked from their blocks), in MB."""
     import sqlite3
 
+    from nanobot_hooks.contract.recall import unpack
+
+    size = 0
     with sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True) as db:
-        (size,) = db.execute("SELECT coalesce(sum(length(CAST(body AS BLOB))), 0) FROM passages").fetchone()
+        for (packed,) in db.execute("SELECT passages FROM blocks"):
+            size += sum(len(passage.body.encode("utf-8")) for passage in unpack(packed).values())
     return float(size) / 2**20
 
 
@@ -266,12 +271,18 @@ def print_job(job: dict[str, Any]) -> None:
           f"{job['traced_read_plan_mb']:.0f} MB")
 
 
-def print_kinds(home: NanobotHome, redis_url: str) -> bool:
-    """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed."""
+def print_kinds(home: NanobotHome, redis_url: str, llm: Any) -> bool:
+    """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed.
+    The worst case's model notes every user line it is sent (harness.models.echo_memory): a chunk answered with
+    no notes is asked again by a later run, and the job would stop at its first window."""
+    from harness.models import echo_memory
+
     size = home.session_file(KEY).stat().st_size / 2**20
     job: dict[str, Any] | None = None
     for kind, what in (("tokens", "the tokens job, filling an empty recall index"),
-                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled")):
+                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
+                       ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case")):
+        llm.responder = echo_memory if kind == "daily-whole" else None
         job = job_in_child(home, redis_url, kind)
         if job is None:
             return False
@@ -307,7 +318,7 @@ def measure(args: argparse.Namespace) -> int:
             if job is None:
                 return 1
             print_job(job)
-            if not print_kinds(home, redis_url):
+            if not print_kinds(home, redis_url, llm):
                 return 1
             print_lock_holds(home, args.writes)
     finally:

@@ -109,9 +109,9 @@ CONTRACT = {
                        "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
                        "storage_name", "summary_text", "timestamp_before", "tool_calls"],
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
-    "recall": ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
+    "recall": ["BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
                "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE", "SOURCE_BITS", "cjk_grams", "fts_problem",
-               "index_text", "retired_source", "source_owner"],
+               "index_text", "retired_source", "source_owner", "Passage", "pack", "unpack"],
 }
 
 

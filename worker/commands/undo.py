@@ -16,14 +16,14 @@ from typing import Any
 from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, METADATA_TYPE, Keys, SessionMarker, SummaryRecord,
-                                    drop_record, key_from_name, load_record, record_key, reply, store_record,
+                                    drop_record, load_record, record_key, reply, store_record,
                                     summary_text)
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig
 from worker.nanobot.metadata_line import edit_line_one
-from worker.nanobot.sessions import read_session, session_path
+from worker.nanobot.sessions import read_metadata, session_path
 from worker.settings import SettingsError, load_settings
 from worker.text.clock import zone_or_utc
 
@@ -60,7 +60,7 @@ def watermark_of(head: dict[str, Any]) -> int:
 
 
 def read_line_one(path: Path) -> dict[str, Any]:
-    record = read_session(path.parent, key_from_name(path.name) or "").metadata_record
+    record = read_metadata(path)  # line by line, no message held: a huge session costs its longest line
     return record if record.get("_type") == METADATA_TYPE else {}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +178,18 @@ def watermark(metadata_record: dict[str, Any]) -> int:
     return 0
 
 
+def read_metadata(path: Path) -> dict[str, Any]:
+    """The session file's metadata record (the last one, as nanobot's loader takes it; {} when none), read
+    line by line without holding a message: a 200 MB file costs its longest line."""
+    try:
+        with path.open("rb") as lines:
+            return parse_lines(path.name, path, lines, start=NOT_YET).metadata_record
+    except FileNotFoundError:
+        raise SessionNotFound(f"no session file {path}") from None
+    except OSError as exc:
+        raise SessionError(f"cannot read {path.name}: {exc}") from None
+
+
 def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
                  keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
     """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
@@ -202,19 +215,22 @@ def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
 
 
-def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None
-                ) -> SessionFile:
+def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None,
+                path: Path | None = None, keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
     """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
     file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
-    the window before, ending at `start`; while the file is the same, this one is read on from where it ended."""
-    path = session_path(sessions_dir, key)
+    the window before, ending at `start`; while the file is the same, this one is read on from where it ended.
+    `path`: the file, when it is not the session's own (a copy kept at `/new`, read under a key of its own).
+    `keep_from` (a first window): held from the first message it is true of instead (none when none is)."""
+    path = path or session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
             seen = os.fstat(lines.fileno())
             identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
             session = _read_on(lines, after, start, hold_bytes, identity)
             if session is None:
-                session = parse_lines(key, path, lines, start=max(0, start - 1), hold_bytes=hold_bytes)
+                session = parse_lines(key, path, lines, start=NOT_YET if keep_from else max(0, start - 1),
+                                      hold_bytes=hold_bytes, keep_from=keep_from)
             if isinstance(session.messages, Tail):
                 session.messages.identity = identity
             return session
@@ -252,6 +268,9 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
     return parse_lines(key, path, raw.split(b"\n"))
 
 
+NOT_YET = sys.maxsize  # parse_lines' `start` for "hold no message" (until `keep_from` is true of one)
+
+
 def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False,
                 keep_from: Callable[[dict[str, Any]], bool] | None = None, start: int | None = None,
                 hold_bytes: int | None = None) -> SessionFile:
@@ -259,8 +278,8 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
 
     `from_watermark`: with the metadata record first (as nanobot writes it), messages before its watermark
     (but one) are counted and dropped as they are read; with `keep_from`, kept from the first message it is
-    true of when that comes earlier. `start`: held from that message on instead; `hold_bytes`: no more
-    messages held once their lines add up to that many bytes (the rest counted): a window of a huge file."""
+    true of when that comes earlier. `start`: held from that message on instead (or the first `keep_from` is true
+    of, if earlier); `hold_bytes`: no more held once their lines add up to that many bytes: a window of a huge file."""
     metadata: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     skipped: list[str] = []
@@ -329,10 +348,21 @@ class Retired:
         """Its name without the noted mark: what it stays known by."""
         return self.path.name.removesuffix(NOTED_SUFFIX)
 
-    def read(self, as_key: str | None = None) -> SessionFile:
-        """Its messages, every one (under `as_key`: the recall index keeps it apart from the live session)."""
+    def read(self, as_key: str | None = None, keep_from: Callable[[dict[str, Any]], bool] | None = None,
+             hold_bytes: int | None = None) -> SessionFile:
+        """Its messages (under `as_key`: the recall index keeps it apart from the live session), line by line: held
+        from the first one `keep_from` is true of (the notes' day; none when none is), or the first `hold_bytes`
+        of their lines (a window, read on with `read_window(..., path=)`); the others counted, not kept."""
         try:
             with self.path.open("rb") as lines:
+                if keep_from is not None:
+                    return parse_lines(as_key or self.key, self.path, lines, keep_from=keep_from, start=NOT_YET)
+                if hold_bytes is not None:
+                    seen = os.fstat(lines.fileno())
+                    session = parse_lines(as_key or self.key, self.path, lines, start=0, hold_bytes=hold_bytes)
+                    if isinstance(session.messages, Tail):
+                        session.messages.identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
+                    return session
                 return parse_lines(as_key or self.key, self.path, lines)
         except OSError as exc:
             raise SessionError(f"cannot read {self.path.name} (session {self.key!r} before /new): {exc}") from None

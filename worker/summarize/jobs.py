@@ -176,7 +176,8 @@ async def run_job(run: Run) -> JobOutcome:
     # The record first, then the file: if nanobot applies the record in between, the file read after it
     # shows it applied, and the job folds it in; the other order would cover the old range again.
     pending = await waiting_record(run.redis, deps.sessions_dir, req.session_key)
-    session = read_for_job(deps, req)
+    # From the watermark: older messages of a daily run's day are noted in windows of their own (note_before).
+    session = read_session(deps.sessions_dir, req.session_key, from_watermark=True)
     if session.skipped_lines:
         log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
                     "; ".join(session.skipped_reasons[:3]))
@@ -195,9 +196,9 @@ async def run_job(run: Run) -> JobOutcome:
 
 
 def read_for_job(deps: Deps, req: SummarizeRequest) -> SessionFile:
-    """From the watermark: what it covers is all a summary reads (a 200 MB history costs no memory). The
-    daily run notes every un-noted message from its day on, wherever it is, so it holds them from the first
-    one of that day too (before it, notes are never written)."""
+    """What a dry run of the job shows: from the watermark (what it covers is all a summary reads), and for a
+    daily run from the first message of its day on (or all), every un-noted message it notes (before that day,
+    notes are never written). The job itself reads from the watermark and the rest in windows (note_before)."""
     since = req.notes_since if req.notes_through_end else None
     if req.notes_through_end and since is None:
         return read_session(deps.sessions_dir, req.session_key)

@@ -4,35 +4,75 @@ answers prose."""
 
 from __future__ import annotations
 
-from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget
+import logging
+
+from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget, SessionError
 from worker.model.answer import NOTES_SCHEMA, Answer
 from worker.memory.records import DailyNotes, Fact
 from worker.model.prompts import lines_system_prompt, notes_system_prompt, user_prompt
-from worker.nanobot.sessions import SessionFile
+from worker.memory.recall_index.messages import WINDOW_BYTES
+from worker.nanobot.sessions import SessionFile, held_end, read_window
 from worker.state import formats
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
 from worker.summarize.remember import dated_notes, known_facts, unnoted, write_memory
 from worker.summarize.run import Run
-from worker.text.prepare import Entry, chunk, detect_language, transcript
+from worker.text.prepare import Entry, chunk, dated_from, detect_language, transcript
 from worker.text.tokens import count_recurring
+
+log = logging.getLogger("worker.summarize.notes_only")
 
 
 async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> str:
-    """Notes for the messages the summary did not cover (the kept tail, older un-noted days): notes only."""
-    return (await note_unnoted(run, session, covered, run.req.notes_since))[0]
+    """Notes for the messages the summary did not cover (older un-noted days, read in windows, then the kept
+    tail): notes only."""
+    since = run.req.notes_since
+    done, complete = await note_before(run, session, since)
+    if complete:
+        done.append((await note_unnoted(run, session, covered, since))[0])
+    return "; ".join(part for part in done if part)
 
 
-async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since: str | None
-                       ) -> tuple[str, bool]:
-    """Notes of the session's messages from `since` on that are neither covered nor noted yet, and whether
-    every one of them is noted now (a written file included: a refused write leaves its span un-noted)."""
+async def note_before(run: Run, session: SessionFile, since: str | None) -> tuple[list[str], bool]:
+    """Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the
+    job's read does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a
+    200 MB day is never held whole. What was done, and whether every window was asked (once the model could not
+    note a chunk, the later ones wait for a later run, as they did within one read)."""
+    done: list[str] = []
+    if not session.first:
+        return done, True
+    deps = run.deps
+    window = read_window(deps.sessions_dir, run.key, 0, WINDOW_BYTES,
+                         keep_from=dated_from(since, deps.tz) if since else (lambda message: True))
+    begin = window.first
+    while begin < session.first:
+        end = min(held_end(window.messages), session.first)
+        skipped = run.notes_skipped
+        done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
+        if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
+            return done, False
+        if end >= session.first or end >= len(window.messages):
+            break
+        try:
+            begin, window = end, read_window(deps.sessions_dir, run.key, end, WINDOW_BYTES, after=window)
+        except SessionError as exc:  # gone or unreadable since the job read it: a later run notes the rest
+            log.warning("%s: notes before the watermark stopped at message %d: %s", run.key, end, exc)
+            return done, False
+    return done, True
+
+
+async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since: str | None,
+                       begin: int | None = None, end: int | None = None) -> tuple[str, bool]:
+    """Notes of the session's messages [begin, end) (all it holds by default) from `since` on that are neither
+    covered nor noted yet, and whether every one of them is noted now (a written file included: a refused
+    write leaves its span un-noted)."""
     deps, key = run.deps, run.key
-    # From the first message held: a daily run's read keeps them from its day's first on (or all).
-    dated = transcript(session.messages, session.first, len(session.messages), deps.counter, deps.tz, since)
+    begin = session.first if begin is None else begin
+    end = held_end(session.messages) if end is None else end
+    dated = transcript(session.messages, begin, end, deps.counter, deps.tz, since)
     entries = unnoted(deps, key, [e for e in dated if e.index not in covered], session.generation)
     if not entries:
         return "", True
-    language = detect_language(session.messages[session.first:])
+    language = detect_language(session.messages[begin:end])
     notes, facts, noted = await _ask_in_chunks(run, entries, language)
     if not noted:
         return f"notes of {len(entries)} more messages skipped", False

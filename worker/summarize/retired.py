@@ -13,10 +13,12 @@ from typing import Any
 from nanobot_hooks.contract import retired_source
 from worker.errors import NanobotConfigError, SessionError
 from worker.memory.recall_index import RecallIndexError
+from worker.memory.recall_index.messages import WINDOW_BYTES
 from worker.nanobot.sessions import Retired, retired_files
 from worker.summarize.deps import Deps
 from worker.summarize.notes_only import note_unnoted
 from worker.summarize.run import Run
+from worker.text.prepare import dated_from
 
 log = logging.getLogger("worker.summarize.retired")
 # The key in a job's arq context naming the copies the job looked at: one kept while it ran (its `/new` found the
@@ -35,12 +37,14 @@ async def note_retired(run: Run) -> str:
 
 
 async def _note_copy(run: Run, copy: Retired) -> str:
+    since = since_day(copy, run.deps)
     try:
-        session = copy.read()
+        session = copy.read(keep_from=dated_from(since, run.deps.tz))  # before that day, notes are never written
     except SessionError as exc:
         log.warning("%s: %s", run.key, exc)
         return ""
-    written, complete = await note_unnoted(run, session, set(), since_day(copy, run.deps))
+    written, complete = await note_unnoted(run, session, set(), since)
+    del session  # the index reads the copy in windows of its own
     await index_copy(run.deps, copy)
     if complete:
         try:
@@ -77,7 +81,7 @@ async def index_copy(deps: Deps, copy: Retired) -> None:
     if deps.recall is None:
         return
     try:
-        session = copy.read(as_key=retired_source(copy.key, copy.name))
+        session = copy.read(as_key=retired_source(copy.key, copy.name), hold_bytes=WINDOW_BYTES)  # then windows
         done = await asyncio.to_thread(deps.recall.refresh, deps.sessions_dir, session, len(session.messages))
     except (SessionError, RecallIndexError, sqlite3.Error, OSError) as exc:
         log.warning("%s: recall index not updated with %s: %s", copy.key, copy.name, exc)

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from nanobot_hooks.contract.keys import (JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, KEY_PREFIX, NAMESPACE_FROM_ID,
                                          NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace)
 from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMarker
-from nanobot_hooks.contract.recall import (CJK_LETTERS, CJK_RUN, HAN, HANGUL, KANA, NOTE_LINE_BITS, RECALL_INDEX,
-                                           RECALL_SCHEMA_VERSION, RECALL_TABLES, RETIRED_SOURCE, SOURCE_BITS,
-                                           cjk_grams, fts_problem, index_text, retired_source, source_owner)
+from nanobot_hooks.contract.recall import (BLOCK_BYTES, CJK_LETTERS, CJK_RUN, HAN, HANGUL, KANA, NOTE_LINE_BITS,
+                                           RECALL_INDEX, RECALL_SCHEMA_VERSION, RECALL_TABLES, RETIRED_SOURCE,
+                                           SOURCE_BITS, Passage, cjk_grams, fts_problem, index_text, pack,
+                                           retired_source, source_owner, unpack)
 from nanobot_hooks.contract.records import (RECORD_KEY_FILE, Reason, SummarizeRequest, SummaryRecord, record_key,
                                            utcnow)
 from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LAST_SUMMARY, LAST_USAGE,
@@ -54,17 +55,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AppliedMark", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
+    "AppliedMark", "BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
-    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
+    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "Passage", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
     "RECALL_TABLES", "RECORD_KEY_FILE", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason",
     "SENTINEL_SCHEME", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker",
     "SummarizeRequest", "SummaryRecord", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
     "context_history", "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem",
     "index_text", "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
-    "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client",
+    "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client", "pack",
     "pending_sessions", "record_key", "redacted_url", "reply", "retired_key", "retired_name", "retired_source",
     "sentinel_target", "source_owner", "storage_name", "store_record",
-    "summary_text", "sync_client", "timestamp_before", "tool_calls", "utcnow",
+    "summary_text", "sync_client", "timestamp_before", "tool_calls", "unpack", "utcnow",
 ]

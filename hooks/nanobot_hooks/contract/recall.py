@@ -3,8 +3,11 @@ its search terms are indexed from."""
 
 from __future__ import annotations
 
+import json
 import re
+import zlib
 from functools import lru_cache
+from typing import NamedTuple
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (hooks/nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -12,14 +15,15 @@ from functools import lru_cache
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
 RECALL_INDEX = "memory/.recall.sqlite"  # relative to the workspace
-RECALL_SCHEMA_VERSION = 3  # PRAGMA user_version; any other value means "rebuild"
+RECALL_SCHEMA_VERSION = 4  # PRAGMA user_version; any other value means "rebuild" (3: each passage's text twice)
 # A row's id is `source << SOURCE_BITS | position`: the rows of one source (one session's archived messages,
 # one session's notes lines, MEMORY.md) form one rowid range, which FTS5 filters inside its index.
 # Positions: a message's index in the session; a notes line's `date.toordinal() << NOTE_LINE_BITS | n`;
 # a MEMORY.md line's number.
 SOURCE_BITS = 32
 NOTE_LINE_BITS = 12
-RECALL_TABLES = """
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+RECALL_TABLES = f"""
 CREATE TABLE IF NOT EXISTS sources(
   id INTEGER PRIMARY KEY,
   kind TEXT NOT NULL,                -- messages | notes | memory
@@ -31,14 +35,54 @@ CREATE TABLE IF NOT EXISTS files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, m
 CREATE TABLE IF NOT EXISTS days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
   high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
--- A passage: `terms`, the text its words are searched in (index_text below), and what the answer shows:
--- the redacted text with its local day and time and a label (a message's role, a notes line's or a
--- MEMORY.md line's heading). Words are stemmed (porter: "shows" finds "show"), accents and case aside,
--- and ranked by bm25(): a rare word weighs more than a name found in every other message.
+-- A passage's words: `terms` (index_text below) in an index without a copy of the text (contentless, no
+-- lengths kept: the search ranks by BM25 itself), so the text is kept once, in `blocks`. Words are stemmed
+-- (porter: "shows" finds "show"), accents and case aside.
 CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
-  terms, body UNINDEXED, day UNINDEXED, at UNINDEXED, label UNINDEXED,
-  tokenize='porter unicode61 remove_diacritics 2');
+  terms, content='', columnsize=0, tokenize='{TOKENIZE}');
+-- Which block holds a passage: what the answer shows of it (Passage), with the neighbouring passages', compressed
+-- together (pack: a block compresses far better than one short message alone).
+CREATE TABLE IF NOT EXISTS passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
 """
+RECORD_SEPARATOR = b"\x1e"
+BLOCK_BYTES = 16 * 1024  # of passages' text compressed together: what a hit shown decompresses
+
+
+class Passage(NamedTuple):
+    """What the answer shows of a passage."""
+
+    body: str  # redacted
+    day: str | None  # YYYY-MM-DD, local
+    at: str | None  # "YYYY-MM-DD HH:MM", local
+    label: str  # a message's role, a notes line's or a MEMORY.md line's heading
+
+
+def pack(passages: dict[int, Passage]) -> bytes:
+    """A block's passages (by rowid), compressed together: one JSON array a passage, `[rowid, body, day, at,
+    label]`, apart by RECORD_SEPARATOR (JSON escapes every control character, so no record holds it)."""
+    return zlib.compress(RECORD_SEPARATOR.join(json.dumps([rowid, *passages[rowid]], ensure_ascii=False).encode("utf-8")
+                                               for rowid in sorted(passages)))
+
+
+def records(block: bytes) -> dict[int, bytes]:
+    """A block's passages by rowid, each still its JSON (a search decodes only the few it shows); ValueError or
+    zlib.error for a damaged block."""
+    found = {}
+    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
+        found[int(record[1:record.index(b",")])] = record
+    return found
+
+
+def passage(record: bytes) -> Passage:
+    """One passage of `records`; ValueError for a damaged one."""
+    _, body, day, at, label = json.loads(record.decode("utf-8"))
+    return Passage(str(body), day, at, str(label or ""))
+
+
+def unpack(block: bytes) -> dict[int, Passage]:
+    """A block's passages; ValueError or zlib.error for a damaged one."""
+    return {rowid: passage(record) for rowid, record in records(block).items()}
 
 # What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
 # conversation's), named `<session key>` + RETIRED_SOURCE + `<the kept copy's name>`; it is the session's own
@@ -87,5 +131,8 @@ def cjk_grams(run: str) -> list[str]:
 
 
 def index_text(body: str) -> str:
-    """The text a passage's words are indexed from: the body, each CJK run replaced by its tokens."""
+    """The text a passage's words are indexed from: the body, each CJK run replaced by its tokens.
+
+    Changing what this returns needs a new RECALL_SCHEMA_VERSION: a passage is taken out of the index with the
+    words it was indexed from, made again from its text by this function."""
     return CJK_RUN.sub(lambda run: " " + " ".join(cjk_grams(run.group())) + " ", body)

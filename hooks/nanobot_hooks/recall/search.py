@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -29,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
+from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
+from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
 from nanobot_hooks.recall.answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
                                          describe_scope, length, neighbours, plan_terms, rarity, render, search_order,
                                          snippet, visible_sources)
@@ -61,6 +63,7 @@ class _Search:
     match: str = ""  # the FTS5 query of the newest passages, when the words are too common to rank
     ranked: bool = True  # by BM25; else the newest passages holding every word
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # passages holding a word, and the cap
+    blocks: dict[int, dict[int, bytes]] = field(default_factory=dict)  # unpacked (passage)
 
     def plan(self) -> None:
         """Choose what to ask SQLite (plan_terms): the rarest words; their CJK letters where room is left."""
@@ -82,6 +85,20 @@ class _Search:
                                (term, cap)).fetchone()[0]
         self.counts[term] = (held, cap)
         return int(held)
+
+    def passage(self, rowid: int, block: int) -> Passage | None:
+        """A passage as shown, from its block (the blocks unpacked are kept: hits and neighbours share them)."""
+        if block not in self.blocks:
+            row = self.db.execute("SELECT passages FROM blocks WHERE id = ?", (block,)).fetchone()
+            try:
+                self.blocks[block] = records(row[0]) if row else {}
+            except (zlib.error, ValueError, TypeError):  # a damaged block: as if its passages were not there
+                self.blocks[block] = {}
+        record = self.blocks[block].get(rowid)
+        try:
+            return None if record is None else passage(record)
+        except (ValueError, TypeError):
+            return None
 
     def check_clock(self) -> None:
         if time.monotonic() > self.deadline:
@@ -166,9 +183,10 @@ def _best_of(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
         return []  # no passage holds any of the words
     if run.ranked and run.kept:
         return _ranked(run, source, span)
-    rows = run.db.execute(f"SELECT rowid FROM passages WHERE {'passages MATCH ? AND ' if run.kept else ''}rowid "
-                          "BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-                          (*([run.match] if run.kept else []), *span, CANDIDATES * 2)).fetchall()
+    rows = run.db.execute("SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
+                          "ORDER BY rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall() if run.kept \
+        else run.db.execute("SELECT rowid FROM passage_rows WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+                            (*span, CANDIDATES * 2)).fetchall()
     found = (_hit(run, source, rowid & SOURCE_POSITION, 0.0) for (rowid,) in rows)
     return [hit for hit in found if hit is not None][:CANDIDATES]
 
@@ -207,15 +225,16 @@ def _size(run: _Search, source: Source) -> int:
     if source.kind == "messages" and source.size:
         return source.size
     base = source.id << SOURCE_BITS
-    return int(run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE rowid BETWEEN ? AND ? LIMIT ?)",
+    return int(run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passage_rows WHERE rowid BETWEEN ? AND ? LIMIT ?)",
                               (base, base | SOURCE_POSITION, SIZE_CAP)).fetchone()[0])
 
 
 def _average_length(run: _Search, span: tuple[int, int]) -> float:
     """The average passage length of a source, in words, from its newest passages."""
-    texts = run.db.execute("SELECT body FROM passages WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 50",
-                           span).fetchall()
-    return sum(length(text) for (text,) in texts) / max(len(texts), 1)
+    found = [run.passage(rowid, block) for rowid, block in run.db.execute(
+        "SELECT rowid, block FROM passage_rows WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 50", span)]
+    texts = [passage.body for passage in found if passage is not None]
+    return sum(length(text) for text in texts) / max(len(texts), 1)
 
 
 def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:
@@ -230,11 +249,12 @@ def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:
 
 def _hit(run: _Search, source: Source, position: int, score: float, matched: bool = True) -> Hit | None:
     """The passage at `position` of `source` as a hit, when it exists and is dated within the days asked."""
-    row = run.db.execute("SELECT body, day, at, label FROM passages WHERE rowid = ?",
-                         (source.id << SOURCE_BITS | position,)).fetchone()
-    if row is None or not _in_range(row[1], run.asked.since, run.asked.until):
+    rowid = source.id << SOURCE_BITS | position
+    row = run.db.execute("SELECT block FROM passage_rows WHERE rowid = ?", (rowid,)).fetchone()
+    shown = run.passage(rowid, row[0]) if row else None
+    if shown is None or not _in_range(shown.day, run.asked.since, run.asked.until):
         return None
-    return Hit(source, position, score, row[1], row[2], row[3] or "", row[0], matched)
+    return Hit(source, position, score, shown.day, shown.at, shown.label, shown.body, matched)
 
 
 def _shown(run: _Search, hits: Sequence[Hit], focus: bool = True) -> list[tuple[Hit, str]]:
@@ -246,8 +266,12 @@ def _focus(run: _Search, hit: Hit) -> str | None:
     """The passage's rarest word that matched the query, as its text has it (SQLite marks what matched)."""
     if not run.asked.terms:
         return None
-    row = run.db.execute("SELECT highlight(passages, 0, char(1), char(2)) FROM passages WHERE passages MATCH ? "
-                         "AND rowid = ?", (" OR ".join(run.asked.terms), hit.rowid)).fetchone()
+    # The index holds no copy of the text to mark (contentless): the passage alone is indexed in memory for it.
+    with closing(sqlite3.connect(":memory:")) as alone:
+        alone.execute(f"CREATE VIRTUAL TABLE passage USING fts5(terms, tokenize={TOKENIZE!r})")
+        alone.execute("INSERT INTO passage(terms) VALUES(?)", (index_text(hit.body),))
+        row = alone.execute("SELECT highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
+                            (" OR ".join(run.asked.terms),)).fetchone()
     words = {w for marked in _MARKED.findall(row[0] if row else "") for w in marked.split()}
     return min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import tracemalloc
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -240,9 +241,19 @@ APPENDED = """
 """
 
 
-def _passages(home: NanobotHome) -> list[tuple]:
-    with sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True) as db:
-        return db.execute("SELECT rowid, body, day, at, label FROM passages ORDER BY rowid").fetchall()
+def _passages(home: NanobotHome) -> tuple[list[tuple], list[tuple]]:
+    """The index's passages (each with its text, unpacked) and every word instance its full-text index holds:
+    a passage dropped with other words than it was indexed from would leave words behind."""
+    from nanobot_hooks.contract.recall import unpack
+
+    with closing(sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True)) as db:
+        held: dict[int, tuple] = {}
+        for (packed,) in db.execute("SELECT passages FROM blocks"):
+            held.update(unpack(packed))
+        rows = [(rowid, *held.pop(rowid)) for (rowid,) in db.execute("SELECT rowid FROM passage_rows ORDER BY rowid")]
+        assert not held, "no text is kept of a passage that went"
+        db.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, passages, 'instance')")
+        return rows, db.execute("SELECT term, doc, col, offset FROM temp.words ORDER BY 1, 2, 3, 4").fetchall()
 
 
 def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(
@@ -640,3 +651,90 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
     assert load_bench("bench_recall").main(["--smoke"]) == 0
     stdout = capsys.readouterr().out
     assert "query latency, all (60)" in stdout and "queries with passages found: 40 of 60" in stdout
+
+
+CHAT_WORDS = ("the", "deploy", "server", "config", "Redis", "port", "timeout", "backup", "we", "asked", "about",
+              "logs", "nginx", "restart", "error", "fixed", "Friday", "staging", "database", "migration", "to", "is",
+              "部署", "服务器", "端口", "日志")
+
+
+def _index_bytes(path: Path) -> int:
+    return sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
+               if Path(f"{path}{suffix}").exists())
+
+
+def test_the_index_is_no_larger_than_the_text_it_indexes(home):
+    import random
+
+    rng = random.Random(3)  # short chat messages, as most are: a passage's own compression would not do
+    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user" if i % 2 else "assistant",
+             f"note {i}: " + " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 60)))) for i in range(6_000)]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    built = RecallIndex(home.workspace, UTC)
+    built.refresh(home.sessions_dir)
+    built.close()  # the WAL folded into the file
+    size = _index_bytes(home.workspace / RECALL_INDEX)
+    text = sum(len(body.encode("utf-8")) for *_, body in rows)  # each message is one passage, as it was said
+    assert text > 1_000_000
+    assert size <= text, f"the index is {size / text:.2f}x the {text / 2**20:.1f} MB of text it indexes"
+    assert "note 4321:" in ask(home, "note 4321")
+
+
+# The recall index as schema 3 made it (each passage's text twice: the words and the shown text).
+SCHEMA_3 = """
+CREATE TABLE sources(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, session TEXT NOT NULL,
+  through INTEGER NOT NULL DEFAULT 0, stamp TEXT, UNIQUE(kind, session));
+CREATE TABLE files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE TABLE days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
+  high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
+CREATE TABLE state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passages USING fts5(terms, body UNINDEXED, day UNINDEXED, at UNINDEXED, label UNINDEXED,
+  tokenize='porter unicode61 remove_diacritics 2');
+INSERT INTO sources VALUES(1, 'messages', 'telegram:42', 1, '2026-11-20T10:00:00');
+INSERT INTO passages(rowid, terms, body, day, at, label) VALUES(4294967296, 'port 54329', 'port 54329',
+  '2026-11-20', '2026-11-20 10:00', 'user');
+INSERT INTO state VALUES('complete', '1');
+PRAGMA user_version = 3;
+"""
+
+
+def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(home, index):
+    before = [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")]
+    path = home.workspace / RECALL_INDEX
+    index.discard()
+    with closing(sqlite3.connect(path)) as db:
+        db.executescript(SCHEMA_3)
+    # New hooks, old index: a message, never an error raised into nanobot.
+    assert ask(home, "端口").endswith("the archive index is being rebuilt.")
+    assert "rebuilt" in str(RecallIndex(home.workspace, UTC).refresh(home.sessions_dir))
+    assert [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")] == before
+    # Old hooks (they know schema 3 only), new index: the same message.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall, "RECALL_SCHEMA_VERSION", 3)
+        assert ask(home, "端口").endswith("the archive index is being rebuilt.")
+
+
+def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(home, monkeypatch):
+    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from worker.memory.recall_index import messages
+
+    monkeypatch.setattr(messages, "WINDOW_BYTES", 256 * 1024)
+    monkeypatch.setattr(messages, "MESSAGES_PER_TRANSACTION", 200)
+    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user",
+             f"kept line {i} zk{i}k " + "端口 deploy " * 40) for i in range(12_000)]
+    folder = home.sessions_dir / RETIRED_FOLDER
+    folder.mkdir()
+    path = home.write_session(DM, _messages(rows), last_archived=len(rows) - 10)
+    path = path.rename(folder / retired_name(DM, 0, 1_700_000_000_000))
+    home.write_session(DM, [])  # nanobot's `/new` emptied the session
+    fresh = RecallIndex(home.workspace, UTC)
+    tracemalloc.start()
+    try:
+        fresh.refresh(home.sessions_dir)  # the sweep: the copy, every message of it
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = path.stat().st_size
+    assert peak < size / 3, f"{peak / 2**20:.1f} MB at the peak to index a {size / 2**20:.1f} MB copy"
+    for number in (0, 5_000, 11_999):
+        assert f"kept line {number} " in ask(home, f"zk{number}k"), number

@@ -402,3 +402,46 @@ def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
     assert "max RSS, the tokens job" in done.stdout and "max RSS, the daily job" in done.stdout, done.stdout
     assert "recall index: " in done.stdout and "MB of indexed text" in done.stdout, done.stdout
     assert done.stdout.count("line-1 write, ") == 2 and "a nanobot save waited" in done.stdout, done.stdout
+
+
+def _huge_session(nanobot_home, key: str = "telegram:9") -> tuple[Path, list[dict]]:
+    """About 6 MB: 6,000 messages of the days before 2026-11-25, then 50 of that day."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"old {i} " + "y" * 1_000,
+                 "timestamp": f"2026-11-{1 + i // 250:02d}T{i // 10 % 24:02d}:{i % 60:02d}:00"} for i in range(6_000)]
+    messages += [{"role": "user", "content": f"today {i}", "timestamp": f"2026-11-25T10:{i:02d}:00"} for i in range(50)]
+    return nanobot_home.write_session(key, messages, last_archived=6_000), messages
+
+
+def _peak(read) -> tuple[object, int]:
+    tracemalloc.start()
+    try:
+        value = read()
+        return value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_undos_line_one_read_holds_no_message_of_a_huge_session(nanobot_home) -> None:
+    from worker.commands.undo import read_line_one
+
+    path, _ = _huge_session(nanobot_home)
+    head, peak = _peak(lambda: read_line_one(path))
+    assert head["last_archived"] == 6_000 and head["key"] == "telegram:9"  # type: ignore[index]
+    assert peak < path.stat().st_size / 20, f"{peak / 2**20:.1f} MB at the peak to read line 1"
+
+
+def test_a_copy_kept_at_new_is_read_from_its_notes_day_on_holding_no_earlier_message(nanobot_home) -> None:
+    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from worker.nanobot.sessions import retired_files
+    from worker.text.prepare import dated_from
+
+    path, messages = _huge_session(nanobot_home)
+    folder = nanobot_home.sessions_dir / RETIRED_FOLDER
+    folder.mkdir()
+    path.rename(folder / retired_name("telegram:9", 0, 1_700_000_000_000))
+    (copy,) = retired_files(nanobot_home.sessions_dir, "telegram:9")
+    session, peak = _peak(lambda: copy.read(keep_from=dated_from("2026-11-25", None)))
+    assert session.first == 6_000 and len(session.messages) == 6_050  # type: ignore[attr-defined]
+    assert session.messages[6_000:] == messages[6_000:]  # type: ignore[attr-defined]
+    assert peak < copy.path.stat().st_size / 20, f"{peak / 2**20:.1f} MB at the peak for 50 short messages"
+    assert len(copy.read().messages) == 6_050, "read whole, without a day"

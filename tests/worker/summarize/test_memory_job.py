@@ -284,3 +284,44 @@ def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):
     [job] = options["cron_jobs"]
     assert (job.hour, job.minute, job.unique) == (6, 30, True)
     assert options["timezone"] == ZoneInfo("Asia/Shanghai") and options["keep_result"] == 0
+
+
+async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_notes_every_message(
+        redis, nanobot_home, fake_llm, deps_for, monkeypatch):
+    """The worst case: the day is the whole session (everything summarized, nothing noted yet). A day twice as
+    long costs the job no more memory (its model calls cost the same whatever the day's length)."""
+    import tracemalloc
+
+    from worker.summarize import notes_only
+
+    monkeypatch.setattr(notes_only, "WINDOW_BYTES", 256 * 1024, raising=False)  # 256 KB windows of 3 and 6 MB
+
+    def answer(request: FakeRequest) -> Reply:  # the fake model keeps no request: its memory is not the job's
+        fake_llm.clear()
+        return echo_memory(request)
+
+    fake_llm.responder = answer
+    deps = deps_for()
+    deps.recall = None  # its first fill is bounded on its own (tests/hooks/recall)
+    today = datetime.now().replace(hour=0, minute=5, second=0, microsecond=0)
+    nanobot_home.write_session("telegram:7", conversation(3, start=today))
+    await summarize_now(redis, deps, "telegram:7")  # the model's client warmed up: its first call imports
+    peaks, sizes = [], []
+    for key, turns in (("telegram:8", 1_500), ("telegram:9", 3_000)):
+        messages = conversation(turns, start=today, step=timedelta(seconds=10), user=f"{key} day {{i}}",
+                                assistant="answer {i}: " + "z" * 2_000)
+        sizes.append(nanobot_home.write_session(key, messages, last_archived=len(messages) - 10).stat().st_size)
+        assert await daily_summaries({"deps": deps, "redis": redis}) >= 1
+        tracemalloc.start()
+        try:
+            await run_burst(deps)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        notes = (nanobot_home.workspace / "memory" / f"{today:%Y-%m-%d}.md").read_text(encoding="utf-8")
+        for i in range(turns):
+            assert notes.count(f"- {key} day {i}\n") == 1, f"{key} day {i} is noted exactly once"
+    grown = peaks[1] - peaks[0]
+    assert grown < (sizes[1] - sizes[0]) / 4, (
+        f"{peaks[0] / 2**20:.1f} MB at the peak for a {sizes[0] / 2**20:.1f} MB day, {peaks[1] / 2**20:.1f} MB "
+        f"for {sizes[1] / 2**20:.1f} MB")

@@ -62,7 +62,7 @@ def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str |
             seen = copy.path.stat()
             if name == skip or known(db, f"retired/{copy.name}") == (seen.st_size, seen.st_mtime_ns):
                 continue
-            session = copy.read(as_key=name)
+            session = copy.read(as_key=name, hold_bytes=WINDOW_BYTES)  # the rest in windows
         except (SessionError, OSError) as exc:
             log.warning("recall index: %s not indexed: %s", copy.name, exc)
             continue
@@ -123,4 +123,4 @@ def _holding(session: SessionFile, done: int) -> SessionFile:
     holds_before = session.first <= max(0, done - 1) and (done == 0 or done - 1 < end)
     if holds_before and (done < end or end == len(session.messages)):
         return session
-    return read_window(session.path.parent, session.key, done, WINDOW_BYTES, after=session)
+    return read_window(session.path.parent, session.key, done, WINDOW_BYTES, after=session, path=session.path)

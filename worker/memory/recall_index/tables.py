@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date as Date
 
-from nanobot_hooks.contract import NOTE_LINE_BITS, SOURCE_BITS, index_text
+from nanobot_hooks.contract import BLOCK_BYTES, NOTE_LINE_BITS, SOURCE_BITS, Passage, index_text, pack, unpack
 from worker.memory.recall_index.rows import Row
 
 FULL = (1 << SOURCE_BITS) - 1
@@ -66,17 +66,47 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
 
 def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
     base = source << SOURCE_BITS
-    db.executemany("INSERT INTO passages(rowid, terms, body, day, at, label) VALUES(?, ?, ?, ?, ?, ?)",
-                   [(base | r.position, index_text(r.body), r.body, r.day, r.at, r.label) for r in rows])
+    db.executemany("INSERT INTO passages(rowid, terms) VALUES(?, ?)",
+                   [(base | r.position, index_text(r.body)) for r in rows])
+    for block in _blocks(rows):
+        number = db.execute("INSERT INTO blocks(passages) VALUES(?)", (pack(
+            {base | r.position: Passage(r.body, r.day, r.at, r.label) for r in block}),)).lastrowid
+        db.executemany("INSERT INTO passage_rows(rowid, block) VALUES(?, ?)",
+                       [(base | r.position, number) for r in block])
     # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
     db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
                    "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
                    [(source, r.day, base | r.position, base | r.position) for r in rows if r.day])
 
 
+def _blocks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    """The rows in runs of about BLOCK_BYTES of text, each compressed as one block."""
+    start = size = 0
+    for end, row in enumerate(rows, start=1):
+        size += len(row.body)
+        if size >= BLOCK_BYTES:
+            yield rows[start:end]
+            start, size = end, 0
+    if start < len(rows):
+        yield rows[start:]
+
+
 def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) -> None:
-    """Forget a source's positions [low, high]."""
+    """Forget a source's positions [low, high]. The index holds no copy of a passage's words: each is taken out
+    with the words it was indexed from (its text, from its block); the block keeps the passages outside."""
     base = source << SOURCE_BITS
     first, last = base | low, base | high
-    db.execute("DELETE FROM passages WHERE rowid BETWEEN ? AND ?", (first, last))
+    blocks = [number for (number,) in db.execute(
+        "SELECT DISTINCT block FROM passage_rows WHERE rowid BETWEEN ? AND ?", (first, last))]
+    for number in blocks:
+        (packed,) = db.execute("SELECT passages FROM blocks WHERE id = ?", (number,)).fetchone()
+        held = unpack(packed)
+        db.executemany("INSERT INTO passages(passages, rowid, terms) VALUES('delete', ?, ?)",
+                       [(rowid, index_text(p.body)) for rowid, p in held.items() if first <= rowid <= last])
+        kept = {rowid: p for rowid, p in held.items() if not first <= rowid <= last}
+        if kept:
+            db.execute("UPDATE blocks SET passages = ? WHERE id = ?", (pack(kept), number))
+        else:
+            db.execute("DELETE FROM blocks WHERE id = ?", (number,))
+    db.execute("DELETE FROM passage_rows WHERE rowid BETWEEN ? AND ?", (first, last))
     db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))
