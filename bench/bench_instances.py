@@ -43,7 +43,7 @@ from harness.redis_server import RedisServer  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.transcripts import conversation  # noqa: E402
 from worker.commands import status_text  # noqa: E402
-from worker.commands.status import gather  # noqa: E402
+from worker.state.snapshot import gather  # noqa: E402
 from worker.connections import queue_client  # noqa: E402
 from worker.service.arq_worker import SteadyWorker, worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402

@@ -25,7 +25,8 @@ from worker.memory.records import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
 from worker.connections import queue_client, version_problem
 from worker.summarize.daily import daily_summaries
-from worker.summarize.cut import KeepRule, plan_cut
+from worker.keep_rule import KeepRule
+from worker.summarize.cut import plan_cut
 from worker.memory.notes import is_noted, noted_spans
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.text.prepare import transcript

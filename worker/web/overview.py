@@ -1,6 +1,6 @@
 """The overview: the worker's health and settings, the queue, jobs in flight, records waiting for nanobot,
 resting sessions, spend against the caps and each session's last outcome (linked to its session page). The
-state is read as `nanobot-summary status` reads it (worker.commands.status.gather), namespace and all."""
+state is read as `nanobot-summary status` reads it (worker.state.snapshot.gather), namespace and all."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from nanobot_hooks.contract import redacted_url
-from worker.commands.status import gather
+from worker.state.snapshot import gather
 from worker.state import budget
 from worker.state.formats import memory_off
 from worker.web.charts import WIDTH, context_bars
