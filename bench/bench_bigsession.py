@@ -70,13 +70,12 @@ def max_rss_mb() -> float:
 async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> float:
     """The real job through a burst arq worker: "plain" without the recall index, "tokens" with it, "daily"
     with it and the session's daily flag set (notes from DAILY_SINCE on)."""
-    from arq.connections import create_pool
     from arq.worker import Worker
 
     from nanobot_hooks.contract import enqueue_summary
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
-    from worker.connections import redis_settings
+    from worker.connections import queue_client
     from worker.state.outcomes import load_outcome
     from worker.settings import Settings
 
@@ -84,7 +83,7 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     deps = build_deps(settings)
     if kind == "plain":
         deps.recall = None
-    redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
+    redis = queue_client(redis_url, deps.settings.keys.queue)
     if kind in ("daily", "daily-whole"):
         from worker.summarize.daily import set_flag
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
 from worker.summarize.cut import saving_floor  # noqa: E402
 from worker.summarize.cut import cut_by  # noqa: E402
-from worker.summarize.cut import KeepRule  # noqa: E402
+from worker.keep_rule import KeepRule  # noqa: E402
 from worker.text.tokens import best_counter, count_message  # noqa: E402
 
 RULES = ("off", "messages:0", "turns:1", "turns:2", "fraction:0.03")  # off: no idle summaries (the safety net only)

@@ -32,7 +32,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from arq.connections import ArqRedis, create_pool  # noqa: E402
+from arq.connections import ArqRedis  # noqa: E402
 from arq.cron import CronJob, next_cron  # noqa: E402
 from arq.utils import to_unix_ms  # noqa: E402
 
@@ -43,8 +43,8 @@ from harness.redis_server import RedisServer  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.transcripts import conversation  # noqa: E402
 from worker.commands import status_text  # noqa: E402
-from worker.commands.status import gather  # noqa: E402
-from worker.connections import redis_settings  # noqa: E402
+from worker.state.snapshot import gather  # noqa: E402
+from worker.connections import queue_client  # noqa: E402
 from worker.service.arq_worker import SteadyWorker, worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
 from worker.settings import Settings  # noqa: E402
@@ -189,7 +189,7 @@ async def status_crossings(redis_url: str, instances: list[Instance]) -> tuple[i
     naming another instance, and how many statuses show their own session."""
     crossing = own = 0
     for instance in instances:
-        pool = await create_pool(redis_settings(redis_url), default_queue_name=instance.keys.queue)
+        pool = queue_client(redis_url, instance.keys.queue)
         try:
             state = await gather(pool)
         finally:
@@ -225,7 +225,7 @@ async def soak(args: argparse.Namespace, folder: Path, llm_url: str, redis_url: 
     end = start + timedelta(hours=args.hours)
     daily_at = (start + (end - start) / 2).strftime("%H:%M")  # one daily tick mid-window (per simulated day)
     instances = [make_instance(i, folder, llm_url, redis_url, daily_at) for i in range(args.instances)]
-    pool = await create_pool(redis_settings(redis_url))
+    pool = queue_client(redis_url)
     with arq_runs_on(clock):
         running = [start_worker(i, args.poll_delay) for i in instances]
         workers = [w for w, _ in running]

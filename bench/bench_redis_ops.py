@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.connections import ArqRedis, create_pool  # noqa: E402
+from arq.connections import ArqRedis  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 
 from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
@@ -24,7 +24,7 @@ from harness.redis_server import free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
-from worker.connections import redis_settings, start_embedded  # noqa: E402
+from worker.connections import queue_client, start_embedded  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.summarize.deps import Deps  # noqa: E402
 
@@ -112,7 +112,7 @@ async def run(sessions: int, turns: int, idle_seconds: float, redis_url: str) ->
         deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10",
                                    summary_min_saving=0))
         names = deps.settings.keys
-        redis = await create_pool(redis_settings(redis_url), default_queue_name=names.queue)
+        redis = queue_client(redis_url, names.queue)
         await redis.config_resetstat()
         trigger = await count_trigger(redis, names, keys)
         job = await count_job(redis, deps, sessions)

@@ -212,13 +212,12 @@ def free_port() -> int:
 
 async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
     """A manual summarize job for the session, then a burst worker until the queue is empty."""
-    from arq.connections import create_pool
     from arq.worker import Worker
 
     from nanobot_hooks.contract import SummarizeRequest
     from nanobot_hooks.contract import enqueue_summary
     from harness.fakellm import FakeLLM, Reply
-    from worker.connections import redis_settings
+    from worker.connections import queue_client
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
     from worker.settings import Settings
@@ -227,7 +226,7 @@ async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
     with FakeLLM(default=Reply(json.dumps(answer))) as llm:
         home.write_config(llm.url)
         deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2"))
-        redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
+        redis = queue_client(redis_url, deps.settings.keys.queue)
         try:
             await enqueue_summary(redis, SummarizeRequest(session_key=key))
             worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,

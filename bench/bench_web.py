@@ -24,12 +24,11 @@ from zoneinfo import ZoneInfo
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
-from arq.connections import create_pool  # noqa: E402
 
 from harness.redis_server import RedisServer  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from harness.transcripts import conversation  # noqa: E402
-from worker.connections import redis_settings  # noqa: E402
+from worker.connections import queue_client  # noqa: E402
 from worker.memory.recall_index import RecallIndex  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
@@ -62,7 +61,7 @@ def write_year(home: NanobotHome, messages: int, sessions: int, facts: int, days
 
 
 async def keep_outcomes(url: str, keys: list[str]) -> None:
-    redis = await create_pool(redis_settings(url), default_queue_name=f"nanobot-summary:{NAMESPACE}:queue")
+    redis = queue_client(url, f"nanobot-summary:{NAMESPACE}:queue")
     try:
         for n, key in enumerate(keys):
             status = "failed" if n % 7 == 0 else "noop" if n % 3 else "summarized"

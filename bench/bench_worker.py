@@ -20,7 +20,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.connections import create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -29,7 +28,7 @@ from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E4
 from worker.settings import Settings  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
-from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
+from worker.connections import answers, queue_client, start_embedded  # noqa: E402
 from worker.state.outcomes import load_outcome  # noqa: E402
 from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
@@ -218,7 +217,7 @@ async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str
                                         "facts": []}), delay=delay)
         home = make_home(Path(tmp), llm.url, sessions, turns)
         queue = build_deps(bench_settings(redis_url, home.config_path)).settings.keys.queue  # the instance's namespace
-        redis = await create_pool(redis_settings(redis_url), default_queue_name=queue)
+        redis = queue_client(redis_url, queue)
         await redis.flushdb()
         for n in range(sessions):
             await enqueue_summary(redis, SummarizeRequest(session_key=f"bench:{n}"))

@@ -17,14 +17,13 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.connections import create_pool  # noqa: E402
 from arq.worker import Worker  # noqa: E402
 
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E402
 from worker.settings import Settings  # noqa: E402
 from worker.service.arq_worker import worker_options  # noqa: E402
 from worker.service.build import build_deps  # noqa: E402
-from worker.connections import answers, redis_settings, start_embedded  # noqa: E402
+from worker.connections import answers, queue_client, start_embedded  # noqa: E402
 from harness.fakellm import FakeLLM, Reply  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 
@@ -82,7 +81,7 @@ async def summarized_home(redis_url: str) -> AsyncIterator[NanobotHome]:
         settings = Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:2",
                             memory_write="now")
         deps = build_deps(settings)
-        redis = await create_pool(redis_settings(redis_url), default_queue_name=deps.settings.keys.queue)
+        redis = queue_client(redis_url, deps.settings.keys.queue)
         await redis.flushdb()
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
         worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,

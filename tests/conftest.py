@@ -11,7 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 
 import pytest
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 
 from nanobot_hooks import logs
 from nanobot_hooks.integration import Integration
@@ -28,7 +28,7 @@ from harness.sandbox import NanobotHome
 from tests.support.standins import Loop, surface_for
 from tests.support.workers import ProcfileWorker
 from worker.service.build import build_deps
-from worker.connections import redis_settings
+from worker.connections import queue_client
 from worker.settings import Settings
 from worker.summarize.deps import Deps
 
@@ -70,7 +70,7 @@ def database_of_this_process(url: str) -> str:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[ArqRedis]:
-    pool = await create_pool(redis_settings(redis_url), default_queue_name=TEST_KEYS.queue)
+    pool = queue_client(redis_url, TEST_KEYS.queue)
     await pool.flushdb()
     yield pool
     await pool.flushdb()

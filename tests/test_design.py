@@ -22,9 +22,8 @@ WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 
 
 def sources(folder: str) -> list[Path]:
-    """The folder's modules; not the probe test_commands' reload test writes into worker/ for a moment (another
-    test process may be in the middle of that test)."""
-    return [path for path in sorted(home(folder).rglob("*.py")) if not path.name.startswith("_reload_probe_")]
+    """The folder's modules."""
+    return sorted(home(folder).rglob("*.py"))
 
 
 def home(folder: str) -> Path:
@@ -131,7 +130,7 @@ def test_the_contract_exports_exactly_its_pinned_names_each_from_its_module() ->
 # from lower layers, so a reader can take the code from the bottom up and a change low down names who
 # can be affected. The data goes text -> model -> memory and state -> the jobs; the entry points sit on top.
 WORKER_LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "files", "connections"}),
+    ("foundation", {"errors", "files", "connections", "keep_rule"}),
     ("text", {"text"}),
     ("nanobot's files", {"nanobot"}),
     ("memory's records and files", {"memory"}),
@@ -139,17 +138,13 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
     ("the jobs' state in Redis", {"state"}),
     ("settings", {"settings"}),
     ("the jobs", {"summarize"}),
-    ("entry points", {"app", "service", "commands", "web", "__main__", "__init__"}),
+    # The entry points, each above what it starts: arq's worker service; the web page; the command line, which runs
+    # the one and starts the other (at run time); arq's entry and `python -m worker`, which take them from there.
+    ("the worker service", {"service"}),
+    ("the web page", {"web"}),
+    ("the command line", {"commands"}),
+    ("entry points", {"app", "__main__", "__init__"}),
 ]
-# Sideways imports inside a layer that are allowed (never the other way round): the command line runs the worker,
-# and arq's entry takes its options from it. The command line starts the web page (worker/commands/cli.py, at run
-# time), and the page reads the worker's state as `status` does (worker.commands.status.gather), so both show the same.
-WORKER_SIDEWAYS = {("commands", "service"), ("app", "service"), ("__main__", "commands"), ("commands", "web"),
-                   ("web", "commands")}
-# The settings validate the keep rule with the pure cut planner's own type; the planner imports no worker
-# module (checked below), so no cycle can go through it.
-WORKER_DOWNWARD_EXCEPTIONS = {("settings", "worker.summarize.cut")}
-
 
 # The hooks' layers, lowest first: the contract and nanobot's format at the bottom, the pure decisions, the
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
@@ -164,7 +159,6 @@ HOOKS_LAYERS: list[tuple[str, set[str]]] = [
     ("the integration", {"integration"}),
     ("nanobot's entry points", {"plugin"}),
 ]
-HOOKS_SIDEWAYS: set[tuple[str, str]] = set()
 
 
 def unit_of(module: str) -> str:
@@ -173,17 +167,14 @@ def unit_of(module: str) -> str:
     return parts[1]
 
 
-def check_layers(package: str, layers: list[tuple[str, set[str]]], sideways: set[tuple[str, str]],
-                 exceptions: set[tuple[str, str]] = frozenset()) -> None:
+def check_layers(package: str, layers: list[tuple[str, set[str]]]) -> None:
     layer = {unit: n for n, (_, units) in enumerate(layers) for unit in units}
     for module, names in imports_of(package).items():
         here = unit_of(module)
         assert here in layer, f"{module}: {here} is in no layer"
         for name in {n for n in names if n.startswith(package + ".")}:
             there = unit_of(name)
-            if there == here or (here, there) in sideways:
-                continue
-            if any(here == h and (name == m or name.startswith(m + ".")) for h, m in exceptions):
+            if there == here:
                 continue
             assert there in layer, f"{module} imports {name}, in no layer"
             assert layer[there] < layer[here], (
@@ -191,17 +182,20 @@ def check_layers(package: str, layers: list[tuple[str, set[str]]], sideways: set
 
 
 def test_the_worker_imports_only_from_lower_layers() -> None:
-    check_layers("worker", WORKER_LAYERS, WORKER_SIDEWAYS, WORKER_DOWNWARD_EXCEPTIONS)
+    check_layers("worker", WORKER_LAYERS)
 
 
 def test_the_hooks_import_only_from_lower_layers() -> None:
-    check_layers("nanobot_hooks", HOOKS_LAYERS, HOOKS_SIDEWAYS)
+    check_layers("nanobot_hooks", HOOKS_LAYERS)
 
 
-def test_the_pure_cut_planner_imports_no_worker_module() -> None:
-    names = imports_of("worker")["worker/summarize/cut.py"]
-    assert not {n for n in names if n.startswith("worker")}, sorted(names)
-    assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
+def test_the_pure_cut_planner_imports_no_worker_module_but_the_keep_rule() -> None:
+    found = imports_of("worker")
+    for module, allowed in (("worker/summarize/cut.py", {"worker.keep_rule"}), ("worker/keep_rule.py", set())):
+        names = found[module]
+        assert {n for n in names if n.startswith("worker") and not any(n.startswith(a) for a in allowed)} == set(), \
+            sorted(names)
+        assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
 
 
 # Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds

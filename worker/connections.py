@@ -14,49 +14,40 @@ from urllib.parse import urlsplit
 from typing import Any, cast
 
 import redis
-from arq.connections import ArqRedis, RedisSettings, create_pool
+from arq.connections import ArqRedis
 from redis.connection import parse_url
 
-from nanobot_hooks.contract import KEY_PREFIX, SentinelTarget, redacted_url, sentinel_target, sync_client
+from nanobot_hooks.contract import KEY_PREFIX, open_client, redacted_url, sentinel_target, sync_client
 from nanobot_hooks.settings import HookSettings
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
 
-def redis_settings(url: str, ssl_ca_certs: str | None = None) -> RedisSettings:
-    """arq's settings for a URL, read as redis-py reads it: a percent-encoded user or password is decoded
-    (arq's own from_dsn passes it on encoded), TLS options in the query (`?ssl_ca_certs=...`) count, and
-    `ssl_ca_certs` (NANOBOT_REDIS_CA_FILE) names the CA of a TLS Redis."""
-    if (target := sentinel_target(url)) is not None:
-        return sentinel_settings(target)
-    options = parse_url(url)
-    return RedisSettings(
-        host=options.get("host") or "localhost",
-        port=int(options.get("port") or 6379),
-        unix_socket_path=options.get("path"),
-        database=int(options.get("db") or 0),
-        username=options.get("username"),
-        password=options.get("password"),
-        ssl=url.startswith("rediss://"),
-        ssl_ca_certs=ssl_ca_certs or options.get("ssl_ca_certs"),
-        ssl_certfile=options.get("ssl_certfile"),
-        ssl_keyfile=options.get("ssl_keyfile"),
-        ssl_cert_reqs=options.get("ssl_cert_reqs") or "required",
-    )
+# Seconds for one Redis call of the worker (arq's own pool, its jobs), its commands and its page: more than a
+# record's WAIT for its replica, and bounded, so a call caught by a failover or a cut network never holds a job slot
+# or a command for good.
+CALL_TIMEOUT = 10.0
 
 
-def sentinel_settings(target: SentinelTarget) -> RedisSettings:
-    """arq's settings for a primary found through Sentinel: arq asks the Sentinels for it at each new
-    connection, so the worker follows a failover (SteadyWorker rides out the seconds it takes)."""
-    return RedisSettings(host=target.sentinels, sentinel=True, sentinel_master=target.service,
-                         database=target.db, username=target.username, password=target.password)
+def queue_client(url: str, queue: str | None = None, timeout: float = CALL_TIMEOUT, **options: Any) -> ArqRedis:
+    """A client of the Redis at `url` (contract.open_client: the one way every client is made), enqueuing on
+    `queue` (arq's default queue when None); `options` as redis-py's `from_url` takes them (`ssl_ca_certs`)."""
+    client = open_client(url, timeout, options)
+    if queue is not None:
+        client.default_queue_name = queue
+    return client
 
 
 async def open_pool(settings: HookSettings) -> ArqRedis:
     """A client of the configured Redis for scripts, bound to the instance's namespace (settled settings:
     `for_workspace`), failing at once when Redis does not answer."""
-    return await create_pool(redis_settings(settings.redis_url, **settings.redis_options()), retry=0,
-                             default_queue_name=settings.keys.queue)
+    client = open_client(settings.redis_url, CALL_TIMEOUT, settings.redis_options(), settings.keys)
+    try:
+        await client.ping()
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
 
 
 def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:

@@ -13,7 +13,7 @@ from pydantic_settings import NoDecode
 
 from nanobot_hooks.settings import HookSettings, load, SettingsError
 from worker.nanobot.config import NanobotConfig
-from worker.summarize.cut import KeepRule
+from worker.keep_rule import KeepRule
 from worker.text.clock import zone
 
 __all__ = ["Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]

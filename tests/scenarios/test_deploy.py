@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import yaml
-from arq.connections import create_pool
 
 from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace, load_record, store_record
 from harness.environment import process_env
@@ -28,7 +27,7 @@ from harness.redis_server import free_port
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import worker_options
-from worker.connections import answers, redis_settings
+from worker.connections import answers, queue_client
 from worker.nanobot.config import host_timezone
 from worker.settings import Settings
 from tests.support.paths import ROOT
@@ -246,7 +245,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
         worker = subprocess.Popen(worker_spec["command"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
-        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
+        pool = queue_client(url, keys.queue)
         try:
             await wait_until(lambda: pool.exists(f"{keys.queue}:health-check"), 120, "the worker's health report")
             check = healthy(worker_spec)
@@ -263,7 +262,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
             await pool.aclose()
         stop(redis_server, signal.SIGKILL)  # no shutdown save: only the append-only file can keep the record
         redis_server = start_redis(redis_spec["command"], port, data)
-        pool = await create_pool(redis_settings(url), default_queue_name=keys.queue)
+        pool = queue_client(url, keys.queue)
         try:
             kept = await load_record(pool, "telegram:42")
         finally:

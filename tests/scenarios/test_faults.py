@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record
@@ -31,7 +31,7 @@ from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
-from worker.connections import redis_settings
+from worker.connections import queue_client
 from worker.memory.notes import section_items, spans
 from worker.state.outcomes import JobOutcome, load_outcome
 from tests.support.paths import ROOT
@@ -183,7 +183,7 @@ async def test_redis_killed_and_restarted_the_worker_and_the_gateway_carry_on(
     fake_llm.responder = answer
     worker = procfile_worker(REDIS_URL=url)
     gw = await gateway(redis=url, NANOBOT_SUMMARY_INTERVAL="0")
-    pool = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
+    pool = queue_client(url, TEST_KEYS.queue)
     try:
         queued = SummarizeRequest(session_key="telegram:5", reason="tokens")
         assert await pool.enqueue_job("summarize_session", queued.model_dump(mode="json"), _defer_by=3600,

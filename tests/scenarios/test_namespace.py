@@ -14,7 +14,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from arq.connections import create_pool
 
 from nanobot_hooks.contract import (JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace,
                                     enqueue_idle_check, enqueue_summary, load_record)
@@ -24,7 +23,7 @@ from nanobot_hooks.settings import HookSettings, SettingsError
 from harness.fakellm import FakeRequest, Reply
 from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps
-from worker.connections import redis_settings
+from worker.connections import queue_client
 from worker.state.outcomes import load_outcome
 from worker.settings import Settings
 
@@ -110,7 +109,7 @@ async def test_twenty_instances_share_one_database_and_nothing_crosses(
     assert [w.jobs_complete for w in workers] == [1] * HOMES, "each worker ran its own instance's job only"
 
     for i, (home, d) in enumerate(zip(homes, deps)):
-        mine = await create_pool(redis_settings(redis_url), default_queue_name=d.settings.keys.queue)
+        mine = queue_client(redis_url, d.settings.keys.queue)
         try:
             record = await load_record(mine, KEY)
             outcome = await load_outcome(mine, KEY)
@@ -156,7 +155,7 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
     deps = worker_deps(summary_namespace="")
     assert deps.settings.keys == derived
     await run_burst(deps)
-    mine = await create_pool(redis_settings(redis_url), default_queue_name=derived.queue)
+    mine = queue_client(redis_url, derived.queue)
     try:
         assert await load_record(mine, KEY) is not None
     finally:
@@ -250,7 +249,7 @@ async def two_instances_after_one_daily_tick(tmp_path: Path, fake_llm, redis_url
         while waiting and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             for namespace in list(waiting):
-                pool = await create_pool(redis_settings(redis_url), default_queue_name=Keys(namespace).queue)
+                pool = queue_client(redis_url, Keys(namespace).queue)
                 try:
                     outcome = await load_outcome(pool, KEY)
                 finally:
@@ -312,7 +311,7 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
             config["agents"]["defaults"]["workspace"] = str(moved)
             nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
             nanobot_home.write_session("telegram:42", conversation(4))
-            client = await create_pool(redis_settings(redis_url), default_queue_name=old.queue)
+            client = queue_client(redis_url, old.queue)
             try:
                 await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
             finally:
@@ -363,7 +362,7 @@ async def test_arqs_own_command_line_stopped_by_a_workspace_move_exits_non_zero_
             config["agents"]["defaults"]["workspace"] = str(moved)
             nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
             nanobot_home.write_session("telegram:42", conversation(4))
-            client = await create_pool(redis_settings(redis_url), default_queue_name=old.queue)
+            client = queue_client(redis_url, old.queue)
             try:
                 await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
             finally:

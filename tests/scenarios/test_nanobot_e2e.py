@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-from arq.connections import create_pool
 
 from nanobot_hooks.contract import METADATA_KEY, load_record
 from tests.support.commands import run_in_process
@@ -28,7 +27,7 @@ from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import niceness, run_burst, running_worker, summarize_now
-from worker.connections import answers, redis_settings
+from worker.connections import answers, queue_client
 from worker.settings import Settings
 from worker.state.outcomes import load_outcome
 from tests.support.paths import ROOT
@@ -328,7 +327,7 @@ async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_wh
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         await wait_until(lambda: answers(url), what="the throwaway Redis")
-        back = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
+        back = queue_client(url, TEST_KEYS.queue)
         try:
             assert await queued_jobs(back) == 0
             await gw.say(CHAT, "turn three, Redis back")

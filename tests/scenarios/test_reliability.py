@@ -10,7 +10,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -24,9 +23,10 @@ from harness.redis_server import RedisServer
 from worker.memory import longterm
 from worker.memory.records import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
-from worker.connections import redis_settings, version_problem
+from worker.connections import queue_client, version_problem
 from worker.summarize.daily import daily_summaries
-from worker.summarize.cut import KeepRule, plan_cut
+from worker.keep_rule import KeepRule
+from worker.summarize.cut import plan_cut
 from worker.memory.notes import is_noted, noted_spans
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.text.prepare import transcript
@@ -49,7 +49,7 @@ async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(t
     server = RedisServer(tmp_path / "redis", [f'rename-command {name} ""' for name in NEWER_COMMANDS]).start()
     try:
         url = server.url()
-        redis = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
+        redis = queue_client(url, TEST_KEYS.queue)
         fake_llm.responder = Summarizer()
         nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
         deps = deps_for(redis_url=url)

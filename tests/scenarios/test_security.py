@@ -16,7 +16,6 @@ import sys
 from datetime import datetime, timedelta
 
 import pytest
-from arq.connections import create_pool
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +31,7 @@ from harness.redis_server import Certificates, RedisServer, free_port
 from harness.transcripts import conversation
 from tests.support.workers import run_burst, summarize_now
 from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
-from worker.connections import redis_settings
+from worker.connections import queue_client
 from worker.memory import longterm
 from worker.memory import notes
 from worker.text.redact import no_comments, one_line
@@ -142,7 +141,7 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
                    await here(env, "status"), await here(env, "status", "--json")]
         assert all(o.returncode == 0 for o in outputs), [o.stderr[-1500:] for o in outputs]
         assert "summarized" in outputs[1].stderr and f"{credentials.partition(':')[0]}:***@" in outputs[2].stdout
-        pool = await create_pool(redis_settings(url), default_queue_name=TEST_KEYS.queue)
+        pool = queue_client(url, TEST_KEYS.queue)
         assert await load_record(pool, KEY) is not None, "the job ran on the protected Redis"
         await pool.aclose()
         # Unreachable: every command says so in one line, without the password.
@@ -176,7 +175,7 @@ async def test_nanobot_with_a_password_protected_redis_logs_no_password(tmp_path
             assert result.returncode == 0 and "reply number" in result.stdout, result.stderr[-2000:]
             assert "summary worker: on:" in result.stderr and "bob:***@127.0.0.1" in result.stderr
             assert REDIS_PASSWORD not in result.stdout + result.stderr
-        pool = await create_pool(redis_settings(server.url("bob:" + REDIS_PASSWORD)), default_queue_name=TEST_KEYS.queue)
+        pool = queue_client(server.url("bob:" + REDIS_PASSWORD), TEST_KEYS.queue)
         assert await pool.zcard(TEST_KEYS.queue) == 1, "the reachable turn enqueued as the ACL user"
         await pool.aclose()
     finally:
@@ -204,7 +203,7 @@ async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_n
         turn = agent_turn(exe, nanobot_home, process_env(nanobot_home, url, NANOBOT_REDIS_CA_FILE=str(
             certificates.ca), NANOBOT_SUMMARY_INTERVAL="0"), KEY, "crossing turn")
         assert turn.returncode == 0 and "integration off" not in turn.stderr, turn.stderr[-2000:]
-        pool = await create_pool(redis_settings(url, ssl_ca_certs=str(certificates.ca)), default_queue_name=TEST_KEYS.queue)
+        pool = queue_client(url, TEST_KEYS.queue, ssl_ca_certs=str(certificates.ca))
         assert await pool.zcard(TEST_KEYS.queue) == 1, "the hooks enqueued over TLS"
         await pool.aclose()
         fake_llm.responder = None
@@ -425,7 +424,7 @@ def test_a_planted_secret_in_any_shape_reaches_no_prompt_redis_key_file_log_or_r
         logging.getLogger(name).setLevel(logging.WARNING)
 
     async def one_job() -> str:
-        pool = await create_pool(redis_settings(redis_url), default_queue_name=TEST_KEYS.queue)
+        pool = queue_client(redis_url, TEST_KEYS.queue)
         try:
             await pool.flushdb()
             await enqueue_summary(pool, SummarizeRequest(session_key=key, reason="manual"))

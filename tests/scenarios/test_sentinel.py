@@ -21,7 +21,7 @@ from harness.redis_server import SentinelSetup
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import SteadyWorker, worker_options
-from worker.connections import answers, redis_settings, server_version
+from worker.connections import answers, queue_client, server_version
 from worker.state.outcomes import load_outcome
 
 
@@ -33,9 +33,11 @@ def test_sentinel_urls_are_read_and_never_shown_with_their_password(monkeypatch)
     assert SentinelTarget.parse(url) == SentinelTarget(
         [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)], "mymaster", 2, "bob", "p@ss")
     assert redacted_url(url) == "redis+sentinel://bob:***@10.0.0.1:26379,[::1]:26380,sentinel-3/mymaster/2"
-    arq = redis_settings(url)
-    assert arq.sentinel and arq.sentinel_master == "mymaster" and arq.database == 2 and arq.password == "p@ss"
-    assert arq.host == [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)]
+    primary = queue_client(url).connection_pool  # the client every side uses: asks these Sentinels for the primary
+    assert primary.service_name == "mymaster"
+    assert (primary.connection_kwargs["db"], primary.connection_kwargs["password"]) == (2, "p@ss")
+    assert [(s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
+            for s in primary.sentinel_manager.sentinels] == [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)]
     monkeypatch.setenv("REDIS_URL", "redis+sentinel://:hunter2@10.0.0.1:26379")
     with pytest.raises(SettingsError, match="service name") as caught:
         load_settings()

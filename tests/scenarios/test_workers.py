@@ -111,7 +111,7 @@ async def test_a_restarted_worker_replaces_the_one_killed_before_it_and_one_kill
     first = await start_worker(nanobot_home, redis, redis_url, "first.log")
     _kill(first)
     # As 19 minutes later: its report still there (it lives a day), long past its last beat.
-    key = reports.report_prefix(TEST_KEYS) + f"{host}:{first.pid}"
+    key = TEST_KEYS.worker(f"{host}:{first.pid}")
     old = json.loads(await redis.get(key))
     old["heartbeat_at"] = old["started_at"] = "2020-01-01T00:00:00+00:00"
     await redis.set(key, json.dumps(old), keepttl=True)

@@ -109,7 +109,7 @@ def _add_run(sub: Subcommands) -> None:
 
 
 def _keep(text: str) -> str:
-    from worker.summarize.cut import KeepRule  # pure: no litellm
+    from worker.keep_rule import KeepRule  # pure: no litellm
 
     try:
         return str(KeepRule.parse(text))

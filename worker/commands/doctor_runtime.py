@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 from nanobot_hooks.contract import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
-from worker.commands.liveness import nanobots
+from worker.state.liveness import nanobots
 from worker.commands.status import gather
 from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem

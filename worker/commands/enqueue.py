@@ -147,7 +147,7 @@ def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str)
 
 async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
     keys = Keys.of(redis)
-    job = Job(keys.job_id(key), redis, _queue_name=keys.queue)
+    job = Job(keys.job_id(key), redis, _queue_name=keys.queue, _deserializer=redis.job_deserializer)
     deadline = asyncio.get_running_loop().time() + timeout
     while await job.status() != JobStatus.not_found:
         if asyncio.get_running_loop().time() > deadline:

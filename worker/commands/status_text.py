@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from nanobot_hooks.contract import utcnow
-from worker.commands.liveness import health_fields
+from worker.state.liveness import health_fields
 from worker.state.formats import memory_off
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.

@@ -16,8 +16,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, open_client, sentinel_target, utcnow
-from worker.connections import redis_settings
+from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, open_client, utcnow
+from worker.connections import CALL_TIMEOUT
 from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config
 from worker.service.startup import startup
@@ -53,8 +53,7 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": settings.keys.queue,
-        "redis_settings": redis_settings(settings.redis_url, **settings.redis_options()),
-        **sentinel_pool(settings),
+        **arq_pool(settings),
         "on_startup": startup,
         "on_job_start": follow_config,
         "keep_result": 0,
@@ -65,17 +64,12 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
     }
 
 
-# Seconds for one Redis call of the worker behind Sentinel: more than a record's WAIT for its replica.
-SENTINEL_CALL_TIMEOUT = 10.0
-
-
-def sentinel_pool(settings: Settings) -> dict[str, Any]:
-    """Behind Sentinel, the worker's own client for arq: arq's Sentinel pool sets no socket timeout, so a call
-    caught by a failover could wait forever and hold a job slot; this one is bounded (and asks the Sentinels
-    for the primary at each new connection, like arq's)."""
-    if sentinel_target(settings.redis_url) is None:
-        return {}
-    return {"redis_pool": open_client(settings.redis_url, SENTINEL_CALL_TIMEOUT, keys=settings.keys)}
+def arq_pool(settings: Settings) -> dict[str, Any]:
+    """arq's pool, made as every client is (contract.open_client): each call bounded (arq's own pool sets no socket
+    timeout, so a call caught by a failover could wait forever and hold a job slot), behind Sentinel the primary
+    asked for at each new connection; and jobs read as that client writes them, as JSON, never unpickled."""
+    pool = open_client(settings.redis_url, CALL_TIMEOUT, settings.redis_options(), keys=settings.keys)
+    return {"redis_pool": pool, "job_serializer": pool.job_serializer, "job_deserializer": pool.job_deserializer}
 
 
 # What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.

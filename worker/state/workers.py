@@ -84,11 +84,6 @@ def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, 
     return {**chosen, "summary_model": model, "job_timeout": job_timeout}
 
 
-def report_prefix(keys: Keys) -> str:
-    """`nanobot-summary:<namespace>:worker:`; a report's key adds `<host>:<pid>`."""
-    return f"{keys.prefix}worker:"
-
-
 @functools.cache
 def worker_version() -> str:
     """This worker's version: the checkout's pyproject.toml (the worker runs from the checkout), else the
@@ -115,17 +110,17 @@ async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetim
                           version=version or worker_version(),
                           beat_seconds=beat_seconds, running=running, settings=settings,
                           process=process_identity(os.getpid()) or "", runner=runner())
-    await redis.set(report_prefix(Keys.of(redis)) + report.worker_id, report.model_dump_json(), ex=REPORT_SECONDS)
+    await redis.set(Keys.of(redis).worker(report.worker_id), report.model_dump_json(), ex=REPORT_SECONDS)
 
 
 async def withdraw(redis: ArqRedis) -> None:
     """Called by the worker when it stops cleanly: no report left to age into a false alarm."""
-    await redis.delete(report_prefix(Keys.of(redis)) + this_worker())
+    await redis.delete(Keys.of(redis).worker(this_worker()))
 
 
 async def reports(redis: ArqRedis) -> list[WorkerReport]:
     """Every report of this namespace, newest beat first; one that cannot be read is skipped."""
-    prefix = report_prefix(Keys.of(redis))
+    prefix = Keys.of(redis).worker_prefix
     found = []
     async for key in redis.scan_iter(match=f"{prefix}*", count=500):
         raw = await redis.get(key)

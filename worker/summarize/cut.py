@@ -5,38 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from nanobot_hooks.contract import is_user_turn, tool_calls
-
-KeepKind = Literal["messages", "tokens", "fraction", "turns"]
-KEEP_KINDS: tuple[KeepKind, ...] = ("messages", "tokens", "fraction", "turns")
-
-
-class KeepRule(NamedTuple):
-    """How much recent history stays verbatim after a summary."""
-
-    kind: KeepKind  # turns: the last N user turns and what followed
-    value: float
-
-    @classmethod
-    def parse(cls, text: str) -> KeepRule:
-        kind, sep, raw = text.strip().partition(":")
-        if not sep or kind not in KEEP_KINDS:
-            raise ValueError("expected messages:N, tokens:N, fraction:F or turns:N")
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{raw!r} is not a number") from None
-        if kind == "fraction" and not 0 < value < 1:
-            raise ValueError("fraction:F needs 0 < F < 1")
-        if kind != "fraction" and (value < 0 or value != int(value)):
-            raise ValueError(f"{kind}:N needs a whole number >= 0")
-        return cls(kind, value)
-
-    def __str__(self) -> str:
-        value = self.value if self.kind == "fraction" else int(self.value)
-        return f"{self.kind}:{value}"
+from worker.keep_rule import KeepRule
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
-from worker.summarize.cut import Cut, KeepRule, cut_by, saves_enough, saving_floor
+from worker.keep_rule import KeepRule
+from worker.summarize.cut import Cut, cut_by, saves_enough, saving_floor
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry, Lines, transcript
 from worker.text.tokens import count_message

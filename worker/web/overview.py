@@ -1,6 +1,6 @@
 """The overview: the worker's health and settings, the queue, jobs in flight, records waiting for nanobot,
 resting sessions, spend against the caps and each session's last outcome (linked to its session page). The
-state is read as `nanobot-summary status` reads it (worker.commands.status.gather), namespace and all."""
+state is read as `nanobot-summary status` reads it (worker.state.snapshot.gather), namespace and all."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from aiohttp import web
 
 from nanobot_hooks.contract import redacted_url
-from worker.commands.liveness import health_fields
-from worker.commands.status import gather
+from worker.state.liveness import health_fields
+from worker.state.snapshot import gather
 from worker.state import budget
 from worker.state.formats import memory_off
 from worker.web import charts

@@ -1,20 +1,44 @@
 """Redis clients of both sides, made in one place: every connect and call bounded, and behind Sentinel
 (`redis+sentinel://`) the primary asked for at each new connection, so after a failover the next call reaches
-the promoted replica. The hooks and the worker's jobs use the asyncio client; the worker's checks (a ping
-before start, doctor) the synchronous one."""
+the promoted replica. The hooks, the worker (arq's own pool), its jobs, commands and page use the asyncio
+client; the worker's checks (a ping before start, doctor) the synchronous one. arq's jobs travel as JSON, never
+pickled: a job another program (or an older version) wrote pickled is refused unread, so no bytes in Redis can
+run code in the worker."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import redis
 from arq.connections import ArqRedis
-from redis.asyncio import ConnectionPool
 from redis.asyncio.sentinel import Sentinel
 from redis.sentinel import Sentinel as SyncSentinel
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import sentinel_target
+
+
+log = logging.getLogger("nanobot_hooks.contract")
+
+
+def job_to_json(data: dict[str, Any]) -> bytes:
+    """arq's job (and result) as JSON; what JSON cannot hold (an exception as a failed job's result) as its text."""
+    return json.dumps(data, default=str).encode()
+
+
+def job_from_json(raw: bytes) -> dict[str, Any]:
+    """arq's job (or result) read back from JSON; anything else (a pickle) is refused unread: arq fails that job."""
+    try:
+        data = json.loads(raw)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
+        log.warning("a queued job is not JSON (%d bytes, written pickled by another program or an older version): "
+                    "refused unread", len(raw))
+        raise
+    if not isinstance(data, dict):
+        raise ValueError(f"a queued job is JSON but not an object: {type(data).__name__}")
+    return data
 
 
 def _bounds(timeout: float) -> dict[str, float]:
@@ -26,10 +50,12 @@ def open_client(url: str, timeout: float, options: dict[str, Any] | None = None,
     bounds = _bounds(timeout)
     target = sentinel_target(url)
     if target is None:
-        client = ArqRedis(pool_or_conn=ConnectionPool.from_url(url, **bounds, **(options or {})))
+        # from_url: the client owns its connection pool, so closing the client closes its connections too.
+        client = ArqRedis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **(options or {}))
     else:
         client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
             target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
+    client.job_serializer, client.job_deserializer = job_to_json, job_from_json
     if keys is not None:
         client.default_queue_name = keys.queue
     return client

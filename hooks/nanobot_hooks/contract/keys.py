@@ -160,6 +160,15 @@ class Keys:
         return f"{self.prefix}running:{session_key}"
 
     @property
+    def worker_prefix(self) -> str:
+        return f"{self.prefix}worker:"
+
+    def worker(self, process: str) -> str:
+        """A running worker's report (`<host>:<pid>`), rewritten at every beat, deleted at a clean stop
+        (worker/state/workers.py): status and doctor read it."""
+        return self.worker_prefix + process
+
+    @property
     def hooks_prefix(self) -> str:
         return f"{self.prefix}hooks:"
 

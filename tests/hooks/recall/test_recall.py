@@ -25,7 +25,7 @@ from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
 from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.answer import Hit, Source, snippet, visible_sources
 from nanobot_hooks.recall.query import read_query, terms
-from nanobot_hooks.settings import HookSettings
+from nanobot_hooks.settings import HookSettings, load_settings
 from harness.fakellm import Reply
 from harness.sandbox import NanobotHome
 from tests.support.bench import load_bench
@@ -613,7 +613,11 @@ def test_without_fts5_ranking_the_worker_reports_it_and_the_tool_is_not_offered(
     assert not (home.workspace / RECALL_INDEX).exists()
     monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")
     monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5")
+    said: list[str] = []
+    monkeypatch.setattr(recall_tool, "switch_off", lambda why, what: said.append(f"{what}: {why}"))
+    # enabled() says False for any exception too: the line it gives tells that it is off for FTS5's sake.
     assert recall_tool.RecallTool.enabled(SimpleNamespace(workspace="/tmp/ws")) is False
+    assert said == ["recall tool off: this Python's SQLite cannot rank full-text searches (FTS5)"]
 
 
 def test_the_recall_tool_is_offered_unless_switched_off(monkeypatch):
@@ -624,6 +628,7 @@ def test_the_recall_tool_is_offered_unless_switched_off(monkeypatch):
     assert recall_tool.RecallTool.enabled(ctx) is True
     monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "false")
     assert recall_tool.RecallTool.enabled(ctx) is False
+    assert load_settings().summary_recall is False, "off for the setting's sake, not for an exception"
     monkeypatch.setenv("NANOBOT_SUMMARY_RECALL", "true")
     monkeypatch.setenv("NANOBOT_SUMMARY_THRESHOLD", "1.5")
     assert recall_tool.RecallTool.enabled(ctx) is False, "a bad setting: off, without raising"

@@ -107,7 +107,7 @@ def _state(pid: int) -> str:
 async def just_beaten(redis, pid: int) -> None:
     """The killed worker's last beat moved to now: its report's time and arq's health key (rewritten with its
     31 s to live), as they were a second after a kill, however long this machine took to get here."""
-    key = workers.report_prefix(TEST_KEYS) + f"{socket.gethostname()}:{pid}"
+    key = TEST_KEYS.worker(f"{socket.gethostname()}:{pid}")
     report = json.loads(await redis.get(key))
     report["heartbeat_at"] = utcnow().isoformat()
     line = await redis.get(HEALTH) or (b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"

@@ -14,7 +14,6 @@ import threading
 from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
-from arq.connections import create_pool
 
 from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, load_record, store_record,
                                     utcnow)
@@ -27,7 +26,7 @@ from harness.redis_server import free_port
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
-from worker.connections import redis_settings
+from worker.connections import queue_client
 from worker.state import budget, workers
 from worker.state.outcomes import JobOutcome, keep_outcome, load_outcome
 from tests.support.paths import ROOT
@@ -235,7 +234,7 @@ async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(nan
     other_key = "email:jane.doe@example.com"
     nanobot_home.write_session(KEY, conversation(15))
     nanobot_home.write_session(other_key, conversation(15))
-    other = await create_pool(redis_settings(redis_url), default_queue_name=Keys("other").queue)
+    other = queue_client(redis_url, Keys("other").queue)
     try:
         async with running_worker(deps_for(summary_timeout=60.0)), \
                 running_worker(deps_for(summary_timeout=60.0, summary_namespace="other")):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from worker.settings import Settings, SettingsError, load_settings
-from worker.summarize.cut import KeepRule
+from worker.keep_rule import KeepRule
 from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.nanobot.config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model

@@ -102,3 +102,41 @@ async def test_a_job_whose_mark_is_lost_waits_in_another_worker_while_its_run_ho
     for key in LOST_MARK_SESSIONS:
         assert (await load_outcome(redis, key)).status == "summarized"
         assert not await redis.exists(Keys.of(redis).running(key)), "the run lock is given back"
+
+
+class _Planted:
+    """Unpickled, it would write a file: what a pickled job could make the worker do."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):  # noqa: ANN204
+        return (open, (self.path, "w"))
+
+
+async def test_a_pickled_job_in_the_queue_is_failed_unread_and_the_worker_goes_on(redis, deps_for, nanobot_home,
+                                                                                   default_reply, tmp_path,
+                                                                                   caplog) -> None:
+    """Jobs travel as JSON: a job written pickled (by an older version, or anyone who can write to the queue) is
+    never unpickled, so it runs no code; it fails with a line saying why, and the next job runs."""
+    import pickle
+    import time
+
+    from tests.support.workers import run_burst
+
+    deps = deps_for()
+    planted = tmp_path / "unpickled"
+    pickled = pickle.dumps({"t": 1, "f": "summarize_session", "a": [_Planted(str(planted))], "k": {},
+                            "et": int(time.time() * 1000)})
+    keys = Keys.of(redis)
+    job_id = keys.job_id("telegram:pickled")
+    await redis.set(f"arq:job:{job_id}", pickled, ex=600)
+    await redis.zadd(keys.queue, {job_id: int(time.time() * 1000)})
+    nanobot_home.write_session("telegram:1", conversation(12))
+    assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:1"))
+    await run_burst(deps)
+    assert not planted.exists(), "the pickled job was unpickled: its payload ran"
+    assert "is not JSON" in caplog.text and "refused unread" in caplog.text
+    assert await load_outcome(redis, "telegram:1") is not None, "the worker went on to the next job"
+    assert await load_outcome(redis, "telegram:pickled") is None, "the pickled job ran nothing"
+    assert await redis.zscore(keys.queue, job_id) is None, "the pickled job left the queue"

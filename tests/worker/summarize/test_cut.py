@@ -7,7 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.summarize.cut import KeepRule, orphaned_results, plan_cut, saves_enough, saving_floor
+from worker.keep_rule import KeepRule
+from worker.summarize.cut import orphaned_results, plan_cut, saves_enough, saving_floor
 
 
 def turn(i: int, tools: int) -> list[dict[str, Any]]:

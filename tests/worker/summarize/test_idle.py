@@ -18,7 +18,8 @@ from arq.worker import Worker
 from nanobot_hooks.contract import SummarizeRequest, enqueue_idle_check, enqueue_summary, load_record, store_record
 from harness.fakellm import Reply
 from worker.service.arq_worker import worker_options
-from worker.summarize.cut import KeepRule, saves_enough, saving_floor
+from worker.keep_rule import KeepRule
+from worker.summarize.cut import saves_enough, saving_floor
 from worker.summarize.cut import KEEP_NOTHING, idle_keep
 from worker.summarize.deps import Deps
 from worker.summarize.plan import plan_for, plan_job
@@ -197,7 +198,8 @@ async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause
         saved_now(path)
         await asyncio.sleep(0.3)
     assert summary_calls(fake_llm) == 0 and not await redis.exists(TEST_KEYS.record(KEY))
-    assert await Job(TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info() is not None, \
+    assert await Job(TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
+                     _deserializer=redis.job_deserializer).info() is not None, \
         "the check deferred itself to the last activity + the cache lifetime"
 
     await wait_until(lambda: load_record(redis, KEY), 20)  # the pause after the last turn
@@ -232,7 +234,8 @@ async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
 
     await wait_until(lambda: _gone(redis, TEST_KEYS.idle_job_id(KEY)), 20)
     assert summary_calls(fake_llm) == 0
-    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
+    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
+                     _deserializer=redis.job_deserializer).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "single flight: the queued job stays the one"
 
 
@@ -303,7 +306,8 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     assert KEY not in integration.pickups.held and not integration.pickups._timers
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
-    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue).info()
+    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
+                     _deserializer=redis.job_deserializer).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "the trigger queues the fresh session"
     assert session.last_archived == 0
 
@@ -335,7 +339,8 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
                       NANOBOT_SUMMARY_CACHE_TTL=str(TTL))
     await turn(nanobot_exe, agent_home, env, key, "the last question before the pause")
-    assert await Job(TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue).info() is not None, \
+    assert await Job(TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue,
+                     _deserializer=redis.job_deserializer).info() is not None, \
         "the process queued the session's idle check before it exited"
     assert not await redis.exists(f"arq:job:{TEST_KEYS.job_id(key)}"), "no threshold job: the prompt was small"
 
