@@ -80,6 +80,10 @@ class SessionNotFound(SessionError, FileNotFoundError):
     """No file for this session key."""
 
 
+class NotSummarized(SessionError):
+    """A session a job is not queued for: one of nanobot's own, a bad key, or none of that name."""
+
+
 class MemoryFilesError(WorkerError):
     """The memory folder could not be written (full disk, read-only, a lock held too long, a file that
     kept changing). Reported in the outcome; never fails a summary."""

@@ -13,14 +13,15 @@ from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
-from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, is_internal_session,
+from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, is_internal_session,
                                     load_record)
 from worker.connections import open_pool, redis_problem
-from worker.errors import NanobotConfigError, SessionKeyError, SessionNotFound
+from worker.errors import NanobotConfigError, NotSummarized
 from worker.nanobot.config import NanobotConfig
 from worker.state.outcomes import headline, load_outcome
-from worker.nanobot.sessions import SessionFile, list_session_keys, read_session
+from worker.nanobot.sessions import SessionFile, list_session_keys
 from worker.settings import Settings, SettingsError, load_settings
+from worker.summarize.manual import MANUAL_KEEP, check_key, manual_request, queue_one
 
 if TYPE_CHECKING:  # the dry run's types: the summarizing side is loaded only when it runs
     from worker.summarize.deps import Deps
@@ -37,41 +38,17 @@ def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
         return [k for k in list_session_keys(sessions_dir) if not is_internal_session(k)]
     keys = list(dict.fromkeys(args.keys))
     for key in keys:
-        check_key(sessions_dir, key)
+        try:
+            check_key(sessions_dir, key)
+        except NotSummarized as exc:
+            raise UsageError(str(exc)) from None
     return keys
-
-
-def check_key(sessions_dir: Path, key: str) -> None:
-    """UsageError unless `key` is a session of nanobot's folder the worker summarizes (the web page's "summarize
-    now" asks the same)."""
-    if is_internal_session(key):
-        raise UsageError(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
-    try:
-        read_session(sessions_dir, key)
-    except SessionKeyError as exc:
-        raise UsageError(str(exc)) from None
-    except SessionNotFound:
-        known = ", ".join(list_session_keys(sessions_dir)[:5]) or "none"
-        raise UsageError(f"no session {key!r} in {sessions_dir} (known: {known})") from None
 
 
 async def connect(settings: Settings) -> ArqRedis:
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
         raise UsageError(problem)
     return await open_pool(settings)
-
-
-# What a job queued by hand keeps verbatim unless --keep says otherwise: the last exchange, as an idle summary
-# keeps. NANOBOT_SUMMARY_KEEP sizes the tail of the automatic summaries (3% of the window: at nanobot's default
-# 200,000 that is 6,000 tokens, a few turns entirely, so `enqueue --wait` after a few turns made nothing).
-MANUAL_KEEP = "turns:1"
-
-
-def manual_request(key: str, keep: str | None, since: str | None = None) -> SummarizeRequest:
-    """The request of a job queued by hand; with `since`, as the job sees it once it took the catch-up flag
-    (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans."""
-    return SummarizeRequest(session_key=key, reason="manual", keep=keep or MANUAL_KEEP,
-                            notes_through_end=since is not None, notes_since=since)
 
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, keep: str | None = None,
@@ -203,18 +180,6 @@ async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: s
             done = "queued" if await queue_one(redis, key, keep, since) else "already queued or running"
             progress.console.print(f"{key}: {done}" + (f", notes since {since}" if since else ""))
             progress.advance(task)
-
-
-async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None) -> bool:
-    """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry");
-    False when one is already queued or running (single flight)."""
-    from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
-
-    if since:
-        await set_flag(redis, key, since)
-    # The flag, not the request, tells the job to note through the end (it may be taken by a job already
-    # queued for the session: that one notes them then).
-    return await enqueue_summary(redis, manual_request(key, keep)) is not None
 
 
 async def wait_all(redis: ArqRedis, keys: list[str], timeout: float) -> int:

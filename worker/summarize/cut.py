@@ -42,9 +42,14 @@ def keep_start(token_counts: Sequence[int], keep: KeepRule, window: int) -> int:
     return index
 
 
-def last_turn_start(messages: Sequence[dict[str, Any]]) -> int:
-    """Where the last user turn starts; the end of the session when it has none."""
-    return next((i for i in range(len(messages) - 1, -1, -1) if is_user_turn(messages[i])), len(messages))
+def last_turn_start(messages: Sequence[dict[str, Any]], start: int = 0) -> int:
+    """Where the last user turn starts; the end of a session that has none. Looked for from `start` on only (a
+    read from nanobot's watermark does not hold what lies before): with none there, the last one lies before
+    `start`, and `start` is where it may cut at the latest."""
+    found = next((i for i in range(len(messages) - 1, start - 1, -1) if is_user_turn(messages[i])), None)
+    if found is not None:
+        return found
+    return start if start > 0 else len(messages)
 
 
 def orphaned_results(messages: Sequence[dict[str, Any]], boundary: int) -> bool:
@@ -74,7 +79,7 @@ def plan_cut(
     over the keep budget, the summary covers what came before it."""
     read = len(messages)
     start = min(max(start, 0), read)
-    boundary = min(keep_start(token_counts, keep, window), last_turn_start(messages))
+    boundary = min(keep_start(token_counts, keep, window), last_turn_start(messages, start))
     while boundary > start:
         # Cutting at the very end keeps nothing, which is whole by definition (only a session without a
         # user turn can be cut there).
@@ -117,21 +122,23 @@ def cut_by(messages: Sequence[dict[str, Any]], start: int, counts: list[int], ke
         read = len(messages)  # ending at the end keeps every tool call whole
         return Cut(min(max(start, 0), read), read, read)
     if keep.kind == "turns":
-        keep = KeepRule("messages", len(messages) - last_turns_start(messages, int(keep.value)))
+        keep = KeepRule("messages", len(messages) - last_turns_start(messages, int(keep.value), max(start, 0)))
     return plan_cut(messages, start, counts, keep, window)
 
 
-def last_turns_start(messages: Sequence[dict[str, Any]], turns: int) -> int:
-    """Where the last `turns` user turns begin (the end when 0; the start when there are fewer)."""
+def last_turns_start(messages: Sequence[dict[str, Any]], turns: int, start: int = 0) -> int:
+    """Where the last `turns` user turns from `start` on begin (the end when 0; `start` when there are fewer).
+    Not before `start`: what lies before it is summarized already, and a read from nanobot's watermark does not
+    hold it."""
     if turns <= 0:
         return len(messages)
     seen = 0
-    for index in range(len(messages) - 1, -1, -1):
+    for index in range(len(messages) - 1, start - 1, -1):
         if is_user_turn(messages[index]):
             seen += 1
             if seen == turns:
                 return index
-    return 0
+    return start
 
 
 def idle_keep(keep: KeepRule, cache_ttl: float, nanobot_idle: float, nanobot_scan: float = 60.0) -> KeepRule | None:

@@ -26,38 +26,44 @@ async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> st
     """Notes for the messages the summary did not cover (older un-noted days, read in windows, then the kept
     tail): notes only."""
     since = run.req.notes_since
-    done, complete = await note_before(run, session, since)
-    if complete:
+    done, complete, whole = await note_before(run, session, covered, since)
+    if complete and not whole:
         done.append((await note_unnoted(run, session, covered, since))[0])
     return "; ".join(part for part in done if part)
 
 
-async def note_before(run: Run, session: SessionFile, since: str | None) -> tuple[list[str], bool]:
+async def note_before(run: Run, session: SessionFile, covered: set[int], since: str | None
+                      ) -> tuple[list[str], bool, bool]:
     """Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the
     job's read does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a
     200 MB day is never held whole. What was done, and whether every window was asked (once the model could not
-    note a chunk, the later ones wait for a later run, as they did within one read)."""
+    note a chunk, the later ones wait for a later run, as they did within one read); and whether the first
+    window held the day to the end of the file, the job's tail included: then it was noted in the same calls
+    (`covered` left out), not paid for twice."""
     done: list[str] = []
     if not session.first:
-        return done, True
+        return done, True, False
     deps = run.deps
     window = read_window(deps.sessions_dir, run.key, 0, WINDOW_BYTES,
                          keep_from=dated_from(since, deps.tz) if since else (lambda message: True))
     begin = window.first
+    if begin < session.first and held_end(window.messages) >= len(window.messages):
+        done.append((await note_unnoted(run, window, covered, since, begin))[0])
+        return done, True, True
     while begin < session.first:
         end = min(held_end(window.messages), session.first)
         skipped = run.notes_skipped
         done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
         if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
-            return done, False
+            return done, False, False
         if end >= session.first or end >= len(window.messages):
             break
         try:
             begin, window = end, read_window(deps.sessions_dir, run.key, end, WINDOW_BYTES, after=window)
         except SessionError as exc:  # gone or unreadable since the job read it: a later run notes the rest
             log.warning("%s: notes before the watermark stopped at message %d: %s", run.key, end, exc)
-            return done, False
-    return done, True
+            return done, False, False
+    return done, True, False
 
 
 async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since: str | None,

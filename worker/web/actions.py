@@ -12,11 +12,11 @@ from urllib.parse import quote
 from aiohttp import web
 from arq.connections import ArqRedis
 
-from worker.commands.enqueue import UsageError, check_key, queue_one
-from worker.errors import SessionKeyError
+from worker.errors import NotSummarized, SessionKeyError
 from worker.nanobot.sessions import session_path
 from worker.state import budget
 from worker.state.outcomes import load_outcome
+from worker.summarize.manual import check_key, queue_one
 from worker.web.guard import form_of, see_other
 from worker.web.memory import NotWritten, refresh_recall, write_memory
 from worker.web.render import INSTANCE, render
@@ -64,7 +64,7 @@ async def _session(request: web.Request, queue: bool) -> str | web.Response:
             await asyncio.to_thread(check_key, request.app[INSTANCE].sessions_dir, key)
         else:
             session_path(request.app[INSTANCE].sessions_dir, key)
-    except (UsageError, SessionKeyError) as exc:
+    except (NotSummarized, SessionKeyError) as exc:
         return _refused(request, 404, "No such session", f"Nothing was done: {exc}.")
     return key
 

@@ -16,7 +16,7 @@ from arq.jobs import Job
 from harness.defaults import TEST_KEYS
 from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, escaped, made_by_jobs, served
 from tests.support.workers import run_burst
-from worker.commands.enqueue import MANUAL_KEEP
+from worker.summarize.manual import MANUAL_KEEP
 from worker.state import budget
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.web.actions import SAID
@@ -31,7 +31,8 @@ async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
 
 async def queued_request(redis, key: str) -> dict | None:
     """The arguments of the session's summary job waiting in the instance's queue, or None."""
-    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue).info()
+    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue,
+                     _deserializer=redis.job_deserializer).info()
     return info.args[0] if info is not None else None
 
 
