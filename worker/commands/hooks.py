@@ -17,8 +17,7 @@ ADDED_FILE = "nanobot_summary_added.json"
 CHECKOUT_HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 
 INSPECT = """\
-import importlib.metadata as m, json, os, sys, sysconfig
-from packaging.requirements import Requirement
+import importlib.metadata as m, json, os, re, sys, sysconfig
 name, removing = sys.argv[1], set(sys.argv[2:])
 canon = lambda n: n.lower().replace("_", "-").replace(".", "-")
 site = sysconfig.get_path("purelib")
@@ -31,10 +30,9 @@ for dist in m.distributions():
     if own in removing:
         continue
     for line in dist.requires or []:
-        try:
-            needed.add(canon(Requirement(line).name))
-        except Exception:
-            pass
+        # The name a requirement starts with (PEP 508); extras and markers count as needed too: kept, not removed.
+        if found := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line):
+            needed.add(canon(found.group(0)))
 print(json.dumps({"site": site, "writable": os.access(site, os.W_OK), "dists": dists, "info": info,
                   "needed": sorted(needed)}))
 """
@@ -48,10 +46,6 @@ def inspect(python: Path, name: str = HOOKS_DIST, removing: tuple[str, ...] = ()
     """nanobot's site-packages: where, writable or not, its distributions, the hooks' dist-info folder, and
     the names the distributions outside `removing` require."""
     result = run_isolated(python, ["-c", INSPECT, name, *removing])
-    if result.returncode != 0:
-        # pip's vendored packaging is not importable everywhere; pip itself must be there for an install anyway.
-        result = run_isolated(python, ["-c", INSPECT.replace("from packaging.", "from pip._vendor.packaging."),
-                                       name, *removing])
     if result.returncode != 0:
         raise NanobotEnvError(f"cannot inspect nanobot's environment with {python}: {last_line(result.stderr)}")
     found: dict[str, object] = json.loads(result.stdout)
