@@ -1,4 +1,6 @@
-"""The hooks put into a fresh nanobot 0.3.5 environment by `nanobot-summary hooks install`, from a folder that is
+"""The two wheels built from this repository and installed into fresh venvs, used from a folder that is not the
+checkout: the worker's command says its version and runs a real job through litellm; the hooks put into a fresh
+nanobot 0.3.5 environment by `nanobot-summary hooks install`, from a folder that is
 not the checkout: nanobot's packages unchanged, its entry points loading the hooks; `hooks uninstall` then takes
 out the hooks and what they brought, and leaves nanobot whole."""
 
@@ -13,7 +15,11 @@ from pathlib import Path
 import pytest
 
 from harness.environment import process_env
-from nanobot_hooks.contract import RELEASE
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.transcripts import conversation
+from nanobot_hooks.contract import RELEASE, load_record
+from tests.support.paths import ROOT
 
 # The hooks are built from hooks/ (its build folder), as test_design's wheel is: one process at a time.
 pytestmark = pytest.mark.xdist_group("wheel")
@@ -38,8 +44,9 @@ def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def hooks(action: str, python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "worker", "hooks", action, "--python", str(python)],
+def hooks(action: str, python: Path, cwd: Path, *more: str,
+          command: tuple[str, ...] = (sys.executable, "-m", "worker")) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, "hooks", action, "--python", str(python), *more],
                           capture_output=True, text=True, timeout=900, cwd=cwd, env=process_env(test_defaults=False))
 
 
@@ -50,10 +57,13 @@ def nanobot_starts(python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def test_hooks_install_then_uninstall_in_a_fresh_nanobot(fresh_nanobot: Path, tmp_path: Path) -> None:
+def test_hooks_install_then_uninstall_in_a_fresh_nanobot(fresh_nanobot: Path, installed_worker: Path, wheels: Path,
+                                                         tmp_path: Path) -> None:
+    """With the installed worker's command and the hooks' wheel: no checkout involved."""
     before = packages(fresh_nanobot)
     assert before["nanobot-ai"] == "0.3.5"
-    installed = hooks("install", fresh_nanobot, tmp_path)
+    (hooks_wheel,) = wheels.glob("nanobot_summary_hooks-*.whl")
+    installed = hooks("install", fresh_nanobot, tmp_path, "--from", str(hooks_wheel), command=(str(installed_worker),))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert f"installed nanobot-summary-hooks {RELEASE}" in installed.stdout, installed.stdout
     assert "none of nanobot's packages changed" in installed.stdout
@@ -66,7 +76,7 @@ def test_hooks_install_then_uninstall_in_a_fresh_nanobot(fresh_nanobot: Path, tm
     assert started.returncode == 0, started.stderr[-3000:]
     assert {"summary_worker", "recall"} <= set(json.loads(started.stdout.strip().splitlines()[-1]))
 
-    removed = hooks("uninstall", fresh_nanobot, tmp_path)
+    removed = hooks("uninstall", fresh_nanobot, tmp_path, command=(str(installed_worker),))
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert packages(fresh_nanobot) == before, "uninstall takes out what install added, and nothing else"
     started = nanobot_starts(fresh_nanobot, tmp_path)
@@ -82,3 +92,49 @@ def test_hooks_install_into_a_python_without_nanobot_changes_nothing(tmp_path: P
     result = hooks("install", folder / "bin" / "python", tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().count("\n") == 0 and "has no nanobot-ai" in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both wheels (`pip wheel --no-deps`, as the README builds them)."""
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
+                            str(ROOT / "hooks"), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed_worker(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The worker's wheel with its dependencies in a new venv (about 30 s here with pip's cache warm): its command."""
+    folder = tmp_path_factory.mktemp("worker-env") / "venv"
+    venv.EnvBuilder(with_pip=True).create(folder)
+    (wheel,) = wheels.glob("nanobot_summary_worker-*.whl")
+    done = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", "--find-links", str(wheels), str(wheel)],
+                          capture_output=True, text=True, timeout=900, cwd=wheels)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder / "bin" / "nanobot-summary"
+
+
+def test_the_installed_worker_says_its_version_from_any_folder(installed_worker: Path, tmp_path: Path) -> None:
+    result = subprocess.run([str(installed_worker), "--version"], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, env=process_env(test_defaults=False))
+    assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", result.stdout + result.stderr
+
+
+async def test_the_installed_worker_summarizes_a_session_through_litellm(installed_worker: Path, nanobot_home,
+                                                                         fake_llm, redis, redis_url,
+                                                                         tmp_path: Path) -> None:
+    import asyncio
+
+    fake_llm.default = Reply(summary_json(summary="done by the installed worker"))
+    nanobot_home.write_session("telegram:42", conversation(15))
+    env = process_env(nanobot_home, redis_url, config=True)
+    for args in (["enqueue", "--keep", "messages:10", "telegram:42"], ["run", "--burst", "--no-embedded-redis"]):
+        done = await asyncio.to_thread(subprocess.run, [str(installed_worker), *args], capture_output=True,
+                                       text=True, timeout=300, cwd=tmp_path, env=env)
+        assert done.returncode == 0, (args, done.stdout + done.stderr)
+    record = await load_record(redis, "telegram:42")
+    assert record is not None and record.summary == "done by the installed worker", record
+    assert fake_llm.requests, "the summary came from the model, over HTTP"
