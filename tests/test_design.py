@@ -4,6 +4,7 @@ puts only the hooks, all importable, into nanobot's environment."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -211,7 +212,12 @@ ONE_WHEEL = pytest.mark.xdist_group("wheel")
 
 
 def build_wheel(folder: Path, out: Path) -> Path:
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(folder)],
+    """A wheel of a copy of the folder: setuptools' build/ and egg-info in the checkout are shared by every test
+    process (and may hold files of an older layout), the copy by this build alone."""
+    source = out / "src"
+    shutil.copytree(folder, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*",
+                                                                  ".git", "node_modules", ".mypy_cache"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     (path,) = out.glob("*.whl")

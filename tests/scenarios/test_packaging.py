@@ -7,6 +7,7 @@ out the hooks and what they brought, and leaves nanobot whole."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import venv
@@ -21,7 +22,7 @@ from harness.transcripts import conversation
 from nanobot_hooks.contract import RELEASE, load_record
 from tests.support.paths import ROOT
 
-# The hooks are built from hooks/ (its build folder), as test_design's wheel is: one process at a time.
+# With test_design's wheels and test_nanobot_e2e's dry run of the hooks' install: one process at a time.
 pytestmark = pytest.mark.xdist_group("wheel")
 
 
@@ -97,9 +98,12 @@ def test_hooks_install_into_a_python_without_nanobot_changes_nothing(tmp_path: P
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Both wheels (`pip wheel --no-deps`, as the README builds them)."""
-    out = tmp_path_factory.mktemp("dist")
+    out, source = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source") / "checkout"
+    # From a copy: the checkout's build/ and egg-info are shared with the other test processes.
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*", ".git",
+                                                                ".mypy_cache"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
-                            str(ROOT / "hooks"), str(ROOT)], capture_output=True, text=True, timeout=600)
+                            str(source / "hooks"), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     return out
 
