@@ -4,14 +4,17 @@ puts only the hooks, all importable, into nanobot's environment."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from harness.nanobot_cli import find_nanobot, nanobot_python
+from nanobot_hooks.contract import RELEASE
 from tests.support.paths import HOOKS, ROOT
 
 # What the worker may take from nanobot_hooks: the contract, and the settings it extends.
@@ -60,13 +63,10 @@ def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> No
         assert not bad, f"{module} imports {sorted(bad)}"
 
 
-def test_the_command_line_door_is_the_only_hooks_module_naming_the_worker_and_nothing_loads_it() -> None:
-    """nanobot_hooks/command.py (the console script's entry) names `worker.commands.cli` at run time; no module
-    nanobot loads may reach it, and no other hooks module may name the worker even as a string."""
-    for module, names in imports_of("nanobot_hooks").items():
-        assert "nanobot_hooks.command" not in names, f"{module} imports the command line's door"
-        if not module.endswith("command.py"):
-            assert '"worker' not in (HOOKS.parent / module).read_text(encoding="utf-8"), module
+def test_no_hooks_module_names_the_worker_even_as_a_string() -> None:
+    """The hooks' distribution holds no command line: nothing in it reaches for the worker, even at run time."""
+    for module in imports_of("nanobot_hooks"):
+        assert '"worker' not in (HOOKS.parent / module).read_text(encoding="utf-8"), module
 
 
 def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
@@ -111,6 +111,7 @@ CONTRACT = {
     "recall": ["BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
                "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE", "SOURCE_BITS", "cjk_grams", "fts_problem",
                "index_text", "retired_source", "source_owner", "Passage", "pack", "unpack"],
+    "version": ["CONTRACT", "RELEASE"],
 }
 
 
@@ -149,7 +150,7 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
 # The hooks' layers, lowest first: the contract and nanobot's format at the bottom, the pure decisions, the
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
 HOOKS_LAYERS: list[tuple[str, set[str]]] = [
-    ("the contract", {"contract", "logs", "command", "__init__"}),
+    ("the contract", {"contract", "logs", "__init__"}),
     ("nanobot's internals, every touch of them", {"surface"}),
     ("settings", {"settings"}),
     ("recall: its query, answer, search and tool", {"recall"}),
@@ -204,24 +205,56 @@ def test_the_pure_cut_planner_imports_no_worker_module_but_the_keep_rule() -> No
 ONE_WHEEL = pytest.mark.xdist_group("wheel")
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+def build_wheel(folder: Path, out: Path) -> Path:
+    """A wheel of a copy of the folder: setuptools' build/ and egg-info in the checkout are shared by every test
+    process (and may hold files of an older layout), the copy by this build alone."""
+    source = out / "src"
+    shutil.copytree(folder, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*",
+                                                                  ".git", "node_modules", ".mypy_cache"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
     (path,) = out.glob("*.whl")
     return path
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets."""
+    return build_wheel(HOOKS.parent, tmp_path_factory.mktemp("wheel"))
+
+
 @ONE_WHEEL
-def test_the_base_install_holds_only_the_hooks(wheel: Path) -> None:
+def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall.tool:RecallTool" in declared
+    assert "console_scripts" not in declared, "the hooks have no command line: the worker's wheel has it"
+    assert wheel.name.startswith(f"nanobot_summary_hooks-{RELEASE}-"), wheel.name
+
+
+@ONE_WHEEL
+def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: Path) -> None:
+    wheel = build_wheel(ROOT, tmp_path)
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert {n.split("/")[0] for n in names if ".dist-info" not in n} == {"worker"}, "no hooks, tests or harness"
+    for packaged in ("worker/web/templates/base.html", "worker/web/static/style.css", "worker/text/languages.toml"):
+        assert packaged in names, packaged
+    metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"Requires-Dist: nanobot-summary-hooks=={RELEASE}" in metadata, "the hooks of the same version"
+    declared = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "nanobot-summary = worker.commands.cli:main" in declared
+
+
+def test_the_worker_and_the_hooks_have_the_one_version() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["version"] == RELEASE, "pyproject.toml's version is hooks/nanobot_hooks/contract/version.py's"
+    assert f"nanobot-summary-hooks=={RELEASE}" in project["dependencies"]
+    assert f"## {RELEASE}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "CHANGELOG.md says what changed"
 
 
 @ONE_WHEEL

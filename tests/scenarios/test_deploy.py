@@ -287,6 +287,8 @@ def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix()
         (folder / "scripts").mkdir()
         shutil.copy2(ROOT / "scripts" / "run-worker", folder / "scripts" / "run-worker")
         shutil.copy2(ROOT / "pyproject.toml", folder / "pyproject.toml")
+        (folder / "hooks").mkdir()
+        shutil.copy2(ROOT / "hooks" / "pyproject.toml", folder / "hooks" / "pyproject.toml")
         folder.chmod(0o755)
         result = subprocess.run([runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
                                 capture_output=True, text=True, timeout=60, env=process_env(test_defaults=False))

@@ -40,7 +40,7 @@ DATA = f"{IMAGE_HOME}/.nanobot"
 NANOBOT_SERVICES = ("nanobot-gateway", "nanobot-cli")
 # The services that read or write nanobot's folder: nanobot's own processes and the worker.
 SHARING = (*NANOBOT_SERVICES, "worker")
-THIS = "nanobot-summary-worker"
+THIS = "nanobot-summary-hooks"
 
 
 # --- reading the files as compose and docker do -----------------------------------------------------------------
@@ -182,6 +182,10 @@ def pyproject() -> dict[str, Any]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
+def hooks_pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "hooks" / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 VARIABLES = {"TZ": "Europe/Berlin"}
 
 
@@ -310,12 +314,11 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
         "the constraint is the image's own package list, written before the install"
     sources = copied()
-    assert set(sources) == {"pyproject.toml", "README.md", "hooks/nanobot_hooks"}
-    project = pyproject()
-    assert project["project"]["readme"] in sources, "setuptools reads the readme to build the package"
+    assert set(sources) == {"hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    project = hooks_pyproject()
+    assert "readme" not in project["project"], "setuptools would read a readme the context leaves out"
     find = project["tool"]["setuptools"]["packages"]["find"]  # setuptools finds the subpackages
-    (where,) = find["where"]
-    assert find["include"] and all(f"{where}/{pattern.split('.')[0]}" in sources for pattern in find["include"])
+    assert find["include"] and all(f"hooks/{pattern.split('.')[0]}" in sources for pattern in find["include"])
     patterns = ignore_patterns()
     for source in (*sources, "hooks/nanobot_hooks/plugin.py", "hooks/nanobot_hooks/contract/keys.py"):
         assert not ignored(source, patterns), f"{source} must reach the build"
@@ -332,6 +335,7 @@ def copy_build_context(folder: Path) -> Path:
         if path.is_dir():
             shutil.copytree(path, folder / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
+            (folder / source).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, folder / source)
     return folder
 
@@ -350,8 +354,8 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Pat
     assert before.get("nanobot-ai", "").startswith("0.3."), "nanobot's environment holds nanobot-ai 0.3"
     context, report = copy_build_context(tmp_path / "src"), tmp_path / "report.json"
     script = install_script()
-    assert "/tmp/nanobot-summary-worker" in script and "/tmp/nanobot-packages.txt" in script
-    script = (script.replace("/tmp/nanobot-summary-worker", str(context))
+    assert "/tmp/nanobot-summary-hooks" in script and "/tmp/nanobot-packages.txt" in script
+    script = (script.replace("/tmp/nanobot-summary-hooks", str(context / "hooks"))
               .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
               .replace("pip install", f"pip install --dry-run --quiet --report {report}"))
     # `python` is nanobot's, first on PATH as in its image (/app/.venv/bin).
@@ -361,7 +365,7 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Pat
     chosen = {canonicalize_name(item["metadata"]["name"]): item for item in json.loads(report.read_text())["install"]}
     ours = chosen.pop(canonicalize_name(THIS))
     assert ours["requested"] and not ours.get("requested_extras"), "the base package, no extras"
-    assert ours["download_info"]["url"] == context.as_uri()
+    assert ours["download_info"]["url"] == (context / "hooks").as_uri()
     changed = {name: (before[name], item["metadata"]["version"]) for name, item in chosen.items() if name in before}
     assert changed == {}, f"the install would replace nanobot's packages: {changed}"
     assert installed(python) == before, "a dry run changes nothing"
@@ -373,7 +377,7 @@ def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(tmp_pa
     python = nanobot_python(find_nanobot())
     context, site = copy_build_context(tmp_path / "src"), tmp_path / "site"
     build = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir",
-                            "--target", str(site), str(context)], capture_output=True, text=True, timeout=300,
+                            "--target", str(site), str(context / "hooks")], capture_output=True, text=True, timeout=300,
                            env=process_env(test_defaults=False))
     assert build.returncode == 0, build.stderr[-3000:]
     probe = ("import json, sys, nanobot_hooks\n"
@@ -388,7 +392,7 @@ def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(tmp_pa
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(found["package"]).is_relative_to(site)
-    entry_points = pyproject()["project"]["entry-points"]["nanobot.tools"]
+    entry_points = hooks_pyproject()["project"]["entry-points"]["nanobot.tools"]
     assert {name: where for name, (where, _) in found["plugins"].items()} == entry_points
     assert all(Path(path).is_relative_to(site) for _, path in found["plugins"].values())
 

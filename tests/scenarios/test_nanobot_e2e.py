@@ -429,11 +429,11 @@ def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot
     assert check.returncode == 0, check.stdout + check.stderr
     # What installing this project into nanobot's environment would change: only the project itself.
     dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-                          "-e", str(ROOT)],
+                          "-e", str(ROOT / "hooks")],
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     would_install = [item["metadata"]["name"] for item in json.loads(dry.stdout)["install"]]
-    assert would_install == ["nanobot-summary-worker"], would_install
+    assert would_install == ["nanobot-summary-hooks"], would_install
     probe = subprocess.run([python, "-c", IMPORT_PROBE], capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-3000:]
     found = json.loads(probe.stdout)
@@ -447,7 +447,7 @@ IMPORT_PROBE = """
 import importlib.metadata as md, importlib.util, json, sys
 from packaging.requirements import Requirement
 unsatisfied = []
-for dist in ("nanobot-ai", "nanobot-summary-worker"):
+for dist in ("nanobot-ai", "nanobot-summary-hooks"):
     for text in md.requires(dist) or []:
         req = Requirement(text)
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import date
 from typing import TypeAlias
 
+from nanobot_hooks.contract import RELEASE
+
 PROG = "nanobot-summary"
 
 EPILOG = """\
@@ -77,6 +79,19 @@ def _acl(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _hooks(args: argparse.Namespace) -> int:
+    from worker.commands.hooks import check, install, uninstall
+    from worker.commands.nanobot_env import NanobotEnvError
+
+    try:
+        if args.action == "install":
+            return install(args.python, args.source)
+        return uninstall(args.python) if args.action == "uninstall" else check(args.python)
+    except NanobotEnvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 # What `add_subparsers` returns (argparse names its class privately).
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -84,6 +99,7 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=PROG, description="The nanobot summary worker and its operator commands.",
                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"{PROG} {RELEASE}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_enqueue(sub)
@@ -92,6 +108,7 @@ def parser() -> argparse.ArgumentParser:
     _add_doctor(sub)
     _add_web(sub)
     _add_acl(sub)
+    _add_hooks(sub)
     return top
 
 
@@ -209,6 +226,21 @@ def _add_acl(sub: Subcommands) -> None:
     acl.set_defaults(handler=_acl)
 
 
+def _add_hooks(sub: Subcommands) -> None:
+    hooks = sub.add_parser(
+        "hooks", help="put the hooks into nanobot's environment, take them out, or check what nanobot loads",
+        description="install: the hooks of this worker's version into the environment of the Python that runs "
+        "nanobot (found from the `nanobot` command, pipx or uv tool venvs, or --python), with every package "
+        "nanobot holds kept at its version; uninstall: the hooks and what install added that nothing else needs; "
+        "check: load nanobot's entry points in its Python, isolated from the current folder.")
+    hooks.add_argument("action", choices=("install", "uninstall", "check"))
+    hooks.add_argument("--python", metavar="PATH", help="the Python that runs nanobot")
+    hooks.add_argument("--from", dest="source", metavar="PATH",
+                       help="install: the hooks' wheel, sdist or folder (default: this checkout's hooks/, else "
+                       f"nanobot-summary-hooks=={RELEASE} from the package index)")
+    hooks.set_defaults(handler=_hooks)
+
+
 def _add_web(sub: Subcommands) -> None:
     web = sub.add_parser(
         "web", help="a local web page: the worker's health, MEMORY.md's facts (forget, edit, pin, undo), notes, "
@@ -233,7 +265,7 @@ def _add_web(sub: Subcommands) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `python -m worker --burst` (flags only) keeps meaning "run the worker", as before the subcommands.
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["run", *argv]
     top = parser()
     args = top.parse_args(argv)

@@ -7,13 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from nanobot_hooks.contract import redacted_url
 from worker.commands.checks import Check, Level, render
@@ -24,7 +20,6 @@ from worker.memory.longterm import pending_path, read_held
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
-CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def python_checks() -> list[Check]:
@@ -124,56 +119,30 @@ def redis_checks(settings: Settings) -> list[Check]:
     return [Check("ok", f"Redis {version} at {url} answers (credentials and database accepted)")]
 
 
-def nanobot_python(given: str | None) -> Path | None:
-    """The Python that runs nanobot: given, or the one the `nanobot` command's first line names."""
-    if given:
-        return Path(given)
-    command = shutil.which("nanobot")
-    if command is None:
-        return None
-    try:
-        first = Path(command).read_text(encoding="utf-8", errors="replace").splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    return Path(first[2:].strip().split()[0]) if first.startswith("#!") else None
-
-
-PROBE = """\
-import importlib.metadata as m, json
-found = {}
-for name in ("nanobot-ai", "nanobot-summary-worker"):
-    try:
-        found[name] = m.version(name)
-    except m.PackageNotFoundError:
-        found[name] = None
-found["entry_points"] = sorted(e.name for e in m.entry_points(group="nanobot.tools"))
-print(json.dumps(found))
-"""
-
-
 def hooks_checks(given: str | None) -> list[Check]:
-    python = nanobot_python(given)
-    install = f"<nanobot's python> -m pip install {CHECKOUT}"
-    if python is None:
-        return [Check("warn", "nanobot's Python not found (no `nanobot` command on PATH)",
-                      "nanobot-summary doctor --nanobot-python /path/to/nanobot's/bin/python")]
+    """What nanobot's Python loads at its start, probed isolated from this folder (worker/commands/nanobot_env.py):
+    a checkout or egg-info here must not pass for hooks installed there."""
+    from worker.commands.nanobot_env import NanobotEnvError, find_python, probe
+
     try:
-        result = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=60)
-        found: dict[str, Any] = json.loads(result.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return [Check("FAIL", f"cannot run nanobot's Python {python}", "name the right one with --nanobot-python")]
-    install = f"{python} -m pip install {CHECKOUT}"
-    checks = []
-    if not found.get("nanobot-ai"):
+        found = probe(find_python(given))
+    except NanobotEnvError as exc:
+        return [Check("FAIL" if given else "warn", str(exc),
+                      "nanobot-summary doctor --nanobot-python /path/to/nanobot's/bin/python")]
+    python, checks = found.python, []
+    install = f"nanobot-summary hooks install --python {python}"
+    if not found.nanobot:
         checks.append(Check("FAIL", f"{python} has no nanobot-ai", "name nanobot's own Python with --nanobot-python"))
-    elif not str(found["nanobot-ai"]).startswith("0.3."):
-        checks.append(Check("FAIL", f"nanobot {found['nanobot-ai']}: the hooks support 0.3.x only",
+    elif not found.nanobot.startswith("0.3."):
+        checks.append(Check("FAIL", f"nanobot {found.nanobot}: the hooks support 0.3.x only",
                             f"{python} -m pip install 'nanobot-ai>=0.3.5,<0.4'"))
-    if not found.get("nanobot-summary-worker") or "summary_worker" not in found.get("entry_points", []):
+    if not found.hooks_load:
         checks.append(Check("FAIL", f"the hooks are not installed in nanobot's environment ({python})", install))
+    elif found.errors:
+        checks.append(Check("FAIL", f"nanobot cannot load {', '.join(sorted(found.errors))} ({python}): "
+                            + "; ".join(found.errors.values()), install))
     elif not checks:
-        checks.append(Check("ok", f"hooks {found['nanobot-summary-worker']} installed in nanobot "
-                                  f"{found['nanobot-ai']}'s environment ({python})"))
+        checks.append(Check("ok", f"hooks {found.hooks} installed in nanobot {found.nanobot}'s environment ({python})"))
     return checks
 
 

@@ -80,7 +80,7 @@ async def test_doctor_passes_a_healthy_setup_with_a_running_worker(nanobot_home,
     for words in ("Python 3.", f"nanobot config {nanobot_home.config_path}", f"sessions in {nanobot_home.sessions_dir}",
                   "summary model openai/fake-model (from nanobot config) at http", "a key from nanobot's config",
                   "credentials and database accepted", "idle compaction is off", "Dream is off",
-                  "hooks 0.1.0 installed in nanobot 0.3.5's environment", "worker alive", "summarized telegram:42"):
+                  "hooks 0.2.0 installed in nanobot 0.3.5's environment", "worker alive", "summarized telegram:42"):
         assert words in healthy.stdout, (words, healthy.stdout)
     assert "sk-fake" not in healthy.stdout
 

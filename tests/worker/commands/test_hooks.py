@@ -1,0 +1,75 @@
+"""`nanobot-summary --version` and `hooks check`/doctor's probe of nanobot's environment: isolated from the current
+folder, so a checkout (its package, its egg-info) where the command runs never passes for installed hooks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from harness.environment import process_env
+from nanobot_hooks.contract import RELEASE
+from tests.support.paths import HOOKS, ROOT
+from worker.commands.doctor import hooks_checks
+
+
+def test_the_command_says_its_version() -> None:
+    result = subprocess.run([sys.executable, "-m", "worker", "--version"], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT, env=process_env(test_defaults=False))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"nanobot-summary {RELEASE}"
+
+
+@pytest.fixture
+def bare_python(tmp_path: Path) -> Path:
+    """A Python environment with neither nanobot nor the hooks (no pip either: nothing is installed into it)."""
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "venv")
+    return tmp_path / "venv" / "bin" / "python"
+
+
+def checkout_like(folder: Path) -> Path:
+    """A folder as the checkout is after `pip install .`: the hooks' package and the metadata pip left beside it
+    (the egg-info of the distribution that held the hooks up to 0.1.0, with its entry points)."""
+    folder.mkdir()
+    (folder / "nanobot_hooks").symlink_to(HOOKS)
+    info = folder / "nanobot_summary_worker.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: nanobot-summary-worker\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[nanobot.tools]\nsummary_worker = nanobot_hooks.plugin:SummaryWorkerHooks\n")
+    return folder
+
+
+def test_doctor_run_from_a_checkout_says_the_hooks_are_missing_from_nanobots_environment(
+        bare_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(checkout_like(tmp_path / "checkout"))
+    checks = hooks_checks(str(bare_python))
+    missing = [c for c in checks if "the hooks are not installed in nanobot's environment" in c.what]
+    assert missing and missing[0].level == "FAIL", checks
+    assert f"nanobot-summary hooks install --python {bare_python}" in (missing[0].fix or ""), checks
+
+
+def test_hooks_check_loads_the_installed_hooks_in_nanobots_python(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    nanobot_python = os.environ.get("NANOBOT_PYTHON")
+    if not nanobot_python:
+        pytest.skip("needs nanobot's environment (scripts/test makes it)")
+    result = subprocess.run([sys.executable, "-m", "worker", "hooks", "check", "--python", nanobot_python],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=process_env(test_defaults=False))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"ok hooks {RELEASE} load in nanobot 0.3.5's environment"), result.stdout
+    assert "recall" in result.stdout and "summary_worker" in result.stdout
+
+
+def test_hooks_check_without_nanobot_says_where_to_point_it(tmp_path: Path) -> None:
+    env = {**process_env(test_defaults=False), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "worker", "hooks", "check"], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().startswith("error: nanobot's Python not found"), result.stderr
+    assert "--python" in result.stderr and "Traceback" not in result.stderr
