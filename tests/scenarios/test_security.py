@@ -13,6 +13,7 @@ import sqlite3
 import string
 import subprocess
 import sys
+import zlib
 from datetime import datetime, timedelta
 
 import pytest
@@ -397,7 +398,20 @@ def recall_text(home) -> str:
         return ""
     db = sqlite3.connect(path)
     try:
-        return "\n".join(db.iterdump())
+        # Every stored table, the full-text index's own included; the passages' text is in compressed blocks,
+        # read decompressed (a contentless FTS5 table itself holds no text and cannot be scanned).
+        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                 "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")]
+        assert "blocks" in tables, tables
+        values = []
+        for table in tables:
+            for row in db.execute(f'SELECT * FROM "{table}"'):
+                for value in row:
+                    if isinstance(value, bytes):
+                        value = zlib.decompress(value) if table == "blocks" else value
+                        value = value.decode("utf-8", "replace")
+                    values.append(str(value))
+        return "\n".join(values)
     finally:
         db.close()
 

@@ -322,6 +322,8 @@ async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_no
         for i in range(turns):
             assert notes.count(f"- {key} day {i}\n") == 1, f"{key} day {i} is noted exactly once"
     grown = peaks[1] - peaks[0]
-    assert grown < (sizes[1] - sizes[0]) / 4, (
+    # Holding the day whole grew the peak 3x the day's growth (9.3 MB for 3.1 MB); one window at a time grows it by
+    # what the notes file and the run's other state add, measured 0.2-0.9 MB for 3.3 MB (it varies from run to run).
+    assert grown < (sizes[1] - sizes[0]) / 2, (
         f"{peaks[0] / 2**20:.1f} MB at the peak for a {sizes[0] / 2**20:.1f} MB day, {peaks[1] / 2**20:.1f} MB "
         f"for {sizes[1] / 2**20:.1f} MB")
