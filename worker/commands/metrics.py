@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from nanobot_hooks.contract import utcnow
+from worker.state.outcomes import STATUSES as OUTCOME_STATUSES
 
-STATUSES = ("summarized", "noted", "noop", "failed")  # JobOutcome.status
+STATUSES = (*OUTCOME_STATUSES, "unknown")  # JobOutcome.status: "unknown" is another version's
 PICKUP_RESULTS = ("applied", "stale", "duplicate", "forged")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 

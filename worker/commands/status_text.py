@@ -223,6 +223,8 @@ def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int
         status += f" ({outcome['failures_in_a_row']} in a row)"
     took = f"took {outcome['seconds']:.1f}s" if outcome["seconds"] is not None else ""
     took += f" (try {outcome['job_try']})" if took and outcome["job_try"] > 1 else ""
+    if outcome.get("unknown"):  # written by another version of the worker
+        status += f" (another version's: this one does not know its {outcome['unknown']})"
     parts = [f"{status} {ago(outcome['finished_at'])}", f"trigger {outcome['reason']}",
              arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
              arrow("messages", outcome["messages_before"], outcome["messages_after"]), outcome["model"],

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from arq.connections import ArqRedis
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from nanobot_hooks.contract import Keys, Reason, utcnow
 from worker.state.budget import Spend
@@ -18,11 +18,17 @@ from worker.text.redact import redact
 KEEP_SECONDS = 7 * 24 * 3600
 
 
+# What a job can end as; "unknown": a status written by another version of the worker (read_outcome).
+STATUSES = ("summarized", "noted", "noop", "failed")
+Status = Literal["summarized", "noted", "noop", "failed", "unknown"]
+REASONS = get_args(Reason)
+
+
 class JobOutcome(BaseModel):
     """What the last job for a session did."""
 
     session_key: str
-    status: Literal["summarized", "noted", "noop", "failed"]
+    status: Status
     detail: str = ""
     boundary: int | None = None
     tokens_before: int | None = None
@@ -31,7 +37,7 @@ class JobOutcome(BaseModel):
     messages_after: int | None = None
     seconds: float | None = None  # how long the job ran (LLM calls included)
     job_try: int = 1
-    reason: Reason = "manual"  # what triggered the job
+    reason: Reason | Literal["unknown"] = "manual"  # what triggered the job
     model: str = ""
     spend: Spend = Field(default_factory=Spend)  # all tries of the job
     # Fidelity: the share of the previous summary's identifiers the new one keeps (the guard's measure),
@@ -41,10 +47,27 @@ class JobOutcome(BaseModel):
     cooldown_until: datetime | None = None
     memory_skipped: str = ""  # why the job wrote no daily notes or facts for what it read, when it wrote none
     finished_at: datetime = Field(default_factory=utcnow)
+    # What another version of the worker wrote that this one does not know (a status, a reason): shown, not a crash.
+    unknown: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_another_version(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        odd = []
+        if "status" in data and data["status"] not in (*STATUSES, "unknown"):
+            odd.append(f"status {data['status']!r}")
+            data = {**data, "status": "unknown"}
+        if "reason" in data and data["reason"] not in (*REASONS, "unknown"):
+            odd.append(f"reason {data['reason']!r}")
+            data = {**data, "reason": "unknown"}
+        return {**data, "unknown": ", ".join(odd)} if odd else data
 
 
 # How each status reads in a log line.
-VERBS = {"summarized": "summarized", "noted": "noted", "noop": "skipped", "failed": "failed"}
+VERBS = {"summarized": "summarized", "noted": "noted", "noop": "skipped", "failed": "failed",
+         "unknown": "ended in a way this version does not know:"}
 
 
 def headline(outcome: JobOutcome) -> str:
@@ -71,6 +94,16 @@ async def keep_outcome(redis: ArqRedis, outcome: JobOutcome, delete: Sequence[st
         await pipe.execute()
 
 
+def read_outcome(raw: bytes | str, session_key: str) -> JobOutcome:
+    """A stored outcome, whatever version of the worker wrote it: one this version cannot read at all is shown
+    as unknown (every reader, the page, `status` and the metrics among them, goes through here)."""
+    try:
+        return JobOutcome.model_validate_json(raw)
+    except (ValidationError, ValueError):
+        return JobOutcome(session_key=session_key, status="unknown",
+                          unknown="an outcome this version of the worker cannot read")
+
+
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:
     raw = await redis.get(Keys.of(redis).outcome(session_key))
-    return JobOutcome.model_validate_json(raw) if raw else None
+    return read_outcome(raw, session_key) if raw else None

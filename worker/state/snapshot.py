@@ -10,7 +10,7 @@ from arq.connections import ArqRedis
 
 from nanobot_hooks.contract import Keys, load_record, pending_sessions, reply, utcnow
 from worker.state import budget, formats, liveness
-from worker.state.outcomes import JobOutcome
+from worker.state.outcomes import read_outcome
 
 
 def _text(value: bytes | str) -> str:
@@ -87,5 +87,5 @@ async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
         return []
     raws = await redis.mget([keys.outcome(key) for key in sessions])
     streaks = await redis.mget([keys.failures(key) for key in sessions])
-    return [{**JobOutcome.model_validate_json(raw).model_dump(mode="json"), "failures_in_a_row": int(streak or 0)}
-            for raw, streak in zip(raws, streaks) if raw]
+    return [{**read_outcome(raw, key).model_dump(mode="json"), "failures_in_a_row": int(streak or 0)}
+            for key, raw, streak in zip(sessions, raws, streaks, strict=True) if raw]

@@ -18,7 +18,7 @@ from nanobot_hooks.contract import METADATA_TYPE, Keys, context_history, load_re
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget
-from worker.state.outcomes import JobOutcome
+from worker.state.outcomes import JobOutcome, read_outcome
 from worker.web.actions import said
 from worker.web.charts import sawtooth
 from worker.web.instance import Instance
@@ -34,7 +34,7 @@ async def last_outcomes(redis: ArqRedis, keys: list[str]) -> dict[str, JobOutcom
     if not keys:
         return {}
     raws = await redis.mget([Keys.of(redis).outcome(key) for key in keys])
-    return {key: JobOutcome.model_validate_json(raw) for key, raw in zip(keys, raws) if raw}
+    return {key: read_outcome(raw, key) for key, raw in zip(keys, raws, strict=True) if raw}
 
 
 def channel(key: str) -> str:
@@ -81,7 +81,7 @@ async def redis_view(redis: ArqRedis, key: str, tz: tzinfo) -> dict[str, Any]:
     keys = Keys.of(redis)
     raw = await redis.get(keys.outcome(key))
     return {
-        "outcome": JobOutcome.model_validate_json(raw) if raw else None,
+        "outcome": read_outcome(raw, key) if raw else None,
         "failures": int(await redis.get(keys.failures(key)) or 0),
         "rest": await budget.cooling(redis, key),
         "record": await load_record(redis, key),
