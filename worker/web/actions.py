@@ -69,34 +69,34 @@ async def _session(request: web.Request, queue: bool) -> str | web.Response:
     return key
 
 
-async def _redis(request: web.Request) -> ArqRedis | web.Response:
+async def _target(request: web.Request, queue: bool) -> tuple[str, ArqRedis] | web.Response:
+    """The form's checked session key and the instance's Redis, or the refusal to answer (every action needs both)."""
+    key = await _session(request, queue)
+    if isinstance(key, web.Response):
+        return key
     instance = request.app[INSTANCE]
     redis = await instance.client()
     if redis is None:
         return _refused(request, 503, "Redis cannot be reached",
                         f"Nothing was done: Redis cannot be read ({instance.redis_problem}).")
-    return redis
+    return key, redis
 
 
 async def summarize(request: web.Request) -> web.Response:
     """Summarize now: `nanobot-summary enqueue KEY`."""
-    key = await _session(request, queue=True)
-    if isinstance(key, web.Response):
-        return key
-    redis = await _redis(request)
-    if isinstance(redis, web.Response):
-        return redis
+    target = await _target(request, queue=True)
+    if isinstance(target, web.Response):
+        return target
+    key, redis = target
     return _back(key, "queued" if await queue_one(redis, key) else "already")
 
 
 async def retry(request: web.Request) -> web.Response:
     """A failed job again, as a job made by hand: the failure's rest would hold back a triggered one."""
-    key = await _session(request, queue=True)
-    if isinstance(key, web.Response):
-        return key
-    redis = await _redis(request)
-    if isinstance(redis, web.Response):
-        return redis
+    target = await _target(request, queue=True)
+    if isinstance(target, web.Response):
+        return target
+    key, redis = target
     outcome = await load_outcome(redis, key)
     if outcome is None or outcome.status != "failed":
         return _back(key, "not-failed")
@@ -104,12 +104,10 @@ async def retry(request: web.Request) -> web.Response:
 
 
 async def end_rest(request: web.Request) -> web.Response:
-    key = await _session(request, queue=False)
-    if isinstance(key, web.Response):
-        return key
-    redis = await _redis(request)
-    if isinstance(redis, web.Response):
-        return redis
+    target = await _target(request, queue=False)
+    if isinstance(target, web.Response):
+        return target
+    key, redis = target
     return _back(key, "rest-ended" if await budget.end_rest(redis, key) is not None else "no-rest")
 
 
