@@ -21,11 +21,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text  # noqa: E402
-from worker.summarize.cut import saving_floor  # noqa: E402
-from worker.summarize.cut import cut_by  # noqa: E402
-from worker.keep_rule import KeepRule  # noqa: E402
-from worker.text.tokens import best_counter, count_message  # noqa: E402
+from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text
+from worker.summarize.cut import saving_floor
+from worker.summarize.cut import cut_by
+from worker.keep_rule import KeepRule
+from worker.text.tokens import best_counter, count_message
 
 RULES = ("off", "messages:0", "turns:1", "turns:2", "fraction:0.03")  # off: no idle summaries (the safety net only)
 SAFETY_NET_KEEP = KeepRule("turns", 1)  # NANOBOT_SUMMARY_KEEP's default keeps the last user turn at least

@@ -32,24 +32,24 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from arq.connections import ArqRedis  # noqa: E402
-from arq.cron import CronJob, next_cron  # noqa: E402
-from arq.utils import to_unix_ms  # noqa: E402
+from arq.connections import ArqRedis
+from arq.cron import CronJob, next_cron
+from arq.utils import to_unix_ms
 
-from nanobot_hooks.contract import Keys  # noqa: E402
-from harness.fakellm import FakeLLM, Reply  # noqa: E402
-from harness.models import summary_json  # noqa: E402
-from harness.redis_server import RedisServer  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from harness.transcripts import conversation  # noqa: E402
-from worker.commands import status_text  # noqa: E402
-from worker.state.snapshot import gather  # noqa: E402
-from worker.connections import queue_client  # noqa: E402
-from worker.service.arq_worker import SteadyWorker, worker_options  # noqa: E402
-from worker.service.build import build_deps  # noqa: E402
-from worker.settings import Settings  # noqa: E402
-from worker.summarize.daily import daily_summaries, flush_memory  # noqa: E402
-from worker.summarize.deps import Deps  # noqa: E402
+from nanobot_hooks.contract import Keys
+from harness.fakellm import FakeLLM, Reply
+from harness.models import summary_json
+from harness.redis_server import RedisServer
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
+from worker.commands import status_text
+from worker.state.snapshot import gather
+from worker.connections import queue_client
+from worker.service.arq_worker import SteadyWorker, worker_options
+from worker.service.build import build_deps
+from worker.settings import Settings
+from worker.summarize.daily import daily_summaries, flush_memory
+from worker.summarize.deps import Deps
 
 KINDS = {daily_summaries: "daily", flush_memory: "minute"}  # the cron functions counted, by what they are
 # arq's own keys of a job, `arq:<kind>:<job id>`: the job id carries the namespace (tests/scenarios/test_namespace.py).

@@ -17,10 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 from worker.model import answer
 from worker.memory import dedup
 from worker.memory import longterm
-from worker.text import redact  # noqa: E402
-from worker.memory.records import DailyNotes, Fact  # noqa: E402
-from worker.memory.notes import append_notes  # noqa: E402
-from worker.text.tokens import best_counter  # noqa: E402
+from worker.text import redact
+from worker.memory.records import DailyNotes, Fact
+from worker.memory.notes import append_notes
+from worker.text.tokens import best_counter
 
 EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",
       "staging", "the gateway", "port", "dark mode", "Hugo", "Redis", "Python", "every Friday", "backup", "cron")

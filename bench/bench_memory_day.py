@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from harness.sandbox import NanobotHome  # noqa: E402
-from worker.memory.writer import MemoryFiles  # noqa: E402
-from worker.memory.longterm.held import HELD  # noqa: E402
-from worker.memory.notes import DAYS  # noqa: E402
-from worker.memory.records import DailyNotes, Fact  # noqa: E402
-from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT  # noqa: E402
+from harness.sandbox import NanobotHome
+from worker.memory.writer import MemoryFiles
+from worker.memory.longterm.held import HELD
+from worker.memory.notes import DAYS
+from worker.memory.records import DailyNotes, Fact
+from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT
 
 DAY = datetime(2026, 11, 24, 0, 0)
 TOPICS = ("the blog's theme", "a Redis timeout", "the nginx port", "a trip to Lisbon", "the backup script",

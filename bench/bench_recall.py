@@ -22,11 +22,11 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from nanobot_hooks.contract import RECALL_INDEX, is_direct_chat  # noqa: E402
-from nanobot_hooks.recall.search import search  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from worker.memory.recall_index import RecallIndex, Refreshed  # noqa: E402
-from worker.nanobot.sessions import read_session  # noqa: E402
+from nanobot_hooks.contract import RECALL_INDEX, is_direct_chat
+from nanobot_hooks.recall.search import search
+from harness.sandbox import NanobotHome
+from worker.memory.recall_index import RecallIndex, Refreshed
+from worker.nanobot.sessions import read_session
 
 UTC = ZoneInfo("UTC")
 MAIN = "telegram:42"

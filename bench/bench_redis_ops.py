@@ -14,19 +14,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.connections import ArqRedis  # noqa: E402
-from arq.worker import Worker  # noqa: E402
+from arq.connections import ArqRedis
+from arq.worker import Worker
 
 from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
                                     load_record_or_drop, pending_sessions)
-from harness.fakellm import FakeLLM, Reply  # noqa: E402
-from harness.redis_server import free_port  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from worker.service.arq_worker import worker_options  # noqa: E402
-from worker.service.build import build_deps  # noqa: E402
-from worker.connections import queue_client, start_embedded  # noqa: E402
-from worker.settings import Settings  # noqa: E402
-from worker.summarize.deps import Deps  # noqa: E402
+from harness.fakellm import FakeLLM, Reply
+from harness.redis_server import free_port
+from harness.sandbox import NanobotHome
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.connections import queue_client, start_embedded
+from worker.settings import Settings
+from worker.summarize.deps import Deps
 
 
 async def commands(redis: ArqRedis) -> Counter[str]:

@@ -34,13 +34,13 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from rank_bm25 import BM25Okapi  # noqa: E402
+from rank_bm25 import BM25Okapi
 
-from bench import retrieval_corpus as corpus  # noqa: E402
-from nanobot_hooks.contract import is_direct_chat  # noqa: E402
-from nanobot_hooks.recall.search import search  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from worker.memory.recall_index import RecallIndex  # noqa: E402
+from bench import retrieval_corpus as corpus
+from nanobot_hooks.contract import is_direct_chat
+from nanobot_hooks.recall.search import search
+from harness.sandbox import NanobotHome
+from worker.memory.recall_index import RecallIndex
 
 FORMS = ("keywords", "question")
 LANGUAGES = ("en", "zh")

@@ -23,18 +23,18 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
+from aiohttp.test_utils import TestClient, TestServer
 
-from harness.redis_server import RedisServer  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from harness.transcripts import conversation  # noqa: E402
-from worker.connections import queue_client  # noqa: E402
-from worker.memory.recall_index import RecallIndex  # noqa: E402
-from worker.settings import Settings  # noqa: E402
-from worker.state.outcomes import JobOutcome, keep_outcome  # noqa: E402
-from worker.web.app import make_app  # noqa: E402
-from worker.web.guard import Guard  # noqa: E402
-from worker.web.instance import Instance  # noqa: E402
+from harness.redis_server import RedisServer
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
+from worker.connections import queue_client
+from worker.memory.recall_index import RecallIndex
+from worker.settings import Settings
+from worker.state.outcomes import JobOutcome, keep_outcome
+from worker.web.app import make_app
+from worker.web.guard import Guard
+from worker.web.instance import Instance
 
 START = datetime(2025, 11, 25, 8, 0)
 NAMESPACE = "bench-web"

@@ -20,20 +20,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.worker import Worker  # noqa: E402
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from arq.worker import Worker
+from rich.console import Console
+from rich.table import Table
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E402
-from worker.settings import Settings  # noqa: E402
-from worker.service.arq_worker import worker_options  # noqa: E402
-from worker.service.build import build_deps  # noqa: E402
-from worker.connections import answers, queue_client, start_embedded  # noqa: E402
-from worker.state.outcomes import load_outcome  # noqa: E402
-from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
-from harness.corpora import CORPORA, REPEATED  # noqa: E402
-from worker.text.tokens import cl100k_counter, estimate_tokens  # noqa: E402
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from worker.settings import Settings
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.connections import answers, queue_client, start_embedded
+from worker.state.outcomes import load_outcome
+from harness.fakellm import FakeLLM, FakeRequest, Reply
+from harness.sandbox import NanobotHome
+from harness.corpora import CORPORA, REPEATED
+from worker.text.tokens import cl100k_counter, estimate_tokens
 
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
 TAG = "bench-session-"

@@ -17,15 +17,15 @@ from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from arq.worker import Worker  # noqa: E402
+from arq.worker import Worker
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary  # noqa: E402
-from worker.settings import Settings  # noqa: E402
-from worker.service.arq_worker import worker_options  # noqa: E402
-from worker.service.build import build_deps  # noqa: E402
-from worker.connections import answers, queue_client, start_embedded  # noqa: E402
-from harness.fakellm import FakeLLM, Reply  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
+from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from worker.settings import Settings
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.connections import answers, queue_client, start_embedded
+from harness.fakellm import FakeLLM, Reply
+from harness.sandbox import NanobotHome
 
 KEY = "telegram:42"
 T = TypeVar("T")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.example_memory import KEY, run_example, summarized_home  # noqa: E402
-from nanobot_hooks.recall.search import search  # noqa: E402
-from nanobot_hooks.settings import HookSettings  # noqa: E402
+from bench.example_memory import KEY, run_example, summarized_home
+from nanobot_hooks.recall.search import search
+from nanobot_hooks.settings import HookSettings
 
 GROUP = "telegram:-1001234"
 # (the session asking, the tool's arguments)

@@ -23,10 +23,8 @@ from harness.transcripts import conversation
 from worker.state.outcomes import load_outcome
 from tests.support.commands import check, doctor, run_in_process
 from tests.support.paths import ROOT
-from tests.support.waiting import wait_until
 from tests.support.web import served
 from tests.support.workers import start_worker
-from worker.state import workers as reports
 
 
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show

@@ -110,7 +110,7 @@ class _Planted:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def __reduce__(self):  # noqa: ANN204
+    def __reduce__(self):
         return (open, (self.path, "w"))
 
 

@@ -6,7 +6,7 @@ history's tokens, a part of the whole prompt the chart shows). The overview's ba
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
