@@ -120,25 +120,3 @@ def undo_summary(session: LiveSession) -> None:
     session.last_archived = 0
     session.provider_state = None
 
-
-def pickup_due(
-    *,
-    mode: str,
-    idle_seconds: float | None,
-    cache_ttl: float,
-    prompt_tokens: int | None,
-    context_window: int | None,
-    threshold: float,
-) -> bool:
-    """Whether to apply a finished summary now. An applied summary changes the system prompt, and the
-    provider's prompt cache ends there: the next request pays full price from the summary on. In 'idle'
-    mode that happens when the cache has gone cold anyway (the session quiet longer than its lifetime),
-    or when the context has come halfway from the trigger threshold to the window, where the saving
-    matters more than the cache. Unknown size and idle time: apply (the safe side of the window)."""
-    if mode != "idle":
-        return True
-    if idle_seconds is not None and idle_seconds >= cache_ttl:
-        return True
-    if prompt_tokens is None or not context_window:
-        return idle_seconds is None
-    return prompt_tokens >= (threshold + (1 - threshold) / 2) * context_window

@@ -13,7 +13,7 @@
   runs its message loop (gateway, interactive agent); direct calls (`agent -m`, the SDK) use the path
   above, and a record the trigger finds waiting is applied right after that turn (trigger.py awaits
   `pickup`).
-- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`apply.pickup_due`: the provider's
+- with NANOBOT_SUMMARY_PICKUP=idle, a record that is not due yet (`decide.pickup_due`: the provider's
   prompt cache is still warm and the context is not near the window) is held in memory, and the
   metadata copy stays where it is; a timer looks again once the cache would have gone cold, and the
   start of each turn applies it as soon as it is due. Whenever a held record is looked at (the trigger,
@@ -35,7 +35,7 @@ from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, is_i
 from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
 from nanobot_hooks.surface import compacting, compaction_lock, ordinary_turn
-from nanobot_hooks.turn.apply import pickup_due
+from nanobot_hooks.turn.decide import pickup_due
 
 
 

@@ -1,12 +1,11 @@
-"""The trigger decision and the user-turn count: pure functions, no nanobot, no Redis."""
+"""The turn's decisions (summarize now, apply now) and the user-turn count: pure functions, no nanobot, no Redis."""
 
 from __future__ import annotations
 
 import pytest
 
 from nanobot_hooks.contract import METADATA_KEY, is_internal_session, is_user_turn, last_context_tokens
-from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
-from nanobot_hooks.turn.apply import pickup_due
+from nanobot_hooks.turn.decide import count_from, decide, pickup_due, user_turns_since
 
 from harness.transcripts import conversation
 
