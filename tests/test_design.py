@@ -153,7 +153,7 @@ HOOKS_LAYERS: list[tuple[str, set[str]]] = [
     ("the contract", {"contract", "logs", "__init__"}),
     ("nanobot's internals, every touch of them", {"surface"}),
     ("settings", {"settings"}),
-    ("recall: its query, answer, search and tool", {"recall"}),
+    ("recall: its query, hits, ranking, snippets, search and tool", {"recall"}),
     ("the Redis link", {"link"}),
     ("what the parts share", {"context"}),
     ("the turn's path: trigger, listener, pickup", {"turn"}),

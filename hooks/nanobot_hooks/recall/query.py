@@ -42,6 +42,7 @@ CJK_STOP = sorted("""
 # as the answer says it too), but a bigram of two of them, or one alone, is no term.
 CJK_WEAK = frozenset("的了吗呢吧啊呀我你他她它是也都和很就还又谁几")
 _CJK_STOP = re.compile("|".join(map(re.escape, CJK_STOP)))
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # the tool's date_from and date_to (check_day)
 _WORD = re.compile(r"[^\W_]+")  # what SQLite's unicode61 tokenizer takes as one word
 
 
@@ -64,6 +65,18 @@ def read_query(query: str, today: Date) -> Asked:
     since, until, rest = named_days(query, today)
     found = terms(rest, keep_stop_words=since is None)
     return Asked(found, since, until, since is not None, tuple(t for t in letters(rest) if t not in found))
+
+
+def check_day(value: str | None, name: str) -> str | None:
+    """A YYYY-MM-DD date or None; raises ValueError naming the parameter."""
+    if value is None or value == "":
+        return None
+    try:
+        if not _ISO_DAY.match(value):
+            raise ValueError
+        return Date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise ValueError(f"{name} must be a date written YYYY-MM-DD, not {value!r}") from None
 
 
 def terms(text: str, keep_stop_words: bool = True) -> tuple[str, ...]:

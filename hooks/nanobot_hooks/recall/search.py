@@ -4,16 +4,16 @@ Runs inside nanobot for the `recall` tool (tool.RecallTool). Light and read-only
 library's sqlite3 on the index the worker keeps (layout: contract/recall.py), opened with `mode=ro`, stopped
 at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
 
-Who sees what (`visible_sources`): a session sees its own archived messages, its own sections of the daily
+Who sees what (visible.py): a session sees its own archived messages, its own sections of the daily
 notes, and MEMORY.md (which nanobot already puts in every session's prompt). Only when the user set
 NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
 trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
 
-Ranking: BM25 (SQLite's bm25()) over the query's words (query): a rare word counts for more than a
-name found in every other message, a short passage holding it for more than a long one. In a conversation
-the answer often follows the question that holds the words ("How did the audition go?" - "I got the part"),
-so the messages next to a strong hit are shown under it (a neighbour holding none of the words is no passage of its own). Recency breaks ties only. Days the
-query names narrow the search, unless nothing is found in them. The asker's own material is searched first
+Ranking (rank.py): BM25 over the query's words (query.py): a rare word counts for more than a name found in every
+other message, a short passage holding it for more than a long one. In a conversation the answer often follows the
+question that holds the words ("How did the audition go?" - "I got the part"), so the messages next to a strong hit
+are shown under it (a neighbour holding none of the words is no passage of its own). Recency breaks ties only. Days
+the query names narrow the search, unless nothing is found in them. The asker's own material is searched first
 (`search_order`): the time budget never runs out before it.
 """
 
@@ -32,20 +32,75 @@ from pathlib import Path
 
 from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
 from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
-from nanobot_hooks.recall.answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
-                                         describe_scope, length, neighbours, plan_terms, rarity, render, search_order,
-                                         snippet, visible_sources)
-from nanobot_hooks.recall.query import Asked, phrase, read_query
+from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
+from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
+from nanobot_hooks.recall.rank import PROBE, bm25, choose, length, neighbours, plan_terms, rarity
+from nanobot_hooks.recall.snippets import dates_phrase, describe_scope, render, snippet
+from nanobot_hooks.recall.visible import search_order, visible_sources
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
 NEIGHBOR_SHARE = 0.5  # of a hit's score, for the message before and after it
 LETTER_SHARE = 0.3  # of a word's weight, for one letter of a CJK word (query.Asked.letters)
 MEMORY_SHARE = 0.5  # of a MEMORY.md line's score: nanobot puts the file in every prompt, the rest it never sees
-ROWS_BUDGET = 4_000  # passages one search may score; see answer.plan_terms
+ROWS_BUDGET = 4_000  # passages one search may score; see rank.plan_terms
 SIZE_CAP = 1_000  # passages counted of a notes or MEMORY.md source, for its words' rarity
 _MARKED = re.compile("\x01(.*?)\x02", re.S)
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
+
+
+def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[str], bool], scope: str = "session",
+           date_from: str | None = None, date_to: str | None = None, budget: float = BUDGET_SECONDS,
+           today: Date | None = None) -> str:
+    """The answer to one recall. Raises ValueError for a bad date only; the index's trouble is "nothing found"."""
+    since, until = check_day(date_from, "date_from"), check_day(date_to, "date_to")
+    if since and until and since > until:
+        since, until = until, since
+    asked = read_query(query, today or Date.today())
+    if since or until:  # the tool's own arguments win over days the query's words name
+        asked = replace(asked, since=since, until=until, named=False)
+    if not asked.terms and asked.since is None:
+        return f"Nothing to search for in {query!r}: give one or more keywords."
+    path = Path(workspace) / RECALL_INDEX
+    if not path.is_file():
+        return f"Nothing found for {query!r}: no archive has been indexed yet."
+    deadline = time.monotonic() + budget
+    try:
+        # mode=ro: the tool can never change the index; WAL lets it read while the worker writes.
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget)) as db:
+            db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+            if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
+                return f"Nothing found for {query!r}: the archive index is being rebuilt."
+            sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
+            groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
+            widened = scope == "trusted" and asker is not None and trusted(asker)
+            return _answer(_Search(db, asked, deadline), groups, query, asker, widened)
+    except sqlite3.Error:
+        return f"Nothing found for {query!r}: the archive index cannot be read right now."
+
+
+def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, widened: bool) -> str:
+    """The search on the open index, rendered; days the query named are let go when nothing is in them; what
+    was found when the clock ran out is still worth giving."""
+    asked = run.asked
+    described, late = describe_scope(widened) + dates_phrase(asked.since, asked.until), ""
+    try:
+        run.plan()
+        _find(run, groups)
+        if not run.hits and asked.named and asked.terms:
+            described = describe_scope(widened)
+            late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
+            run.asked = replace(asked, since=None, until=None)
+            _find(run, groups)
+        return render(query, _shown(run, choose(run.hits)), asker, described, late)
+    except _OutOfTime:
+        pass
+    except sqlite3.OperationalError as exc:
+        if "interrupt" not in str(exc):
+            raise
+    run.db.set_progress_handler(None, 0)
+    return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
+                  late + " (the search stopped at its time limit)")
 
 
 # -- the index (read-only I/O) ---------------------------------------------------------------------
@@ -107,60 +162,6 @@ class _Search:
 
 class _OutOfTime(Exception):
     """The budget ran out between two queries (SQLite's progress handler stops one that runs long)."""
-
-
-def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[str], bool], scope: str = "session",
-           date_from: str | None = None, date_to: str | None = None, budget: float = BUDGET_SECONDS,
-           today: Date | None = None) -> str:
-    """The answer to one recall. Raises ValueError for a bad date only; the index's trouble is "nothing found"."""
-    since, until = check_day(date_from, "date_from"), check_day(date_to, "date_to")
-    if since and until and since > until:
-        since, until = until, since
-    asked = read_query(query, today or Date.today())
-    if since or until:  # the tool's own arguments win over days the query's words name
-        asked = replace(asked, since=since, until=until, named=False)
-    if not asked.terms and asked.since is None:
-        return f"Nothing to search for in {query!r}: give one or more keywords."
-    path = Path(workspace) / RECALL_INDEX
-    if not path.is_file():
-        return f"Nothing found for {query!r}: no archive has been indexed yet."
-    deadline = time.monotonic() + budget
-    try:
-        # mode=ro: the tool can never change the index; WAL lets it read while the worker writes.
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=budget)) as db:
-            db.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
-            if db.execute("PRAGMA user_version").fetchone()[0] != RECALL_SCHEMA_VERSION:
-                return f"Nothing found for {query!r}: the archive index is being rebuilt."
-            sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
-            groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
-            widened = scope == "trusted" and asker is not None and trusted(asker)
-            return _answer(_Search(db, asked, deadline), groups, query, asker, widened)
-    except sqlite3.Error:
-        return f"Nothing found for {query!r}: the archive index cannot be read right now."
-
-
-def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, widened: bool) -> str:
-    """The search on the open index, rendered; days the query named are let go when nothing is in them; what
-    was found when the clock ran out is still worth giving."""
-    asked = run.asked
-    described, late = describe_scope(widened) + dates_phrase(asked.since, asked.until), ""
-    try:
-        run.plan()
-        _find(run, groups)
-        if not run.hits and asked.named and asked.terms:
-            described = describe_scope(widened)
-            late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
-            run.asked = replace(asked, since=None, until=None)
-            _find(run, groups)
-        return render(query, _shown(run, choose(run.hits)), asker, described, late)
-    except _OutOfTime:
-        pass
-    except sqlite3.OperationalError as exc:
-        if "interrupt" not in str(exc):
-            raise
-    run.db.set_progress_handler(None, 0)
-    return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
-                  late + " (the search stopped at its time limit)")
 
 
 def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:

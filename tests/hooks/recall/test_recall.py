@@ -19,11 +19,13 @@ import pytest
 
 from nanobot_hooks import contract, plugin
 from nanobot_hooks.recall import search as recall
-from nanobot_hooks.recall import answer as recall_answer
+from nanobot_hooks.recall import rank, visible
 from nanobot_hooks.recall import tool as recall_tool
 from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
 from nanobot_hooks.recall.search import search
-from nanobot_hooks.recall.answer import Hit, Source, snippet, visible_sources
+from nanobot_hooks.recall.hits import Hit, Source
+from nanobot_hooks.recall.snippets import snippet
+from nanobot_hooks.recall.visible import visible_sources
 from nanobot_hooks.recall.query import read_query, terms
 from nanobot_hooks.settings import HookSettings, load_settings
 from harness.fakellm import Reply
@@ -513,8 +515,8 @@ def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_t
 
 def test_pure_search_order_and_the_best_hits_each_once():
     sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM), Source(4, "messages", DM)]
-    assert [[p.id for p in group] for group in recall_answer.search_order(sources, DM)] == [[2, 3, 4], [1]]
-    assert [[p.id for p in group] for group in recall_answer.search_order(sources, None)] == [[2], [1, 3, 4]]
+    assert [[p.id for p in group] for group in visible.search_order(sources, DM)] == [[2, 3, 4], [1]]
+    assert [[p.id for p in group] for group in visible.search_order(sources, None)] == [[2], [1, 3, 4]]
     own, memory = sources[3], sources[1]
 
     def hit(source, position, score, day="2026-11-20", matched=True):
@@ -522,11 +524,11 @@ def test_pure_search_order_and_the_best_hits_each_once():
 
     hits = [hit(own, 5, 2.0), hit(own, 6, 1.0, matched=False), hit(own, 6, 3.0), hit(memory, 1, 2.0),
             hit(own, 1, 2.0, day="2026-11-01")]
-    assert [(h.position, h.score) for h in recall_answer.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
-    assert recall_answer.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
+    assert [(h.position, h.score) for h in rank.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
+    assert rank.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
     def plan(held: dict[str, int], budget: int = 4000) -> tuple[list[str], bool]:
         counted.clear()
-        return recall_answer.plan_terms(list(held), lambda t, cap: counted.append(cap) or min(held[t], cap), budget)
+        return rank.plan_terms(list(held), lambda t, cap: counted.append(cap) or min(held[t], cap), budget)
 
     counted: list[int] = []
     assert plan({'"a"': 10, '"b"': 3000, '"c"': 0}) == (['"a"', '"b"'], True)
@@ -537,17 +539,17 @@ def test_pure_search_order_and_the_best_hits_each_once():
     assert plan({'"a"': 0}) == ([], True)
     notes = Source(5, "notes", DM)
     summaries = [hit(notes, n, 9.0 - n) for n in range(4)] + [hit(memory, 9, 8.5)]
-    chosen = recall_answer.choose(summaries + [hit(own, 40 + n, 1.0) for n in range(4)])
+    chosen = rank.choose(summaries + [hit(own, 40 + n, 1.0) for n in range(4)])
     assert [h.source.kind for h in chosen] == ["notes", "memory", "messages", "messages", "messages"], \
         "two notes or MEMORY.md lines at most while messages are left"
-    assert len(recall_answer.choose(summaries + [hit(own, 40, 1.0)])) == 5, "too few messages: notes fill the rest"
-    near = recall_answer.choose(summaries + [hit(own, 40, 9.5), hit(own, 41, 4.0, matched=False)])
+    assert len(rank.choose(summaries + [hit(own, 40, 1.0)])) == 5, "too few messages: notes fill the rest"
+    near = rank.choose(summaries + [hit(own, 40, 9.5), hit(own, 41, 4.0, matched=False)])
     assert [h.source.kind for h in near] == ["messages", "notes", "memory", "notes", "notes"], \
         "a message shown only as a hit's neighbour holds no notes line back"
     assert [n.position for n in near[0].context] == [41], "it is shown under its hit"
-    merged = recall_answer.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
+    merged = rank.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
-    assert [(h.position, p) for h, p in recall_answer.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
+    assert [(h.position, p) for h, p in rank.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
                                                                              (1, 2)]
 
 
@@ -570,9 +572,9 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert snippet("short\n text", "t") == "short text"
     assert index_text("数据库端口 is on db 22") == " 数据 据库 库端 端口 口  is on db 22"
     for text in ("数据库端口 is on db 22", "本番サーバーのポートは 8443", "plain words, v1.2"):
-        assert recall_answer.length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
-    assert recall_answer.rarity(1, 300) > recall_answer.rarity(100, 300) > recall_answer.rarity(300, 300) > 0
-    assert recall_answer.bm25([2.0], 5, 10.0) > recall_answer.bm25([2.0], 20, 10.0), "a shorter passage first"
+        assert rank.length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
+    assert rank.rarity(1, 300) > rank.rarity(100, 300) > rank.rarity(300, 300) > 0
+    assert rank.bm25([2.0], 5, 10.0) > rank.bm25([2.0], 20, 10.0), "a shorter passage first"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
     assert [(session, row.label, row.body) for session, row in rows] == [
         (DM, "重要决定", "预发数据库端口定为 54329"), (GROUP, "主要话题", "群里讨论团建地点：杭州西湖")]
