@@ -18,7 +18,7 @@ from worker.model import answer
 from worker.memory import dedup
 from worker.memory import longterm
 from worker.text import redact
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory.notes import append_notes
 from worker.text.tokens import best_counter
 

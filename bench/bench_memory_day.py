@@ -32,7 +32,7 @@ from harness.sandbox import NanobotHome
 from worker.memory.writer import MemoryFiles
 from worker.memory.longterm.held import HELD
 from worker.memory.notes import DAYS
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT
 
 DAY = datetime(2026, 11, 24, 0, 0)

@@ -134,7 +134,7 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"errors", "files", "connections", "keep_rule"}),
     ("text", {"text"}),
     ("nanobot's files", {"nanobot"}),
-    ("memory's records and files", {"memory"}),
+    ("memory's entries and files", {"memory"}),
     ("the model", {"model"}),
     ("the jobs' state in Redis", {"state"}),
     ("settings", {"settings"}),

@@ -21,7 +21,7 @@ from harness.fakellm import Reply
 from harness.models import Summarizer, summary_json, user_lines
 from harness.redis_server import RedisServer
 from worker.memory import longterm
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.state.budget import Cooldown, Spend, cool_down
 from worker.connections import queue_client, version_problem
 from worker.summarize.daily import daily_summaries

@@ -10,7 +10,7 @@ from functools import lru_cache
 from rapidfuzz import fuzz, process
 
 from nanobot_hooks.contract import CJK_LETTERS
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.text.language import CATEGORIES
 
 # A fact more than this similar to a text the file holds (or equal to it) is a duplicate and skipped.

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.memory.records import DailyNotes
+from worker.memory.entries import DailyNotes
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
 from worker.files import LOCK_TIMEOUT, append_whole
 from worker.memory.followed import Followed, stamp

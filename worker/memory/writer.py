@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory import longterm
 from worker.memory import notes
 from worker.memory.dedup import DEFAULT_THRESHOLD

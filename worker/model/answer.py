@@ -11,7 +11,7 @@ import json_repair
 from pydantic import ValidationError
 
 from worker.errors import BadAnswer
-from worker.memory.records import SOURCES, TEXT_FIELDS, DailyNotes, Fact
+from worker.memory.entries import SOURCES, TEXT_FIELDS, DailyNotes, Fact
 from worker.text.language import CATEGORIES
 
 log = logging.getLogger("worker.model.answer")

@@ -1,5 +1,5 @@
 """The notes and facts as plain lines, the format any model follows: asked for when a model will not answer JSON
-(worker.summarize.notes_only), and read tolerantly into the same records as the JSON answer.
+(worker.summarize.notes_only), and read tolerantly into the same entries as the JSON answer.
 
 The shape asked for: a `DAY YYYY-MM-DD` line per day, a heading per note field (`TOPICS:` ...) with one `- ` bullet
 per item, an issue as `problem => solution`, and a `FACTS:` heading whose bullets read
@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from worker.errors import BadAnswer
-from worker.memory.records import SOURCES, TEXT_FIELDS, DailyNotes, Fact, TechnicalIssue
+from worker.memory.entries import SOURCES, TEXT_FIELDS, DailyNotes, Fact, TechnicalIssue
 from worker.model import guards
 from worker.model.answer import Answer, opens_with_json, parse_answer
 from worker.text.language import CATEGORIES, LANGUAGES, NOTE_FIELDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
-from worker.memory.records import SOURCES
+from worker.memory.entries import SOURCES
 from worker.model import lines
 from worker.text.language import CATEGORIES
 from worker.text.language import LANGUAGES

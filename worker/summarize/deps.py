@@ -10,7 +10,7 @@ from typing import Protocol
 
 from worker.memory.notes import Noted
 from worker.memory.recall_index import RecallIndex
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.nanobot.config import ModelChoice, NanobotConfig
 from worker.settings import Settings
 from worker.text.tokens import Counter

@@ -8,7 +8,7 @@ import logging
 from worker.errors import MemoryFilesError, NanobotConfigError
 from worker.memory.notes import Noted, is_noted
 from worker.text.language import NOTE_FIELDS
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.summarize.deps import Deps
 from worker.summarize.run import Run
 from worker.text.prepare import Entry

@@ -15,7 +15,7 @@ from nanobot_hooks.contract import (METADATA_KEY, SessionMarker, SummaryRecord, 
 from worker.errors import SessionError
 from worker.model import guards
 from worker.model.answer import Answer
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.nanobot.metadata_line import write_metadata_entry
 from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome

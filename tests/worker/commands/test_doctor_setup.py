@@ -126,7 +126,7 @@ async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(locked_r
 async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_facts_wait(nanobot_home, redis_url,
                                                                                          capsys) -> None:
     from worker.memory import longterm
-    from worker.memory.records import Fact
+    from worker.memory.entries import Fact
 
     path = nanobot_home.workspace / "memory" / "MEMORY.md"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -132,7 +132,7 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
 
 
 def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url, capsys) -> None:
-    from worker.memory.records import Fact
+    from worker.memory.entries import Fact
     from worker.memory.longterm import write_facts
 
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
@@ -163,7 +163,7 @@ def test_facts_forgotten_by_the_command_are_not_brought_back_by_a_job_that_asked
     none, and a batch asked for after the forget may."""
     import time
 
-    from worker.memory.records import Fact
+    from worker.memory.entries import Fact
     from worker.memory.longterm import Batch, flush, forgotten, hold_facts, write_batches, write_facts
 
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.memory.dedup import (
     category,
     find_duplicate,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.memory.records import DailyNotes, Fact
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory import longterm
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, Meta, apply, known_facts, load_meta, locate, sidecar_path, write_facts

@@ -14,7 +14,7 @@ from arq import Retry
 
 from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
 from worker.memory import longterm
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries
 from worker.summarize.idle import idle_summary
 from worker.memory.dedup import normalize

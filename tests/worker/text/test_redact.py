@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.memory.records import DailyNotes, Fact, TechnicalIssue
+from worker.memory.entries import DailyNotes, Fact, TechnicalIssue
 from worker.memory.writer import MemoryFiles
 from worker.text.redact import MARK, one_line, redact
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from worker.files import read_bytes
 from worker.memory.followed import Followed
 from worker.memory.longterm.merge import Batch
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.text.redact import one_line
 
 log = logging.getLogger("worker.memory.longterm")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from worker.memory.dedup import DEFAULT_THRESHOLD, best_match, category, find_duplicate, importance, normalize
 from worker.memory.longterm.part import Line, Part, locate, metas, outside_lines, parse, render
 from worker.memory.longterm.sidecar import Meta
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.text.language import LANGUAGES
 from worker.text.redact import one_line
 

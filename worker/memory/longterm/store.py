@@ -20,7 +20,7 @@ from worker.memory.longterm.held import HELD, held_line, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
 from worker.memory.longterm.part import Line, Part, bullets, locate, metas, parse, render
 from worker.memory.longterm.sidecar import Meta, dump_meta, load_meta, sidecar_path
-from worker.memory.records import Fact
+from worker.memory.entries import Fact
 from worker.text.redact import one_line
 
 CAS_RETRIES = 8
