@@ -1,6 +1,6 @@
 """The summary calls of one job: one call when the input fits the budget; otherwise a chain of chunks, each
 folding in the summary so far, each finished chunk handed to the summary stage (which writes its notes and keeps
-the chain for a retry: worker.summarize.summary). A context the model cannot take shrinks the budget and goes on."""
+the progress for a retry: worker.summarize.summary). A context the model cannot take shrinks the budget and goes on."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from worker.errors import ContextTooLong, SummaryFailed
 from worker.model.answer import ANSWER_SCHEMA, Answer
 from worker.model.prompts import system_prompt, user_prompt
+from worker.state.progress import Progress
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
 from worker.summarize.notes_only import ask_notes
 from worker.summarize.remember import known_facts
@@ -35,23 +36,14 @@ class Frame:
     fresh: set[int]
 
 
-@dataclass
-class Chain:
-    """Where the chain stands: the summary so far, the first entry not yet summarized, the calls made."""
-
-    running: str
-    done: int
-    calls: int = 0
-
-
 # What the summary stage does with a finished chunk (not the last): its answer, the entries whose notes it holds,
-# and the chain moved past it.
-KeepChunk = Callable[[Answer, list[Entry], Chain], Awaitable[None]]
+# and the progress moved past it.
+KeepChunk = Callable[[Answer, list[Entry], Progress], Awaitable[None]]
 
 
-async def summarize_entries(run: Run, entries: list[Entry], fresh: set[int], language: str, chain: Chain,
+async def summarize_entries(run: Run, entries: list[Entry], fresh: set[int], language: str, progress: Progress,
                             keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
-    """One call when the input fits the budget; otherwise chunks from where `chain` stands, each folding in the
+    """One call when the input fits the budget; otherwise chunks from where `progress` stands, each folding in the
     summary so far, each finished one but the last handed to `keep`.
 
     Returns the last answer, the number of calls, and the entries whose notes the last answer holds."""
@@ -59,10 +51,10 @@ async def summarize_entries(run: Run, entries: list[Entry], fresh: set[int], lan
     budget_tokens = run.deps.settings.summary_input_tokens
     for _ in range(CONTEXT_SHRINKS + 1):
         try:
-            return await _run_chain(run, frame, chain, entries, budget_tokens, keep)
+            return await _run_chain(run, frame, progress, entries, budget_tokens, keep)
         except ContextTooLong:
             budget_tokens //= 2
-            chain.calls -= 1
+            progress.calls -= 1
             log.warning("input over the model's window; shrinking the budget to %d tokens", budget_tokens)
     raise SummaryFailed("the input does not fit the model's window even after shrinking")
 
@@ -76,31 +68,31 @@ def _frame(run: Run, fresh: set[int], language: str) -> Frame:
     return Frame(system, known, fixed, language, fresh)
 
 
-async def _run_chain(run: Run, frame: Frame, chain: Chain, entries: list[Entry], budget_tokens: int,
+async def _run_chain(run: Run, frame: Frame, progress: Progress, entries: list[Entry], budget_tokens: int,
                      keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
     counter = run.deps.counter
     while True:
-        remaining = [e for e in entries if e.index >= chain.done]
+        remaining = [e for e in entries if e.index >= progress.done]
         # Measured per chunk: the running summary is what it is now, not a worst case.
-        room = budget_tokens - frame.fixed_tokens - counter(chain.running)
+        room = budget_tokens - frame.fixed_tokens - counter(progress.running)
         this_chunk = chunk(remaining, room, counter)[0]
         last = len(this_chunk) == len(remaining)
-        chain.calls += 1
-        if chain.calls > 1 or not last:  # long work says where it is: a big backlog takes many calls
-            log.info("%s chunk %d: messages %d..%d (%d left after it)", run.key, chain.calls, this_chunk[0].index,
-                     this_chunk[-1].index, len(remaining) - len(this_chunk))
-        answer, noted = await _ask_chunk(run, frame, chain, this_chunk, last)
+        progress.calls += 1
+        if progress.calls > 1 or not last:  # long work says where it is: a big backlog takes many calls
+            log.info("%s chunk %d: messages %d..%d (%d left after it)", run.key, progress.calls,
+                     this_chunk[0].index, this_chunk[-1].index, len(remaining) - len(this_chunk))
+        answer, noted = await _ask_chunk(run, frame, progress, this_chunk, last)
         if last:
-            return answer, chain.calls, noted
-        chain.running, chain.done = redact(answer.summary), this_chunk[-1].index + 1
-        await keep(answer, noted, chain)
+            return answer, progress.calls, noted
+        progress.running, progress.done = redact(answer.summary), this_chunk[-1].index + 1
+        await keep(answer, noted, progress)
 
 
-async def _ask_chunk(run: Run, frame: Frame, chain: Chain, this_chunk: list[Entry], last: bool
+async def _ask_chunk(run: Run, frame: Frame, progress: Progress, this_chunk: list[Entry], last: bool
                      ) -> tuple[Answer, list[Entry]]:
     """The chunk's answer, and the entries whose notes it holds."""
-    prompt = user_prompt(chain.running, this_chunk, chain.calls, last=last, known_facts=frame.known)
-    answer = await ask(run, frame.system, prompt, ANSWER_SCHEMA, previous=chain.running)
+    prompt = user_prompt(progress.running, this_chunk, progress.calls, last=last, known_facts=frame.known)
+    answer = await ask(run, frame.system, prompt, ANSWER_SCHEMA, previous=progress.running)
     unnoted_entries = [e for e in this_chunk if e.index in frame.fresh]
     if answer.prose and unnoted_entries:
         # Prose keeps the chain going; the notes of its messages come from a smaller call, in plain lines.

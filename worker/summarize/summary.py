@@ -19,8 +19,8 @@ from worker.memory.entries import DailyNotes, Fact
 from worker.nanobot.metadata_line import write_metadata_entry
 from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome
-from worker.state.progress import Covered, Progress, clear_progress, digest, load_progress, save_progress
-from worker.summarize.chunks import Chain, summarize_entries
+from worker.state.progress import Progress, clear_progress, resume_progress, save_progress
+from worker.summarize.chunks import summarize_entries
 from worker.summarize.cut import saves_enough
 from worker.summarize.plan import JobPlan, plan_job
 from worker.summarize.remember import dated_notes, unnoted, write_memory
@@ -66,26 +66,15 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
     cut = plan.cut
     fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries, session.generation)}
     marked = [e if e.index in fresh else replace(e, text=ALREADY_NOTED + e.text) for e in plan.entries]
-    covered = Covered(cut.start, cut.boundary, session.timestamp_before(cut.boundary))
+    begun = Progress.begin(cut.start, cut.boundary, session.timestamp_before(cut.boundary), plan.previous)
 
-    async def keep(answer: Answer, noted: list[Entry], chain: Chain) -> None:
-        """A finished chunk (not the last): its notes written, the chain kept so a retry resumes after it."""
+    async def keep(answer: Answer, noted: list[Entry], progress: Progress) -> None:
+        """A finished chunk (not the last): its notes written, the progress kept so a retry resumes after it."""
         await write_memory(run, dated_notes(answer.notes, noted, session.generation), answer.facts, language)
-        await save_progress(run.redis, run.key, Progress(
-            start=covered.start, boundary=covered.boundary, boundary_timestamp=covered.boundary_timestamp,
-            previous=digest(plan.previous), done=chain.done, running=chain.running, calls=chain.calls))
+        await save_progress(run.redis, run.key, progress)
 
-    chain = await _resume(run, plan.previous, covered)
-    return await summarize_entries(run, marked, fresh, language, chain, keep)
-
-
-async def _resume(run: Run, previous: str, covered: Covered) -> Chain:
-    """A new chain, or the one an earlier try of this job left after its last finished chunk."""
-    kept = await load_progress(run.redis, run.key)
-    if kept is not None and kept.continues(covered, previous):
-        log.info("%s: resuming after message %d (%d calls already made)", run.key, kept.done - 1, kept.calls)
-        return Chain(kept.running, kept.done, kept.calls)
-    return Chain(previous, covered.start)
+    progress = await resume_progress(run.redis, run.key, begun)
+    return await summarize_entries(run, marked, fresh, language, progress, keep)
 
 
 def _tokens(run: Run, session: SessionFile, plan: JobPlan, summary: str) -> tuple[int, int]:
