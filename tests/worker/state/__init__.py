@@ -1,0 +1,1 @@
+"""Tests of worker.state: what the jobs keep in Redis."""
