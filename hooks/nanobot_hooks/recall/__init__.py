@@ -1,2 +1,3 @@
-"""The `recall` tool: what a query asks for (query), the hits and the answer (answer, both pure), the search of
-the worker's index (search), and the tool nanobot loads (tool)."""
+"""The `recall` tool: what a query asks for (query), what a search finds (hits), who sees which sources (visible),
+the ranking (rank) and what the model reads (snippets), all pure; the search of the worker's index (search), and
+the tool nanobot loads (tool)."""

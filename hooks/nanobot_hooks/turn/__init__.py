@@ -1,2 +1,3 @@
-"""What the hooks do on nanobot's turn path: decide (pure) and trigger a summary job after a saved turn, listen
-for finished ones, and apply them to the live session (pickup) between or at the start of turns."""
+"""What the hooks do on nanobot's turn path: decide (pure) when to summarize and when to apply, trigger a summary
+job after a saved turn, listen for finished ones, and apply them to the live session (pickup, apply) between or at
+the start of turns."""
