@@ -36,7 +36,7 @@ from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
 from nanobot_hooks.recall.rank import PROBE, bm25, choose, length, neighbours, plan_terms, rarity
 from nanobot_hooks.recall.snippets import dates_phrase, describe_scope, render, snippet
-from nanobot_hooks.recall.visible import search_order, visible_sources
+from nanobot_hooks.recall.visible import search_order, visible_sources, widened
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
@@ -73,22 +73,21 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
             sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
-            widened = scope == "trusted" and asker is not None and trusted(asker)
-            return _answer(_Search(db, asked, deadline), groups, query, asker, widened)
+            return _answer(_Search(db, asked, deadline), groups, query, asker, widened(asker, trusted, scope))
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
 
 
-def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, widened: bool) -> str:
+def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, wide: bool) -> str:
     """The search on the open index, rendered; days the query named are let go when nothing is in them; what
     was found when the clock ran out is still worth giving."""
     asked = run.asked
-    described, late = describe_scope(widened) + dates_phrase(asked.since, asked.until), ""
+    described, late = describe_scope(wide) + dates_phrase(asked.since, asked.until), ""
     try:
         run.plan()
         _find(run, groups)
         if not run.hits and asked.named and asked.terms:
-            described = describe_scope(widened)
+            described = describe_scope(wide)
             late = f" (nothing dated{dates_phrase(asked.since, asked.until)}: from any day)"
             run.asked = replace(asked, since=None, until=None)
             _find(run, groups)

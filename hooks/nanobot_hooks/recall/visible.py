@@ -12,10 +12,15 @@ from nanobot_hooks.recall.hits import Source
 def visible_sources(sources: Sequence[Source], asker: str | None, trusted: Callable[[str], bool],
                     scope: str) -> list[Source]:
     """The sources a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
-    widen = scope == "trusted" and asker is not None and trusted(asker)
+    widen = widened(asker, trusted, scope)
     return [p for p in sources if p.kind == "memory"
             or (asker is not None and source_owner(p.session) == asker)
             or (widen and p.session and trusted(source_owner(p.session)))]
+
+
+def widened(asker: str | None, trusted: Callable[[str], bool], scope: str) -> bool:
+    """Whether the asker sees the other trusted sessions too: only a trusted asker, and only with scope "trusted"."""
+    return scope == "trusted" and asker is not None and trusted(asker)
 
 
 def search_order(sources: Sequence[Source], asker: str | None) -> list[list[Source]]:
