@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract import (JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace,
-                                    enqueue_idle_check, enqueue_summary, load_record)
+from nanobot_hooks.contract.keys import default_namespace, JOB_DAILY, KEY_PREFIX, Keys
+from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks import logs
 from nanobot_hooks.settings import HookSettings, SettingsError

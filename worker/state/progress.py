@@ -9,7 +9,7 @@ from typing import NamedTuple
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract.keys import Keys
 
 KEEP_SECONDS = 2 * 24 * 3600
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date as Date
 
-from nanobot_hooks.contract import CJK_RUN, SOURCE_BITS, source_owner
+from nanobot_hooks.contract.recall import SOURCE_BITS, source_owner
+from nanobot_hooks.text import CJK_RUN
 
 RESULTS = 5
 SNIPPET_CHARS = 180

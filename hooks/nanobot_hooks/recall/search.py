@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
+from nanobot_hooks.contract.recall import index_text, RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
 from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
 from nanobot_hooks.recall.answer import (PROBE, SOURCE_POSITION, Hit, Source, bm25, check_day, choose, dates_phrase,
                                          describe_scope, length, neighbours, plan_terms, rarity, render, search_order,

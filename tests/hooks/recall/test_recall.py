@@ -17,11 +17,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import contract, plugin
+from nanobot_hooks import plugin
 from nanobot_hooks.recall import search as recall
 from nanobot_hooks.recall import answer as recall_answer
 from nanobot_hooks.recall import tool as recall_tool
-from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
+from nanobot_hooks.contract.recall import index_text, RECALL_INDEX
+from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.answer import Hit, Source, snippet, visible_sources
 from nanobot_hooks.recall.query import read_query, terms
@@ -720,7 +721,7 @@ def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt
 
 
 def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(home, monkeypatch):
-    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from nanobot_hooks.contract.session_format import RETIRED_FOLDER, retired_name
     from worker.memory.recall_index import messages
 
     monkeypatch.setattr(messages, "WINDOW_BYTES", 256 * 1024)
