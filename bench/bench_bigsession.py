@@ -27,7 +27,9 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
 from filelock import FileLock  # noqa: E402
 
-from nanobot_hooks.contract import METADATA_KEY, SESSION_FILES_LOCK, SummarizeRequest  # noqa: E402
+from nanobot_hooks.contract.marker import METADATA_KEY  # noqa: E402
+from nanobot_hooks.contract.records import SummarizeRequest  # noqa: E402
+from nanobot_hooks.contract.session_format import SESSION_FILES_LOCK  # noqa: E402
 from harness.redis_server import free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from worker.nanobot.metadata_line import edit_attempt  # noqa: E402
@@ -72,7 +74,7 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     with it and the session's daily flag set (notes from DAILY_SINCE on)."""
     from arq.worker import Worker
 
-    from nanobot_hooks.contract import enqueue_summary
+    from nanobot_hooks.contract.queue import enqueue_summary
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
     from worker.connections import queue_client

@@ -217,7 +217,8 @@ def pending_summary(bench: Bench, number: int) -> Any:
     """A session of its own with a finished summary waiting for nanobot; returns the start of its next turn."""
     from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnStarted
 
-    from nanobot_hooks.contract import METADATA_KEY, SessionMarker, SummaryRecord
+    from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
+    from nanobot_hooks.contract.records import SummaryRecord
 
     m = bench.messages
     other = f"bench:apply:{number}"

@@ -36,7 +36,7 @@ from arq.connections import ArqRedis
 from arq.cron import CronJob, next_cron
 from arq.utils import to_unix_ms
 
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract.keys import Keys
 from harness.fakellm import FakeLLM, Reply
 from harness.models import summary_json
 from harness.redis_server import RedisServer

@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arq.connections import ArqRedis
 from arq.worker import Worker
 
-from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
-                                    load_record_or_drop, pending_sessions)
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from harness.fakellm import FakeLLM, Reply
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome

@@ -24,7 +24,8 @@ from arq.worker import Worker
 from rich.console import Console
 from rich.table import Table
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from worker.settings import Settings
 from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps

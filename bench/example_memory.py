@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arq.worker import Worker
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from worker.settings import Settings
 from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps

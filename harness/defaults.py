@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract.keys import Keys
 
 TEST_NAMESPACE = "test"
 TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10",

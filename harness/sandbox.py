@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nanobot_hooks.contract import storage_name
+from nanobot_hooks.contract.session_format import storage_name
 
 
 @dataclass

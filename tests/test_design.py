@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from harness.nanobot_cli import find_nanobot, nanobot_python
-from nanobot_hooks.contract import RELEASE
+from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import HOOKS, ROOT
 
-# What the worker may take from nanobot_hooks: the contract, and the settings it extends.
-WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.settings"}
+# What the worker may take from nanobot_hooks: the contract's modules, the text helpers both sides share, and the
+# settings it extends.
+WORKER_MAY_USE = {"nanobot_hooks.contract", "nanobot_hooks.text", "nanobot_hooks.settings"}
 # The web page's recall search is the recall tool's own (read-only, standard library only), so a user sees what
 # the assistant would find; no other worker module may use it.
 WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
@@ -72,27 +73,16 @@ def test_no_hooks_module_names_the_worker_even_as_a_string() -> None:
 def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
     for module, names in imports_of("worker").items():
         hooks = {n for n in names if n.startswith("nanobot_hooks")}
-        # `from nanobot_hooks.contract import X` adds both the module and X: only modules are checked.
-        modules = {n for n in hooks if n.count(".") == 1} | {n.rsplit(".", 1)[0] for n in hooks if n.count(".") == 2}
+        # `from nanobot_hooks.contract.keys import Keys` adds both the module and Keys: the units are checked.
+        units = {".".join(n.split(".")[:2]) for n in hooks}
         allowed = WORKER_MAY_USE | (WEB_MAY_ALSO_USE if module.startswith("worker/web/") else set())
-        assert modules <= allowed, f"{module} uses {sorted(modules - allowed)}"
+        assert units <= allowed, f"{module} uses {sorted(units - allowed)}"
         upward = {n for n in names if n.split(".")[0] in {"scripts", "bench", "harness", "tests"}}
         assert not upward, f"{module} imports {sorted(upward)}"
 
 
-
-def test_the_worker_takes_the_contract_from_its_package_not_from_its_modules() -> None:
-    """The contract's modules are its own business: what the worker may use is what the package exports."""
-    for path in sources("worker"):
-        inner = [node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                 if isinstance(node, (ast.ImportFrom, ast.Import)) and any(
-                     name.startswith("nanobot_hooks.contract.") for name in
-                     ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]))]
-        assert not inner, f"{path.relative_to(ROOT)} imports {inner}"
-
-
-# What the contract exports, pinned (as httpx pins its public names): a change here is a change of the contract
-# between two processes that may run different versions for a while, so it is made on purpose.
+# What the contract exports, module by module, pinned (as httpx pins its public names): a change here is a change of
+# the contract between two processes that may run different versions for a while, so it is made on purpose.
 CONTRACT = {
     "keys": ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
              "WORKSPACE_ID_FILE", "Keys", "default_namespace"],
@@ -108,23 +98,44 @@ CONTRACT = {
                        "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
                        "storage_name", "summary_text", "timestamp_before", "tool_calls"],
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
-    "recall": ["BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
-               "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE", "SOURCE_BITS", "cjk_grams", "fts_problem",
-               "index_text", "retired_source", "source_owner", "Passage", "pack", "unpack"],
+    "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
+               "RETIRED_SOURCE", "SOURCE_BITS", "fts_problem", "index_text", "retired_source", "source_owner",
+               "Passage", "pack", "unpack"],
     "version": ["CONTRACT", "RELEASE"],
 }
+# The text helpers beside it (nanobot_hooks.text), pinned the same way.
+TEXT = ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "cjk_grams"]
 
 
-def test_the_contract_exports_exactly_its_pinned_names_each_from_its_module() -> None:
+def test_each_contract_module_exports_exactly_its_pinned_names() -> None:
     import importlib
 
-    import nanobot_hooks.contract as contract
+    modules = {path.stem for path in (HOOKS / "contract").glob("*.py")} - {"__init__"}
+    assert modules == set(CONTRACT), "a contract module was added or removed: pin its names in CONTRACT"
+    for module, names in {**{f"contract.{m}": n for m, n in CONTRACT.items()}, "text": TEXT}.items():
+        source = importlib.import_module(f"nanobot_hooks.{module}")
+        assert sorted(source.__all__) == sorted(names), f"nanobot_hooks.{module}.__all__ is not the pinned list"
+        assert all(hasattr(source, name) for name in names), module
 
-    assert sorted(contract.__all__) == sorted(name for names in CONTRACT.values() for name in names)
-    for module, names in CONTRACT.items():
-        source = importlib.import_module(f"nanobot_hooks.contract.{module}")
-        for name in names:
-            assert getattr(contract, name) is getattr(source, name), f"{name} is not {module}'s"
+
+def test_the_contract_package_exports_nothing_so_its_modules_load_only_when_used() -> None:
+    tree = ast.parse((HOOKS / "contract" / "__init__.py").read_text(encoding="utf-8"))
+    assert [type(node) for node in tree.body] == [ast.Expr], "the package's __init__ holds more than its docstring"
+
+
+def test_the_worker_takes_from_the_contract_only_what_its_modules_export() -> None:
+    """A contract module's names outside its `__all__` are its own business, free to change in any release."""
+    exported = {f"nanobot_hooks.contract.{m}": set(n) for m, n in CONTRACT.items()} | {"nanobot_hooks.text": set(TEXT)}
+    for path in sources("worker"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name.startswith("nanobot_hooks.contract")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("nanobot_hooks.contract",
+                                                                                    "nanobot_hooks.text")):
+                bad = [a.name for a in node.names if a.name not in exported.get(node.module or "", set())]
+            else:
+                continue
+            assert not bad, f"{path.relative_to(ROOT)}:{node.lineno} takes {bad} from {getattr(node, 'module', '')}"
 
 
 # The worker's layers, lowest first: a unit (a package of worker/, or a module at its top) imports only
@@ -147,9 +158,11 @@ WORKER_LAYERS: list[tuple[str, set[str]]] = [
     ("entry points", {"app", "__main__", "__init__"}),
 ]
 
+
 # The hooks' layers, lowest first: the contract and nanobot's format at the bottom, the pure decisions, the
 # Redis side, the two jobs done inside a turn, and the entries nanobot loads on top.
 HOOKS_LAYERS: list[tuple[str, set[str]]] = [
+    ("the text helpers both sides share", {"text"}),
     ("the contract", {"contract", "logs", "__init__"}),
     ("nanobot's internals, every touch of them", {"surface"}),
     ("settings", {"settings"}),

@@ -19,13 +19,29 @@ PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").g
 README_MAX_LINES = 300
 
 
-def config_docs() -> ModuleType:
-    """scripts/config_docs.py, the developer's tool that writes and checks docs/configuration.md."""
-    spec = importlib.util.spec_from_file_location("config_docs", ROOT / "scripts" / "config_docs.py")
+def script(name: str) -> ModuleType:
+    """One of scripts/, the developer's tools that write and check generated parts of the docs."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def config_docs() -> ModuleType:
+    """scripts/config_docs.py, which writes and checks docs/configuration.md."""
+    return script("config_docs")
+
+
+def test_architectures_map_names_every_module_by_its_own_first_sentence() -> None:
+    """The map is generated from the modules (scripts/architecture_map.py): a module added, removed, renamed or
+    described anew makes this fail until the map is written again."""
+    tool = script("architecture_map")
+    current = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    assert tool.page(current) == current, "ARCHITECTURE.md's map is out of date: run " \
+        ".venv/bin/python scripts/architecture_map.py --write"
+    listed = set(re.findall(r"^  - `([a-z_/]+)`: ", current, re.MULTILINE))
+    assert {"contract/keys", "turn/decide", "summarize/jobs", "web/guard"} <= listed
 
 
 def test_the_configuration_page_is_what_the_settings_generate() -> None:

@@ -17,7 +17,9 @@ import redis
 from arq.connections import ArqRedis
 from redis.connection import parse_url
 
-from nanobot_hooks.contract import KEY_PREFIX, open_client, redacted_url, sentinel_target, sync_client
+from nanobot_hooks.contract.client import open_client, sync_client
+from nanobot_hooks.contract.keys import KEY_PREFIX
+from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 from nanobot_hooks.settings import HookSettings
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}

@@ -18,7 +18,9 @@ from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnec
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Keys, open_client, redacted_url, sentinel_target
+from nanobot_hooks.contract.client import open_client
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 
 T = TypeVar("T")
 

@@ -18,7 +18,8 @@ from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import HookSettings
 from nanobot_hooks.turn.listener import listen
-from nanobot_hooks.contract import enqueue_idle_check, redacted_url
+from nanobot_hooks.contract.queue import enqueue_idle_check
+from nanobot_hooks.contract.redis_url import redacted_url
 
 from harness.defaults import TEST_KEYS
 from harness.redis_server import SERVICE, Certificates, RedisServer, SentinelSetup, free_port

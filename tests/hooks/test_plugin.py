@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from nanobot_hooks import logs, plugin, surface
-from nanobot_hooks.contract import METADATA_KEY, store_record
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import store_record
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.context import MAX_SESSIONS
@@ -353,7 +354,7 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
     """The web page's sawtooth: the hooks keep each saved turn's prompt tokens (written together, at most every
     30 s, so a turn makes no Redis call of its own) and mark each summary they apply."""
     from nanobot_hooks.turn import trigger as triggering
-    from nanobot_hooks.contract import context_history
+    from nanobot_hooks.contract.queue import context_history
 
     integration = make(summary_interval=0)
     session = StandInSession(KEY, conversation(10))

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from nanobot_hooks.contract import WORKSPACE_ID_FILE, Keys, SummaryRecord, default_namespace, load_record, store_record
+from nanobot_hooks.contract.keys import default_namespace, Keys, WORKSPACE_ID_FILE
+from nanobot_hooks.contract.queue import load_record, store_record
+from nanobot_hooks.contract.records import SummaryRecord
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot
 from harness.redis_server import free_port

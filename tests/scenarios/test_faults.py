@@ -19,7 +19,9 @@ import pytest
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.crossing import CHAT
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env

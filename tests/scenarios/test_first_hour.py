@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.turn.listener import listen
 from tests.support.commands import run_in_process

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import threading
 
-from nanobot_hooks.contract import SummaryRecord, record_key, store_record
+from nanobot_hooks.contract.queue import store_record
+from nanobot_hooks.contract.records import record_key, SummaryRecord
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import has_record, stats
 from tests.support.waiting import wait_until

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from nanobot_hooks.contract import SESSION_FILES_LOCK
+from nanobot_hooks.contract.session_format import SESSION_FILES_LOCK
 from worker import files
 from worker.files import _STARTED, temp_beside
 from worker.nanobot.metadata_line import write_metadata_entry

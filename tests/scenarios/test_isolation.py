@@ -10,7 +10,9 @@ import pytest
 from arq.connections import ArqRedis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from nanobot_hooks.contract import Keys, SummarizeRequest, SummaryRecord, enqueue_summary, store_record
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from harness.defaults import TEST_KEYS
 from harness.models import (BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request,
                             system_text)

@@ -4,6 +4,7 @@ hooks and the worker of one instance derive the same one from nanobot's workspac
 from __future__ import annotations
 
 import asyncio
+import json
 import contextlib
 import re
 import subprocess
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract import (JOB_DAILY, KEY_PREFIX, Keys, SummarizeRequest, default_namespace,
-                                    enqueue_idle_check, enqueue_summary, load_record)
+from nanobot_hooks.contract.keys import default_namespace, JOB_DAILY, KEY_PREFIX, Keys
+from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks import logs
 from nanobot_hooks.settings import HookSettings, SettingsError
@@ -179,6 +181,20 @@ def wait_for_line(log: Path, text: str, process: subprocess.Popen, deadline: flo
         assert process.poll() is None, log.read_text(errors="replace")
         time.sleep(0.2)
 
+async def move_workspace_then_queue_a_job(home: NanobotHome, moved: Path, redis_url: str, queue: str) -> None:
+    """nanobot's config pointed at another workspace, then a job queued where the running worker still polls."""
+
+    config = json.loads(home.config_path.read_text(encoding="utf-8"))
+    config["agents"]["defaults"]["workspace"] = str(moved)
+    home.config_path.write_text(json.dumps(config), encoding="utf-8")
+    home.write_session("telegram:42", conversation(4))
+    client = queue_client(redis_url, queue)
+    try:
+        await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
+    finally:
+        await client.aclose()
+
+
 
 def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(nanobot_home, redis_url,
                                                                                 tmp_path) -> None:
@@ -291,7 +307,6 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
     new files but kept polling the old queue summarized nothing, silently. It stops in one line and starts
     again serving the new namespace, in the same process (exec): it used to exit 0, which systemd's
     Restart=on-failure never restarted and which stopped every process under honcho."""
-    import json
     import time
 
     env = process_env(nanobot_home, redis_url, config=True)
@@ -307,15 +322,7 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
                                    cwd=ROOT, stdout=out, stderr=out, env=env)
         try:
             wait_for_line(log, f"queue {old.queue}", process, time.monotonic() + 90)
-            config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
-            config["agents"]["defaults"]["workspace"] = str(moved)
-            nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
-            nanobot_home.write_session("telegram:42", conversation(4))
-            client = queue_client(redis_url, old.queue)
-            try:
-                await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
-            finally:
-                await client.aclose()
+            await move_workspace_then_queue_a_job(nanobot_home, moved, redis_url, old.queue)
             wait_for_line(log, f"queue {new.queue}", process, time.monotonic() + 90)
             text = log.read_text(errors="replace")
             assert f"whose jobs are queued under {new.queue}" in text, text[-3000:]
@@ -338,7 +345,6 @@ async def test_arqs_own_command_line_stopped_by_a_workspace_move_exits_non_zero_
     """`arq worker.app.WorkerSettings` cannot start itself again as `nanobot-summary run` does: it stops on a
     workspace move, and used to exit 0, which the shipped unit's Restart=on-failure never restarts. It exits 75
     and says why in one line."""
-    import json
     import time
 
     from worker.service.config_watch import EXIT_MOVED
@@ -358,15 +364,7 @@ async def test_arqs_own_command_line_stopped_by_a_workspace_move_exits_non_zero_
             while not await redis.exists(f"{old.queue}:health-check") and time.monotonic() < deadline:
                 assert process.poll() is None, log.read_text(errors="replace")[-3000:]
                 await asyncio.sleep(0.2)
-            config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
-            config["agents"]["defaults"]["workspace"] = str(moved)
-            nanobot_home.config_path.write_text(json.dumps(config), encoding="utf-8")
-            nanobot_home.write_session("telegram:42", conversation(4))
-            client = queue_client(redis_url, old.queue)
-            try:
-                await enqueue_summary(client, SummarizeRequest(session_key="telegram:42", reason="manual"))
-            finally:
-                await client.aclose()
+            await move_workspace_then_queue_a_job(nanobot_home, moved, redis_url, old.queue)
             code = await asyncio.to_thread(process.wait, 120)
             text = log.read_text(errors="replace")
             assert code == EXIT_MOVED, text[-3000:]

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY, load_record
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import load_record
 from tests.support.commands import run_in_process
 from tests.support.crossing import (
     CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross, seed_cross_and_summarize,

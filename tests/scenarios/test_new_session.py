@@ -10,7 +10,8 @@ from harness.fakellm import FakeRequest, Reply
 from harness.models import SMALL_PROMPT, SUMMARY_MODEL, LLMScript, Summarizer
 from harness.nanobot_cli import turn
 from harness.sandbox import NanobotHome, session_lines
-from nanobot_hooks.contract import RETIRED_FOLDER, SessionMarker
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.session_format import RETIRED_FOLDER
 from nanobot_hooks.recall.search import search
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import queued_jobs, queued_reason

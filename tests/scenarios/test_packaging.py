@@ -19,7 +19,8 @@ from harness.environment import process_env
 from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.transcripts import conversation
-from nanobot_hooks.contract import RELEASE, load_record
+from nanobot_hooks.contract.queue import load_record
+from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import ROOT
 
 # With test_design's wheels and test_nanobot_e2e's dry run of the hooks' install: one process at a time.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.contract import load_record
+from nanobot_hooks.contract.queue import load_record
 from tests.support.crossing import CHAT
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Reply

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import (SessionMarker, SummarizeRequest, SummaryRecord, load_record, storage_name,
-                                    store_record)
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.queue import load_record, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.session_format import storage_name
 from tests.support.commands import run_in_process
 from harness.environment import process_env
 from harness.fakellm import Reply

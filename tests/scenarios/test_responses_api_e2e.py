@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY
+from nanobot_hooks.contract.marker import METADATA_KEY
 from tests.support.crossing import SEEDED_TURNS
 from harness.environment import process_env
 from harness.fakellm import FakeLLM, FakeRequest, Reply

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env

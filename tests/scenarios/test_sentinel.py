@@ -12,8 +12,9 @@ import pytest
 from redis.asyncio import Redis
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import (SentinelTarget, SummarizeRequest, SummaryRecord, enqueue_summary, load_record,
-                                    pending_sessions, redacted_url, store_record)
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.redis_url import redacted_url, SentinelTarget
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import load_settings, SettingsError
 from harness.defaults import TEST_KEYS

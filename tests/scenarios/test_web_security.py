@@ -26,7 +26,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from arq.constants import health_check_key_suffix
 
-from nanobot_hooks.contract import Keys, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import utcnow
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.redis_server import free_port

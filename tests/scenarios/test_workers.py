@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, load_record
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummaryRecord, load_record
+from nanobot_hooks.contract.queue import load_record
+from nanobot_hooks.contract.records import SummaryRecord
 from harness.environment import process_env
 from harness.fakellm import FakeLLM
 from harness.models import BIG_PROMPT, SUMMARY_TEXT, LLMScript, chat_requests, history_text, system_text

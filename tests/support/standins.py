@@ -18,7 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from nanobot_hooks.contract import SummaryRecord, record_key, storage_name
+from nanobot_hooks.contract.records import record_key, SummaryRecord
+from nanobot_hooks.contract.session_format import storage_name
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.context import Surface
 

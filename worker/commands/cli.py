@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import date
 from typing import TypeAlias
 
-from nanobot_hooks.contract import RELEASE
+from nanobot_hooks.contract.version import RELEASE
 
 PROG = "nanobot-summary"
 

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from nanobot_hooks.contract import redacted_url
+from nanobot_hooks.contract.redis_url import redacted_url
 from worker.commands.checks import Check, Level, render
 from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
@@ -153,7 +153,7 @@ WEB_CHANNELS = ("websocket", "api")
 
 def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     """Each channel seen in the sessions folder, and whether its sessions write MEMORY.md (NANOBOT_MEMORY_SESSIONS)."""
-    from nanobot_hooks.contract import channel_of, is_internal_session
+    from nanobot_hooks.contract.session_format import channel_of, is_internal_session
     from worker.nanobot.sessions import list_session_keys
 
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from redis.exceptions import ResponseError
 
-from nanobot_hooks.contract import utcnow
+from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
 from worker.state.liveness import nanobots

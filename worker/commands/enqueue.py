@@ -13,8 +13,10 @@ from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
-from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, is_internal_session,
-                                    load_record)
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import load_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.session_format import is_internal_session
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, NotSummarized
 from worker.nanobot.config import NanobotConfig

@@ -8,7 +8,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from nanobot_hooks.contract import RELEASE
+from nanobot_hooks.contract.version import RELEASE
 from worker.commands.nanobot_env import (HOOKS_DIST, OLD_DIST, NanobotEnvError, Probe, find_python, probe,
                                          run_isolated)
 

@@ -6,7 +6,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from nanobot_hooks.contract import utcnow
+from nanobot_hooks.contract.records import utcnow
 from worker.state.outcomes import STATUSES as OUTCOME_STATUSES
 
 STATUSES = (*OUTCOME_STATUSES, "unknown")  # JobOutcome.status: "unknown" is another version's

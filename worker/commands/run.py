@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from nanobot_hooks.contract import redacted_url
+from nanobot_hooks.contract.redis_url import redacted_url
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
 from worker.service.config_watch import ConfigWatch

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from nanobot_hooks.contract import redacted_url
+from nanobot_hooks.contract.redis_url import redacted_url
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.state import liveness

@@ -11,7 +11,7 @@ import textwrap
 from datetime import datetime
 from typing import Any
 
-from nanobot_hooks.contract import utcnow
+from nanobot_hooks.contract.records import utcnow
 from worker.state.liveness import health_fields
 from worker.state.formats import memory_off
 

@@ -15,9 +15,11 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, METADATA_TYPE, Keys, SessionMarker, SummaryRecord,
-                                    drop_record, load_record, record_key, reply, store_record,
-                                    summary_text)
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
+from nanobot_hooks.contract.queue import drop_record, load_record, reply, store_record
+from nanobot_hooks.contract.records import record_key, SummaryRecord
+from nanobot_hooks.contract.session_format import LAST_SUMMARY, METADATA_TYPE, summary_text
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles

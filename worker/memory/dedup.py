@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from nanobot_hooks.contract import CJK_LETTERS
+from nanobot_hooks.text import CJK_LETTERS
 from worker.memory.entries import Fact
 from worker.text.language import CATEGORIES
 

@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
-from nanobot_hooks.contract import HAN, HANGUL
+from nanobot_hooks.text import HAN, HANGUL
 
 # A refusal or apology opens the answer; a real summary starts with its content (or a heading).
 _REFUSAL = re.compile(

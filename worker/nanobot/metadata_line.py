@@ -12,7 +12,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from nanobot_hooks.contract import METADATA_TYPE, SESSION_FILES_LOCK
+from nanobot_hooks.contract.session_format import METADATA_TYPE, SESSION_FILES_LOCK
 from worker.errors import SessionError
 from worker.files import temp_beside
 from worker.nanobot.sessions import session_path

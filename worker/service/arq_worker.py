@@ -16,7 +16,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, open_client, utcnow
+from nanobot_hooks.contract.client import open_client
+from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
+from nanobot_hooks.contract.records import utcnow
 from worker.connections import CALL_TIMEOUT
 from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from nanobot_hooks.contract import Keys, reply
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import reply
 
 if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.model.llm import Completion

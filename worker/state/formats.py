@@ -12,7 +12,8 @@ from typing import Any, Literal
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field, ValidationError
 
-from nanobot_hooks.contract import Keys, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import utcnow
 
 Format = Literal["lines", "off"]
 # Lines work for any model (a JSON answer is read too), so they are kept long; "off" is tried again after a day,

@@ -14,7 +14,8 @@ from typing import Any
 from arq.connections import ArqRedis
 from arq.constants import health_check_key_suffix, in_progress_key_prefix, keep_cronjob_progress, retry_key_prefix
 
-from nanobot_hooks.contract import Keys, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import utcnow
 from worker.state.workers import WorkerReport, process_gone, reports
 
 # arq's in-progress mark lives the longest job timeout + 10 s; a mark with less left belongs to a job past its

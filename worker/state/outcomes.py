@@ -11,7 +11,8 @@ from typing import Any, Literal, get_args
 from arq.connections import ArqRedis
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from nanobot_hooks.contract import Keys, Reason, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import Reason, utcnow
 from worker.state.budget import Spend
 from worker.text.redact import redact
 

@@ -11,7 +11,7 @@ import logging
 from arq.connections import ArqRedis
 from pydantic import BaseModel
 
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract.keys import Keys
 
 KEEP_SECONDS = 2 * 24 * 3600
 log = logging.getLogger("worker.state.progress")

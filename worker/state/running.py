@@ -15,7 +15,8 @@ import secrets
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from nanobot_hooks.contract import Keys, reply
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import reply
 
 log = logging.getLogger("worker")
 

@@ -8,7 +8,9 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import Keys, load_record, pending_sessions, reply, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import load_record, pending_sessions, reply
+from nanobot_hooks.contract.records import utcnow
 from worker.state import budget, formats, liveness
 from worker.state.outcomes import read_outcome
 

@@ -20,7 +20,8 @@ from typing import Any
 from arq.connections import ArqRedis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nanobot_hooks.contract import Keys, utcnow
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, plain_setting, runner
 
 # A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".

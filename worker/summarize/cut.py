@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nanobot_hooks.contract import is_user_turn, tool_calls
+from nanobot_hooks.contract.session_format import is_user_turn, tool_calls
 from worker.keep_rule import KeepRule
 
 

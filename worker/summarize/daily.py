@@ -16,8 +16,10 @@ from arq import Retry
 from arq.connections import ArqRedis
 from filelock import Timeout
 
-from nanobot_hooks.contract import (Keys, Reason, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
-                                    is_internal_session, load_record_or_drop, pending_sessions)
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
+from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.session_format import is_internal_session
 from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, MemoryReadOnly, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles

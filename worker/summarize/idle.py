@@ -23,7 +23,9 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, is_internal_session
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.contract.session_format import is_internal_session
 from worker.state import budget
 from worker.errors import NanobotConfigError, SessionError
 from worker.summarize.deps import Deps

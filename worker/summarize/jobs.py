@@ -14,7 +14,8 @@ from typing import Any
 from arq import Retry
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, is_internal_session
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.contract.session_format import is_internal_session
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session

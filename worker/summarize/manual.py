@@ -7,7 +7,9 @@ from pathlib import Path
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary, is_internal_session
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.contract.session_format import is_internal_session
 from worker.errors import NotSummarized, SessionKeyError, SessionNotFound
 from worker.nanobot.sessions import list_session_keys, read_session
 

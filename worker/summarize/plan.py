@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
 from worker.keep_rule import KeepRule

@@ -10,7 +10,7 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from nanobot_hooks.contract import retired_source
+from nanobot_hooks.contract.recall import retired_source
 from worker.errors import NanobotConfigError, SessionError
 from worker.memory.recall_index import RecallIndexError
 from worker.memory.recall_index.messages import WINDOW_BYTES

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import SummarizeRequest
+from nanobot_hooks.contract.records import SummarizeRequest
 from worker.errors import OutOfTime, OverBudget
 from worker.state import budget
 from worker.summarize.deps import Deps

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract import (METADATA_KEY, SessionMarker, SummaryRecord, drop_record, load_record,
-                                    record_key, store_record)
+from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
+from nanobot_hooks.contract.queue import drop_record, load_record, store_record
+from nanobot_hooks.contract.records import record_key, SummaryRecord
 from worker.errors import SessionError
 from worker.model import guards
 from worker.model.answer import Answer

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The CJK ranges are written once, in the contract (the recall index cuts words by them).
-from nanobot_hooks.contract import HAN, HANGUL, KANA
+from nanobot_hooks.text import HAN, HANGUL, KANA
 
 # The parts of one day's notes, in the order the notes file shows them; the answer's schema asks for them.
 NOTE_FIELDS = ("topics", "preferences", "decisions", "tasks", "technical_issues", "insights")

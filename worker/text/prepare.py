@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any
 
-from nanobot_hooks.contract import content_text, is_hidden, tool_calls
+from nanobot_hooks.contract.session_format import content_text, is_hidden, tool_calls
 from worker.text.clock import local_time
 from worker.text.language import text_language
 from worker.text.redact import redact, redact_arguments

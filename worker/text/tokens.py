@@ -9,7 +9,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from nanobot_hooks.contract import HAN, HANGUL, KANA, content_text
+from nanobot_hooks.contract.session_format import content_text
+from nanobot_hooks.text import HAN, HANGUL, KANA
 
 # Per-message framing the chat format adds (role, separators), as OpenAI documents it.
 MESSAGE_OVERHEAD = 4

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
-from nanobot_hooks.contract import redacted_url
+from nanobot_hooks.contract.redis_url import redacted_url
 from worker.connections import open_pool, redact_secrets, redis_problem
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import NanobotConfig

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from nanobot_hooks.contract import redacted_url
+from nanobot_hooks.contract.redis_url import redacted_url
 from worker.state.liveness import health_fields
 from worker.state.snapshot import gather
 from worker.state import budget

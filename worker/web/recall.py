@@ -10,7 +10,7 @@ from pathlib import Path
 from aiohttp import web
 
 from nanobot_hooks.recall import search
-from nanobot_hooks.contract import storage_name
+from nanobot_hooks.contract.session_format import storage_name
 from worker.nanobot.sessions import list_session_keys
 from worker.web.render import INSTANCE, render
 

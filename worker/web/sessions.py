@@ -14,7 +14,9 @@ from aiohttp import web
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import METADATA_TYPE, Keys, context_history, load_record, reply, summary_text
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import context_history, load_record, reply
+from nanobot_hooks.contract.session_format import METADATA_TYPE, summary_text
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
 from worker.state import budget

@@ -19,6 +19,8 @@ from redis.sentinel import Sentinel as SyncSentinel
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import sentinel_target
 
+__all__ = ["open_client", "sync_client"]
+
 
 log = logging.getLogger("nanobot_hooks.contract")
 

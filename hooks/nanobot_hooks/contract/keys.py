@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
+           "WORKSPACE_ID_FILE", "default_namespace", "Keys"]
+
 KEY_PREFIX = "nanobot-summary"
 
 JOB_SUMMARIZE = "summarize_session"

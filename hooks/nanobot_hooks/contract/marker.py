@@ -10,6 +10,8 @@ from pydantic import ValidationError
 
 from nanobot_hooks.contract.records import SummaryRecord
 
+__all__ = ["METADATA_KEY", "AppliedMark", "SessionMarker"]
+
 # The project's entry in a session's metadata (line 1 of the session file): `SessionMarker` reads and writes it.
 METADATA_KEY = "_summary_worker"
 # The session's generation, beside the marker (which applying or undoing a summary replaces whole): how many

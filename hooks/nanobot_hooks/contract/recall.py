@@ -4,10 +4,15 @@ its search terms are indexed from."""
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from functools import lru_cache
 from typing import NamedTuple
+
+from nanobot_hooks.text import CJK_RUN, cjk_grams
+
+__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE",
+           "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "retired_source", "source_owner",
+           "unpack"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (hooks/nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -113,21 +118,6 @@ def fts_problem() -> str | None:
         return (f"this Python's SQLite {sqlite3.sqlite_version} cannot rank full-text searches ({exc}); "
                 "SQLite 3.27 or later with FTS5 is needed")
     return None
-
-
-# Chinese, Japanese and Korean letters: their words are not separated by spaces, so the index cuts their runs
-# into overlapping two-letter tokens (most Chinese words are two letters) and the search asks for the same.
-HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs, extension A, compatibility ideographs
-KANA = "\u3040-\u30ff\u31f0-\u31ff"  # hiragana, katakana, katakana phonetic extensions
-HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"  # syllables, jamo, compatibility jamo
-CJK_LETTERS = HAN + KANA + HANGUL
-CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
-
-
-def cjk_grams(run: str) -> list[str]:
-    """The tokens a run of CJK letters is indexed as: its overlapping bigrams and its last letter alone, so
-    that every letter starts a token (a one-letter word is found as a prefix: `"猫"*`)."""
-    return [run[i:i + 2] for i in range(len(run) - 1)] + [run[-1]]
 
 
 def index_text(body: str) -> str:

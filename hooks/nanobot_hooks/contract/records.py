@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+__all__ = ["RECORD_KEY_FILE", "Reason", "record_key", "SummarizeRequest", "SummaryRecord", "utcnow"]
+
 Reason = Literal["tokens", "interval", "manual", "daily", "idle", "new"]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
+__all__ = ["SENTINEL_SCHEME", "redacted_url", "sentinel_target", "SentinelTarget"]
+
 
 def redacted_url(url: str) -> str:
     """`url` fit for output: a password (in the user part or as `?password=`) becomes ***.

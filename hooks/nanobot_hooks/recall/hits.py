@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nanobot_hooks.contract import SOURCE_BITS
+from nanobot_hooks.contract.recall import SOURCE_BITS
 
 SOURCE_POSITION = (1 << SOURCE_BITS) - 1  # a rowid's position part
 

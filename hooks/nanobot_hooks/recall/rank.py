@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from nanobot_hooks.contract import CJK_RUN
+from nanobot_hooks.text import CJK_RUN
 from nanobot_hooks.recall.hits import Hit
 
 RESULTS = 5

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract import RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS, index_text
+from nanobot_hooks.contract.recall import index_text, RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
 from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
 from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query

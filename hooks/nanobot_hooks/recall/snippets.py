@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nanobot_hooks.contract import source_owner
+from nanobot_hooks.contract.recall import source_owner
 from nanobot_hooks.recall.hits import Hit
 
 SNIPPET_CHARS = 180

@@ -60,7 +60,7 @@ class RecallTool(ToolBase):
         """Offered unless NANOBOT_SUMMARY_RECALL=false, a setting is bad or nanobot unsupported (the
         hooks' entry logs those), or this Python's SQLite cannot read the index."""
         try:
-            from nanobot_hooks.contract import fts_problem
+            from nanobot_hooks.contract.recall import fts_problem
             from nanobot_hooks.settings import load_settings
 
             check_version()

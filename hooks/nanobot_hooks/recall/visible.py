@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from nanobot_hooks.contract import source_owner
+from nanobot_hooks.contract.recall import source_owner
 from nanobot_hooks.recall.hits import Source
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nanobot_hooks.contract import Reason, SessionMarker, is_hidden, is_user_turn
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.records import Reason
+from nanobot_hooks.contract.session_format import is_hidden, is_user_turn
 
 
 def user_turns_since(messages: Sequence[Mapping[str, Any]], start: int, enough: int = 0) -> int:

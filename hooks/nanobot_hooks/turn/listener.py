@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract import Keys, pending_sessions
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import pending_sessions
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import HookSettings, runner, shared_settings
 

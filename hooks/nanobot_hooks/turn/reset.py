@@ -21,8 +21,10 @@ from typing import Any
 
 from nanobot_hooks import logs
 from nanobot_hooks.context import Context
-from nanobot_hooks.contract import (RETIRED_FOLDER, SessionMarker, SummarizeRequest, enqueue_summary,
-                                    is_internal_session, retired_name)
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.contract.session_format import is_internal_session, RETIRED_FOLDER, retired_name
 from nanobot_hooks.surface import session_file, wrap_command
 
 

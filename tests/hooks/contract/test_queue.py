@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.contract import (UNREADABLE, SummaryRecord, drop_record, load_record, load_record_or_drop,
-                                    pending_sessions, store_record)
+from nanobot_hooks.contract.queue import drop_record, load_record, load_record_or_drop, pending_sessions, store_record, UNREADABLE
+from nanobot_hooks.contract.records import SummaryRecord
 
 from harness.defaults import TEST_KEYS
 

@@ -17,11 +17,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nanobot_hooks import contract, plugin
+from nanobot_hooks import plugin
 from nanobot_hooks.recall import search as recall
 from nanobot_hooks.recall import rank, visible
 from nanobot_hooks.recall import tool as recall_tool
-from nanobot_hooks.contract import RECALL_INDEX, index_text, is_direct_chat
+from nanobot_hooks.contract.recall import index_text, RECALL_INDEX
+from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.hits import Hit, Source
 from nanobot_hooks.recall.snippets import snippet
@@ -614,7 +615,9 @@ def test_without_fts5_ranking_the_worker_reports_it_and_the_tool_is_not_offered(
         RecallIndex(home.workspace, UTC).refresh(home.sessions_dir)
     assert not (home.workspace / RECALL_INDEX).exists()
     monkeypatch.setattr(recall_tool, "check_version", lambda: "0.3.5")
-    monkeypatch.setattr(contract, "fts_problem", lambda: "no FTS5")
+    from nanobot_hooks.contract import recall as layout
+
+    monkeypatch.setattr(layout, "fts_problem", lambda: "no FTS5")
     said: list[str] = []
     monkeypatch.setattr(recall_tool, "switch_off", lambda why, what: said.append(f"{what}: {why}"))
     # enabled() says False for any exception too: the line it gives tells that it is off for FTS5's sake.
@@ -722,7 +725,7 @@ def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt
 
 
 def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(home, monkeypatch):
-    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from nanobot_hooks.contract.session_format import RETIRED_FOLDER, retired_name
     from worker.memory.recall_index import messages
 
     monkeypatch.setattr(messages, "WINDOW_BYTES", 256 * 1024)

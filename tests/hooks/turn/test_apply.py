@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract import METADATA_KEY, AppliedMark, SessionMarker, SummaryRecord
+from nanobot_hooks.contract.marker import AppliedMark, METADATA_KEY, SessionMarker
+from nanobot_hooks.contract.records import SummaryRecord
 from nanobot_hooks.turn.apply import apply_record, pending_in_metadata
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.transcripts import conversation
-from nanobot_hooks.contract import RETIRED_FOLDER, SessionMarker, retired_key, storage_name
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.session_format import RETIRED_FOLDER, retired_key, storage_name
 from tests.support.queue_probes import queued_reason
 from tests.support.standins import KEY, Loop, StandInSession
 from tests.support.waiting import wait_until

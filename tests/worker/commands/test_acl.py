@@ -6,7 +6,7 @@ import redis as sync_redis
 from redis.exceptions import NoPermissionError
 import pytest
 
-from nanobot_hooks.contract import Keys, default_namespace
+from nanobot_hooks.contract.keys import default_namespace, Keys
 from harness.environment import process_env
 from harness.redis_server import RedisServer
 from tests.support.commands import run_in_process

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from nanobot_hooks.contract import load_record
+from nanobot_hooks.contract.queue import load_record
 from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
@@ -107,8 +107,8 @@ async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home,
 
 async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm, redis, redis_url, deps_for,
                                                          capsys) -> None:
-    from nanobot_hooks.contract import SummarizeRequest
-    from nanobot_hooks.contract import enqueue_summary
+    from nanobot_hooks.contract.records import SummarizeRequest
+    from nanobot_hooks.contract.queue import enqueue_summary
 
 
     fake_llm.default = Reply(summary_json())

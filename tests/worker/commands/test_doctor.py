@@ -18,7 +18,8 @@ from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract import SummarizeRequest, SummaryRecord, enqueue_summary, store_record, utcnow
+from nanobot_hooks.contract.queue import enqueue_summary, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
 from tests.support.commands import check, doctor, run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env

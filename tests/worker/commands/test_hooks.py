@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.environment import process_env
-from nanobot_hooks.contract import RELEASE
+from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import HOOKS, ROOT
 from worker.commands.doctor import hooks_checks
 

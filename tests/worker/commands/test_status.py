@@ -15,8 +15,9 @@ from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
 
-from nanobot_hooks.contract import (Keys, SummarizeRequest, SummaryRecord, enqueue_summary, load_record, store_record,
-                                    utcnow)
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
 from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env

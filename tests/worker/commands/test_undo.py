@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.commands import run_in_process
 from tests.support.crossing import (CHAT, assert_summary_replaces_covered_messages, gateway_cross,
                                     seed_cross_and_summarize)

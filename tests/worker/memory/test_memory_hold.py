@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from arq import Retry
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from worker.memory import longterm
 from worker.memory.entries import Fact
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries

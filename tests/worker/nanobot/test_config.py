@@ -160,7 +160,7 @@ def test_a_model_litellm_cannot_route_stops_start_up_in_one_line(nanobot_home) -
     ("email:someone@example.com", False), ("websocket:6f1c", False), ("api:default", False), ("qq:abc", False),
 ])
 def test_direct_chats_are_told_by_their_key(key, direct) -> None:
-    from nanobot_hooks.contract import is_direct_chat
+    from nanobot_hooks.contract.session_format import is_direct_chat
 
     assert is_direct_chat(key) is direct
     # nanobot's web chat behind a token is the user's own; nothing else changes with it.

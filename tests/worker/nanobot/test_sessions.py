@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from nanobot_hooks.contract import METADATA_KEY, SESSION_FILES_LOCK, key_from_name, storage_name
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.session_format import key_from_name, SESSION_FILES_LOCK, storage_name
 from worker.nanobot.sessions import (
     SessionKeyError,
     SessionNotFound,
@@ -151,7 +152,7 @@ def test_a_daily_jobs_read_holds_messages_from_its_days_first_on_not_the_whole_h
     from types import SimpleNamespace
     from zoneinfo import ZoneInfo
 
-    from nanobot_hooks.contract import SummarizeRequest
+    from nanobot_hooks.contract.records import SummarizeRequest
     from worker.summarize.jobs import read_for_job
 
     # A year of history, all summarized but the last 100 messages; the day to note starts at message 19,000.
@@ -431,7 +432,7 @@ def test_undos_line_one_read_holds_no_message_of_a_huge_session(nanobot_home) ->
 
 
 def test_a_copy_kept_at_new_is_read_from_its_notes_day_on_holding_no_earlier_message(nanobot_home) -> None:
-    from nanobot_hooks.contract import RETIRED_FOLDER, retired_name
+    from nanobot_hooks.contract.session_format import RETIRED_FOLDER, retired_name
     from worker.nanobot.sessions import retired_files
     from worker.text.prepare import dated_from
 

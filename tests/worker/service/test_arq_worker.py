@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from nanobot_hooks.contract import Keys, SummarizeRequest, enqueue_summary
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import SteadyWorker, worker_options

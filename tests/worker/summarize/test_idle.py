@@ -15,7 +15,8 @@ import pytest
 from arq.jobs import Job
 from arq.worker import Worker
 
-from nanobot_hooks.contract import SummarizeRequest, enqueue_idle_check, enqueue_summary, load_record, store_record
+from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from harness.fakellm import Reply
 from worker.service.arq_worker import worker_options
 from worker.keep_rule import KeepRule

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import redis as sync_redis
 
-from nanobot_hooks.contract import (NOTED_SUFFIX, RETIRED_FOLDER, SessionMarker, SummarizeRequest, enqueue_summary,
-                                    load_record, retired_name)
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.contract.session_format import NOTED_SUFFIX, RETIRED_FOLDER, retired_name
 from worker.state.formats import memory_off
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries

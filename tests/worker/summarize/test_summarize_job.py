@@ -8,7 +8,9 @@ import re
 
 import pytest
 
-from nanobot_hooks.contract import METADATA_KEY, SummarizeRequest, enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest
 from worker.state.outcomes import load_outcome
 from harness.fakellm import Error, Reply
 from worker.summarize.cut import plan_cut

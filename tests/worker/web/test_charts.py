@@ -51,7 +51,7 @@ def test_the_sawtooth_says_what_a_summary_took_out_in_the_sessions_figures_and_t
 
 
 async def test_the_session_page_charts_with_axes_and_its_token_figures_agree(nanobot_home, settings_for, redis):
-    from nanobot_hooks.contract import note_context
+    from nanobot_hooks.contract.queue import note_context
 
     key = "cli:direct"
     nanobot_home.write_session(key, conversation(6))

@@ -26,7 +26,8 @@ import aiohttp
 import pytest
 from arq.constants import health_check_key_suffix, in_progress_key_prefix
 
-from nanobot_hooks.contract import LAST_SUMMARY, utcnow
+from nanobot_hooks.contract.records import utcnow
+from nanobot_hooks.contract.session_format import LAST_SUMMARY
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -308,7 +309,7 @@ async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_
         nanobot_home, settings_for, redis):
     """The history nanobot's hooks keep (tests/hooks/test_plugin.py writes it through the hooks): each turn's prompt
     tokens rising, then a summary applied, then lower."""
-    from nanobot_hooks.contract import note_context
+    from nanobot_hooks.contract.queue import note_context
 
     nanobot_home.write_session("cli:direct", conversation(6))
     turns = [{"at": 100.0 + n, "tokens": tokens} for n, tokens in enumerate((9_000, 12_000, 15_000, 18_000))]

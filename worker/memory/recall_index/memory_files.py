@@ -11,7 +11,7 @@ from datetime import date as Date
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract import NOTE_LINE_BITS
+from nanobot_hooks.contract.recall import NOTE_LINE_BITS
 from worker.files import read_bytes
 from worker.memory import longterm, notes
 from worker.memory.recall_index.rows import Row, memory_rows, note_rows, starts_a_section

@@ -9,7 +9,8 @@ import sqlite3
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract import is_internal_session, retired_source, storage_name, timestamp_before
+from nanobot_hooks.contract.recall import retired_source
+from nanobot_hooks.contract.session_format import is_internal_session, storage_name, timestamp_before
 from worker.errors import SessionError
 from worker.memory.recall_index.rows import archived_through, message_rows
 from worker.memory.recall_index.tables import drop, insert, known, source_id, remember, transaction

@@ -9,7 +9,8 @@ from datetime import date as Date
 from datetime import tzinfo
 from typing import Any
 
-from nanobot_hooks.contract import NOTE_LINE_BITS, SessionMarker
+from nanobot_hooks.contract.marker import SessionMarker
+from nanobot_hooks.contract.recall import NOTE_LINE_BITS
 from worker.memory import longterm, notes
 from worker.nanobot.sessions import SessionFile
 from worker.text.clock import local_time
