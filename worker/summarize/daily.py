@@ -17,7 +17,7 @@ from arq.connections import ArqRedis
 from filelock import Timeout
 
 from nanobot_hooks.contract import (Keys, Reason, SummarizeRequest, SummaryRecord, drop_record, enqueue_summary,
-                                    is_internal_session, load_record_or_drop, pending_sessions)
+                                    is_internal_session, load_waiting_record, pending_sessions)
 from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, MemoryReadOnly, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
@@ -171,7 +171,7 @@ async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
             gone = not session_path(deps.sessions_dir, key).exists()
         except SessionKeyError:
             gone = True
-        record = await load_record_or_drop(redis, key) if gone else None
+        record = await load_waiting_record(redis, key) if gone else None
         if isinstance(record, SummaryRecord) and await drop_record(redis, record):
             dropped += 1
     return dropped

@@ -30,15 +30,15 @@ from nanobot_hooks.contract.version import CONTRACT, RELEASE
 
 if TYPE_CHECKING:
     from nanobot_hooks.contract.queue import (CONTEXT_DAYS, CONTEXT_KEPT, RECORD_SECONDS, REPLICA_WAIT_MS,
-                                              UNREADABLE, context_history, drop_record, enqueue_idle_check,
-                                              enqueue_summary, load_record, load_record_or_drop, note_context,
+                                              DAMAGED, UNREADABLE, context_history, drop_record,
+                                              enqueue_idle_check, enqueue_summary, load_record, load_waiting_record, note_context,
                                               pending_sessions, reply, store_record)
     from nanobot_hooks.contract.client import open_client, sync_client
 
 # What loads at first use (arq and redis-py), by module.
 _LAZY_MODULES = {
-    "queue": ("CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
-              "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_record_or_drop",
+    "queue": ("CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "DAMAGED", "UNREADABLE",
+              "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_waiting_record",
               "note_context", "pending_sessions", "reply", "store_record"),
     "client": ("open_client", "sync_client"),
 }
@@ -57,7 +57,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CONTRACT", "RELEASE",
-    "AppliedMark", "BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
+    "AppliedMark", "BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "DAMAGED", "HAN",
+    "HANGUL",
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
     "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "Passage", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
@@ -66,7 +67,7 @@ __all__ = [
     "SummarizeRequest", "SummaryRecord", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
     "context_history", "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem",
     "index_text", "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
-    "last_context_tokens", "load_record", "load_record_or_drop", "note_context", "open_client", "pack",
+    "last_context_tokens", "load_record", "load_waiting_record", "note_context", "open_client", "pack",
     "pending_sessions", "record_key", "redacted_url", "reply", "retired_key", "retired_name", "retired_source",
     "sentinel_target", "source_owner", "storage_name", "store_record",
     "summary_text", "sync_client", "timestamp_before", "tool_calls", "unpack", "utcnow",
