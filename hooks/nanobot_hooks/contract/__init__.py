@@ -31,16 +31,16 @@ from nanobot_hooks.contract.version import CONTRACT, RELEASE
 if TYPE_CHECKING:
     from nanobot_hooks.contract.queue import (CONTEXT_DAYS, CONTEXT_KEPT, RECORD_SECONDS, REPLICA_WAIT_MS,
                                               DAMAGED, UNREADABLE, context_history, drop_record,
-                                              enqueue_idle_check, enqueue_summary, load_record, load_waiting_record, note_context,
-                                              pending_sessions, reply, store_record)
-    from nanobot_hooks.contract.client import open_client, sync_client
+                                              enqueue_idle_check, enqueue_summary, load_record, load_waiting_record,
+                                              note_context, pending_sessions, reply, store_record)
+    from nanobot_hooks.contract.client import UNREAD_JOB, open_client, sync_client
 
 # What loads at first use (arq and redis-py), by module.
 _LAZY_MODULES = {
     "queue": ("CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "DAMAGED", "UNREADABLE",
-              "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_waiting_record",
-              "note_context", "pending_sessions", "reply", "store_record"),
-    "client": ("open_client", "sync_client"),
+              "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record",
+              "load_waiting_record", "note_context", "pending_sessions", "reply", "store_record"),
+    "client": ("UNREAD_JOB", "open_client", "sync_client"),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
@@ -64,7 +64,7 @@ __all__ = [
     "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "Passage", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
     "RECALL_TABLES", "RECORD_KEY_FILE", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason",
     "SENTINEL_SCHEME", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker",
-    "SummarizeRequest", "SummaryRecord", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
+    "SummarizeRequest", "SummaryRecord", "UNREAD_JOB", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
     "context_history", "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem",
     "index_text", "is_direct_chat", "is_hidden", "is_internal_session", "is_user_turn", "key_from_name",
     "last_context_tokens", "load_record", "load_waiting_record", "note_context", "open_client", "pack",
