@@ -114,9 +114,8 @@ class _Planted:
         return (open, (self.path, "w"))
 
 
-async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_worker_goes_on(redis, deps_for, nanobot_home,
-                                                                                   default_reply, tmp_path,
-                                                                                   caplog) -> None:
+async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_worker_goes_on(
+        redis, deps_for, nanobot_home, default_reply, tmp_path, caplog) -> None:
     """Jobs travel as JSON: a job written pickled (by an older version, or anyone who can write to the queue) is
     never unpickled, so it runs no code; it ends in one line saying whose it was (no traceback), its id is free for the
     session's next trigger, and the next job runs."""

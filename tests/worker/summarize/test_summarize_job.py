@@ -334,8 +334,8 @@ async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_
     assert outcome is not None and outcome.detail.startswith(f"resting until {until} Asia/Shanghai: "), outcome
 
 
-async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a_line(redis, nanobot_home, fake_llm,
-                                                                                        deps_for):
+async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a_line(
+        redis, nanobot_home, fake_llm, deps_for):
     """Issue 35: a job that finds its session's record written by a newer worker (which it cannot read) neither
     crashes nor deletes it nor pays for a summary over it: it ends as a noop saying so, the record left for the
     version that reads it."""
