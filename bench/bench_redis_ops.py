@@ -18,7 +18,7 @@ from arq.connections import ArqRedis
 from arq.worker import Worker
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
+from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_waiting_record, pending_sessions
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from harness.fakellm import FakeLLM, Reply
 from harness.redis_server import free_port
@@ -80,7 +80,7 @@ async def count_job(redis: ArqRedis, deps: Deps, sessions: int) -> float:
 async def count_pickup(redis: ArqRedis, names: Keys, sessions: int) -> float:
     """3. The pickup inside nanobot: read the record, drop it, count it."""
     for key in await pending_sessions(redis):
-        record = await load_record_or_drop(redis, key)
+        record = await load_waiting_record(redis, key)
         assert isinstance(record, SummaryRecord)
         await drop_record(redis, record)
         await redis.hincrby(names.stats, "applied", 1)

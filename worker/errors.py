@@ -64,6 +64,11 @@ class SummaryFailed(WorkerError):
     """The job cannot succeed by retrying; the outcome says why."""
 
 
+class RecordOfAnotherVersion(WorkerError):
+    """The session's waiting record was written by another version of the worker and this one cannot read it: it is
+    kept for the version that can, and this job makes no summary over it (nothing paid, no rest)."""
+
+
 class NanobotConfigError(WorkerError):
     """nanobot's config is missing or unreadable; the message says which file and why."""
 

@@ -177,16 +177,27 @@ async def test_a_notice_never_loads_a_session_nanobot_does_not_hold_and_applies_
     assert sessions.saved_on[-1] != threading.get_ident(), "the session was written off the event loop"
 
 
-async def test_an_unreadable_record_is_dropped_and_counted_not_retried_forever(make, redis, quiet):
+async def test_a_record_of_another_version_is_kept_and_said_once_not_per_turn(make, redis, quiet):
+    """Issue 35: a waiting record the hooks cannot read (another version's worker wrote it) is kept for the version
+    that reads it, not deleted; each look (a GET) costs little, and it is said once, not at every turn."""
     integration = make()
     integration.ctx.nanobot.sessions.cached[KEY] = StandInSession(KEY, conversation(10))
-    await redis.set(TEST_KEYS.record(KEY), json.dumps({"session_key": KEY, "from": "another worker version"}))
+    future = json.dumps({"session_key": KEY, "from": "another worker version"})
+    await redis.set(TEST_KEYS.record(KEY), future)
     await redis.sadd(TEST_KEYS.pending, KEY)
 
+    for _ in range(3):
+        assert await integration.pickups.pickup(KEY) is None
+    assert (await redis.get(TEST_KEYS.record(KEY))).decode() == future and await redis.sismember(TEST_KEYS.pending, KEY)
+    assert integration.ctx.counts["unreadable"] == 3
+    said = [line for line in quiet if "kept the summary record" in line]
+    assert len(said) == 1, said
+    assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
+
+    await redis.set(TEST_KEYS.record(KEY), b"\x80\x04 damaged")  # no record of any version: dropped
     assert await integration.pickups.pickup(KEY) is None
     assert not await redis.exists(TEST_KEYS.record(KEY)) and not await redis.sismember(TEST_KEYS.pending, KEY)
-    assert integration.ctx.counts["unreadable"] == 1
-    assert not [line for line in quiet if "failed while" in line], "not reported as Redis trouble"
+    assert integration.ctx.counts["damaged"] == 1
 
 
 # -- 3: no apply in an ephemeral turn nor before a slash command -------------------------------------

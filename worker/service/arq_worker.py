@@ -16,8 +16,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract.client import open_client
-from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE
+from nanobot_hooks.contract.client import open_client, UNREAD_JOB
+from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import utcnow
 from worker.connections import CALL_TIMEOUT
 from worker.service.build import job_timeout
@@ -42,7 +42,8 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
                       # The idle check re-defers itself (a Retry) for as long as its session stays active. Its
                       # timeout, like the crons', is never longer than a job's (see below).
                       func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
-                           timeout=min(60, job_timeout(settings)))],
+                           timeout=min(60, job_timeout(settings))),
+                      func(unread_job, name=UNREAD_JOB, max_tries=1, timeout=10)],
         # unique: two workers of one instance never both run a tick; named under the instance's namespace
         # (arq's job id is the name and the tick), so workers of other instances on the Redis run theirs. arq
         # re-runs a killed worker's job after the longest timeout of any function, the crons' and the idle
@@ -64,6 +65,19 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
         "health_check_interval": 30,
         "max_jobs": 10,
     }
+
+
+async def unread_job(ctx: dict[str, Any]) -> dict[str, str]:
+    """A queued job that is not JSON (contract.client.job_from_json), never looked into: version 0.1.0 queued its
+    jobs pickled, and a forged one could run code if unpickled. One line says whose it was; ending it frees the id,
+    so the session's next trigger (a turn over the threshold, the hooks' idle check, the daily run) queues it again
+    as JSON, and nothing of the session is lost: the messages are all in its file."""
+    job_id = str(ctx.get("job_id", ""))
+    keys: Keys = Keys.of(ctx["redis"])
+    session = keys.session_of_job(job_id) or job_id.removeprefix(keys.idle_job_id(""))
+    log.warning("%s: a queued job written by another version (not JSON: version 0.1.0 pickled its jobs) was ended "
+                "unread; the session's next trigger queues it again", session)
+    return {"status": "unread", "session": session}
 
 
 def arq_pool(settings: Settings) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from arq.connections import ArqRedis
 from filelock import Timeout
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_record_or_drop, pending_sessions
+from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_waiting_record, pending_sessions
 from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.contract.session_format import is_internal_session
 from worker.summarize.deps import Deps
@@ -173,7 +173,7 @@ async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
             gone = not session_path(deps.sessions_dir, key).exists()
         except SessionKeyError:
             gone = True
-        record = await load_record_or_drop(redis, key) if gone else None
+        record = await load_waiting_record(redis, key) if gone else None
         if isinstance(record, SummaryRecord) and await drop_record(redis, record):
             dropped += 1
     return dropped

@@ -27,7 +27,7 @@ from nanobot_hooks.contract.queue import enqueue_summary
 from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.contract.session_format import is_internal_session
 from worker.state import budget
-from worker.errors import NanobotConfigError, SessionError
+from worker.errors import NanobotConfigError, RecordOfAnotherVersion, SessionError
 from worker.summarize.deps import Deps
 from worker.summarize.daily import flush_memory
 from worker.summarize.jobs import CURRENT_JOB
@@ -89,7 +89,10 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     if await budget.cooling(redis, key) is not None:
         return {"status": "resting"}
     # The record first, then the file, as the job reads them.
-    pending = await waiting_record(redis, deps.sessions_dir, key)
+    try:
+        pending = await waiting_record(redis, deps.sessions_dir, key)
+    except RecordOfAnotherVersion as exc:
+        return {"status": "noop", "detail": str(exc)}
     try:
         session = read_session(deps.sessions_dir, key, from_watermark=True)
     except (SessionError, NanobotConfigError) as exc:

@@ -16,7 +16,7 @@ from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.contract.session_format import is_internal_session
-from worker.errors import BadAnswer, OutOfTime, OverBudget, RetryableError, WorkerError
+from worker.errors import BadAnswer, OutOfTime, OverBudget, RecordOfAnotherVersion, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
 from worker.state import budget, running
@@ -125,6 +125,9 @@ async def try_job(run: Run) -> JobOutcome:
             log.warning("summary of %s failed (try %d): %s; retrying", key, run.job_try, exc)
             raise Retry(defer=max(min(delay, 600.0), exc.retry_after or 0.0)) from None
         return JobOutcome(session_key=key, status="failed", detail=f"gave up after {run.job_try} tries: {exc}")
+    except RecordOfAnotherVersion as exc:
+        log.info("%s", exc)
+        return JobOutcome(session_key=key, status="noop", detail=str(exc))
     except OverBudget as exc:
         outcome = JobOutcome(session_key=key, status="noop", detail=str(exc))
         rest = await budget.cool_down(redis, key, str(exc), 0, 0, seconds=_seconds_to_midnight(run.deps.tz))

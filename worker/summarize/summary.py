@@ -11,9 +11,9 @@ from pathlib import Path
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
-from nanobot_hooks.contract.queue import drop_record, load_record, store_record
+from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_waiting_record, store_record, UNREADABLE
 from nanobot_hooks.contract.records import record_key, SummaryRecord
-from worker.errors import SessionError
+from worker.errors import RecordOfAnotherVersion, SessionError
 from worker.model import guards
 from worker.model.answer import Answer
 from worker.memory.entries import DailyNotes, Fact
@@ -108,9 +108,18 @@ async def waiting_record(redis: ArqRedis, sessions_dir: Path, key: str) -> Summa
     """The session's record waiting for pickup, if this instance signed it. Any client of a shared Redis can write
     into the namespace: a record that is not signed with the instance's key (forged, altered, or stored by a
     version before records were signed) is dropped in one line, never folded into the next summary, which this
-    worker would sign."""
-    record = await load_record(redis, key)
-    if record is None or record.authentic(record_key(sessions_dir)):
+    worker would sign. A record of another version is kept for it (RecordOfAnotherVersion: this job leaves the
+    session alone); damaged bytes, no record of any version, are dropped."""
+    record = await load_waiting_record(redis, key)
+    if record == UNREADABLE:
+        raise RecordOfAnotherVersion(f"{key}: a summary record written by another version of the worker waits for "
+                                     "nanobot's pickup; kept for that version, no summary made over it")
+    if record == DAMAGED:
+        log.warning("%s: dropped a damaged summary record (not a record of any version)", key)
+        return None
+    if not isinstance(record, SummaryRecord):
+        return None
+    if record.authentic(record_key(sessions_dir)):
         return record
     await drop_record(redis, record)
     log.warning("%s: dropped a waiting summary record not signed with this instance's key (forged, or from an "

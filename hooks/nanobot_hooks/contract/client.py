@@ -2,13 +2,13 @@
 (`redis+sentinel://`) the primary asked for at each new connection, so after a failover the next call reaches
 the promoted replica. The hooks, the worker (arq's own pool), its jobs, commands and page use the asyncio
 client; the worker's checks (a ping before start, doctor) the synchronous one. arq's jobs travel as JSON, never
-pickled: a job another program (or an older version) wrote pickled is refused unread, so no bytes in Redis can
-run code in the worker."""
+pickled: a job another program (or version 0.1.0) wrote pickled is read as UNREAD_JOB, its bytes never looked
+into, so no bytes in Redis can run code in the worker."""
 
 from __future__ import annotations
 
 import json
-import logging
+import time
 from typing import Any
 
 import redis
@@ -19,10 +19,7 @@ from redis.sentinel import Sentinel as SyncSentinel
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import sentinel_target
 
-__all__ = ["open_client", "sync_client"]
-
-
-log = logging.getLogger("nanobot_hooks.contract")
+__all__ = ["UNREAD_JOB", "open_client", "sync_client"]
 
 
 def job_to_json(data: dict[str, Any]) -> bytes:
@@ -30,16 +27,20 @@ def job_to_json(data: dict[str, Any]) -> bytes:
     return json.dumps(data, default=str).encode()
 
 
+# What a queued job that is not JSON is read as: the worker's function of that name says so in one line and ends,
+# which frees the job's id (the session's) for the next trigger. Version 0.1.0 queued its jobs pickled.
+UNREAD_JOB = "unread_job"
+
+
 def job_from_json(raw: bytes) -> dict[str, Any]:
-    """arq's job (or result) read back from JSON; anything else (a pickle) is refused unread: arq fails that job."""
+    """arq's job (or result) read back from JSON. Anything else (a pickle) is never unpickled: it is read as a job of
+    UNREAD_JOB without arguments, so the worker ends it in one line instead of arq failing it with a traceback."""
     try:
         data = json.loads(raw)
     except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
-        log.warning("a queued job is not JSON (%d bytes, written pickled by another program or an older version): "
-                    "refused unread", len(raw))
-        raise
+        data = None
     if not isinstance(data, dict):
-        raise ValueError(f"a queued job is JSON but not an object: {type(data).__name__}")
+        return {"t": 1, "f": UNREAD_JOB, "a": [], "k": {}, "et": int(time.time() * 1000)}
     return data
 
 

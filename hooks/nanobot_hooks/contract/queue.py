@@ -1,5 +1,6 @@
-"""The Redis side of the contract: enqueue with single flight, store, find and drop result records (an
-unreadable record is dropped too: it would block its session forever), and the sessions' context histories."""
+"""The Redis side of the contract: enqueue with single flight, store, find and drop result records (a record of
+another version is kept for the version that reads it; only bytes no version could read are dropped), and the
+sessions' context histories."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from redis.asyncio.sentinel import SentinelConnectionPool
 from nanobot_hooks.contract.keys import JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
-__all__ = ["CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
-           "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_record_or_drop",
+__all__ = ["DAMAGED", "CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE", "context_history",
+           "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record", "load_waiting_record",
            "note_context", "pending_sessions", "reply", "store_record"]
 
 # Deletes a record only if it is still the same one, so a newer record is never lost: the one applied (the same
@@ -43,7 +44,8 @@ end
 return 0
 """
 
-UNREADABLE = "unreadable"
+UNREADABLE = "unreadable"  # a record this version cannot read: kept for the version that can (`load_waiting_record`)
+DAMAGED = "damaged"  # bytes that are no record of any version: dropped
 
 T = TypeVar("T")
 
@@ -110,9 +112,16 @@ async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None
     return SummaryRecord.model_validate_json(raw) if raw else None
 
 
-async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
-    """Like `load_record`, but a record that does not parse (another version of the worker, damage) is
-    deleted and taken off the pending set, and UNREADABLE is returned: it would never apply."""
+async def load_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
+    """The session's waiting record, as `load_record` reads it, or what stands in its place. Never raises on what is
+    stored (a Redis error still does).
+
+    A JSON object this version does not read (a record written by another version of the worker: a new reason, a
+    field it requires) is kept, pending, for the version that reads it, and UNREADABLE is returned: a rolling
+    upgrade or a downgrade loses no summary. Until then it stands for the summary it holds (the hooks queue no job
+    over it) and expires as every record does (RECORD_SECONDS). Bytes that are no JSON object are no record of any
+    version: deleted (only if still the same bytes) and taken off the pending set, and DAMAGED is returned. None
+    when nothing waits (a stray pending entry is removed)."""
     keys = Keys.of(redis)
     raw = await redis.get(keys.record(session_key))
     if not raw:
@@ -121,8 +130,19 @@ async def load_record_or_drop(redis: ArqRedis, session_key: str) -> SummaryRecor
     try:
         return SummaryRecord.model_validate_json(raw)
     except ValidationError:
-        await _drop_if_same(redis, session_key, raw, "bytes")
+        pass
+    if _is_json_object(raw):
         return UNREADABLE
+    await _drop_if_same(redis, session_key, raw, "bytes")
+    return DAMAGED
+
+
+def _is_json_object(raw: bytes | str) -> bool:
+    """Could these bytes be a record of some version (a JSON object), or are they damage?"""
+    try:
+        return isinstance(json.loads(raw), dict)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
+        return False
 
 
 async def pending_sessions(redis: ArqRedis) -> list[str]:

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract.queue import drop_record, load_record_or_drop, note_context, UNREADABLE
+from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_waiting_record, note_context, UNREADABLE
 from nanobot_hooks.contract.records import record_key, SummaryRecord
 from nanobot_hooks.contract.session_format import is_internal_session, last_context_tokens
 from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
@@ -50,6 +50,9 @@ class PickupScheduler:
         # Idle pickup: records fetched but not due yet, and the timers that look at them again.
         self.held: dict[str, SummaryRecord] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        # Sessions whose waiting record this version cannot read (another version's), said once: the record is
+        # kept and looked up again (one GET) whenever the session's trigger finds it, not logged each time.
+        self._unreadable: dict[str, None] = {}
 
     def cancel_timers(self) -> None:
         for timer in self._timers.values():
@@ -162,14 +165,11 @@ class PickupScheduler:
                 # Not in memory, or not a session of this nanobot (another workspace on the same Redis):
                 # leave its record. Asked again every time (no memo): once the session is here, it applies.
                 return None
-            record = await self.ctx.link.call(f"reading the summary of {key}", lambda c: load_record_or_drop(c, key))
-            if record is None:
+            record = await self.ctx.link.call(f"reading the summary of {key}", lambda c: load_waiting_record(c, key))
+            if record == UNREADABLE or record == DAMAGED:
+                self._unread(key, record)
                 return None
-            if record == UNREADABLE:
-                self.ctx.counts[UNREADABLE] += 1
-                THROTTLE.warning(UNREADABLE, f"dropped a summary record of {key} that cannot be read "
-                                 f"(another version of the worker?); {self.ctx.counts[UNREADABLE]} so far")
-                return None
+            self._unreadable.pop(key, None)
             if not isinstance(record, SummaryRecord):
                 return None
             if not self._signed(record):
@@ -210,6 +210,21 @@ class PickupScheduler:
                 await asyncio.to_thread(sessions.save, session)
             self._report(record, outcome, "between turns")
             return outcome
+
+    def _unread(self, key: str, what: str) -> None:
+        """A waiting record this version cannot read: another version's is kept for the version that reads it (and
+        stands for its summary meanwhile: no job is queued over it), said once per session; damage was dropped."""
+        self.ctx.counts[what] += 1
+        if what == DAMAGED:
+            THROTTLE.warning(DAMAGED, f"dropped a damaged summary record of {key} (not a record of any version); "
+                             f"{self.ctx.counts[DAMAGED]} so far")
+        elif key not in self._unreadable:
+            self._unreadable[key] = None
+            while len(self._unreadable) > MAX_SESSIONS:
+                del self._unreadable[next(iter(self._unreadable))]
+            logs.warning(f"kept the summary record of {key}: written by another version of the worker, which this "
+                         f"version of the hooks cannot read; it waits for hooks of that version (upgrade both to "
+                         f"one version), or expires")
 
     def _signed(self, record: SummaryRecord) -> bool:
         """Is `record` signed with this instance's key? Every record from Redis reaches the hooks through here, and

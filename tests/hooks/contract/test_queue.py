@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.contract.queue import drop_record, load_record, load_record_or_drop, pending_sessions, store_record, UNREADABLE
+from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_record, load_waiting_record, pending_sessions, store_record, UNREADABLE
 from nanobot_hooks.contract.records import SummaryRecord
 
 from harness.defaults import TEST_KEYS
@@ -39,10 +39,22 @@ async def test_a_record_is_known_by_its_identity_however_its_json_is_spaced(redi
     assert not await redis.exists(TEST_KEYS.record(KEY)) and await pending_sessions(redis) == []
 
 
-async def test_an_unreadable_record_is_dropped_so_it_cannot_block_its_session(redis) -> None:
-    await redis.set(TEST_KEYS.record(KEY), b'{"session_key": "telegram:42", "reason": "from-the-future"}')
+async def test_a_record_of_another_version_is_kept_for_the_version_that_reads_it(redis) -> None:
+    """Issue 35: a record written by another version of the worker (here a reason this version does not know) is
+    kept, pending, never deleted: the hooks of that version apply it after a rolling upgrade or a downgrade."""
+    future = b'{"session_key": "telegram:42", "summary": "s", "reason": "from-the-future"}'
+    await redis.set(TEST_KEYS.record(KEY), future)
     await redis.sadd(TEST_KEYS.pending, KEY)
-    assert await load_record_or_drop(redis, KEY) == UNREADABLE
+    assert await load_waiting_record(redis, KEY) == UNREADABLE
+    assert await load_waiting_record(redis, KEY) == UNREADABLE, "read again, still kept"
+    assert await redis.get(TEST_KEYS.record(KEY)) == future and await pending_sessions(redis) == [KEY]
+    await store_record(redis, record("fine"))  # a worker of this version replaces it
+    assert (await load_waiting_record(redis, KEY)).summary == "fine"
+
+
+async def test_damaged_bytes_are_dropped_they_are_no_record_of_any_version(redis) -> None:
+    await redis.set(TEST_KEYS.record(KEY), b'\x80\x04not json at all')
+    await redis.sadd(TEST_KEYS.pending, KEY)
+    assert await load_waiting_record(redis, KEY) == DAMAGED
     assert not await redis.exists(TEST_KEYS.record(KEY)) and await pending_sessions(redis) == []
-    await store_record(redis, record("fine"))
-    assert (await load_record_or_drop(redis, KEY)).summary == "fine"
+    assert await load_waiting_record(redis, KEY) is None

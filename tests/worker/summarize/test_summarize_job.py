@@ -334,3 +334,21 @@ async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_
     outcome = await load_outcome(redis, KEY)
     until = rest.until.astimezone(ZoneInfo("Asia/Shanghai")).strftime("%Y-%m-%d %H:%M:%S")
     assert outcome is not None and outcome.detail.startswith(f"resting until {until} Asia/Shanghai: "), outcome
+
+
+async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a_line(
+        redis, nanobot_home, fake_llm, deps_for):
+    """Issue 35: a job that finds its session's record written by a newer worker (which it cannot read) neither
+    crashes nor deletes it nor pays for a summary over it: it ends as a noop saying so, the record left for the
+    version that reads it."""
+    nanobot_home.write_session(KEY, conversation(15))
+    future = json.dumps({"session_key": KEY, "summary": "s", "reason": "from-the-future"})
+    await redis.set(TEST_KEYS.record(KEY), future)
+    await redis.sadd(TEST_KEYS.pending, KEY)
+    assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
+    await run_burst(deps_for())
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noop", outcome
+    assert "another version" in outcome.detail
+    assert (await redis.get(TEST_KEYS.record(KEY))).decode() == future and await pending_sessions(redis) == [KEY]
+    assert not fake_llm.requests, "nothing paid"
