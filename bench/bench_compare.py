@@ -670,9 +670,9 @@ async def run_window(window: int, turns: int, runs_of: dict[str, Variant], args:
         done = await asyncio.gather(*jobs)
     else:
         done = [await job for job in jobs]
-    runs = {name: run.figures() for name, run in zip(runs_of, done)}
+    runs = {name: run.figures() for name, run in zip(runs_of, done, strict=True)}
     raw = {name: {"latencies": run.latencies, "waited": run.waited,
-                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done)}
+                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done, strict=True)}
     ratios = show(window, runs, paused)
     for n in range(len(runs_of)):  # the next window starts from empty databases
         with Redis.from_url(redis.url(db=n % 16)) as client:

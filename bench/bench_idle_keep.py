@@ -53,7 +53,7 @@ def cached_tokens(request: list[int], previous: list[int] | None) -> int:
     """Tokens of the request's leading blocks equal to the previous request's: what the provider has cached."""
     shared = 0
     if previous is not None:
-        for mine, theirs in zip(request, previous):
+        for mine, theirs in zip(request, previous, strict=False):
             if mine != theirs:
                 break
             shared += mine

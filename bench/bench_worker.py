@@ -121,7 +121,8 @@ def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], in
     for request in requests:
         found = re.search(rf"\({re.escape(TAG)}(\d+)\)", json.dumps(request.body, ensure_ascii=False))
         calls.setdefault(found.group(1) if found else "?", []).append(request.received_at)
-    overlaps = sum(1 for times in calls.values() for a, b in zip(sorted(times), sorted(times)[1:]) if b - a < delay)
+    overlaps = sum(1 for times in calls.values()
+                   for a, b in zip(sorted(times), sorted(times)[1:], strict=False) if b - a < delay)
     return {key: len(times) for key, times in calls.items()}, overlaps
 
 

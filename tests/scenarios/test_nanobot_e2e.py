@@ -516,7 +516,7 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])
     assert len(summaries) == 3
-    for before, after in zip(summaries, summaries[1:]):
+    for before, after in zip(summaries, summaries[1:], strict=False):
         assert before in after, "each summary folds in the one before"
     assert "host-5.example.com" in summaries[-1]  # turn 6 is the kept tail (messages:2)
     # The gateway applied the third summary between turns 6 and 7: turn 7's request carried it, not the
