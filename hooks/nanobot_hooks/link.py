@@ -250,7 +250,7 @@ class RedisLink:
                 result = await work(client)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # Redis down, timeouts, refused connections, bad replies: never raise into nanobot
+        except Exception as exc:  # noqa: BLE001  # Redis down, timeouts, bad replies...: never raise into nanobot
             self.trouble(doing, exc)
             return None
         self.ok()

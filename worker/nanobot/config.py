@@ -224,7 +224,7 @@ def host_timezone() -> str:
 
         name = get_localzone_name()
         zone(name)
-    except Exception:  # tzlocal raises several kinds for odd /etc/localtime setups
+    except (ImportError, LookupError, ValueError, OSError):  # tzlocal's kinds for odd /etc/localtime setups
         return "UTC"
     return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
 

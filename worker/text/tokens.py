@@ -164,7 +164,7 @@ def cl100k_counter() -> Counter | None:
     """cl100k from litellm's bundled files (works offline once litellm is imported), or None."""
     try:
         from litellm.litellm_core_utils.default_encoding import encoding
-    except Exception:  # litellm missing or its tokenizer files unreadable: fall back to the estimate
+    except Exception:  # noqa: BLE001  # any failure of litellm's or tiktoken's import code: use the estimate
         return None
 
     def count(text: str) -> int:
