@@ -150,8 +150,8 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
     held[0] = False
     again = procfile_worker(**CHUNKED)  # a supervisor starts it again
     for key in originals:
-        await wait_for(lambda: outcome_is(redis, key, "summarized", job_try=2), f"{key} summarized in a later try",
-                       again.log)
+        await wait_for(lambda key=key: outcome_is(redis, key, "summarized", job_try=2),
+                       f"{key} summarized in a later try", again.log)
 
     assert_whole_and_once(agent_home, originals)
     # Pub/sub is server-wide: other databases' notices pass by too.

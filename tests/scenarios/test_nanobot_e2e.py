@@ -511,7 +511,7 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
         await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
         if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
             count = len(summaries) + 1
-            await wait_until(lambda: applied(redis, key, count), timeout=60,
+            await wait_until(lambda count=count: applied(redis, key, count), timeout=60,
                              what=f"summary {count} applied\n" + worker.log()[-2000:])
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])
