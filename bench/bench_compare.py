@@ -183,7 +183,8 @@ class Provider:
     def _memory_change(self, request: FakeRequest, now: float) -> str:
         system = request.messages[0].get("content") if request.messages else None
         # Up to the summary and the separator nanobot puts before it (a prompt without a summary has neither).
-        before = system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip() if isinstance(system, str) else ""
+        before = (system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip()
+                  if isinstance(system, str) else "")
         changed = self._before_summary is not None and before != self._before_summary
         self._before_summary = before
         if not changed:

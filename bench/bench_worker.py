@@ -38,8 +38,8 @@ from worker.text.tokens import cl100k_counter, estimate_tokens
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
 TAG = "bench-session-"
 # The tests' corpora (a text of each kind the assistant reads, written apart from the estimate's calibration),
-# the benchmark's first texts (one sentence forty times) and this file; tests/worker/text/test_tokens.py holds the estimate
-# within 10% of cl100k on every one.
+# the benchmark's first texts (one sentence forty times) and this file; tests/worker/text/test_tokens.py holds the
+# estimate within 10% of cl100k on every one.
 TEXTS = {**CORPORA, **REPEATED, "Python code (this file)": Path(__file__).read_text(encoding="utf-8")}
 
 

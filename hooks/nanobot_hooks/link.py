@@ -297,7 +297,8 @@ class RedisLink:
             logs.info(f"Redis at {redacted_url(self.url)} answers again")
 
     async def close(self) -> None:
-        """Close the connections of this event loop's client (a client of another loop is just dropped). Never raises."""
+        """Close the connections of this event loop's client (a client of another loop is just dropped).
+        Never raises."""
         client, loop, self._client, self._loop = self._client, self._loop, None, None
         if client is None:
             return

@@ -21,7 +21,8 @@ from nanobot_hooks.contract.records import (RECORD_KEY_FILE, Reason, SummarizeRe
                                            utcnow)
 from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LAST_SUMMARY, LAST_USAGE,
                                                    METADATA_TYPE, NOT_A_TURN_FLAGS, NOTED_SUFFIX,
-                                                   PROVIDER_STATE_TYPE, RETIRED_FOLDER, SESSION_FILES_LOCK, SESSION_SUFFIX, channel_of, content_text,
+                                                   PROVIDER_STATE_TYPE, RETIRED_FOLDER, SESSION_FILES_LOCK,
+                                                   SESSION_SUFFIX, channel_of, content_text,
                                                    is_direct_chat, is_hidden, is_internal_session, is_user_turn,
                                                    key_from_name, last_context_tokens, retired_key, retired_name,
                                                    storage_name, summary_text, timestamp_before, tool_calls)
@@ -60,8 +61,9 @@ __all__ = [
     "AppliedMark", "BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
-    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "Passage", "RECALL_INDEX", "RECALL_SCHEMA_VERSION",
-    "RECALL_TABLES", "RECORD_KEY_FILE", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER", "RETIRED_SOURCE", "Reason",
+    "NOTE_LINE_BITS", "NOT_A_TURN_FLAGS", "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "Passage", "RECALL_INDEX",
+    "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RECORD_KEY_FILE", "RECORD_SECONDS", "REPLICA_WAIT_MS", "RETIRED_FOLDER",
+    "RETIRED_SOURCE", "Reason",
     "SENTINEL_SCHEME", "SESSION_FILES_LOCK", "SESSION_SUFFIX", "SOURCE_BITS", "SentinelTarget", "SessionMarker",
     "SummarizeRequest", "SummaryRecord", "UNREADABLE", "WORKSPACE_ID_FILE", "channel_of", "cjk_grams", "content_text",
     "context_history", "default_namespace", "drop_record", "enqueue_idle_check", "enqueue_summary", "fts_problem",

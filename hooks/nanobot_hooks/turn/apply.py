@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from nanobot_hooks.contract import LAST_SUMMARY, METADATA_KEY, SessionMarker, SummaryRecord, summary_text, timestamp_before
+from nanobot_hooks.contract import (LAST_SUMMARY, METADATA_KEY, SessionMarker, SummaryRecord, summary_text,
+                                    timestamp_before)
 
 # "forged": a record from Redis not signed with the instance's key (turn/pickup refuses it, never applies it).
 Outcome = Literal["applied", "stale", "duplicate", "forged"]
