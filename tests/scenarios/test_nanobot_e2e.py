@@ -13,7 +13,8 @@ import pytest
 from nanobot_hooks.contract import METADATA_KEY, load_record
 from tests.support.commands import run_in_process
 from tests.support.crossing import (
-    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross, seed_cross_and_summarize,
+    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross,
+    seed_cross_and_summarize,
 )
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
