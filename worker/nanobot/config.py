@@ -183,7 +183,8 @@ class NanobotConfig:
         if prefix in NO_KEY_PROVIDERS:
             raise NanobotConfigError(
                 f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} {NO_KEY_PROVIDERS[prefix]}, "
-                "which the worker cannot: name a model with an API key, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
+                "which the worker cannot: name a model with an API key, "
+                "e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
         route, default_base = NANOBOT_PROVIDERS.get(prefix, ("openai" if entry and prefix not in _litellm_names()
                                                              else "", None))
         if not route:

@@ -1,4 +1,5 @@
-"""Token counting that is right for Chinese, Japanese and Korean: cl100k where available, a CJK-aware estimate otherwise."""
+"""Token counting that is right for Chinese, Japanese and Korean: cl100k where available, a CJK-aware estimate
+otherwise."""
 
 from __future__ import annotations
 
@@ -203,8 +204,8 @@ def count_message(message: dict[str, Any], counter: Counter) -> int:
     return counter(message_text(message)) + MESSAGE_OVERHEAD
 
 
-# cl100k's vocabulary, as far as the estimate needs it (tests/worker/text/test_tokens.py checks these against it): the CJK
-# characters that are a token of their own; the ranges (64-character blocks) where the first two bytes of a
+# cl100k's vocabulary, as far as the estimate needs it (tests/worker/text/test_tokens.py checks these against it):
+# the CJK characters that are a token of their own; the ranges (64-character blocks) where the first two bytes of a
 # character are no token; the CJK tokens of several characters, in the order of their rank (the most frequent
 # first), and _SPACED those that start with a space, the space left out.
 _HAN_1 = (
