@@ -100,7 +100,8 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     outcome = await load_outcome(redis, KEY)
     await redis.aclose()
     # After the plain job, its record waits in line 1: the next jobs have nothing new to summarize.
-    if outcome is None or outcome.status not in (("summarized",) if kind == "plain" else ("summarized", "noted", "noop")):
+    if outcome is None or outcome.status not in (("summarized",) if kind == "plain"
+                                                 else ("summarized", "noted", "noop")):
         raise SystemExit(f"the job did not summarize: {outcome}")
     return elapsed
 
@@ -267,7 +268,8 @@ def print_job(job: dict[str, Any]) -> None:
     print(f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
           f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s")
     print(f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
-          f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), max RSS {job['rss_job_mb']:.0f} MB; "
+          f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), "
+          f"max RSS {job['rss_job_mb']:.0f} MB; "
           f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
           f"{job['traced_read_plan_mb']:.0f} MB")
 

@@ -184,7 +184,8 @@ class Provider:
     def _memory_change(self, request: FakeRequest, now: float) -> str:
         system = request.messages[0].get("content") if request.messages else None
         # Up to the summary and the separator nanobot puts before it (a prompt without a summary has neither).
-        before = system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip() if isinstance(system, str) else ""
+        before = (system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip()
+                  if isinstance(system, str) else "")
         changed = self._before_summary is not None and before != self._before_summary
         self._before_summary = before
         if not changed:
@@ -671,9 +672,9 @@ async def run_window(window: int, turns: int, runs_of: dict[str, Variant], args:
         done = await asyncio.gather(*jobs)
     else:
         done = [await job for job in jobs]
-    runs = {name: run.figures() for name, run in zip(runs_of, done)}
+    runs = {name: run.figures() for name, run in zip(runs_of, done, strict=True)}
     raw = {name: {"latencies": run.latencies, "waited": run.waited,
-                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done)}
+                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done, strict=True)}
     ratios = show(window, runs, paused)
     for n in range(len(runs_of)):  # the next window starts from empty databases
         with Redis.from_url(redis.url(db=n % 16)) as client:

@@ -112,7 +112,8 @@ def bench_provider() -> Any:
         async def chat(self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None,
                        **kwargs: Any) -> LLMResponse:
             total = self.prompt_tokens + 2
-            usage = LLMUsage(input_tokens=self.prompt_tokens, output_tokens=2, total_tokens=total, reported_tokens=total)
+            usage = LLMUsage(input_tokens=self.prompt_tokens, output_tokens=2, total_tokens=total,
+                             reported_tokens=total)
             return LLMResponse(content="ok", usage=usage)
 
         def get_default_model(self) -> str:
@@ -197,7 +198,8 @@ def turn_saved(bench: Bench) -> None:
         session.last_archived = m - 4  # two user turns since the last summary, few tokens
         triggering.usage[KEY] = (1_000, 128_000)
 
-    print(f"  turn saved, nothing to do            {per_call(timed(lambda: triggering.on_turn_persisted(persisted), n, quiet_turn))}")
+    saved = per_call(timed(lambda: triggering.on_turn_persisted(persisted), n, quiet_turn))
+    print(f"  turn saved, nothing to do            {saved}")
     spawned: list[Any] = []
 
     def fire_turn() -> None:

@@ -1,4 +1,5 @@
-"""What an idle summary should keep verbatim: main-model tokens and cost of each keep rule, on bench_compare's conversation.
+"""What an idle summary should keep verbatim: main-model tokens and cost of each keep rule, on bench_compare's
+conversation.
 
 A simulation, no model and no network: the conversation, replies and summaries of `bench/bench_compare.py`,
 counted with cl100k, the cut made by the worker's own planner (`worker.summarize.plan.plan_for`, the idle keep rule as
@@ -53,7 +54,7 @@ def cached_tokens(request: list[int], previous: list[int] | None) -> int:
     """Tokens of the request's leading blocks equal to the previous request's: what the provider has cached."""
     shared = 0
     if previous is not None:
-        for mine, theirs in zip(request, previous):
+        for mine, theirs in zip(request, previous, strict=False):
             if mine != theirs:
                 break
             shared += mine
@@ -113,7 +114,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rule", nargs="+", default=list(RULES), help="idle keep rules to compare")
     args = parser.parse_args(argv)
     for window in args.window:
-        print(f"window {window:,}, {args.turns} turns, pauses of {args.pause:.0f} s every {args.pause_every} turns, cache {args.cache_ttl:.0f} s")
+        print(f"window {window:,}, {args.turns} turns, pauses of {args.pause:.0f} s every {args.pause_every} turns, "
+              f"cache {args.cache_ttl:.0f} s")
         print(f"  {'idle keep':<14} {'prompt tokens':>14} {'input cost':>11} {'idle sums':>9} "
               f"{'kept/idle':>9} {'1st after pause':>15}")
         base = None

@@ -236,7 +236,8 @@ async def soak(args: argparse.Namespace, folder: Path, llm_url: str, redis_url: 
             clock.go()
             began = time.monotonic()
             await until(lambda: clock.time() >= end.timestamp(), args.hours * 3600 / args.scale + args.timeout, 0.5)
-            figures: dict[str, Any] = {"drained": await until(lambda: drained(pool, workers, instances, end), args.timeout, 0.2)}
+            figures: dict[str, Any] = {
+                "drained": await until(lambda: drained(pool, workers, instances, end), args.timeout, 0.2)}
             figures["real_seconds"] = round(time.monotonic() - began, 1)
             figures["status_crossings"], figures["own_status"] = await status_crossings(redis_url, instances)
             strays, figures["keys"] = await stray_keys(pool, instances)  # while the workers still poll

@@ -3,8 +3,8 @@
 One worker process, one day, thousands of summary jobs over a thousand sessions while one session is always
 active (so MEMORY.md's new facts are held for a quiet moment, the default NANOBOT_MEMORY_WRITE=idle): each
 job does what a summary job does with the memory files, through the worker's own MemoryFiles: reads the
-facts MEMORY.md and the held file know (as many as the prompt takes), reads which of its messages that day's notes cover,
-appends its notes section and holds its facts. Prints the mean time per job of the first and the last
+facts MEMORY.md and the held file know (as many as the prompt takes), reads which of its messages that day's
+notes cover, appends its notes section and holds its facts. Prints the mean time per job of the first and the last
 `--window` jobs, their ratio (goal: the last at >= 90% of the first's speed), the bytes of the followed files
 (the day's notes, the held facts) read per job, and the growth of the resident memory (goal: < 20 MB).
 `--workers 2` shares the day between two worker processes of one instance, each appending between the other's

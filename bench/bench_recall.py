@@ -35,7 +35,8 @@ EN = ("the", "deploy", "script", "server", "config", "nginx", "port", "database"
       "theme", "build", "error", "cache", "Redis", "queue", "worker", "timeout", "retry", "token", "model",
       "summary", "note", "user", "prefers", "short", "answers", "we", "should", "try", "again", "tomorrow")
 ZH = ("我们", "部署", "脚本", "服务器", "配置", "端口", "数据库", "备份", "博客", "主题", "构建", "报错", "缓存",
-      "队列", "超时", "重试", "模型", "总结", "笔记", "用户", "喜欢", "简洁", "回答", "明天", "再试", "一下", "的", "了")
+      "队列", "超时", "重试", "模型", "总结", "笔记", "用户", "喜欢", "简洁", "回答", "明天", "再试", "一下",
+      "的", "了")
 JA = ("サーバー", "の", "ポート", "を", "設定", "して", "ください", "デプロイ", "スクリプト", "バックアップ", "は",
       "明日", "もう一度", "試して", "キャッシュ", "エラー", "が", "出ました")
 # Common words (thousands of matches: the costly kind), and rare codes planted in the messages.

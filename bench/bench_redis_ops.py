@@ -52,7 +52,8 @@ def write_sessions(home: NanobotHome, keys: list[str], turns: int) -> None:
         messages = []
         for i in range(turns):
             messages.append({"role": "user", "content": f"question {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
-            messages.append({"role": "assistant", "content": f"answer {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+            messages.append({"role": "assistant", "content": f"answer {i}",
+                             "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
         home.write_session(key, messages)
 
 

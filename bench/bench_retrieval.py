@@ -161,9 +161,9 @@ def archive(args: argparse.Namespace, root: Path,
     homes = [NanobotHome.create(root / str(n), "http://127.0.0.1:9/v1") for n in range(len(conversations))] \
         if not args.shared_workspace else [NanobotHome.create(root, "http://127.0.0.1:9/v1")] * len(conversations)
     if args.archive == "index":
-        return [(home, archive_with_index(home, c)) for home, c in zip(homes, conversations)]
+        return [(home, archive_with_index(home, c)) for home, c in zip(homes, conversations, strict=True)]
     with job_redis(args.redis_url) as url:
-        return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations)]
+        return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations, strict=True)]
 
 
 def archive_with_index(home: NanobotHome, conversation: corpus.Conversation) -> int:
@@ -378,10 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         homes = archive(args, Path(tmp), every)
         archiving = time.perf_counter() - began
         results: dict[tuple[str, str], list[Outcome]] = {(lang, form): [] for lang in LANGUAGES for form in FORMS}
-        for chat, (home, archived) in zip(every, homes):
+        for chat, (home, archived) in zip(every, homes, strict=True):
             for outcome in evaluate(home.workspace, chat, archived, today, latencies):
                 results[chat.language, outcome.form].append(outcome)
-    report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes)},
+    report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes, strict=True)},
            archiving)
     return 0
 

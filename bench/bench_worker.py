@@ -39,8 +39,8 @@ from worker.text.tokens import cl100k_counter, estimate_tokens
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.
 TAG = "bench-session-"
 # The tests' corpora (a text of each kind the assistant reads, written apart from the estimate's calibration),
-# the benchmark's first texts (one sentence forty times) and this file; tests/worker/text/test_tokens.py holds the estimate
-# within 10% of cl100k on every one.
+# the benchmark's first texts (one sentence forty times) and this file; tests/worker/text/test_tokens.py holds the
+# estimate within 10% of cl100k on every one.
 TEXTS = {**CORPORA, **REPEATED, "Python code (this file)": Path(__file__).read_text(encoding="utf-8")}
 
 
@@ -122,7 +122,8 @@ def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], in
     for request in requests:
         found = re.search(rf"\({re.escape(TAG)}(\d+)\)", json.dumps(request.body, ensure_ascii=False))
         calls.setdefault(found.group(1) if found else "?", []).append(request.received_at)
-    overlaps = sum(1 for times in calls.values() for a, b in zip(sorted(times), sorted(times)[1:]) if b - a < delay)
+    overlaps = sum(1 for times in calls.values()
+                   for a, b in zip(sorted(times), sorted(times)[1:], strict=False) if b - a < delay)
     return {key: len(times) for key, times in calls.items()}, overlaps
 
 

@@ -3,10 +3,10 @@
 The tests' sessions are a few hundred tokens: the worker summarizes whatever they save, and keeps the last 10
 messages, whose boundaries the tests assert (the worker processes the tests start inherit these too). Idle
 summaries are off: their deferred checks would keep a burst worker waiting and add jobs to the queue the tests
-count (tests/worker/summarize/test_idle.py switches them on). MEMORY.md takes a job's facts at once, not at the next quiet moment
-(the sessions the tests write are all fresh). The tests of those rules set them themselves.
-One namespace for the tests' hooks, workers and `redis` client alike (tests/scenarios/test_namespace.py tests the default,
-which derives it from each nanobot home's workspace id).
+count (tests/worker/summarize/test_idle.py switches them on). MEMORY.md takes a job's facts at once, not at the
+next quiet moment (the sessions the tests write are all fresh). The tests of those rules set them themselves.
+One namespace for the tests' hooks, workers and `redis` client alike (tests/scenarios/test_namespace.py tests the
+default, which derives it from each nanobot home's workspace id).
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ class FakeLLM:
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._setup())
-        except BaseException as exc:  # surface bind errors etc. in the caller's thread
+        except BaseException as exc:  # noqa: BLE001  # whatever stops setup (a bind error...) goes to start()'s thread
             failure.append(exc)
             ready.set()
             self._loop.close()
@@ -294,7 +294,7 @@ class FakeLLM:
 
         try:
             answer = self._choose(req)
-        except Exception as exc:  # a buggy responder should fail its request visibly, not the server
+        except Exception as exc:  # noqa: BLE001  # a buggy responder fails its request visibly, not the server
             return _error_response(Error(500, f"FakeLLM responder raised {exc!r}", type="server_error"))
         return await self._answer(request, req, answer, responses=path in _RESPONSES_PATHS)
 

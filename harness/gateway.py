@@ -70,7 +70,7 @@ class Gateway:
                 return
             except OSError:
                 if asyncio.get_running_loop().time() > deadline:
-                    raise AssertionError(f"gateway did not listen on {self.ws_port}:\n{self.log()[-3000:]}")
+                    raise AssertionError(f"gateway did not listen on {self.ws_port}:\n{self.log()[-3000:]}") from None
                 await asyncio.sleep(0.1)
 
     async def say(self, chat_id: str, text: str, timeout: float = 60.0) -> str:

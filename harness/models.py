@@ -5,9 +5,9 @@ summaries from one fake server, told apart by the model name (`SUMMARY_MODEL`).
 
 `Summarizer` reads the worker's prompt the way a model would: it folds the previous summary in and adds
 one line per new user message, so a chain of summaries can be followed. The other behaviours are how
-real models go wrong: prose instead of JSON (and the plain lines, worker.model.lines, when those are asked for), JSON in a fence with chatter, JSON cut half-way, refusals,
-a summary that forgets the previous one, an empty answer. `echo_memory` answers the memory job: a daily note of
-each day's user lines and one durable fact.
+real models go wrong: prose instead of JSON (and the plain lines, worker.model.lines, when those are asked for),
+JSON in a fence with chatter, JSON cut half-way, refusals, a summary that forgets the previous one, an empty
+answer. `echo_memory` answers the memory job: a daily note of each day's user lines and one durable fact.
 """
 
 from __future__ import annotations
@@ -120,8 +120,8 @@ def echo_memory(request: FakeRequest) -> Reply:
         if not noted:
             days.setdefault(day, []).append(text[:60])
     notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
-    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4, "source": "user",
-              "category": "configuration"}]
+    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4,
+              "source": "user", "category": "configuration"}]
     answer = {"daily_notes": notes, "facts": facts}
     if '"summary"' in system:
         answer["summary"] = "## What happened\n- " + "; ".join(t for lines in days.values() for t in lines)[:300]

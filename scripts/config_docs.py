@@ -66,7 +66,7 @@ These are no settings of the worker, but its scripts and commands read them:
 | `PYTHON` | `scripts/run-worker`, `scripts/test` | the Python that makes `.venv` (3.11 or later), e.g. `PYTHON=python3.12 scripts/run-worker` |
 | `NANOBOT_PYTHON` | `nanobot-summary doctor` | the Python that runs nanobot, where doctor looks for the hooks (also `doctor --nanobot-python PATH`) |
 | `TEST_REDIS_URL` | `scripts/test` | a Redis for the tests instead of the redis-server each test process starts (one database per test process) |
-"""
+"""  # noqa: E501  (a Markdown table row is one line, however long)
 
 
 def shown_default(value: Any) -> str:

@@ -60,7 +60,8 @@ def test_every_import_is_absolute_so_the_layer_checks_see_it() -> None:
 
 def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> None:
     for module, names in imports_of("nanobot_hooks").items():
-        bad = {n for n in names if n.split(".")[0] in {"worker", "litellm", "scripts", "bench", "harness", "tests", "tiktoken"}}
+        bad = {n for n in names
+               if n.split(".")[0] in {"worker", "litellm", "scripts", "bench", "harness", "tests", "tiktoken"}}
         assert not bad, f"{module} imports {sorted(bad)}"
 
 

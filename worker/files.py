@@ -1,5 +1,6 @@
 """Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode,
-and the temporary files of writes that were killed removed; whether the user made a file read-only; how long a writer waits for a memory file's lock."""
+and the temporary files of writes that were killed removed; whether the user made a file read-only; how long a
+writer waits for a memory file's lock."""
 
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ class RedisLink:
                 result = await work(client)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # Redis down, timeouts, refused connections, bad replies: never raise into nanobot
+        except Exception as exc:  # noqa: BLE001  # Redis down, timeouts, bad replies...: never raise into nanobot
             self.trouble(doing, exc)
             return None
         self.ok()
@@ -299,7 +299,8 @@ class RedisLink:
             logs.info(f"Redis at {redacted_url(self.url)} answers again")
 
     async def close(self) -> None:
-        """Close the connections of this event loop's client (a client of another loop is just dropped). Never raises."""
+        """Close the connections of this event loop's client (a client of another loop is just dropped).
+        Never raises."""
         client, loop, self._client, self._loop = self._client, self._loop, None, None
         if client is None:
             return

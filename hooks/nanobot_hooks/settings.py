@@ -136,7 +136,8 @@ class HookSettings(BaseSettings):
 
     def is_trusted(self, session_key: str, private_web: bool = False) -> bool:
         """May this session's user write long-term memory, and recall what other sessions said? `private_web`:
-        nanobot's web chat asks for a token, so `direct` takes in its sessions (contract.session_format.is_direct_chat)."""
+        nanobot's web chat asks for a token, so `direct` takes in its sessions
+        (contract.session_format.is_direct_chat)."""
         return any(is_direct_chat(session_key, private_web) if pattern == "direct"
                    else fnmatchcase(session_key, pattern) for pattern in self.memory_sessions)
 

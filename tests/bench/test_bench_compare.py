@@ -98,13 +98,15 @@ def test_nanobot_alone_runs_at_its_defaults_and_with_idle_compaction_off():
 def test_the_fake_summarizer_names_each_planted_fact_it_saw_as_a_fact():
     bench = load_bench()
     facts = bench.fake_facts("用户说 FACT-AK1234 和 FACT-BL5678，又说 FACT-AK1234")
-    assert [f["text"] for f in facts] == ["用户新服务器的资产编号是 FACT-AK1234", "用户新服务器的资产编号是 FACT-BL5678"]
+    assert [f["text"] for f in facts] == ["用户新服务器的资产编号是 FACT-AK1234",
+                                          "用户新服务器的资产编号是 FACT-BL5678"]
     assert bench.fake_facts("nothing planted") == []
 
 
 def test_goals_and_what_a_variant_misses():
     bench = load_bench()
-    assert bench.goals(32_000, paused=True) == {"main_prompt_tokens": 0.8, "main_input_cost": 0.8, "all_input_cost": 0.6}
+    assert bench.goals(32_000, paused=True) == {"main_prompt_tokens": 0.8, "main_input_cost": 0.8,
+                                                "all_input_cost": 0.6}
     assert bench.goals(128_000, paused=True) == {"main_prompt_tokens": 0.6, "main_input_cost": 0.6}
     figures = {"turns_waiting": 0, "facts_lost": []}
     aims = bench.goals(32_000, paused=False)

@@ -42,7 +42,8 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
             assert float(row[5]) == round(figures["bm25@5"], 2) and float(row[4]) == round(figures["tool@5"], 2)
     assert "overlapping character bigrams" in stdout
     headline = re.search(r"^headline, tool / BM25 with the evidence in the top 5: (.*)$", stdout, re.MULTILINE)
-    assert headline and all(f"{l} {f} " in headline[1] + " " for l in ("en", "zh") for f in ("keywords", "question"))
+    assert headline and all(f"{lang} {f} " in headline[1] + " "
+                            for lang in ("en", "zh") for f in ("keywords", "question"))
     assert re.search(r"search latency over \d+ calls: p50 [\d.]+ ms, p99 [\d.]+ ms", stdout)
     assert re.search(r"answered with nothing although .*: en, keywords \d+ of \d+", stdout)
     assert last["p99_ms"] >= last["p50_ms"] > 0

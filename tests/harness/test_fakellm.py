@@ -184,8 +184,8 @@ def test_stop_does_not_wait_for_hang() -> None:
     def client() -> None:
         try:
             urllib.request.urlopen(req, timeout=10)
-        except Exception:
-            pass  # the connection is cut by stop(); only stop()'s speed matters here
+        except OSError:  # the 504 (HTTPError) or the cut connection (a reset) that stop() ends the Hang with
+            pass  # only stop()'s speed matters here
 
     threading.Thread(target=client, daemon=True).start()
     llm.wait_for_requests(1, timeout=2)

@@ -152,8 +152,8 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
     held[0] = False
     again = procfile_worker(**CHUNKED)  # a supervisor starts it again
     for key in originals:
-        await wait_for(lambda: outcome_is(redis, key, "summarized", job_try=2), f"{key} summarized in a later try",
-                       again.log)
+        await wait_for(lambda key=key: outcome_is(redis, key, "summarized", job_try=2),
+                       f"{key} summarized in a later try", again.log)
 
     assert_whole_and_once(agent_home, originals)
     # Pub/sub is server-wide: other databases' notices pass by too.
@@ -249,7 +249,7 @@ async def test_a_model_that_rate_limits_hangs_or_breaks_off_costs_only_the_docum
 
         storm = await _wait(redis, "telegram:storm", "failed")
         assert len(calls["storm"]) == 3 and "gave up after 3 tries" in storm.detail
-        gaps = [b.received_at - a.received_at for a, b in zip(calls["storm"], calls["storm"][1:])]
+        gaps = [b.received_at - a.received_at for a, b in zip(calls["storm"], calls["storm"][1:], strict=False)]
         assert min(gaps) >= 1.0, f"Retry-After honoured over the 0.05 s backoff: {gaps}"
         assert storm.spend.calls == 0 and storm.cooldown_until is not None, "no answer was paid for; the session rests"
         await enqueue_summary(redis, SummarizeRequest(session_key="telegram:storm", reason="tokens"))

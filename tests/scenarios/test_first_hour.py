@@ -1,5 +1,6 @@
 """A newcomer's first hour: the one command line, mistakes caught at start in one line each, the worker following
-nanobot's config, a job's outcome in nanobot's log, and the embedded Redis leaving nothing behind. Real worker processes, real redis-servers, the fake LLM over HTTP."""
+nanobot's config, a job's outcome in nanobot's log, and the embedded Redis leaving nothing behind. Real worker
+processes, real redis-servers, the fake LLM over HTTP."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
     assert timed.returncode == 0, timed.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
     assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
-    probe = ("import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, worker.commands.doctor\n"
+    probe = ("import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, "
+             "worker.commands.doctor\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'tiktoken')))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
@@ -228,7 +230,8 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
                 fake_llm.clear()
                 await redis.delete(TEST_KEYS.outcome("telegram:42"))
                 assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-                assert fake_llm.wait_for_requests(1, timeout=60, raise_on_timeout=False), log.read_text(errors="replace")
+                assert fake_llm.wait_for_requests(1, timeout=60, raise_on_timeout=False), \
+                    log.read_text(errors="replace")
                 assert fake_llm.requests[0].body["model"] == model
                 while await load_outcome(redis, "telegram:42") is None and time.monotonic() < deadline + 60:
                     await asyncio.sleep(0.1)
@@ -273,7 +276,8 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
     lines = [r.getMessage() for r in caplog.records if "telegram:42" in r.getMessage()]
     assert len(lines) == 1, lines
     assert re.fullmatch(r"summary worker: skipped telegram:42: too little to summarize \(\d+ of 6,400 tokens "
-                        r"NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context\); no LLM calls", lines[0]), lines
+                        r"NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context\); no LLM calls",
+                        lines[0]), lines
     assert keys == [], "an outcome is not a record to pick up"
     assert fake_llm.requests == []
 

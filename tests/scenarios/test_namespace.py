@@ -110,7 +110,7 @@ async def test_twenty_instances_share_one_database_and_nothing_crosses(
     workers = await asyncio.gather(*(run_burst(d) for d in deps))  # twenty arq Workers at once, one process
     assert [w.jobs_complete for w in workers] == [1] * HOMES, "each worker ran its own instance's job only"
 
-    for i, (home, d) in enumerate(zip(homes, deps)):
+    for i, (home, d) in enumerate(zip(homes, deps, strict=True)):
         mine = queue_client(redis_url, d.settings.keys.queue)
         try:
             record = await load_record(mine, KEY)

@@ -14,7 +14,8 @@ from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import load_record
 from tests.support.commands import run_in_process
 from tests.support.crossing import (
-    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross, seed_cross_and_summarize,
+    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross,
+    seed_cross_and_summarize,
 )
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
@@ -512,12 +513,12 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
         await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
         if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
             count = len(summaries) + 1
-            await wait_until(lambda: applied(redis, key, count), timeout=60,
+            await wait_until(lambda count=count: applied(redis, key, count), timeout=60,
                              what=f"summary {count} applied\n" + worker.log()[-2000:])
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])
     assert len(summaries) == 3
-    for before, after in zip(summaries, summaries[1:]):
+    for before, after in zip(summaries, summaries[1:], strict=False):
         assert before in after, "each summary folds in the one before"
     assert "host-5.example.com" in summaries[-1]  # turn 6 is the kept tail (messages:2)
     # The gateway applied the third summary between turns 6 and 7: turn 7's request carried it, not the

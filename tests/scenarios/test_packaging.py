@@ -125,7 +125,8 @@ def installed_worker(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_the_installed_worker_says_its_version_from_any_folder(installed_worker: Path, tmp_path: Path) -> None:
     result = subprocess.run([str(installed_worker), "--version"], capture_output=True, text=True, timeout=120,
                             cwd=tmp_path, env=process_env(test_defaults=False))
-    assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", result.stdout + result.stderr
+    assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", \
+        result.stdout + result.stderr
 
 
 async def test_the_installed_worker_summarizes_a_session_through_litellm(installed_worker: Path, nanobot_home,

@@ -67,7 +67,7 @@ async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going_a
         assert "notes and facts skipped" not in outcome.detail and outcome.memory_skipped == ""
         summaries.append(record.summary)
     # Each summary folds the one before in, and the chain never stalls on prose.
-    for before, after in zip(summaries, summaries[1:]):
+    for before, after in zip(summaries, summaries[1:], strict=False):
         assert before in after and len(after) > len(before)
     assert "round 2 question" in summaries[-1]
     # The notes of a prose model: one smaller call per job, in plain lines, never as the JSON it does not answer.

@@ -74,7 +74,7 @@ async def in_browser(step: Callable[..., Any], *args: Any) -> Any:
 
 def no_alert(driver: Chrome) -> bool:
     try:
-        driver.switch_to.alert
+        _ = driver.switch_to.alert  # the property raises when no alert is open
     except NoAlertPresentException:
         return True
     return False

@@ -143,7 +143,8 @@ async def test_the_command_prints_the_token_to_no_pipe_and_refuses_without_it(
     the token is in the token file, made 0600 at the first start, and `--url` prints the address with it."""
     env = process_env(nanobot_home, redis_url, config=True)
     token_file = tmp_path / "state" / "nanobot-summary" / "web-token"
-    command = [sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0", "--token-file", str(token_file)]
+    command = [sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0",
+               "--token-file", str(token_file)]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = await asyncio.to_thread(process.stdout.readline)

@@ -2,7 +2,8 @@
 
 A command's own process pays the worker's imports again (litellm alone takes seconds); here `cli.main`, the
 function the console script calls, runs with the environment, output and exit code a process would have.
-Each command keeps one real-process test (tests/worker/commands/test_commands.py and beside it), so the entry point stays tested.
+Each command keeps one real-process test (tests/worker/commands/test_commands.py and beside it), so the entry
+point stays tested.
 """
 
 from __future__ import annotations

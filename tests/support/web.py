@@ -52,7 +52,7 @@ def remembering(request: FakeRequest) -> Reply:
     """echo_memory's notes and summary (the user's lines), with FACTS as the facts it remembers."""
     answer = json.loads(echo_memory(request).content)
     answer["facts"] = [{"text": text, "tag": "durable", "importance": 4, "source": "user", "category": category}
-                       for text, category in zip(FACTS, ("preference", "preference", "configuration"))]
+                       for text, category in zip(FACTS, ("preference", "preference", "configuration"), strict=True)]
     return Reply(json.dumps(answer, ensure_ascii=False))
 
 

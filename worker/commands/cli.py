@@ -143,9 +143,11 @@ def _add_enqueue(sub: Subcommands) -> None:
             "verbatim (turns:1, as an idle summary) unless --keep names another rule: NANOBOT_SUMMARY_KEEP is for "
             "the automatic summaries (3% of a 200,000-token window keeps a few turns entirely, so a first summary "
             "would have nothing to cover). nanobot applies the summary before the session's next turn.", 100),
-        epilog="examples:\n  nanobot-summary enqueue --dry-run cli:direct\n  nanobot-summary enqueue --wait telegram:42\n"
+        epilog="examples:\n  nanobot-summary enqueue --dry-run cli:direct\n"
+        "  nanobot-summary enqueue --wait telegram:42\n"
         "  nanobot-summary enqueue --wait --keep messages:10 telegram:42   # keep the last 10 messages verbatim\n"
-        "  nanobot-summary enqueue --all\n  nanobot-summary enqueue --all --since 2026-11-01   # catch up the daily notes\n"
+        "  nanobot-summary enqueue --all\n"
+        "  nanobot-summary enqueue --all --since 2026-11-01   # catch up the daily notes\n"
         "  nanobot-summary enqueue --all --since 2026-11-01 --dry-run   # what that catch-up would summarize and note",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     enqueue.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
@@ -187,7 +189,8 @@ def _add_undo(sub: Subcommands) -> None:
         description="Undo a session's summary. nanobot then sends the covered messages again (they are still in "
         "the session file) instead of the summary, and no waiting summary of the session is applied. A running "
         "nanobot that holds the session in memory is sent the undo too (as summaries are) and undoes it there; "
-        "the command waits for that (15 s at most) and says whether it happened. Then make a fresh summary with `nanobot-summary enqueue --wait KEY` (with the worker running), or "
+        "the command waits for that (15 s at most) and says whether it happened. Then make a fresh summary with "
+        "`nanobot-summary enqueue --wait KEY` (with the worker running), or "
         "let the trigger make one. The daily notes keep what the summary added (edit them by hand); "
         "--forget-facts removes the session's facts from MEMORY.md.")
     undo.add_argument("session", help="the session key, e.g. telegram:42")

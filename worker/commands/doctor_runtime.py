@@ -91,7 +91,8 @@ def stale_job_checks(state: dict[str, Any]) -> list[Check]:
     if not stale:
         return []
     rerun = max((job["rerun_in_seconds"] or 0 for job in stale), default=0)
-    what = f"{len(stale)} job(s) marked running that no live worker runs ({_names(stale)}): their worker was killed or froze"
+    what = (f"{len(stale)} job(s) marked running that no live worker runs ({_names(stale)}): "
+            "their worker was killed or froze")
     if state["worker"] is None:
         return [Check("FAIL", what, f"{START} (it runs them again within {rerun}s)")]
     return [Check("warn", what, f"nothing to do: a live worker runs them again within {rerun}s")]
@@ -246,7 +247,8 @@ def notes_checks(state: dict[str, Any]) -> list[Check]:
     checks = [Check("ok", f"summary model {model} answers prose where JSON is asked for: its notes and facts are "
                           "asked for as plain lines") for model, known in learned.items() if known["format"] == "lines"]
     return checks + [Check("warn", f"memory off: {reason}", "fix what it names (a model that answers neither format: "
-                                   "NANOBOT_SUMMARY_MODEL); the daily run asks again for the notes a job could not write")
+                                   "NANOBOT_SUMMARY_MODEL); "
+                                   "the daily run asks again for the notes a job could not write")
                      for reason in memory_off(learned, state["outcomes"])]
 
 

@@ -135,7 +135,8 @@ def uninstall(given_python: str | None) -> int:
     kept = sorted(set(added) - set(removable))
     print(f"removed {', '.join(ours + removable)} from {python}"
           + (f"; kept {', '.join(kept)} (other packages need them)" if kept else "")
-          + ("" if added else "; packages the hooks brought in before (arq, redis) are left: install did not record them")
+          + ("" if added
+             else "; packages the hooks brought in before (arq, redis) are left: install did not record them")
           + ". A running nanobot keeps its hooks until it restarts.")
     return 0
 

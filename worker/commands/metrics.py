@@ -70,7 +70,8 @@ def _queue_families(state: dict[str, Any], now: datetime) -> list[Family]:
          "frozen, and not replaced by a worker started since (a clean stop withdraws the report; a worker that "
          "publishes none is not counted).",
          [({}, sum(1 for report in state["workers"] if report["dead"]))]),
-        ("queue_depth", "gauge", "Summary jobs in the queue that no worker runs yet (deferred ones included, idle checks apart).",
+        ("queue_depth", "gauge",
+         "Summary jobs in the queue that no worker runs yet (deferred ones included, idle checks apart).",
          [({}, state["queued"])]),
         ("queue_deferred", "gauge", "Queued jobs waiting for a later time (a retry's backoff).",
          [({}, state["deferred"])]),

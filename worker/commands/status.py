@@ -1,5 +1,5 @@
-"""`nanobot-summary status`: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend
-and last outcomes, as text for people, JSON or Prometheus metrics."""
+"""`nanobot-summary status`: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting
+sessions, spend and last outcomes, as text for people, JSON or Prometheus metrics."""
 
 from __future__ import annotations
 

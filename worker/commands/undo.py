@@ -1,7 +1,8 @@
-"""`nanobot-summary undo`: undo a session's summary: nanobot replays the covered messages again (they never left the session file), and
-no record waiting in Redis or in line 1 is applied. For a summary that went wrong. Line 1 of the session file is undone here; a running
-nanobot that holds the session in memory (and would write its copy back at its next save) is sent the undo the way summaries are
-sent (a record and its notice): its hooks undo the live session, and the command waits for that before it says done."""
+"""`nanobot-summary undo`: undo a session's summary: nanobot replays the covered messages again (they never left
+the session file), and no record waiting in Redis or in line 1 is applied. For a summary that went wrong. Line 1 of
+the session file is undone here; a running nanobot that holds the session in memory (and would write its copy back
+at its next save) is sent the undo the way summaries are sent (a record and its notice): its hooks undo the live
+session, and the command waits for that before it says done."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ def read_line_one(path: Path) -> dict[str, Any]:
 
 
 def rewrite_line_one(path: Path, key: str, dry_run: bool) -> tuple[list[str], SummaryRecord]:
-    """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line copied
-    byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
+    """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line
+    copied byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
     recovery file only when the session file is not newer). With what was undone, as the undo nanobot is sent."""
     seen: list[SummaryRecord] = []
 

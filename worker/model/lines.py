@@ -56,7 +56,8 @@ _SOURCE_WORDS = {**{word: word for word in SOURCES}, "the user": "user", "the as
 
 def shape(language_name: str) -> str:
     """The answer's shape, for the system prompt."""
-    fields = "\n".join(f"{HEADINGS[field]}:\n- {'the problem => its solution' if field == 'technical_issues' else '...'}"
+    fields = "\n".join(f"{HEADINGS[field]}:\n"
+                       f"- {'the problem => its solution' if field == 'technical_issues' else '...'}"
                        for field in NOTE_FIELDS)
     return (f"Answer in plain text lines, no JSON, no table. For each calendar day of the messages:\n"
             f"DAY YYYY-MM-DD\n{fields}\n"

@@ -241,7 +241,7 @@ def routing_problem(model: str) -> str | None:
     """Why litellm could not send a request for `model`, or None when it can (checked at start-up)."""
     try:
         litellm.get_llm_provider(model)
-    except Exception as exc:  # litellm raises BadRequestError and others for unknown providers
+    except Exception as exc:  # noqa: BLE001  # litellm raises BadRequestError, and plain Exception too
         return _short(exc)
     return None
 
@@ -251,5 +251,5 @@ def context_window(model: str) -> int:
     try:
         info = litellm.get_model_info(model)
         return int(info.get("max_input_tokens") or info.get("max_tokens") or DEFAULT_WINDOW)
-    except Exception:  # litellm raises several types for unmapped models
+    except Exception:  # noqa: BLE001  # litellm raises plain Exception (and others) for unmapped models
         return DEFAULT_WINDOW

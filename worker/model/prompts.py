@@ -79,7 +79,8 @@ def notes_system_prompt(language: str) -> str:
 def lines_system_prompt(language: str) -> str:
     """The notes-only prompt asking for plain lines (worker.model.lines), for a model that does not answer JSON."""
     name = LANGUAGES[language].name if language in LANGUAGES else "the conversation's language"
-    instructions = NOTES_INSTRUCTIONS.replace('(quote the corrected fact in\n"replaces")', "(naming the fact it replaces)")
+    instructions = NOTES_INSTRUCTIONS.replace('(quote the corrected fact in\n"replaces")',
+                                             "(naming the fact it replaces)")
     return f"{instructions}\n\n{DATA_RULE}\n\n{lines.shape(name)}"
 
 

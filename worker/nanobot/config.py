@@ -183,7 +183,8 @@ class NanobotConfig:
         if prefix in NO_KEY_PROVIDERS:
             raise NanobotConfigError(
                 f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} {NO_KEY_PROVIDERS[prefix]}, "
-                "which the worker cannot: name a model with an API key, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
+                "which the worker cannot: name a model with an API key, "
+                "e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
         route, default_base = NANOBOT_PROVIDERS.get(prefix, ("openai" if entry and prefix not in _litellm_names()
                                                              else "", None))
         if not route:
@@ -224,7 +225,7 @@ def host_timezone() -> str:
 
         name = get_localzone_name()
         zone(name)
-    except Exception:  # tzlocal raises several kinds for odd /etc/localtime setups
+    except (ImportError, LookupError, ValueError, OSError):  # tzlocal's kinds for odd /etc/localtime setups
         return "UTC"
     return "UTC" if name in ("Etc/UTC", "Etc/GMT", "GMT", "UCT", "Universal", "Zulu") else name
 

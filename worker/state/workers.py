@@ -90,7 +90,8 @@ def worker_version() -> str:
     """This worker's version: the checkout's pyproject.toml (the worker runs from the checkout), else the
     installed distribution's; "" when neither says."""
     try:
-        return str(tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]["version"])
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
     except (OSError, KeyError, ValueError):
         pass
     try:

@@ -93,8 +93,8 @@ _TRAILING = ".,;:!?)]}>'\"。，；：！？）】"
 
 
 # A nanobot session key (`websocket:<uuid>`) under a name with "session" in it: what arq's log lines show as
-# `session_key`, which names the value's field, not a secret. Hiding it hid which session a job was for (`websocket:wschat2` was redacted,
-# `telegram:42`, too short, was not).
+# `session_key`, which names the value's field, not a secret. Hiding it hid which session a job was for
+# (`websocket:wschat2` was redacted, `telegram:42`, too short, was not).
 _SESSION_KEY = re.compile(
     r"(?:cli|telegram|slack|whatsapp|feishu|dingtalk|napcat|discord|matrix|mattermost|msteams|qq|email|signal"
     r"|websocket|api|wecom|weixin|mochat|cron|dream|heartbeat)(?:\.[\w-]+)?:[\w@.:+-]*")
@@ -169,8 +169,8 @@ _TRIGGER_WORDS = (
     "://", "sk-", "sk_", "rk_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
     "xox", "aiza", "hf_", "npm_", ":aa", "eyj", "bearer", "mysql", "mariadb", "redis-cli", "docker", "podman",
     "nerdctl", "sshpass", "curl", "pass", "key", "token", "secret", "credential", "auth", "密码", "密碼", "口令",
-    "パスワード", "暗証番号", "비밀번호", "암호", "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット",
-    "秘密鍵", "キー", "토큰", "키", "시크릿",
+    "パスワード", "暗証番号", "비밀번호", "암호", "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン",
+    "シークレット", "秘密鍵", "キー", "토큰", "키", "시크릿",
 )
 _FOLDED_ELSEWHERE = ("\u0130", "\u0131", "\u017f")
 

@@ -1,4 +1,5 @@
-"""Token counting that is right for Chinese, Japanese and Korean: cl100k where available, a CJK-aware estimate otherwise."""
+"""Token counting that is right for Chinese, Japanese and Korean: cl100k where available, a CJK-aware estimate
+otherwise."""
 
 from __future__ import annotations
 
@@ -165,7 +166,7 @@ def cl100k_counter() -> Counter | None:
     """cl100k from litellm's bundled files (works offline once litellm is imported), or None."""
     try:
         from litellm.litellm_core_utils.default_encoding import encoding
-    except Exception:  # litellm missing or its tokenizer files unreadable: fall back to the estimate
+    except Exception:  # noqa: BLE001  # any failure of litellm's or tiktoken's import code: use the estimate
         return None
 
     def count(text: str) -> int:
@@ -204,8 +205,8 @@ def count_message(message: dict[str, Any], counter: Counter) -> int:
     return counter(message_text(message)) + MESSAGE_OVERHEAD
 
 
-# cl100k's vocabulary, as far as the estimate needs it (tests/worker/text/test_tokens.py checks these against it): the CJK
-# characters that are a token of their own; the ranges (64-character blocks) where the first two bytes of a
+# cl100k's vocabulary, as far as the estimate needs it (tests/worker/text/test_tokens.py checks these against it):
+# the CJK characters that are a token of their own; the ranges (64-character blocks) where the first two bytes of a
 # character are no token; the CJK tokens of several characters, in the order of their rank (the most frequent
 # first), and _SPACED those that start with a space, the space left out.
 _HAN_1 = (

@@ -39,8 +39,8 @@ def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[
     bars = []
     for row, outcome in enumerate(done):
         before, after = int(outcome["tokens_before"]), int(outcome["tokens_after"])
-        bars.append(Bar(str(outcome["session_key"]), str(outcome["session_key"])[:28], row * ROW, max(1, round(before * scale)),
-                        max(1, round(after * scale)), f"{before:,} → {after:,} tokens"))
+        bars.append(Bar(str(outcome["session_key"]), str(outcome["session_key"])[:28], row * ROW,
+                        max(1, round(before * scale)), max(1, round(after * scale)), f"{before:,} → {after:,} tokens"))
     ticks = [(LABEL + round(tokens * scale), f"{tokens:,}") for tokens in range(0, top + 1, step)]
     return bars, len(bars) * ROW + 4 + AXIS, ticks
 

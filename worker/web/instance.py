@@ -72,7 +72,7 @@ class Instance:
         try:
             if problem is None:
                 self.redis = await open_pool(settings)
-        except Exception as exc:  # any failure to connect is shown on the page, never raised into it
+        except (RedisError, OSError, ValueError) as exc:  # a failure to connect is shown on the page, not raised
             problem = redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
         self.redis_problem = problem
         if problem is not None:

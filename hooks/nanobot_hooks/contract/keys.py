@@ -72,8 +72,8 @@ class Keys:
         a worker removes each job it finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not
         allow aborts, arq's default)."""
         return ["resetkeys", f"~{self.prefix}*", *(f"~arq:{kind}:{self.prefix}*" for kind in ARQ_JOB_KEYS),
-                f"%W~{ARQ_ABORT}", "resetchannels", f"&{self.prefix}*", "nocommands", "+@all", "-@dangerous", "+info", "-scan",
-                "-randomkey", "-pubsub"]
+                f"%W~{ARQ_ABORT}", "resetchannels", f"&{self.prefix}*", "nocommands", "+@all", "-@dangerous", "+info",
+                "-scan", "-randomkey", "-pubsub"]
 
     @property
     def queue(self) -> str:

@@ -36,7 +36,8 @@ went gone
 CJK_STOP = sorted("""
 什么时候 为什么 怎么样 怎么 什么 哪里 哪儿 哪个 哪些 哪天 多少 有没有 是不是 我们 你们 他们 她们 咱们 这个 那个 这些
 那些 一个 一下 告诉 记得 提到 说过 关于 之前 以前 时候 知道 请问 上次
-何 なに いつ どこ だれ 誰 どう なぜ どの どんな ですか でした ました です ます した して ください の を は が に で と も へ や か ね よ
+何 なに いつ どこ だれ 誰 どう なぜ どの どんな ですか でした ました です ます した して ください
+の を は が に で と も へ や か ね よ
 """.split(), key=len, reverse=True)
 # Chinese function letters: they stay inside a run, where they make a word's bigram ("买了" of 买, "去了" of 去,
 # as the answer says it too), but a bigram of two of them, or one alone, is no term.

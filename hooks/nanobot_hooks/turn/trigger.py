@@ -51,7 +51,8 @@ class Triggering:
 
     def hook_factory(self) -> Callable[[Any], Any]:
         triggering = self
-        base: Any = self.ctx.nanobot.hook_base  # nanobot's AgentHook, found at run time: unknown to mypy, like all of nanobot
+        # nanobot's AgentHook, found at run time: unknown to mypy, like all of nanobot
+        base: Any = self.ctx.nanobot.hook_base
 
         class SummaryUsageHook(base):
             """Keeps the provider-reported prompt tokens of each LLM call of one turn."""
@@ -170,7 +171,8 @@ class Triggering:
             logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
         elif result == "resting":
             self.ctx.counts["resting"] += 1
-            logs.debug(f"not queueing a summary of {key}: it rests after a failed job (nanobot-summary status says why)")
+            logs.debug(f"not queueing a summary of {key}: it rests after a failed job "
+                       "(nanobot-summary status says why)")
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.

@@ -66,7 +66,7 @@ DAY_NOTES = """# 2026-11-20
 
 ### 主要话题
 - 群里讨论团建地点：杭州西湖
-"""
+"""  # noqa: E501  (the markers are one line each, as the worker writes them)
 MEMORY = """# Long-term Memory
 
 - I live in Hangzhou. (written by the user)
@@ -241,7 +241,7 @@ APPENDED = """
 
 ### 待办事项
 - 周五前把备份脚本迁到 cron 7731
-"""
+"""  # noqa: E501  (the marker is one line, as the worker writes it)
 
 
 def _passages(home: NanobotHome) -> tuple[list[tuple], list[tuple]]:
@@ -515,7 +515,8 @@ def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_t
 
 
 def test_pure_search_order_and_the_best_hits_each_once():
-    sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM), Source(4, "messages", DM)]
+    sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM),
+               Source(4, "messages", DM)]
     assert [[p.id for p in group] for group in visible.search_order(sources, DM)] == [[2, 3, 4], [1]]
     assert [[p.id for p in group] for group in visible.search_order(sources, None)] == [[2], [1, 3, 4]]
     own, memory = sources[3], sources[1]
@@ -560,7 +561,8 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
         '"maria"', '"find"', '"comforting"', '"art"', '"shows"'), "stop words out, nothing cut"
     assert terms("what is it") == ('"what"', '"is"', '"it"'), "a query of stop words alone is searched as it is"
     assert terms("玛丽亚为什么喜欢去看画展？") == ('"玛丽"', '"丽亚"', '"喜欢"', '"欢去"', '"去看"', '"看画"', '"画展"')
-    assert terms("子豪最近买了什么？") == ('"子豪"', '"豪最"', '"最近"', '"近买"', '"买了"'), "买了 as the answer says it"
+    assert terms("子豪最近买了什么？") == ('"子豪"', '"豪最"', '"最近"', '"近买"', '"买了"'), \
+        "买了 as the answer says it"
     assert terms("我的猫叫什么名字") == ('"的猫"', '"猫叫"', '"名字"'), "我的 alone is no term"
     asked = read_query("李娜上周的演出", datetime(2026, 11, 25).date())
     assert asked.terms == ('"李娜"', '"的演"', '"演出"') and (asked.since, asked.until) == ("2026-11-16", "2026-11-22")

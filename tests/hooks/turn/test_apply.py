@@ -91,7 +91,8 @@ def interval_fires(session: StandInSession, interval: int = 10) -> bool:
     """What the integration decides after a turn, for the every-N-user-messages rule alone."""
     start = count_from(session.messages, session.last_archived, session.metadata)
     turns = user_turns_since(session.messages, start, enough=interval)
-    return decide(prompt_tokens=None, context_window=None, threshold=0.6, user_turns=turns, interval=interval) is not None
+    return decide(prompt_tokens=None, context_window=None, threshold=0.6, user_turns=turns,
+                  interval=interval) is not None
 
 
 def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages():

@@ -247,7 +247,8 @@ async def test_the_dry_run_plans_what_the_job_does_hidden_rows_included(nanobot_
     assert dry.returncode == 0, dry.stderr
     assert "would cover" not in dry.stdout, dry.stdout
     assert "telegram:42: 9 messages, messages 0..5 summarized already\n" in dry.stdout, dry.stdout
-    assert "nothing to summarize: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" in dry.stdout
+    assert "nothing to summarize: nothing to cover beyond the keep rule (messages 6..6 are nanobot's hidden" \
+        in dry.stdout
     deps = build_deps(settings_for(summary_keep="messages:2"))
     outcome = (await summarize_now(redis, deps, "telegram:42")).outcome
     assert outcome is not None and outcome.status == "noop", outcome

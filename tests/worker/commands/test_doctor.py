@@ -230,7 +230,8 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
                                                 "summary_keep": "tokens:123", "memory_sessions": "direct,web:*"}
             text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
                 redis_url=redis_url, COLUMNS="300"))).stdout
-            assert "running with: automatic summaries off; model " in text and "a summary keeps the last 123 tokens" in text, text
+            assert "running with: automatic summaries off; model " in text \
+                and "a summary keeps the last 123 tokens" in text, text
             if stop == "kill":  # doctor's advice follows its own shell: it says when the worker's differs
                 level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "the running worker has")
                 assert level == "warn" and "automatic summaries off, this shell on" in line, line

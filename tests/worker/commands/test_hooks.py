@@ -38,7 +38,8 @@ def checkout_like(folder: Path) -> Path:
     info = folder / "nanobot_summary_worker.egg-info"
     info.mkdir()
     (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: nanobot-summary-worker\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[nanobot.tools]\nsummary_worker = nanobot_hooks.plugin:SummaryWorkerHooks\n")
+    (info / "entry_points.txt").write_text("[nanobot.tools]\n"
+                                           "summary_worker = nanobot_hooks.plugin:SummaryWorkerHooks\n")
     return folder
 
 

@@ -133,7 +133,8 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
     assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
 
 
-def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url, capsys) -> None:
+def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url,
+                                                                                capsys) -> None:
     from worker.memory.entries import Fact
     from worker.memory.longterm import write_facts
 
@@ -152,7 +153,8 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert done.returncode == 0, done.stderr
     text = memory.read_text(encoding="utf-8")
-    assert "stage-7" not in text and "prefers short answers" in text and text.startswith("# Long-term Memory\n- my own line\n")
+    assert "stage-7" not in text and "prefers short answers" in text \
+        and text.startswith("# Long-term Memory\n- my own line\n")
     again = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert "no fact of this session in MEMORY.md" in again.stdout
     assert undo(capsys, nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2

@@ -500,4 +500,5 @@ def test_the_recall_index_dates_facts_from_the_sidecar(tmp_path: Path) -> None:
     dated = {line: learned for _, _, line, learned in longterm.dated_lines(text, load_meta(sidecar_path(path)))}
     assert dated["Lives in Berlin"] == "2026-11-03"
     assert longterm.dated_lines(OLD_FORMAT)[2][3] is None  # the user's own line
-    assert ("Gateway listens on port 18790", "2026-11-03") in [(t, d) for _, _, t, d in longterm.dated_lines(OLD_FORMAT)]
+    assert ("Gateway listens on port 18790", "2026-11-03") in [(t, d) for _, _, t, d
+                                                                in longterm.dated_lines(OLD_FORMAT)]

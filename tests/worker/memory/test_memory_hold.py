@@ -180,7 +180,8 @@ async def test_the_daily_run_writes_what_waited_a_day_even_while_a_session_is_ac
     longterm.hold_facts(path, fresh, time.time())
     await daily_summaries({"deps": deps, "redis": redis})
     assert "Mochi" not in path.read_text(encoding="utf-8"), "held for less than a day: still waits"
-    old = longterm.Batch([Fact(text="Remember: backups go to the NAS in the basement", source="user")], "en", "2026-11-19", KEY)
+    old = longterm.Batch([Fact(text="Remember: backups go to the NAS in the basement", source="user")],
+                         "en", "2026-11-19", KEY)
     longterm.hold_facts(path, old, time.time() - 25 * 3600)
     await daily_summaries({"deps": deps, "redis": redis})
     text = path.read_text(encoding="utf-8")

@@ -173,7 +173,8 @@ def test_noted_spans_tell_which_messages_are_noted_with_gaps_left_open(tmp_path:
     assert is_noted("2026-11-20T09:10:00", noted) and is_noted("2026-11-20T14:05:00", noted)
     assert not is_noted("2026-11-20T11:00:00", noted), "a gap between spans stays un-noted"
     assert not is_noted("2026-11-20T15:00:00", noted)
-    assert stamps(noted_spans(tmp_path, "websocket:a b-->c", "2026-11-20")) == [("2026-11-20T22:00:00", "2026-11-20T23:00:00")]
+    assert stamps(noted_spans(tmp_path, "websocket:a b-->c", "2026-11-20")) == [("2026-11-20T22:00:00",
+                                                                                  "2026-11-20T23:00:00")]
     assert noted_spans(tmp_path, KEY, "2026-11-21") == []
     with pytest.raises(ValueError):
         noted_spans(tmp_path, KEY, "../MEMORY")
@@ -277,7 +278,8 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
                        topics=["the deploy script"])
     assert append_notes(memory, KEY, [later], "en", UTC) == 1
     text = (memory / "2026-11-20.md").read_text(encoding="utf-8")
-    assert text.startswith("# 2026-11-20\n") and text.count("nanobot-summary:notes") == 1 and "the deploy script" in text
+    assert text.startswith("# 2026-11-20\n") and text.count("nanobot-summary:notes") == 1 \
+        and "the deploy script" in text
     assert len(noted_spans(memory, KEY, "2026-11-20")) == 2
 
 
@@ -301,9 +303,11 @@ def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an
             noted_spans(tmp_path, KEY, "2026-11-20")
         assert parses == [], "this process's own appends are followed, never read again"
         with path.open("a", encoding="utf-8") as other_worker:  # another worker's section, by hand
-            other_worker.write(f"\n{notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12).marker()}\n"
+            span = notes_module.Span('cli:direct', '2026-11-20T15:00:00', '2026-11-20T15:10:00', 'a' * 12)
+            other_worker.write(f"\n{span.marker()}\n"
                                "## cli:direct\n\n### Topics\n- the backup script\n")
-        assert stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20")) == [("2026-11-20T15:00:00", "2026-11-20T15:10:00")]
+        assert stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20")) == [("2026-11-20T15:00:00",
+                                                                               "2026-11-20T15:10:00")]
         assert parses == [], "another worker's append is parsed alone"
         assert append_notes(tmp_path, "cli:direct", [note(16, "The backup script.", "cli:direct")], "en", UTC) == 0, \
             "its items count as noted too"

@@ -13,7 +13,8 @@ from worker.model.llm import json_mode
 @pytest.mark.parametrize("text", [
     "I'm sorry, I can't help with that.", "I cannot summarize this conversation.", "Sorry, but I won't do that.",
     "As an AI language model, I don't keep memories.", "抱歉，我无法完成这个请求。", "对不起，我不能总结这段对话。",
-    "申し訳ありませんが、要約できません。", "죄송합니다, 요약할 수 없습니다.", "## Summary\nI am unable to help with this.",
+    "申し訳ありませんが、要約できません。", "죄송합니다, 요약할 수 없습니다.",
+    "## Summary\nI am unable to help with this.",
 ])
 def test_refusals_and_apologies_in_any_language_are_refused(text: str) -> None:
     assert "refusal" in (unusable(text) or "")
@@ -49,7 +50,8 @@ def test_real_summaries_pass(text: str) -> None:
     "Exception tracking moved to Sentry (project acme-web).",
     "Unfortunately the migration to Hugo 0.140 broke the theme; the user pinned 0.139.",
     "Sorry-state of the old wiki: the user wants it archived.",
-    "## Summary\n- I'm sorry about the outage, the user wrote to the team; then they fixed nginx.\n" + "- detail\n" * 80,
+    "## Summary\n- I'm sorry about the outage, the user wrote to the team; then they fixed nginx.\n"
+    + "- detail\n" * 80,
 ])
 def test_summaries_that_merely_open_like_an_error_or_an_apology_pass(text: str) -> None:
     assert unusable(text) is None

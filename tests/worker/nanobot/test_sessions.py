@@ -57,7 +57,8 @@ def test_keys_that_would_escape_are_refused(tmp_path: Path) -> None:
 
 def test_tolerant_parse_of_every_message_shape(nanobot_home) -> None:
     messages = [
-        {"role": "user", "content": [{"type": "text", "text": "看这张图"}, {"type": "image_url", "image_url": {"url": "x"}}],
+        {"role": "user",
+         "content": [{"type": "text", "text": "看这张图"}, {"type": "image_url", "image_url": {"url": "x"}}],
          "timestamp": "2026-11-20T10:00:00", "media": ["a.png"], "_runtime_context": {"channel": "telegram"}},
         {"role": "assistant", "content": "", "reasoning_content": "thinking...", "thinking_blocks": [{"x": 1}],
          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
@@ -124,7 +125,8 @@ def test_reading_a_big_session_holds_its_messages_not_its_bytes(nanobot_home) ->
         tracemalloc.stop()
     size = path.stat().st_size
     assert len(session.messages) == 20_000
-    assert peak - kept < size / 4, f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
+    assert peak - kept < size / 4, \
+        f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
 
 
 def test_a_read_from_the_watermark_holds_only_what_follows_it_under_the_sessions_own_indices(nanobot_home) -> None:
@@ -339,7 +341,8 @@ def test_line_one_rewrites_race_a_nanobot_style_writer(nanobot_home) -> None:
                       [sys.executable, str(script), str(nanobot_home.sessions_dir), storage_name(key), "300"], 300)
 
 
-@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"),
+                    reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
 def test_line_one_rewrites_race_the_real_nanobot_store(nanobot_home) -> None:
     key = "telegram:100"
     script = nanobot_home.root / "real_writer.py"
@@ -370,7 +373,8 @@ RECOVERY = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"),
+                    reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
 def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobot_home) -> None:
     key = "telegram:101"
     script = nanobot_home.root / "recovery.py"

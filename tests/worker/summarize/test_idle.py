@@ -215,7 +215,8 @@ async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
     await worker(idle_deps(summary_min_saving=0.05, summary_idle_min_tokens=2_000))  # far more than 3 exchanges
 
     async def check_done() -> bool:
-        return not await redis.zcard(TEST_KEYS.queue) and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")
+        return not await redis.zcard(TEST_KEYS.queue) \
+            and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")
 
     await wait_until(check_done, 20)
     await asyncio.sleep(0.3)
@@ -398,6 +399,7 @@ async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, r
     import json
 
     assert await enqueue_idle_check(redis, KEY, 300)
-    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env={**os.environ, "REDIS_URL": redis_url})
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json",
+                                    env={**os.environ, "REDIS_URL": redis_url})
     state = json.loads(shown.stdout)
     assert state["idle_checks"] == 1 and state["queued"] == 0 and state["deferred"] == 0

@@ -66,7 +66,8 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert outcome is not None and outcome.status == "summarized" and "noted 12 more messages" in outcome.detail
     day = today.strftime("%Y-%m-%d")
     notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
-    assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == messages[-1]["timestamp"]
+    assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) \
+        == messages[-1]["timestamp"]
     for i in range(20):
         assert notes.count(f"- daily item {i}\n") == 1, f"daily item {i} is noted exactly once"
 
@@ -81,8 +82,8 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert after.startswith(before), "append only"
     assert after.count("daily item 19") == before.count("daily item 19")
     assert "afternoon 0" in after
-    assert re.search(r"^\(in notes\) \[.*\] user: daily item 19$", fake_llm.requests[calls].body["messages"][-1]["content"],
-                     re.MULTILINE)
+    assert re.search(r"^\(in notes\) \[.*\] user: daily item 19$",
+                     fake_llm.requests[calls].body["messages"][-1]["content"], re.MULTILINE)
 
     # The daily run notes the new tail; run again with nothing new, it calls no model and changes no file.
     await redis.delete(TEST_KEYS.record(KEY))
@@ -178,7 +179,8 @@ async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_ll
                              "tasks": [f"rotate password={PASSWORD}"]}],
             "facts": [{"text": f"The DeepSeek API key is {API_KEY} in providers.deepseek.apiKey", "tag": "durable",
                        "importance": 5, "category": "configuration", "source": "user"},
-                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5, "source": "user"}],
+                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5,
+                       "source": "user"}],
         }))
     fake_llm.responder = leaky
     nanobot_home.write_session(KEY, conversation(15, user=f"my key is {API_KEY} {{i}}"))

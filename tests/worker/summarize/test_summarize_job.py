@@ -136,7 +136,8 @@ async def test_huge_session_is_summarized_in_chunks_within_the_input_budget(redi
                          "timestamp": messages[41]["timestamp"]})
     messages.insert(43, {"role": "assistant", "content": "日志看起来正常", "timestamp": messages[41]["timestamp"]})
     assert len(messages) == 302
-    nanobot_home.write_session(KEY, messages, metadata={"_last_summary": {"text": "OLD-SUMMARY-42", "last_active": "x"}})
+    nanobot_home.write_session(KEY, messages,
+                               metadata={"_last_summary": {"text": "OLD-SUMMARY-42", "last_active": "x"}})
     fake_llm.responder = lambda req: Reply(summary_json(f"running summary after {len(fake_llm.requests)} parts"))
     budget = 3000
     deps = deps_for(summary_input_tokens=budget)
@@ -173,7 +174,8 @@ async def test_second_enqueue_is_refused_while_the_job_runs_and_accepted_after(r
     assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is not None, "accepted after it ended"
 
 
-async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(redis, nanobot_home, fake_llm, deps_for):
+async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(redis, nanobot_home, fake_llm,
+                                                                                  deps_for):
     path = nanobot_home.write_session(KEY, conversation(15))
     before = path.read_bytes()
     fake_llm.script(Reply(""), Error.server())
@@ -210,7 +212,8 @@ async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot
 
 async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(15))
-    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", "source": "user", "tag": "permanent",'))
+    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", '
+                          '"source": "user", "tag": "permanent",'))
     record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and record.summary == "repaired summary"
     memory = (nanobot_home.workspace / "memory" / "MEMORY.md").read_text(encoding="utf-8")

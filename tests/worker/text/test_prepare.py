@@ -57,7 +57,8 @@ def test_a_secret_the_cut_goes_through_leaves_no_part_of_it(role: str, at: str) 
     limit = MESSAGE_CHARS if role == "user" else TOOL_RESULT_CHARS
     # The cut keeps 14 characters of the key's head (too few for its shape), or 25 of its tail.
     words = "word " * (limit // 10)
-    text = f"{words[:limit // 2 - 15]} {KEY} {words * 3}" if at == "head" else f"{words * 3}{KEY} {words[:limit // 2 - 26]}"
+    text = (f"{words[:limit // 2 - 15]} {KEY} {words * 3}" if at == "head"
+            else f"{words * 3}{KEY} {words[:limit // 2 - 26]}")
     line = render({"role": role, "name": "exec", "content": text})
     assert line is not None and "characters" in line and "cut ..." in line
     assert not [KEY[i:i + 10] for i in range(len(KEY) - 9) if KEY[i:i + 10] in line]

@@ -204,7 +204,8 @@ TRIGGER_EXAMPLES = [
     "npm_", ":AA", "eyJ", "bearer", "mysql", "mysqldump", "mariadb", "redis-cli", "--pass", "docker", "podman",
     "nerdctl", "sshpass", "curl", "Authorization", "passphrase", "密码", "密碼", "口令", "パスワード", "暗証番号",
     "비밀번호", "암호", "api key", "key", "token", "secret", "credentials", "auth", "access-key", "private_key",
-    "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット", "秘密鍵", "キー", "토큰", "키", "시크릿",
+    "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット", "秘密鍵", "キー", "토큰", "키",
+    "시크릿",
 ]
 
 

@@ -26,7 +26,8 @@ CHINESE = (
 )
 SAMPLES = {
     "zh": CHINESE,
-    "ja": "このプロジェクトでは、会話の古い部分を要約するバックグラウンドワーカーを作ります。設定ファイルは /etc/app.yaml です。",
+    "ja": "このプロジェクトでは、会話の古い部分を要約するバックグラウンドワーカーを作ります。"
+          "設定ファイルは /etc/app.yaml です。",
     "ko": "이 프로젝트는 대화의 오래된 부분을 요약하는 백그라운드 작업자를 만듭니다. 설정 파일은 /etc/app.yaml 입니다.",
     "en": "The worker summarizes the older part of a conversation into a rolling summary, so long sessions "
           "stay inside the context window. Paths like /srv/app/config.yaml and ids such as 12345 stay verbatim.",
@@ -121,7 +122,8 @@ def test_long_runs_of_one_kind_are_counted() -> None:
 
 def test_message_counting_includes_blocks_tool_calls_and_reasoning() -> None:
     plain = count_message({"role": "user", "content": "x"}, estimate_tokens)
-    blocks = count_message({"role": "user", "content": [{"type": "text", "text": "检查配置文件"}, {"type": "image_url"}]},
+    blocks = count_message({"role": "user",
+                            "content": [{"type": "text", "text": "检查配置文件"}, {"type": "image_url"}]},
                            estimate_tokens)
     calls = count_message({"role": "assistant", "content": "",
                            "tool_calls": [{"function": {"name": "exec", "arguments": "{\"cmd\": \"ls -la /tmp\"}"}}]},

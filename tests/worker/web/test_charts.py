@@ -25,7 +25,8 @@ def test_axes_have_round_ticks_from_zero_and_the_time_axis_reads_in_the_zone() -
     assert nice_top(3_012) == (4_000, 1_000) and nice_top(18_000) == (20_000, 5_000) and nice_top(7) == (8, 2)
     ticks = time_ticks(MORNING, MORNING + 3600, SHANGHAI)
     assert [label for _, label in ticks] == ["10:00", "10:10", "10:20", "10:30", "10:40", "10:50", "11:00"]
-    assert [label for _, label in time_ticks(MORNING, MORNING + 5 * 86400, SHANGHAI)][:2] == ["2026-11-29", "2026-11-30"]
+    assert [label for _, label in time_ticks(MORNING, MORNING + 5 * 86400, SHANGHAI)][:2] == ["2026-11-29",
+                                                                                              "2026-11-30"]
 
 
 def history() -> list[dict]:
@@ -66,13 +67,15 @@ async def test_the_session_page_charts_with_axes_and_its_token_figures_agree(nan
         assert re.search(rf'<text class="tick"[^>]*>{tick}</text>', body), tick
     assert re.search(r'<text class="tick"[^>]*>10:00</text>', body), "the time axis, in the page's zone"
     assert ">tokens</text>" in body and ">time (Asia/Shanghai)</text>" in body
-    assert "<li>summary applied: the replayed history 704 → 324 tokens (−380); the whole prompt about 3,012 → 2,632</li>" in body
+    assert ("<li>summary applied: the replayed history 704 → 324 tokens (−380); "
+            "the whole prompt about 3,012 → 2,632</li>") in body
     # The session's own figures say what they count, and agree with the chart beside them.
     assert "<th>prompt tokens</th>" not in body
     assert re.search(r"<th>replayed history, tokens</th><td>704 → 324", body)
     assert "the whole prompt: about 3,012 → 2,632" in body
     # The overview's bars: a token axis, its unit named.
-    assert re.search(r'<text class="tick"[^>]*>0</text>', overview) and "tokens of the replayed history</text>" in overview
+    assert re.search(r'<text class="tick"[^>]*>0</text>', overview) \
+        and "tokens of the replayed history</text>" in overview
 
 
 def test_the_overviews_bars_stand_on_a_token_axis_from_zero() -> None:

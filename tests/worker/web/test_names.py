@@ -34,7 +34,8 @@ async def test_web_chats_are_listed_by_their_names_with_the_key_small_beside(nan
     nanobot_home.write_session(UNTITLED, [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "Yes"}])
     nanobot_home.write_session("telegram:42", [{"role": "user", "content": "hello"}])
     for key in (TITLED, UNTITLED):
-        await redis.set(TEST_KEYS.outcome(key), JobOutcome(session_key=key, status="noop", detail="too little").model_dump_json())
+        await redis.set(TEST_KEYS.outcome(key),
+                        JobOutcome(session_key=key, status="noop", detail="too little").model_dump_json())
     garden = "Can you help me plan the garden beds for spring, with…"
     async with served(settings_for()) as page:
         for url in ("/", "/sessions"):

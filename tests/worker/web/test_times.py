@@ -26,7 +26,8 @@ from worker.web.render import moment_html, refresh
 NOW = datetime(2026, 11, 28, 7, 35, 13, 123456, tzinfo=timezone.utc)
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # What no page may show: ISO with microseconds, a UTC offset, arq's zoneless stamp, seconds past 10 with a tenth.
-NOT_SHOWN = {"microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d"), "an offset": re.compile(r"\d{2}:\d{2}[+-]\d{2}:\d{2}"),
+NOT_SHOWN = {"microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d"),
+             "an offset": re.compile(r"\d{2}:\d{2}[+-]\d{2}:\d{2}"),
              "arq's stamp": re.compile(r"\b[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2}"),
              "seconds with a tenth": re.compile(r"\b\d{2,}\.\d+ s\b")}
 
@@ -52,7 +53,8 @@ def test_a_moment_reads_in_the_named_zone_beside_how_long_ago_it_was() -> None:
     assert later is not None and later.relative == "in 2 h 5 min" and later.absolute == "2026-11-28 09:40:13"
     assert when("Nov-28 07:35:13", SHANGHAI, NOW) is None and when(None, SHANGHAI, NOW) is None
     # A job's own text (a rest's end in its outcome) names the zone it is written in.
-    assert in_zone(NOW, SHANGHAI) == "2026-11-28 15:35:13 Asia/Shanghai" and in_zone(NOW, None) == "2026-11-28 07:35:13 UTC"
+    assert in_zone(NOW, SHANGHAI) == "2026-11-28 15:35:13 Asia/Shanghai"
+    assert in_zone(NOW, None) == "2026-11-28 07:35:13 UTC"
     assert str(moment_html(NOW, SHANGHAI, NOW)) == \
         '<time datetime="2026-11-28T07:35:13Z">2026-11-28 15:35:13</time> <small class="ago">(just now)</small>'
     assert str(moment_html("<b>", SHANGHAI, NOW)) == "&lt;b&gt;", "a value that is no moment is text, escaped"

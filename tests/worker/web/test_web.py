@@ -4,7 +4,8 @@ against the caps; the session page shows the summary nanobot sends now), forgett
 changes only that fact's line of MEMORY.md and undo puts it back byte for byte (the recall index following at
 once), an edited or pinned fact keeps its record through the next job's merge (a pinned one outlives the cap),
 the page works with Redis down, its benchmark runs, and its systemd unit verifies and runs.
-The safety rules are tested in tests/scenarios/test_web_security.py, the pages in a real browser in tests/scenarios/test_web_browser.py."""
+The safety rules are tested in tests/scenarios/test_web_security.py, the pages in a real browser in
+tests/scenarios/test_web_browser.py."""
 
 from __future__ import annotations
 

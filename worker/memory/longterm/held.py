@@ -36,7 +36,8 @@ def held_line(batch: Batch, held_at: float) -> bytes:
                                      "replaces": one_line(fact.replaces) if fact.replaces else None})
              for fact in batch.facts]
     return (json.dumps({"held_at": held_at, "asked_at": held_at if batch.asked is None else batch.asked,
-                        "session": batch.session, "language": batch.language, "today": batch.today, "facts": [fact.model_dump(mode="json") for fact in facts]},
+                        "session": batch.session, "language": batch.language, "today": batch.today,
+                        "facts": [fact.model_dump(mode="json") for fact in facts]},
                        ensure_ascii=False) + "\n").encode("utf-8")
 
 
