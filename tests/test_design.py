@@ -111,7 +111,8 @@ CONTRACT = {
     "recall": ["BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "NOTE_LINE_BITS", "RECALL_INDEX",
                "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE", "SOURCE_BITS", "cjk_grams", "fts_problem",
                "index_text", "retired_source", "source_owner", "Passage", "pack", "unpack"],
-    "version": ["CONTRACT", "RELEASE"],
+    "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE", "RELEASE_FIELD",
+                "release_order", "version_mismatch", "versions_of"],
 }
 
 

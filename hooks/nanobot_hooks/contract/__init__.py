@@ -26,7 +26,8 @@ from nanobot_hooks.contract.session_format import (INTERNAL_SESSION_PREFIXES, LA
                                                    key_from_name, last_context_tokens, retired_key, retired_name,
                                                    storage_name, summary_text, timestamp_before, tool_calls)
 from nanobot_hooks.contract.redis_url import SENTINEL_SCHEME, SentinelTarget, redacted_url, sentinel_target
-from nanobot_hooks.contract.version import CONTRACT, RELEASE
+from nanobot_hooks.contract.version import (BEFORE_CONTRACT, CONTRACT, CONTRACT_FIELD, HOOKS_INSTALL, RELEASE,
+                                           RELEASE_FIELD, Mismatch, release_order, version_mismatch, versions_of)
 
 if TYPE_CHECKING:
     from nanobot_hooks.contract.queue import (CONTEXT_DAYS, CONTEXT_KEPT, RECORD_SECONDS, REPLICA_WAIT_MS,
@@ -56,7 +57,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "CONTRACT", "RELEASE",
+    "BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE", "RELEASE_FIELD",
+    "release_order", "version_mismatch", "versions_of",
     "AppliedMark", "BLOCK_BYTES", "CJK_LETTERS", "CJK_RUN", "CONTEXT_DAYS", "CONTEXT_KEPT", "HAN", "HANGUL",
     "INTERNAL_SESSION_PREFIXES", "JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KANA", "KEY_PREFIX", "Keys",
     "LAST_SUMMARY", "LAST_USAGE", "METADATA_KEY", "METADATA_TYPE", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
