@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nanobot_hooks.contract.redis_url import redacted_url
+from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE, version_mismatch
 from worker.commands.checks import Check, Level, render
 from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
@@ -141,6 +142,12 @@ def hooks_checks(given: str | None) -> list[Check]:
     elif found.errors:
         checks.append(Check("FAIL", f"nanobot cannot load {', '.join(sorted(found.errors))} ({python}): "
                             + "; ".join(found.errors.values()), install))
+    elif mismatch := version_mismatch(
+            (found.hooks or "", BEFORE_CONTRACT if found.contract is None else found.contract), (RELEASE, CONTRACT),
+            install=install):
+        checks.append(Check("FAIL" if mismatch.serious else "warn",
+                            f"installed in nanobot's environment ({python}) and this command: {mismatch.what}",
+                            mismatch.fix))
     elif not checks:
         checks.append(Check("ok", f"hooks {found.hooks} installed in nanobot {found.nanobot}'s environment ({python})"))
     return checks

@@ -1,6 +1,6 @@
 """`doctor`'s checks of the running system, read from Redis as `status` reads it: is a worker alive (or was one
-killed), does the queue move, did jobs fail in the last hour, can Redis lose jobs (eviction, memory), and do
-finished summaries wait for nanobot too long."""
+killed), do the running nanobots' hooks and the worker run one version, does the queue move, did jobs fail in the
+last hour, can Redis lose jobs (eviction, memory), and do finished summaries wait for nanobot too long."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ async def runtime_checks(settings: Settings) -> list[Check]:
         hooks = await nanobots(redis)
     finally:
         await redis.aclose()
-    return (worker_checks(state, settings) + agreement_checks(state, hooks) + queue_checks(state)
+    return (worker_checks(state, settings) + version_checks(state, hooks) + agreement_checks(state, hooks)
+            + queue_checks(state)
             + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state))
 
 
@@ -108,6 +109,18 @@ def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
                               f"this shell {word[settings.auto_summary]}: the advice here follows this shell",
                       DOCTOR_WITH.get(runner, DOCTOR_WITH[""]))]
     return []
+
+
+def version_checks(state: dict[str, Any], hooks: list[dict[str, Any]]) -> list[Check]:
+    """The running nanobots' hooks against the live workers (as status and the page say it,
+    liveness.version_mismatches): a FAIL when their contracts differ, a warning for another release of the same."""
+    checks = [Check("FAIL" if m["serious"] else "warn", f"{m['what']} (nanobot {m['nanobot']}, worker {m['worker']})",
+                    m["fix"]) for m in state.get("versions") or []]
+    live = [report for report in state["workers"] if not report["stale"]]
+    if checks or not hooks or not live:
+        return checks
+    return [Check("ok", f"nanobot's hooks ({len(hooks)} process(es)) and the worker run one version: "
+                        f"{live[0]['version']} (contract {live[0]['contract']})")]
 
 
 # How doctor gets the worker's settings, by how the worker is run (nanobot_hooks.settings.runner).

@@ -25,6 +25,11 @@ for name in ("nanobot-ai", %r, %r):
         found["versions"][name] = m.version(name)
     except m.PackageNotFoundError:
         found["versions"][name] = None
+try:  # the hooks' contract (none before 0.2.0, whose hooks have no version module)
+    from nanobot_hooks.contract.version import CONTRACT
+    found["contract"] = CONTRACT
+except Exception:
+    found["contract"] = None
 for entry in m.entry_points(group="nanobot.tools"):
     try:
         entry.load()
@@ -47,6 +52,7 @@ class Probe:
     versions: dict[str, str | None]
     loaded: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    contract: int | None = None  # the installed hooks' CONTRACT (None: hooks from before 0.2.0, or none)
 
     @property
     def nanobot(self) -> str | None:
@@ -116,4 +122,6 @@ def probe(python: Path) -> Probe:
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         raise NanobotEnvError(f"cannot run nanobot's Python {python} ({type(exc).__name__}): "
                               "name the right one with --python") from exc
-    return Probe(python, found["versions"], found["loaded"], found["errors"])
+    contract = found.get("contract")
+    return Probe(python, found["versions"], found["loaded"], found["errors"],
+                 contract if isinstance(contract, int) else None)

@@ -177,6 +177,10 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
             ended = "its process ended" if report.get("ended") else "it did not stop cleanly"
             lines += entry(f"worker {report['host']}:{report['pid']}:", [
                 f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", ended], width, after="")
+    for mismatch in state.get("versions") or []:  # nanobot's hooks and the worker of different versions
+        head = "VERSION MISMATCH:" if mismatch["serious"] else "versions differ:"
+        lines += entry(head, [], width, f"{mismatch['what']} (nanobot {mismatch['nanobot']}); fix: {mismatch['fix']}",
+                       after="")
     stale = sum(1 for job in state["in_flight"] if job["stale"])
     flying = f"{len(state['in_flight'])} in flight" + (f" ({stale} stale)" if stale else "")
     lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting",

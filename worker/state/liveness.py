@@ -16,6 +16,7 @@ from arq.constants import health_check_key_suffix, in_progress_key_prefix, keep_
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
+from nanobot_hooks.contract.version import version_mismatch, versions_of
 from worker.state.workers import WorkerReport, process_gone, reports
 
 # arq's in-progress mark lives the longest job timeout + 10 s; a mark with less left belongs to a job past its
@@ -181,6 +182,23 @@ async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
         if isinstance(report, dict) and isinstance(report.get("settings"), dict):
             found.append(report)
     return sorted(found, key=lambda report: float(report.get("started") or 0))
+
+
+def version_mismatches(reports: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each running nanobot's hooks (their records, `nanobots`) against each live worker (`worker_view`'s reports),
+    once per pair of versions that differ (nanobot_hooks.contract.version_mismatch): `serious` (the contracts
+    differ), what differs, its fix, and the first nanobot and worker seen with them. Status, doctor and the page
+    say them."""
+    found: dict[tuple[tuple[str, int], tuple[str, int]], dict[str, Any]] = {}
+    for nanobot in hooks:
+        for report in (r for r in reports if not r["stale"]):
+            pair = versions_of(nanobot), versions_of(report)
+            if pair in found or (mismatch := version_mismatch(*pair)) is None:
+                continue
+            found[pair] = {"serious": mismatch.serious, "what": mismatch.what, "fix": mismatch.fix,
+                           "nanobot": f"{nanobot.get('host')}:{nanobot.get('pid')}",
+                           "worker": f"{report['host']}:{report['pid']}"}
+    return list(found.values())
 
 
 def oldest_due_seconds(queue: list[tuple[str, float]]) -> float | None:

@@ -1,6 +1,7 @@
 """What `nanobot-summary status` and the web page show of an instance, read from Redis in one place (`gather`): the
-worker's health and reports, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend and
-last outcomes, as plain data. Only this instance's namespace is read (worker.state.liveness)."""
+worker's health and reports, versions that differ between the hooks and the worker, the queue, jobs in flight,
+records waiting for nanobot, resting sessions, spend and last outcomes, as plain data. Only this instance's
+namespace is read (worker.state.liveness)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "worker": workers["health"],
         "workers": workers["reports"],
         "worker_settings": workers["settings"],
+        # Running nanobots' hooks of another version than a live worker's (liveness.version_mismatches).
+        "versions": liveness.version_mismatches(workers["reports"], await liveness.nanobots(redis)),
         "queued": len(waiting),
         "deferred": sum(1 for score in waiting if score > now_ms),
         "idle_checks": idle_checks,

@@ -8,11 +8,8 @@ The report lives a day, is rewritten at every beat, and is deleted when the work
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
 import os
 import socket
-import tomllib
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
+from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE
 from nanobot_hooks.settings import SHARED_SETTINGS, plain_setting, runner
 
 # A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".
@@ -41,7 +39,10 @@ class WorkerReport(BaseModel):
     pid: int = 0
     started_at: datetime | None = None
     heartbeat_at: datetime | None = None
+    # The worker's RELEASE and CONTRACT (nanobot_hooks.contract.version: the hooks compare them with their own at
+    # start-up, and status, doctor and the page say a difference); no contract: a worker from before 0.2.0.
     version: str = ""
+    contract: int = BEFORE_CONTRACT
     beat_seconds: float = BEAT_SECONDS
     # The ids of the jobs it ran at its last beat (None: a worker that does not say), so a job marked running
     # that no live worker runs is told apart while other workers live.
@@ -85,31 +86,16 @@ def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, 
     return {**chosen, "summary_model": model, "job_timeout": job_timeout}
 
 
-@functools.cache
-def worker_version() -> str:
-    """This worker's version: the checkout's pyproject.toml (the worker runs from the checkout), else the
-    installed distribution's; "" when neither says."""
-    try:
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
-    except (OSError, KeyError, ValueError):
-        pass
-    try:
-        return importlib.metadata.version("nanobot-summary-worker")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
 def this_worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
 async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetime, running: list[str] | None = None,
-                  beat_seconds: float = BEAT_SECONDS, version: str = "") -> None:
+                  beat_seconds: float = BEAT_SECONDS, version: str = RELEASE, contract: int = CONTRACT) -> None:
     """Called by the worker at every heartbeat: its report, rewritten, for another REPORT_SECONDS."""
     host, _, pid = this_worker().rpartition(":")
     report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(),
-                          version=version or worker_version(),
+                          version=version, contract=contract,
                           beat_seconds=beat_seconds, running=running, settings=settings,
                           process=process_identity(os.getpid()) or "", runner=runner())
     await redis.set(Keys.of(redis).worker(report.worker_id), report.model_dump_json(), ex=REPORT_SECONDS)

@@ -1,5 +1,6 @@
-"""Waits for the worker's notices (a record is ready; a job ended, which goes into nanobot's log), and finds records
-still pending at start-up and after reconnects."""
+"""Waits for the worker's notices (a record is ready; a job ended, which goes into nanobot's log), finds records
+still pending at start-up and after reconnects, and then compares the running workers' versions with the hooks'
+(turn/handshake.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from typing import Any
 from nanobot_hooks import logs
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import pending_sessions
+from nanobot_hooks.contract.version import CONTRACT, CONTRACT_FIELD, RELEASE, RELEASE_FIELD
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import HookSettings, runner, shared_settings
+from nanobot_hooks.turn.handshake import check_workers
 
 # A notice is lost while nobody listens (Redis pub/sub keeps nothing), so the pending set is read
 # again after every (re)subscribe and now and then, which also notices a silently dead connection.
@@ -46,6 +49,7 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
             delay = FIRST_RETRY_SECONDS
             for key in keys:
                 on_key(key)
+            await handshake(link, client)
             await _follow(link, client, pubsub, keys_of, on_key, rescan_seconds, settings)
         except asyncio.CancelledError:
             raise
@@ -83,7 +87,20 @@ async def _follow(link: RedisLink, client: Any, pubsub: Any, keys_of: Keys, on_k
                 await publish_settings(client, settings)
             for key in keys:
                 on_key(key)
+            await handshake(link, client)  # a worker started or upgraded since is seen within a rescan
             next_scan = loop.time() + rescan_seconds
+
+
+async def handshake(link: RedisLink, client: Any) -> None:
+    """The running workers' versions compared with the hooks' (turn/handshake.py), bounded on its own: advice,
+    whose failure never stops the listener (the next rescan tries again)."""
+    try:
+        async with asyncio.timeout(link.timeout):
+            await check_workers(client)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Redis trouble is the listener's to say; a bad report is skipped
+        logs.debug(f"the workers' versions were not compared ({logs.describe(exc)})")
 
 
 # When this process's hooks started: a restarted nanobot tells itself apart from the one before.
@@ -91,14 +108,15 @@ STARTED = time.time()
 
 
 async def publish_settings(client: Any, settings: HookSettings | None) -> None:
-    """The settings this nanobot's hooks act on that the worker must share (settings.SHARED_SETTINGS), and how
-    this nanobot is run (where they are set), for `doctor`: one small key of this process, written here, in the
-    listener's background task, never on a turn's path."""
+    """The settings this nanobot's hooks act on that the worker must share (settings.SHARED_SETTINGS), how this
+    nanobot is run (where they are set) and the hooks' versions, for `doctor`, `status` and the page: one small key
+    of this process, written here, in the listener's background task, never on a turn's path."""
     if settings is None:
         return
     process = f"{socket.gethostname()}:{os.getpid()}"
     report = {"host": socket.gethostname(), "pid": os.getpid(), "started": STARTED, "written": time.time(),
-              "runner": runner(), "settings": shared_settings(settings)}
+              "runner": runner(), "settings": shared_settings(settings), RELEASE_FIELD: RELEASE,
+              CONTRACT_FIELD: CONTRACT}
     await client.set(Keys.of(client).hooks(process), json.dumps(report), ex=int(SETTINGS_SECONDS))
 
 

@@ -20,6 +20,7 @@ from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract.queue import enqueue_summary, store_record
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
+from nanobot_hooks.contract.version import CONTRACT, RELEASE
 from tests.support.commands import check, doctor, run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
@@ -130,6 +131,8 @@ async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_sto
         await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
         [report] = await workers.reports(redis)
         assert report.pid == worker.pid and report.settings["summary_keep"] == "turns:2"
+        raw = json.loads(await redis.get(TEST_KEYS.worker(report.worker_id)))
+        assert raw["version"] == RELEASE and raw["contract"] == CONTRACT, "the versions the hooks compare theirs with"
         worker.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(worker.wait, 60) == 0
     finally:
