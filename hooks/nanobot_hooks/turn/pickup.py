@@ -50,6 +50,14 @@ class PickupScheduler:
         self.held: dict[str, SummaryRecord] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
 
+    def picking(self, key: str) -> bool:
+        """Whether a pickup of `key` runs now."""
+        return key in self._picking
+
+    def timed(self) -> set[str]:
+        """The sessions whose held record a timer will look at again."""
+        return set(self._timers)
+
     def cancel_timers(self) -> None:
         for timer in self._timers.values():
             timer.cancel()
