@@ -42,6 +42,11 @@ class Context:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def pending(self) -> list[asyncio.Task[Any]]:
+        """The tasks `spawn` started itself (not those handed to nanobot's schedule_background) still running:
+        what a close waits for, and what a test awaits to see a turn's background work done."""
+        return [task for task in self._tasks if not task.done()]
+
     def bug(self, doing: str, exc: BaseException) -> None:
         # Throttled per kind of error, not per session, so one bug cannot flood the log.
         THROTTLE.warning(f"bug:{type(exc).__name__}",

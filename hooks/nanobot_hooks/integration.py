@@ -113,7 +113,7 @@ class Integration:
                 task.cancel()
                 if task.get_loop() is running:
                     await asyncio.wait([task], timeout=self.ctx.link.timeout)
-            ours = [t for t in self.ctx._tasks if not t.done() and t.get_loop() is running]
+            ours = [t for t in self.ctx.pending() if t.get_loop() is running]
             if ours:  # only without nanobot's schedule_background, whose tasks nanobot drains itself
                 await asyncio.wait(ours, timeout=self.ctx.link.timeout)
             await self.triggering.flush_context()  # the turns' prompt tokens not written yet (bounded)

@@ -136,7 +136,9 @@ async def test_a_hung_resolver_never_ties_up_the_thread_pool_nanobot_needs(monke
     started = time.monotonic()
     for _ in range(10):  # later turns, the look-up still hung: no wait, no new look-up
         assert await link.call("queueing", lambda c: enqueue_idle_check(c, "telegram:42", 60.0)) is None
-    assert time.monotonic() - started < 1.0
+    # A call that waited would wait out its 0.5 s bound: ten such take 5 s. Half that leaves a busy machine room
+    # for ten calls that fail at once (they make no connection).
+    assert time.monotonic() - started < 2.5, "the calls did not wait for the hung look-up"
     assert looked_up.count(HUNG) == 1, "one look-up of the name, in a thread of the hooks' own"
     await link.close()
     pool.shutdown(wait=False, cancel_futures=True)
@@ -192,11 +194,13 @@ async def test_behind_sentinel_no_name_is_looked_up_in_asyncios_pool(monkeypatch
     ha = SentinelSetup(tmp_path / "ha", "s3cret-ha-pw", primary_host="localhost").start()
     try:
         url = f"redis+sentinel://:s3cret-ha-pw@{HUNG}:26379,localhost:{ha.sentinel.port}/{SERVICE}/0"
-        link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0, keys=TEST_KEYS)
+        # A bound a busy machine cannot break; the hung name answers in none: a call that waited for it would
+        # wait out the bound and fail, one that tried it first for a while would take a good part of it.
+        link = RedisLink(url, logs.Throttle(every=60.0), timeout=10.0, keys=TEST_KEYS)
         for _ in range(4):  # a new connection each time: the Sentinels asked, the primary reached by its name
             started = time.monotonic()
             assert await link.call("pinging", lambda client: client.ping()) is True
-            assert time.monotonic() - started < 0.9, "no wait for the Sentinel whose name hangs"
+            assert time.monotonic() - started < 5.0, "no wait for the Sentinel whose name hangs"
             await link.close()
     finally:
         ha.stop()
@@ -211,12 +215,14 @@ async def test_the_look_up_starts_as_nanobot_sets_up_so_a_hung_name_is_not_waite
     turn takes longer than 0.5 s), so the call fails at once and nanobot exits."""
     integration = Integration(surface_for(Loop()), HookSettings(redis_url=f"redis://:pw@{HUNG}:6379/0"))
     integration.install()
-    integration.ctx.link.timeout = 0.5
+    integration.ctx.link.timeout = 2.0
     await wait_until(lambda: HUNG in looked_up, 5.0, "the look-up begun by the set-up")
-    await asyncio.sleep(0.6)  # nanobot's turn
+    await asyncio.sleep(2.1)  # nanobot's turn, longer than the bound (a time that must pass, not a wait for an event)
     started = time.monotonic()
     assert await integration.ctx.link.call("queueing", lambda c: enqueue_idle_check(c, "cli:direct", 60.0)) is None
-    assert time.monotonic() - started < 0.3, "the call did not wait for the hung look-up"
+    # A call that waited would wait out its whole 2 s bound; one that does not fails at once (half the bound is
+    # room enough for a busy machine).
+    assert time.monotonic() - started < 1.0, "the call did not wait for the hung look-up"
     # Behind Sentinel each Sentinel's name; an address or a Unix socket needs none.
     for url in ("redis+sentinel://other.invalid:26379,10.0.0.9:26379/mymaster/0", "redis://127.0.0.1:6399/0",
                 "unix:///run/redis.sock?db=0"):

@@ -163,7 +163,7 @@ async def test_a_notice_never_loads_a_session_nanobot_does_not_hold_and_applies_
     await store_record(redis, record)
 
     integration.pickups.request_pickup(KEY)  # the notice, or the pending set read at start-up
-    await wait_until(lambda: KEY not in integration.pickups._picking, what="the pickup to end")
+    await wait_until(lambda: not integration.pickups.picking(KEY), what="the pickup to end")
     assert sessions.loaded == [] and away.last_archived == 0, "not loaded on the event loop"
     assert await redis.exists(TEST_KEYS.record(KEY)), "the record waits for the session's next turn"
     sessions.get_or_create(KEY)  # the next turn loads the session, as nanobot does
@@ -238,7 +238,7 @@ async def test_idle_pickup_holds_while_warm_and_the_first_turn_after_the_cache_w
     session.updated_at = datetime.now() - timedelta(seconds=301)  # type: ignore[attr-defined]
     publish_turn_started(integration, TurnContext("back after a pause"))
     assert session.last_archived == 12 and KEY not in integration.pickups.held
-    await asyncio.sleep(0.2)  # the record is settled in the background
+    await asyncio.gather(*integration.ctx.pending())  # the record is settled in the background
     assert not await redis.exists(TEST_KEYS.record(KEY))
 
 
@@ -266,7 +266,7 @@ async def test_a_held_summary_is_applied_between_turns_once_the_cache_lifetime_h
             break
         await asyncio.sleep(0.05)
     assert session.last_archived == 12 and integration.ctx.nanobot.sessions.saved == [KEY]
-    assert not integration.pickups._timers and not integration.pickups.held
+    assert not integration.pickups.timed() and not integration.pickups.held
 
 
 async def test_now_pickup_applies_at_once_whatever_the_cache(make, redis):
@@ -375,14 +375,14 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
         usage.usage.input_tokens = tokens
         integration.triggering.note_usage(KEY, usage)
         integration.triggering.on_turn_persisted(started(KEY))
-        await asyncio.gather(*integration.ctx._tasks)
+        await asyncio.gather(*integration.ctx.pending())
     history = await context_history(redis, KEY)
     assert [e["tokens"] for e in history] == [1_000], "the first write at once; the next two wait for the next"
     monkeypatch.setattr(triggering, "CONTEXT_FLUSH_SECONDS", 0.0)
     usage.usage.input_tokens = 4_000
     integration.triggering.note_usage(KEY, usage)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert [e["tokens"] for e in await context_history(redis, KEY)] == [1_000, 2_000, 3_000, 4_000]
 
     await store_record(redis, record_for(session, 12))
@@ -394,6 +394,6 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
     usage.usage.input_tokens = 5_000
     integration.triggering.note_usage(KEY, usage)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     await integration.close()  # nanobot closing: what was kept is written
     assert (await context_history(redis, KEY))[-1]["tokens"] == 5_000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -68,7 +69,7 @@ async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
         queued = await worker.pool.zrange(worker.queue_name, 0, -1, withscores=True)
         raise AssertionError(f"the burst worker's queue was not empty after {BURST_SECONDS:g} s: {queued}") from None
     finally:
-        await worker.close()
+        await stop_within_grace(worker)
     return worker
 
 
@@ -82,9 +83,40 @@ async def running_worker(deps: Deps, **worker_overrides: Any) -> AsyncIterator[W
     try:
         yield worker
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await worker.close()
+        await cancel_polling(task)
+        await stop_within_grace(worker)
+
+
+async def cancel_polling(task: asyncio.Task[Any]) -> None:
+    """Cancel a worker's polling loop and wait for its end, cancelling again while it runs: a cancel can be swallowed
+    by the Redis call it lands in (redis-py's asyncio.wait_for on Python 3.11, CPython gh-86296), and arq's own
+    Worker, unlike SteadyWorker, then polls on for good. One test's worker did, past the per-test timeout."""
+    async with asyncio.timeout(STOP_GRACE_SECONDS):
+        while not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=1.0)
+    await asyncio.gather(task, return_exceptions=True)
+
+
+# The deployments' grace between SIGTERM and SIGKILL (deploy/: TimeoutStopSec, stop_grace_period): a worker whose
+# jobs still run past it is killed there, so a test's worker must have stopped by then too.
+STOP_GRACE_SECONDS = 60.0
+
+
+async def stop_within_grace(worker: Worker) -> None:
+    """arq's stop (its running jobs cancelled, their ends awaited, its connections closed), failing the test with
+    what runs if it takes longer than the deployments' grace. Two tests whose model hangs or always fails ran past
+    the per-test timeout in full runs, saying nothing of where they waited (issue 37): if it is the stop, it now
+    fails there, and says what it waits on."""
+    try:
+        async with asyncio.timeout(STOP_GRACE_SECONDS):
+            await worker.close()
+    except TimeoutError:
+        where = io.StringIO()
+        for task in asyncio.all_tasks():  # the job's own task and what it awaits, not only arq's wrapper
+            task.print_stack(file=where)
+        raise AssertionError(f"the worker did not stop within {STOP_GRACE_SECONDS:g} s; what runs:\n"
+                             f"{where.getvalue()}") from None
 
 
 @dataclass

@@ -183,6 +183,13 @@ class SteadyWorker(Worker):
             raise
 
     async def _poll_iteration(self) -> None:  # one step of arq 0.28's loop (pinned in pyproject.toml)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # A stop (arq's handle_sig cancels this loop) that a Redis call swallowed: redis-py sends each command
+            # under asyncio.wait_for, which on Python 3.11 returns the result of a send that ended just as the
+            # cancel came and drops the cancel (CPython gh-86296). The loop then polled on, running jobs, until
+            # killed at the end of the grace. The cancel still counts (`cancelling`): honoured here.
+            raise asyncio.CancelledError
         try:
             await super()._poll_iteration()
         except (*REDIS_GONE, WatchError) as exc:

@@ -54,6 +54,14 @@ class PickupScheduler:
         # kept and looked up again (one GET) whenever the session's trigger finds it, not logged each time.
         self._unreadable: dict[str, None] = {}
 
+    def picking(self, key: str) -> bool:
+        """Whether a pickup of `key` runs now."""
+        return key in self._picking
+
+    def timed(self) -> set[str]:
+        """The sessions whose held record a timer will look at again."""
+        return set(self._timers)
+
     def cancel_timers(self) -> None:
         for timer in self._timers.values():
             timer.cancel()

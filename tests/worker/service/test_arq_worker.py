@@ -1,5 +1,6 @@
 """The service's Worker: a job cancelled between its end and its after_job_end does not turn the stop into an error; a
-job whose in-progress mark was lost is never started again beside itself."""
+job whose in-progress mark was lost is never started again beside itself; a job waiting on a hung model does not hold
+the stop."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import asyncio
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import enqueue_summary
 from nanobot_hooks.contract.records import SummarizeRequest
+from harness.defaults import TEST_KEYS
+from harness.fakellm import Hang
 from harness.transcripts import conversation
 from tests.support.waiting import wait_until
+from tests.support.workers import STOP_GRACE_SECONDS
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.config_watch import follow_config
 from worker.state.outcomes import load_outcome
@@ -81,6 +85,30 @@ async def jobs_whose_marks_are_lost(redis, deps, fake_llm, nanobot_home, second_
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return starts
+
+
+async def test_a_worker_stops_within_its_grace_while_its_job_waits_on_a_model_that_never_answers(
+        redis, deps_for, nanobot_home, fake_llm) -> None:
+    """The deployments give a stopping worker 60 s before they kill it (deploy/: TimeoutStopSec,
+    stop_grace_period). A job waiting on a model that does not answer within that, its call bound longer still,
+    is cancelled: the stop ends well within the grace, the job says it was cut short and waits in the queue."""
+    fake_llm.default = Hang(300)
+    deps = deps_for(summary_timeout=120.0)
+    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01,
+                             "handle_signals": False})
+    running = asyncio.create_task(worker.main())
+    try:
+        nanobot_home.write_session("telegram:1", conversation(15))
+        assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:1"))
+        await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
+        async with asyncio.timeout(STOP_GRACE_SECONDS):
+            await worker.close()
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+    outcome = await load_outcome(redis, "telegram:1")
+    assert outcome is not None and "cancelled" in outcome.detail, outcome
+    assert await redis.zscore(TEST_KEYS.queue, TEST_KEYS.job_id("telegram:1")) is not None, "back in the queue"
 
 
 async def test_a_job_whose_in_progress_mark_is_lost_is_not_started_again_in_its_worker(

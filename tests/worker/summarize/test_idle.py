@@ -35,6 +35,7 @@ from harness.models import (SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_
 from harness.nanobot_cli import ARCHIVED, turn
 from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
 from tests.support.waiting import wait_until
+from tests.support.workers import cancel_polling
 from harness.transcripts import conversation
 from tests.support.crossing import CHAT
 from tests.support.queue_probes import applied
@@ -114,9 +115,8 @@ async def worker(redis) -> AsyncIterator[Any]:
 
     yield start
     for instance, task in running:
-        task.cancel()
         # Bounded: a worker that does not stop must fail this test, not hang the run and leave it polling.
-        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout=30)
+        await cancel_polling(task)
         await instance.close()
 
 
@@ -252,7 +252,7 @@ async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):
     integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     for _ in range(2):
         integration.triggering.on_turn_persisted(started(KEY))
-        await asyncio.gather(*integration.ctx._tasks)
+        await asyncio.gather(*integration.ctx.pending())
     assert await redis.zcard(TEST_KEYS.queue) == 1
     due = await redis.zscore(TEST_KEYS.queue, TEST_KEYS.idle_job_id(KEY))
     # arq keeps the time in whole milliseconds, rounded: up to half of one past the 300 s
@@ -263,16 +263,16 @@ async def test_a_turn_within_the_cache_lifetime_of_the_last_queued_check_costs_n
     integration = make(summary_idle=True, summary_cache_ttl=1, summary_interval=0)
     integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert await redis.zcard(TEST_KEYS.queue) == 1
     # Gone from Redis: were the next turn to ask, the check would be queued again.
     await redis.delete(TEST_KEYS.queue, f"arq:job:{TEST_KEYS.idle_job_id(KEY)}")
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert await redis.zcard(TEST_KEYS.queue) == 0, "the check queued a moment ago cannot have run: not asked"
     await asyncio.sleep(1.1)  # past the cache lifetime: the check may have run and ended
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert await redis.zcard(TEST_KEYS.queue) == 1
 
 
@@ -280,7 +280,7 @@ async def test_no_idle_check_when_idle_summaries_are_off(make, redis):
     integration = make(summary_idle=False, summary_interval=0)
     integration.ctx.nanobot.sessions.cached[KEY] = idle_session(prompt_tokens=1_000, quiet_for=0)
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert await redis.zcard(TEST_KEYS.queue) == 0
 
 
@@ -303,9 +303,9 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     integration, session = await held_then_new(make, redis)
     integration.triggering.usage[KEY] = (65_000, 100_000)  # the fresh session crosses the threshold
     integration.triggering.on_turn_persisted(started(KEY))
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
 
-    assert KEY not in integration.pickups.held and not integration.pickups._timers
+    assert KEY not in integration.pickups.held and not integration.pickups.timed()
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
     info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
@@ -318,7 +318,7 @@ async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(m
     integration, session = await held_then_new(make, redis)
     publish_turn_started(integration, TurnContext("hello again"))
     assert KEY not in integration.pickups.held and session.last_archived == 0
-    await asyncio.gather(*integration.ctx._tasks)
+    await asyncio.gather(*integration.ctx.pending())
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
 
