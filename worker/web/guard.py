@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -161,6 +162,22 @@ async def add_headers(request: web.Request, response: web.StreamResponse) -> Non
     """The security headers on every answer the application sends, aiohttp's own 413 and 500 included
     (`on_response_prepare`)."""
     response.headers.update(HEADERS)
+
+
+class _PageRequest(web.Request):
+    """A request whose answer gets the security headers even when the application never saw it: aiohttp answers a
+    malformed request line or header (400) itself, before routing, so `on_response_prepare` is not sent for it
+    (aiohttp issue #6463); that answer echoes the bytes it refused, as text/plain a browser might sniff."""
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        await add_headers(self, response)
+        await super()._prepare_hook(response)
+
+
+def headers_on_parser_errors(server: web.Server, app: web.Application) -> None:
+    """Every request `server` (a set-up runner's) makes for `app` is a _PageRequest: its parser-level 400s carry the
+    security headers too. The connections made after this call use it (call it before the site starts)."""
+    server.request_factory = functools.partial(app._make_request, _cls=_PageRequest)
 
 
 @web.middleware
