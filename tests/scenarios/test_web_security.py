@@ -351,6 +351,29 @@ async def test_the_token_cookie_holds_no_token_and_opens_only_its_own_port(data,
             assert await status_of(one, one.client.port, token) == 401, "the token itself is no cookie"
 
 
+async def test_on_a_non_local_bind_the_token_cookie_opens_the_page_from_the_browsers_address_only(data, settings_for):
+    """A browser sends a host's cookies to every port of it: a server on another port of the page's host that the
+    browser visits gets the page's cookie. On a non-local bind the cookie is bound to the browser's address, so
+    replayed from another address (here 127.0.0.2, the other server's host) it opens nothing."""
+    async with served(settings_for(), Guard.for_bind("0.0.0.0"), login=False) as page:
+        async with page.client.get("/", params={"token": page.guard.token}, allow_redirects=False) as response:
+            name = f"nanobot_summary_token_{page.client.port}"
+            cookie = response.cookies[name].value
+        headers = {"Cookie": f"{name}={cookie}"}
+
+        async def status_from(address: str) -> int:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0))) as browser:
+                async with browser.get(page.client.make_url("/memory"), headers=headers) as answer:
+                    return answer.status
+
+        assert await status_from("127.0.0.1") == 200, "the browser that opened the address"
+        assert await status_from("127.0.0.2") == 401, "the cookie replayed from another address"
+    async with served(settings_for(), Guard.for_bind("127.0.0.1", token=page.guard.token), login=False) as local:
+        async with local.client.get("/", params={"token": local.guard.token}, allow_redirects=False) as response:
+            cookie = response.cookies[f"nanobot_summary_token_{local.client.port}"].value
+        assert cookie == local.guard.cookie_for(local.client.port), "a loopback page's cookie is as it was"
+
+
 async def test_every_answer_carries_the_security_headers_413_and_500_included(data, settings_for):
     async with served(settings_for()) as page:
         csrf = await page.csrf()

@@ -2,8 +2,8 @@
 
 - The page answers only to the user who runs it, on every bind: every request needs its token, the per-user secret
   of worker.web.tokenfile (a file only that user can read). The first-visit URL carries it (`?token=`); the page
-  then sets a cookie that holds not the token but an HMAC of it and the port (HttpOnly, SameSite=Strict, named
-  with the port), and drops it from the address. `Authorization: Bearer TOKEN` works for scripts.
+  then sets a cookie that holds not the token but an HMAC of it and the port (and, on a non-local bind, the
+  browser's address) (HttpOnly, SameSite=Strict, named with the port), and drops it from the address. `Authorization: Bearer TOKEN` works for scripts.
 - Bound to a loopback address, the page also answers only requests whose Host names a loopback host (a web site
   whose name a DNS trick points at 127.0.0.1 is refused).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
@@ -109,9 +109,18 @@ class Guard:
     def csrf_for(self, browser: str) -> str:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
 
-    def cookie_for(self, port: int) -> str:
-        """The token cookie's value on `port`: never the token itself, and another port's value differs."""
-        return hmac.new(self.token.encode(), f"cookie:{port}".encode(), hashlib.sha256).hexdigest()
+    def cookie_for(self, port: int, address: str = "") -> str:
+        """The token cookie's value on `port` for a browser at `address`: never the token itself, and another
+        port's value differs."""
+        bound = f"cookie:{port}" + (f":{address}" if address else "")  # a loopback page's cookies stay valid
+        return hmac.new(self.token.encode(), bound.encode(), hashlib.sha256).hexdigest()
+
+    def cookie_of(self, request: web.Request) -> str:
+        """The token cookie's value for this request's browser. On a non-local bind it is bound to the browser's
+        address too: a browser sends a host's cookies to every port of it, and a server on another port of the
+        page's host that the browser visits gets the cookie; replayed from that host, not the browser's address,
+        it opens nothing. (On a loopback bind every browser's address is the machine's own: nothing to bind.)"""
+        return self.cookie_for(port_of(request), "" if self.local else request.remote or "")
 
     def host_allowed(self, request: web.Request) -> bool:
         if not self.local:
@@ -120,7 +129,7 @@ class Guard:
 
     def token_ok(self, request: web.Request) -> bool:
         cookie = request.cookies.get(token_cookie(request))
-        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_for(port_of(request)).encode()):
+        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_of(request).encode()):
             return True
         header = request.headers.get("Authorization", "")
         given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
@@ -207,7 +216,7 @@ def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
     this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
     query = {k: v for k, v in request.query.items() if k != "token"}
     response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
-    response.set_cookie(token_cookie(request), guard.cookie_for(port_of(request)), httponly=True,
+    response.set_cookie(token_cookie(request), guard.cookie_of(request), httponly=True,
                         samesite="Strict", path="/")
     return response
 
