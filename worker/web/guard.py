@@ -3,7 +3,8 @@
 - The page answers only to the user who runs it, on every bind: every request needs its token, the per-user secret
   of worker.web.tokenfile (a file only that user can read). The first-visit URL carries it (`?token=`); the page
   then sets a cookie that holds not the token but an HMAC of it and the port (and, on a non-local bind, the
-  browser's address) (HttpOnly, SameSite=Strict, named with the port), and drops it from the address. `Authorization: Bearer TOKEN` works for scripts.
+  browser's address) (HttpOnly, SameSite=Strict, named with the port), and drops it from the address.
+  `Authorization: Bearer TOKEN` works for scripts.
 - Bound to a loopback address, the page also answers only requests whose Host names a loopback host (a web site
   whose name a DNS trick points at 127.0.0.1 is refused).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random

@@ -1,7 +1,7 @@
 """The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
 importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search, a MEMORY.md
-the user made read-only; forgetting or editing a fact (held, written, or both), pinning one, and undoing any of
-these, held facts included (worker.memory.longterm.forget and .edit: the worker's own lock and write rules; the user's own lines are
+the user made read-only; forgetting, editing or pinning a fact (held, written, or both), and undoing any of
+these (worker.memory.longterm.forget and .edit: the worker's own lock and write rules; the user's own lines are
 counted here, never changed). Every answer says what happened: a fact changed meanwhile is named as it reads
 now, and a typed text that was not saved is shown back in its form."""
 

@@ -32,9 +32,9 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
 
         done = await end_rest(KEY)
         assert done.returncode == 0, done.stderr
-        assert re.fullmatch(rf"{KEY}: rest ended \(it was to last until \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d \(in (59 min[^)]*|1 h)\), "
-                            r"after 3 failure\(s\) in a row: the model answered 500\); nanobot's trigger "
-                            r"queues its jobs again from its next turn\n", done.stdout), done.stdout
+        assert re.fullmatch(rf"{KEY}: rest ended \(it was to last until \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d "
+                            r"\(in (59 min[^)]*|1 h)\), after 3 failure\(s\) in a row: the model answered 500\); "
+                            r"nanobot's trigger queues its jobs again from its next turn\n", done.stdout), done.stdout
         assert await budget.cooling(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
         assert await budget.cooling(redis, OTHER) is not None, "only the session named"
         again = await end_rest(KEY)
