@@ -165,8 +165,7 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
     for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
                            ("records waiting for nanobot to apply them",
                             [_record(record, width, at) for record in state["pending_records"]]),
-                           ("sessions resting after a failed or fruitless job (the trigger waits; "
-                            "`nanobot-summary end-rest KEY` ends one)",
+                           ("sessions resting after a failed or fruitless job (the trigger waits)",
                             [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
                                outcome["session_key"]), width, at) for outcome in state["outcomes"]])):
@@ -243,14 +242,16 @@ def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int
     took += f" (try {outcome['job_try']})" if took and outcome["job_try"] > 1 else ""
     if outcome.get("unknown"):  # written by another version of the worker
         status += f" (another version's: this one does not know its {outcome['unknown']})"
-    parts = [f"{status} {at(outcome['finished_at'])}", f"trigger {outcome['reason']}",
+    parts = [at(outcome["finished_at"]), f"trigger {outcome['reason']}",
              arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
              arrow("messages", outcome["messages_before"], outcome["messages_after"]), outcome["model"],
              plural(spend["calls"], "call") if spend["calls"] else "",
              f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
              money(spend) if spend["calls"] else "",
              took, _all_jobs(spend, session)]
-    return entry(outcome["session_key"], parts, width, outcome["detail"])
+    # The status after the key, the moment the first part: at 80 columns a long key and the two glued together
+    # would push the status to the next line.
+    return entry(outcome["session_key"], parts, width, outcome["detail"], after=f" - {status}")
 
 
 def _all_jobs(last: dict[str, Any], session: dict[str, Any] | None) -> str:
