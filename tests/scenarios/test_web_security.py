@@ -37,6 +37,7 @@ from tests.support.workers import running_worker
 from worker.state.outcomes import JobOutcome
 from worker.state.workers import publish, settings_report
 from worker.web.app import make_app
+from worker.web.command import listening
 from worker.web.guard import GUARD, HEADERS, Guard, Refused
 from worker.web.instance import Instance
 from worker.web.limits import MAX_FACT_CHARS
@@ -303,8 +304,13 @@ async def test_another_unix_user_can_read_neither_the_token_file_nor_the_page(da
 
 def raw_get(port: int, target: str) -> tuple[int, dict[str, str]]:
     """GET `target` as written (aiohttp's client would normalize `//host/`), the status and the headers."""
+    return raw_request(port, f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+
+
+def raw_request(port: int, request: bytes) -> tuple[int, dict[str, str]]:
+    """`request`'s bytes sent as they are, the answer's status and headers."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(request)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
@@ -347,6 +353,29 @@ async def test_the_token_cookie_holds_no_token_and_opens_only_its_own_port(data,
             assert await status_of(one, one.client.port, token) == 401, "the token itself is no cookie"
 
 
+async def test_on_a_non_local_bind_the_token_cookie_opens_the_page_from_the_browsers_address_only(data, settings_for):
+    """A browser sends a host's cookies to every port of it: a server on another port of the page's host that the
+    browser visits gets the page's cookie. On a non-local bind the cookie is bound to the browser's address, so
+    replayed from another address (here 127.0.0.2, the other server's host) it opens nothing."""
+    async with served(settings_for(), Guard.for_bind("0.0.0.0"), login=False) as page:
+        async with page.client.get("/", params={"token": page.guard.token}, allow_redirects=False) as response:
+            name = f"nanobot_summary_token_{page.client.port}"
+            cookie = response.cookies[name].value
+        headers = {"Cookie": f"{name}={cookie}"}
+
+        async def status_from(address: str) -> int:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(address, 0))) as browser:
+                async with browser.get(page.client.make_url("/memory"), headers=headers) as answer:
+                    return answer.status
+
+        assert await status_from("127.0.0.1") == 200, "the browser that opened the address"
+        assert await status_from("127.0.0.2") == 401, "the cookie replayed from another address"
+    async with served(settings_for(), Guard.for_bind("127.0.0.1", token=page.guard.token), login=False) as local:
+        async with local.client.get("/", params={"token": local.guard.token}, allow_redirects=False) as response:
+            cookie = response.cookies[f"nanobot_summary_token_{local.client.port}"].value
+        assert cookie == local.guard.cookie_for(local.client.port), "a loopback page's cookie is as it was"
+
+
 async def test_every_answer_carries_the_security_headers_413_and_500_included(data, settings_for):
     async with served(settings_for()) as page:
         csrf = await page.csrf()
@@ -369,6 +398,34 @@ async def test_every_answer_carries_the_security_headers_413_and_500_included(da
         async with client.get("/broken") as response:
             assert response.status == 500 and "went wrong" in await response.text()
             assert all(response.headers.get(name) == value for name, value in HEADERS.items()), response.headers
+
+
+# Requests aiohttp's parser refuses with a 400 of its own, before the application (and its middleware) sees them.
+MALFORMED = {
+    "a request line that is no HTTP": b"GARBAGE\r\n\r\n",
+    "a method with a bad character": b"G(T / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    "a header line without a colon": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon here\r\n\r\n",
+    "a header name with a space": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Name: x\r\n\r\n",
+    "a header line past 8190 bytes": b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n",
+    "a reflected <script> in the method": b"<script>alert(1)</script> / HTTP/1.1\r\n\r\n",
+}
+
+
+async def test_aiohttps_own_400_for_a_malformed_request_carries_the_security_headers(settings_for, nanobot_home):
+    """The page as `nanobot-summary web` serves it (its runner, not the test server), asked over a raw socket."""
+    runner = await listening(make_app(Instance.load(settings_for()), Guard.for_bind("127.0.0.1")), "127.0.0.1", 0)
+    try:
+        port = runner.addresses[0][1]
+        for what, request in MALFORMED.items():
+            status, headers = await asyncio.to_thread(raw_request, port, request)
+            assert status == 400, what
+            missing = {name: value for name, value in HEADERS.items() if headers.get(name.lower()) != value}
+            assert not missing, (what, missing)
+        # A well-formed request through the same runner: the application's own answer, headers and all.
+        status, headers = await asyncio.to_thread(raw_get, port, "/")
+        assert status == 401 and headers["content-security-policy"] == HEADERS["Content-Security-Policy"]
+    finally:
+        await runner.cleanup()
 
 
 async def test_an_edit_past_the_length_cap_is_refused_and_keeps_the_typed_text(data, settings_for):

@@ -55,6 +55,12 @@ def _status(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _end_rest(args: argparse.Namespace) -> int:
+    from worker.commands.rest import main
+
+    return main(args)
+
+
 def _undo(args: argparse.Namespace) -> int:
     from worker.commands.undo import main
 
@@ -104,6 +110,7 @@ def parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_enqueue(sub)
     _add_status(sub)
+    _add_end_rest(sub)
     _add_undo(sub)
     _add_doctor(sub)
     _add_web(sub)
@@ -181,6 +188,23 @@ def _add_status(sub: Subcommands) -> None:
     output.add_argument("--prometheus", action="store_true",
                         help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
     status.set_defaults(handler=_status)
+
+
+def _add_end_rest(sub: Subcommands) -> None:
+    rest = sub.add_parser(
+        "end-rest", help="end a session's rest after a failed or fruitless job, so its trigger queues jobs again",
+        description=textwrap.fill(
+            "End the rest of sessions (as the web page's End rest): after a failed or fruitless job a session rests "
+            "(NANOBOT_SUMMARY_COOLDOWN, doubling with each failure in a row) and nanobot's trigger queues nothing for "
+            "it meanwhile. Ending it deletes the rest and the failure streak: the trigger queues the session's jobs "
+            "again from its next turn. `status` lists the resting sessions; a job queued by hand (`enqueue`) does "
+            "not wait for a rest anyway.", 100),
+        epilog="examples:\n  nanobot-summary end-rest telegram:42\n"
+        "  nanobot-summary end-rest --all        # e.g. once the summary model's provider answers again",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rest.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
+    rest.add_argument("--all", action="store_true", help="every resting session of this instance")
+    rest.set_defaults(handler=_end_rest, parser=rest)
 
 
 def _add_undo(sub: Subcommands) -> None:
@@ -272,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["run", *argv]
     top = parser()
     args = top.parse_args(argv)
-    if args.command == "enqueue" and not args.keys and not args.all:
+    if args.command in ("enqueue", "end-rest") and not args.keys and not args.all:
         args.parser.error("name at least one session KEY, or --all")
     warn_unknown_variables()
     handler: Callable[[argparse.Namespace], int] = args.handler

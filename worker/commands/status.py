@@ -16,7 +16,9 @@ from worker.state import liveness
 from worker.state.snapshot import gather
 from worker.commands import status_text
 from worker.commands.metrics import prometheus
-from worker.settings import SettingsError, load_instance_settings
+from worker.nanobot.config import NanobotConfig
+from worker.settings import SettingsError, load_settings
+from worker.text.clock import zone_or_utc
 
 
 
@@ -35,7 +37,10 @@ def as_json(state: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_instance_settings()
+    settings = load_settings()
+    nanobot = NanobotConfig.load(settings.config_path)
+    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace
+    tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)  # the page's zone: the notes'
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
         print(f"error: {problem}", file=sys.stderr)
         if args.prometheus:
@@ -53,8 +58,8 @@ async def run(args: argparse.Namespace) -> int:
                           **as_json(state)}, ensure_ascii=False, indent=2))
     else:
         # The running worker's settings come from its own report (status_text); the shell's are not shown.
-        print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}")
-        print("\n".join(status_text.render(state, status_text.terminal_width())))
+        print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}, times in {tz.key}")
+        print("\n".join(status_text.render(state, status_text.terminal_width(), tz)))
     return 0
 
 

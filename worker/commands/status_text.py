@@ -2,18 +2,22 @@
 
 No tables: a table of ten columns at 80 columns wraps each cell into one-word lines. An entry starts with the
 session and goes on, indented, with whole parts ("tokens 12,000 -> 3,000"), so the same text reads at 80
-columns and spreads over fewer lines in a wide terminal. Values are words, never Python's reprs."""
+columns and spreads over fewer lines in a wide terminal. Values are words, never Python's reprs; moments and lengths
+are written as the web page writes them (worker.text.when): in the instance's zone, named once at the top, with
+how long ago beside, `2026-11-28 07:35:13 (3 min 12 s ago)`, and `4 min 55 s`."""
 
 from __future__ import annotations
 
 import shutil
 import textwrap
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 from nanobot_hooks.contract.records import utcnow
 from worker.state.liveness import health_fields
 from worker.state.formats import memory_off
+from worker.text.when import duration, moment_text
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.
 _GLUE = "\ue000"
@@ -67,13 +71,14 @@ def arrow(what: str, before: int | None, after: int | None) -> str:
     return f"{what} {before:,} -> {after:,}" if before is not None and after is not None else ""
 
 
-def beat(line: str) -> list[str]:
+def beat(line: str, last: str | None = None) -> list[str]:
     """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words:
-    its counters are every job the process ran, idle checks and scheduled ones included (so they say so)."""
+    its counters are every job the process ran, idle checks and scheduled ones included (so they say so). The
+    last beat is `last` when given (a worker's own report, in the named zone), else arq's zoneless stamp."""
     fields = health_fields(line) or {}
     done = ", ".join(f"{fields[name]} {label}" for name, label in (
         ("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "retried")) if name in fields)
-    return [f"last beat {fields.get('last_beat', line)}",
+    return [f"last beat {last or fields.get('last_beat', line)}",
             f"jobs since it started, idle checks and scheduled ones included: {done}" if done else "",
             f"{fields['jobs_running']} running" if "jobs_running" in fields else ""]
 
@@ -144,16 +149,26 @@ def setting_parts(settings: dict[str, Any]) -> list[str]:
     return known + [said(name, value) for name, value in settings.items() if name not in SETTING_WORDS]
 
 
-def render(state: dict[str, Any], width: int) -> list[str]:
-    """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken)."""
-    lines = _overview(state, width) + memory_lines(state, width)
+# A moment as status writes it: `2026-11-28 07:35:13 (3 min 12 s ago)` in the instance's zone.
+At = Callable[[Any], str]
+
+
+def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: datetime | None = None) -> list[str]:
+    """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken); moments
+    in `tz` and from `now` (the time when not given)."""
+    moment = now or utcnow()
+
+    def at(value: Any) -> str:
+        return moment_text(value, tz, moment)
+
+    lines = _overview(state, width, at) + memory_lines(state, width)
     for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
                            ("records waiting for nanobot to apply them",
-                            [_record(record, width) for record in state["pending_records"]]),
+                            [_record(record, width, at) for record in state["pending_records"]]),
                            ("sessions resting after a failed or fruitless job (the trigger waits)",
-                            [_rest(rest, width) for rest in state["resting"]]),
+                            [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
-                               outcome["session_key"]), width) for outcome in state["outcomes"]])):
+                               outcome["session_key"]), width, at) for outcome in state["outcomes"]])):
         lines += ["", f"{title}: {len(entries) or 'none'}"] + [line for one in entries for line in one]
     # A session's spend is told in its last job's entry; only the sessions without one get their own.
     listed = {outcome["session_key"] for outcome in state["outcomes"]}
@@ -164,9 +179,11 @@ def render(state: dict[str, Any], width: int) -> list[str]:
     return lines
 
 
-def _overview(state: dict[str, Any], width: int) -> list[str]:
+def _overview(state: dict[str, Any], width: int, at: At) -> list[str]:
     health = state["worker"]
-    lines = entry("worker:", ["alive", *beat(health)] if health else
+    # The newest live worker's own report dates its beat in UTC; arq's line is in the worker's local time, unnamed.
+    beats = [report["heartbeat_at"] for report in state["workers"] if not report["dead"] and report.get("heartbeat_at")]
+    lines = entry("worker:", ["alive", *beat(health, at(beats[0]) if beats else None)] if health else
                   ["NOT RUNNING: no health report (a live worker sends one every 30 s)"], width, after="")
     if state["worker_settings"] is not None:
         lines += entry("running with:", setting_parts(state["worker_settings"]), width, after="")
@@ -176,7 +193,7 @@ def _overview(state: dict[str, Any], width: int) -> list[str]:
         if report["dead"]:  # a dead worker a restarted one replaced is no longer news
             ended = "its process ended" if report.get("ended") else "it did not stop cleanly"
             lines += entry(f"worker {report['host']}:{report['pid']}:", [
-                f"STALE, silent for {report['silent_seconds'] or 0:,.0f}s", ended], width, after="")
+                f"STALE, silent for {duration(report['silent_seconds'] or 0)}", ended], width, after="")
     for mismatch in state.get("versions") or []:  # nanobot's hooks and the worker of different versions
         head = "VERSION MISMATCH:" if mismatch["serious"] else "versions differ:"
         lines += entry(head, [], width, f"{mismatch['what']} (nanobot {mismatch['nanobot']}); fix: {mismatch['fix']}",
@@ -204,39 +221,41 @@ def _job(job: dict[str, Any], width: int) -> list[str]:
     parts = [job["kind"], f"try {job['try']}" if job["try"] else ""]
     if job["stale"]:
         rerun = job["rerun_in_seconds"]
-        parts.append("STALE" + (f", run again in {rerun}s" if rerun is not None else ""))
+        parts.append("STALE" + (f", run again in {duration(rerun)}" if rerun is not None else ""))
     return entry(job["session"] if job["session"] is not None else job["name"], parts, width, job["stale"] or "")
 
 
-def _record(record: dict[str, Any], width: int) -> list[str]:
-    return entry(record["session"], [f"made {ago(record['created_at'])}", f"trigger {record['reason']}",
+def _record(record: dict[str, Any], width: int, at: At) -> list[str]:
+    return entry(record["session"], [f"made {at(record['created_at'])}", f"trigger {record['reason']}",
                                      f"covers messages {record['start']}..{record['boundary'] - 1}",
                                      arrow("tokens", record["tokens_before"], record["tokens_after"]),
                                      arrow("messages", record["messages_before"], record["messages_after"])], width)
 
 
-def _rest(rest: dict[str, Any], width: int) -> list[str]:
-    return entry(rest["session"], [f"until {rest['until'][:19].replace('T', ' ')} UTC",
+def _rest(rest: dict[str, Any], width: int, at: At) -> list[str]:
+    return entry(rest["session"], [f"until {at(rest['until'])}",
                                    f"{rest['failures']} failures in a row"], width, rest["reason"])
 
 
-def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int) -> list[str]:
+def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int, at: At) -> list[str]:
     spend = outcome["spend"]
     status = outcome["status"].upper() if outcome["status"] == "failed" else outcome["status"]
     if outcome["failures_in_a_row"] > 1:
         status += f" ({outcome['failures_in_a_row']} in a row)"
-    took = f"took {outcome['seconds']:.1f}s" if outcome["seconds"] is not None else ""
+    took = f"took {duration(outcome['seconds'])}" if outcome["seconds"] is not None else ""
     took += f" (try {outcome['job_try']})" if took and outcome["job_try"] > 1 else ""
     if outcome.get("unknown"):  # written by another version of the worker
         status += f" (another version's: this one does not know its {outcome['unknown']})"
-    parts = [f"{status} {ago(outcome['finished_at'])}", f"trigger {outcome['reason']}",
+    parts = [at(outcome["finished_at"]), f"trigger {outcome['reason']}",
              arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
              arrow("messages", outcome["messages_before"], outcome["messages_after"]), outcome["model"],
              plural(spend["calls"], "call") if spend["calls"] else "",
              f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
              money(spend) if spend["calls"] else "",
              took, _all_jobs(spend, session)]
-    return entry(outcome["session_key"], parts, width, outcome["detail"])
+    # The status after the key, the moment the first part: at 80 columns a long key and the two glued together
+    # would push the status to the next line.
+    return entry(outcome["session_key"], parts, width, outcome["detail"], after=f" - {status}")
 
 
 def _all_jobs(last: dict[str, Any], session: dict[str, Any] | None) -> str:

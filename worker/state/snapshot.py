@@ -74,9 +74,14 @@ async def _records(redis: ArqRedis) -> list[dict[str, Any]]:
     return records
 
 
+async def resting_sessions(redis: ArqRedis) -> list[str]:
+    """The sessions resting now (`status`'s list, `end-rest --all`'s)."""
+    return await _scan(redis, Keys.of(redis).cooldown(""))
+
+
 async def _resting(redis: ArqRedis) -> list[dict[str, Any]]:
     resting = []
-    for key in await _scan(redis, Keys.of(redis).cooldown("")):
+    for key in await resting_sessions(redis):
         rest = await budget.cooling(redis, key)
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})

@@ -51,6 +51,15 @@ def when(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Whe
                 found.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
+def moment_text(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> str:
+    """A moment in plain text, as the page writes it (`nanobot-summary status`): `2026-11-28 07:35:13 (3 min 12 s
+    ago)`; a value that is no moment as the text it is, none as `—`."""
+    found = when(value, tz, now)
+    if found is None:
+        return "—" if value is None else str(value)
+    return f"{found.absolute} ({found.relative})"
+
+
 def duration(seconds: float | None) -> str:
     """`4 min 55 s`, `2 h 5 min`, `3 d 4 h`; under 10 s with a tenth (`0.4 s`, a job's time), else whole; a
     job of a few milliseconds took `under 0.1 s`, not `0 s`."""

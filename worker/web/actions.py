@@ -19,7 +19,7 @@ from worker.state.outcomes import load_outcome
 from worker.summarize.manual import check_key, queue_one
 from worker.web.guard import form_of, see_other
 from worker.web.memory import NotWritten, refresh_recall, write_memory
-from worker.web.render import INSTANCE, render
+from worker.web.render import INSTANCE, REFRESH_SECONDS, refreshing, render
 
 # What each action did, by the code its redirect carries: fixed sentences, so a link cannot put words on the page.
 SAID = {
@@ -47,8 +47,11 @@ def said(done: str, count: str = "") -> str | None:
     return SAID[done].format(n=int(count) if count.isdigit() else "some")
 
 
-def _back(key: str, done: str, count: int | None = None) -> web.Response:
-    return see_other(f"/session?key={quote(key, safe='')}&done={done}" + (f"&n={count}" if count is not None else ""))
+async def _back(request: web.Request, key: str, done: str, count: int | None = None) -> web.Response:
+    """The session's page saying what the action did; refreshing itself when the form's page did."""
+    again = f"&refresh={REFRESH_SECONDS}" if refreshing(await form_of(request)) else ""
+    return see_other(f"/session?key={quote(key, safe='')}&done={done}" + (f"&n={count}" if count is not None else "")
+                     + again)
 
 
 def _refused(request: web.Request, status: int, title: str, message: str) -> web.Response:
@@ -88,7 +91,7 @@ async def summarize(request: web.Request) -> web.Response:
     if isinstance(target, web.Response):
         return target
     key, redis = target
-    return _back(key, "queued" if await queue_one(redis, key) else "already")
+    return await _back(request, key, "queued" if await queue_one(redis, key) else "already")
 
 
 async def retry(request: web.Request) -> web.Response:
@@ -99,8 +102,8 @@ async def retry(request: web.Request) -> web.Response:
     key, redis = target
     outcome = await load_outcome(redis, key)
     if outcome is None or outcome.status != "failed":
-        return _back(key, "not-failed")
-    return _back(key, "retried" if await queue_one(redis, key) else "already")
+        return await _back(request, key, "not-failed")
+    return await _back(request, key, "retried" if await queue_one(redis, key) else "already")
 
 
 async def end_rest(request: web.Request) -> web.Response:
@@ -108,7 +111,7 @@ async def end_rest(request: web.Request) -> web.Response:
     if isinstance(target, web.Response):
         return target
     key, redis = target
-    return _back(key, "rest-ended" if await budget.end_rest(redis, key) is not None else "no-rest")
+    return await _back(request, key, "rest-ended" if await budget.end_rest(redis, key) is not None else "no-rest")
 
 
 async def forget_learned(request: web.Request) -> web.Response:
@@ -123,6 +126,6 @@ async def forget_learned(request: web.Request) -> web.Response:
     except NotWritten as exc:
         return _refused(request, 503, "Nothing forgotten", f"Nothing was forgotten: {exc}.")
     if not removed:
-        return _back(key, "forgot-none")
+        return await _back(request, key, "forgot-none")
     await refresh_recall(instance)
-    return _back(key, "forgot", len(removed))
+    return await _back(request, key, "forgot", len(removed))

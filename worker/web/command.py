@@ -15,7 +15,7 @@ from aiohttp import web
 from worker.errors import NanobotConfigError
 from worker.settings import SettingsError
 from worker.web.app import make_app
-from worker.web.guard import Guard, Refused
+from worker.web.guard import Guard, Refused, headers_on_parser_errors
 from worker.web.instance import Instance
 from worker.web.tokenfile import TokenFileError, default_path, load_or_create
 
@@ -39,17 +39,29 @@ def start_lines(host: str, port: int, token: str, token_file: Path, terminal: bo
             "to open."]
 
 
-async def serve(app: web.Application, host: str, port: int, guard: Guard, token_file: Path) -> None:
+async def listening(app: web.Application, host: str, port: int) -> web.AppRunner:
+    """The page's server, listening on `host`:`port` (0: any free port, `runner.addresses` says which); the
+    caller cleans the runner up."""
     # No access log: the first request's URL carries the token.
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
+    assert runner.server is not None  # set up
+    headers_on_parser_errors(runner.server, app)
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+async def serve(app: web.Application, host: str, port: int, guard: Guard, token_file: Path) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    runner = await listening(app, host, port)
     try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
         bound = runner.addresses[0][1]
         for line in start_lines(host, bound, guard.token, token_file, sys.stdout.isatty(), guard.read_only):
             print(line, flush=True)

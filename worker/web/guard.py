@@ -2,8 +2,9 @@
 
 - The page answers only to the user who runs it, on every bind: every request needs its token, the per-user secret
   of worker.web.tokenfile (a file only that user can read). The first-visit URL carries it (`?token=`); the page
-  then sets a cookie that holds not the token but an HMAC of it and the port (HttpOnly, SameSite=Strict, named
-  with the port), and drops it from the address. `Authorization: Bearer TOKEN` works for scripts.
+  then sets a cookie that holds not the token but an HMAC of it and the port (and, on a non-local bind, the
+  browser's address) (HttpOnly, SameSite=Strict, named with the port), and drops it from the address.
+  `Authorization: Bearer TOKEN` works for scripts.
 - Bound to a loopback address, the page also answers only requests whose Host names a loopback host (a web site
   whose name a DNS trick points at 127.0.0.1 is refused).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
@@ -15,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -108,9 +110,18 @@ class Guard:
     def csrf_for(self, browser: str) -> str:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
 
-    def cookie_for(self, port: int) -> str:
-        """The token cookie's value on `port`: never the token itself, and another port's value differs."""
-        return hmac.new(self.token.encode(), f"cookie:{port}".encode(), hashlib.sha256).hexdigest()
+    def cookie_for(self, port: int, address: str = "") -> str:
+        """The token cookie's value on `port` for a browser at `address`: never the token itself, and another
+        port's value differs."""
+        bound = f"cookie:{port}" + (f":{address}" if address else "")  # a loopback page's cookies stay valid
+        return hmac.new(self.token.encode(), bound.encode(), hashlib.sha256).hexdigest()
+
+    def cookie_of(self, request: web.Request) -> str:
+        """The token cookie's value for this request's browser. On a non-local bind it is bound to the browser's
+        address too: a browser sends a host's cookies to every port of it, and a server on another port of the
+        page's host that the browser visits gets the cookie; replayed from that host, not the browser's address,
+        it opens nothing. (On a loopback bind every browser's address is the machine's own: nothing to bind.)"""
+        return self.cookie_for(port_of(request), "" if self.local else request.remote or "")
 
     def host_allowed(self, request: web.Request) -> bool:
         if not self.local:
@@ -119,7 +130,7 @@ class Guard:
 
     def token_ok(self, request: web.Request) -> bool:
         cookie = request.cookies.get(token_cookie(request))
-        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_for(port_of(request)).encode()):
+        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_of(request).encode()):
             return True
         header = request.headers.get("Authorization", "")
         given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
@@ -163,6 +174,22 @@ async def add_headers(request: web.Request, response: web.StreamResponse) -> Non
     response.headers.update(HEADERS)
 
 
+class _PageRequest(web.Request):
+    """A request whose answer gets the security headers even when the application never saw it: aiohttp answers a
+    malformed request line or header (400) itself, before routing, so `on_response_prepare` is not sent for it
+    (aiohttp issue #6463); that answer echoes the bytes it refused, as text/plain a browser might sniff."""
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        await add_headers(self, response)
+        await super()._prepare_hook(response)
+
+
+def headers_on_parser_errors(server: web.Server, app: web.Application) -> None:
+    """Every request `server` (a set-up runner's) makes for `app` is a _PageRequest: its parser-level 400s carry the
+    security headers too. The connections made after this call use it (call it before the site starts)."""
+    server.request_factory = functools.partial(app._make_request, _cls=_PageRequest)
+
+
 @web.middleware
 async def guard_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard: Guard = request.app[GUARD]
@@ -190,7 +217,7 @@ def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
     this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
     query = {k: v for k, v in request.query.items() if k != "token"}
     response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
-    response.set_cookie(token_cookie(request), guard.cookie_for(port_of(request)), httponly=True,
+    response.set_cookie(token_cookie(request), guard.cookie_of(request), httponly=True,
                         samesite="Strict", path="/")
     return response
 

@@ -1,6 +1,6 @@
 """The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
 importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search, a MEMORY.md
-the user made read-only; forgetting or editing a fact (held, written, or both), pinning one, and undoing any of
+the user made read-only; forgetting, editing or pinning a fact (held, written, or both), and undoing any of
 these (worker.memory.longterm.forget and .edit: the worker's own lock and write rules; the user's own lines are
 counted here, never changed). Every answer says what happened: a fact changed meanwhile is named as it reads
 now, and a typed text that was not saved is shown back in its form."""
@@ -19,6 +19,7 @@ from filelock import Timeout
 
 from worker.errors import MemoryFilesError, MemoryReadOnly
 from worker.files import read_bytes, read_only
+from worker.memory.dedup import normalize
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
 from worker.memory.longterm.forget import forget_fact
@@ -106,7 +107,8 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     rows, own = await asyncio.to_thread(read_facts_again, path, instance.today())
     query = request.query.get("q", "").strip()
     shown = [row for row in rows if matches(query, row.text, row.heading, row.date, row.session)]
-    held = [(fact.text, h.batch.session, h.held_at) for h in await asyncio.to_thread(read_held, path)
+    held = [(fact.text, h.batch.session, h.held_at, normalize(fact.text) in h.batch.pinned)
+            for h in await asyncio.to_thread(read_held, path)
             for fact in h.batch.facts if matches(query, fact.text, h.batch.session)]
     params = {"q": query, "page": request.query.get("page", ""), "held": request.query.get("held", "")}
     pager = window(FACTS_PER_PAGE, len(shown), "/memory", params)
@@ -154,17 +156,17 @@ async def edit(request: web.Request) -> web.Response:
 
 
 async def pin(request: web.Request) -> web.Response:
-    """Pins a fact against the cap's eviction (`pin` 1), or unpins it (0)."""
+    """Pins a fact, written or held, against the cap's eviction (`pin` 1), or unpins it (0)."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
     text, pinned = form.get("text", ""), form.get("pin") == "1"
     try:
-        before = await write_memory(pin_fact, instance.memory.memory_path, text, pinned, instance.today())
+        found = await write_memory(pin_fact, instance.memory.memory_path, text, pinned, instance.today())
     except NotWritten as exc:
         return await answer(request, 503, Said(f"Not {'pinned' if pinned else 'unpinned'}: {exc}", text))
-    if before is None:
+    if found is None:
         return await answer(request, 409, await _meanwhile(instance, "pinned" if pinned else "unpinned", text))
-    return await _changed(request, Pinned(before.text, pinned))
+    return await _changed(request, Pinned(found, pinned))
 
 
 async def _meanwhile(instance: Instance, verb: str, text: str) -> Said:

@@ -1,5 +1,6 @@
 """The recall page: the recall tool's own search (nanobot_hooks.recall.search) run with the scope a chosen
-session would have, so a user sees what the assistant would find and what it would not."""
+session would have, so a user sees what the assistant would find and what it would not. Sessions are offered and
+named as on the other pages (worker.web.names): a web chat by its title, its key beside it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aiohttp import web
 from nanobot_hooks.recall import search
 from nanobot_hooks.contract.session_format import storage_name
 from worker.nanobot.sessions import list_session_keys
+from worker.web.names import names
 from worker.web.render import INSTANCE, render
 
 MAX_QUERY = 500  # characters: the tool's own queries are a few keywords
@@ -41,6 +43,7 @@ async def page(request: web.Request) -> web.Response:
                                              settings.is_trusted, settings.summary_recall_scope)
         except ValueError as exc:  # a bad date, the search's only error
             answer = str(exc)
-    return render(request, "recall.html", query=query, asker=asker, sessions=sessions, answer=answer,
+    named = await asyncio.to_thread(names, instance.sessions_dir, [*sessions, asker] if asker else sessions)
+    return render(request, "recall.html", query=query, asker=asker, sessions=sessions, answer=answer, names=named,
                   scope=settings.summary_recall_scope, trusted=bool(asker) and settings.is_trusted(asker),
                   enabled=settings.summary_recall)

@@ -62,10 +62,12 @@ def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime)
 
 @dataclass(frozen=True)
 class Refresh:
-    """A page's refresh toggle: the seconds between reloads (None: off) and the link that turns it on or off."""
+    """A page's refresh toggle: the seconds between reloads (None: off), the link that turns it on or off, and
+    the address a reload opens (the page's own, without an action's answer: it is said once)."""
 
     seconds: int | None
     toggle: str
+    target: str = ""
 
 
 REFRESH_SECONDS = 10
@@ -83,7 +85,15 @@ def refresh(path: str, params: Mapping[str, str]) -> Refresh | None:
     on = params.get("refresh") == str(REFRESH_SECONDS)
     kept = {name: value for name, value in params.items() if name not in _NOT_KEPT}
     query = urlencode(kept if on else {**kept, "refresh": str(REFRESH_SECONDS)})
-    return Refresh(REFRESH_SECONDS if on else None, f"{path}?{query}" if query else path)
+    toggle = f"{path}?{query}" if query else path
+    if not on:
+        return Refresh(None, toggle)
+    return Refresh(REFRESH_SECONDS, toggle, f"{path}?{urlencode({**kept, 'refresh': str(REFRESH_SECONDS)})}")
+
+
+def refreshing(form: Mapping[str, str]) -> bool:
+    """An action's form came from a page that refreshes itself (its `refresh` field): its answer's page does too."""
+    return form.get("refresh") == str(REFRESH_SECONDS)
 
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:

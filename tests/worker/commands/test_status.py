@@ -281,8 +281,10 @@ async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_sett
     last = wide.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
     assert last[0].startswith(f"  {key} - summarized ") and "trigger interval" in last[0] and len(last) <= 3, wide
     last = narrow.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
-    assert last[0].startswith(f"  {key} - summarized ") and 2 <= len(last) <= 6, narrow
-    assert all(len(line.split()) > 2 for line in last), "no line of one or two words"
+    # At 80 columns the moment (`2026-11-28 07:35:13 (2 min ago)`, as the page writes it) goes to the next line.
+    assert last[0].rstrip().startswith(f"  {key} - summarized") and 2 <= len(last) <= 7, narrow
+    # (The detail's last words may end the entry on a short line of their own: a wrapped text's tail, no column.)
+    assert all(len(line.split()) > 2 for line in last[:-1]), "no line of one or two words"
     # The session's one job's figures are said once, in its entry, not again in a section of spend per session.
     per_session = narrow.split("last job per session: 1\n")[1]
     assert "summarizing spend" not in per_session and per_session.count("1 call;") == 1, narrow
@@ -316,3 +318,39 @@ async def test_json_says_null_for_a_cost_no_price_is_known_for(redis, redis_url,
     assert "cost unknown" in (await status(capsys, redis_url)).stdout
     series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
     assert value(series, "unpriced_calls_total") == 1 and value(series, "cost_usd_total") == 0
+
+
+async def test_status_writes_moments_and_lengths_as_the_page_does_in_one_named_zone(redis, redis_url, capsys) -> None:
+    """status wrote "2.0h ago", "until 2026-11-28 07:35:13 UTC", "took 295.3s" and arq's zoneless "Nov-28 07:35:13"
+    where the page writes `2026-11-28 15:35:13 (2 h ago)` in the instance's named zone and `4 min 55 s`
+    (worker.text.when)."""
+    from datetime import timedelta
+    from zoneinfo import ZoneInfo
+
+    from arq.constants import health_check_key_suffix
+
+    zone = ZoneInfo("Asia/Shanghai")
+    now = utcnow()
+    finished = now - timedelta(hours=2, minutes=5)
+    await keep_outcome(redis, JobOutcome(session_key=KEY, status="failed", detail="the model answered 500",
+                                         seconds=295.3, reason="interval", model="openai/m", finished_at=finished))
+    await store_record(redis, SummaryRecord(session_key=KEY, summary="s", start=0, boundary=4, boundary_timestamp="t",
+                                            messages_before=9, messages_after=6, tokens_before=900, tokens_after=300,
+                                            created_at=now - timedelta(minutes=3)))
+    rest = await budget.cool_down(redis, KEY, "it failed", base=600, longest=600)
+    await redis.set(TEST_KEYS.queue + health_check_key_suffix, "Nov-28 07:35:13 j_complete=3 j_failed=1 j_retried=0 "
+                    "j_ongoing=0 queued=0", ex=60)
+    await workers.publish(redis, {}, now)
+    text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
+        redis_url=redis_url, COLUMNS="250", NANOBOT_SUMMARY_TIMEZONE="Asia/Shanghai"))).stdout
+
+    def written(moment) -> str:
+        return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
+
+    assert text.splitlines()[0].endswith(", times in Asia/Shanghai"), text
+    assert f"FAILED {written(finished)} (2 h 5 min ago)" in text, text
+    assert "took 4 min 55 s" in text and "295.3" not in text, text
+    assert rest is not None and re.search(rf"until {written(rest.until)} \(in (9 min 5\d s|10 min)\)", text), text
+    assert re.search(rf"made {written(now - timedelta(minutes=3))} \(3 min( \d s)? ago\)", text), text
+    assert re.search(r"last beat \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ s ago)\)", text), text
+    assert "Nov-28" not in text and " UTC" not in text and not re.search(r"\d+(\.\d)?[smh] ago", text), text

@@ -101,6 +101,29 @@ async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_th
         assert location.endswith("done=no-rest")
 
 
+async def test_an_action_taken_on_a_refreshing_page_answers_on_a_page_that_refreshes_too(data, settings_for, redis):
+    """The refresh toggle was dropped by an action's redirect; kept, its reloads leave the action's answer out."""
+    await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    refresh_field = '<input type="hidden" name="refresh" value="10">'
+    async with served(settings_for()) as page:
+        _, overview = await page.get("/?refresh=10")
+        assert overview.count(refresh_field) == overview.count('action="/session/') > 0, "every action's form"
+        _, body = await page.get(f"{SESSION}&refresh=10")
+        assert body.count(refresh_field) == body.count('action="/session/') > 0
+        status, location = await page.post("/session/end-rest",
+                                           {"csrf": await page.csrf(), "key": KEY, "refresh": "10"})
+        assert status == 303 and location == f"{SESSION}&done=rest-ended&refresh=10", location
+        _, body = await page.get(location)
+        assert escaped(SAID["rest-ended"]) in body
+        assert f'<meta http-equiv="refresh" content="10; url={escaped(SESSION)}&amp;refresh=10">' in body, \
+            "it reloads the session's page, the answer said once"
+        # From a page that does not refresh, the answer's page does not either.
+        status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
+        assert location == f"{SESSION}&done=queued" and 'http-equiv="refresh"' not in (await page.get(location))[1]
+        _, body = await page.get(SESSION)
+        assert refresh_field not in body
+
+
 async def test_forgetting_what_a_session_taught_removes_its_facts_only_and_says_how_many(data, settings_for):
     before = data.read_bytes()
     assert all(fact.encode() in before for fact in FACTS)

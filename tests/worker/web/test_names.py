@@ -59,3 +59,21 @@ async def test_the_overviews_chart_labels_a_web_chat_by_its_name(nanobot_home, s
     async with served(settings_for()) as page:
         _, body = await page.get("/")
     assert '<text x="0" y="15">Can you help me plan the…</text>' in body
+
+
+async def test_the_recall_page_offers_and_names_web_chats_by_their_names(nanobot_home, settings_for):
+    """The recall page's list of sessions to ask as showed keys (`websocket:3356daf5-...`) where every other page
+    shows names."""
+    nanobot_home.write_session(TITLED, [{"role": "user", "content": "hello"}], metadata={"title": f"Trip {SCRIPT}"})
+    nanobot_home.write_session(UNTITLED, [{"role": "user", "content": FIRST}])
+    nanobot_home.write_session("telegram:42", [{"role": "user", "content": "hello"}])
+    garden = "Can you help me plan the garden beds for spring, with…"
+    async with served(settings_for()) as page:
+        _, body = await page.get("/recall")
+        assert f'<option value="{UNTITLED}">{garden}</option>' in body
+        assert f'<option value="{TITLED}">Trip {escaped(SCRIPT)}</option>' in body
+        assert '<option value="telegram:42">telegram:42</option>' in body, "a session without a name: its key"
+        _, body = await page.get(f"/recall?q=garden&session={quote(UNTITLED, safe='')}")
+        assert f'Asking as <a href="/session?key={quote(UNTITLED, safe="")}">{garden}</a> ' \
+               f'<small class="session-key">{UNTITLED}</small>' in body
+        assert "<script" not in body.lower()

@@ -93,9 +93,12 @@ def test_the_refresh_toggle_is_off_by_default_and_keeps_the_pages_own_address() 
     assert off is not None and off.seconds is None and off.toggle == "/?outcome=failed&page=2&refresh=10"
     on = refresh("/", {"outcome": "failed", "page": "2", "refresh": "10"})
     assert on is not None and on.seconds == 10 and on.toggle == "/?outcome=failed&page=2"
+    assert on.target == "/?outcome=failed&page=2&refresh=10"
     # An action's answer is not said again by a reload; another page has no toggle.
     session = refresh("/session", {"key": "telegram:42", "done": "queued", "n": "3"})
     assert session is not None and session.toggle == "/session?key=telegram%3A42&refresh=10"
+    after = refresh("/session", {"key": "telegram:42", "done": "queued", "refresh": "10"})
+    assert after is not None and after.target == "/session?key=telegram%3A42&refresh=10", "said once, not reloaded"
     assert refresh("/memory", {"refresh": "10"}) is None
     assert refresh("/", {"refresh": "0"}).seconds is None, "only the page's own interval"
 
@@ -107,7 +110,7 @@ async def test_the_overview_refreshes_itself_only_when_asked_and_no_script_is_al
         async with page.client.get("/?refresh=10") as response:
             body = await response.text()
             assert response.headers["Content-Security-Policy"] == HEADERS["Content-Security-Policy"]
-        assert '<meta http-equiv="refresh" content="10">' in body and "<script" not in body
+        assert '<meta http-equiv="refresh" content="10; url=/?refresh=10">' in body and "<script" not in body
         assert 'href="/">refreshing every 10 s: stop</a>' in body
         _, memory = await page.get("/memory?refresh=10")
         assert 'http-equiv="refresh"' not in memory, "a page one types or edits on never reloads under one's hands"

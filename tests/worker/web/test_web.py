@@ -453,6 +453,35 @@ async def test_a_held_fact_the_flush_just_wrote_is_forgotten_from_memory_md_and_
     assert "The user's cat is called Miso" in text and new not in text
 
 
+async def test_a_held_fact_pinned_on_the_page_is_written_pinned_and_outlives_the_cap_edited_or_not(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    """A held fact could be forgotten and edited but not pinned: its pin now rides in the pending file, follows an
+    edit, is undone like any pin, and the flush writes the fact pinned, so the cap evicts every other one first."""
+    idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, idle)
+    held = pending_path(memory)
+    new = "The user prefers a light theme on sunny days"
+    async with served(settings_for()) as page:
+        _, body = await page.get("/memory")
+        assert body.count('action="/memory/pin"') == len(FACTS), "each held fact has its Pin"
+        status, location = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": FACTS[1], "pin": "1"})
+        assert status == 303 and location.startswith("/memory?undo="), location
+        assert [h.batch.pinned for h in read_held(memory)] == [frozenset({normalize(FACTS[1])})]
+        _, body = await page.get(location)
+        assert "Pinned" in body and f'{escaped(FACTS[1])} <span class="badge pin">pinned</span>' in body
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=")[1]})
+        assert status == 200 and "Undone: unpinned again" in body and not read_held(memory)[0].batch.pinned
+        await page.post("/memory/pin", {"csrf": await page.csrf(), "text": FACTS[1], "pin": "1"})
+        status, _ = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": new})
+        assert status == 303 and read_held(memory)[0].batch.pinned == {normalize(new)}, "the pin follows the edit"
+    assert new in held.read_text(encoding="utf-8") and not memory.with_name(".MEMORY.meta.json").exists()
+    backdate(nanobot_home, 120)
+    await run_burst(worker_deps(memory_write="idle", summary_cache_ttl=60, memory_max_facts=1))  # the flush
+    text = memory.read_text(encoding="utf-8", errors="replace")
+    assert new in text and not any(fact in text for fact in FACTS), "the cap of one kept the pinned fact only"
+    assert load_meta(sidecar_path(memory))[normalize(new)].pinned and not held.exists()
+
+
 def correcting(old: str, text: str):
     """echo_memory's notes and summary, correcting the fact `old` into `text`."""
     def answer(request):

@@ -1,5 +1,5 @@
-"""Editing one fact of MEMORY.md's managed part, or one still held for it (the web page's edit and pin), and undoing
-the edit.
+"""Editing one fact of MEMORY.md's managed part, or one still held for it (the web page's edit and pin: a held fact's
+pin rides in its line of the pending file until the flush writes it pinned), and undoing the edit.
 
 Through the worker's own write path (store._MemoryFile: its lock, compare-and-replace, the sidecar first, only
 the managed part changed). The new text is made a fact as the merge makes one (merge.fact_text: one line,
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from worker.memory.dedup import normalize
-from worker.memory.longterm.forget import Forgotten, drop_held, change_fact, drop_record, rename_held
+from worker.memory.longterm.forget import Forgotten, change_fact, drop_held, drop_record, pin_held, rename_held
 from worker.memory.longterm.merge import fact_text
 from worker.memory.longterm.part import Line
 from worker.memory.longterm.store import _MemoryFile
@@ -59,14 +59,18 @@ def edit_fact(path: Path, old: str, new: str, today: str) -> Edit | None:
     return Edit(old, text, found, held)
 
 
-def pin_fact(path: Path, text: str, pinned: bool, today: str) -> Forgotten | None:
-    """Pins the fact whose text is `text` against the cap's eviction (or unpins it); the fact as it was, or None."""
+def pin_fact(path: Path, text: str, pinned: bool, today: str) -> str | None:
+    """Pins the fact whose text is `text` against the cap's eviction (or unpins it), written or held (a held one is
+    pinned when the flush writes it); the fact's text as it stands, or None when neither is found. Held copies
+    of a written fact follow its pin: an unpinned fact's held copy must not pin it again at the flush."""
     def change(line: Line, lines: list[Line]) -> None:
         line.pinned = pinned
 
     memory = _MemoryFile(path)
     with memory.lock:
-        return change_fact(memory, text, today, change)
+        written = change_fact(memory, text, today, change)
+        held = pin_held(memory, normalize(text), pinned)
+    return written.text if written is not None else held
 
 
 def undo_edit(path: Path, edit: Edit, today: str) -> bool:

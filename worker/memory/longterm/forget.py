@@ -113,9 +113,9 @@ def drop_held(memory: _MemoryFile, key: str) -> list[Held]:
         facts = [fact for fact in h.batch.facts if normalize(fact.text) != key]
         gone = [fact for fact in h.batch.facts if normalize(fact.text) == key]
         if gone:
-            removed.append(Held(replace(h.batch, facts=gone), h.held_at))
+            removed.append(Held(replace(h.batch, facts=gone, pinned=h.batch.pinned & {key}), h.held_at))
         if facts:
-            kept.append(held_line(replace(h.batch, facts=facts), h.held_at))
+            kept.append(held_line(replace(h.batch, facts=facts, pinned=h.batch.pinned - {key}), h.held_at))
     if removed and kept:
         _replace(memory.pending_path, b"".join(kept))
     elif removed:
@@ -132,10 +132,26 @@ def rename_held(memory: _MemoryFile, key: str, text: str) -> int:
         facts = [fact.model_copy(update={"text": text}) if normalize(fact.text) == key else fact
                  for fact in h.batch.facts]
         renamed += sum(1 for fact in h.batch.facts if normalize(fact.text) == key)
-        lines.append(held_line(replace(h.batch, facts=facts), h.held_at))
+        pinned = h.batch.pinned - {key} | {normalize(text)} if key in h.batch.pinned else h.batch.pinned
+        lines.append(held_line(replace(h.batch, facts=facts, pinned=pinned), h.held_at))
     if renamed:
         _replace(memory.pending_path, b"".join(lines))
     return renamed
+
+
+def pin_held(memory: _MemoryFile, key: str, pinned: bool) -> str | None:
+    """The lock held: every held copy of the fact whose normalized text is `key` pinned (or unpinned), so that the
+    flush writes it pinned; the held fact's text, or None when none is held."""
+    found: str | None = None
+    lines: list[bytes] = []
+    for h in read_held(memory.given):
+        texts = [fact.text for fact in h.batch.facts if normalize(fact.text) == key]
+        found = found or (texts[0] if texts else None)
+        marks = h.batch.pinned | {key} if pinned and texts else h.batch.pinned - {key}
+        lines.append(held_line(replace(h.batch, pinned=marks), h.held_at))
+    if found is not None:
+        _replace(memory.pending_path, b"".join(lines))
+    return found
 
 
 def restore_forgotten(path: Path, forgot: Forgot, today: str) -> Restored:

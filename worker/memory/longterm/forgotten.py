@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from worker.files import read_bytes
@@ -67,5 +68,4 @@ def unforgotten(batch: Batch, stones: Mapping[str, float]) -> Batch:
         return batch
     asked = batch.asked
     facts = [fact for fact in batch.facts if stones.get(digest(fact.text), float("-inf")) < asked]
-    return batch if len(facts) == len(batch.facts) else Batch(facts, batch.language, batch.today, batch.session,
-                                                                asked)
+    return batch if len(facts) == len(batch.facts) else replace(batch, facts=facts)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass
 
 from worker.memory.dedup import DEFAULT_THRESHOLD, best_match, category, find_duplicate, importance, normalize
@@ -91,16 +91,21 @@ class _Known:
 
 
 def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
-    """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap."""
+          threshold: float = DEFAULT_THRESHOLD, session: str | None = None,
+          pinned: AbstractSet[str] = frozenset()) -> MergeStats:
+    """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap. A fact
+    whose normalized text is in `pinned` (the user pinned it while it was held) is pinned where it lands."""
     stats = MergeStats()
     lines = part.lines
     for seq, line in enumerate(lines):
         line.seq = seq
     known = _Known.of(outside, lines)
     regular = _correct(lines, known, _candidates(facts, stats), today, threshold, session, stats)
-    accepted = _admit(lines, known, regular, today, max_facts, threshold, session, stats)
+    accepted = _admit(lines, known, regular, today, max_facts, threshold, session, stats, pinned)
     part.lines = _capped(lines, accepted, max_facts, stats)
+    if pinned:  # a correction's line, or the line an exact copy of it was a duplicate of
+        for line in part.lines:
+            line.pinned = line.pinned or normalize(line.text) in pinned
     return stats
 
 
@@ -131,15 +136,17 @@ def _correct(lines: list[Line], known: _Known, candidates: list[_Candidate], tod
 
 
 def _admit(lines: list[Line], known: _Known, regular: list[_Candidate], today: str, max_facts: int,
-           threshold: float, session: str | None, stats: MergeStats) -> list[tuple[_Candidate, Line]]:
+           threshold: float, session: str | None, stats: MergeStats,
+           pinned: AbstractSet[str] = frozenset()) -> list[tuple[_Candidate, Line]]:
     """The new facts that are no duplicate and that the cap would keep, in the order the model gave them."""
-    # Most important first, so a candidate the cap would evict anyway needs no fuzzy search.
-    regular = sorted(regular, key=lambda c: -c.level)
+    # Most important first (a pinned one before all: it ranks above every unpinned line), so a candidate the cap
+    # would evict anyway needs no fuzzy search.
+    regular = sorted(regular, key=lambda c: (c.norm not in pinned, -c.level))
     top = len(lines) + len(regular) + 1
     existing = sorted(line.rank() for line in lines)
     accepted: list[tuple[_Candidate, Line]] = []
     for k, cand in enumerate(regular):
-        new = Line(cand.text, cand.group, cand.level, today, top + len(regular) - k, session)
+        new = Line(cand.text, cand.group, cand.level, today, top + len(regular) - k, session, cand.norm in pinned)
         above = len(accepted) + len(existing) - bisect.bisect_right(existing, new.rank())
         if above >= max_facts or known.holds(cand.norm, threshold):
             stats.skipped += 1
@@ -175,6 +182,7 @@ class Batch:
     today: str
     session: str | None = None
     asked: float | None = None  # when its model call was made (epoch seconds); None: made now
+    pinned: frozenset[str] = frozenset()  # normalized texts of its facts the user pinned while they were held
 
 
 @dataclass
@@ -203,7 +211,7 @@ def merge_text(text: str, batches: Sequence[Batch], max_facts: int, threshold: f
         outside = outside_lines(text[:span[0]]) + outside_lines(text[span[1]:])
         before = metas(part)
     for batch in batches:
-        done = merge(part, outside, batch.facts, batch.today, max_facts, threshold, batch.session)
+        done = merge(part, outside, batch.facts, batch.today, max_facts, threshold, batch.session, batch.pinned)
         stats.added += done.added
         stats.replaced += done.replaced
         stats.skipped += done.skipped

@@ -1,0 +1,60 @@
+"""`nanobot-summary end-rest`: end the rest of one, several or every resting session, as the web page's "End rest"
+does (worker.state.budget.end_rest): nanobot's trigger queues the session's jobs again from its next turn, and its
+failure streak starts afresh. A job queued by hand (`enqueue`) does not wait for a rest: this is for the trigger."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from nanobot_hooks.contract import utcnow
+from worker.connections import open_pool, redis_problem
+from worker.errors import NanobotConfigError, SessionKeyError
+from worker.nanobot.config import NanobotConfig
+from worker.nanobot.sessions import session_path
+from worker.settings import SettingsError, load_settings
+from worker.state import budget
+from worker.state.snapshot import resting_sessions
+from worker.text.clock import zone_or_utc
+from worker.text.when import moment_text
+
+
+async def run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    nanobot = NanobotConfig.load(settings.config_path)
+    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace: its rests
+    tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)  # as status and the page write moments
+    for key in args.keys:
+        try:
+            session_path(nanobot.sessions_dir, key)  # a key of this nanobot's folder, as the page checks it
+        except SessionKeyError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    redis = await open_pool(settings)
+    try:
+        keys = await resting_sessions(redis) if args.all else list(dict.fromkeys(args.keys))
+        if not keys:
+            print("no session is resting")
+        for key in keys:
+            ended = await budget.end_rest(redis, key)
+            if ended is None:
+                print(f"{key}: not resting (the rest ran out, or a job ended it)")
+                continue
+            print(f"{key}: rest ended (it was to last until {moment_text(ended.until, tz, utcnow())}, after "
+                  f"{ended.failures} failure(s) in a row: {ended.reason}); nanobot's trigger queues its jobs again "
+                  "from its next turn")
+    finally:
+        await redis.aclose()
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(run(args))
+    except (SettingsError, NanobotConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
