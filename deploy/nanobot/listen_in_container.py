@@ -2,11 +2,11 @@
 publishes reach it: `nanobot onboard` writes "host": "127.0.0.1" under `gateway` and `channels.websocket`, and
 Docker forwards a published port to the container's own interface, never to its loopback.
 
-Run once after `onboard`, in the worker's container (it mounts nanobot's folder as nanobot's user; Python's
-standard library only):
+Run once after `onboard`, in nanobot's own container (its folder, its user; Python's standard library only, the
+script read from stdin: nothing of the checkout is in an image):
 
-    docker compose -f deploy/docker-compose.nanobot.yml run --rm --no-deps worker \
-        python deploy/nanobot/listen_in_container.py
+    docker compose -f deploy/docker-compose.nanobot.yml run --rm --no-deps -T --entrypoint python nanobot-cli \
+        - < deploy/nanobot/listen_in_container.py
 
 nanobot refuses a web chat on 0.0.0.0 without a way to authenticate (`token`, `tokenIssueSecret` or
 `trustedProxyAuth` under `channels.websocket`; onboard's WebUI password is `tokenIssueSecret`): without one this

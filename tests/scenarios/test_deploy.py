@@ -1,5 +1,6 @@
-"""The service files in deploy/: the systemd units verify with systemd-analyze and their worker command runs, and
-the compose file's Redis persists and its commands (Redis, worker, health checks) run as written, outside a
+"""The service files in deploy/: the systemd units verify with systemd-analyze and run the installed command, which
+runs; every supervisor shipped (the unit, both compose files, the Procfile) restarts the worker after a workspace
+move; the compose file's Redis persists and its commands (Redis, worker, health checks) run as written, outside a
 container (this machine has no Docker daemon)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import yaml
 from nanobot_hooks.contract.keys import default_namespace, Keys, WORKSPACE_ID_FILE
 from nanobot_hooks.contract.queue import load_record, store_record
 from nanobot_hooks.contract.records import SummaryRecord
+from nanobot_hooks.contract.version import RELEASE
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot
 from harness.redis_server import free_port
@@ -38,6 +41,7 @@ from tests.support.paths import ROOT
 DEPLOY = ROOT / "deploy"
 # The placeholders the units document, and what stands in for them here.
 CHECKOUT = "/opt/nanobot-summary-worker"
+INSTALLED = "/opt/nanobot-summary/bin/nanobot-summary"  # the worker's wheel installed into /opt/nanobot-summary
 NANOBOT_EXE = "/home/nanobot/.venvs/nanobot/bin/nanobot"
 WORKER_UNIT, GATEWAY_UNIT = "nanobot-summary-worker.service", "nanobot-gateway.service"
 
@@ -64,9 +68,9 @@ def env_file(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
-def test_the_worker_unit_restarts_on_failure_and_gives_arqs_clean_stop_time() -> None:
-    assert setting(WORKER_UNIT, "ExecStart") == [f"{CHECKOUT}/scripts/run-worker --no-embedded-redis"]
-    assert setting(WORKER_UNIT, "WorkingDirectory") == [CHECKOUT]
+def test_the_worker_unit_runs_the_installed_command_restarts_on_failure_and_gives_arqs_clean_stop_time() -> None:
+    assert setting(WORKER_UNIT, "ExecStart") == [f"{INSTALLED} run --no-embedded-redis"]
+    assert setting(WORKER_UNIT, "WorkingDirectory") == [], "the installed command needs no checkout to run in"
     assert setting(WORKER_UNIT, "Restart") == ["on-failure"]
     assert setting(WORKER_UNIT, "EnvironmentFile") == setting(GATEWAY_UNIT, "EnvironmentFile") != []
     assert setting(WORKER_UNIT, "User") == setting(GATEWAY_UNIT, "User") != [], "one user owns the session files"
@@ -74,8 +78,12 @@ def test_the_worker_unit_restarts_on_failure_and_gives_arqs_clean_stop_time() ->
     waits = worker_options(Settings()).get("job_completion_wait", 0)
     assert int(setting(WORKER_UNIT, "TimeoutStopSec")[0]) >= waits + 30
     assert setting(WORKER_UNIT, "ProtectSystem") == ["strict"]
+    # Its environment is read, never written (root's, installed once): nanobot's folders only.
     assert set(setting(WORKER_UNIT, "ReadWritePaths")) == {
-        CHECKOUT, "/home/nanobot/.nanobot/sessions", "/home/nanobot/.nanobot/workspace/memory"}
+        "/home/nanobot/.nanobot/sessions", "/home/nanobot/.nanobot/workspace/memory"}
+    web = "nanobot-summary-web.service"
+    assert setting(web, "ExecStart")[0].startswith(f"{INSTALLED} web "), "the page from the same installed command"
+    assert setting(web, "WorkingDirectory") == []
     assert setting(GATEWAY_UNIT, "ExecStart")[0].startswith(f"{NANOBOT_EXE} gateway --foreground")
 
 
@@ -86,7 +94,7 @@ def test_the_units_verify_cleanly_with_systemd_analyze(name: str, tmp_path: Path
         pytest.skip("needs systemd-analyze")
     text = (DEPLOY / name).read_text(encoding="utf-8")
     nanobot = find_nanobot() if name == GATEWAY_UNIT else None
-    real = {CHECKOUT: str(ROOT), NANOBOT_EXE: str(nanobot),
+    real = {INSTALLED: str(Path(sys.prefix) / "bin" / "nanobot-summary"), NANOBOT_EXE: str(nanobot),
             "User=nanobot": f"User={pwd.getpwuid(os.getuid()).pw_name}",
             "Group=nanobot": f"Group={grp.getgrgid(os.getgid()).gr_name}"}
     for placeholder, value in real.items():
@@ -96,12 +104,18 @@ def test_the_units_verify_cleanly_with_systemd_analyze(name: str, tmp_path: Path
     assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
 
 
+def installed(command: list[str]) -> list[str]:
+    """A unit's or compose file's `nanobot-summary ...` as this checkout's code runs it (the installed wheel's
+    command is this entry point: tests/scenarios/test_packaging.py runs that one)."""
+    assert Path(command[0]).name == "nanobot-summary", command
+    return [sys.executable, "-m", "worker", *command[1:]]
+
+
 def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home, redis_url) -> None:
-    command = setting(WORKER_UNIT, "ExecStart")[0].replace(CHECKOUT, str(ROOT)).split()
+    command = installed(setting(WORKER_UNIT, "ExecStart")[0].split())
     unit_env = dict(pair.split("=", 1) for value in setting(WORKER_UNIT, "Environment") for pair in value.split())
     env = process_env(redis_url=redis_url, test_defaults=False, **{
-        **env_file(DEPLOY / "worker.env.example"), **unit_env, "VENV": sys.prefix,
-        "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+        **env_file(DEPLOY / "worker.env.example"), **unit_env, "NANOBOT_CONFIG": str(nanobot_home.config_path)})
     result = subprocess.run([*command, "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     dead = subprocess.run(command, cwd=ROOT, env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
@@ -130,12 +144,15 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert target == "/data" and volume in spec["volumes"], "Redis keeps its files in a named volume"
     assert "redis-cli" in redis["healthcheck"]["test"] and redis["restart"] == worker["restart"] == "unless-stopped"
 
-    assert worker["command"] == ["scripts/run-worker", "--no-embedded-redis"]
+    assert worker["command"] == ["nanobot-summary", "run", "--no-embedded-redis"], "the installed command"
+    assert (DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() == \
+        DEPLOY / "worker" / "Dockerfile", "the image the wheels are installed in"
+    assert worker["image"].endswith(":" + RELEASE), "the image is tagged with the release it holds"
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
     assert worker["environment"]["REDIS_URL"].startswith("redis://redis:6379/")
-    assert f"..:{worker['working_dir']}" in worker["volumes"], "the checkout is what runs"
-    assert worker["healthcheck"]["test"][0] == "CMD-SHELL"
-    assert "arq worker.app.WorkerSettings --check" in worker["healthcheck"]["test"][1]
+    assert "working_dir" not in worker and not [v for v in worker["volumes"] if v.startswith("..")], \
+        "nothing of the checkout is mounted: the image's wheels are what runs"
+    assert worker["healthcheck"]["test"] == ["CMD", "arq", "worker.app.WorkerSettings", "--check"]
     assert (DEPLOY / f"{worker['env_file']}.example").exists()
     assert f"deploy/{worker['env_file']}" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert worker["user"].startswith("${NANOBOT_UID"), "the worker writes nanobot's files as nanobot's user"
@@ -143,22 +160,35 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert int(worker["stop_grace_period"].rstrip("s")) >= waits + 30
 
 
-def test_every_shipped_supervisor_runs_the_worker_that_starts_itself_again_in_a_new_workspace() -> None:
-    """A move of nanobot to another workspace stops the worker; only `nanobot-summary run` (`python -m worker
-    run`, which scripts/run-worker execs) starts itself again in the same process. The unit's
-    Restart=on-failure ignores a clean exit and honcho ends every process when one does: each supervisor we
-    ship must run that entry, never `arq worker.app.WorkerSettings` (which can only exit)."""
+def test_every_shipped_supervisor_runs_the_installed_worker_and_restarts_it_after_a_workspace_move() -> None:
+    """A move of nanobot to another workspace stops the worker (issue 33 point 7). `nanobot-summary run` starts
+    itself again in the same process (exec: no exit for any supervisor, honcho's included, which ends every
+    process when one does); `arq worker.app.WorkerSettings` can only exit, with 75. Every supervisor we ship runs
+    the installed command, never arq's, and restarts an exit 75 (and any failure) too."""
+    from worker.service.config_watch import EXIT_MOVED
+
     commands = [setting(WORKER_UNIT, "ExecStart")[0].split()]
+    restarts = {}
     for name in ("docker-compose.yml", "docker-compose.nanobot.yml"):
         spec = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))
         commands.append(spec["services"]["worker"]["command"])
+        restarts[name] = spec["services"]["worker"]["restart"]
     procfile = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
                     if line.strip())
     commands.append(procfile["worker"].split())
-    assert len(commands) == 4 and all(Path(command[0]).parts[-2:] == ("scripts", "run-worker") for command in commands)
-    assert not any("worker.app" in " ".join(command) for command in commands)
+    assert len(commands) == 4
+    assert all(Path(command[0]).name == "nanobot-summary" and command[1] == "run" for command in commands), commands
+    assert not any("worker.app" in " ".join(command) or "arq" in command for command in commands)
+    # systemd: on-failure restarts any non-zero code (75 included), and RestartForceExitStatus names it anyway.
+    assert setting(WORKER_UNIT, "Restart")[0] in ("on-failure", "always")
+    assert str(EXIT_MOVED) in setting(WORKER_UNIT, "RestartForceExitStatus")[0].split()
+    # compose: any exit but `docker compose stop` is restarted.
+    assert set(restarts.values()) <= {"unless-stopped", "always"}, restarts
+    # The checkout's path stays the same entry: scripts/run-worker execs `python -m worker run`.
     launcher = (ROOT / "scripts" / "run-worker").read_text(encoding="utf-8").splitlines()
     assert [line for line in launcher if line.startswith("exec ")] == ['exec "$VENV/bin/python" -m worker run "$@"']
+    entry = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert entry == {"nanobot-summary": "worker.commands.cli:main"}, "the installed command is `python -m worker`"
 
 
 def test_compose_gives_the_worker_the_hosts_timezone() -> None:
@@ -231,8 +261,9 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     env = process_env(test_defaults=False, **{**env_file(DEPLOY / "worker.env.example"),
                                               **{k: interpolate(v, variables)
                                                  for k, v in worker_spec["environment"].items() if v is not None}})
-    # Only these two differ outside a container: Redis's service name, and the container's own environment.
-    env.update(REDIS_URL=url, VENV=sys.prefix)
+    # Only these differ outside a container: Redis's service name, and the image's environment first on PATH (its
+    # arq; its `nanobot-summary` is this checkout's `python -m worker`, see installed()).
+    env.update(REDIS_URL=url, PATH=f"{Path(sys.prefix) / 'bin'}:{env['PATH']}")
     # No NANOBOT_SUMMARY_NAMESPACE there: the worker serves the namespace of the nanobot whose config it reads.
     keys = Keys(default_namespace((nanobot_home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip()))
 
@@ -245,7 +276,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     try:
         assert "PONG" in healthy(redis_spec, "-p", str(port)).stdout
         assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
-        worker = subprocess.Popen(worker_spec["command"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        worker = subprocess.Popen(installed(worker_spec["command"]), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL)
         pool = queue_client(url, keys.queue)
         try:

@@ -1,8 +1,9 @@
-"""nanobot in Docker (deploy/docker-compose.nanobot.yml, deploy/nanobot/Dockerfile): the compose file's structure
-(one network, nanobot's folder at one path, one user, one zone, nothing published beyond loopback), the derived
-image's install step run with pip's resolver against nanobot-ai 0.3.5, and nanobot's and the worker's own code run
-under the environments the compose file gives them. No Docker engine runs here: no image is built, no container
-started (the docs say so)."""
+"""nanobot in Docker (deploy/docker-compose.nanobot.yml, deploy/nanobot/Dockerfile) and the worker's image
+(deploy/worker/Dockerfile): the compose file's structure (one network, nanobot's folder at one path, one user, one
+zone, nothing published beyond loopback), both images' wheels built and installed as their steps say (nanobot's
+gets the hooks' wheel only, run with pip's resolver against nanobot-ai 0.3.5; the worker's both wheels), and
+nanobot's and the worker's own code run under the environments the compose file gives them. No Docker engine runs
+here: no image is built, no container started (the docs say so)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.nanobot.yml"
 DOCKERFILE = DEPLOY / "nanobot" / "Dockerfile"
 DOCKERIGNORE = DEPLOY / "nanobot" / "Dockerfile.dockerignore"
+WORKER_DOCKERFILE = DEPLOY / "worker" / "Dockerfile"
 # nanobot's image: its user (`useradd -m -u 1000 ... nanobot` in nanobot's Dockerfile), home and data folder.
 NANOBOT_UID = "1000"
 IMAGE_HOME = "/home/nanobot"
@@ -103,10 +105,10 @@ def env_file(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
-def dockerfile() -> list[tuple[str, str]]:
+def dockerfile(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
     """(instruction, arguments) in order, continuation lines joined and comments dropped."""
     steps, current = [], ""
-    for line in DOCKERFILE.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if not current and (not line.strip() or line.lstrip().startswith("#")):
             continue
         current += line.rstrip()[:-1] + " " if line.rstrip().endswith("\\") else line
@@ -129,22 +131,47 @@ def build_args() -> dict[str, str]:
     return args
 
 
-def copied() -> list[str]:
+def stages(path: Path = DOCKERFILE) -> list[list[tuple[str, str]]]:
+    """The Dockerfile's steps, one list per FROM (each starting with its FROM)."""
+    found: list[list[tuple[str, str]]] = []
+    for step in dockerfile(path):
+        if step[0] == "FROM":
+            found.append([])
+        if found:
+            found[-1].append(step)
+    return found
+
+
+def copied(path: Path = DOCKERFILE) -> list[str]:
     """The build-context paths the Dockerfile COPYs (sources of every COPY without --from)."""
     sources = []
-    for keyword, rest in dockerfile():
+    for keyword, rest in dockerfile(path):
         if keyword == "COPY":
             words = shlex.split(rest)
-            assert not any(w.startswith("--from") for w in words), "only the build context is copied"
-            sources += [w for w in words if not w.startswith("--")][:-1]
+            if not any(w.startswith("--from") for w in words):
+                sources += [w for w in words if not w.startswith("--")][:-1]
     return sources
 
 
-def install_script() -> str:
-    """The one RUN that runs pip."""
-    runs = [rest for keyword, rest in dockerfile() if keyword == "RUN" and "pip install" in rest]
+def run_with(path: Path, words: str) -> str:
+    """The one RUN whose script holds `words`."""
+    runs = [rest for keyword, rest in dockerfile(path) if keyword == "RUN" and words in rest]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+def install_script() -> str:
+    """The one RUN that runs pip install (in nanobot's image)."""
+    return run_with(DOCKERFILE, "pip install")
+
+
+def build_wheels(path: Path, context: Path, out: Path) -> list[Path]:
+    """The first stage's `pip wheel` as written, its /src the copied context, its /wheels `out`."""
+    script = run_with(path, "pip wheel").replace("/src", str(context)).replace("/wheels", str(out))
+    done = subprocess.run(["sh", "-ec", script.replace("python -m pip", f"{sys.executable} -m pip")],
+                          capture_output=True, text=True, timeout=600, env=process_env(test_defaults=False))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return sorted(out.glob("*.whl"))
 
 
 def pattern_regex(pattern: str) -> str:
@@ -256,11 +283,11 @@ def test_the_worker_runs_as_in_the_tested_compose_file_and_redis_persists_as_the
     services = compose()["services"]  # as written: both files are interpolated alike
     tested = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
     worker = services["worker"]
-    for key in ("image", "command", "working_dir", "healthcheck", "stop_grace_period", "init", "restart"):
+    for key in ("build", "image", "command", "healthcheck", "stop_grace_period", "init", "restart"):
         assert worker[key] == tested["worker"][key], key
-    assert binds(worker)[worker["working_dir"]] == "..", "the checkout is what runs"
-    env = service_env(worker)
-    assert env["VENV"] == ".venv-docker" and env["VENV"] != ".venv", "the container's own environment"
+    assert (DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() == WORKER_DOCKERFILE
+    assert not [source for source in binds(worker).values() if source.startswith("..")], "no checkout mounted"
+    assert "VENV" not in service_env(worker), "the image's own environment, installed at its build"
     for key in ("command", "healthcheck", "restart", "image"):
         assert services["redis"][key] == tested["redis"][key], key
     assert binds(services["redis"])["/data"] in compose()["volumes"], "Redis's files in a named volume"
@@ -285,7 +312,12 @@ def test_the_dockerfile_starts_from_nanobots_image_in_the_tested_range() -> None
     args = build_args()
     assert args["NANOBOT_IMAGE"] == "nanobot", "the name nanobot's docs build its image under"
     froms = [rest for keyword, rest in dockerfile() if keyword == "FROM"]
-    assert froms == ["${NANOBOT_IMAGE}:${NANOBOT_VERSION}"]
+    # The hooks' wheel built in a plain Python image; the image made is nanobot's, with that wheel copied in.
+    assert froms == ["${PYTHON_IMAGE} AS wheel", "${NANOBOT_IMAGE}:${NANOBOT_VERSION}"]
+    assert re.fullmatch(r"python:3\.1[1-9]-slim", args["PYTHON_IMAGE"]), "a Python the hooks support"
+    last = stages()[-1]
+    assert [rest for keyword, rest in last if keyword == "COPY"] == [
+        "--from=wheel --chown=nanobot:nanobot /wheels /tmp/nanobot-summary-hooks"], "the wheel only, nothing else"
     tested = next(Requirement(r) for r in pyproject()["project"]["optional-dependencies"]["nanobot"])
     assert tested.name == "nanobot-ai" and tested.specifier.contains(args["NANOBOT_VERSION"]), \
         f"{args['NANOBOT_VERSION']} is outside the tested {tested}"
@@ -310,7 +342,9 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert found, script
     install = found.group(1).split()
     target = install[-1]
+    assert target == "/tmp/nanobot-summary-hooks/nanobot_summary_hooks-*.whl", "the hooks' wheel, no other"
     assert "[" not in target and "-e" not in install and "--editable" not in install, "the base package only"
+    assert "--no-deps" in run_with(DOCKERFILE, "pip wheel").split(), "the hooks' wheel alone, no dependency built"
     assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
         "the constraint is the image's own package list, written before the install"
     sources = copied()
@@ -327,10 +361,10 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
-def copy_build_context(folder: Path) -> Path:
+def copy_build_context(folder: Path, dockerfile_path: Path = DOCKERFILE) -> Path:
     """What the Dockerfile's COPYs put in the image, copied from this checkout."""
     folder.mkdir()
-    for source in copied():
+    for source in copied(dockerfile_path):
         path = ROOT / source
         if path.is_dir():
             shutil.copytree(path, folder / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -353,9 +387,11 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Pat
     before = installed(python)
     assert before.get("nanobot-ai", "").startswith("0.3."), "nanobot's environment holds nanobot-ai 0.3"
     context, report = copy_build_context(tmp_path / "src"), tmp_path / "report.json"
+    (wheel,) = build_wheels(DOCKERFILE, context, tmp_path / "wheels")
+    assert wheel.name.startswith("nanobot_summary_hooks-"), wheel
     script = install_script()
     assert "/tmp/nanobot-summary-hooks" in script and "/tmp/nanobot-packages.txt" in script
-    script = (script.replace("/tmp/nanobot-summary-hooks", str(context / "hooks"))
+    script = (script.replace("/tmp/nanobot-summary-hooks", str(tmp_path / "wheels"))
               .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
               .replace("pip install", f"pip install --dry-run --quiet --report {report}"))
     # `python` is nanobot's, first on PATH as in its image (/app/.venv/bin).
@@ -365,19 +401,20 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Pat
     chosen = {canonicalize_name(item["metadata"]["name"]): item for item in json.loads(report.read_text())["install"]}
     ours = chosen.pop(canonicalize_name(THIS))
     assert ours["requested"] and not ours.get("requested_extras"), "the base package, no extras"
-    assert ours["download_info"]["url"] == (context / "hooks").as_uri()
+    assert ours["download_info"]["url"] == wheel.as_uri(), "the wheel the first stage built"
     changed = {name: (before[name], item["metadata"]["version"]) for name, item in chosen.items() if name in before}
     assert changed == {}, f"the install would replace nanobot's packages: {changed}"
     assert installed(python) == before, "a dry run changes nothing"
 
 
 def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(tmp_path: Path) -> None:
-    """The package built from the image's COPYs (a wheel, not this checkout's editable install), found by
-    nanobot 0.3.5's own plugin discovery: the entry points are registered and each loads its Tool."""
+    """The wheel built from the image's COPYs (not this checkout's editable install), found by nanobot 0.3.5's own
+    plugin discovery: the entry points are registered and each loads its Tool."""
     python = nanobot_python(find_nanobot())
     context, site = copy_build_context(tmp_path / "src"), tmp_path / "site"
+    (wheel,) = build_wheels(DOCKERFILE, context, tmp_path / "wheels")
     build = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir",
-                            "--target", str(site), str(context / "hooks")], capture_output=True, text=True, timeout=300,
+                            "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300,
                            env=process_env(test_defaults=False))
     assert build.returncode == 0, build.stderr[-3000:]
     probe = ("import json, sys, nanobot_hooks\n"
@@ -395,6 +432,63 @@ def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(tmp_pa
     entry_points = hooks_pyproject()["project"]["entry-points"]["nanobot.tools"]
     assert {name: where for name, (where, _) in found["plugins"].items()} == entry_points
     assert all(Path(path).is_relative_to(site) for _, path in found["plugins"].values())
+
+
+# --- the worker's image ---------------------------------------------------------------------------------------
+
+def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_lets_in() -> None:
+    """Two stages: both wheels built from the context's files, then the worker's wheel installed from them alone
+    (no checkout, no build tools in the image), its command what both compose files run, not as root."""
+    first, last = stages(WORKER_DOCKERFILE)
+    assert first[0] == ("FROM", "${PYTHON_IMAGE} AS wheels") and last[0] == ("FROM", "${PYTHON_IMAGE}")
+    wheel = run_with(WORKER_DOCKERFILE, "pip wheel").split()
+    assert "--no-deps" in wheel and wheel[-2:] == ["/src/hooks", "/src"], "the hooks' wheel and the worker's"
+    assert [rest for keyword, rest in last if keyword == "COPY"] == ["--from=wheels /wheels /tmp/wheels"]
+    install = run_with(WORKER_DOCKERFILE, "pip install")
+    assert "--find-links /tmp/wheels /tmp/wheels/nanobot_summary_worker-*.whl" in install, install
+    assert "rm -rf /tmp/wheels" in install
+    users = [rest for keyword, rest in last if keyword == "USER"]
+    assert users and not users[-1].startswith(("root", "0")), "the image runs as no root"
+    (cmd,) = [json.loads(rest) for keyword, rest in last if keyword == "CMD"]
+    for name in ("docker-compose.yml", "docker-compose.nanobot.yml"):
+        worker = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))["services"]["worker"]
+        assert worker["command"] == cmd, name
+        assert worker["image"] == f"nanobot-summary-worker:{pyproject()['project']['version']}", name
+    env = [rest for keyword, rest in last if keyword == "ENV"]
+    assert any("PATH=/opt/nanobot-summary/bin:$PATH" in rest for rest in env), "its arq for the health check"
+    for keyword, rest in dockerfile(WORKER_DOCKERFILE):
+        assert not re.search(r"key|token|secret|password", rest, re.IGNORECASE), (keyword, rest)
+
+    sources = copied(WORKER_DOCKERFILE)
+    assert set(sources) == {"pyproject.toml", "README.md", "worker", "hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    lines = (WORKER_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "hooks/nanobot_hooks")
+                     for path in (ROOT / folder).rglob("*") if path.is_file() and "__pycache__" not in path.parts]
+    for source in (*sources, *package_files):
+        assert not ignored(source, patterns), f"{source} must reach the build"
+    for other in (".venv/bin/python", ".venv-nanobot", "tests/scenarios/test_docker.py", ".git/HEAD",
+                  "deploy/worker.env", "worker/__pycache__/app.cpython-312.pyc", "build/lib/x.py", "docs/operations.md", "bench/x.py"):
+        assert ignored(other, patterns), f"{other} stays out of the build context"
+
+
+def test_the_worker_images_steps_as_written_build_and_install_a_worker_that_runs(tmp_path: Path) -> None:
+    """The two RUNs as written (paths moved into a temporary folder): the wheels build from the copied context, the
+    worker's wheel installs with its dependencies, and its command answers (the RUN checks `--version`)."""
+    context = copy_build_context(tmp_path / "src", WORKER_DOCKERFILE)
+    built = build_wheels(WORKER_DOCKERFILE, context, tmp_path / "wheels")
+    assert [path.name.split("-")[0] for path in built] == ["nanobot_summary_hooks", "nanobot_summary_worker"]
+    prefix = tmp_path / "opt"
+    script = (run_with(WORKER_DOCKERFILE, "pip install").replace("/opt/nanobot-summary", str(prefix))
+              .replace("/tmp/wheels", str(tmp_path / "wheels")).replace("python -m venv", f"{sys.executable} -m venv"))
+    done = subprocess.run(["sh", "-ec", script], cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                          env=process_env(test_defaults=False))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    from nanobot_hooks.contract.version import RELEASE
+
+    assert done.stdout.strip().splitlines()[-1] == f"nanobot-summary {RELEASE}", done.stdout[-3000:]
+    assert not (tmp_path / "wheels").exists(), "the wheels are removed once installed"
+    assert (prefix / "bin" / "arq").exists(), "the compose files' health check runs the image's arq"
 
 
 # --- one zone: nanobot's timestamps read as nanobot wrote them ----------------------------------------------------
@@ -493,9 +587,10 @@ ONBOARDED = {"gateway": {"host": "127.0.0.1", "port": 18790},
 
 
 def run_listen(path: Path) -> subprocess.CompletedProcess[str]:
-    """The script as the compose file's comment runs it: Python's standard library, NANOBOT_CONFIG set."""
-    return subprocess.run([sys.executable, str(LISTEN)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "NANOBOT_CONFIG": str(path)})
+    """The script as the compose file's comment runs it: read from stdin by a Python (nanobot's image's, whose
+    standard library is all it needs), NANOBOT_CONFIG set."""
+    return subprocess.run([sys.executable, "-"], input=LISTEN.read_text(encoding="utf-8"), capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "NANOBOT_CONFIG": str(path)})
 
 
 def nanobot_reads(path: Path) -> dict[str, Any]:
@@ -531,7 +626,7 @@ def test_the_published_ports_reach_nanobot_once_its_config_listens_inside_the_co
     assert path.stat().st_mode & 0o777 == 0o600, "the config's mode is kept (it holds keys)"
     assert run_listen(path).returncode == 0 and "already listens" in run_listen(path).stdout
     # The compose file says how to run it, and the docs' quick start too.
-    command = "run --rm --no-deps worker python deploy/nanobot/listen_in_container.py"
+    command = "run --rm --no-deps -T --entrypoint python nanobot-cli - < deploy/nanobot/listen_in_container.py"
     assert command in " ".join(COMPOSE.read_text(encoding="utf-8").replace("\\\n#", " ").split())
     assert command in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 

@@ -5,6 +5,9 @@ there as nanobot loads them."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import re
 import tempfile
 from pathlib import Path
 
@@ -23,6 +26,8 @@ canon = lambda n: n.lower().replace("_", "-").replace(".", "-")
 site = sysconfig.get_path("purelib")
 needed, dists, info = set(), {}, None
 for dist in m.distributions():
+    if not dist.metadata["Name"]:
+        continue  # a dist-info folder without metadata (left by an earlier uninstall): no distribution
     own = canon(dist.metadata["Name"])
     dists[own] = dist.version
     if own == canon(name) and dist.files:
@@ -33,8 +38,8 @@ for dist in m.distributions():
         # The name a requirement starts with (PEP 508); extras and markers count as needed too: kept, not removed.
         if found := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line):
             needed.add(canon(found.group(0)))
-print(json.dumps({"site": site, "writable": os.access(site, os.W_OK), "dists": dists, "info": info,
-                  "needed": sorted(needed)}))
+print(json.dumps({"site": site, "writable": os.access(site, os.W_OK), "owner": os.stat(site).st_uid,
+                  "dists": dists, "info": info, "needed": sorted(needed)}))
 """
 
 
@@ -57,6 +62,32 @@ def last_line(text: str) -> str:
     return lines[-1].strip() if lines else "no message"
 
 
+def unwritable(site: str, owner: object) -> str:
+    """Why nanobot's site-packages cannot take the hooks, and what to do: another user's folder, or a read-only
+    one (a read-only mount or mode: root is stopped only by those)."""
+    if isinstance(owner, int) and owner != os.getuid():
+        try:
+            name = pwd.getpwuid(owner).pw_name
+        except KeyError:
+            name = f"uid {owner}"
+        return (f"cannot write nanobot's environment {site}: it is {name}'s; run this as its owner "
+                f"(sudo -u {name} nanobot-summary hooks install ...), or name another Python with --python")
+    return (f"cannot write nanobot's environment {site}: it is read-only (its mode or a read-only mount); make it "
+            "writable, or name another Python with --python")
+
+
+def conflict(output: str) -> str:
+    """pip's resolver report in one clause: which of nanobot's packages the hooks conflict with, and what they need
+    instead ("nanobot's redis 6.0.0, where nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5"); pip's last
+    line when it names no conflict (an index out of reach, a wheel that is not one)."""
+    pinned = re.findall(r"The user requested \(constraint\) ([A-Za-z0-9._-]+)==(\S+)", output)
+    needs = [line.strip() for line in output.splitlines() if " depends on " in line]
+    if not pinned:
+        return last_line(output)
+    held = ", ".join(f"{name} {version}" for name, version in pinned)
+    return f"nanobot's {held}, where " + "; ".join(needs) if needs else f"nanobot's {held}"
+
+
 def hooks_source(given: str | None) -> str:
     """What pip installs: the given wheel, sdist or folder; this checkout's hooks/ when the worker runs from
     one; else this release from the package index."""
@@ -72,6 +103,40 @@ def pip(python: Path, args: list[str]) -> tuple[bool, str]:
     return result.returncode == 0, result.stdout + result.stderr
 
 
+def put_in(python: Path, dists: dict[str, str], info: object, what: str) -> list[str]:
+    """pip's install of the hooks `what` into nanobot's environment, every package it holds as a constraint,
+    after a dry run that changes nothing when they conflict; returns what an earlier install had recorded as
+    added (`info`: the earlier hooks' dist-info folder)."""
+    with tempfile.TemporaryDirectory(prefix="nanobot-summary-hooks-") as folder:
+        constraints = Path(folder) / "nanobot-packages.txt"
+        # Every package nanobot's environment holds stays at its version: a conflict fails, nothing moves.
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(dists.items())
+                                       if name not in (HOOKS_DIST, OLD_DIST)), encoding="utf-8")
+        base = ["install", "--constraint", str(constraints), what]
+        # Not --quiet: the resolver's report names the conflict ("The conflict is caused by: ...").
+        ok, output = pip(python, [*base[:1], "--dry-run", *base[1:]])
+        if not ok:
+            raise NanobotEnvError(f"the hooks {RELEASE} cannot go into nanobot's environment without changing "
+                                  f"its packages (nothing was changed): {conflict(output)}. Install the hooks of a "
+                                  "release made for those versions (--from), or point --python at another nanobot")
+        # An earlier install's record moves to the new dist-info after the install (below): pip would leave it
+        # behind in the old dist-info folder (not in that folder's RECORD), a folder without metadata.
+        earlier = recorded_added(info)
+        if isinstance(info, str):
+            (Path(info) / ADDED_FILE).unlink(missing_ok=True)
+        if dists.get(OLD_DIST):
+            # The hooks before 0.2.0, installed under the worker's name: their files are the same package.
+            pip(python, ["uninstall", "--yes", OLD_DIST])
+            print(f"removed the old {OLD_DIST} {dists[OLD_DIST]} (the hooks before 0.2.0) from {python}")
+        ok, output = pip(python, base)
+    if not ok:
+        if earlier and isinstance(info, str) and Path(info).is_dir():
+            (Path(info) / ADDED_FILE).write_text(json.dumps({"added": earlier}), encoding="utf-8")
+        raise NanobotEnvError(f"pip could not install the hooks into {python} (it undid its changes): "
+                              f"{last_line(output)}")
+    return earlier
+
+
 def install(given_python: str | None, source: str | None) -> int:
     python = find_python(given_python)
     before = inspect(python)
@@ -80,31 +145,14 @@ def install(given_python: str | None, source: str | None) -> int:
     if not dists.get("nanobot-ai"):
         raise NanobotEnvError(f"{python} has no nanobot-ai: name nanobot's own Python with --python")
     if not before["writable"]:
-        raise NanobotEnvError(f"cannot write nanobot's environment {before['site']}: run this as its owner "
-                              "(or with sudo -u <that user>), or name another Python with --python")
+        raise NanobotEnvError(unwritable(str(before["site"]), before.get("owner")))
     what = hooks_source(source)
-    with tempfile.TemporaryDirectory(prefix="nanobot-summary-hooks-") as folder:
-        constraints = Path(folder) / "nanobot-packages.txt"
-        # Every package nanobot's environment holds stays at its version: a conflict fails, nothing moves.
-        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(dists.items())
-                                       if name not in (HOOKS_DIST, OLD_DIST)), encoding="utf-8")
-        base = ["install", "--constraint", str(constraints), what]
-        ok, output = pip(python, [*base[:1], "--dry-run", "--quiet", *base[1:]])
-        if not ok:
-            raise NanobotEnvError(f"the hooks {RELEASE} cannot go into nanobot's environment without changing "
-                                  f"its packages (nothing was changed): {last_line(output)}")
-        if dists.get(OLD_DIST):
-            # The hooks before 0.2.0, installed under the worker's name: their files are the same package.
-            pip(python, ["uninstall", "--yes", OLD_DIST])
-            print(f"removed the old {OLD_DIST} {dists[OLD_DIST]} (the hooks before 0.2.0) from {python}")
-        ok, output = pip(python, base)
-    if not ok:
-        raise NanobotEnvError(f"pip could not install the hooks into {python} (it undid its changes): "
-                              f"{last_line(output)}")
+    earlier = put_in(python, dists, before["info"], what)
     after = inspect(python)
     now = after["dists"]
     assert isinstance(now, dict)
-    added = sorted(set(now) - set(dists) - {HOOKS_DIST})
+    # Over an earlier install (an upgrade): what that one added stays ours to take out, though present before this.
+    added = sorted((set(now) - set(dists) | set(earlier) & set(now)) - {HOOKS_DIST})
     if isinstance(after["info"], str):
         (Path(after["info"]) / ADDED_FILE).write_text(json.dumps({"added": added}), encoding="utf-8")
     found = probe(python)
@@ -123,9 +171,7 @@ def uninstall(given_python: str | None) -> int:
     if not ours:
         print(f"the hooks are not installed in {python}: nothing to remove")
         return 0
-    added: list[str] = []
-    if isinstance(before["info"], str) and (record := Path(before["info"]) / ADDED_FILE).exists():
-        added = json.loads(record.read_text(encoding="utf-8"))["added"]
+    added = recorded_added(before["info"])
     needed = inspect(python, removing=(*ours, *added))["needed"]
     assert isinstance(needed, list)
     removable = [name for name in added if name in dists and name not in needed]
@@ -139,6 +185,17 @@ def uninstall(given_python: str | None) -> int:
              else "; packages the hooks brought in before (arq, redis) are left: install did not record them")
           + ". A running nanobot keeps its hooks until it restarts.")
     return 0
+
+
+def recorded_added(info: object) -> list[str]:
+    """What an earlier `hooks install` recorded as added, in the hooks' dist-info folder `info` (none: nothing)."""
+    if not isinstance(info, str) or not (record := Path(info) / ADDED_FILE).exists():
+        return []
+    try:
+        added = json.loads(record.read_text(encoding="utf-8"))["added"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []  # a record we cannot read: uninstall then leaves those packages, and says so
+    return [str(name) for name in added] if isinstance(added, list) else []
 
 
 def check(given_python: str | None) -> int:

@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import sys
 
-from nanobot_hooks.contract import utcnow
+from nanobot_hooks.contract.records import utcnow
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, SessionKeyError
 from worker.nanobot.config import NanobotConfig

@@ -11,7 +11,7 @@ from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from tests.support.commands import run_in_process
 from worker.connections import queue_client
-from nanobot_hooks.contract import Keys
+from nanobot_hooks.contract.keys import Keys
 from worker.state import budget
 
 KEY, OTHER = "telegram:42", "cli:direct"

@@ -74,3 +74,29 @@ def test_hooks_check_without_nanobot_says_where_to_point_it(tmp_path: Path) -> N
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.strip().startswith("error: nanobot's Python not found"), result.stderr
     assert "--python" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_conflict_is_said_with_nanobots_package_and_what_the_hooks_need() -> None:
+    from worker.commands.hooks import conflict
+
+    report = ("ERROR: Cannot install nanobot-summary-hooks==0.2.0 because these package versions have conflicting "
+              "dependencies.\n\nThe conflict is caused by:\n"
+              "    nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5\n"
+              "    The user requested (constraint) redis==6.0.0\n\nTo fix this you could try to:\n"
+              "ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/...\n")
+    assert conflict(report) == "nanobot's redis 6.0.0, where nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5"
+    assert conflict("ERROR: Could not find a version that satisfies the requirement arq==0.28.*\n") == \
+        "ERROR: Could not find a version that satisfies the requirement arq==0.28.*", "no conflict: pip's last line"
+
+
+def test_an_environment_of_another_user_names_the_owner_and_the_command() -> None:
+    import os
+    import pwd
+
+    from worker.commands.hooks import unwritable
+
+    other = next(user for user in pwd.getpwall() if user.pw_uid != os.getuid())
+    said = unwritable("/srv/nanobot/lib/python3.12/site-packages", other.pw_uid)
+    assert said.startswith("cannot write nanobot's environment /srv/nanobot/lib/python3.12/site-packages: "
+                           f"it is {other.pw_name}'s; run this as its owner (sudo -u {other.pw_name} "), said
+    assert "it is read-only" in unwritable("/x", os.getuid()), "our own folder, not writable: read-only"
