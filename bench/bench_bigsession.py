@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
 from filelock import FileLock  # noqa: E402
 
+from harness.redis_server import free_port  # noqa: E402
+from harness.sandbox import NanobotHome  # noqa: E402
 from nanobot_hooks.contract.marker import METADATA_KEY  # noqa: E402
 from nanobot_hooks.contract.records import SummarizeRequest  # noqa: E402
 from nanobot_hooks.contract.session_format import SESSION_FILES_LOCK  # noqa: E402
-from harness.redis_server import free_port  # noqa: E402
-from harness.sandbox import NanobotHome  # noqa: E402
 from worker.nanobot.metadata_line import edit_attempt  # noqa: E402
 from worker.nanobot.sessions import read_session  # noqa: E402
 
@@ -75,11 +75,11 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     from arq.worker import Worker
 
     from nanobot_hooks.contract.queue import enqueue_summary
+    from worker.connections import queue_client
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps
-    from worker.connections import queue_client
-    from worker.state.outcomes import load_outcome
     from worker.settings import Settings
+    from worker.state.outcomes import load_outcome
 
     settings = Settings(redis_url=redis_url, config=config, summary_keep=KEEP)
     deps = build_deps(settings)
@@ -109,8 +109,8 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
 def child_job(config: Path, redis_url: str) -> dict[str, float]:
     """In a fresh process: the job's peak memory over the process at rest, then read and plan alone."""
     from worker.service.build import build_deps
-    from worker.summarize.plan import plan_for
     from worker.settings import Settings
+    from worker.summarize.plan import plan_for
 
     deps = build_deps(Settings(redis_url=redis_url, config=config, summary_keep=KEEP))
     figures = {"rss_at_rest_mb": max_rss_mb()}

@@ -44,13 +44,14 @@ from typing import TYPE_CHECKING, Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
-from nanobot_hooks.contract.keys import default_namespace, Keys, WORKSPACE_ID_FILE  # noqa: E402
-from nanobot_hooks.contract.marker import SessionMarker  # noqa: E402
 from redis import Redis  # noqa: E402
+
 from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from harness.redis_server import RedisServer, free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
+from nanobot_hooks.contract.keys import WORKSPACE_ID_FILE, Keys, default_namespace  # noqa: E402
+from nanobot_hooks.contract.marker import SessionMarker  # noqa: E402
 from worker.text.tokens import cl100k_counter  # noqa: E402
 
 if TYPE_CHECKING:

@@ -88,8 +88,7 @@ def nanobot_missing() -> str | None:
         from nanobot.agent.loop import AgentLoop  # noqa: F401
         from nanobot.agent.tools.context import RequestContext, request_context  # noqa: F401
         from nanobot.bus.queue import MessageBus  # noqa: F401
-        from nanobot.bus.runtime_events import (RuntimeEventContext, SessionTurnPersisted,  # noqa: F401
-                                                SessionTurnStarted)
+        from nanobot.bus.runtime_events import RuntimeEventContext, SessionTurnPersisted, SessionTurnStarted  # noqa: F401
         from nanobot.providers.base import LLMProvider, LLMResponse, LLMUsage  # noqa: F401
         from nanobot.session.manager import SessionManager  # noqa: F401
         from nanobot.utils.llm_runtime import LLMRuntime  # noqa: F401

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_compare import PRICE_CACHED, conversation, fake_summary, reply_text
-from worker.summarize.cut import saving_floor
-from worker.summarize.cut import cut_by
 from worker.keep_rule import KeepRule
+from worker.summarize.cut import cut_by, saving_floor
 from worker.text.tokens import best_counter, count_message
 
 RULES = ("off", "messages:0", "turns:1", "turns:2", "fraction:0.03")  # off: no idle summaries (the safety net only)

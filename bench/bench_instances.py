@@ -36,18 +36,18 @@ from arq.connections import ArqRedis
 from arq.cron import CronJob, next_cron
 from arq.utils import to_unix_ms
 
-from nanobot_hooks.contract.keys import Keys
 from harness.fakellm import FakeLLM, Reply
 from harness.models import summary_json
 from harness.redis_server import RedisServer
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
+from nanobot_hooks.contract.keys import Keys
 from worker.commands import status_text
-from worker.state.snapshot import gather
 from worker.connections import queue_client
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import build_deps
 from worker.settings import Settings
+from worker.state.snapshot import gather
 from worker.summarize.daily import daily_summaries, flush_memory
 from worker.summarize.deps import Deps
 

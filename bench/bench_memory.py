@@ -14,12 +14,11 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
-from worker.model import answer
-from worker.memory import dedup
-from worker.memory import longterm
-from worker.text import redact
+from worker.memory import dedup, longterm
 from worker.memory.entries import DailyNotes, Fact
 from worker.memory.notes import append_notes
+from worker.model import answer
+from worker.text import redact
 from worker.text.tokens import best_counter
 
 EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",

@@ -29,10 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
 from harness.sandbox import NanobotHome
-from worker.memory.writer import MemoryFiles
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory.longterm.held import HELD
 from worker.memory.notes import DAYS
-from worker.memory.entries import DailyNotes, Fact
+from worker.memory.writer import MemoryFiles
 from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT
 
 DAY = datetime(2026, 11, 24, 0, 0)

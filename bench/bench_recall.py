@@ -22,10 +22,10 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker runs from this checkout
 
+from harness.sandbox import NanobotHome
 from nanobot_hooks.contract.recall import RECALL_INDEX
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall.search import search
-from harness.sandbox import NanobotHome
 from worker.memory.recall_index import RecallIndex, Refreshed
 from worker.nanobot.sessions import read_session
 

@@ -17,15 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from arq.connections import ArqRedis
 from arq.worker import Worker
 
-from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_waiting_record, pending_sessions
-from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from harness.fakellm import FakeLLM, Reply
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_waiting_record, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from worker.connections import queue_client, start_embedded
 from worker.service.arq_worker import worker_options
 from worker.service.build import build_deps
-from worker.connections import queue_client, start_embedded
 from worker.settings import Settings
 from worker.summarize.deps import Deps
 

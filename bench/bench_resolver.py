@@ -38,12 +38,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the drivers in harness/ come from this checkout
 
-from nanobot_hooks.link import CALL_TIMEOUT  # noqa: E402
 from harness.fakellm import FakeLLM, Reply  # noqa: E402
 from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from harness.nanobot_cli import find_nanobot, nanobot_python  # noqa: E402
 from harness.redis_server import RedisServer, free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
+from nanobot_hooks.link import CALL_TIMEOUT  # noqa: E402
 
 HUNG_HOST = "redis.hung.invalid"
 CONDITIONS = ("up", "down", "hung")

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 from rank_bm25 import BM25Okapi
 
 from bench import retrieval_corpus as corpus
+from harness.sandbox import NanobotHome
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall.search import search
-from harness.sandbox import NanobotHome
 from worker.memory.recall_index import RecallIndex
 
 FORMS = ("keywords", "question")
@@ -214,9 +214,9 @@ async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
     """A manual summarize job for the session, then a burst worker until the queue is empty."""
     from arq.worker import Worker
 
-    from nanobot_hooks.contract.records import SummarizeRequest
-    from nanobot_hooks.contract.queue import enqueue_summary
     from harness.fakellm import FakeLLM, Reply
+    from nanobot_hooks.contract.queue import enqueue_summary
+    from nanobot_hooks.contract.records import SummarizeRequest
     from worker.connections import queue_client
     from worker.service.arq_worker import worker_options
     from worker.service.build import build_deps

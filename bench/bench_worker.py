@@ -24,16 +24,16 @@ from arq.worker import Worker
 from rich.console import Console
 from rich.table import Table
 
-from nanobot_hooks.contract.queue import enqueue_summary
-from nanobot_hooks.contract.records import SummarizeRequest
-from worker.settings import Settings
-from worker.service.arq_worker import worker_options
-from worker.service.build import build_deps
-from worker.connections import answers, queue_client, start_embedded
-from worker.state.outcomes import load_outcome
+from harness.corpora import CORPORA, REPEATED
 from harness.fakellm import FakeLLM, FakeRequest, Reply
 from harness.sandbox import NanobotHome
-from harness.corpora import CORPORA, REPEATED
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from worker.connections import answers, queue_client, start_embedded
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.settings import Settings
+from worker.state.outcomes import load_outcome
 from worker.text.tokens import cl100k_counter, estimate_tokens
 
 # Every user message of the job benchmark names its session: the fake model's requests tell whose they are.

@@ -19,14 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from arq.worker import Worker
 
-from nanobot_hooks.contract.queue import enqueue_summary
-from nanobot_hooks.contract.records import SummarizeRequest
-from worker.settings import Settings
-from worker.service.arq_worker import worker_options
-from worker.service.build import build_deps
-from worker.connections import answers, queue_client, start_embedded
 from harness.fakellm import FakeLLM, Reply
 from harness.sandbox import NanobotHome
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from worker.connections import answers, queue_client, start_embedded
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.settings import Settings
 
 KEY = "telegram:42"
 T = TypeVar("T")

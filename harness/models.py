@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from harness.fakellm import FakeLLM, FakeRequest, Reply

@@ -7,15 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from arq.connections import ArqRedis
-
-from nanobot_hooks import logs
-from nanobot_hooks.integration import Integration
-from nanobot_hooks.settings import HookSettings
 
 from harness.defaults import TEST_KEYS, apply_test_defaults
 from harness.environment import process_env
@@ -25,10 +21,13 @@ from harness.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
 from harness.nanobot_cli import find_nanobot
 from harness.redis_server import RedisServer, free_port
 from harness.sandbox import NanobotHome
+from nanobot_hooks import logs
+from nanobot_hooks.integration import Integration
+from nanobot_hooks.settings import HookSettings
 from tests.support.standins import Loop, surface_for
 from tests.support.workers import ProcfileWorker
-from worker.service.build import build_deps
 from worker.connections import queue_client
+from worker.service.build import build_deps
 from worker.settings import Settings
 from worker.summarize.deps import Deps
 

@@ -102,8 +102,8 @@ CONTRACT = {
     "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
                "RETIRED_SOURCE", "SOURCE_BITS", "fts_problem", "index_text", "retired_source", "source_owner",
                "Passage", "pack", "unpack"],
-    "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE", "RELEASE_FIELD",
-                "release_order", "version_mismatch", "versions_of"],
+    "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE",
+                "RELEASE_FIELD", "release_order", "version_mismatch", "versions_of"],
 }
 # The text helpers beside it (nanobot_hooks.text), pinned the same way.
 TEXT = ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "cjk_grams"]

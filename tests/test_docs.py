@@ -11,8 +11,8 @@ from pathlib import Path
 from types import ModuleType
 
 from nanobot_hooks.settings import HookSettings
-from worker.settings import OWN_PREFIXES, Settings
 from tests.support.paths import ROOT
+from worker.settings import OWN_PREFIXES, Settings
 
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 PAGES = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]

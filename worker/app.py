@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from arq.connections import ArqRedis, RedisSettings
-from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.asyncio.connection import SSLConnection
+from redis.asyncio.sentinel import SentinelConnectionPool
 
 from worker.nanobot.config import NanobotConfig
 from worker.service.arq_worker import worker_options

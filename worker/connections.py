@@ -9,9 +9,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
-
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import redis
 from arq.connections import ArqRedis

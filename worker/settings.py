@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from nanobot_hooks.settings import HookSettings, load, SettingsError
-from worker.nanobot.config import NanobotConfig
+from nanobot_hooks.settings import HookSettings, SettingsError, load
 from worker.keep_rule import KeepRule
+from worker.nanobot.config import NanobotConfig
 from worker.text.clock import zone
 
 __all__ = ["Settings", "SettingsError", "load_instance_settings", "load_settings", "unknown_variables"]

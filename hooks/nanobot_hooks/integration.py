@@ -14,12 +14,12 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nanobot_hooks import logs
+from nanobot_hooks.context import Context
+from nanobot_hooks.contract.redis_url import redacted_url
+from nanobot_hooks.settings import HookSettings
+from nanobot_hooks.surface import Surface, add_hook_factory
 from nanobot_hooks.turn.listener import listen
 from nanobot_hooks.turn.pickup import PickupScheduler
-from nanobot_hooks.settings import HookSettings
-from nanobot_hooks.contract.redis_url import redacted_url
-from nanobot_hooks.context import Context
-from nanobot_hooks.surface import Surface, add_hook_factory
 from nanobot_hooks.turn.reset import Reset
 from nanobot_hooks.turn.trigger import Triggering
 

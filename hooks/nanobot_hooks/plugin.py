@@ -57,7 +57,7 @@ class SummaryWorkerHooks(ToolBase):
 
 def install(ctx: Any) -> Any:
     """Install into the AgentLoop behind `ctx` once; returns its Integration."""
-    from nanobot_hooks.settings import load_settings, SettingsError
+    from nanobot_hooks.settings import SettingsError, load_settings
 
     check_version()
     try:

@@ -12,8 +12,6 @@ from harness.nanobot_cli import find_nanobot
 from tests.support.paths import ROOT
 
 
-
-
 def load_bench():
     from tests.support.bench import load_bench as load
 

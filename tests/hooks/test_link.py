@@ -13,16 +13,16 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from nanobot_hooks import link as link_module, logs
+from harness.defaults import TEST_KEYS
+from harness.redis_server import SERVICE, Certificates, RedisServer, SentinelSetup, free_port
+from nanobot_hooks import link as link_module
+from nanobot_hooks import logs
+from nanobot_hooks.contract.queue import enqueue_idle_check
+from nanobot_hooks.contract.redis_url import redacted_url
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import HookSettings
 from nanobot_hooks.turn.listener import listen
-from nanobot_hooks.contract.queue import enqueue_idle_check
-from nanobot_hooks.contract.redis_url import redacted_url
-
-from harness.defaults import TEST_KEYS
-from harness.redis_server import SERVICE, Certificates, RedisServer, SentinelSetup, free_port
 from tests.support.standins import Loop, surface_for
 from tests.support.waiting import wait_until
 

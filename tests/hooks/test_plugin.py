@@ -18,23 +18,28 @@ from typing import Any
 
 import pytest
 
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.transcripts import conversation
 from nanobot_hooks import logs, plugin, surface
+from nanobot_hooks.context import MAX_SESSIONS
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import store_record
 from nanobot_hooks.integration import Integration
 from nanobot_hooks.link import RedisLink
-from nanobot_hooks.context import MAX_SESSIONS
-
-from harness.defaults import TEST_KEYS
-from harness.environment import process_env
+from tests.support.paths import ROOT
 from tests.support.standins import (
-    KEY, Loop, StandInSession, TurnContext, idle_session, publish_turn_started, record_for, started,
+    KEY,
+    Loop,
+    StandInSession,
+    TurnContext,
+    idle_session,
+    publish_turn_started,
+    record_for,
+    started,
     surface_for,
 )
-from harness.transcripts import conversation
 from tests.support.waiting import wait_until
-from tests.support.paths import ROOT
-
 
 # -- 1: an AgentLoop is not kept alive by the plugin ------------------------------------------------
 
@@ -364,8 +369,8 @@ async def test_each_turns_prompt_tokens_and_each_applied_summary_enter_the_sessi
         make, redis, monkeypatch):
     """The web page's sawtooth: the hooks keep each saved turn's prompt tokens (written together, at most every
     30 s, so a turn makes no Redis call of its own) and mark each summary they apply."""
-    from nanobot_hooks.turn import trigger as triggering
     from nanobot_hooks.contract.queue import context_history
+    from nanobot_hooks.turn import trigger as triggering
 
     integration = make(summary_interval=0)
     session = StandInSession(KEY, conversation(10))

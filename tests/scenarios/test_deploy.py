@@ -22,21 +22,20 @@ from typing import Any
 import pytest
 import yaml
 
-from nanobot_hooks.contract.keys import default_namespace, Keys, WORKSPACE_ID_FILE
-from nanobot_hooks.contract.queue import load_record, store_record
-from nanobot_hooks.contract.records import SummaryRecord
-from nanobot_hooks.contract.version import RELEASE
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot
 from harness.redis_server import free_port
 from harness.transcripts import conversation
+from nanobot_hooks.contract.keys import WORKSPACE_ID_FILE, Keys, default_namespace
+from nanobot_hooks.contract.queue import load_record, store_record
+from nanobot_hooks.contract.records import SummaryRecord
+from nanobot_hooks.contract.version import RELEASE
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
-from worker.service.arq_worker import worker_options
 from worker.connections import answers, queue_client
 from worker.nanobot.config import host_timezone
+from worker.service.arq_worker import worker_options
 from worker.settings import Settings
-from tests.support.paths import ROOT
-
 
 DEPLOY = ROOT / "deploy"
 # The placeholders the units document, and what stands in for them here.

@@ -468,7 +468,8 @@ def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_l
     for source in (*sources, *package_files):
         assert not ignored(source, patterns), f"{source} must reach the build"
     for other in (".venv/bin/python", ".venv-nanobot", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "worker/__pycache__/app.cpython-312.pyc", "build/lib/x.py", "docs/operations.md", "bench/x.py"):
+                  "deploy/worker.env", "worker/__pycache__/app.cpython-312.pyc", "build/lib/x.py", "docs/operations.md",
+                  "bench/x.py"):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 

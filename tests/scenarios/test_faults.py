@@ -19,25 +19,24 @@ import pytest
 from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract.marker import METADATA_KEY
-from nanobot_hooks.contract.queue import enqueue_summary, load_record
-from nanobot_hooks.contract.records import SummarizeRequest
-from tests.support.crossing import CHAT
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Error, FakeRequest, Hang, Reply
 from harness.models import BIG_PROMPT, SUMMARY_MODEL, Summarizer, previous_summary
-from tests.support.queue_probes import stats
 from harness.redis_server import RedisServer
 from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
+from tests.support.crossing import CHAT
+from tests.support.paths import ROOT
+from tests.support.queue_probes import stats
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.connections import queue_client
 from worker.memory.notes import section_items, spans
 from worker.state.outcomes import JobOutcome, load_outcome
-from tests.support.paths import ROOT
-
 
 FACT = {"text": "The deploy host is deploy-3.example.com", "tag": "durable", "importance": 4, "source": "user",
         "category": "configuration", "replaces": None}

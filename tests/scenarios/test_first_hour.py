@@ -16,12 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks import logs
-from nanobot_hooks.contract.queue import enqueue_summary
-from nanobot_hooks.contract.records import SummarizeRequest
-from nanobot_hooks.link import RedisLink
-from nanobot_hooks.turn.listener import listen
-from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Error, Reply
@@ -29,15 +23,19 @@ from harness.models import chat_requests, history_text, summary_json, system_tex
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.redis_server import RedisServer, free_port
 from harness.transcripts import conversation
+from nanobot_hooks import logs
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.turn.listener import listen
+from tests.support.commands import run_in_process
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
-from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
+from worker.service.build import build_deps
 from worker.settings import unknown_variables
 from worker.state.outcomes import load_outcome
-from tests.support.paths import ROOT
-
-
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 import threading
 
-from nanobot_hooks.contract.queue import store_record
-from nanobot_hooks.contract.records import record_key, SummaryRecord
-from tests.support.crossing import CHAT
-from tests.support.queue_probes import has_record, stats
-from tests.support.waiting import wait_until
 from harness.fakellm import FakeRequest, Reply
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import store_record
+from nanobot_hooks.contract.records import SummaryRecord, record_key
+from tests.support.crossing import CHAT
+from tests.support.queue_probes import has_record, stats
+from tests.support.waiting import wait_until
 
 # What nanobot's archive call asks of the model (its template agent/consolidator_archive.md).
 ARCHIVE_ASK = "Create a compact replacement checkpoint"

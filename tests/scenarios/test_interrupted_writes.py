@@ -19,14 +19,13 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from nanobot_hooks.contract.session_format import SESSION_FILES_LOCK
+from tests.support.workers import ROOT, run_burst
 from worker import files
 from worker.files import _STARTED, temp_beside
 from worker.nanobot.metadata_line import write_metadata_entry
-
-from harness.sandbox import NanobotHome, session_lines
-from harness.transcripts import conversation
-from tests.support.workers import ROOT, run_burst
 
 KEY = "telegram:42"
 # A child that rewrites line 1 of a session, as a job does; it makes its copy, then waits for nanobot's lock.

@@ -5,22 +5,29 @@ real nanobot gateway."""
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
 import pytest
+import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import enqueue_summary, store_record
-from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from harness.defaults import TEST_KEYS
-from harness.models import (BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request,
-                            system_text)
+from harness.models import (
+    BIG_PROMPT,
+    SMALL_PROMPT,
+    SUMMARY_TEXT,
+    chat_requests,
+    history_text,
+    is_summary_request,
+    system_text,
+)
 from harness.redis_server import acl_server
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
-from tests.support.paths import ROOT
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from tests.support.crossing import CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages
+from tests.support.paths import ROOT
 from tests.support.queue_probes import applied, has_record, queued_jobs, stats
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst

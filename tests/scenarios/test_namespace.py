@@ -4,8 +4,8 @@ hooks and the worker of one instance derive the same one from nanobot's workspac
 from __future__ import annotations
 
 import asyncio
-import json
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -16,28 +16,27 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract.keys import default_namespace, JOB_DAILY, KEY_PREFIX, Keys
-from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record
-from nanobot_hooks.contract.records import SummarizeRequest
-from nanobot_hooks.link import RedisLink
-from nanobot_hooks import logs
-from nanobot_hooks.settings import HookSettings, SettingsError
-from harness.fakellm import FakeRequest, Reply
-from worker.service.arq_worker import worker_options
-from worker.service.build import build_deps
-from worker.connections import queue_client
-from worker.state.outcomes import load_outcome
-from worker.settings import Settings
-
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
+from harness.fakellm import FakeRequest, Reply
 from harness.models import BIG_PROMPT, summary_json
 from harness.nanobot_cli import turn
 from harness.sandbox import NanobotHome, session_lines
-from tests.support.bench import load_bench
 from harness.transcripts import conversation
-from tests.support.workers import run_burst, running_worker
+from nanobot_hooks import logs
+from nanobot_hooks.contract.keys import JOB_DAILY, KEY_PREFIX, Keys, default_namespace
+from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.settings import HookSettings, SettingsError
+from tests.support.bench import load_bench
 from tests.support.paths import ROOT
+from tests.support.workers import run_burst, running_worker
+from worker.connections import queue_client
+from worker.service.arq_worker import worker_options
+from worker.service.build import build_deps
+from worker.settings import Settings
+from worker.state.outcomes import load_outcome
 
 HOMES = 20
 KEY = "telegram:42"  # the same session key in every instance: the case a shared database must keep apart

@@ -10,29 +10,42 @@ import subprocess
 
 import pytest
 
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Error
+from harness.models import (
+    BIG_PROMPT,
+    SMALL_PROMPT,
+    SUMMARY_MODEL,
+    SUMMARY_TEXT,
+    LLMScript,
+    Summarizer,
+    chat_requests,
+    history_text,
+    system_text,
+)
+from harness.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from harness.redis_server import free_port
+from harness.sandbox import NanobotHome, session_lines
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import load_record
 from tests.support.commands import run_in_process
 from tests.support.crossing import (
-    CHAT, SEEDED_TURNS, assert_summary_replaces_covered_messages, gateway_cross, seed_and_cross,
+    CHAT,
+    SEEDED_TURNS,
+    assert_summary_replaces_covered_messages,
+    gateway_cross,
+    seed_and_cross,
     seed_cross_and_summarize,
 )
-from harness.defaults import TEST_KEYS
-from harness.environment import process_env
-from harness.fakellm import Error
-from harness.models import (BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, LLMScript, Summarizer,
-                            chat_requests, history_text, system_text)
-from harness.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
+from tests.support.paths import ROOT
 from tests.support.queue_probes import applied, has_record, queued_jobs, queued_reason, stats
-from harness.redis_server import free_port
-from harness.sandbox import NanobotHome, session_lines
-from harness.transcripts import conversation
 from tests.support.waiting import wait_until
 from tests.support.workers import niceness, run_burst, running_worker, summarize_now
 from worker.connections import answers, queue_client
 from worker.settings import Settings
 from worker.state.outcomes import load_outcome
-from tests.support.paths import ROOT
 
 NICENESS = Settings.model_fields["summary_niceness"].default
 

@@ -10,21 +10,20 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.support.commands import check, doctor, run_in_process
-from tests.support.web import served
+from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Error, FakeRequest, Hang, Reply
 from harness.models import REFUSAL, Summarizer, is_lines_request, is_summary_request, user_lines
+from harness.transcripts import conversation
+from tests.support.commands import check, doctor, run_in_process
+from tests.support.web import served
+from tests.support.workers import run_burst, summarize_now
+from worker.memory.notes import is_noted, noted_spans
 from worker.model import llm
 from worker.state import formats
 from worker.state.budget import cooldown_seconds, cooling
 from worker.summarize import daily
 from worker.summarize.daily import daily_summaries
-from worker.memory.notes import is_noted, noted_spans
-
-from harness.defaults import TEST_KEYS
-from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.contract.queue import load_record
-from tests.support.crossing import CHAT
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Reply
 from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, LLMScript, chat_requests, system_text
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import load_record
+from tests.support.crossing import CHAT
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst
 from worker.memory.recall_index import RecallIndex
-
 
 KEY, GROUP = "telegram:900", "telegram:-100900"
 PLANTED = "预发环境的数据库端口改成 54329 了，记一下"

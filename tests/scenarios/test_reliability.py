@@ -13,32 +13,31 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import Summarizer, summary_json, user_lines
+from harness.redis_server import RedisServer
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.queue import load_record, store_record
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from nanobot_hooks.contract.session_format import storage_name
 from tests.support.commands import run_in_process
-from harness.environment import process_env
-from harness.fakellm import Reply
-from harness.models import Summarizer, summary_json, user_lines
-from harness.redis_server import RedisServer
+from tests.support.workers import run_burst, summarize_now
+from worker.connections import queue_client, version_problem
+from worker.keep_rule import KeepRule
 from worker.memory import longterm
 from worker.memory.entries import Fact
-from worker.state.budget import Cooldown, Spend, cool_down
-from worker.connections import queue_client, version_problem
-from worker.summarize.daily import daily_summaries
-from worker.keep_rule import KeepRule
-from worker.summarize.cut import plan_cut
 from worker.memory.notes import is_noted, noted_spans
-from worker.state.outcomes import JobOutcome, load_outcome
-from worker.text.prepare import transcript
-from worker.state.progress import Progress
 from worker.nanobot.sessions import list_session_keys, parse_session
+from worker.state.budget import Cooldown, Spend, cool_down
+from worker.state.outcomes import JobOutcome, load_outcome
+from worker.state.progress import Progress
+from worker.summarize.cut import plan_cut
+from worker.summarize.daily import daily_summaries
+from worker.text.prepare import transcript
 from worker.text.tokens import count_message, estimate_tokens
-
-from harness.defaults import TEST_KEYS
-from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 # Commands of Redis 6.0 and later (GETDEL and GETEX are 6.2): switched off, the server answers like a 5.0.

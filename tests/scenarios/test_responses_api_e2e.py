@@ -16,18 +16,17 @@ from typing import Any
 import openai
 import pytest
 
-from nanobot_hooks.contract.marker import METADATA_KEY
-from tests.support.crossing import SEEDED_TURNS
 from harness.environment import process_env
 from harness.fakellm import FakeLLM, FakeRequest, Reply
 from harness.gateway import write_config
 from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT
 from harness.nanobot_cli import ARCHIVED, agent_turn, nanobot_python, turn
-from tests.support.queue_probes import queued_jobs, stats
 from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
+from nanobot_hooks.contract.marker import METADATA_KEY
+from tests.support.crossing import SEEDED_TURNS
+from tests.support.queue_probes import queued_jobs, stats
 from tests.support.workers import run_burst
-
 
 # A name without "gpt-5" in it: the provider speaks the Responses API here because the config says so
 # (`apiType: responses`), which is also what it takes for any base URL other than OpenAI's own.

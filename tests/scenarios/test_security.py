@@ -20,9 +20,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract.queue import enqueue_summary, load_record
-from nanobot_hooks.contract.records import SummarizeRequest
-from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Reply
@@ -31,14 +28,15 @@ from harness.models import BIG_PROMPT, LLMScript, Summarizer, is_summary_request
 from harness.nanobot_cli import agent_turn, find_nanobot
 from harness.redis_server import Certificates, RedisServer, free_port
 from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
-from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
-from worker.connections import queue_client
-from worker.memory import longterm
-from worker.memory import notes
-from worker.text.redact import no_comments, one_line
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
+from tests.support.commands import run_in_process
 from tests.support.paths import ROOT
-
+from tests.support.workers import run_burst, summarize_now
+from worker.connections import queue_client
+from worker.memory import longterm, notes
+from worker.service.logs import PAYLOAD_LOGGERS, RedactingFilter
+from worker.text.redact import no_comments, one_line
 
 KEY = "telegram:42"
 API_KEY = "sk-proj-Zq8vT2mN4kL6pR1sX9wY3bC5dF7gH0jK"

@@ -11,20 +11,19 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from nanobot_hooks import logs
-from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions, store_record
-from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
-from nanobot_hooks.contract.redis_url import redacted_url, SentinelTarget
-from nanobot_hooks.link import RedisLink
-from nanobot_hooks.settings import load_settings, SettingsError
 from harness.defaults import TEST_KEYS
 from harness.redis_server import SentinelSetup
 from harness.transcripts import conversation
+from nanobot_hooks import logs
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from nanobot_hooks.contract.redis_url import SentinelTarget, redacted_url
+from nanobot_hooks.link import RedisLink
+from nanobot_hooks.settings import SettingsError, load_settings
 from tests.support.waiting import wait_until
-from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.connections import answers, queue_client, server_version
+from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state.outcomes import load_outcome
-
 
 PASSWORD = "s3cret-ha-pw"
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract.queue import enqueue_summary, load_waiting_record, pending_sessions
-from nanobot_hooks.contract.records import record_key, SummarizeRequest, SummaryRecord
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import enqueue_summary, load_waiting_record, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, record_key
 from tests.support.paths import ROOT
 from tests.support.workers import run_burst
 from worker.state.outcomes import load_outcome

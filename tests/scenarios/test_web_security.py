@@ -26,11 +26,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from arq.constants import health_check_key_suffix
 
-from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.records import utcnow
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.redis_server import free_port
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.records import utcnow
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
 from tests.support.web import API_KEY, FACTS, KEY, PAGES, SCRIPT, escaped, made_by_jobs, served
 from tests.support.workers import running_worker
@@ -42,8 +43,6 @@ from worker.web.guard import GUARD, HEADERS, Guard, Refused
 from worker.web.instance import Instance
 from worker.web.limits import MAX_FACT_CHARS
 from worker.web.render import BIDI
-from tests.support.paths import ROOT
-
 
 
 @pytest.fixture

@@ -14,19 +14,18 @@ import subprocess
 import sys
 import time
 
-from nanobot_hooks.contract.queue import enqueue_summary, load_record
-from nanobot_hooks.contract.records import SummarizeRequest
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.transcripts import conversation
-from worker.state.outcomes import load_outcome
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.commands import check, doctor, run_in_process
 from tests.support.paths import ROOT
 from tests.support.web import served
 from tests.support.workers import start_worker
-
+from worker.state.outcomes import load_outcome
 
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
 

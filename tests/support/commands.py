@@ -19,8 +19,8 @@ import pytest
 
 from harness.environment import process_env
 from harness.sandbox import NanobotHome
-from worker.service.logs import PAYLOAD_LOGGERS
 from worker.commands import cli
+from worker.service.logs import PAYLOAD_LOGGERS
 
 
 def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from arq.connections import ArqRedis
 
-from nanobot_hooks.contract.queue import load_record
-from nanobot_hooks.contract.records import SummaryRecord
 from harness.environment import process_env
 from harness.fakellm import FakeLLM
 from harness.models import BIG_PROMPT, SUMMARY_TEXT, LLMScript, chat_requests, history_text, system_text
 from harness.nanobot_cli import ARCHIVED, turn
-from tests.support.queue_probes import queued_jobs
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import load_record
+from nanobot_hooks.contract.records import SummaryRecord
+from tests.support.queue_probes import queued_jobs
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst
 from worker.summarize.deps import Deps

@@ -18,12 +18,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from nanobot_hooks.contract.records import record_key, SummaryRecord
+from harness.transcripts import conversation
+from nanobot_hooks.context import Surface
+from nanobot_hooks.contract.records import SummaryRecord, record_key
 from nanobot_hooks.contract.session_format import storage_name
 from nanobot_hooks.integration import Integration
-from nanobot_hooks.context import Surface
-
-from harness.transcripts import conversation
 
 KEY = "telegram:99"  # the session the stand-in turns belong to unless told otherwise
 MARKER_TEXT = "Continue the active task from the working-memory checkpoint above."

@@ -19,10 +19,10 @@ from typing import Any
 from arq.connections import ArqRedis
 from arq.worker import Worker
 
-from nanobot_hooks.contract.queue import enqueue_summary, load_record
-from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord
 from harness.environment import process_env
 from harness.sandbox import NanobotHome
+from nanobot_hooks.contract.queue import enqueue_summary, load_record
+from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord
 from tests.support.waiting import wait_until
 from worker.service.arq_worker import worker_options
 from worker.state import workers

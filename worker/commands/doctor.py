@@ -22,7 +22,6 @@ from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
 
-
 def python_checks() -> list[Check]:
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info < (3, 11):

@@ -13,7 +13,6 @@ from redis.exceptions import ResponseError
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
-from worker.state.liveness import nanobots
 from worker.commands.status import gather
 from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem
@@ -21,7 +20,8 @@ from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError
 from worker.state.formats import memory_off
-from worker.state.outcomes import headline, JobOutcome
+from worker.state.liveness import nanobots
+from worker.state.outcomes import JobOutcome, headline
 
 START = "start it: scripts/run-worker (systemd: sudo systemctl restart nanobot-summary-worker)"
 QUEUE_SLOW, QUEUE_STUCK = 120.0, 1800.0  # seconds a due job waited: the worker lags / nothing runs the queue

@@ -20,9 +20,9 @@ from nanobot_hooks.contract.session_format import is_internal_session
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError, NotSummarized
 from worker.nanobot.config import NanobotConfig
-from worker.state.outcomes import headline, load_outcome
 from worker.nanobot.sessions import SessionFile, list_session_keys
 from worker.settings import Settings, SettingsError, load_settings
+from worker.state.outcomes import headline, load_outcome
 from worker.summarize.manual import MANUAL_KEEP, check_key, manual_request, queue_one
 
 if TYPE_CHECKING:  # the dry run's types: the summarizing side is loaded only when it runs

@@ -12,8 +12,7 @@ import tempfile
 from pathlib import Path
 
 from nanobot_hooks.contract.version import RELEASE
-from worker.commands.nanobot_env import (HOOKS_DIST, OLD_DIST, NanobotEnvError, Probe, find_python, probe,
-                                         run_isolated)
+from worker.commands.nanobot_env import HOOKS_DIST, OLD_DIST, NanobotEnvError, Probe, find_python, probe, run_isolated
 
 # What install added, kept in the hooks' own dist-info folder: uninstall takes out those and nothing else.
 ADDED_FILE = "nanobot_summary_added.json"

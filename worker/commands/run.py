@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from nanobot_hooks.contract.redis_url import redacted_url
+from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
+from worker.errors import NanobotConfigError
+from worker.model.llm import credentials_problem
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
 from worker.service.config_watch import ConfigWatch
-from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
-from worker.errors import NanobotConfigError
 from worker.service.logs import quiet_and_redacted
-from worker.model.llm import credentials_problem
 from worker.settings import Settings, SettingsError, load_settings
 
 log = logging.getLogger("worker")

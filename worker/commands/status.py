@@ -10,16 +10,15 @@ import sys
 from typing import Any
 
 from nanobot_hooks.contract.redis_url import redacted_url
-from worker.connections import open_pool, redis_problem
-from worker.errors import NanobotConfigError
-from worker.state import liveness
-from worker.state.snapshot import gather
 from worker.commands import status_text
 from worker.commands.metrics import prometheus
+from worker.connections import open_pool, redis_problem
+from worker.errors import NanobotConfigError
 from worker.nanobot.config import NanobotConfig
 from worker.settings import SettingsError, load_settings
+from worker.state import liveness
+from worker.state.snapshot import gather
 from worker.text.clock import zone_or_utc
-
 
 
 def as_json(state: dict[str, Any]) -> dict[str, Any]:

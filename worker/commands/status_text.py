@@ -15,8 +15,8 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 from nanobot_hooks.contract.records import utcnow
-from worker.state.liveness import health_fields
 from worker.state.formats import memory_off
+from worker.state.liveness import health_fields
 from worker.text.when import duration, moment_text
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.

@@ -19,7 +19,7 @@ from arq.constants import in_progress_key_prefix
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
 from nanobot_hooks.contract.queue import drop_record, load_record, reply, store_record
-from nanobot_hooks.contract.records import record_key, SummaryRecord
+from nanobot_hooks.contract.records import SummaryRecord, record_key
 from nanobot_hooks.contract.session_format import LAST_SUMMARY, METADATA_TYPE, summary_text
 from worker.connections import open_pool, redis_problem
 from worker.errors import MemoryFilesError, NanobotConfigError, SessionKeyError

@@ -6,22 +6,22 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
 from datetime import date as Date
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.memory.entries import DailyNotes
-from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
 from worker.files import LOCK_TIMEOUT, append_whole
+from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.memory.entries import DailyNotes
 from worker.memory.followed import Followed, stamp
+from worker.text.clock import local_time
 from worker.text.language import NOTE_FIELDS
 from worker.text.language import language as language_table
-from worker.text.clock import local_time
 from worker.text.redact import one_line
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds

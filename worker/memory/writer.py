@@ -12,11 +12,10 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from worker.memory.entries import DailyNotes, Fact
-from worker.memory import longterm
-from worker.memory import notes
-from worker.memory.dedup import DEFAULT_THRESHOLD
 from worker.errors import MemoryFilesError, MemoryReadOnly
+from worker.memory import longterm, notes
+from worker.memory.dedup import DEFAULT_THRESHOLD
+from worker.memory.entries import DailyNotes, Fact
 from worker.text.clock import zone
 
 

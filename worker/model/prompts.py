@@ -7,10 +7,8 @@ from collections.abc import Sequence
 
 from worker.memory.entries import SOURCES
 from worker.model import lines
-from worker.text.language import CATEGORIES
-from worker.text.language import LANGUAGES
+from worker.text.language import CATEGORIES, LANGUAGES
 from worker.text.prepare import Entry, defused
-
 
 INSTRUCTIONS = """\
 You maintain the working memory of a personal AI assistant. The messages below are leaving the

@@ -13,7 +13,18 @@ from pathlib import Path
 from typing import Any, BinaryIO, overload
 
 from nanobot_hooks.contract.marker import SessionMarker
-from nanobot_hooks.contract.session_format import is_hidden, key_from_name, METADATA_TYPE, NOTED_SUFFIX, PROVIDER_STATE_TYPE, RETIRED_FOLDER, retired_key, storage_name, summary_text, timestamp_before
+from nanobot_hooks.contract.session_format import (
+    METADATA_TYPE,
+    NOTED_SUFFIX,
+    PROVIDER_STATE_TYPE,
+    RETIRED_FOLDER,
+    is_hidden,
+    key_from_name,
+    retired_key,
+    storage_name,
+    summary_text,
+    timestamp_before,
+)
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
 
 log = logging.getLogger("worker.nanobot.sessions")

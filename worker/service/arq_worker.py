@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract.client import open_client, UNREAD_JOB
+from nanobot_hooks.contract.client import UNREAD_JOB, open_client
 from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import utcnow
 from worker.connections import CALL_TIMEOUT

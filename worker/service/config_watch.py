@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
 from worker.model.llm import credentials_problem
+from worker.service.build import build_deps
 from worker.settings import SettingsError
 from worker.summarize.deps import Deps
 from worker.text.redact import redact

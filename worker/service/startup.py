@@ -10,15 +10,15 @@ import sqlite3
 import threading
 from typing import Any
 
-from worker.service.build import build_deps
-from worker.service.config_watch import ConfigWatch
-from worker.service.logs import quiet_and_redacted
 from worker.connections import version_problem
 from worker.errors import NanobotConfigError
 from worker.files import remove_stale_temps
-from worker.memory.writer import MemoryFiles
 from worker.memory.recall_index import RecallIndexError
+from worker.memory.writer import MemoryFiles
 from worker.nanobot.config import utc_by_default
+from worker.service.build import build_deps
+from worker.service.config_watch import ConfigWatch
+from worker.service.logs import quiet_and_redacted
 from worker.settings import SettingsError, load_settings
 from worker.summarize.deps import Deps
 

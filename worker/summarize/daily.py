@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import datetime, timedelta
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,10 @@ from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import drop_record, enqueue_summary, load_waiting_record, pending_sessions
 from nanobot_hooks.contract.records import Reason, SummarizeRequest, SummaryRecord
 from nanobot_hooks.contract.session_format import is_internal_session
-from worker.summarize.deps import Deps
 from worker.errors import MemoryFilesError, MemoryReadOnly, NanobotConfigError, SessionKeyError
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path
+from worker.summarize.deps import Deps
 from worker.summarize.retired import kept_meanwhile
 
 log = logging.getLogger("worker.summarize.daily")

@@ -8,9 +8,9 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Protocol
 
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory.notes import Noted
 from worker.memory.recall_index import RecallIndex
-from worker.memory.entries import DailyNotes, Fact
 from worker.nanobot.config import ModelChoice, NanobotConfig
 from worker.settings import Settings
 from worker.text.tokens import Counter

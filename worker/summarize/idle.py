@@ -26,15 +26,15 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract.queue import enqueue_summary
 from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.contract.session_format import is_internal_session
-from worker.state import budget
 from worker.errors import NanobotConfigError, RecordOfAnotherVersion, SessionError
-from worker.summarize.deps import Deps
-from worker.summarize.daily import flush_memory
-from worker.summarize.jobs import CURRENT_JOB
+from worker.nanobot.sessions import read_session, session_path
+from worker.state import budget
 from worker.summarize.cut import idle_keep
+from worker.summarize.daily import flush_memory
+from worker.summarize.deps import Deps
+from worker.summarize.jobs import CURRENT_JOB
 from worker.summarize.plan import plan_job
 from worker.summarize.summary import waiting_record
-from worker.nanobot.sessions import read_session, session_path
 
 log = logging.getLogger("worker.summarize.idle")
 

@@ -22,10 +22,9 @@ from worker.nanobot.sessions import SessionFile, read_session
 from worker.state import budget, running
 from worker.state.budget import Cooldown
 from worker.state.outcomes import JobOutcome, keep_outcome
-from worker.summarize import daily
+from worker.summarize import daily, retired
 from worker.summarize.deps import Deps
 from worker.summarize.notes_only import note_the_rest
-from worker.summarize import retired
 from worker.summarize.retired import note_retired
 from worker.summarize.run import Run
 from worker.summarize.summary import summarize_range, waiting_record

@@ -7,10 +7,10 @@ from __future__ import annotations
 import logging
 
 from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget, SessionError
-from worker.model.answer import NOTES_SCHEMA, Answer
 from worker.memory.entries import DailyNotes, Fact
-from worker.model.prompts import lines_system_prompt, notes_system_prompt, user_prompt
 from worker.memory.recall_index.messages import WINDOW_BYTES
+from worker.model.answer import NOTES_SCHEMA, Answer
+from worker.model.prompts import lines_system_prompt, notes_system_prompt, user_prompt
 from worker.nanobot.sessions import SessionFile, held_end, read_window
 from worker.state import formats
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask

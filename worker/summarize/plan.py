@@ -6,14 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
+from worker.keep_rule import KeepRule
 from worker.model.llm import context_window
 from worker.nanobot.sessions import SessionFile
-from worker.keep_rule import KeepRule
 from worker.summarize.cut import Cut, cut_by, saves_enough, saving_floor
 from worker.summarize.deps import Deps
 from worker.text.prepare import Entry, Lines, transcript
 from worker.text.tokens import count_message
-
 
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 
 from worker.errors import MemoryFilesError, NanobotConfigError
-from worker.memory.notes import Noted, is_noted
-from worker.text.language import NOTE_FIELDS
 from worker.memory.entries import DailyNotes, Fact
+from worker.memory.notes import Noted, is_noted
 from worker.summarize.deps import Deps
 from worker.summarize.run import Run
+from worker.text.language import NOTE_FIELDS
 from worker.text.prepare import Entry
 
 log = logging.getLogger("worker.summarize.remember")

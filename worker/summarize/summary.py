@@ -11,12 +11,12 @@ from pathlib import Path
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
-from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_waiting_record, store_record, UNREADABLE
-from nanobot_hooks.contract.records import record_key, SummaryRecord
+from nanobot_hooks.contract.queue import DAMAGED, UNREADABLE, drop_record, load_waiting_record, store_record
+from nanobot_hooks.contract.records import SummaryRecord, record_key
 from worker.errors import RecordOfAnotherVersion, SessionError
+from worker.memory.entries import DailyNotes, Fact
 from worker.model import guards
 from worker.model.answer import Answer
-from worker.memory.entries import DailyNotes, Fact
 from worker.nanobot.metadata_line import write_metadata_entry
 from worker.nanobot.sessions import SessionFile
 from worker.state.outcomes import JobOutcome

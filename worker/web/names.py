@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from nanobot_hooks.contract.session_format import content_text, METADATA_TYPE, NOT_A_TURN_FLAGS
+from nanobot_hooks.contract.session_format import METADATA_TYPE, NOT_A_TURN_FLAGS, content_text
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import session_path
 

@@ -11,10 +11,10 @@ from typing import Any
 from aiohttp import web
 
 from nanobot_hooks.contract.redis_url import redacted_url
-from worker.state.liveness import health_fields
-from worker.state.snapshot import gather
 from worker.state import budget
 from worker.state.formats import memory_off
+from worker.state.liveness import health_fields
+from worker.state.snapshot import gather
 from worker.web import charts
 from worker.web.charts import WIDTH, context_bars
 from worker.web.instance import Instance

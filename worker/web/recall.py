@@ -5,13 +5,12 @@ named as on the other pages (worker.web.names): a web chat by its title, its key
 from __future__ import annotations
 
 import asyncio
-
 from pathlib import Path
 
 from aiohttp import web
 
-from nanobot_hooks.recall import search
 from nanobot_hooks.contract.session_format import storage_name
+from nanobot_hooks.recall import search
 from worker.nanobot.sessions import list_session_keys
 from worker.web.names import names
 from worker.web.render import INSTANCE, render

@@ -5,14 +5,13 @@ controls of conversation text shown as visible marks (`[U+202E]`) instead of reo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
-
-import re
 
 import jinja2
 from aiohttp import web

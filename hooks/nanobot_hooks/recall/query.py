@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date as Date
 from datetime import timedelta
 
-from nanobot_hooks.text import cjk_grams, CJK_RUN
+from nanobot_hooks.text import CJK_RUN, cjk_grams
 
 MAX_TERMS = 64  # a 200-character Chinese question is about 60 bigrams; nothing a user types is cut
 

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from nanobot_hooks.text import CJK_RUN
 from nanobot_hooks.recall.hits import Hit
+from nanobot_hooks.text import CJK_RUN
 
 RESULTS = 5
 NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in

@@ -30,8 +30,16 @@ from dataclasses import dataclass, field, replace
 from datetime import date as Date
 from pathlib import Path
 
-from nanobot_hooks.contract.recall import index_text, RECALL_INDEX, RECALL_SCHEMA_VERSION, SOURCE_BITS
-from nanobot_hooks.contract.recall import TOKENIZE, Passage, passage, records
+from nanobot_hooks.contract.recall import (
+    RECALL_INDEX,
+    RECALL_SCHEMA_VERSION,
+    SOURCE_BITS,
+    TOKENIZE,
+    Passage,
+    index_text,
+    passage,
+    records,
+)
 from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
 from nanobot_hooks.recall.rank import PROBE, bm25, choose, length, neighbours, plan_terms, rarity

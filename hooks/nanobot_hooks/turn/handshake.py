@@ -13,7 +13,7 @@ from typing import Any
 from nanobot_hooks import logs
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
-from nanobot_hooks.contract.version import CONTRACT, Mismatch, RELEASE, version_mismatch, versions_of
+from nanobot_hooks.contract.version import CONTRACT, RELEASE, Mismatch, version_mismatch, versions_of
 
 # A worker's report that missed this many beats belongs to a worker killed or frozen (the worker's own rule,
 # worker/state/workers.py, says 2.5; a little more here, so a beat a moment late is not a dead worker's): its

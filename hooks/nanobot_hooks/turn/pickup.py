@@ -30,14 +30,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_waiting_record, note_context, UNREADABLE
-from nanobot_hooks.contract.records import record_key, SummaryRecord
-from nanobot_hooks.contract.session_format import is_internal_session, last_context_tokens
-from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.context import MAX_SESSIONS, THROTTLE, Context
+from nanobot_hooks.contract.queue import DAMAGED, UNREADABLE, drop_record, load_waiting_record, note_context
+from nanobot_hooks.contract.records import SummaryRecord, record_key
+from nanobot_hooks.contract.session_format import is_internal_session, last_context_tokens
 from nanobot_hooks.surface import compacting, compaction_lock, ordinary_turn
+from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
 from nanobot_hooks.turn.decide import pickup_due
-
 
 
 class PickupScheduler:

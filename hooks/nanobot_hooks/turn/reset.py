@@ -24,7 +24,7 @@ from nanobot_hooks.context import Context
 from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.queue import enqueue_summary
 from nanobot_hooks.contract.records import SummarizeRequest
-from nanobot_hooks.contract.session_format import is_internal_session, RETIRED_FOLDER, retired_name
+from nanobot_hooks.contract.session_format import RETIRED_FOLDER, is_internal_session, retired_name
 from nanobot_hooks.surface import session_file, wrap_command
 
 

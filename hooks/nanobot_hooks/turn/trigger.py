@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from nanobot_hooks import logs
+from nanobot_hooks.context import MAX_SESSIONS, Context
 from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, note_context
 from nanobot_hooks.contract.records import Reason, SummarizeRequest
 from nanobot_hooks.contract.session_format import is_internal_session
 from nanobot_hooks.turn.apply import Outcome
-from nanobot_hooks.context import MAX_SESSIONS, Context
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 
 CONTEXT_FLUSH_SECONDS = 30.0  # how often the turns' prompt tokens are written (see Triggering._context)

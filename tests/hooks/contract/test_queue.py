@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 
-from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_record, load_waiting_record, pending_sessions, store_record, UNREADABLE
-from nanobot_hooks.contract.records import SummaryRecord
-
 from harness.defaults import TEST_KEYS
+from nanobot_hooks.contract.queue import (
+    DAMAGED,
+    UNREADABLE,
+    drop_record,
+    load_record,
+    load_waiting_record,
+    pending_sessions,
+    store_record,
+)
+from nanobot_hooks.contract.records import SummaryRecord
 
 KEY = "telegram:42"
 

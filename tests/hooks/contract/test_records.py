@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_hooks.contract.records import record_key, RECORD_KEY_FILE, SummaryRecord
+from nanobot_hooks.contract.records import RECORD_KEY_FILE, SummaryRecord, record_key
 
 
 def a_record(**fields) -> SummaryRecord:

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, HOOKS_INSTALL, RELEASE, release_order, version_mismatch, versions_of
+from nanobot_hooks.contract.version import (
+    BEFORE_CONTRACT,
+    CONTRACT,
+    HOOKS_INSTALL,
+    RELEASE,
+    release_order,
+    version_mismatch,
+    versions_of,
+)
 
 UPGRADE_WORKER = "upgrade the worker to"
 

@@ -17,28 +17,27 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from harness.fakellm import Reply
+from harness.models import summary_json
+from harness.sandbox import NanobotHome
+from harness.transcripts import conversation
 from nanobot_hooks import plugin
-from nanobot_hooks.recall import search as recall
-from nanobot_hooks.recall import rank, visible
-from nanobot_hooks.recall import tool as recall_tool
-from nanobot_hooks.contract.recall import index_text, RECALL_INDEX
+from nanobot_hooks.contract.recall import RECALL_INDEX, index_text
 from nanobot_hooks.contract.session_format import is_direct_chat
-from nanobot_hooks.recall.search import search
+from nanobot_hooks.recall import rank, visible
+from nanobot_hooks.recall import search as recall
+from nanobot_hooks.recall import tool as recall_tool
 from nanobot_hooks.recall.hits import Hit, Source
+from nanobot_hooks.recall.query import read_query, terms
+from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.snippets import snippet
 from nanobot_hooks.recall.visible import visible_sources
-from nanobot_hooks.recall.query import read_query, terms
 from nanobot_hooks.settings import HookSettings, load_settings
-from harness.fakellm import Reply
-from harness.sandbox import NanobotHome
 from tests.support.bench import load_bench
-from harness.models import summary_json
+from tests.support.paths import ROOT
+from tests.support.workers import summarize_now
 from worker.memory.recall_index import RecallIndex, memory_rows, note_rows
 from worker.nanobot.sessions import read_session
-
-from harness.transcripts import conversation
-from tests.support.workers import summarize_now
-from tests.support.paths import ROOT
 
 UTC = ZoneInfo("UTC")
 DM, OTHER_DM, GROUP = "telegram:42", "telegram:77", "telegram:-100123"

@@ -12,13 +12,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanobot_hooks.contract.marker import AppliedMark, METADATA_KEY, SessionMarker
+from harness.transcripts import conversation
+from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMarker
 from nanobot_hooks.contract.records import SummaryRecord
 from nanobot_hooks.turn.apply import apply_record, pending_in_metadata
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
-
 from tests.support.standins import StandInSession, record_for
-from harness.transcripts import conversation
+
 
 def test_a_fitting_record_is_applied_once_and_marked():
     session = StandInSession("telegram:1", conversation(10))

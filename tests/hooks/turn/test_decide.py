@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.session_format import is_internal_session, is_user_turn, last_context_tokens
 from nanobot_hooks.turn.decide import count_from, decide, pickup_due, user_turns_since
-
-from harness.transcripts import conversation
 
 MARKER = {"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
           "_hidden_history": True}

@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
+from harness.defaults import TEST_KEYS
 from nanobot_hooks import logs
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.contract.version import CONTRACT, RELEASE
 from nanobot_hooks.turn import handshake
 from nanobot_hooks.turn.handshake import MISSED_BEATS, check_workers
-from harness.defaults import TEST_KEYS
 from tests.support.standins import Loop
 from tests.support.waiting import wait_until
 from worker.state.workers import WorkerReport, publish

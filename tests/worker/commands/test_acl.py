@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import redis as sync_redis
 from redis.exceptions import NoPermissionError
-import pytest
 
-from nanobot_hooks.contract.keys import default_namespace, Keys
 from harness.environment import process_env
 from harness.redis_server import RedisServer
+from nanobot_hooks.contract.keys import Keys, default_namespace
 from tests.support.commands import run_in_process
 
 

@@ -7,27 +7,25 @@ script calls; one test per command keeps the real process, so the entry point it
 from __future__ import annotations
 
 import asyncio
-import re
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from nanobot_hooks.contract.queue import load_record
-from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.redis_server import free_port
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import load_record
+from tests.support.commands import run_in_process
+from tests.support.paths import ROOT
 from tests.support.workers import children, niceness, run_burst, running_worker, summarize_now
 from worker.service.build import build_deps
 from worker.state.outcomes import load_outcome
-from tests.support.paths import ROOT
-
-
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -107,8 +105,8 @@ async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home,
 
 async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm, redis, redis_url, deps_for,
                                                          capsys) -> None:
-    from nanobot_hooks.contract.records import SummarizeRequest
     from nanobot_hooks.contract.queue import enqueue_summary
+    from nanobot_hooks.contract.records import SummarizeRequest
 
 
     fake_llm.default = Reply(summary_json())

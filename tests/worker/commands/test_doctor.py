@@ -18,21 +18,21 @@ from pathlib import Path
 
 from arq.constants import in_progress_key_prefix
 
-from nanobot_hooks.contract.queue import enqueue_summary, store_record
-from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
-from nanobot_hooks.contract.version import CONTRACT, RELEASE
-from tests.support.commands import check, doctor, run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Hang, Reply
 from harness.models import summary_json
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import enqueue_summary, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
+from nanobot_hooks.contract.version import CONTRACT, RELEASE
+from tests.support.commands import check, doctor, run_in_process
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker, start_worker
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state import workers
 from worker.state.outcomes import JobOutcome, keep_outcome
-from tests.support.paths import ROOT
 
 KEY = "telegram:42"
 HEALTH = f"{TEST_KEYS.queue}:health-check"  # arq's health-check key of the tests' queue

@@ -12,16 +12,16 @@ import sys
 
 import pytest
 
-from tests.support.commands import check, doctor, run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
 from harness.models import summary_json
 from harness.redis_server import RedisServer
 from harness.transcripts import conversation
+from tests.support.commands import check, doctor, run_in_process
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker, summarize_now
-from tests.support.paths import ROOT
 
 KEY = "telegram:42"
 

@@ -9,9 +9,9 @@ import re
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
+from nanobot_hooks.contract.keys import Keys
 from tests.support.commands import run_in_process
 from worker.connections import queue_client
-from nanobot_hooks.contract.keys import Keys
 from worker.state import budget
 
 KEY, OTHER = "telegram:42", "cli:direct"

@@ -14,24 +14,22 @@ import threading
 from arq.constants import in_progress_key_prefix
 from prometheus_client.parser import text_string_to_metric_families
 
-
-from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import enqueue_summary, load_record, store_record
-from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
-from tests.support.commands import run_in_process
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Hang, Reply
 from harness.models import summary_json
 from harness.redis_server import free_port
 from harness.transcripts import conversation
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, store_record
+from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
+from tests.support.commands import run_in_process
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
 from tests.support.workers import running_worker
 from worker.connections import queue_client
 from worker.state import budget, workers
 from worker.state.outcomes import JobOutcome, keep_outcome, load_outcome
-from tests.support.paths import ROOT
-
 
 KEY = "telegram:42"
 ODD = 'web:say "hi" \\ back\nslash [bold]x[/]'

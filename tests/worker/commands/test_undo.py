@@ -9,21 +9,25 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nanobot_hooks.contract.marker import METADATA_KEY
-from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
-from nanobot_hooks.contract.records import SummarizeRequest
-from tests.support.commands import run_in_process
-from tests.support.crossing import (CHAT, assert_summary_replaces_covered_messages, gateway_cross,
-                                    seed_cross_and_summarize)
-from tests.support.queue_probes import applied
-from tests.support.waiting import wait_until
 from harness.environment import process_env
 from harness.models import SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
+from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
+from nanobot_hooks.contract.records import SummarizeRequest
+from tests.support.commands import run_in_process
+from tests.support.crossing import (
+    CHAT,
+    assert_summary_replaces_covered_messages,
+    gateway_cross,
+    seed_cross_and_summarize,
+)
 from tests.support.paths import ROOT
+from tests.support.queue_probes import applied
+from tests.support.waiting import wait_until
+from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.memory.entries import Fact
 from worker.memory.dedup import (
     category,
     find_duplicate,
@@ -18,6 +17,7 @@ from worker.memory.dedup import (
     near_duplicate,
     normalize,
 )
+from worker.memory.entries import Fact
 
 
 @given(st.text())

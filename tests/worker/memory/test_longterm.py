@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from worker.memory.entries import DailyNotes, Fact
 from worker.memory import longterm
 from worker.memory.dedup import normalize
+from worker.memory.entries import DailyNotes, Fact
 from worker.memory.longterm import BEGIN, END, Meta, apply, known_facts, load_meta, locate, sidecar_path, write_facts
 from worker.memory.writer import MemoryFiles
 

@@ -12,22 +12,21 @@ from pathlib import Path
 import pytest
 from arq import Retry
 
-from nanobot_hooks.contract.queue import enqueue_summary
-from nanobot_hooks.contract.records import SummarizeRequest
-from worker.memory import longterm
-from worker.memory.entries import Fact
-from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries
-from worker.summarize.idle import idle_summary
-from worker.memory.dedup import normalize
-from worker.memory.writer import MemoryFiles, last_session_write, quiet
-from worker.state.outcomes import load_outcome
-
 from harness.defaults import TEST_KEYS
 from harness.models import echo_memory
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
+from worker.memory import longterm
+from worker.memory.dedup import normalize
+from worker.memory.entries import Fact
+from worker.memory.writer import MemoryFiles, last_session_write, quiet
+from worker.state.outcomes import load_outcome
+from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries
+from worker.summarize.idle import idle_summary
 
 KEY = "telegram:42"
 OTHER = "cli:direct"

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.memory.entries import DailyNotes, Fact, TechnicalIssue
+from worker.memory.notes import append_notes, is_noted, note_date, noted_spans, spans
 from worker.memory.writer import MemoryFiles
 from worker.text.language import LANGUAGES
-from worker.memory.notes import append_notes, is_noted, note_date, noted_spans, spans
 
 UTC = ZoneInfo("UTC")
 KEY = "telegram:42"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from worker.model.answer import parse_answer
 from worker.errors import BadAnswer
+from worker.model.answer import parse_answer
 
 BODY = {"summary": "## What happened\n- deploy of stage-7", "daily_notes": [{"date": "2026-11-20",
                                                                              "topics": ["deploys"]}],

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from worker.settings import Settings, SettingsError, load_settings
-from worker.keep_rule import KeepRule
-from worker.service.build import build_deps
 from worker.errors import NanobotConfigError
+from worker.keep_rule import KeepRule
 from worker.nanobot.config import DEFAULT_SUMMARY_MODEL, NanobotConfig, resolve_model
+from worker.service.build import build_deps
+from worker.settings import Settings, SettingsError, load_settings
 
 
 def config(tmp_path: Path, data: dict) -> NanobotConfig:

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY
-from nanobot_hooks.contract.session_format import key_from_name, SESSION_FILES_LOCK, storage_name
+from nanobot_hooks.contract.session_format import SESSION_FILES_LOCK, key_from_name, storage_name
+from tests.support.paths import ROOT
+from worker.nanobot.metadata_line import edit_attempt, write_metadata_entry
 from worker.nanobot.sessions import (
     SessionKeyError,
     SessionNotFound,
@@ -24,11 +27,6 @@ from worker.nanobot.sessions import (
     read_session,
     session_path,
 )
-from worker.nanobot.metadata_line import edit_attempt, write_metadata_entry
-
-from harness.transcripts import conversation
-from tests.support.paths import ROOT
-
 
 
 def test_storage_name_matches_nanobot() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
-from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import enqueue_summary
-from nanobot_hooks.contract.records import SummarizeRequest
 from harness.defaults import TEST_KEYS
 from harness.fakellm import Hang
 from harness.transcripts import conversation
+from nanobot_hooks.contract.keys import Keys
+from nanobot_hooks.contract.queue import enqueue_summary
+from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.waiting import wait_until
 from tests.support.workers import STOP_GRACE_SECONDS
 from worker.service.arq_worker import SteadyWorker, worker_options

@@ -15,31 +15,36 @@ import pytest
 from arq.jobs import Job
 from arq.worker import Worker
 
+from harness.defaults import TEST_KEYS
+from harness.environment import process_env
+from harness.fakellm import Reply
+from harness.models import (
+    SUMMARY_MODEL,
+    SUMMARY_TEXT,
+    chat_requests,
+    history_text,
+    summarizer,
+    summary_json,
+    system_text,
+)
+from harness.nanobot_cli import ARCHIVED, turn
+from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import enqueue_idle_check, enqueue_summary, load_record, store_record
 from nanobot_hooks.contract.records import SummarizeRequest
-from harness.fakellm import Reply
-from worker.service.arq_worker import worker_options
-from worker.keep_rule import KeepRule
-from worker.summarize.cut import saves_enough, saving_floor
-from worker.summarize.cut import KEEP_NOTHING, idle_keep
-from worker.summarize.deps import Deps
-from worker.summarize.plan import plan_for, plan_job
-from worker.state.outcomes import load_outcome
-from worker.nanobot.sessions import read_session
-
-from harness.defaults import TEST_KEYS
 from tests.support.commands import run_in_process
-from harness.environment import process_env
-from harness.models import (SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, history_text, summarizer, summary_json,
-                            system_text)
-from harness.nanobot_cli import ARCHIVED, turn
+from tests.support.crossing import CHAT
+from tests.support.paths import ROOT
+from tests.support.queue_probes import applied
 from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
 from tests.support.waiting import wait_until
 from tests.support.workers import cancel_polling
-from harness.transcripts import conversation
-from tests.support.crossing import CHAT
-from tests.support.queue_probes import applied
-from tests.support.paths import ROOT
+from worker.keep_rule import KeepRule
+from worker.nanobot.sessions import read_session
+from worker.service.arq_worker import worker_options
+from worker.state.outcomes import load_outcome
+from worker.summarize.cut import KEEP_NOTHING, idle_keep, saves_enough, saving_floor
+from worker.summarize.deps import Deps
+from worker.summarize.plan import plan_for, plan_job
 
 TTL = 1.5
 IDLE = {"summary_idle": True, "summary_cache_ttl": TTL, "summary_idle_keep": KeepRule("turns", 1)}

@@ -9,20 +9,19 @@ from pathlib import Path
 
 import redis as sync_redis
 
+from harness.defaults import TEST_KEYS
+from harness.fakellm import FakeRequest, Reply
+from harness.models import echo_memory
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.queue import enqueue_summary, load_record
 from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.contract.session_format import NOTED_SUFFIX, RETIRED_FOLDER, retired_name
+from tests.support.workers import run_burst, summarize_now
+from worker.memory.notes import noted_spans
 from worker.state.formats import memory_off
 from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
-from harness.fakellm import FakeRequest, Reply
-from worker.memory.notes import noted_spans
-
-from harness.defaults import TEST_KEYS
-from harness.models import echo_memory
-from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 API_KEY = "sk-proj-" + "Zx9" * 12

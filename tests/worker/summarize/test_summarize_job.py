@@ -8,20 +8,19 @@ import re
 
 import pytest
 
+from harness.defaults import TEST_KEYS
+from harness.fakellm import Error, Reply
+from harness.models import summary_json
+from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
 from nanobot_hooks.contract.records import SummarizeRequest
+from tests.support.workers import run_burst, summarize_now
+from worker.nanobot.sessions import read_session
 from worker.state.outcomes import load_outcome
-from harness.fakellm import Error, Reply
 from worker.summarize.cut import plan_cut
 from worker.summarize.plan import plan_for, window_for
-from worker.nanobot.sessions import read_session
 from worker.text.tokens import cl100k_counter, count_message
-
-from harness.defaults import TEST_KEYS
-from harness.models import summary_json
-from harness.transcripts import conversation
-from tests.support.workers import run_burst, summarize_now
 
 KEY = "telegram:42"
 

@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.corpora import CORPORA, REPEATED
+from tests.support.paths import ROOT
 from worker.text import tokens
 from worker.text.language import HAN, HANGUL, KANA
 from worker.text.tokens import cl100k_counter, count_message, estimate_tokens
-from tests.support.paths import ROOT
 
 # The estimate's constants were fitted on other texts (written for that and thrown away): the corpora check it
 # on texts it never saw, one per kind of text the assistant reads.

@@ -16,9 +16,9 @@ from arq.jobs import Job
 from harness.defaults import TEST_KEYS
 from tests.support.web import FACTS, KEY, OWN_BOTTOM, OWN_TOP, QUIET, escaped, made_by_jobs, served
 from tests.support.workers import run_burst
-from worker.summarize.manual import MANUAL_KEEP
 from worker.state import budget
 from worker.state.outcomes import JobOutcome, load_outcome
+from worker.summarize.manual import MANUAL_KEEP
 from worker.web.actions import SAID
 
 SESSION = f"/session?key={quote(KEY, safe='')}"

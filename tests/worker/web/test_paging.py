@@ -13,9 +13,9 @@ from datetime import date, timedelta
 
 from harness.transcripts import conversation
 from tests.support.web import served
+from worker.memory.entries import Fact
 from worker.memory.longterm import Batch, pending_path
 from worker.memory.longterm.held import held_line
-from worker.memory.entries import Fact
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.web.paging import window
 

@@ -27,28 +27,38 @@ import aiohttp
 import pytest
 from arq.constants import health_check_key_suffix, in_progress_key_prefix
 
-from nanobot_hooks.contract.records import utcnow
-from nanobot_hooks.contract.session_format import LAST_SUMMARY
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
 from harness.models import echo_memory
 from harness.redis_server import free_port
-from tests.support.bench import load_bench
 from harness.transcripts import conversation
+from nanobot_hooks.contract.records import utcnow
+from nanobot_hooks.contract.session_format import LAST_SUMMARY
+from tests.support.bench import load_bench
+from tests.support.paths import ROOT
 from tests.support.waiting import wait_until
-from tests.support.web import (API_KEY, FACTS, KEY, OWN_BOTTOM, OWN_TOP, PAGES, QUIET, escaped, made_by_jobs,
-                               remembering, served)
+from tests.support.web import (
+    API_KEY,
+    FACTS,
+    KEY,
+    OWN_BOTTOM,
+    OWN_TOP,
+    PAGES,
+    QUIET,
+    escaped,
+    made_by_jobs,
+    remembering,
+    served,
+)
 from tests.support.workers import run_burst, running_worker, summarize_now
 from worker.memory.dedup import normalize
 from worker.memory.longterm import BEGIN, END, load_meta, pending_path, read_held, sidecar_path
 from worker.memory.longterm.edit import edit_fact
 from worker.memory.longterm.forget import forget_fact
-from worker.web.instance import Instance
 from worker.state import budget, workers
 from worker.state.outcomes import load_outcome
-from tests.support.paths import ROOT
-
+from worker.web.instance import Instance
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from worker.files import read_bytes
+from worker.memory.entries import Fact
 from worker.memory.followed import Followed
 from worker.memory.longterm.merge import Batch
-from worker.memory.entries import Fact
 from worker.text.redact import one_line
 
 log = logging.getLogger("worker.memory.longterm")

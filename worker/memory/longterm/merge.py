@@ -6,13 +6,14 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence, Set as AbstractSet
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from worker.memory.dedup import DEFAULT_THRESHOLD, best_match, category, find_duplicate, importance, normalize
+from worker.memory.entries import Fact
 from worker.memory.longterm.part import Line, Part, locate, metas, outside_lines, parse, render
 from worker.memory.longterm.sidecar import Meta
-from worker.memory.entries import Fact
 from worker.text.language import LANGUAGES
 from worker.text.redact import one_line
 

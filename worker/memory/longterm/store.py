@@ -12,15 +12,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from worker.errors import MemoryFilesError, MemoryReadOnly
-from worker.memory.dedup import DEFAULT_THRESHOLD
 from worker.files import LOCK_TIMEOUT, append_whole, read_bytes, read_only, temp_beside
+from worker.memory.dedup import DEFAULT_THRESHOLD
+from worker.memory.entries import Fact
 from worker.memory.followed import stamp
 from worker.memory.longterm.forgotten import changed, dump_forgotten, forgotten_path, load_forgotten, unforgotten
 from worker.memory.longterm.held import HELD, held_line, pending_path, read_held
 from worker.memory.longterm.merge import Batch, Merged, MergeStats, merge_text
 from worker.memory.longterm.part import Line, Part, bullets, locate, metas, parse, render
 from worker.memory.longterm.sidecar import Meta, dump_meta, load_meta, sidecar_path
-from worker.memory.entries import Fact
 from worker.text.redact import one_line
 
 CAS_RETRIES = 8

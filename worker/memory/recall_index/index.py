@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract.recall import fts_problem, RECALL_INDEX, RECALL_SCHEMA_VERSION, RECALL_TABLES
+from nanobot_hooks.contract.recall import RECALL_INDEX, RECALL_SCHEMA_VERSION, RECALL_TABLES, fts_problem
 from worker.errors import WorkerError
 from worker.memory.recall_index.memory_files import sync_memory_files
 from worker.memory.recall_index.messages import sweep, sync_session

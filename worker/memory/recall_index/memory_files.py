@@ -15,7 +15,7 @@ from nanobot_hooks.contract.recall import NOTE_LINE_BITS
 from worker.files import read_bytes
 from worker.memory import longterm, notes
 from worker.memory.recall_index.rows import Row, memory_rows, note_rows, starts_a_section
-from worker.memory.recall_index.tables import digest, drop, insert, note_counts, source_id, remember, transaction
+from worker.memory.recall_index.tables import digest, drop, insert, note_counts, remember, source_id, transaction
 
 MEMORY_FILE = "MEMORY.md"
 _DAY_FILE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")

@@ -13,9 +13,17 @@ from nanobot_hooks.contract.recall import retired_source
 from nanobot_hooks.contract.session_format import is_internal_session, storage_name, timestamp_before
 from worker.errors import SessionError
 from worker.memory.recall_index.rows import archived_through, message_rows
-from worker.memory.recall_index.tables import drop, insert, known, source_id, remember, transaction
-from worker.nanobot.sessions import (Retired, SessionFile, held_end, list_session_keys, read_session, read_window,
-                                     retired_files, session_path)
+from worker.memory.recall_index.tables import drop, insert, known, remember, source_id, transaction
+from worker.nanobot.sessions import (
+    Retired,
+    SessionFile,
+    held_end,
+    list_session_keys,
+    read_session,
+    read_window,
+    retired_files,
+    session_path,
+)
 from worker.text.prepare import Lines
 
 log = logging.getLogger("worker.memory.recall_index")

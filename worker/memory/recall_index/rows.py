@@ -17,6 +17,7 @@ from worker.text.clock import local_time
 from worker.text.prepare import Lines
 from worker.text.redact import redact
 
+
 @dataclass(frozen=True)
 class Row:
     """One searchable passage of a source."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date as Date
 
-from nanobot_hooks.contract.recall import BLOCK_BYTES, index_text, NOTE_LINE_BITS, pack, Passage, SOURCE_BITS, unpack
+from nanobot_hooks.contract.recall import BLOCK_BYTES, NOTE_LINE_BITS, SOURCE_BITS, Passage, index_text, pack, unpack
 from worker.memory.recall_index.rows import Row
 
 FULL = (1 << SOURCE_BITS) - 1
