@@ -165,6 +165,9 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
     for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
                            ("records waiting for nanobot to apply them",
                             [_record(record, width, at) for record in state["pending_records"]]),
+                           ("records of another version, kept for the version that reads them",
+                            [entry(key, [], width, "written by another version of the worker; this one cannot read it",
+                                   after="") for key in state.get("other_version_records") or []]),
                            ("sessions resting after a failed or fruitless job (the trigger waits)",
                             [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(

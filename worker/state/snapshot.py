@@ -10,7 +10,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import load_record, pending_sessions, reply
+from nanobot_hooks.contract.queue import pending_sessions, read_waiting_record, reply
 from nanobot_hooks.contract.records import utcnow
 from worker.state import budget, formats, liveness
 from worker.state.outcomes import read_outcome
@@ -52,7 +52,7 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "idle_checks": idle_checks,
         "oldest_due_seconds": liveness.oldest_due_seconds(queue),
         "in_flight": in_flight,
-        "pending_records": await _records(redis),
+        **await _records(redis),
         "resting": await _resting(redis),
         "outcomes": await _outcomes(redis),
         "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
@@ -62,16 +62,20 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     }
 
 
-async def _records(redis: ArqRedis) -> list[dict[str, Any]]:
-    records = []
+async def _records(redis: ArqRedis) -> dict[str, Any]:
+    """The waiting records (`pending_records`), and the sessions whose waiting record this version cannot read
+    (`other_version_records`: another version's, kept for it)."""
+    records, others = [], []
     for key in await pending_sessions(redis):
-        record = await load_record(redis, key)
-        if record is not None:
+        record = await read_waiting_record(redis, key)
+        if isinstance(record, str):
+            others.append(key)
+        elif record is not None:
             records.append({"session": key, "reason": record.reason, "start": record.start,
                             "boundary": record.boundary, "tokens_before": record.tokens_before,
                             "tokens_after": record.tokens_after, "messages_before": record.messages_before,
                             "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
-    return records
+    return {"pending_records": records, "other_version_records": others}
 
 
 async def resting_sessions(redis: ArqRedis) -> list[str]:

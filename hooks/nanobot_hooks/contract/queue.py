@@ -18,7 +18,7 @@ from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
 __all__ = ["DAMAGED", "CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE",
            "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record",
-           "load_waiting_record", "note_context", "pending_sessions", "reply", "store_record"]
+           "load_waiting_record", "note_context", "read_waiting_record", "pending_sessions", "reply", "store_record"]
 
 # Deletes a record only if it is still the same one, so a newer record is never lost: the one applied (the same
 # identity, its `created_at`, read from the stored JSON) or the same unreadable bytes. A pending entry without a
@@ -127,14 +127,26 @@ async def load_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecor
     if not raw:
         await reply(redis.srem(keys.pending, session_key))  # expired or dropped: nothing to wait for
         return None
+    found = _record_or_why(raw)
+    if found == DAMAGED:
+        await _drop_if_same(redis, session_key, raw, "bytes")
+    return found
+
+
+async def read_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
+    """The session's waiting record as `load_waiting_record` sees it, read only (nothing dropped, never raising on
+    what is stored): what `status` and the web page show."""
+    raw = await redis.get(Keys.of(redis).record(session_key))
+    return _record_or_why(raw) if raw else None
+
+
+def _record_or_why(raw: bytes | str) -> SummaryRecord | str:
+    """Stored bytes as this version reads them: the record, UNREADABLE (a JSON object, another version's record) or
+    DAMAGED (no record of any version)."""
     try:
         return SummaryRecord.model_validate_json(raw)
     except ValidationError:
-        pass
-    if _is_json_object(raw):
-        return UNREADABLE
-    await _drop_if_same(redis, session_key, raw, "bytes")
-    return DAMAGED
+        return UNREADABLE if _is_json_object(raw) else DAMAGED
 
 
 def _is_json_object(raw: bytes | str) -> bool:

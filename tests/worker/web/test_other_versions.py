@@ -55,3 +55,30 @@ async def test_status_and_its_metrics_work_with_outcomes_of_another_version(caps
     metrics = await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus", env=env)
     assert metrics.returncode == 0, metrics.stderr
     assert 'status="unknown"' in metrics.stdout, metrics.stdout[-2000:]
+
+
+async def plant_record(redis) -> None:
+    """A waiting summary record a newer worker wrote: a reason this version does not know, a field it lacks."""
+    newer = {"session_key": KEY, "reason": "webhook", "start": 0, "boundary": 4, "summary": "the newer summary",
+             "a_field_of_a_newer_version": True}
+    await redis.set(TEST_KEYS.record(KEY), json.dumps(newer))
+    await redis.sadd(TEST_KEYS.pending, KEY)
+
+
+async def test_a_waiting_record_of_another_version_leaves_status_and_every_page_working_and_stays(
+        capsys, settings_for, redis, redis_url, nanobot_home):
+    nanobot_home.write_session(KEY, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    await plant_record(redis)
+    async with served(settings_for()) as page:
+        for url in ("/", "/sessions", f"/session?key={quote(KEY, safe='')}"):
+            status, body = await page.get(url)
+            assert status == 200, (url, body[-2000:])
+            assert "another version" in body or url == "/sessions", (url, body[-3000:])
+    env = process_env(redis_url=redis_url, COLUMNS="250")
+    for extra in ((), ("--json",), ("--prometheus",)):
+        shown = await asyncio.to_thread(run_in_process, capsys, "status", *extra, env=env)
+        assert shown.returncode == 0, (extra, shown.stderr)
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
+    assert "another version" in shown.stdout and KEY in shown.stdout, shown.stdout
+    # Read, never dropped: the version that wrote it applies it.
+    assert await redis.exists(TEST_KEYS.record(KEY)) and await redis.sismember(TEST_KEYS.pending, KEY)
