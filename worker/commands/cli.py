@@ -37,52 +37,16 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2026-11-01") from None
 
 
-def _run(args: argparse.Namespace) -> int:
-    from worker.commands.run import run_worker
+def _lazy(module: str, function: str = "main") -> Callable[[argparse.Namespace], int]:
+    """A subcommand's handler, imported only when it runs (litellm alone takes seconds to import)."""
 
-    return run_worker(args)
+    def handler(args: argparse.Namespace) -> int:
+        from importlib import import_module
 
+        run: Callable[[argparse.Namespace], int] = getattr(import_module(module), function)
+        return run(args)
 
-def _enqueue(args: argparse.Namespace) -> int:
-    from worker.commands.enqueue import main
-
-    return main(args)
-
-
-def _status(args: argparse.Namespace) -> int:
-    from worker.commands.status import main
-
-    return main(args)
-
-
-def _end_rest(args: argparse.Namespace) -> int:
-    from worker.commands.rest import main
-
-    return main(args)
-
-
-def _undo(args: argparse.Namespace) -> int:
-    from worker.commands.undo import main
-
-    return main(args)
-
-
-def _doctor(args: argparse.Namespace) -> int:
-    from worker.commands.doctor import main
-
-    return main(args)
-
-
-def _web(args: argparse.Namespace) -> int:
-    from worker.web.command import main
-
-    return main(args)
-
-
-def _acl(args: argparse.Namespace) -> int:
-    from worker.commands.acl import main
-
-    return main(args)
+    return handler
 
 
 def _hooks(args: argparse.Namespace) -> int:
@@ -129,7 +93,7 @@ def _add_run(sub: Subcommands) -> None:
     run.add_argument("--reload", action="store_true",
                      help="development: restart the worker when a .py file of the project changes")
     run.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_lazy("worker.commands.run", "run_worker"))
 
 
 def _keep(text: str) -> str:
@@ -169,7 +133,7 @@ def _add_enqueue(sub: Subcommands) -> None:
                          help="also write daily notes for every message from this date on (catch-up run)")
     enqueue.add_argument("--wait", action="store_true", help="block until each job is done and print its outcome")
     enqueue.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits per job (default 600)")
-    enqueue.set_defaults(handler=_enqueue, parser=enqueue)
+    enqueue.set_defaults(handler=_lazy("worker.commands.enqueue"), parser=enqueue)
 
 
 def _add_status(sub: Subcommands) -> None:
@@ -187,7 +151,7 @@ def _add_status(sub: Subcommands) -> None:
     output.add_argument("--json", action="store_true", help="print one JSON object, for scripts")
     output.add_argument("--prometheus", action="store_true",
                         help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
-    status.set_defaults(handler=_status)
+    status.set_defaults(handler=_lazy("worker.commands.status"))
 
 
 def _add_end_rest(sub: Subcommands) -> None:
@@ -204,7 +168,7 @@ def _add_end_rest(sub: Subcommands) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     rest.add_argument("keys", nargs="*", metavar="KEY", help="session keys")
     rest.add_argument("--all", action="store_true", help="every resting session of this instance")
-    rest.set_defaults(handler=_end_rest, parser=rest)
+    rest.set_defaults(handler=_lazy("worker.commands.rest"), parser=rest)
 
 
 def _add_undo(sub: Subcommands) -> None:
@@ -224,7 +188,7 @@ def _add_undo(sub: Subcommands) -> None:
                       "each fact's session beside the file); the user's own lines stay")
     undo.add_argument("--keep-summary", action="store_true",
                       help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
-    undo.set_defaults(handler=_undo)
+    undo.set_defaults(handler=_lazy("worker.commands.undo"))
 
 
 def _add_doctor(sub: Subcommands) -> None:
@@ -240,7 +204,7 @@ def _add_doctor(sub: Subcommands) -> None:
     doctor.add_argument("--nanobot-python", metavar="PATH",
                         help="the Python that runs nanobot (default: the one named by the `nanobot` command "
                         "on PATH)")
-    doctor.set_defaults(handler=_doctor)
+    doctor.set_defaults(handler=_lazy("worker.commands.doctor"))
 
 
 def _add_acl(sub: Subcommands) -> None:
@@ -250,7 +214,7 @@ def _add_acl(sub: Subcommands) -> None:
         "arq's keys of its jobs and its channels, with every command but the dangerous and listing ones: one such "
         "user per instance keeps instances on a shared Redis from reading or writing each other's records.")
     acl.add_argument("--user", help="the user's name (default: nanobot-<namespace>)")
-    acl.set_defaults(handler=_acl)
+    acl.set_defaults(handler=_lazy("worker.commands.acl"))
 
 
 def _add_hooks(sub: Subcommands) -> None:
@@ -287,7 +251,7 @@ def _add_web(sub: Subcommands) -> None:
                      "~/.local/state/nanobot-summary/web-token; made 0600 at the first start)")
     web.add_argument("--url", action="store_true",
                      help="print the address to open, with the token, and exit (run it as the page's user)")
-    web.set_defaults(handler=_web)
+    web.set_defaults(handler=_lazy("worker.web.command"))
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
