@@ -84,7 +84,7 @@ async def test_an_instances_acl_user_reaches_only_its_own_names_and_its_gateway_
         assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
         refused = [entry for entry in await admin.execute_command("ACL", "LOG") if b"b" == dict(
             zip(entry[::2], entry[1::2], strict=True)).get(b"username")]
-        assert refused == [], "instance B's hooks and worker used nothing its ACL user may not"
+        assert refused == [], f"instance B's hooks and worker used nothing its ACL user may not: {refused}"
 
         # Instance A's user: its own names work; nothing of B's can be read, listed, heard or written.
         a = aioredis.from_url(server.url(f"a:{PASSWORD_A}"))

@@ -11,11 +11,13 @@ from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.contract.version import CONTRACT, RELEASE
 from tests.support.crossing import CHAT
 from tests.support.waiting import wait_until
-from worker.state.workers import publish
+from worker.state.workers import publish, this_worker
 
 
 async def test_the_gateway_says_a_worker_of_another_contract_once_and_answers_meanwhile(gateway, redis) -> None:
-    await publish(redis, {}, utcnow(), version="9.0.0", contract=CONTRACT + 1)  # a newer worker, beating now
+    # A newer worker, beating now, and the last to write arq's health line (which names its writer).
+    await publish(redis, {}, utcnow(), version="9.0.0", contract=CONTRACT + 1)
+    await redis.set(TEST_KEYS.queue + ":health-check", f"Nov-29 02:00:00 j_complete=0 worker={this_worker()}")
     gw = await gateway()
     reply = await gw.say(CHAT, "hello")
     await wait_until(lambda: "version mismatch" in gw.log(), 30, "the mismatch in the gateway's log")

@@ -149,8 +149,11 @@ class ProcfileWorker:
     def start(self) -> None:
         line = next(line for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
                     if line.startswith("worker:"))
+        # Run as from an activated environment (the Procfile names the installed `nanobot-summary`): this Python's
+        # bin folder first on PATH.
+        env = {**self.env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])}
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(line.partition(":")[2].split(), cwd=ROOT, env=self.env, stdout=log,
+            self.process = subprocess.Popen(line.partition(":")[2].split(), cwd=ROOT, env=env, stdout=log,
                                             stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self) -> None:

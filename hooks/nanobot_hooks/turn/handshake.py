@@ -20,7 +20,7 @@ from nanobot_hooks.contract.version import CONTRACT, RELEASE, Mismatch, version_
 # version is not the running one's, and a report a killed old worker left for a day must not say a mismatch.
 MISSED_BEATS = 3.0
 DEFAULT_BEAT_SECONDS = 30.0
-MAX_REPORTS = 100  # the reports read at one check: a namespace has a worker or a few
+HEALTH_CHECK_SUFFIX = ":health-check"  # arq's health line of a queue (arq.constants.health_check_key_suffix)
 
 # The mismatches said so far by this process, by the worker's versions: once each, whichever AgentLoop (or
 # listener, after a reconnect) sees it.
@@ -61,15 +61,16 @@ def to_say(raws: Iterable[Any], now: datetime, said: set[tuple[str, int]]) -> li
 
 
 async def check_workers(client: Any) -> None:
-    """Read this namespace's worker reports (a SCAN of their prefix, as status reads them, and one MGET) and say
-    each new mismatch: a warning when the contracts differ, a routine line for another release of the same
-    contract. The caller bounds it in time and catches what Redis raises."""
-    names = []
-    async for name in client.scan_iter(match=f"{Keys.of(client).worker_prefix}*", count=500):
-        names.append(name)
-        if len(names) >= MAX_REPORTS:
-            break
-    raws = await client.mget(names) if names else []
+    """Read the report of the worker that last wrote arq's health line (two GETs: the line names its writer,
+    `worker=<host>:<pid>`) and say each new mismatch: a warning when the contracts differ, a routine line for another
+    release of the same contract. No SCAN: an instance's Redis ACL user may not list keys (Keys.acl_rules), and
+    every live worker rewrites the line every 30 s, so the checks once a minute meet each worker in turn. The caller
+    bounds it in time and catches what Redis raises."""
+    keys = Keys.of(client)
+    line = await client.get(keys.queue + HEALTH_CHECK_SUFFIX)
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line or "")
+    writer = text.rpartition(" worker=")[2].strip() if " worker=" in text else ""
+    raws = [await client.get(keys.worker(writer))] if writer else []
     with _lock:
         mismatches = to_say(raws, utcnow(), _said)
     for mismatch in mismatches:

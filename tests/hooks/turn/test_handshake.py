@@ -18,7 +18,7 @@ from nanobot_hooks.turn import handshake
 from nanobot_hooks.turn.handshake import MISSED_BEATS, check_workers
 from tests.support.standins import Loop
 from tests.support.waiting import wait_until
-from worker.state.workers import WorkerReport, publish
+from worker.state.workers import WorkerReport, publish, this_worker
 
 
 class Gateway(Loop):
@@ -26,6 +26,17 @@ class Gateway(Loop):
 
     async def run(self) -> None:
         await asyncio.sleep(3600)
+
+
+async def health_line(redis, writer: str) -> None:
+    """arq's health line of the queue as the service's worker writes it: its counters, then its own id."""
+    await redis.set(TEST_KEYS.queue + ":health-check", f"Nov-29 02:00:00 j_complete=0 j_failed=0 worker={writer}")
+
+
+async def beat(redis, **versions) -> None:
+    """A live worker's beat: its report, and arq's health line naming it."""
+    await publish(redis, {}, utcnow(), **versions)
+    await health_line(redis, this_worker())
 
 
 @pytest.fixture(autouse=True)
@@ -43,11 +54,15 @@ def routine(monkeypatch) -> list[str]:
 
 async def test_a_worker_of_another_contract_is_said_once_at_start_up_with_the_command_that_fixes_it(
         make, redis, quiet, routine) -> None:
-    await publish(redis, {}, utcnow(), version="9.0.0", contract=CONTRACT + 1)  # a newer worker, beating now
     dead = WorkerReport(host="gone", pid=1, heartbeat_at=utcnow() - timedelta(seconds=MISSED_BEATS * 30 + 60),
                         version="0.0.1", contract=CONTRACT + 5)
     await redis.set(TEST_KEYS.worker("gone:1"), dead.model_dump_json())  # a killed worker's report, left to age
     await redis.set(TEST_KEYS.worker("other:2"), b"not a report")
+    for writer in ("gone:1", "other:2", "nobody:3"):  # the line's last writer: dead, unreadable, without a report
+        await health_line(redis, writer)
+        await check_workers(redis)
+        assert quiet == [] and routine == [], writer
+    await beat(redis, version="9.0.0", contract=CONTRACT + 1)  # a newer worker, beating now
     loop = Gateway()
     integration = make(loop)
     running = asyncio.create_task(loop.run())  # nanobot's run(): the listener starts in the background
@@ -66,12 +81,12 @@ async def test_a_worker_of_another_contract_is_said_once_at_start_up_with_the_co
 
 async def test_another_release_of_the_same_contract_is_a_routine_line_and_the_same_version_none(
         redis, quiet, routine) -> None:
-    await publish(redis, {}, utcnow())  # this version's worker
+    await beat(redis)  # this version's worker
     await check_workers(redis)
     assert quiet == [] and routine == []
     await redis.flushdb()
     older = "0.0.1"
-    await publish(redis, {}, utcnow(), version=older, contract=CONTRACT)
+    await beat(redis, version=older, contract=CONTRACT)
     await check_workers(redis)
     await check_workers(redis)
     assert quiet == [] and len(routine) == 1, routine

@@ -145,17 +145,17 @@ async def test_the_page_works_without_redis_and_says_so(nanobot_home, settings_f
 
 
 UNIT = ROOT / "deploy" / "nanobot-summary-web.service"
-CHECKOUT = "/opt/nanobot-summary-worker"
+INSTALLED = "/opt/nanobot-summary/bin/nanobot-summary"  # the unit's command: the worker's wheel installed there
+HERE = str(Path(sys.prefix) / "bin" / "nanobot-summary")  # the same command in this suite's environment
 
 
 def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("needs systemd-analyze")
-    text = UNIT.read_text(encoding="utf-8").replace(CHECKOUT, str(ROOT))
+    text = UNIT.read_text(encoding="utf-8").replace(INSTALLED, HERE)
     text = text.replace("User=nanobot", f"User={pwd.getpwuid(os.getuid()).pw_name}")
     text = text.replace("Group=nanobot", f"Group={grp.getgrgid(os.getgid()).gr_name}")
-    text = text.replace(f"{ROOT}/.venv/bin/python", sys.executable)
     (tmp_path / UNIT.name).write_text(text, encoding="utf-8")
     result = subprocess.run([analyze, "verify", str(tmp_path / UNIT.name)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
@@ -166,7 +166,7 @@ async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_i
     """The unit's own command line: loopback only, the token file in the unit's state folder, made 0600 at the
     first start; the journal (not a terminal) gets the address without the token, `--url` gives it."""
     line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
-    command = line.partition("=")[2].replace(f"{CHECKOUT}/.venv/bin/python", sys.executable).split()
+    command = line.partition("=")[2].replace(INSTALLED, HERE).split()
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert command[command.index("--token-file") + 1].startswith("/var/lib/nanobot-summary-web/")
     assert "StateDirectory=nanobot-summary-web" in UNIT.read_text(encoding="utf-8")
