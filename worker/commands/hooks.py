@@ -174,9 +174,20 @@ def uninstall(given_python: str | None) -> int:
     needed = inspect(python, removing=(*ours, *added))["needed"]
     assert isinstance(needed, list)
     removable = [name for name in added if name in dists and name not in needed]
+    # Our record is no file of pip's (not in the dist-info's RECORD): left there, it would keep a dist-info folder
+    # without metadata, which importlib.metadata then reads as the hooks of no version, hiding a later install.
+    info = before["info"]
+    record = Path(info) / ADDED_FILE if isinstance(info, str) else None
+    kept_record = record.read_bytes() if record is not None and record.exists() else None
+    if record is not None:
+        record.unlink(missing_ok=True)
     ok, output = pip(python, ["uninstall", "--yes", *ours, *removable])
     if not ok:
+        if record is not None and kept_record is not None and record.parent.is_dir():
+            record.write_bytes(kept_record)
         raise NanobotEnvError(f"pip could not remove the hooks from {python}: {last_line(output)}")
+    if record is not None and record.parent.is_dir() and not any(record.parent.iterdir()):
+        record.parent.rmdir()
     kept = sorted(set(added) - set(removable))
     print(f"removed {', '.join(ours + removable)} from {python}"
           + (f"; kept {', '.join(kept)} (other packages need them)" if kept else "")
