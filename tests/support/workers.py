@@ -83,8 +83,7 @@ async def running_worker(deps: Deps, **worker_overrides: Any) -> AsyncIterator[W
     try:
         yield worker
     finally:
-        await cancel_polling(task)
-        await stop_within_grace(worker)
+        await stop_worker(worker, task)
 
 
 async def cancel_polling(task: asyncio.Task[Any]) -> None:
@@ -117,6 +116,19 @@ async def stop_within_grace(worker: Worker) -> None:
             task.print_stack(file=where)
         raise AssertionError(f"the worker did not stop within {STOP_GRACE_SECONDS:g} s; what runs:\n"
                              f"{where.getvalue()}") from None
+
+
+async def stop_worker(worker: Worker, task: asyncio.Task[Any]) -> None:
+    """A polling worker stopped for good: its loop, then each of its jobs, cancelled until they end (a job's cancel
+    can be swallowed as the loop's can), the ended jobs taken off as arq's own loop does, then arq's close. A job
+    that went on after its test ended ran into the next test's model and counts (seen under two busy loops)."""
+    await cancel_polling(task)
+    for job in list(worker.tasks.values()):
+        await cancel_polling(job)
+    for job_id, job in list(worker.tasks.items()):
+        if job.done():
+            del worker.tasks[job_id]
+    await stop_within_grace(worker)
 
 
 @dataclass

@@ -37,7 +37,7 @@ from tests.support.paths import ROOT
 from tests.support.queue_probes import applied
 from tests.support.standins import KEY, TurnContext, idle_session, publish_turn_started, record_for, started
 from tests.support.waiting import wait_until
-from tests.support.workers import cancel_polling
+from tests.support.workers import stop_worker
 from worker.keep_rule import KeepRule
 from worker.nanobot.sessions import read_session
 from worker.service.arq_worker import worker_options
@@ -121,8 +121,7 @@ async def worker(redis) -> AsyncIterator[Any]:
     yield start
     for instance, task in running:
         # Bounded: a worker that does not stop must fail this test, not hang the run and leave it polling.
-        await cancel_polling(task)
-        await instance.close()
+        await stop_worker(instance, task)
 
 
 @pytest.fixture
