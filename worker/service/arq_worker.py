@@ -43,7 +43,9 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
                       # timeout, like the crons', is never longer than a job's (see below).
                       func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
                            timeout=min(60, job_timeout(settings))),
-                      func(unread_job, name=UNREAD_JOB, max_tries=1, timeout=10)],
+                      # Its timeout under the jobs': arq's in-progress marks last the longest function timeout + 10 s,
+                      # and a mark left by a killed worker must not outlive the job timeout's (test_faults).
+                      func(unread_job, name=UNREAD_JOB, max_tries=1, timeout=min(10, job_timeout(settings)))],
         # unique: two workers of one instance never both run a tick; named under the instance's namespace
         # (arq's job id is the name and the tick), so workers of other instances on the Redis run theirs. arq
         # re-runs a killed worker's job after the longest timeout of any function, the crons' and the idle
