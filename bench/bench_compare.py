@@ -379,11 +379,11 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         env = nanobot_env(home, redis_url, **base)
         worker = start_worker(home, redis_url, base, folder) if variant.ours else None
         gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
-        await gateway.start()
-        if worker is not None:
-            await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
         applied: dict[str, float] = {}
-        try:
+        try:  # the worker is stopped even when the gateway does not start, or its folder cannot be removed
+            await gateway.start()
+            if worker is not None:
+                await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
             latencies, waited = await converse(name, script, args, gateway, provider, home, applied)
         finally:
             await gateway.stop()

@@ -21,7 +21,6 @@ import argparse
 import inspect
 import json
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the worker ru
 from rank_bm25 import BM25Okapi
 
 from bench import retrieval_corpus as corpus
+from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall.search import search
@@ -202,12 +202,6 @@ def job_redis(url: str | None) -> Iterator[str]:
         yield url
     finally:
         embedded.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:

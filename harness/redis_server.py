@@ -4,6 +4,7 @@ ever shares a Redis with another run on the machine."""
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -16,11 +17,23 @@ import pytest
 
 from worker.connections import redis_server_binary
 
+# Below Linux's ephemeral range (32768-60999 by default): a port the kernel hands out for bind(0) or for
+# any outgoing connection can be taken again between this probe and the server's own bind (a gateway's
+# health port, CI), while ports here are only ever taken by another test's probe, drawn at random.
+_PORTS = range(20000, 32768)
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now, from outside the range the kernel gives out by itself."""
+    for _ in range(200):
+        port = random.choice(_PORTS)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free loopback port between 20000 and 32767")
 
 
 @dataclass
