@@ -93,7 +93,7 @@ CONTRACT = {
               "load_waiting_record", "read_waiting_record", "note_context", "pending_sessions", "reply",
               "store_record"],
     "redis_url": ["SENTINEL_SCHEME", "SentinelTarget", "redacted_url", "sentinel_target"],
-    "client": ["UNREAD_JOB", "open_client", "sync_client"],
+    "client": ["UNREAD_JOB", "close_client", "close_sentinels", "open_client", "sync_client"],
     "session_format": ["INTERNAL_SESSION_PREFIXES", "LAST_SUMMARY", "LAST_USAGE", "METADATA_TYPE", "NOT_A_TURN_FLAGS",
                        "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RETIRED_FOLDER", "SESSION_FILES_LOCK", "SESSION_SUFFIX",
                        "channel_of", "content_text", "is_direct_chat", "is_hidden", "is_internal_session",

@@ -16,7 +16,7 @@ import redis
 from arq.connections import ArqRedis
 from redis.connection import parse_url
 
-from nanobot_hooks.contract.client import open_client, sync_client
+from nanobot_hooks.contract.client import close_client, open_client, sync_client
 from nanobot_hooks.contract.keys import KEY_PREFIX
 from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 from nanobot_hooks.settings import HookSettings
@@ -46,7 +46,7 @@ async def open_pool(settings: HookSettings) -> ArqRedis:
     try:
         await client.ping()
     except BaseException:
-        await client.aclose()
+        await close_client(client)
         raise
     return client
 

@@ -18,7 +18,7 @@ from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnec
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from nanobot_hooks import logs
-from nanobot_hooks.contract.client import open_client
+from nanobot_hooks.contract.client import close_client, open_client
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 
@@ -271,7 +271,7 @@ class RedisLink:
                     await self.resolved()
                     await work(client)
                 finally:
-                    await client.connection_pool.disconnect()
+                    await close_client(client)
 
         def main() -> None:
             try:
@@ -307,7 +307,7 @@ class RedisLink:
         try:
             if loop is asyncio.get_running_loop():
                 async with asyncio.timeout(self.timeout):
-                    await client.connection_pool.disconnect()
+                    await close_client(client)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - closing a broken connection must not matter

@@ -10,6 +10,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from redis.exceptions import ResponseError
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
@@ -43,7 +44,7 @@ async def runtime_checks(settings: Settings) -> list[Check]:
         memory = await memory_info(redis)
         hooks = await nanobots(redis)
     finally:
-        await redis.aclose()
+        await close_client(redis)
     return (worker_checks(state, settings) + version_checks(state, hooks) + agreement_checks(state, hooks)
             + queue_checks(state)
             + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state))

@@ -16,6 +16,7 @@ from typing import Any
 
 from arq.constants import in_progress_key_prefix
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
 from nanobot_hooks.contract.queue import drop_record, load_record, reply, store_record
@@ -142,7 +143,7 @@ async def undo(key: str, dry_run: bool) -> list[str]:
         if done and not dry_run:
             done += await tell_nanobot(redis, path, undone)
     finally:
-        await redis.aclose()
+        await close_client(redis)
     return done
 
 

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
-from nanobot_hooks.contract.client import UNREAD_JOB, open_client
+from nanobot_hooks.contract.client import UNREAD_JOB, close_sentinels, open_client
 from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import utcnow
 from worker.connections import CALL_TIMEOUT
@@ -140,6 +140,7 @@ class SteadyWorker(Worker):
                 await workers.withdraw(self.pool)
             except (*REDIS_GONE, WatchError):
                 pass  # Redis gone: the report expires by itself
+        pool = self._pool.connection_pool if self._pool is not None else None
         try:
             await super().close()
         except (*REDIS_GONE, WatchError) as exc:
@@ -152,6 +153,8 @@ class SteadyWorker(Worker):
             # A job cancelled between its end and its after_job_end (arq's close gathers the cancelled jobs
             # without return_exceptions): its outcome is kept already, so the stop goes on quietly.
             await self._close_pool()
+        finally:
+            await close_sentinels(pool)  # arq's close leaves them open
 
     async def _close_pool(self) -> None:
         if self._pool is not None:

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from arq.connections import ArqRedis
 from redis.exceptions import RedisError
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.connections import open_pool, redact_secrets, redis_problem
 from worker.memory.writer import MemoryFiles
@@ -81,7 +82,7 @@ class Instance:
 
     async def close(self) -> None:
         if self.redis is not None:
-            await self.redis.aclose()
+            await close_client(self.redis)
             self.redis = None
 
     async def read(self, reading: Callable[[ArqRedis], Awaitable[T]]) -> tuple[T | None, str | None]:

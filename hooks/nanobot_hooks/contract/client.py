@@ -13,13 +13,14 @@ from typing import Any
 
 import redis
 from arq.connections import ArqRedis
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio import Redis
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.sentinel import Sentinel as SyncSentinel
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import sentinel_target
 
-__all__ = ["UNREAD_JOB", "open_client", "sync_client"]
+__all__ = ["UNREAD_JOB", "close_client", "close_sentinels", "open_client", "sync_client"]
 
 
 def job_to_json(data: dict[str, Any]) -> bytes:
@@ -62,6 +63,23 @@ def open_client(url: str, timeout: float, options: dict[str, Any] | None = None,
     if keys is not None:
         client.default_queue_name = keys.queue
     return client
+
+
+async def close_client(client: Redis) -> None:
+    """Close `client`'s connections; behind Sentinel the Sentinels' own too, which redis-py's `aclose` leaves open
+    (they were only collected, with a ResourceWarning each)."""
+    pool = client.connection_pool
+    try:
+        await client.aclose()
+    finally:
+        await close_sentinels(pool)
+
+
+async def close_sentinels(pool: Any) -> None:
+    """The connections to the Sentinels behind `pool` closed (none unless it is a Sentinel's)."""
+    if isinstance(pool, SentinelConnectionPool):
+        for sentinel in pool.sentinel_manager.sentinels:
+            await sentinel.aclose()
 
 
 def sync_client(url: str, timeout: float, **options: Any) -> redis.Redis:
