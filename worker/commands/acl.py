@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from worker.errors import NanobotConfigError
-from worker.nanobot.config import NanobotConfig
-from worker.settings import SettingsError, load_settings
+from worker.commands.startup import STARTUP_ERRORS, instance, refuse
 
 
 def acl_line(user: str, rules: list[str]) -> str:
@@ -18,11 +15,9 @@ def acl_line(user: str, rules: list[str]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        settings = load_settings()
-        settings = settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
-    except (NanobotConfigError, SettingsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        settings, _ = instance()
+    except STARTUP_ERRORS as exc:
+        return refuse(exc)
     keys = settings.keys
     user = args.user or f"nanobot-{keys.namespace}"
     print(f"# The Redis user of the nanobot instance of namespace {keys.namespace}: put it in redis.conf or the ACL "

@@ -13,15 +13,16 @@ from arq.connections import ArqRedis
 from arq.jobs import Job, JobStatus
 from rich.progress import Progress
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import load_record
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 from nanobot_hooks.contract.session_format import is_internal_session
+from worker.commands.startup import instance, run_command
 from worker.connections import open_pool, redis_problem
-from worker.errors import NanobotConfigError, NotSummarized
-from worker.nanobot.config import NanobotConfig
+from worker.errors import NotSummarized
 from worker.nanobot.sessions import SessionFile, list_session_keys
-from worker.settings import Settings, SettingsError, load_settings
+from worker.settings import Settings
 from worker.state.outcomes import headline, load_outcome
 from worker.summarize.manual import MANUAL_KEEP, check_key, manual_request, queue_one
 
@@ -142,9 +143,7 @@ async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    nanobot = NanobotConfig.load(settings.config_path)
-    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace: its queue and keys
+    settings, nanobot = instance()  # the instance's namespace: its queue and keys
     sessions_dir = nanobot.sessions_dir
     keys = session_keys(sessions_dir, args)
     if not keys:
@@ -156,7 +155,7 @@ async def run(args: argparse.Namespace) -> int:
     redis = await connect(settings)
     await queue_all(redis, keys, args.keep, args.since)
     status = await wait_all(redis, keys, args.timeout) if args.wait else 0
-    await redis.aclose()
+    await close_client(redis)
     return status
 
 
@@ -171,7 +170,7 @@ async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, si
         await dry_run(keys, settings, redis, keep, since)
     finally:
         if redis is not None:
-            await redis.aclose()
+            await close_client(redis)
 
 
 async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None) -> None:
@@ -196,8 +195,4 @@ async def wait_all(redis: ArqRedis, keys: list[str], timeout: float) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(run(args))
-    except (UsageError, SettingsError, NanobotConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run(args), UsageError)

@@ -5,15 +5,13 @@ failure streak starts afresh. A job queued by hand (`enqueue`) does not wait for
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.records import utcnow
+from worker.commands.startup import instance, refuse, run_command
 from worker.connections import open_pool, redis_problem
-from worker.errors import NanobotConfigError, SessionKeyError
-from worker.nanobot.config import NanobotConfig
+from worker.errors import SessionKeyError
 from worker.nanobot.sessions import session_path
-from worker.settings import SettingsError, load_settings
 from worker.state import budget
 from worker.state.snapshot import resting_sessions
 from worker.text.clock import zone_or_utc
@@ -21,19 +19,15 @@ from worker.text.when import moment_text
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    nanobot = NanobotConfig.load(settings.config_path)
-    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace: its rests
+    settings, nanobot = instance()  # the instance's namespace: its rests
     tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)  # as status and the page write moments
     for key in args.keys:
         try:
             session_path(nanobot.sessions_dir, key)  # a key of this nanobot's folder, as the page checks it
         except SessionKeyError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return refuse(exc)
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return refuse(problem)
     redis = await open_pool(settings)
     try:
         keys = await resting_sessions(redis) if args.all else list(dict.fromkeys(args.keys))
@@ -48,13 +42,9 @@ async def run(args: argparse.Namespace) -> int:
                   f"{ended.failures} failure(s) in a row: {ended.reason}); nanobot's trigger queues its jobs again "
                   "from its next turn")
     finally:
-        await redis.aclose()
+        await close_client(redis)
     return 0
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(run(args))
-    except (SettingsError, NanobotConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run(args))

@@ -4,18 +4,15 @@ sessions, spend and last outcomes, as text for people, JSON or Prometheus metric
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import sys
 from typing import Any
 
+from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.commands import status_text
 from worker.commands.metrics import prometheus
+from worker.commands.startup import instance, refuse, run_command
 from worker.connections import open_pool, redis_problem
-from worker.errors import NanobotConfigError
-from worker.nanobot.config import NanobotConfig
-from worker.settings import SettingsError, load_settings
 from worker.state import liveness
 from worker.state.snapshot import gather
 from worker.text.clock import zone_or_utc
@@ -36,20 +33,18 @@ def as_json(state: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    nanobot = NanobotConfig.load(settings.config_path)
-    settings = settings.for_workspace(nanobot.workspace)  # the instance's namespace
+    settings, nanobot = instance()
     tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)  # the page's zone: the notes'
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
-        print(f"error: {problem}", file=sys.stderr)
+        code = refuse(problem)
         if args.prometheus:
             print(prometheus(None), end="")
-        return 2
+        return code
     redis = await open_pool(settings)
     try:
         state = await gather(redis)
     finally:
-        await redis.aclose()
+        await close_client(redis)
     if args.prometheus:
         print(prometheus(state), end="")
     elif args.json:
@@ -63,10 +58,4 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return asyncio.run(run(args))
-    except (SettingsError, NanobotConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if args.prometheus:
-            print(prometheus(None), end="")
-        return 2
+    return run_command(run(args), on_refusal=lambda: print(prometheus(None), end="") if args.prometheus else None)
