@@ -168,6 +168,9 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
                            ("records of another version, kept for the version that reads them",
                             [entry(key, [], width, "written by another version of the worker; this one cannot read it",
                                    after="") for key in state.get("other_version_records") or []]),
+                           ("damaged records, dropped by nanobot's hooks at the session's next turn",
+                            [entry(key, [], width, "no record of any version (not JSON)", after="")
+                             for key in state.get("damaged_records") or []]),
                            ("sessions resting after a failed or fruitless job (the trigger waits)",
                             [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(

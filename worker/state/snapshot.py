@@ -10,7 +10,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import pending_sessions, read_waiting_record, reply
+from nanobot_hooks.contract.queue import DAMAGED, pending_sessions, read_waiting_record, reply
 from nanobot_hooks.contract.records import utcnow
 from worker.state import budget, formats, liveness
 from worker.state.outcomes import read_outcome
@@ -63,19 +63,22 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
 
 
 async def _records(redis: ArqRedis) -> dict[str, Any]:
-    """The waiting records (`pending_records`), and the sessions whose waiting record this version cannot read
-    (`other_version_records`: another version's, kept for it)."""
-    records, others = [], []
+    """The waiting records (`pending_records`), the sessions whose waiting record this version cannot read
+    (`other_version_records`: another version's, kept for it), and those whose stored bytes are no record of any
+    version (`damaged_records`: the hooks drop them at the session's next turn)."""
+    records, others, damaged = [], [], []
     for key in await pending_sessions(redis):
         record = await read_waiting_record(redis, key)
-        if isinstance(record, str):
+        if record == DAMAGED:
+            damaged.append(key)
+        elif isinstance(record, str):
             others.append(key)
         elif record is not None:
             records.append({"session": key, "reason": record.reason, "start": record.start,
                             "boundary": record.boundary, "tokens_before": record.tokens_before,
                             "tokens_after": record.tokens_after, "messages_before": record.messages_before,
                             "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
-    return {"pending_records": records, "other_version_records": others}
+    return {"pending_records": records, "other_version_records": others, "damaged_records": damaged}
 
 
 async def resting_sessions(redis: ArqRedis) -> list[str]:

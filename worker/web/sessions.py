@@ -15,7 +15,7 @@ from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import context_history, read_waiting_record, reply
+from nanobot_hooks.contract.queue import DAMAGED, UNREADABLE, context_history, read_waiting_record, reply
 from nanobot_hooks.contract.session_format import METADATA_TYPE, summary_text
 from worker.errors import SessionKeyError
 from worker.nanobot.sessions import list_session_keys, session_path, watermark
@@ -82,13 +82,14 @@ def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
 async def redis_view(redis: ArqRedis, key: str, tz: tzinfo) -> dict[str, Any]:
     keys = Keys.of(redis)
     raw = await redis.get(keys.outcome(key))
-    record = await read_waiting_record(redis, key)  # a str when another version wrote it: shown, kept
+    record = await read_waiting_record(redis, key)  # UNREADABLE (another version's: kept) or DAMAGED: shown
     return {
         "outcome": read_outcome(raw, key) if raw else None,
         "failures": int(await redis.get(keys.failures(key)) or 0),
         "rest": await budget.cooling(redis, key),
         "record": None if isinstance(record, str) else record,
-        "record_unread": isinstance(record, str),
+        "record_unread": record == UNREADABLE,
+        "record_damaged": record == DAMAGED,
         "spend": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))),
         "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
         "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),

@@ -82,3 +82,25 @@ async def test_a_waiting_record_of_another_version_leaves_status_and_every_page_
     assert "another version" in shown.stdout and KEY in shown.stdout, shown.stdout
     # Read, never dropped: the version that wrote it applies it.
     assert await redis.exists(TEST_KEYS.record(KEY)) and await redis.sismember(TEST_KEYS.pending, KEY)
+
+
+async def test_a_damaged_record_is_shown_as_damaged_not_as_another_versions(
+        capsys, settings_for, redis, redis_url, nanobot_home):
+    """Bytes that are no record of any version are told apart from another version's record: the hooks drop the
+    former at the next turn, and keep the latter for the version that reads it."""
+    nanobot_home.write_session(KEY, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    await redis.set(TEST_KEYS.record(KEY), b"\x80\x04not json at all")
+    await redis.sadd(TEST_KEYS.pending, KEY)
+    async with served(settings_for()) as page:
+        for url in ("/", f"/session?key={quote(KEY, safe='')}"):
+            status, body = await page.get(url)
+            assert status == 200 and "no summary of any version" in body, (url, body[-3000:])
+            assert "another version of the worker wrote" not in body and "Summaries of another" not in body, url
+    env = process_env(redis_url=redis_url, COLUMNS="250")
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=env)
+    state = json.loads(shown.stdout)
+    assert state["damaged_records"] == [KEY] and state["other_version_records"] == [], state
+    shown = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
+    assert "damaged records, dropped by nanobot's hooks at the session's next turn: 1" in shown.stdout, shown.stdout
+    assert "kept for the version that reads them: none" in shown.stdout, shown.stdout
+    assert await redis.exists(TEST_KEYS.record(KEY)), "status and the page only read"
