@@ -4,12 +4,14 @@ integration on a stand-in AgentLoop with its log lines caught; the helpers the t
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import hypothesis  # noqa: F401 - see _collected_after
 import pytest
 from arq.connections import ArqRedis
 
@@ -205,3 +207,16 @@ async def make(redis_url, quiet):
     for integration in made:
         integration.uninstall()
         await integration.close()
+
+
+
+@pytest.fixture(autouse=True)
+def _collected_after() -> Iterator[None]:
+    """What a test leaves to the garbage collector is collected as it ends, so an unclosed connection's
+    ResourceWarning (an error, see pyproject's filterwarnings) fails the test that leaked it, not whichever test
+    happens to run at the next collection. Everything alive then is frozen: the next test's collection walks only
+    what that test made (a whole collection with litellm loaded takes about half a second). Hypothesis is imported
+    before any freeze: its plugins' set-up looks for referrers, which gc no longer lists among frozen objects."""
+    yield
+    gc.collect()
+    gc.freeze()

@@ -21,6 +21,7 @@ from nanobot_hooks.contract.redis_url import SentinelTarget, redacted_url
 from nanobot_hooks.link import RedisLink
 from nanobot_hooks.settings import SettingsError, load_settings
 from tests.support.waiting import wait_until
+from tests.support.workers import stop_worker
 from worker.connections import answers, queue_client, server_version
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state.outcomes import load_outcome
@@ -108,9 +109,7 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
         assert await link.call("listing", pending_sessions) == ["telegram:1", "telegram:2"]
         assert ha.primary_port() == ha.replica.port, "all of it on the promoted replica"
     finally:
-        await worker.close()
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        await stop_worker(worker, running)
         await link.close()
     shown = caplog.text + "\n".join(hook_lines)
     assert PASSWORD not in shown, [line for line in shown.splitlines() if PASSWORD in line]
@@ -165,6 +164,5 @@ async def test_connections_cut_while_the_worker_takes_a_job_neither_stop_it_nor_
         await wait_until(lambda: _summarized(redis, "telegram:1"), 30, "a job queued after the cuts")
     finally:
         await killer.aclose()
-        await worker.close()
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        # Its loop first: closed while it polls, its pool opened a new connection that nothing closed.
+        await stop_worker(worker, running)
