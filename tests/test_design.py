@@ -36,7 +36,8 @@ def home(folder: str) -> Path:
 
 
 def imports_of(folder: str) -> dict[str, set[str]]:
-    """Module file -> every module it imports (absolute names, `from x import y` as x and x.y)."""
+    """Module file -> every module it imports (absolute names, `from x import y` as x and x.y; the command line's
+    handlers, imported as they run, by the name given to `_lazy`)."""
     found: dict[str, set[str]] = {}
     for path in sources(folder):
         names: set[str] = set()
@@ -46,6 +47,9 @@ def imports_of(folder: str) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module)
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_lazy"
+                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                names.add(node.args[0].value)
         found[str(path.relative_to(home(folder).parent))] = names
     return found
 
