@@ -88,6 +88,11 @@ def _queue_families(state: dict[str, Any], now: datetime) -> list[Family]:
          [({}, max(0.0, (now - oldest).total_seconds()))]),
         ("resting_sessions", "gauge", "Sessions resting after a failed or fruitless job (the trigger waits).",
          [({}, len(state["resting"]))]),
+        ("version_mismatches", "gauge", "Pairs of versions that differ between a running nanobot's hooks and a live "
+         "worker (`status` says which and the command that fixes them); contract=\"differs\": records or jobs of "
+         "one are not read by the other.",
+         [({"contract": "differs" if serious else "same"},
+           sum(1 for v in state.get("versions") or [] if v["serious"] == serious)) for serious in (True, False)]),
     ]
 
 

@@ -50,6 +50,8 @@ async def test_doctor_status_and_the_page_say_each_running_nanobots_hooks_of_ano
                                                 env=process_env(redis_url=redis_url))).stdout)
     text = (await asyncio.to_thread(run_in_process, capsys, "status",
                                     env=process_env(redis_url=redis_url, COLUMNS="300"))).stdout
+    metrics = (await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus",
+                                       env=process_env(redis_url=redis_url))).stdout
     out = (await doctor(capsys, nanobot_home, redis_url)).stdout
     async with served(settings_for()) as page:
         status, body = await page.get("/")
@@ -64,6 +66,9 @@ async def test_doctor_status_and_the_page_say_each_running_nanobots_hooks_of_ano
     assert f"hooks 9.0.0 (contract {CONTRACT + 1})" in newer["what"], newer
     assert older["serious"] and older["fix"] == "nanobot-summary hooks install, then restart nanobot", older
     assert "nanobot's hooks of an unknown version (no contract number: before 0.2.0)" in older["what"], older
+
+    assert 'nanobot_summary_version_mismatches{contract="differs"} 2' in metrics, metrics
+    assert 'nanobot_summary_version_mismatches{contract="same"} 0' in metrics, metrics
 
     flat = one_line(text)
     assert f"VERSION MISMATCH: {newer['what']} (nanobot nb-new:11); fix: {upgrade}" in flat, text
