@@ -375,7 +375,8 @@ def test_a_notes_items_stay_out_of_the_caches_of_memory_lines(tmp_path: Path) ->
     one_line.cache_clear()
     normalize.cache_clear()
     notes = [DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{hour:02d}:00:00",
-                        last_timestamp=f"2026-11-20T{hour:02d}:30:00", topics=[f"topic {i} of {hour}" for i in range(50)],
+                        last_timestamp=f"2026-11-20T{hour:02d}:30:00",
+                        topics=[f"topic {i} of {hour}" for i in range(50)],
                         technical_issues=[TechnicalIssue(problem=f"problem of {hour}", solution=f"fix of {hour}")])
              for hour in range(20)]
     assert append_notes(tmp_path, KEY, notes, "en", UTC) == 20
