@@ -66,7 +66,17 @@ def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHo
 
 
 def max_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    """This process's peak RSS. Linux's VmHWM where there is one: ru_maxrss keeps the peak of the process that
+    started this one (exec passes it on), so a child of a parent grown past it (the fake model keeping every
+    request of a daily job) showed the parent's peak, at rest and after its job alike."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB (macOS: bytes; not run there)
 
 
 async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> float:

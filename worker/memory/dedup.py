@@ -51,10 +51,9 @@ def _step(text: str) -> str:
     return _SPACE_NEAR_CJK.sub("", text)
 
 
-# A worker re-reads the same MEMORY.md lines on every merge: their keys are remembered, not made again.
-@lru_cache(maxsize=65536)
-def normalize(text: str) -> str:
-    """The comparison key of a text: width, case, punctuation and spacing differences removed."""
+def normalize_uncached(text: str) -> str:
+    """normalize's key, made afresh: for texts met once, which would only crowd the cache (a daily note's items:
+    a daily job noting a 200 MB day kept 65,536 of them, some 20 MB, with one_line's as many)."""
     result = _step(text)
     # NFKC after punctuation removal can compose again (a combining mark meets a new base); repeat to a fixpoint.
     for _ in range(4):
@@ -63,6 +62,13 @@ def normalize(text: str) -> str:
             break
         result = again
     return result
+
+
+# A worker re-reads the same MEMORY.md lines on every merge: their keys are remembered, not made again.
+@lru_cache(maxsize=65536)
+def normalize(text: str) -> str:
+    """The comparison key of a text: width, case, punctuation and spacing differences removed."""
+    return normalize_uncached(text)
 
 
 _DIGITS = re.compile(r"\d+")

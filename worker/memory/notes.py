@@ -16,13 +16,13 @@ from zoneinfo import ZoneInfo
 from filelock import FileLock
 
 from worker.files import LOCK_TIMEOUT, append_whole
-from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize
+from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize_uncached
 from worker.memory.entries import DailyNotes
 from worker.memory.followed import Followed, stamp
 from worker.text.clock import local_time
 from worker.text.language import NOTE_FIELDS
 from worker.text.language import language as language_table
-from worker.text.redact import one_line
+from worker.text.redact import one_line, one_line_uncached
 
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 _MARKER = re.compile(
@@ -82,8 +82,10 @@ def quote_key(key: str) -> str:
 
 
 def clean(item: str) -> str:
-    """One redacted line of text: notes are bullets, so a newline in an item would break the list."""
-    text = one_line(item)
+    """One redacted line of text: notes are bullets, so a newline in an item would break the list. Uncached, as
+    the items' keys below: a note's items are met once (the day's parse keeps their keys), and a daily job noting a
+    huge day filled one_line's and normalize's caches with them, holding their memory to the job's end."""
+    text = one_line_uncached(item)
     match = _BULLET.match(text)
     return match.group(1).strip() if match else text
 
@@ -102,7 +104,7 @@ def note_items(note: DailyNotes) -> dict[str, list[str]]:
 
 
 def digest(items: dict[str, list[str]]) -> str:
-    joined = "\n".join(f"{part}:{normalize(line)}" for part in NOTE_FIELDS for line in items.get(part, []))
+    joined = "\n".join(f"{part}:{normalize_uncached(line)}" for part in NOTE_FIELDS for line in items.get(part, []))
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:12]
 
 
@@ -158,7 +160,7 @@ class DayText:
         for span in spans(text):
             self.spans.setdefault(span.session, []).append(span)
         for span, _, item in section_items(text):
-            self.items.setdefault(span.session, []).append(normalize(item))
+            self.items.setdefault(span.session, []).append(normalize_uncached(item))
         if text:
             self.empty, self.ends_line = False, text.endswith("\n")
 
@@ -211,7 +213,7 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
     for part in NOTE_FIELDS:
         fresh: list[str] = []
         for line in items[part]:
-            key = normalize(line)
+            key = normalize_uncached(line)
             if not key or find_duplicate(key, known, threshold) is not None:
                 continue
             known.append(key)

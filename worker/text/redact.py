@@ -272,6 +272,12 @@ def redact_arguments(arguments: Any, shorten: Callable[[str], str] | None = None
 @lru_cache(maxsize=65536)  # the same MEMORY.md lines come back on every merge
 def one_line(text: str) -> str:
     """Redacted, on one line, valid UTF-8, without HTML-comment delimiters: safe as one bullet of a memory file."""
+    return one_line_uncached(text)
+
+
+def one_line_uncached(text: str) -> str:
+    """one_line made afresh: for texts met once (a daily note's items), which would only crowd its cache and
+    hold their memory (worker.memory.dedup.normalize_uncached)."""
     text = text.encode("utf-8", errors="ignore").decode("utf-8")  # lone surrogates cannot be written
     return " ".join(no_comments(redact(text)).split())
 

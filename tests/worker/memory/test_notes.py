@@ -363,3 +363,24 @@ def test_another_processs_appends_to_a_long_day_file_are_read_alone_and_an_edit_
         "the edit in the middle is seen"
     assert notes_module.DAYS.bytes_read - read_before >= path.stat().st_size, "read whole"
     assert ("2026-11-20T16:00:00", "2026-11-20T16:10:00") in stamps(noted_spans(tmp_path, "cli:direct", "2026-11-20"))
+
+
+def test_a_notes_items_stay_out_of_the_caches_of_memory_lines(tmp_path: Path) -> None:
+    """one_line's and normalize's caches are for MEMORY.md's lines, which come back on every merge; a note's items
+    are met once (the day's parse keeps their keys). A daily job noting a huge day filled both caches with its items
+    and held them to its end (65,536 of each, tens of MB: issue 33 point 10)."""
+    from worker.memory.dedup import normalize
+    from worker.text.redact import one_line
+
+    one_line.cache_clear()
+    normalize.cache_clear()
+    notes = [DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{hour:02d}:00:00",
+                        last_timestamp=f"2026-11-20T{hour:02d}:30:00",
+                        topics=[f"topic {i} of {hour}" for i in range(50)],
+                        technical_issues=[TechnicalIssue(problem=f"problem of {hour}", solution=f"fix of {hour}")])
+             for hour in range(20)]
+    assert append_notes(tmp_path, KEY, notes, "en", UTC) == 20
+    assert append_notes(tmp_path, KEY, notes, "en", UTC) == 0, "the second time, every span is noted already"
+    assert len(noted_spans(tmp_path, KEY, "2026-11-20")) == 20
+    cached = one_line.cache_info().currsize + normalize.cache_info().currsize
+    assert cached <= 2, f"{cached} texts cached for 1,040 items (the session key's heading may be)"
