@@ -9,20 +9,27 @@ script read from stdin: nothing of the checkout is in an image):
         - < deploy/nanobot/listen_in_container.py
 
 nanobot refuses a web chat on 0.0.0.0 without a way to authenticate (`token`, `tokenIssueSecret` or
-`trustedProxyAuth` under `channels.websocket`; onboard's WebUI password is `tokenIssueSecret`): without one this
-changes nothing and says so. Only the two `host` values change; the file is replaced whole (a temporary file
-beside it, its mode kept). The published ports stay on the host's loopback (the compose file)."""
+`trustedProxyAuth` under `channels.websocket`; `onboard --wizard` asks for the WebUI password, `tokenIssueSecret`,
+a plain `onboard` sets none): a web chat without one gets a random WebUI password, written to the config and never
+printed (the web chat asks for it: read it there, or change it there and restart the gateway). Only the two `host`
+values and that password change; the file is replaced whole (a temporary file beside it, its mode kept). The
+published ports stay on the host's loopback (the compose file), which publishes nanobot's default ports: the
+script names the variables to set when the config's ports are others."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 ANY = "0.0.0.0"
+PASSWORD = "tokenIssueSecret"  # what `onboard --wizard` sets from the WebUI password it asks for
+# nanobot's default ports, which the compose file publishes, and the variables naming others (the container's side).
+PORTS = {"gateway": (18790, "NANOBOT_GATEWAY_PORT"), "websocket": (8765, "NANOBOT_WEB_CHAT_PORT")}
 
 
 def authenticated(web: dict[str, Any]) -> bool:
@@ -32,23 +39,31 @@ def authenticated(web: dict[str, Any]) -> bool:
     return any(isinstance(value, str) and value.strip() for value in secrets) or isinstance(proxy, dict)
 
 
-def listening(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with the gateway and the web chat on every interface; ValueError when the web chat has no
-    authentication (nanobot would refuse to start it)."""
+def listening(config: dict[str, Any], new_password: str) -> dict[str, Any]:
+    """The config with the gateway and the web chat on every interface; a web chat without authentication (which
+    nanobot would refuse to start there) gets `new_password` as its WebUI password."""
     channels = config.get("channels") if isinstance(config.get("channels"), dict) else {}
     web = channels.get("websocket")
     if isinstance(web, dict) and web.get("enabled", True) is not False:
-        if not authenticated(web):
-            raise ValueError("the web chat (channels.websocket) has no token, tokenIssueSecret or trustedProxyAuth: "
-                             "nanobot refuses to listen on 0.0.0.0 without one. Run `onboard` again and set the "
-                             "WebUI password, or set channels.websocket.token, then run this again")
-        web = {**web, "host": ANY}
+        web = {**web, "host": ANY} if authenticated(web) else {**web, "host": ANY, PASSWORD: new_password}
         channels = {**channels, "websocket": web}
     gateway = config.get("gateway") if isinstance(config.get("gateway"), dict) else {}
     changed = {**config, "gateway": {**gateway, "host": ANY}}
     if channels:
         changed["channels"] = channels
     return changed
+
+
+def port_lines(config: dict[str, Any]) -> list[str]:
+    """What to set when the gateway's or the web chat's port is not the one the compose file publishes by default."""
+    channels = config.get("channels") if isinstance(config.get("channels"), dict) else {}
+    sections = {"gateway": config.get("gateway"), "websocket": channels.get("websocket")}
+    lines = []
+    for name, (default, variable) in PORTS.items():
+        port = sections[name].get("port", default) if isinstance(sections[name], dict) else default
+        if port != default:
+            lines.append(f"{name} listens on port {port}: set {variable}={port} for docker compose")
+    return lines
 
 
 def replace(path: Path, config: dict[str, Any]) -> None:
@@ -72,14 +87,20 @@ def main(argv: list[str]) -> int:
     path = Path(argv[1] if len(argv) > 1 else os.environ.get("NANOBOT_CONFIG", "~/.nanobot/config.json")).expanduser()
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-        changed = listening(config)
+        changed = listening(config, secrets.token_urlsafe(32))
     except (OSError, ValueError) as exc:
         print(f"error: {path}: {exc}", file=sys.stderr)
         return 1
+    for line in port_lines(changed):
+        print(line)
     if changed == config:
         print(f"{path}: nanobot already listens on {ANY}")
         return 0
     replace(path, changed)
+    web = changed.get("channels", {}).get("websocket")
+    if isinstance(web, dict) and web.get(PASSWORD) != config["channels"]["websocket"].get(PASSWORD):
+        print(f"{path}: the web chat had no password: a random WebUI password is now channels.websocket.{PASSWORD} "
+              "there (the web chat asks for it)")
     print(f"{path}: gateway and web chat now listen on {ANY} inside the container; restart the gateway: "
           "docker compose -f deploy/docker-compose.nanobot.yml restart nanobot-gateway")
     return 0

@@ -151,7 +151,7 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert worker["environment"]["REDIS_URL"].startswith("redis://redis:6379/")
     assert "working_dir" not in worker and not [v for v in worker["volumes"] if v.startswith("..")], \
         "nothing of the checkout is mounted: the image's wheels are what runs"
-    assert worker["healthcheck"]["test"] == ["CMD", "arq", "worker.app.WorkerSettings", "--check"]
+    assert worker["healthcheck"]["test"] == ["CMD", "python", "-m", "worker.service.health"]
     assert (DEPLOY / f"{worker['env_file']}.example").exists()
     assert f"deploy/{worker['env_file']}" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert worker["user"].startswith("${NANOBOT_UID"), "the worker writes nanobot's files as nanobot's user"

@@ -7,6 +7,7 @@ here: no image is built, no container started (the docs say so)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from datetime import datetime, timezone
@@ -28,6 +30,7 @@ from packaging.utils import canonicalize_name
 
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot, nanobot_python
+from harness.redis_server import free_port
 from tests.support.paths import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -632,18 +635,37 @@ def test_the_published_ports_reach_nanobot_once_its_config_listens_inside_the_co
     assert command in (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 
 
-def test_a_web_chat_without_authentication_is_left_on_the_loopback_with_the_fix(tmp_path: Path) -> None:
-    path = tmp_path / "config.json"
+def test_a_web_chat_without_authentication_gets_a_random_password_never_printed(tmp_path: Path) -> None:
+    """A plain `onboard` sets no WebUI password: the script sets a random one, so nanobot accepts the web chat on
+    0.0.0.0 and the documented steps go on without the wizard."""
     open_chat = {**ONBOARDED, "channels": {"websocket": {"enabled": True, "host": "127.0.0.1",
                                                          "websocketRequiresToken": False}}}
-    path.write_text(json.dumps(open_chat), encoding="utf-8")
-    before = path.read_bytes()
+    passwords = []
+    for name in ("one.json", "two.json"):
+        path = tmp_path / name
+        path.write_text(json.dumps(open_chat), encoding="utf-8")
+        done = run_listen(path)
+        assert done.returncode == 0, done.stderr
+        password = json.loads(path.read_text(encoding="utf-8"))["channels"]["websocket"]["tokenIssueSecret"]
+        assert len(password) >= 32 and password not in done.stdout + done.stderr, "set, and never printed"
+        assert "random WebUI password" in done.stdout
+        passwords.append(password)
+    assert passwords[0] != passwords[1], "random, not a default anyone knows"
+    assert nanobot_reads(tmp_path / "one.json")["web"][:2] == ["0.0.0.0", 8765], "nanobot accepts it"
+
+
+def test_ports_other_than_nanobots_defaults_are_named_with_the_variable_that_publishes_them(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    moved = {**ONBOARDED, "gateway": {"host": "127.0.0.1", "port": 18800}}
+    path.write_text(json.dumps(moved), encoding="utf-8")
     done = run_listen(path)
-    assert done.returncode == 1 and "tokenIssueSecret" in done.stderr and "WebUI password" in done.stderr
-    assert path.read_bytes() == before, "nothing changed: nanobot would refuse to start the web chat on 0.0.0.0"
+    assert done.returncode == 0 and "set NANOBOT_GATEWAY_PORT=18800" in done.stdout, done.stdout
+    assert "NANOBOT_WEB_CHAT_PORT" not in done.stdout, "the web chat keeps the default port"
+    ports = resolved({**VARIABLES, "NANOBOT_GATEWAY_PORT": "18800"})["services"]["nanobot-gateway"]["ports"]
+    assert [port.split(":")[2] for port in ports] == ["18800", "8765"]
 
 
-def test_every_long_running_service_has_a_health_check_and_the_gateways_asks_nanobot() -> None:
+def test_every_long_running_service_has_a_health_check_and_the_gateways_asks_nanobot(tmp_path: Path) -> None:
     services = compose()["services"]
     for name, service in services.items():
         if "profiles" in service:
@@ -651,10 +673,36 @@ def test_every_long_running_service_has_a_health_check_and_the_gateways_asks_nan
         assert service.get("healthcheck", {}).get("test"), f"{name} has no health check"
     test = services["nanobot-gateway"]["healthcheck"]["test"]
     assert test[:3] == ["CMD", "python", "-c"], "nanobot's image has Python on PATH, no curl"
-    assert "http://127.0.0.1:18790/health" in test[3], "nanobot's own endpoint, on the container's side"
-    compile(test[3], "healthcheck", "exec")
     tested = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))["services"]
     assert all(service.get("healthcheck") for service in tested.values())
+    # The gateway's check asks the port nanobot's config names, as nanobot's user (HOME) sees it.
+    home = tmp_path / "home"
+    (home / ".nanobot").mkdir(parents=True)
+    port = free_port()
+    server = http.server.HTTPServer(("127.0.0.1", port), HealthHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = home / ".nanobot" / "config.json"
+        check = [sys.executable, "-c", test[3]]
+        config.write_text(json.dumps({"gateway": {"port": port}}), encoding="utf-8")
+        assert subprocess.run(check, env={**os.environ, "HOME": str(home)}, timeout=60).returncode == 0
+        config.write_text(json.dumps({"gateway": {"port": free_port()}}), encoding="utf-8")
+        assert subprocess.run(check, env={**os.environ, "HOME": str(home)}, timeout=60,
+                              capture_output=True).returncode != 0, "nothing on that port: unhealthy"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class HealthHandler(http.server.BaseHTTPRequestHandler):
+    """nanobot's health endpoint, as far as the check reads it: 200 on /health."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
 def test_one_redis_address_for_a_nanobot_on_the_host_across_the_examples() -> None:
