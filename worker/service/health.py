@@ -10,6 +10,7 @@ Exit 0 with arq's health line; 1 with one line saying why not (no beat, Redis si
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 from arq.constants import health_check_key_suffix
 from redis.exceptions import RedisError
@@ -40,13 +41,13 @@ def main() -> int:
     queue = settings.keys.queue
     client = sync_client(settings.redis_url, TIMEOUT, **settings.redis_options())
     try:
-        raw = client.get(queue + health_check_key_suffix)
+        raw = cast("bytes | None", client.get(queue + health_check_key_suffix))  # redis-py's sync client
     except RedisError as exc:
         print(f"unhealthy: Redis at {redacted_url(settings.redis_url)} does not answer: {exc}", file=sys.stderr)
         return 1
     finally:
         client.close()
-    status, text = verdict(raw.decode() if isinstance(raw, bytes) else raw, queue)
+    status, text = verdict(raw.decode() if raw is not None else None, queue)
     print(text, file=sys.stdout if status == 0 else sys.stderr)
     return status
 
