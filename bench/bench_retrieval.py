@@ -254,13 +254,15 @@ def figures(outcomes: Sequence[Outcome]) -> dict:
 
 
 def group(outcome: Outcome) -> list[str]:
-    """The question's category, and `name+1` when its keywords are a name and one more word."""
+    """The question's category, `name+1` when its keywords are a name and one more word, and `reply` when its
+    evidence answers a turn holding the question's words."""
     words = outcome.question.keywords.split()
-    return [outcome.question.category] + (["name+1"] if len(words) == 2 and words[0] == outcome.question.name else [])
+    return [outcome.question.category] + (["name+1"] if len(words) == 2 and words[0] == outcome.question.name else []) \
+        + (["reply"] if outcome.question.reply else [])
 
 
 def by_group(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
-    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1")}
+    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply")}
     for outcome in outcomes:
         for name in group(outcome):
             groups[name].append(outcome)

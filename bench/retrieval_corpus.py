@@ -5,7 +5,9 @@ Chinese. They greet and take leave of each other by name ("Hi Anna, how was your
 name recurs in many turns; most turns are small talk, a few carry facts (an audition, a trip, a purchase, a
 rent in numbers...), each fact with one specific detail (a role, a city, an object, an amount). Some small
 talk touches the facts' topics without their detail ("My cousin has an audition coming up too"), as real
-chats do, so a topic word alone does not find the fact.
+chats do, so a topic word alone does not find the fact. About a third of the facts are told in answer to the
+friend's question about their topic ("Anna, how did the audition thing go?" - "Lady Macbeth! I still can't
+believe it."): the question's words are in one turn, the answer in the next, as in real chats.
 
 Each question names its evidence: the positions of the turns that hold the fact's detail. It comes in two
 forms, the keywords an agent would send (`Anna audition`) and the question as asked ("When did Anna go to
@@ -343,6 +345,8 @@ class Talk:
     filler: tuple[str, ...]
     fills: dict[str, tuple[str, ...]]  # slots of the small talk
     prompt: tuple[str, ...]  # the friend asks what is new
+    ask_about: tuple[str, ...]  # the friend asks about a fact's topic by name ({topic})
+    reply: tuple[str, ...]  # the owner's answer to that: the detail, none of the topic's words
     good: tuple[str, ...]
     bad: tuple[str, ...]
     months: tuple[str, ...]
@@ -393,6 +397,10 @@ EN = Talk(
            "food": ("ramen", "tacos", "homemade pizza", "curry", "dumplings", "pancakes")},
     prompt=("So what's new with you, {to}?", "How about you, {to}? Anything exciting?", "Tell me your news, {to}!",
             "And you, {to}? What have you been up to?"),
+    ask_about=("{to}, how did the {topic} thing go?", "So {to}, any news about the {topic}?",
+               "Wait {to}, what happened with the {topic}?", "{to}! Tell me everything about the {topic}."),
+    reply=("{detail}! I still can't believe it.", "Oh, {detail}. Honestly the best part of my month.",
+           "It was {detail}, if you can believe it.", "{detail}, and it went better than I hoped."),
     good=("Wow, that's amazing, {to}!", "No way! Congrats {to}!", "That sounds so fun, {to}!",
           "I'm so happy for you, {to}!", "{to}, that's awesome! Tell me more.", "So jealous, {to}!"),
     bad=("Oh no, {to}, I'm sorry to hear that.", "That's rough, {to}. Hang in there.", "Ugh, {to}, that's the worst.",
@@ -425,6 +433,8 @@ ZH = Talk(
     fills={"day": ("周日", "周六", "周五", "周一"), "relative": ("姐姐", "妈妈", "哥哥", "姑姑", "爸爸"),
            "food": ("拉面", "火锅", "自己做的披萨", "咖喱", "饺子", "煎饼")},
     prompt=("{to}，你最近有什么新鲜事吗？", "那你呢，{to}？有什么好玩的事？", "说说你的近况吧，{to}！", "你呢{to}，最近在忙什么？"),
+    ask_about=("{to}，{topic}的事怎么样了？", "对了{to}，{topic}那件事后来呢？", "{to}，快说说{topic}的情况！"),
+    reply=("是{detail}！我到现在还不敢相信。", "{detail}，这个月最开心的就是这个了。", "结果是{detail}，没想到吧。"),
     good=("哇，太棒了，{to}！", "真的假的！恭喜你{to}！", "{to}，听起来好有意思！", "真替你开心，{to}！",
           "{to}你也太厉害了吧！快多说点。", "好羡慕你啊{to}！"),
     bad=("啊，{to}，太心疼你了。", "天哪，{to}，要好好休息啊。", "这也太离谱了吧，{to}。", "{to}，别太难过了。"),
@@ -445,6 +455,7 @@ class Fact:
     session: int
     day: date | None = None
     evidence: list[int] = field(default_factory=list)  # message positions holding the detail
+    reply: bool = False  # told in answer to the friend's question, which holds the topic's words
 
 
 @dataclass(frozen=True)
@@ -457,6 +468,7 @@ class Question:
     evidence: tuple[int, ...]
     detail: str
     name: str
+    reply: bool = False  # the evidence is the answer to a turn holding the question's words (Fact.reply)
 
 
 @dataclass
@@ -467,6 +479,9 @@ class Conversation:
     messages: list[dict[str, Any]]
     questions: list[Question]
     facts: list[Fact]
+
+
+REPLY_SHARE = 0.3  # of the facts, told in answer to a question about their topic (the answer next to the words)
 
 
 def session_days(rng: random.Random, count: int, today: date) -> list[date]:
@@ -526,13 +541,21 @@ def fact_turns(rng: random.Random, talk: Talk, fact: Fact, names: tuple[str, str
     reacts (by name), and the owner often adds a line that names the detail again."""
     owner, other = fact.owner, 1 - fact.owner
     turns: list[Turn] = []
+    fact.reply = rng.random() < REPLY_SHARE
+    if fact.reply:  # the question's words in the friend's turn, the answer in the owner's reply
+        turns.append((other, say(rng, talk.ask_about, to=names[owner], topic=fact.kind.topic), None))
+        turns.append((owner, say(rng, talk.reply, **fact.slots), fact))
+        return turns + fact_more(rng, fact)
     if last == owner and rng.random() < 0.7:
         turns.append((other, say(rng, talk.prompt, to=names[owner]), None))
     turns.append((owner, say(rng, fact.kind.says, **fact.slots), fact))
     turns.append((other, say(rng, talk.good if fact.kind.mood == "good" else talk.bad, to=names[owner]), None))
-    if rng.random() < 0.6:
-        turns.append((owner, say(rng, fact.kind.more, **fact.slots), fact))
-    return turns
+    return turns + fact_more(rng, fact)
+
+
+def fact_more(rng: random.Random, fact: Fact) -> list[Turn]:
+    """Often a line more from the owner that names the detail again."""
+    return [(fact.owner, say(rng, fact.kind.more, **fact.slots), fact)] if rng.random() < 0.6 else []
 
 
 def session_turns(rng: random.Random, talk: Talk, kinds: tuple[Kind, ...], names: tuple[str, str],
@@ -584,7 +607,7 @@ def ask(rng: random.Random, talk: Talk, fact: Fact, names: tuple[str, str], key:
     slots = dict(fact.slots, name=names[fact.owner], their=dict(talk.names)[names[fact.owner]],
                  period=said, period_kw=said_kw)
     return [Question(key, language, category, question.format_map(slots), " ".join(keywords.format_map(slots).split()),
-                     tuple(fact.evidence), fact.slots["detail"], names[fact.owner])
+                     tuple(fact.evidence), fact.slots["detail"], names[fact.owner], fact.reply)
             for category, question, keywords in chosen]
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from nanobot_hooks.recall.hits import Hit
 from nanobot_hooks.text import CJK_RUN
 
 RESULTS = 5
-NEIGHBORS_OF = 3  # the best message hits whose neighbours are brought in
+NEIGHBORS_OF = RESULTS  # the best message hits whose neighbours are brought in: each one shown can have its answer
 PROBE = 500  # passages a word is first counted up to (plan_terms)
 SUMMARY_SLOTS = 2  # of the passages shown, at most this many from the notes and MEMORY.md (choose)
 _WORD = re.compile(r"[^\W_]+")
@@ -41,8 +41,11 @@ def plan_terms(terms: Sequence[str], count: Callable[[str, int], int], budget: i
     return kept, True
 
 
-# BM25's usual constants (Lucene's, SQLite's): how fast a repeated word saturates, how much length counts.
-K1, B = 1.2, 0.75
+# BM25's constants for chat turns: a word saturates fast (K1) and length counts little (B), since turns are short and
+# alike in length and a longer one holding the rare word is no worse for it (Lucene's and SQLite's are 1.2 and 0.75;
+# bench/bench_retrieval.py and docs/performance.md compare them).
+K1, B = 0.9, 0.3
+EVIDENCE_SHARE = 0.4  # of the query words' weight held next to a message and not in it (around)
 
 
 def rarity(count: int, size: int) -> float:
@@ -62,6 +65,20 @@ def bm25(weights: Sequence[float], length: int, average: float) -> float:
     seldom repeat a word, and the index is asked which passages hold a word, not how often)."""
     norm = 1 - B + B * length / max(average, 1.0)
     return sum(w * (K1 + 1) / (1 + K1 * norm) for w in weights)
+
+
+def around(held: Mapping[int, Sequence[str]], weight: Mapping[str, float]) -> dict[int, float]:
+    """What each message holding a query word gains from the messages next to it: `share` of the weight of the
+    query's words they hold and it lacks. In a chat the words of a question are often split over a turn and its
+    reply ("Anna, how did the audition go?" - "I got the part of Nora!"): a turn whose neighbours hold the rest
+    of the query is likelier the one asked about than a turn alone with the same words (EVIDENCE_SHARE)."""
+    share = EVIDENCE_SHARE
+    gained = {}
+    for rowid, own in held.items():
+        lacking = {term for step in (-1, 1) for term in held.get(rowid + step, ())} - set(own)
+        if lacking:
+            gained[rowid] = share * sum(weight[term] for term in lacking)
+    return gained
 
 
 def neighbours(hits: Sequence[Hit]) -> list[tuple[Hit, int]]:

@@ -42,7 +42,7 @@ from nanobot_hooks.contract.recall import (
 )
 from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
-from nanobot_hooks.recall.rank import PROBE, bm25, choose, length, neighbours, plan_terms, rarity
+from nanobot_hooks.recall.rank import PROBE, around, bm25, choose, length, neighbours, plan_terms, rarity
 from nanobot_hooks.recall.snippets import dates_phrase, describe_scope, render, snippet
 from nanobot_hooks.recall.visible import search_order, visible_sources, widened
 
@@ -217,13 +217,15 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
     weight = {term: rarity(count, size) * (LETTER_SHARE if term in run.asked.letters else 1.0)
               for term, count in counts.items()}
     share = MEMORY_SHARE if source.kind == "memory" else 1.0
-    pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]), r), reverse=True)[:CANDIDATES * 4]
+    nearby = around(held, weight) if source.kind == "messages" else {}
+    pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]) + nearby.get(r, 0.0), r),
+                  reverse=True)[:CANDIDATES * 4]
     average = _average_length(run, span)
     hits = []
     for rowid in pool:
         hit = _hit(run, source, rowid & SOURCE_POSITION, 0.0)
         if hit is not None:
-            score = bm25([weight[t] for t in held[rowid]], length(hit.body), average)
+            score = bm25([weight[t] for t in held[rowid]], length(hit.body), average) + nearby.get(rowid, 0.0)
             hits.append(replace(hit, score=score * share))
     return sorted(hits, key=Hit.order, reverse=True)[:CANDIDATES]
 

@@ -436,8 +436,9 @@ def test_a_neighbour_is_shown_under_its_hit_not_as_a_passage_unless_it_holds_the
         "the passages holding the words, and only those"
     context = [line.strip() for line in lines if line.startswith("   ") and " it, message " in line]
     assert context == ["after it, message 1 (assistant): ok reply 1", "before it, message 3 (assistant): ok reply 3",
-                       "after it, message 5 (assistant): ok reply 5", "after it, message 9 (assistant): filler 9"], \
-        "the neighbours of the best message hits, once each, not the one that holds a word itself (7)"
+                       "after it, message 5 (assistant): ok reply 5", "after it, message 9 (assistant): filler 9",
+                       "before it, message 6 (user): filler six"], \
+        "the neighbours of every message hit shown, once each, not the one that holds a word itself (7 and 8)"
     assert lines.index("   after it, message 1 (assistant): ok reply 1") == lines.index(headers[0]) + 2, "under its hit"
 
 
@@ -689,6 +690,38 @@ def test_the_index_is_no_larger_than_the_text_it_indexes(home):
     assert text > 1_000_000
     assert size <= text, f"the index is {size / text:.2f}x the {text / 2**20:.1f} MB of text it indexes"
     assert "note 4321:" in ask(home, "note 4321")
+
+
+def test_an_index_filled_job_by_job_stays_no_larger_than_its_text_while_the_worker_runs(tmp_path):
+    import random
+
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")  # this conversation alone
+    rng = random.Random(5)
+    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user" if i % 2 else "assistant",
+             " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 40)))) for i in range(6_000)]
+    built = RecallIndex(home.workspace, UTC)
+    for end in range(200, len(rows) + 1, 200):  # one summary job's archive at a time, the writer kept open
+        home.write_session(DM, _messages(rows[:end]), last_archived=end)
+        built.refresh(home.sessions_dir)
+    path = home.workspace / RECALL_INDEX
+    size, wal = path.stat().st_size, Path(f"{path}-wal").stat().st_size
+    text = sum(len(body.encode("utf-8")) for *_, body in rows)
+    built.close()
+    assert size <= text, f"the index is {size / text:.2f}x the {text / 2**10:.0f} KB of text"
+    # Copied into the file every WAL_PAGES pages and cut back: at SQLite's default it grew to 1,000 pages (4 MB).
+    assert wal <= 2**18, f"the WAL beside it holds {wal / 2**10:.0f} KB"
+
+
+def test_a_turn_whose_neighbour_holds_the_rest_of_the_query_comes_before_one_alone_with_the_same_words(home, index):
+    said = ["Hi Anna!", "Hi Jon", "I went to an audition for Lady Macbeth!", "Wow, that's amazing, Anna!",
+            "the weather is gloomy", "same here", "My cousin has an audition coming up too", "I need a vacation",
+            "Bye Anna!", "Bye Jon"]
+    archive(home, index, [(f"2026-06-01T09:{n:02d}:00", ("user", "assistant")[n % 2], text)
+                          for n, text in enumerate(said)])
+    headers = [line for line in ask(home, "Anna audition").split("\n") if NUMBERED.match(line)]
+    assert headers[0].endswith("message 2 (user)"), "the newer lone 'audition' (message 6) ties without its neighbour"
+    assert rank.around({10: ['"a"'], 11: ['"b"'], 12: ['"a"', '"b"'], 20: ['"a"']}, {'"a"': 1.0, '"b"': 2.0}) == {
+        10: rank.EVIDENCE_SHARE * 2.0, 11: rank.EVIDENCE_SHARE * 1.0}, "only words a turn lacks, from next to it"
 
 
 # The recall index as schema 3 made it (each passage's text twice: the words and the shown text).
