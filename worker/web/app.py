@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from worker.web import actions, memory, notes, overview, recall, sessions, undo
-from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware
+from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware, sign_out
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
 
@@ -31,6 +31,8 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_post("/session/retry", actions.retry)
     app.router.add_post("/session/end-rest", actions.end_rest)
     app.router.add_post("/session/forget-learned", actions.forget_learned)
+    app.router.add_post("/sign-out", sign_out)
+    app.router.add_post("/sign-out-all", sign_out)
     app.router.add_get("/style.css", style)
     app.on_response_prepare.append(add_headers)
     app.on_cleanup.append(_close)
