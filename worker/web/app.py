@@ -21,6 +21,7 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_get("/memory", memory.page)
     app.router.add_post("/memory/forget", memory.forget)
     app.router.add_post("/memory/edit", memory.edit)
+    app.router.add_post("/memory/forget-everywhere", memory.forget_everywhere)
     app.router.add_post("/memory/pin", memory.pin)
     app.router.add_post("/memory/undo", memory.undo)
     app.router.add_get("/notes", notes.page)
