@@ -280,7 +280,7 @@ async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_f
         ended = await in_browser(click_action, browser, base, session, "End rest")
         assert ended.startswith("Rest ended") and await budget.cooling(redis, KEY) is None, ended
         now = await in_browser(click_action, browser, base, session, "Summarize now")
-        assert now.startswith("Queued:") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
+        assert now.startswith("Queued, but no worker is running") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
         await in_browser(shots, browser, "session-actions")
         forgot = await in_browser(click_action, browser, base, session, "Forget this session's facts")
         assert forgot.startswith(f"Forgotten: {len(FACTS)} fact(s)"), forgot

@@ -10,7 +10,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import DAMAGED, pending_sessions, read_waiting_record, reply
+from nanobot_hooks.contract.queue import DAMAGED, _record_or_why, pending_sessions, reply
 from nanobot_hooks.contract.records import utcnow
 from worker.state import budget, formats, liveness
 from worker.state.outcomes import read_outcome
@@ -65,10 +65,13 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
 async def _records(redis: ArqRedis) -> dict[str, Any]:
     """The waiting records (`pending_records`), the sessions whose waiting record this version cannot read
     (`other_version_records`: another version's, kept for it), and those whose stored bytes are no record of any
-    version (`damaged_records`: the hooks drop them at the session's next turn)."""
+    version (`damaged_records`: the hooks drop them at the session's next turn). One MGET for them all: a GET each
+    took 2.6 s of the web page's overview for 1,000 waiting records."""
     records, others, damaged = [], [], []
-    for key in await pending_sessions(redis):
-        record = await read_waiting_record(redis, key)
+    sessions = await pending_sessions(redis)
+    raws = await redis.mget([Keys.of(redis).record(key) for key in sessions]) if sessions else []
+    for key, raw in zip(sessions, raws, strict=True):
+        record = _record_or_why(raw) if raw else None
         if record == DAMAGED:
             damaged.append(key)
         elif isinstance(record, str):
@@ -87,9 +90,10 @@ async def resting_sessions(redis: ArqRedis) -> list[str]:
 
 
 async def _resting(redis: ArqRedis) -> list[dict[str, Any]]:
+    """Each resting session's rest, in one MGET."""
     resting = []
-    for key in await resting_sessions(redis):
-        rest = await budget.cooling(redis, key)
+    sessions = await resting_sessions(redis)
+    for key, rest in zip(sessions, await budget.cooling_many(redis, sessions), strict=True):
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})
     return resting

@@ -23,6 +23,9 @@ from worker.web.paging import Window, window
 from worker.web.render import INSTANCE, render
 
 OUTCOMES_PER_PAGE = 50
+LISTED_PER_PAGE = 50  # waiting records, resting sessions, another version's and damaged records
+_LISTS = {"pending_records": "waiting", "resting": "resting", "other_version_records": "other",
+          "damaged_records": "damaged"}
 
 # A setting whose name says it holds a credential is never shown, whatever its value.
 _SECRET_NAME = re.compile(r"key|token|password|secret|credential|auth", re.IGNORECASE)
@@ -80,17 +83,23 @@ async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str,
     bars, height, ticks = context_bars(state["outcomes"])
     off = memory_off(state["answer_formats"], state["outcomes"])
     state["outcomes"], pager, counts = outcome_page(state["outcomes"], params)
+    pagers = {}
+    for field, name in _LISTS.items():  # 1,000 waiting records made the page 361 KB
+        pagers[name] = window(LISTED_PER_PAGE, len(state[field]), "/", params, name=name)
+        state[field] = state[field][pagers[name].start:pagers[name].stop]
     return {"state": state, "problem": None, "today": today, "memory_off": off, "pager": pager, "counts": counts,
             "wanted": params["outcome"], "total": budget.Spend(**state["spend"]["total"]),
             "settings": shown_settings(state["worker_settings"]), "health": health_fields(state["worker"]),
-            "bars": bars, "chart_height": height, "chart_width": WIDTH, "ticks": ticks}
+            "bars": bars, "chart_height": height, "chart_width": WIDTH, "ticks": ticks, "pagers": pagers}
 
 
 async def page(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
-    params = {"outcome": request.query.get("outcome", ""), "page": request.query.get("page", "")}
+    params = {name: request.query.get(name, "") for name in ("outcome", "page", *_LISTS.values())}
     data = await overview_data(instance, params)
-    shown = [outcome["session_key"] for outcome in data["state"]["outcomes"]] if data["state"] else []
+    state = data["state"] or {}
+    shown = [outcome["session_key"] for outcome in state.get("outcomes", [])]
+    shown += [r["session"] for r in state.get("pending_records", []) + state.get("resting", [])]
     named = await asyncio.to_thread(names, instance.sessions_dir, shown + [bar.key for bar in data.get("bars", [])])
     if data.get("bars"):
         data["bars"] = charts.named(data["bars"], named)

@@ -167,3 +167,57 @@ async def test_the_memory_page_reads_a_changed_file_again_even_edited_in_place_a
             file.write(content.replace(b"fact 7: project 49", b"fact 7: project 94"))
         _, after = await page.get("/memory")
         assert "The user keeps fact 7: project 94" in after and "fact 7: project 49" not in after
+
+
+async def commands(redis, name: str) -> int:
+    """How many times the server ran the command `name` since its statistics were reset."""
+    return int(((await redis.info("commandstats")).get(f"cmdstat_{name}") or {}).get("calls", 0))
+
+
+async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_time_read_in_one_round_trip(
+        nanobot_home, settings_for, redis):
+    """1,000 waiting records and 300 rests made `/` 361 KB and 2.6 s: one GET each, every one listed."""
+    from nanobot_hooks.contract.queue import store_record
+    from nanobot_hooks.contract.records import SummaryRecord
+    from worker.state import budget
+
+    nanobot_home.write_session("websocket:abc", [{"role": "user", "content": "plan the garden beds"}])
+    keys = ["websocket:abc"] + [f"telegram:{100 + n}" for n in range(129)]
+    for key in keys:
+        await store_record(redis, SummaryRecord(session_key=key, summary="- the deploy", start=0, boundary=40,
+                                                boundary_timestamp=None, messages_before=60, messages_after=21,
+                                                tokens_before=40_000, tokens_after=9_000, reason="tokens"))
+    for key in keys[:70]:
+        await budget.cool_down(redis, key, "the model answered 500", 600, 3600)
+    async with served(settings_for()) as page:
+        await redis.config_resetstat()
+        status, first = await page.get("/")
+        assert await commands(redis, "get") < 20, "no GET per record or rest: one MGET each"
+        assert status == 200 and "Summaries waiting for nanobot (130)" in first and "Resting sessions (70)" in first
+        waiting = first.split("Summaries waiting for nanobot", 1)[1].split("</section>", 1)[0]
+        resting = first.split("Resting sessions", 1)[1].split("</section>", 1)[0]
+        assert waiting.count("<li>") == 50 and resting.count("<li>") == 50
+        _, third = await page.get(links(waiting, "3")[0])
+        rest = third.split("Summaries waiting for nanobot", 1)[1].split("</section>", 1)[0]
+        assert rest.count("<li>") == 30 and "telegram%3A228" in rest
+        assert "plan the garden beds</a>" in rest, "named (the web chat's first words) as the table above names them"
+        _, second = await page.get(links(resting, "2")[0])
+        assert second.split("Resting sessions", 1)[1].split("</section>", 1)[0].count("<li>") == 20
+
+
+async def test_the_session_listing_is_kept_while_the_folder_is_unchanged_and_read_again_when_it_changes(
+        nanobot_home, settings_for, monkeypatch):
+    from worker.web import names
+
+    for n in range(30):
+        nanobot_home.write_session(f"telegram:{n}", conversation(1, user="hello {i}"))
+    listed = []
+    real = names.list_session_keys
+    monkeypatch.setattr(names, "list_session_keys", lambda folder: listed.append(folder) or real(folder))
+    async with served(settings_for()) as page:
+        for url in ("/sessions", "/recall", "/sessions?page=1", "/recall?q=hello"):
+            assert (await page.get(url))[0] == 200
+        assert len(listed) == 1, "listed once while the folder is unchanged"
+        nanobot_home.write_session("cli:new", conversation(1, user="hello {i}"))
+        _, body = await page.get("/sessions")
+        assert len(listed) == 2 and "cli%3Anew" in body, "a new file changes the folder: listed again"
