@@ -209,14 +209,18 @@ async def test_a_browser_without_the_token_sees_nothing_and_the_first_visit_stay
 LONG_KEY = "websocket:" + "3356daf50c1e4f7b9a54" * 6  # 130 characters and no place a line may break
 
 
-def widths(driver: Chrome, base: str, urls: list[str], width: int) -> dict[str, int]:
-    """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself)."""
+def widths(driver: Chrome, base: str, urls: list[str], width: int,
+           take: Callable[[Chrome, str], None] | None = None) -> dict[str, int]:
+    """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself);
+    each page saved by `take` as `<width>-<n>-<page>`."""
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": width < 700})
     found = {}
-    for url in urls:
+    for n, url in enumerate(urls):
         driver.get(base + url)
         found[url] = driver.execute_script("return document.documentElement.scrollWidth")
+        if take is not None:
+            take(driver, f"{width}-{n:02d}-{url.split('?')[0].strip('/') or 'overview'}")
     return found
 
 
@@ -242,10 +246,10 @@ async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
         await in_browser(browser.get, page.first_visit)
-        phone = await in_browser(widths, browser, base, urls, 390)
+        phone = await in_browser(widths, browser, base, urls, 390, shots)
         off = await in_browser(actions_off_screen, browser, base, 390)
         await in_browser(shots, browser, "phone-memory")
-        desktop = await in_browser(widths, browser, base, urls, 1280)
+        desktop = await in_browser(widths, browser, base, urls, 1280, shots)
     assert {url: px for url, px in phone.items() if px > 390} == {}, phone
     assert off == [], off
     assert {url: px for url, px in desktop.items() if px > 1280} == {}, desktop

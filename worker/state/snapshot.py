@@ -25,8 +25,9 @@ async def _scan(redis: ArqRedis, prefix: str) -> list[str]:
     return sorted(k[len(prefix):] for k in keys)
 
 
-async def gather(redis: ArqRedis) -> dict[str, Any]:
-    """Everything status and the page show, as plain data (also what `status --json` prints)."""
+async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
+    """Everything status and the page show, as plain data (also what `status --json` prints); without `lists`, the
+    waiting records and the rests are left out (the page reads the page of them it shows: `records`, `rests`)."""
     keys = Keys.of(redis)
     workers, reports = await liveness.workers(redis)
     # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
@@ -52,8 +53,8 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
         "idle_checks": idle_checks,
         "oldest_due_seconds": liveness.oldest_due_seconds(queue),
         "in_flight": in_flight,
-        **await _records(redis),
-        "resting": await _resting(redis),
+        **(await records(redis, await pending_sessions(redis)) if lists else {}),
+        **({"resting": await rests(redis, await resting_sessions(redis))} if lists else {}),
         "outcomes": await _outcomes(redis),
         "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
                   "sessions": spend},
@@ -62,13 +63,12 @@ async def gather(redis: ArqRedis) -> dict[str, Any]:
     }
 
 
-async def _records(redis: ArqRedis) -> dict[str, Any]:
-    """The waiting records (`pending_records`), the sessions whose waiting record this version cannot read
+async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
+    """The sessions' waiting records (`pending_records`), the sessions whose waiting record this version cannot read
     (`other_version_records`: another version's, kept for it), and those whose stored bytes are no record of any
     version (`damaged_records`: the hooks drop them at the session's next turn). One MGET for them all: a GET each
     took 2.6 s of the web page's overview for 1,000 waiting records."""
-    records, others, damaged = [], [], []
-    sessions = await pending_sessions(redis)
+    found, others, damaged = [], [], []
     raws = await redis.mget([Keys.of(redis).record(key) for key in sessions]) if sessions else []
     for key, raw in zip(sessions, raws, strict=True):
         record = _record_or_why(raw) if raw else None
@@ -77,11 +77,11 @@ async def _records(redis: ArqRedis) -> dict[str, Any]:
         elif isinstance(record, str):
             others.append(key)
         elif record is not None:
-            records.append({"session": key, "reason": record.reason, "start": record.start,
+            found.append({"session": key, "reason": record.reason, "start": record.start,
                             "boundary": record.boundary, "tokens_before": record.tokens_before,
                             "tokens_after": record.tokens_after, "messages_before": record.messages_before,
                             "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
-    return {"pending_records": records, "other_version_records": others, "damaged_records": damaged}
+    return {"pending_records": found, "other_version_records": others, "damaged_records": damaged}
 
 
 async def resting_sessions(redis: ArqRedis) -> list[str]:
@@ -89,10 +89,9 @@ async def resting_sessions(redis: ArqRedis) -> list[str]:
     return await _scan(redis, Keys.of(redis).cooldown(""))
 
 
-async def _resting(redis: ArqRedis) -> list[dict[str, Any]]:
-    """Each resting session's rest, in one MGET."""
+async def rests(redis: ArqRedis, sessions: list[str]) -> list[dict[str, Any]]:
+    """Each of these sessions' rest (those resting), in one MGET."""
     resting = []
-    sessions = await resting_sessions(redis)
     for key, rest in zip(sessions, await budget.cooling_many(redis, sessions), strict=True):
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})

@@ -193,7 +193,7 @@ async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_tim
         await redis.config_resetstat()
         status, first = await page.get("/")
         assert await commands(redis, "get") < 20, "no GET per record or rest: one MGET each"
-        assert status == 200 and "Summaries waiting for nanobot (130)" in first and "Resting sessions (70)" in first
+        assert status == 200 and "Summaries waiting for nanobot (130, " in first and "Resting sessions (70)" in first
         waiting = first.split("Summaries waiting for nanobot", 1)[1].split("</section>", 1)[0]
         resting = first.split("Resting sessions", 1)[1].split("</section>", 1)[0]
         assert waiting.count("<li>") == 50 and resting.count("<li>") == 50
