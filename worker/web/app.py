@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from worker.web import actions, memory, notes, overview, recall, sessions, undo
+from worker.web import actions, facts, memory, notes, overview, recall, sessions, undo
 from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware, sign_out
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
@@ -23,6 +23,10 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_post("/memory/edit", memory.edit)
     app.router.add_post("/memory/forget-everywhere", memory.forget_everywhere)
     app.router.add_post("/memory/pin", memory.pin)
+    app.router.add_post("/memory/add", facts.add)
+    app.router.add_post("/memory/forget-many", facts.forget_many)
+    app.router.add_get("/memory/export.json", facts.export)
+    app.router.add_get("/memory/export.md", facts.export)
     app.router.add_post("/memory/undo", memory.undo)
     app.router.add_get("/notes", notes.page)
     app.router.add_get("/recall", recall.page)

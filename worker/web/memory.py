@@ -22,7 +22,7 @@ from worker.files import read_bytes, read_only
 from worker.memory.dedup import normalize
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
-from worker.memory.longterm.forget import Forgot, forget_fact
+from worker.memory.longterm.forget import ADDED_ON_PAGE, Forgot, forget_fact
 from worker.memory.longterm.part import own_lines
 from worker.memory.notes import drop_lines_holding, key_words
 from worker.memory.recall_index import RecallIndex, RecallIndexError
@@ -123,7 +123,8 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
                   held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
                   retry=retry, refused=await asyncio.to_thread(read_only, path), elsewhere=elsewhere,
-                  everywhere=everywhere_said(request.query))
+                  everywhere=everywhere_said(request.query), done=done_said(request.query), added=ADDED_ON_PAGE,
+                  groups=language_table("en").memory_groups)
 
 
 async def forget(request: web.Request) -> web.Response:
@@ -249,6 +250,21 @@ def where_else(instance: Instance, text: str, remove: bool = False) -> Elsewhere
     finally:
         index.close()
     return Elsewhere(text, notes, passages, problem)
+
+
+def done_said(query: Any) -> str | None:
+    """The sentence after adding a fact or forgetting several, from its redirect's code and numbers only (pure)."""
+    added = {"added": "Added: the fact is in MEMORY.md's managed part, its provenance \"added on the page\"",
+             "already": "Not added: MEMORY.md holds that fact already",
+             "no-part": "Not added: MEMORY.md has no part of the worker's yet (its first job makes it); "
+                        "add the line to the file itself meanwhile"}
+    if query.get("added") in added:
+        return added[query["added"]] + "."
+    forgot, of = query.get("forgot", ""), query.get("of", "")
+    if forgot.isdigit() and of.isdigit():
+        return (f"Forgotten: {int(forgot)} of the {int(of)} fact(s) ticked (each with its held copies; one changed "
+                "meanwhile is left as it reads now). This cannot be undone here.")
+    return None
 
 
 def everywhere_said(query: Any) -> str | None:

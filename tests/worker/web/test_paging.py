@@ -54,20 +54,20 @@ async def test_five_thousand_facts_are_shown_a_hundred_a_page_and_the_search_fin
     async with served(settings_for(memory_max_facts=5_000)) as page:
         status, first = await page.get("/memory")
         assert status == 200 and len(first.encode()) < MAX_PAGE, len(first.encode())
-        assert first.count('<td class="fact">The user keeps fact') == 100
-        shown = set(re.findall(r'<td class="fact">(The user keeps fact \d+)', first))
+        assert first.count('<td class="fact" dir="auto">The user keeps fact') == 100
+        shown = set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', first))
         second_url = links(first, "2")[0]
         assert second_url == "/memory?page=2"
         status, second = await page.get(second_url)  # followed with the cookie the first visit left
-        on_two = set(re.findall(r'<td class="fact">(The user keeps fact \d+)', second))
+        on_two = set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', second))
         assert status == 200 and len(on_two) == 100 and not on_two & shown
         _, last = await page.get(links(first, "50")[0])
-        assert len(set(re.findall(r'<td class="fact">(The user keeps fact \d+)', last))) == 100
+        assert len(set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', last))) == 100
         status, found = await page.get("/memory?q=garden")
         assert status == 200 and "0 of 5000 facts and 3 held one(s) match" in found
-        assert found.count('<td class="fact">The held fact about the garden') == 3
+        assert found.count('<td class="fact" dir="auto">The held fact about the garden') == 3
         _, one = await page.get("/memory?q=port+8042")
-        assert one.count('<td class="fact">') == 1 and "fact 42: project 294" in one
+        assert one.count('<td class="fact" dir="auto">') == 1 and "fact 42: project 294" in one
 
 
 async def keep_outcomes(page, count: int) -> list[str]:
