@@ -221,3 +221,21 @@ async def test_the_session_listing_is_kept_while_the_folder_is_unchanged_and_rea
         nanobot_home.write_session("cli:new", conversation(1, user="hello {i}"))
         _, body = await page.get("/sessions")
         assert len(listed) == 2 and "cli%3Anew" in body, "a new file changes the folder: listed again"
+
+
+async def test_the_overview_parses_an_outcome_again_only_when_its_bytes_change(nanobot_home, settings_for, redis,
+                                                                              monkeypatch):
+    """Parsing 1,000 outcomes on every load was most of the overview's time once the lists were paged."""
+    from worker.state import snapshot
+
+    parsed = []
+    real = snapshot.read_outcome
+    monkeypatch.setattr(snapshot, "read_outcome", lambda raw, key: parsed.append(key) or real(raw, key))
+    async with served(settings_for()) as page:
+        await keep_outcomes(page, 60)
+        assert (await page.get("/"))[0] == 200 and len(parsed) == 60
+        assert (await page.get("/?page=2"))[0] == 200 and len(parsed) == 60, "nothing parsed again"
+        changed = JobOutcome(session_key="telegram:1001", status="failed", detail="the model answered 500")
+        await keep_outcome(await page.instance.client(), changed)
+        _, body = await page.get("/?outcome=failed")
+        assert len(parsed) == 61 and "the model answered 500" in body
