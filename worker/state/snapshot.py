@@ -11,7 +11,7 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.keys import Keys
-from nanobot_hooks.contract.queue import DAMAGED, _record_or_why, pending_sessions, reply
+from nanobot_hooks.contract.queue import DAMAGED, pending_sessions, read_waiting_records, reply
 from nanobot_hooks.contract.records import utcnow
 from worker.state import budget, formats, liveness
 from worker.state.outcomes import read_outcome
@@ -70,9 +70,7 @@ async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
     version (`damaged_records`: the hooks drop them at the session's next turn). One MGET for them all: a GET each
     took 2.6 s of the web page's overview for 1,000 waiting records."""
     found, others, damaged = [], [], []
-    raws = await redis.mget([Keys.of(redis).record(key) for key in sessions]) if sessions else []
-    for key, raw in zip(sessions, raws, strict=True):
-        record = _record_or_why(raw) if raw else None
+    for key, record in zip(sessions, await read_waiting_records(redis, sessions), strict=True):
         if record == DAMAGED:
             damaged.append(key)
         elif isinstance(record, str):
