@@ -84,6 +84,11 @@ def no_alert(driver: Chrome) -> bool:
 def overview_to_why(driver: Chrome, base: str, take: Callable[[Chrome, str], None]) -> str:
     driver.get(base + "/")
     take(driver, "overview")
+    charts = driver.find_elements(By.CSS_SELECTOR, "svg.chart")
+    if charts:
+        driver.execute_script("arguments[0].scrollIntoView()", charts[0])
+        take(driver, "overview-chart")
+        driver.execute_script("window.scrollTo(0, 0)")
     why = after_click(driver, driver.find_element(By.LINK_TEXT, QUIET), "p.why")
     take(driver, "session")
     return why
@@ -148,6 +153,8 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         assert FACTS[0] in facts and quiet, "the fact holding <script> is text, and nothing ran"
         notice = await in_browser(forget_on_page, browser, base, FACTS[1])
         assert notice.startswith("Forgotten") and FACTS[1].encode() not in memory.read_bytes()
+        assert "Forget everywhere" in notice, "the notice says where else the text may live"
+        await in_browser(shots, browser, "memory-forgotten")
         assert "back as it was" in await in_browser(click_undo, browser)
         assert memory.read_bytes() == before
         answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
