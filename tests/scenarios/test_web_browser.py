@@ -329,7 +329,7 @@ def edit_in_place(driver: Chrome, base: str, fact: str, old: str, new: str) -> t
                               .replace("$f", "'" + fact + "'"))
     row.find_element(By.CSS_SELECTOR, "details.edit summary").click()
     box = row.find_element(By.CSS_SELECTOR, "details.edit textarea")
-    held = box.get_attribute("value")
+    held = box.get_attribute("value") or ""
     start = held.find(old)
     driver.execute_script("arguments[0].focus(); arguments[0].setSelectionRange(arguments[1], arguments[2])",
                           box, start, start + len(old))
@@ -421,7 +421,7 @@ async def test_a_cookie_another_account_took_opens_nothing_after_expiry_or_sign_
         thief = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, base + "/memory", "prefers dark mode"],
                                  user=other_account, stdout=subprocess.PIPE, text=True)
         try:
-            port = int(await asyncio.to_thread(thief.stdout.readline))  # type: ignore[union-attr]
+            port = int(await asyncio.to_thread(thief.stdout.readline))
             there = f"http://127.0.0.1:{port}/"
             await in_browser(browser.get, page.first_visit)
             assert await in_browser(body_text, browser, there) == "replayed: 200 fact read", "a live sign-in"
