@@ -1,6 +1,7 @@
 """Benchmark of `nanobot-summary web`: each page's time to answer and its size with a year of data (issue 27's
 goal: under 200 ms each with 100,000 messages, 300 facts and 365 day files; issue 36's: under 200 ms and 300 KB
-of HTML each with --sessions 1000 --facts 5000), served on loopback as the command serves it.
+of HTML each with --sessions 1000 --facts 5000; issue 46's: the same with --waiting 1000 --resting 300, summaries
+waiting for nanobot and resting sessions), served on loopback as the command serves it.
 
 The year is written directly, as nanobot and the worker leave it (session files, MEMORY.md with its sidecar,
 day files, the recall index, a last outcome per session, every seventh a failure, in a throwaway redis-server).
@@ -28,9 +29,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from harness.redis_server import RedisServer
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
+from nanobot_hooks.contract.queue import store_record
+from nanobot_hooks.contract.records import SummaryRecord
 from worker.connections import queue_client
 from worker.memory.recall_index import RecallIndex
 from worker.settings import Settings
+from worker.state import budget
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.web.app import make_app
 from worker.web.guard import Guard
@@ -60,9 +64,19 @@ def write_year(home: NanobotHome, messages: int, sessions: int, facts: int, days
     return keys
 
 
-async def keep_outcomes(url: str, keys: list[str]) -> None:
+async def keep_outcomes(url: str, keys: list[str], waiting: int = 0, resting: int = 0) -> None:
+    """A last outcome per session, every seventh a failure; a summary waiting for nanobot for the first `waiting`
+    sessions (made up ones past the folder's) and a rest for the first `resting`."""
     redis = queue_client(url, f"nanobot-summary:{NAMESPACE}:queue")
+    every = keys + [f"telegram:{100 + n}" for n in range(len(keys), max(waiting, resting))]
     try:
+        for key in every[:waiting]:
+            await store_record(redis, SummaryRecord(session_key=key, summary="## What happened\n- the deploy",
+                                                    start=0, boundary=40, boundary_timestamp=None,
+                                                    messages_before=60, messages_after=21, tokens_before=40_000,
+                                                    tokens_after=9_000, reason="tokens"))
+        for key in every[:resting]:
+            await budget.cool_down(redis, key, "the model answered 500 three times", 600, 3600)
         for n, key in enumerate(keys):
             status = "failed" if n % 7 == 0 else "noop" if n % 3 else "summarized"
             await keep_outcome(redis, JobOutcome(session_key=key, status=status, detail="nothing to cover beyond "
@@ -72,7 +86,8 @@ async def keep_outcomes(url: str, keys: list[str]) -> None:
         await redis.aclose()
 
 
-PAGES = ["/", "/?outcome=failed&page=2", "/memory", "/memory?page=20", "/memory?q=port+8042", "/memory?q=fact+4",
+PAGES = ["/", "/?outcome=failed&page=2", "/?waiting=10&resting=3",
+         "/memory", "/memory?page=20", "/memory?q=port+8042", "/memory?q=fact+4",
          "/notes", "/notes?day=2026-03-01", "/sessions", "/sessions?page=5", "/sessions?channel=telegram&q=10"]
 
 
@@ -140,23 +155,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=50, help="sessions (50; issue 36: 1000)")
     parser.add_argument("--facts", type=int, default=300, help="facts in MEMORY.md (300; issue 36: 5000)")
     parser.add_argument("--days", type=int, default=365, help="day files (365)")
+    parser.add_argument("--waiting", type=int, default=0, help="summaries waiting for nanobot (0; issue 46: 1000)")
+    parser.add_argument("--resting", type=int, default=0, help="resting sessions (0; issue 46: 300)")
     parser.add_argument("--runs", type=int, default=20, help="timed requests per page (20)")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
     parser.add_argument("--browser", action="store_true", help="also time each page's load in headless Chromium")
     args = parser.parse_args(argv)
     if args.smoke:
         args.messages, args.sessions, args.facts, args.days, args.runs = 2_000, 5, 30, 10, 3
+        args.waiting, args.resting = 60, 55
     with tempfile.TemporaryDirectory() as tmp:
         home = NanobotHome.create(Path(tmp), "http://127.0.0.1:9/v1")
         keys = write_year(home, args.messages, args.sessions, args.facts, args.days)
         redis = RedisServer(Path(tmp) / "redis").start()
         try:
-            asyncio.run(keep_outcomes(redis.url(), keys))
+            asyncio.run(keep_outcomes(redis.url(), keys, args.waiting, args.resting))
             settings = Settings(redis_url=redis.url(), config=home.config_path, summary_namespace=NAMESPACE)
             times, sizes, loads = asyncio.run(time_pages(settings, keys, args.runs, args.browser))
         finally:
             redis.stop()
-    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files")
+    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
+          f"{args.waiting} summaries waiting, {args.resting} resting sessions")
     for page, values in times.items():
         shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
         print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,11 @@ def no_alert(driver: Chrome) -> bool:
 def overview_to_why(driver: Chrome, base: str, take: Callable[[Chrome, str], None]) -> str:
     driver.get(base + "/")
     take(driver, "overview")
+    charts = driver.find_elements(By.CSS_SELECTOR, "svg.chart")
+    if charts:
+        driver.execute_script("arguments[0].scrollIntoView()", charts[0])
+        take(driver, "overview-chart")
+        driver.execute_script("window.scrollTo(0, 0)")
     why = after_click(driver, driver.find_element(By.LINK_TEXT, QUIET), "p.why")
     take(driver, "session")
     return why
@@ -147,6 +153,8 @@ async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
         assert FACTS[0] in facts and quiet, "the fact holding <script> is text, and nothing ran"
         notice = await in_browser(forget_on_page, browser, base, FACTS[1])
         assert notice.startswith("Forgotten") and FACTS[1].encode() not in memory.read_bytes()
+        assert "Forget everywhere" in notice, "the notice says where else the text may live"
+        await in_browser(shots, browser, "memory-forgotten")
         assert "back as it was" in await in_browser(click_undo, browser)
         assert memory.read_bytes() == before
         answer = await in_browser(recall_as, browser, base, "telegram:42", "nickname", shots)
@@ -208,14 +216,18 @@ async def test_a_browser_without_the_token_sees_nothing_and_the_first_visit_stay
 LONG_KEY = "websocket:" + "3356daf50c1e4f7b9a54" * 6  # 130 characters and no place a line may break
 
 
-def widths(driver: Chrome, base: str, urls: list[str], width: int) -> dict[str, int]:
-    """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself)."""
+def widths(driver: Chrome, base: str, urls: list[str], width: int,
+           take: Callable[[Chrome, str], None] | None = None) -> dict[str, int]:
+    """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself);
+    each page saved by `take` as `<width>-<n>-<page>`."""
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": width < 700})
     found = {}
-    for url in urls:
+    for n, url in enumerate(urls):
         driver.get(base + url)
         found[url] = driver.execute_script("return document.documentElement.scrollWidth")
+        if take is not None:
+            take(driver, f"{width}-{n:02d}-{url.split('?')[0].strip('/') or 'overview'}")
     return found
 
 
@@ -241,10 +253,10 @@ async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
         await in_browser(browser.get, page.first_visit)
-        phone = await in_browser(widths, browser, base, urls, 390)
+        phone = await in_browser(widths, browser, base, urls, 390, shots)
         off = await in_browser(actions_off_screen, browser, base, 390)
         await in_browser(shots, browser, "phone-memory")
-        desktop = await in_browser(widths, browser, base, urls, 1280)
+        desktop = await in_browser(widths, browser, base, urls, 1280, shots)
     assert {url: px for url, px in phone.items() if px > 390} == {}, phone
     assert off == [], off
     assert {url: px for url, px in desktop.items() if px > 1280} == {}, desktop
@@ -279,7 +291,7 @@ async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_f
         ended = await in_browser(click_action, browser, base, session, "End rest")
         assert ended.startswith("Rest ended") and await budget.cooling(redis, KEY) is None, ended
         now = await in_browser(click_action, browser, base, session, "Summarize now")
-        assert now.startswith("Queued:") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
+        assert now.startswith("Queued, but no worker is running") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
         await in_browser(shots, browser, "session-actions")
         forgot = await in_browser(click_action, browser, base, session, "Forget this session's facts")
         assert forgot.startswith(f"Forgotten: {len(FACTS)} fact(s)"), forgot
@@ -302,3 +314,127 @@ async def test_the_overview_refreshes_itself_in_chromium_once_asked_under_a_csp_
         link = await in_browser(lambda: browser.find_element(By.CSS_SELECTOR, "a.refresh").get_attribute("href"))
         assert link == f"{base}/?refresh=10", link
         assert await in_browser(reloads_by_itself, browser, link)
+
+
+# "The user lives in Haifa and works there", in Hebrew, with a right-to-left mark after the Latin name.
+HEBREW = ("\u05d4\u05de\u05e9\u05ea\u05de\u05e9 \u05d2\u05e8 \u05d1-Haifa\u200f "
+          "\u05d5\u05e2\u05d5\u05d1\u05d3 \u05e9\u05dd")
+
+
+def edit_in_place(driver: Chrome, base: str, fact: str, old: str, new: str) -> tuple[str, str]:
+    """Open the fact's Edit box on the memory page, select `old` in it and type `new` over it, as a user does;
+    returns what the box held first and the notice of the page that answers Save."""
+    driver.get(base + "/memory")
+    row = driver.find_element(By.XPATH, "//tr[td[@class='fact']][.//input[@name='text' and @value=$f]]"
+                              .replace("$f", "'" + fact + "'"))
+    row.find_element(By.CSS_SELECTOR, "details.edit summary").click()
+    box = row.find_element(By.CSS_SELECTOR, "details.edit textarea")
+    held = box.get_attribute("value") or ""
+    start = held.find(old)
+    driver.execute_script("arguments[0].focus(); arguments[0].setSelectionRange(arguments[1], arguments[2])",
+                          box, start, start + len(old))
+    box.send_keys(new)
+    return held, after_click(driver, row.find_element(By.XPATH, ".//details//button[normalize-space()='Save']"),
+                             ".notice")
+
+
+async def test_an_edit_in_chromium_keeps_a_hebrew_facts_right_to_left_mark_and_writes_no_stand_in(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    """Changing "Haifa" to "Tel Aviv" in a Hebrew fact holding U+200F wrote a literal `[U+200F]` into MEMORY.md:
+    the Edit box showed the page's stand-in. The box holds the exact text; MEMORY.md gets the mark, not the
+    stand-in."""
+    memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+    async with served(settings_for()) as page:
+        status, _ = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": HEBREW})
+        assert status == 303 and HEBREW.encode() in memory.read_bytes()
+        base = str(page.client.make_url("")).rstrip("/")
+        await in_browser(browser.get, page.first_visit)
+        held, notice = await in_browser(edit_in_place, browser, base, HEBREW, "Haifa", "Tel Aviv")
+        await in_browser(shots, browser, "memory-edited")
+    assert held == HEBREW, "the Edit box holds the fact's exact text"
+    assert notice.startswith("Edited"), notice
+    written = memory.read_bytes().decode("utf-8", errors="replace")
+    assert HEBREW.replace("Haifa", "Tel Aviv") in written and "[U+200F]" not in written
+
+
+# A page of another local account: it keeps the page's cookie a browser sends it (a browser sends a host's cookies
+# to every port of it) and replays it to the page, answering with what the page said.
+THIEF = r"""
+import http.server, sys, urllib.error, urllib.request
+page, kept = sys.argv[1], {}
+class Thief(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path != "/":  # the browser's /favicon.ico: no replay (it would keep the sign-in in use)
+            self.send_error(404)
+            return
+        cookie = self.headers.get("Cookie") or ""
+        if "nanobot_summary_session" in cookie:
+            kept["cookie"] = cookie
+        try:
+            with urllib.request.urlopen(urllib.request.Request(page, headers={"Cookie": kept.get("cookie", "")})) as r:
+                status, body = r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            status, body = exc.code, ""
+        answer = f"replayed: {status} {'fact read' if sys.argv[2] in body else 'nothing read'}".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(answer)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Thief)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+
+
+@pytest.fixture
+def other_account() -> Iterator[str]:
+    """A throwaway Unix account (made as root, removed after)."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("making another Unix account needs root and useradd")
+    name = f"nbsother{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False)
+
+
+def body_text(driver: Chrome, url: str) -> str:
+    driver.get(url)
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+async def test_a_cookie_another_account_took_opens_nothing_after_expiry_or_sign_out(
+        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, other_account):
+    """A page served by another Unix user on another port of 127.0.0.1 gets the page's cookie from the browser and
+    replays it: while the browser's sign-in lives it is a key (the limit, documented); once the sign-in has been
+    idle too long, or the browser signed out, it opens nothing."""
+    from worker.web.guard import Guard
+    from worker.web.signin import SignIns
+
+    await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
+    guard = Guard.for_bind("127.0.0.1", signins=SignIns(idle=4))
+    async with served(settings_for(), guard, login=False) as page:
+        base = str(page.client.make_url("")).rstrip("/")
+        thief = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, base + "/memory", "prefers dark mode"],
+                                 user=other_account, stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(await asyncio.to_thread(thief.stdout.readline))
+            there = f"http://127.0.0.1:{port}/"
+            await in_browser(browser.get, page.first_visit)
+            assert await in_browser(body_text, browser, there) == "replayed: 200 fact read", "a live sign-in"
+            await asyncio.sleep(6)
+            assert await in_browser(body_text, browser, there) == "replayed: 401 nothing read", "idle too long"
+            await in_browser(browser.get, page.first_visit)
+            assert await in_browser(body_text, browser, there) == "replayed: 200 fact read"
+            await in_browser(browser.get, base + "/memory")
+            signed_out = await in_browser(lambda: after_click(
+                browser, browser.find_element(By.XPATH, "//button[normalize-space()='Sign out']"), "main"))
+            assert "signed out" in signed_out, signed_out
+            assert await in_browser(body_text, browser, there) == "replayed: 401 nothing read", "signed out"
+            assert "needs its token" in await in_browser(body_text, browser, base + "/memory")
+        finally:
+            thief.terminate()
+            thief.communicate()  # waits, and closes its pipe

@@ -251,6 +251,9 @@ def _add_web(sub: Subcommands) -> None:
                      "~/.local/state/nanobot-summary/web-token; made 0600 at the first start)")
     web.add_argument("--url", action="store_true",
                      help="print the address to open, with the token, and exit (run it as the page's user)")
+    web.add_argument("--sign-out-all", action="store_true",
+                     help="sign every browser out of the running pages of this token file and exit (a browser "
+                     "otherwise stays signed in 12 hours idle, 7 days at most)")
     web.set_defaults(handler=_lazy("worker.web.command"))
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from filelock import FileLock
 
-from worker.files import LOCK_TIMEOUT, append_whole
+from worker.files import LOCK_TIMEOUT, append_whole, temp_beside
 from worker.memory.dedup import DEFAULT_THRESHOLD, find_duplicate, normalize_uncached
 from worker.memory.entries import DailyNotes
 from worker.memory.followed import Followed, stamp
@@ -307,3 +308,45 @@ def _before(one: str, other: str) -> bool:
         return datetime.fromisoformat(one) < datetime.fromisoformat(other)
     except (ValueError, TypeError):  # odd formats: ISO strings of one format compare as text
         return one < other
+
+
+# Words that say nothing of what a fact is about: a note line need not repeat them to hold the fact.
+_COMMON = frozenset("a an and are as at be been by for from has have he her his i in is it its my of on or our she "
+                    "that the their them they this to user users was were with you your".split())
+
+
+def key_words(text: str) -> frozenset[str]:
+    """The words a line must hold to hold `text` (pure): its normalized words but the commonest (all of them
+    when that leaves none)."""
+    words = normalize_uncached(text).split()
+    return frozenset(word for word in words if word not in _COMMON) or frozenset(words)
+
+
+def holds(line: str, words: frozenset[str]) -> bool:
+    """Whether `line` holds every one of `words` (pure): a whole word each, or, for a word of a script written
+    without spaces (Chinese, Japanese), anywhere in it."""
+    normalized = normalize_uncached(line)
+    found = set(normalized.split())
+    return bool(words) and all(word in found or (not word.isascii() and word in normalized) for word in words)
+
+
+def drop_lines_holding(memory_dir: Path, text: str, remove: bool = True) -> dict[str, list[str]]:
+    """Removes from every day file each note line that holds `text` (every one of its key_words), under the notes'
+    lock, each file replaced whole; headings and span markers stay. Returns the lines removed (only found, when
+    not `remove`) by day file name."""
+    words = key_words(text)
+    removed: dict[str, list[str]] = {}
+    if not words or not memory_dir.is_dir():
+        return removed
+    with FileLock(str(memory_dir / LOCK_NAME), timeout=LOCK_TIMEOUT):
+        for path in sorted(memory_dir.glob("????-??-??.md")):
+            lines = path.read_bytes().decode("utf-8", errors="surrogateescape").splitlines(keepends=True)
+            gone = [line for line in lines if not line.lstrip().startswith(("#", "<!--")) and holds(line, words)]
+            if not gone:
+                continue
+            removed[path.name] = [line.rstrip("\r\n") for line in gone]
+            if not remove:
+                continue
+            kept = "".join(line for line in lines if line not in gone)
+            os.replace(temp_beside(path, kept.encode("utf-8", errors="surrogateescape")), path)
+    return removed

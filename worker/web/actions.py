@@ -14,7 +14,7 @@ from arq.connections import ArqRedis
 
 from worker.errors import NotSummarized, SessionKeyError
 from worker.nanobot.sessions import session_path
-from worker.state import budget
+from worker.state import budget, liveness
 from worker.state.outcomes import load_outcome
 from worker.summarize.manual import check_key, queue_one
 from worker.web.guard import form_of, see_other
@@ -27,6 +27,10 @@ SAID = {
               "keeping the last exchange verbatim). A running worker takes it; its outcome shows here when it ends.",
     "retried": "Queued again: the failed job's session has a new job, made by hand (it does not wait for the rest "
                "the failure started). Its outcome shows here when it ends.",
+    "queued-no-worker": "Queued, but no worker is running: the summary job waits in the queue, and nothing happens "
+                        "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
+    "retried-no-worker": "Queued again, but no worker is running: the job waits in the queue, and nothing happens "
+                         "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
     "already": "Not queued: a job for this session is queued or running already; its outcome shows here when it "
                "ends.",
     "not-failed": "Not retried: the session's last job did not fail (another job ended meanwhile); use Summarize "
@@ -91,7 +95,9 @@ async def summarize(request: web.Request) -> web.Response:
     if isinstance(target, web.Response):
         return target
     key, redis = target
-    return await _back(request, key, "queued" if await queue_one(redis, key) else "already")
+    if not await queue_one(redis, key):
+        return await _back(request, key, "already")
+    return await _back(request, key, "queued" if await worker_alive(redis) else "queued-no-worker")
 
 
 async def retry(request: web.Request) -> web.Response:
@@ -103,7 +109,15 @@ async def retry(request: web.Request) -> web.Response:
     outcome = await load_outcome(redis, key)
     if outcome is None or outcome.status != "failed":
         return await _back(request, key, "not-failed")
-    return await _back(request, key, "retried" if await queue_one(redis, key) else "already")
+    if not await queue_one(redis, key):
+        return await _back(request, key, "already")
+    return await _back(request, key, "retried" if await worker_alive(redis) else "retried-no-worker")
+
+
+async def worker_alive(redis: ArqRedis) -> bool:
+    """Whether a worker would take a queued job now (arq's health line, as `status` reads it)."""
+    view, _ = await liveness.workers(redis)
+    return bool(view["alive"])
 
 
 async def end_rest(request: web.Request) -> web.Response:

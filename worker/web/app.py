@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from worker.web import actions, memory, notes, overview, recall, sessions, undo
-from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware
+from worker.web import actions, facts, memory, notes, overview, recall, sessions, undo
+from worker.web.guard import GUARD, MAX_BODY, Guard, add_headers, guard_middleware, sign_out
 from worker.web.instance import Instance
 from worker.web.render import INSTANCE, JINJA, STATIC, environment
 
@@ -21,7 +21,12 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_get("/memory", memory.page)
     app.router.add_post("/memory/forget", memory.forget)
     app.router.add_post("/memory/edit", memory.edit)
+    app.router.add_post("/memory/forget-everywhere", memory.forget_everywhere)
     app.router.add_post("/memory/pin", memory.pin)
+    app.router.add_post("/memory/add", facts.add)
+    app.router.add_post("/memory/forget-many", facts.forget_many)
+    app.router.add_get("/memory/export.json", facts.export)
+    app.router.add_get("/memory/export.md", facts.export)
     app.router.add_post("/memory/undo", memory.undo)
     app.router.add_get("/notes", notes.page)
     app.router.add_get("/recall", recall.page)
@@ -31,6 +36,8 @@ def make_app(instance: Instance, guard: Guard) -> web.Application:
     app.router.add_post("/session/retry", actions.retry)
     app.router.add_post("/session/end-rest", actions.end_rest)
     app.router.add_post("/session/forget-learned", actions.forget_learned)
+    app.router.add_post("/sign-out", sign_out)
+    app.router.add_post("/sign-out-all", sign_out)
     app.router.add_get("/style.css", style)
     app.on_response_prepare.append(add_headers)
     app.on_cleanup.append(_close)

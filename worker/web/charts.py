@@ -22,6 +22,9 @@ class Bar:
     before: int  # width of the context before the summary, px
     after: int  # width of what the summary left, px
     text: str  # the figures, written beside the bar
+    name: str = ""  # the session's full name (or key): the bar's tooltip and the table's
+    before_tokens: int = 0
+    after_tokens: int = 0
 
 
 AXIS = 30  # px under the bars for the token axis
@@ -39,15 +42,36 @@ def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[
     bars = []
     for row, outcome in enumerate(done):
         before, after = int(outcome["tokens_before"]), int(outcome["tokens_after"])
-        bars.append(Bar(str(outcome["session_key"]), str(outcome["session_key"])[:28], row * ROW,
-                        max(1, round(before * scale)), max(1, round(after * scale)), f"{before:,} → {after:,} tokens"))
+        key = str(outcome["session_key"])
+        bars.append(Bar(key, key, row * ROW, max(1, round(before * scale)), max(1, round(after * scale)),
+                        f"{before:,} → {after:,} tokens", key, before, after))
     ticks = [(LABEL + round(tokens * scale), f"{tokens:,}") for tokens in range(0, top + 1, step)]
-    return bars, len(bars) * ROW + 4 + AXIS, ticks
+    return labelled(bars), len(bars) * ROW + 4 + AXIS, ticks
+
+
+LABEL_CHARS = 28  # what fits left of the bars
+
+
+def labelled(bars: list[Bar]) -> list[Bar]:
+    """Each bar's label, its name cut to LABEL_CHARS (pure); names that would read the same cut so (six "question
+    0 of..." bars) are cut in the middle instead, keeping their ends, which differ."""
+    cut = [shortened(bar.name, LABEL_CHARS) for bar in bars]
+    return [replace(bar, label=label if cut.count(label) == 1 else middle(bar.name)) for bar, label in zip(bars, cut,
+                                                                                                            strict=True)]
+
+
+def middle(name: str, limit: int = LABEL_CHARS) -> str:
+    """`name` on one line, cut in its middle to `limit` characters (pure)."""
+    name = " ".join(name.split())
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
 
 
 def named(bars: list[Bar], names: dict[str, str]) -> list[Bar]:
-    """The bars labelled by their sessions' names where they have one (worker.web.names)."""
-    return [replace(bar, label=shortened(names[bar.key], 28)) if bar.key in names else bar for bar in bars]
+    """The bars named by their sessions' names where they have one (worker.web.names)."""
+    return labelled([replace(bar, name=names[bar.key]) if bar.key in names else bar for bar in bars])
 
 
 SAW_HEIGHT = 200

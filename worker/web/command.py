@@ -17,6 +17,7 @@ from worker.settings import SettingsError
 from worker.web.app import make_app
 from worker.web.guard import Guard, Refused, headers_on_parser_errors
 from worker.web.instance import Instance
+from worker.web.signin import SignIns, sign_out_all, signed_out_path
 from worker.web.tokenfile import TokenFileError, default_path, load_or_create
 
 
@@ -77,8 +78,14 @@ def main(args: argparse.Namespace) -> int:
         if args.url:
             print(address(args.host, args.port, token))
             return 0
+        if args.sign_out_all:
+            sign_out_all(token_file)
+            print("Every browser is signed out of every page using this token file: each needs the address with "
+                  "the token again (`nanobot-summary web --url`).")
+            return 0
         instance = Instance.load()
-        guard = Guard.for_bind(args.host, read_only=args.read_only, token=token)
+        guard = Guard.for_bind(args.host, read_only=args.read_only, token=token,
+                               signins=SignIns(signed_out_file=signed_out_path(token_file)))
     except (SettingsError, NanobotConfigError, Refused, TokenFileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

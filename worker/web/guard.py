@@ -2,9 +2,10 @@
 
 - The page answers only to the user who runs it, on every bind: every request needs its token, the per-user secret
   of worker.web.tokenfile (a file only that user can read). The first-visit URL carries it (`?token=`); the page
-  then sets a cookie that holds not the token but an HMAC of it and the port (and, on a non-local bind, the
-  browser's address) (HttpOnly, SameSite=Strict, named with the port), and drops it from the address.
-  `Authorization: Bearer TOKEN` works for scripts.
+  then signs that browser in (worker.web.signin: a random value, kept server-side, that expires when idle and
+  after a lifetime, and ends at a sign-out) in a cookie (HttpOnly, SameSite=Strict, named with the port; on a
+  non-local bind bound to the browser's address), and drops the token from the address. A copied cookie is a
+  key only while its sign-in lives. `Authorization: Bearer TOKEN` works for scripts.
 - Bound to a loopback address, the page also answers only requests whose Host names a loopback host (a web site
   whose name a DNS trick points at 127.0.0.1 is refused).
 - Every POST needs the form's CSRF token (an HMAC, with a secret of this process, of the browser's own random
@@ -32,10 +33,11 @@ from aiohttp import web
 from markupsafe import Markup
 from yarl import URL
 
+from worker.web.signin import SignIns
 from worker.web.tokenfile import MIN_TOKEN
 
 log = logging.getLogger("worker.web")
-TOKEN_COOKIE = "nanobot_summary_token"  # and the port: a browser sends a host's cookies to each of its ports
+SESSION_COOKIE = "nanobot_summary_session"  # and the port: a browser sends a host's cookies to each of its ports
 BROWSER_COOKIE = "nanobot_summary_browser"
 CSRF_FIELD = "csrf"
 MAX_BODY = 64 * 1024  # bytes of a POST: the forms carry one fact's text at most
@@ -47,6 +49,7 @@ HEADERS = {
     "Referrer-Policy": "same-origin",  # no-referrer would make a browser send `Origin: null` with our forms
     "Cache-Control": "no-store",
 }
+SIGN_OUT = frozenset({"/sign-out", "/sign-out-all"})  # POSTs a read-only page takes too: they change no memory
 PUBLIC = frozenset({"/style.css"})  # what a refusal page needs, and nothing of the instance's
 BROWSER: ContextVar[str] = ContextVar("browser", default="")  # the requesting browser's cookie
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -75,9 +78,9 @@ def port_of(request: web.Request) -> int:
     return urlsplit(f"//{request.host}").port or 80
 
 
-def token_cookie(request: web.Request) -> str:
-    """The token's cookie for this page: two pages on one host (two nanobot instances) keep one each."""
-    return f"{TOKEN_COOKIE}_{port_of(request)}"
+def session_cookie(request: web.Request) -> str:
+    """The sign-in's cookie for this page: two pages on one host (two nanobot instances) keep one each."""
+    return f"{SESSION_COOKIE}_{port_of(request)}"
 
 
 def own_path(location: str) -> str:
@@ -97,31 +100,28 @@ class Guard:
     read_only: bool = False
     token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)  # asked of every request
     secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    signins: SignIns = field(default_factory=SignIns, repr=False)
 
     @classmethod
-    def for_bind(cls, host: str, read_only: bool = False, token: str | None = None) -> Guard:
+    def for_bind(cls, host: str, read_only: bool = False, token: str | None = None,
+                 signins: SignIns | None = None) -> Guard:
         """The guard of a page bound to `host`, asking for `token` (the token file's; a new one when None)."""
         token = secrets.token_urlsafe(32) if token is None else token
         if len(token) < MIN_TOKEN:
             raise Refused(f"the page needs a token of at least {MIN_TOKEN} characters: anyone who can reach it "
                           "could read the memory otherwise")
-        return cls(local=is_loopback(host), read_only=read_only, token=token)
+        return cls(local=is_loopback(host), read_only=read_only, token=token,
+                   signins=SignIns() if signins is None else signins)
 
     def csrf_for(self, browser: str) -> str:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
 
-    def cookie_for(self, port: int, address: str = "") -> str:
-        """The token cookie's value on `port` for a browser at `address`: never the token itself, and another
-        port's value differs."""
-        bound = f"cookie:{port}" + (f":{address}" if address else "")  # a loopback page's cookies stay valid
-        return hmac.new(self.token.encode(), bound.encode(), hashlib.sha256).hexdigest()
-
-    def cookie_of(self, request: web.Request) -> str:
-        """The token cookie's value for this request's browser. On a non-local bind it is bound to the browser's
-        address too: a browser sends a host's cookies to every port of it, and a server on another port of the
-        page's host that the browser visits gets the cookie; replayed from that host, not the browser's address,
-        it opens nothing. (On a loopback bind every browser's address is the machine's own: nothing to bind.)"""
-        return self.cookie_for(port_of(request), "" if self.local else request.remote or "")
+    def address_of(self, request: web.Request) -> str:
+        """What a sign-in is bound to besides its value. On a non-local bind, the browser's address: a browser sends
+        a host's cookies to every port of it, and a server on another port of the page's host that the browser
+        visits gets the cookie; replayed from that host it opens nothing. (On a loopback bind every browser's
+        address is the machine's own: nothing to bind, and the sign-in's expiry and sign-out are the limit.)"""
+        return "" if self.local else request.remote or ""
 
     def host_allowed(self, request: web.Request) -> bool:
         if not self.local:
@@ -129,8 +129,8 @@ class Guard:
         return is_loopback(urlsplit(f"//{request.host}").hostname or "")
 
     def token_ok(self, request: web.Request) -> bool:
-        cookie = request.cookies.get(token_cookie(request))
-        if cookie is not None and hmac.compare_digest(cookie.encode(), self.cookie_of(request).encode()):
+        cookie = request.cookies.get(session_cookie(request))
+        if cookie and self.signins.valid(cookie, self.address_of(request)):
             return True
         header = request.headers.get("Authorization", "")
         given = header[7:] if header.startswith("Bearer ") else request.query.get("token", "")
@@ -138,7 +138,7 @@ class Guard:
 
     def post_problem(self, request: web.Request, form: dict[str, str]) -> str | None:
         """Why a POST is refused, or None."""
-        if self.read_only:
+        if self.read_only and request.path not in SIGN_OUT:
             return "this page runs read-only (--read-only): it changes nothing"
         origin = request.headers.get("Origin")
         if origin is not None and urlsplit(origin).netloc != request.host:
@@ -217,8 +217,23 @@ def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
     this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
     query = {k: v for k, v in request.query.items() if k != "token"}
     response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
-    response.set_cookie(token_cookie(request), guard.cookie_of(request), httponly=True,
+    response.set_cookie(session_cookie(request), guard.signins.issue(guard.address_of(request)), httponly=True,
                         samesite="Strict", path="/")
+    return response
+
+
+async def sign_out(request: web.Request) -> web.Response:
+    """Ends this browser's sign-in (`/sign-out`) or every browser's (`/sign-out-all`); the cookie is dropped."""
+    guard = request.app[GUARD]
+    if request.path == "/sign-out-all":
+        guard.signins.end_all()
+        text = ("Every browser is signed out of this page: each needs the address with the token again "
+                "(`nanobot-summary web --url`).")
+    else:
+        guard.signins.end(request.cookies.get(session_cookie(request), ""))
+        text = "This browser is signed out: open the address with the token again (`nanobot-summary web --url`)."
+    response = refusal(200, text, title="Signed out")
+    response.del_cookie(session_cookie(request), path="/")
     return response
 
 

@@ -22,8 +22,9 @@ from worker.files import read_bytes, read_only
 from worker.memory.dedup import normalize
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
-from worker.memory.longterm.forget import forget_fact
+from worker.memory.longterm.forget import ADDED_ON_PAGE, Forgot, forget_fact
 from worker.memory.longterm.part import own_lines
+from worker.memory.notes import drop_lines_holding, key_words
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
@@ -115,11 +116,15 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     held_pager = window(FACTS_PER_PAGE, len(held), "/memory", params, name="held")
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
+    # After a forget: where else its text lives (the day's notes, the recall index), to forget it there too.
+    elsewhere = await asyncio.to_thread(where_else, instance, change.text) if isinstance(change, Forgot) else None
     return render(request, "memory.html", status=status, facts=shown[pager.start:pager.stop], pager=pager,
                   matched=len(shown), total=len(rows), query=query, held=held[held_pager.start:held_pager.stop],
                   held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
                   note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
-                  retry=retry, refused=await asyncio.to_thread(read_only, path))
+                  retry=retry, refused=await asyncio.to_thread(read_only, path), elsewhere=elsewhere,
+                  everywhere=everywhere_said(request.query), done=done_said(request.query), added=ADDED_ON_PAGE,
+                  groups=language_table("en").memory_groups)
 
 
 async def forget(request: web.Request) -> web.Response:
@@ -196,6 +201,99 @@ async def undo(request: web.Request) -> web.Response:
     if not isinstance(change, Pinned):
         await refresh_recall(instance)
     return await answer(request, 200 if said.what.startswith("Undone") else 409, said)
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """Where a text lives besides MEMORY.md: the day files' note lines that hold it (by day file) and the recall
+    index's passages that do ((rowid, kind, session): an archived message of a session, or a notes line)."""
+
+    text: str
+    notes: dict[str, list[str]]
+    passages: list[tuple[int, str, str]]
+    problem: str | None = None  # the recall index could not be read
+
+    @property
+    def archives(self) -> list[str]:
+        """The sessions whose archived messages in the recall index hold the text."""
+        return sorted({session for _, kind, session in self.passages if kind == "messages"})
+
+    @property
+    def words(self) -> list[str]:
+        """The words a line or passage holds to hold the text (notes.key_words)."""
+        return sorted(key_words(self.text))
+
+    @property
+    def note_lines(self) -> int:
+        return sum(len(lines) for lines in self.notes.values())
+
+    @property
+    def anywhere(self) -> bool:
+        return bool(self.notes or self.passages)
+
+
+def where_else(instance: Instance, text: str, remove: bool = False) -> Elsewhere:
+    """Elsewhere for `text`; with `remove`, its note lines are taken out of the day files and its passages out of
+    the recall index (MEMORY.md's rows follow the file; nanobot's session files are never changed)."""
+    notes = drop_lines_holding(instance.memory.memory_path.parent, text, remove)
+    index = RecallIndex(instance.workspace, instance.tz)
+    passages: list[tuple[int, str, str]] = []
+    problem = None
+    try:
+        if index.path.exists():
+            if remove:
+                index.refresh(instance.sessions_dir)  # the day files just changed: their rows follow them
+            passages = index.passages_holding(text, remove)
+    except (RecallIndexError, sqlite3.Error, OSError) as exc:
+        log.warning("recall index not searched for a forgotten text: %s", exc)
+        problem = type(exc).__name__
+    finally:
+        index.close()
+    return Elsewhere(text, notes, passages, problem)
+
+
+def done_said(query: Any) -> str | None:
+    """The sentence after adding a fact or forgetting several, from its redirect's code and numbers only (pure)."""
+    added = {"added": "Added: the fact is in MEMORY.md's managed part, its provenance \"added on the page\"",
+             "already": "Not added: MEMORY.md holds that fact already",
+             "no-part": "Not added: MEMORY.md has no part of the worker's yet (its first job makes it); "
+                        "add the line to the file itself meanwhile"}
+    if query.get("added") in added:
+        return added[query["added"]] + "."
+    forgot, of = query.get("forgot", ""), query.get("of", "")
+    if forgot.isdigit() and of.isdigit():
+        return (f"Forgotten: {int(forgot)} of the {int(of)} fact(s) ticked (each with its held copies; one changed "
+                "meanwhile is left as it reads now). This cannot be undone here.")
+    return None
+
+
+def everywhere_said(query: Any) -> str | None:
+    """The sentence after a "forget everywhere", from its redirect's numbers only (pure)."""
+    lines, passages = query.get("lines", ""), query.get("passages", "")
+    if query.get("everywhere") != "1" or not lines.isdigit() or not passages.isdigit():
+        return None
+    return (f"Forgotten everywhere the worker keeps it: {int(lines)} line(s) of the daily notes and "
+            f"{int(passages)} passage(s) of the recall index removed; neither the recall tool nor Recall here "
+            "returns it now. nanobot's session files still hold the conversation itself: they are nanobot's, "
+            "and this page never changes them.")
+
+
+async def forget_everywhere(request: web.Request) -> web.Response:
+    """Takes a text out of the daily notes (each line that holds it) and the recall index (each passage that does):
+    after a forget, so that nothing the worker keeps recalls it."""
+    instance = request.app[INSTANCE]
+    text = (await form_of(request)).get("text", "").strip()
+    if len(normalize(text)) < 3:
+        return await answer(request, 400, Said("Nothing removed: give at least a few letters of the text", text))
+    try:
+        done = await asyncio.to_thread(where_else, instance, text, True)
+    except (Timeout, OSError) as exc:
+        return await answer(request, 503, Said(f"Nothing removed: the notes could not be written now "
+                                               f"({type(exc).__name__}); try again", text))
+    if done.problem:
+        return await answer(request, 503, Said(f"The notes' lines were removed but the recall index could not be "
+                                               f"changed now ({done.problem}); try again", text))
+    return see_other(f"/memory?everywhere=1&lines={done.note_lines}&passages={len(done.passages)}")
 
 
 class NotWritten(Exception):

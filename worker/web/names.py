@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 from nanobot_hooks.contract.session_format import METADATA_TYPE, NOT_A_TURN_FLAGS, content_text
 from worker.errors import SessionKeyError
-from worker.nanobot.sessions import session_path
+from worker.nanobot.sessions import list_session_keys, session_path
 
 NAME_CHARS = 60  # a name is a line of a list, not the message
 HEAD_LINES = 40  # messages read for a first user message (nanobot's own preview reads a few dozen too)
@@ -110,3 +110,24 @@ def _record(line: bytes) -> dict[str, Any]:
     except ValueError:
         return {}
     return record if isinstance(record, dict) else {}
+
+
+# The last listing of each sessions folder, under the folder's own state (inode, mtime): adding, removing or
+# renaming a file changes the folder's mtime, writing one does not change the list. Listing 1,000 sessions checks
+# each file's path (a resolve each): /sessions and /recall took 13-17 times /memory's time doing it every request.
+_LISTED: dict[Path, tuple[tuple[int, int], list[str]]] = {}
+
+
+def session_keys(sessions_dir: Path) -> list[str]:
+    """list_session_keys, from the last listing while the folder is unchanged."""
+    try:
+        status = sessions_dir.stat()
+    except OSError:
+        return list_session_keys(sessions_dir)
+    mark = (status.st_ino, status.st_mtime_ns)
+    kept = _LISTED.get(sessions_dir)
+    if kept is not None and kept[0] == mark:
+        return kept[1]
+    keys = list_session_keys(sessions_dir)
+    _LISTED[sessions_dir] = (mark, keys)
+    return keys

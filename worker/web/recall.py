@@ -11,8 +11,7 @@ from aiohttp import web
 
 from nanobot_hooks.contract.session_format import storage_name
 from nanobot_hooks.recall import search
-from worker.nanobot.sessions import list_session_keys
-from worker.web.names import names
+from worker.web.names import names, session_keys
 from worker.web.render import INSTANCE, render
 
 MAX_QUERY = 500  # characters: the tool's own queries are a few keywords
@@ -26,7 +25,7 @@ def recent_sessions(sessions_dir: Path, limit: int = OFFERED) -> list[str]:
             return (sessions_dir / storage_name(key)).stat().st_mtime
         except OSError:
             return 0.0
-    return sorted(list_session_keys(sessions_dir), key=changed, reverse=True)[:limit]
+    return sorted(session_keys(sessions_dir), key=changed, reverse=True)[:limit]
 
 
 async def page(request: web.Request) -> web.Response:

@@ -1,7 +1,8 @@
 """Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is
 shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance, its time
 zone (every moment written by worker.text.when), the refresh toggle of the pages that have one; the bidirectional
-controls of conversation text shown as visible marks (`[U+202E]`) instead of reordering the page."""
+controls that can spoof text (overrides, embeddings, isolates) shown as visible marks (`[U+202E]`) in the page's
+text, never in what a form sends back."""
 
 from __future__ import annotations
 
@@ -25,10 +26,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 INSTANCE: web.AppKey[Instance] = web.AppKey("instance", Instance)
 JINJA: web.AppKey[jinja2.Environment] = web.AppKey("jinja", jinja2.Environment)
-# Unicode's bidirectional controls (embeddings, overrides, isolates, marks): from a conversation they would turn
-# text around on the page (`telegram:\u202e1337` read as `telegram:7331`).
-BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
+# Unicode's bidirectional controls that turn a run of text around (embeddings, overrides, isolates): from a
+# conversation they would spoof the page (`telegram:\u202e1337` read as `telegram:7331`). The marks (U+200E, U+200F,
+# U+061C) only nudge neutral characters, are common in Hebrew and Arabic text, and are left as they are.
+BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# A tag, or a textarea whole (its text is what the form sends: it must hold the exact text; autoescape leaves no
+# `<` inside it), or text.
+_TAG_OR_TEXT = re.compile(r"(<textarea\b[^>]*>[^<]*</textarea>|<[^>]*>)|([^<]+)")
 
 
 def environment(tz: tzinfo) -> jinja2.Environment:
@@ -104,9 +108,9 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
 
 
 def visible_bidi(page: str) -> str:
-    """`page` with each bidirectional control in its text shown as `[U+202E]` (pure). Inside tags nothing
-    changes: a form's hidden field keeps a fact's or a session key's exact text, and autoescape leaves no `>`
-    inside an attribute, so a tag ends at its first `>`."""
+    """`page` with each spoofing bidirectional control in its text shown as `[U+202E]` (pure). Inside tags and
+    textareas nothing changes: a form's hidden field and an edit box keep a fact's or a session key's exact text
+    (autoescape leaves no `>` inside an attribute, so a tag ends at its first `>`)."""
     if not BIDI.search(page):
         return page
     return _TAG_OR_TEXT.sub(lambda found: found.group(1) or BIDI.sub(_mark, found.group(2)), page)

@@ -18,13 +18,13 @@ from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import DAMAGED, UNREADABLE, context_history, read_waiting_record, reply
 from nanobot_hooks.contract.session_format import METADATA_TYPE, summary_text
 from worker.errors import SessionKeyError
-from worker.nanobot.sessions import list_session_keys, session_path, watermark
+from worker.nanobot.sessions import session_path, watermark
 from worker.state import budget
 from worker.state.outcomes import JobOutcome, read_outcome
-from worker.web.actions import said
+from worker.web.actions import said, worker_alive
 from worker.web.charts import sawtooth
 from worker.web.instance import Instance
-from worker.web.names import names, session_name
+from worker.web.names import names, session_keys, session_name
 from worker.web.paging import window
 from worker.web.render import INSTANCE, render
 
@@ -54,7 +54,7 @@ async def index(request: web.Request) -> web.Response:
     """The sessions, a page at a time, of one channel or all, found by a part of their key; the last outcomes
     are read for the page's sessions only."""
     instance = request.app[INSTANCE]
-    every = await asyncio.to_thread(list_session_keys, instance.sessions_dir)
+    every = await asyncio.to_thread(session_keys, instance.sessions_dir)
     params = {name: request.query.get(name, "").strip() for name in ("channel", "q", "page")}
     keys = chosen(every, params["channel"], params["q"])
     pager = window(SESSIONS_PER_PAGE, len(keys), "/sessions", params)
@@ -94,6 +94,7 @@ async def redis_view(redis: ArqRedis, key: str, tz: tzinfo) -> dict[str, Any]:
         "queued": await redis.zscore(keys.queue, keys.job_id(key)) is not None,
         "running": bool(await redis.exists(in_progress_key_prefix + keys.job_id(key))),
         "context": sawtooth(await context_history(redis, key), tz),
+        "worker_alive": await worker_alive(redis),
     }
 
 

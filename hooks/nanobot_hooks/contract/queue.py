@@ -18,7 +18,8 @@ from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
 __all__ = ["DAMAGED", "CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE",
            "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record",
-           "load_waiting_record", "note_context", "read_waiting_record", "pending_sessions", "reply", "store_record"]
+           "load_waiting_record", "note_context", "read_waiting_record", "read_waiting_records", "pending_sessions",
+           "reply", "store_record"]
 
 # Deletes a record only if it is still the same one, so a newer record is never lost: the one applied (the same
 # identity, its `created_at`, read from the stored JSON) or the same unreadable bytes. A pending entry without a
@@ -138,6 +139,14 @@ async def read_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecor
     what is stored): what `status` and the web page show."""
     raw = await redis.get(Keys.of(redis).record(session_key))
     return _record_or_why(raw) if raw else None
+
+
+async def read_waiting_records(redis: ArqRedis, session_keys: list[str]) -> list[SummaryRecord | str | None]:
+    """read_waiting_record for each of these sessions, in one MGET (status and the web page list 1,000)."""
+    if not session_keys:
+        return []
+    raws = await redis.mget([Keys.of(redis).record(key) for key in session_keys])
+    return [_record_or_why(raw) if raw else None for raw in raws]
 
 
 def _record_or_why(raw: bytes | str) -> SummaryRecord | str:

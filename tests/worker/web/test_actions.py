@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from arq.constants import health_check_key_suffix
 from arq.jobs import Job
 
 from harness.defaults import TEST_KEYS
@@ -41,12 +42,14 @@ async def test_summarize_now_queues_the_command_lines_manual_job_which_a_worker_
     async with served(settings_for()) as page:
         _, body = await page.get(SESSION)
         assert "Summarize now" in body
+        await a_live_worker(redis)
         status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
         assert status == 303 and location == f"{SESSION}&done=queued", location
         request = await queued_request(redis, KEY)
         assert request is not None and request["reason"] == "manual" and request["keep"] == MANUAL_KEEP, request
         _, body = await page.get(location)
         assert escaped(SAID["queued"]) in body and "A summary job is queued." in body
+        assert "No worker is running" not in body
         # One job per session: the second click says so.
         status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
         assert location.endswith("done=already") and escaped(SAID["already"]) in (await page.get(location))[1]
@@ -69,6 +72,7 @@ async def test_retry_runs_a_failed_sessions_job_again_through_its_rest(data, set
     async with served(settings_for()) as page:
         _, overview = await page.get("/?outcome=failed")
         assert 'action="/session/retry"' in overview and f'name="key" value="{QUIET}"' in overview
+        await a_live_worker(redis)
         status, location = await page.post("/session/retry", {"csrf": await page.csrf(), "key": QUIET})
         assert status == 303 and location.endswith("done=retried"), location
         assert escaped(SAID["retried"]) in (await page.get(location))[1]
@@ -80,6 +84,33 @@ async def test_retry_runs_a_failed_sessions_job_again_through_its_rest(data, set
         assert location.endswith("done=not-failed") and await queued_request(redis, QUIET) is None
         _, body = await page.get(location)
         assert escaped(SAID["not-failed"]) in body and 'action="/session/retry"' not in body
+
+
+async def a_live_worker(redis) -> None:
+    """arq's health line, as a running worker keeps it (every 30 s, expiring after 31 s)."""
+    await redis.set(TEST_KEYS.queue + health_check_key_suffix, "Dec-07 04:00:00 j_complete=0 j_failed=0 "
+                    "j_retried=0 j_ongoing=0 queued=0", ex=31)
+
+
+async def test_summarize_now_and_retry_say_on_the_page_when_no_worker_is_alive(data, settings_for, redis):
+    """With no worker they answered "Queued... its outcome shows here when it ends", and the session page said
+    nothing: the job would wait for ever."""
+    failed = JobOutcome(session_key=QUIET, status="failed", detail="the model answered 500 three times")
+    await redis.set(TEST_KEYS.outcome(QUIET), failed.model_dump_json())
+    async with served(settings_for()) as page:
+        _, body = await page.get(SESSION)
+        assert "No worker is running: Summarize now and Retry queue a job" in body
+        _, overview = await page.get("/?outcome=failed")
+        assert "No worker is running: Retry queues a job" in overview
+        status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
+        assert status == 303 and location.endswith("done=queued-no-worker"), location
+        assert escaped(SAID["queued-no-worker"]) in (await page.get(location))[1]
+        assert await queued_request(redis, KEY) is not None, "queued all the same: a worker takes it when it starts"
+        status, location = await page.post("/session/retry", {"csrf": await page.csrf(), "key": QUIET})
+        assert location.endswith("done=retried-no-worker"), location
+        await a_live_worker(redis)
+        _, body = await page.get(SESSION)
+        assert "No worker is running" not in body
 
 
 async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_there_was_none(
@@ -119,7 +150,8 @@ async def test_an_action_taken_on_a_refreshing_page_answers_on_a_page_that_refre
             "it reloads the session's page, the answer said once"
         # From a page that does not refresh, the answer's page does not either.
         status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
-        assert location == f"{SESSION}&done=queued" and 'http-equiv="refresh"' not in (await page.get(location))[1]
+        assert location == f"{SESSION}&done=queued-no-worker"
+        assert 'http-equiv="refresh"' not in (await page.get(location))[1]
         _, body = await page.get(SESSION)
         assert refresh_field not in body
 

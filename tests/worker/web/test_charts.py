@@ -82,3 +82,27 @@ def test_the_overviews_bars_stand_on_a_token_axis_from_zero() -> None:
     bars, height, ticks = context_bars([{"session_key": "cli:direct", "tokens_before": 704, "tokens_after": 324}])
     assert [label for _, label in ticks] == ["0", "200", "400", "600", "800"]
     assert ticks[0][0] == 190 and bars[0].before < ticks[-1][0] - 190 and height > len(bars) * 22
+
+
+async def test_the_overviews_bars_are_told_apart_by_label_tooltip_link_and_a_table(nanobot_home, settings_for, redis):
+    """Six web chats named "question 0 of..." read the same cut to 28 characters, with no link, key or text for a
+    screen reader."""
+    keys = [f"websocket:{n:04d}" for n in range(6)]
+    for n, key in enumerate(keys):
+        first = f"question 0 of the deploy script for the {['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta'][n]} box"
+        nanobot_home.write_session(key, [{"role": "user", "content": first}])
+        outcome = JobOutcome(session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)",
+                             tokens_before=10_000 + n, tokens_after=3_000 + n)
+        await redis.set(TEST_KEYS.outcome(key), outcome.model_dump_json())
+    async with served(settings_for()) as page:
+        _, overview = await page.get("/")
+    chart = overview.split('<svg class="chart"', 1)[1].split("</svg>", 1)[0]
+    labels = re.findall(r'<text x="0" y="\d+">([^<]+)</text>', chart)
+    assert len(labels) == 6 and len(set(labels)) == 6, labels
+    assert all(len(label) <= 28 for label in labels) and any(label.endswith("beta box") for label in labels)
+    assert "<title>question 0 of the deploy script for the gamma box (websocket:0002): 10,002 → 3,002 tokens</title>" \
+        in chart
+    assert chart.count('<a href="/session?key=websocket%3A') == 6
+    table = overview.split('<table class="visually-hidden">', 1)[1].split("</table>", 1)[0]
+    assert ('<th scope="row"><a href="/session?key=websocket%3A0005">question 0 of the deploy script for the zeta '
+            'box</a></th><td>10,005</td><td>3,005</td>') in table

@@ -54,20 +54,20 @@ async def test_five_thousand_facts_are_shown_a_hundred_a_page_and_the_search_fin
     async with served(settings_for(memory_max_facts=5_000)) as page:
         status, first = await page.get("/memory")
         assert status == 200 and len(first.encode()) < MAX_PAGE, len(first.encode())
-        assert first.count('<td class="fact">The user keeps fact') == 100
-        shown = set(re.findall(r'<td class="fact">(The user keeps fact \d+)', first))
+        assert first.count('<td class="fact" dir="auto">The user keeps fact') == 100
+        shown = set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', first))
         second_url = links(first, "2")[0]
         assert second_url == "/memory?page=2"
         status, second = await page.get(second_url)  # followed with the cookie the first visit left
-        on_two = set(re.findall(r'<td class="fact">(The user keeps fact \d+)', second))
+        on_two = set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', second))
         assert status == 200 and len(on_two) == 100 and not on_two & shown
         _, last = await page.get(links(first, "50")[0])
-        assert len(set(re.findall(r'<td class="fact">(The user keeps fact \d+)', last))) == 100
+        assert len(set(re.findall(r'<td class="fact" dir="auto">(The user keeps fact \d+)', last))) == 100
         status, found = await page.get("/memory?q=garden")
         assert status == 200 and "0 of 5000 facts and 3 held one(s) match" in found
-        assert found.count('<td class="fact">The held fact about the garden') == 3
+        assert found.count('<td class="fact" dir="auto">The held fact about the garden') == 3
         _, one = await page.get("/memory?q=port+8042")
-        assert one.count('<td class="fact">') == 1 and "fact 42: project 294" in one
+        assert one.count('<td class="fact" dir="auto">') == 1 and "fact 42: project 294" in one
 
 
 async def keep_outcomes(page, count: int) -> list[str]:
@@ -167,3 +167,75 @@ async def test_the_memory_page_reads_a_changed_file_again_even_edited_in_place_a
             file.write(content.replace(b"fact 7: project 49", b"fact 7: project 94"))
         _, after = await page.get("/memory")
         assert "The user keeps fact 7: project 94" in after and "fact 7: project 49" not in after
+
+
+async def commands(redis, name: str) -> int:
+    """How many times the server ran the command `name` since its statistics were reset."""
+    return int(((await redis.info("commandstats")).get(f"cmdstat_{name}") or {}).get("calls", 0))
+
+
+async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_time_read_in_one_round_trip(
+        nanobot_home, settings_for, redis):
+    """1,000 waiting records and 300 rests made `/` 361 KB and 2.6 s: one GET each, every one listed."""
+    from nanobot_hooks.contract.queue import store_record
+    from nanobot_hooks.contract.records import SummaryRecord
+    from worker.state import budget
+
+    nanobot_home.write_session("websocket:abc", [{"role": "user", "content": "plan the garden beds"}])
+    keys = ["websocket:abc"] + [f"telegram:{100 + n}" for n in range(129)]
+    for key in keys:
+        await store_record(redis, SummaryRecord(session_key=key, summary="- the deploy", start=0, boundary=40,
+                                                boundary_timestamp=None, messages_before=60, messages_after=21,
+                                                tokens_before=40_000, tokens_after=9_000, reason="tokens"))
+    for key in keys[:70]:
+        await budget.cool_down(redis, key, "the model answered 500", 600, 3600)
+    async with served(settings_for()) as page:
+        await redis.config_resetstat()
+        status, first = await page.get("/")
+        assert await commands(redis, "get") < 20, "no GET per record or rest: one MGET each"
+        assert status == 200 and "Summaries waiting for nanobot (130, " in first and "Resting sessions (70)" in first
+        waiting = first.split("Summaries waiting for nanobot", 1)[1].split("</section>", 1)[0]
+        resting = first.split("Resting sessions", 1)[1].split("</section>", 1)[0]
+        assert waiting.count("<li>") == 50 and resting.count("<li>") == 50
+        _, third = await page.get(links(waiting, "3")[0])
+        rest = third.split("Summaries waiting for nanobot", 1)[1].split("</section>", 1)[0]
+        assert rest.count("<li>") == 30 and "telegram%3A228" in rest
+        assert "plan the garden beds</a>" in rest, "named (the web chat's first words) as the table above names them"
+        _, second = await page.get(links(resting, "2")[0])
+        assert second.split("Resting sessions", 1)[1].split("</section>", 1)[0].count("<li>") == 20
+
+
+async def test_the_session_listing_is_kept_while_the_folder_is_unchanged_and_read_again_when_it_changes(
+        nanobot_home, settings_for, monkeypatch):
+    from worker.web import names
+
+    for n in range(30):
+        nanobot_home.write_session(f"telegram:{n}", conversation(1, user="hello {i}"))
+    listed = []
+    real = names.list_session_keys
+    monkeypatch.setattr(names, "list_session_keys", lambda folder: listed.append(folder) or real(folder))
+    async with served(settings_for()) as page:
+        for url in ("/sessions", "/recall", "/sessions?page=1", "/recall?q=hello"):
+            assert (await page.get(url))[0] == 200
+        assert len(listed) == 1, "listed once while the folder is unchanged"
+        nanobot_home.write_session("cli:new", conversation(1, user="hello {i}"))
+        _, body = await page.get("/sessions")
+        assert len(listed) == 2 and "cli%3Anew" in body, "a new file changes the folder: listed again"
+
+
+async def test_the_overview_parses_an_outcome_again_only_when_its_bytes_change(nanobot_home, settings_for, redis,
+                                                                              monkeypatch):
+    """Parsing 1,000 outcomes on every load was most of the overview's time once the lists were paged."""
+    from worker.state import snapshot
+
+    parsed = []
+    real = snapshot.read_outcome
+    monkeypatch.setattr(snapshot, "read_outcome", lambda raw, key: parsed.append(key) or real(raw, key))
+    async with served(settings_for()) as page:
+        await keep_outcomes(page, 60)
+        assert (await page.get("/"))[0] == 200 and len(parsed) == 60
+        assert (await page.get("/?page=2"))[0] == 200 and len(parsed) == 60, "nothing parsed again"
+        changed = JobOutcome(session_key="telegram:1001", status="failed", detail="the model answered 500")
+        await keep_outcome(await page.instance.client(), changed)
+        _, body = await page.get("/?outcome=failed")
+        assert len(parsed) == 61 and "the model answered 500" in body

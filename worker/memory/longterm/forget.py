@@ -200,3 +200,14 @@ def restore_fact(memory: _MemoryFile, fact: Forgotten, today: str) -> Restored:
 
     memory._update(in_part(today, edit))
     return done[0] if done else "no part"
+
+
+ADDED_ON_PAGE = "(added on the page)"  # the provenance of a fact the user typed: its sidecar's session
+
+
+def add_fact(path: Path, text: str, group: str, importance: int, today: str) -> Restored:
+    """A fact the user typed, added last to the managed part as a forgotten one is put back (through the worker's
+    lock and write rules; no longer kept out if it was forgotten before), learned today and said to be added on the
+    page; "again" when the part holds it already, "no part" when MEMORY.md has no managed part yet."""
+    fact = Forgotten(one_line(text), group, importance, today, ADDED_ON_PAGE, position=1 << 30)
+    return restore_forgotten(path, Forgot(fact, []), today)

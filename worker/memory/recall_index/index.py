@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nanobot_hooks.contract.recall import RECALL_INDEX, RECALL_SCHEMA_VERSION, RECALL_TABLES, fts_problem
 from worker.errors import WorkerError
+from worker.memory.recall_index.forget import drop_passages_holding, passages_holding
 from worker.memory.recall_index.memory_files import sync_memory_files
 from worker.memory.recall_index.messages import sweep, sync_session
 from worker.memory.recall_index.rows import archived_through
@@ -84,6 +85,13 @@ class RecallIndex:
             if self._writer is not None:
                 self._writer = (self._files_seen(), self._writer[1])
             return done
+
+    def passages_holding(self, text: str, remove: bool = False) -> list[tuple[int, str, str]]:
+        """The passages that hold `text` outside MEMORY.md's rows (forget.passages_holding), taken out of the index
+        when `remove`. Raises sqlite3.Error or OSError."""
+        with self._lock:
+            db = self._connection()
+            return drop_passages_holding(db, text) if remove else passages_holding(db, text)
 
     def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
                  lines: Lines | None = None) -> Refreshed:
