@@ -16,6 +16,7 @@ import pytest
 from harness.nanobot_cli import find_nanobot, nanobot_python
 from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import HOOKS, ROOT
+from tests.support.shared import built_once
 
 # What the worker may take from nanobot_hooks: the contract's modules, the text helpers both sides share, and the
 # settings it extends.
@@ -240,8 +241,11 @@ def build_wheel(folder: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets."""
-    return build_wheel(HOOKS.parent, tmp_path_factory.mktemp("wheel"))
+    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets: built once per run, whichever
+    test process asks first (tests/support/shared.py)."""
+    folder = built_once(tmp_path_factory, "hooks-wheel", lambda out: build_wheel(HOOKS.parent, out))
+    (path,) = folder.glob("*.whl")
+    return path
 
 
 @ONE_WHEEL

@@ -162,10 +162,8 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
 def test_every_shipped_supervisor_runs_the_installed_worker_and_restarts_it_after_a_workspace_move() -> None:
     """A move of nanobot to another workspace stops the worker (issue 33 point 7). `nanobot-summary run` starts
     itself again in the same process (exec: no exit for any supervisor, honcho's included, which ends every
-    process when one does); `arq worker.app.WorkerSettings` can only exit, with 75. Every supervisor we ship runs
-    the installed command, never arq's, and restarts an exit 75 (and any failure) too."""
-    from worker.service.config_watch import EXIT_MOVED
-
+    process when one does; arq's own command line does the same). Every supervisor we ship runs the installed
+    command, never arq's, and restarts a failure."""
     commands = [setting(WORKER_UNIT, "ExecStart")[0].split()]
     restarts = {}
     for name in ("docker-compose.yml", "docker-compose.nanobot.yml"):
@@ -178,9 +176,7 @@ def test_every_shipped_supervisor_runs_the_installed_worker_and_restarts_it_afte
     assert len(commands) == 4
     assert all(Path(command[0]).name == "nanobot-summary" and command[1] == "run" for command in commands), commands
     assert not any("worker.app" in " ".join(command) or "arq" in command for command in commands)
-    # systemd: on-failure restarts any non-zero code (75 included), and RestartForceExitStatus names it anyway.
     assert setting(WORKER_UNIT, "Restart")[0] in ("on-failure", "always")
-    assert str(EXIT_MOVED) in setting(WORKER_UNIT, "RestartForceExitStatus")[0].split()
     # compose: any exit but `docker compose stop` is restarted.
     assert set(restarts.values()) <= {"unless-stopped", "always"}, restarts
     # The checkout's path stays the same entry: scripts/run-worker execs `python -m worker run`.

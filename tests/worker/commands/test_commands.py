@@ -127,6 +127,7 @@ async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm,
     assert dead.returncode == 2 and "does not answer" in dead.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # two starts of the worker, each allowed 300 s beside busy loops
 def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_url, tmp_path) -> None:
     import time
