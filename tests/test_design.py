@@ -249,6 +249,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
@@ -261,6 +262,7 @@ def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: Path) -> None:
     wheel = build_wheel(ROOT, tmp_path)
     archive = zipfile.ZipFile(wheel)
@@ -282,6 +284,7 @@ def test_the_worker_and_the_hooks_have_the_one_version() -> None:
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
     modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)

@@ -110,6 +110,7 @@ def installed(command: list[str]) -> list[str]:
     return [sys.executable, "-m", "worker", *command[1:]]
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home, redis_url) -> None:
     command = installed(setting(WORKER_UNIT, "ExecStart")[0].split())
     unit_env = dict(pair.split("=", 1) for value in setting(WORKER_UNIT, "Environment") for pair in value.split())
@@ -198,6 +199,7 @@ def test_compose_gives_the_worker_the_hosts_timezone() -> None:
     (None, "Asia/Shanghai", False),
     ("Asia/Shanghai", None, False),
 ], ids=["no-zone-anywhere", "tz-passed-in", "nanobot-names-one"])
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
         nanobot_home, fake_llm, redis_url, config_zone, tz, warned) -> None:
     if warned and host_timezone() != "UTC":
@@ -240,6 +242,7 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM)
     return process.wait(timeout=60)
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_redis_kill(
         nanobot_home, tmp_path) -> None:
     spec = compose()
@@ -305,6 +308,7 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         stop(redis_server)
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix() -> None:
     """The unit on a root-owned checkout: one line naming the chown, before any install (here as `nobody`)."""
     runuser = shutil.which("runuser")
