@@ -38,8 +38,39 @@ apply_test_defaults()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`).
+    # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
+    # pytest 9.2 (tests/support/shared.py says why).
     config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")
+
+
+# How long a `slow` test may take (pyproject's default is 60 s for the others); its own timeout mark wins.
+SLOW_TIMEOUT = 300
+# Modules whose every test is slow (real package builds, pip installs, images), marked here until they carry
+# `pytestmark = pytest.mark.slow` themselves: a pip install of the worker's dependencies took 405 s of one full
+# run, so they keep the 900 s they need.
+SLOW_MODULES = ("tests/scenarios/test_packaging.py", "tests/scenarios/test_docker.py",
+                "tests/scenarios/test_upgrade.py")
+PACKAGE_TIMEOUT = 900
+# A test that starts a real nanobot gateway, the real `nanobot` command or the Procfile's worker process is slow:
+# each start imports nanobot or litellm anew (seconds, tens of seconds beside other load).
+SLOW_FIXTURES = frozenset({"gateway", "nanobot_exe", "procfile_worker"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests marked (SLOW_MODULES, SLOW_FIXTURES, beside those marked in their files); a slow test gets
+    SLOW_TIMEOUT unless it names its own timeout."""
+    root = config.rootpath
+    for item in items:
+        try:
+            where = item.path.relative_to(root).as_posix()
+        except ValueError:
+            where = ""
+        if where in SLOW_MODULES and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(PACKAGE_TIMEOUT))
+        if where in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT))
 
 
 @pytest.fixture(scope="session")

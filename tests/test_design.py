@@ -16,6 +16,7 @@ import pytest
 from harness.nanobot_cli import find_nanobot, nanobot_python
 from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import HOOKS, ROOT
+from tests.support.shared import built_once
 
 # What the worker may take from nanobot_hooks: the contract's modules, the text helpers both sides share, and the
 # settings it extends.
@@ -241,11 +242,15 @@ def build_wheel(folder: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets."""
-    return build_wheel(HOOKS.parent, tmp_path_factory.mktemp("wheel"))
+    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets: built once per run, whichever
+    test process asks first (tests/support/shared.py)."""
+    folder = built_once(tmp_path_factory, "hooks-wheel", lambda out: build_wheel(HOOKS.parent, out))
+    (path,) = folder.glob("*.whl")
+    return path
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
@@ -258,6 +263,7 @@ def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: Path) -> None:
     wheel = build_wheel(ROOT, tmp_path)
     archive = zipfile.ZipFile(wheel)
@@ -279,6 +285,7 @@ def test_the_worker_and_the_hooks_have_the_one_version() -> None:
 
 
 @ONE_WHEEL
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
     modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)

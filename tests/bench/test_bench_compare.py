@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from harness.environment import process_env
 from harness.fakellm import FakeRequest
 from harness.nanobot_cli import find_nanobot
@@ -114,6 +116,7 @@ def test_goals_and_what_a_variant_misses():
     assert missed == ["main_prompt_tokens 0.900 > 0.8", "2 turns waited", "facts lost: FACT-AK1234"]
 
 
+@pytest.mark.slow  # three gateways: the comparison is of nanobot's own turns, alone and with the worker
 def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"

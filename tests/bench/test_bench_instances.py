@@ -12,8 +12,12 @@ import arq.connections
 import arq.jobs
 import arq.utils
 import arq.worker
+import pytest
 
 from tests.support.bench import load_bench
+
+# Half a simulated hour of three instances: tests/conftest.py's SLOW_TIMEOUT.
+pytestmark = pytest.mark.slow
 
 
 def test_three_instances_get_every_tick_of_half_a_simulated_hour_and_nothing_crosses(capsys) -> None:

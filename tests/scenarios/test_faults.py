@@ -38,6 +38,9 @@ from worker.connections import queue_client
 from worker.memory.notes import section_items, spans
 from worker.state.outcomes import JobOutcome, load_outcome
 
+# Worker processes killed and started again, Redis restarted under them: tests/conftest.py's SLOW_TIMEOUT.
+pytestmark = pytest.mark.slow
+
 FACT = {"text": "The deploy host is deploy-3.example.com", "tag": "durable", "importance": 4, "source": "user",
         "category": "configuration", "replaces": None}
 HELD = 60.0  # a held call outlasts every wait of these tests

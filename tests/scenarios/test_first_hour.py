@@ -37,6 +37,9 @@ from worker.service.build import build_deps
 from worker.settings import unknown_variables
 from worker.state.outcomes import load_outcome
 
+# The first hour as a user lives it, the real commands and worker processes: tests/conftest.py's SLOW_TIMEOUT.
+pytestmark = pytest.mark.slow
+
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
         cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -45,6 +45,7 @@ NEWER_COMMANDS = ("GETDEL", "GETEX", "LMOVE", "BLMOVE", "COPY", "ZRANGESTORE", "
                   "HRANDFIELD", "ZRANDMEMBER", "ZDIFF", "ZINTER", "ZUNION", "GEOSEARCH", "XAUTOCLAIM", "RESET")
 
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(tmp_path, nanobot_home, fake_llm,
                                                                                deps_for):
     server = RedisServer(tmp_path / "redis", [f'rename-command {name} ""' for name in NEWER_COMMANDS]).start()

@@ -106,6 +106,7 @@ async def test_a_secret_the_model_repeats_reaches_no_redis_key_no_file_no_log_li
     assert secrets_in("".join(r.raw.decode() for r in fake_llm.requests)) == []
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_a_worker_run_by_arqs_own_command_line_redacts_its_log_lines_too(redis, redis_url, nanobot_home,
                                                                                  fake_llm):
     # A session key may carry anything a channel puts in it; arq's line for each job names the job's key.
@@ -124,6 +125,7 @@ async def test_a_worker_run_by_arqs_own_command_line_redacts_its_log_lines_too(r
     (["requirepass " + REDIS_PASSWORD], ":" + REDIS_PASSWORD),
     (["user default off", f"user alice on >{REDIS_PASSWORD} ~* &* +@all"], "alice:" + REDIS_PASSWORD),
 ], ids=["requirepass", "acl-user"])
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_a_password_protected_redis_works_and_no_output_shows_its_password(
         tmp_path, nanobot_home, fake_llm, config, credentials, capsys):
     async def here(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -159,6 +161,7 @@ async def test_a_password_protected_redis_works_and_no_output_shows_its_password
         server.stop()
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_nanobot_with_a_password_protected_redis_logs_no_password(tmp_path, nanobot_home, fake_llm):
     server = RedisServer(tmp_path / "redis", ["user default off", f"user bob on >{REDIS_PASSWORD} ~* &* +@all"]).start()
     try:
@@ -182,6 +185,7 @@ async def test_nanobot_with_a_password_protected_redis_logs_no_password(tmp_path
         server.stop()
 
 
+@pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_a_tls_redis_with_a_ca_file_works_for_the_worker_the_scripts_and_nanobot(
         tmp_path, nanobot_home, fake_llm, capsys):
     certificates = Certificates.make(tmp_path / "certs")

@@ -26,6 +26,9 @@ from worker.connections import answers, queue_client, server_version
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.state.outcomes import load_outcome
 
+# A real primary, replica and Sentinel, and workers failed over between them: tests/conftest.py's SLOW_TIMEOUT.
+pytestmark = pytest.mark.slow
+
 PASSWORD = "s3cret-ha-pw"
 
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -26,6 +28,9 @@ from tests.support.paths import ROOT
 from tests.support.web import served
 from tests.support.workers import start_worker
 from worker.state.outcomes import load_outcome
+
+# Worker processes started as users start them: tests/conftest.py's SLOW_TIMEOUT.
+pytestmark = pytest.mark.slow
 
 ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once for one session would show
 

@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
@@ -66,22 +66,12 @@ def run_worker(args: argparse.Namespace) -> int:
         if args.reload:
             return run_reloading(args.verbose)  # its child inherits this process's lowered priority
         options = worker_options(deps.settings, deps.tz)
-        watch = ConfigWatch(deps, start_again=True)
+        watch = ConfigWatch(deps)
         options["ctx"] = {"deps": deps, "config_watch": watch}
+        # After a workspace move the process starts itself again as it exits (ConfigWatch): the embedded Redis
+        # (if any) is stopped first, and the new process starts its own.
         SteadyWorker(**options, burst=args.burst).run()
-    if watch.moved:
-        start_again()  # the embedded Redis (if any) stopped above: the new process starts its own
     return 0
-
-
-def start_again() -> NoReturn:
-    """This process replaced by a fresh one started as it was (the same arguments, environment and process
-    id): nanobot moved to another workspace, whose namespace arq's queue is fixed at start-up. A supervisor
-    (systemd, compose, honcho, the reloader) sees no exit at all: a clean exit was never restarted by
-    systemd's Restart=on-failure, and honcho stops every process when one ends."""
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def refuse(problem: object) -> int:

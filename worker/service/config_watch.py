@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from worker.errors import NanobotConfigError
 from worker.model.llm import credentials_problem
@@ -19,8 +19,6 @@ from worker.summarize.deps import Deps
 from worker.text.redact import redact
 
 log = logging.getLogger("worker")
-# The exit code of `arq worker.app.WorkerSettings` stopped by a workspace move (EX_TEMPFAIL): not 0, so restarted.
-EXIT_MOVED = 75
 
 
 def config_stamp(path: Path) -> tuple[int, int, int] | None:
@@ -37,16 +35,13 @@ class ConfigWatch:
     timezone or workspace is used from the next job on, without a restart, and said in one log line. A
     worker started before nanobot was configured picks the config up the same way."""
 
-    def __init__(self, deps: Deps, namespace_named: bool | None = None, start_again: bool = False) -> None:
+    def __init__(self, deps: Deps, namespace_named: bool | None = None) -> None:
         self.deps = deps
         self.stamp = config_stamp(deps.settings.config_path)
         # Named by NANOBOT_SUMMARY_NAMESPACE (the settings read the environment only): it stays whatever the
         # workspace. Else the namespace is the workspace's.
         self.namespace_named = bool(os.environ.get("NANOBOT_SUMMARY_NAMESPACE")) if namespace_named is None \
             else namespace_named
-        # `nanobot-summary run` starts the process again after a stop for a new workspace (`moved`); arq's own
-        # command line (`arq worker.app.WorkerSettings`) cannot, and leaves it to its supervisor.
-        self.start_again = start_again
         self.moved = False
 
     def current(self) -> Deps:
@@ -65,14 +60,14 @@ class ConfigWatch:
         if fresh.settings.keys != self.deps.settings.keys:
             # arq polls one queue for the worker's life: the new workspace's jobs are queued under its own
             # namespace, which this worker does not read. Serving its files from the old queue would summarize
-            # nothing nanobot asked for, silently: stop, and start again serving the new one (run_worker).
+            # nothing nanobot asked for, silently: stop, and start again serving the new one.
             log.warning("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
-                        "%s", fresh.nanobot.workspace, fresh.settings.keys.queue, self.deps.settings.keys.queue,
-                        "stopping to start again, serving it" if self.start_again
-                        else "stopping; the supervisor starts it again to serve the new workspace")
+                        "stopping to start again, serving it", fresh.nanobot.workspace, fresh.settings.keys.queue,
+                        self.deps.settings.keys.queue)
             self.moved = True
-            if not self.start_again:
-                atexit.register(exit_for_supervisor)  # after arq's shutdown, with its connections closed
+            # Once arq has shut down and the process is exiting (its connections closed, an embedded Redis
+            # stopped), whichever command started it: `nanobot-summary run` or `arq worker.app.WorkerSettings`.
+            atexit.register(start_again)
             os.kill(os.getpid(), signal.SIGTERM)  # arq's own shutdown: this job is handed back to the queue
             return self.deps
         log.info("nanobot config %s changed: %s", self.deps.settings.config_path, config_changes(self.deps, fresh))
@@ -83,16 +78,17 @@ class ConfigWatch:
         return self.deps
 
 
-def exit_for_supervisor() -> None:
-    """Ends the process with EXIT_MOVED, once arq's command line has shut the worker down: arq exits 0 after a
-    SIGTERM, and a supervisor with Restart=on-failure (the shipped unit) never starts a clean exit again."""
-    log.warning("exiting with code %d, not 0, so that the supervisor starts the worker again: it then serves the "
-                "new workspace", EXIT_MOVED)
+def start_again() -> NoReturn:
+    """Replaces this process by a fresh one started as it was (the same arguments, environment and process id),
+    which serves the new workspace's queue. Nothing outside sees an exit: not a terminal, not systemd (whose
+    Restart=on-failure never restarts a clean exit), not a container (its PID 1 stays) and not honcho (which
+    stops every process when one ends)."""
+    log.warning("starting again, serving the new workspace")
     for handler in logging.getLogger().handlers + log.handlers:
         handler.flush()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    os._exit(EXIT_MOVED)  # sys.exit inside an atexit handler changes no exit code
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])  # the atexit handlers after this one never run
 
 
 def config_changes(old: Deps, new: Deps) -> str:

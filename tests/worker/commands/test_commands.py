@@ -32,6 +32,7 @@ def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subproces
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # worker processes
 def test_worker_starts_an_embedded_redis_when_none_answers(nanobot_home) -> None:
     url = f"redis://127.0.0.1:{free_port()}/0"
     result = run([sys.executable, "-m", "worker", "--burst"],
@@ -84,6 +85,7 @@ def test_all_skips_nanobots_internal_sessions(nanobot_home, fake_llm, redis_url,
     assert "telegram:42:" in result.stdout and "cron:" not in result.stdout and "dream:" not in result.stdout
 
 
+@pytest.mark.slow  # worker processes
 async def test_enqueue_wait_reports_the_outcome_from_a_real_worker(nanobot_home, fake_llm, redis, redis_url,
                                                                   deps_for) -> None:
     fake_llm.default = Reply(summary_json("done by the worker"))
@@ -127,6 +129,7 @@ async def test_status_shows_pending_records_and_outcomes(nanobot_home, fake_llm,
     assert dead.returncode == 2 and "does not answer" in dead.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # two starts of the worker, each allowed 300 s beside busy loops
 def test_reload_restarts_the_worker_when_a_module_changes(nanobot_home, redis_url, tmp_path) -> None:
     import time

@@ -16,6 +16,7 @@ import tomllib
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from arq.constants import in_progress_key_prefix
 
 from harness.defaults import TEST_KEYS
@@ -59,6 +60,7 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
     assert await redis.exists(in_progress_key_prefix + TEST_KEYS.job_id(KEY)), "the killed job is still marked running"
 
 
+@pytest.mark.slow  # worker processes
 async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_job_as_status_does(
         nanobot_home, fake_llm, redis, redis_url, capsys) -> None:
     """A second after `kill -9` arq's health key still says alive for up to 31 s: the killed worker's own report,
@@ -119,6 +121,7 @@ async def just_beaten(redis, pid: int) -> None:
     await redis.set(key, json.dumps(report), keepttl=True)
 
 
+@pytest.mark.slow  # worker processes
 async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_stopped(nanobot_home, redis,
                                                                                     redis_url) -> None:
     """`nanobot-summary run` itself (SteadyWorker) reports the settings it runs with at its first beat, and a
@@ -142,6 +145,7 @@ async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_sto
     assert await workers.reports(redis) == [], "withdrawn at the clean stop"
 
 
+@pytest.mark.slow  # worker processes
 async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a_healthy_one(
         nanobot_home, fake_llm, redis, redis_url, deps_for, capsys) -> None:
     nanobot_home.write_session(KEY, conversation(15))

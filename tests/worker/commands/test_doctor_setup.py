@@ -61,6 +61,7 @@ async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_s
     trusted = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_MEMORY_SESSIONS="direct,websocket:*")).stdout
     assert check(trusted, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok"
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 async def test_doctor_passes_a_healthy_setup_with_a_running_worker(nanobot_home, fake_llm, redis, redis_url, deps_for
                                                                    ) -> None:
     nanobot_python = os.environ.get("NANOBOT_PYTHON")

@@ -76,6 +76,7 @@ def test_hooks_check_without_nanobot_says_where_to_point_it(tmp_path: Path) -> N
     assert "--python" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 def test_a_conflict_is_said_with_nanobots_package_and_what_the_hooks_need() -> None:
     from worker.commands.hooks import conflict
 

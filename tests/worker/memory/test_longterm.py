@@ -325,6 +325,7 @@ def _worker_process(workspace: str, number: int, rounds: int, ready: Any) -> Non
         memory.write_now(f"cli:w{number}", [note], facts, "en")
 
 
+@pytest.mark.slow  # worker processes
 def test_worker_processes_on_one_day_file_and_memory_lose_nothing(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     workers, rounds = 4, 25

@@ -397,6 +397,7 @@ def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobo
     assert recovered == started, "the unfinished turn's finished tool results are recovered"
 
 
+@pytest.mark.slow  # the benchmark's child processes, each importing the worker
 def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
     done = subprocess.run([sys.executable, "bench/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)

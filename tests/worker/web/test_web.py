@@ -161,6 +161,7 @@ def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
     assert result.returncode == 0 and (result.stdout + result.stderr).strip() == "", result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_its_token_file(
         nanobot_home, redis_url, tmp_path) -> None:
     """The unit's own command line: loopback only, the token file in the unit's state folder, made 0600 at the
