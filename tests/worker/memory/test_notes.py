@@ -317,6 +317,8 @@ def test_no_marker_of_no_notes_is_ever_written_and_an_old_one_counts_as_not_note
     older = replace(empty, first="2026-11-21T09:00:00", last="2026-11-21T09:30:00")
     (memory / "2026-11-21.md").write_text(f"# 2026-11-21\n\n{older.marker()}\n", encoding="utf-8")
     assert noted_spans(memory, KEY, "2026-11-20") == [] and noted_spans(memory, KEY, "2026-11-21") == []
+    for old in (memory / ".2026-11-20.noted", memory / "2026-11-21.md"):
+        old.unlink()  # an older version's files: the suite checks that no test leaves one
 
 
 def test_a_fallback_section_says_it_is_verbatim_in_its_marker_and_heading(tmp_path: Path) -> None:
