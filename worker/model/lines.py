@@ -5,8 +5,10 @@ The shape asked for: a `DAY YYYY-MM-DD` line per day, a heading per note field (
 per item, an issue as `problem => solution`, and a `FACTS:` heading whose bullets read
 `who | tag | importance | category | the fact`. Read tolerantly: Markdown around headings (`## Topics`,
 `**Decisions:**`), the language's own note headings, numbered or starred bullets, chatter around the lines or a
-code fence around them, a fact's parts in any order or in brackets. A fact whose source is not named is
-`unknown`, which long-term memory never takes (worker.summarize.remember)."""
+code fence around them, a fact's parts in any order or in brackets. Read too, whatever shape a model writes
+instead: sections under the usual names (notes, key points, about the user, ...) as headings, bold or plain labels,
+items as bullets, numbered items or short paragraphs, and a fact's source said in words ("The user said: ...").
+A fact whose source is not named is `unknown`, which long-term memory never takes (worker.summarize.remember)."""
 
 from __future__ import annotations
 

@@ -54,10 +54,11 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
     while begin < session.first:
         end = min(held_end(window.messages), session.first)
         skipped = run.notes_skipped
-        done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
+        written, noted = await note_unnoted(run, window, set(), since, begin, end)
+        done.append(written)
         give_back_free_memory()  # what the window's calls freed, before the next window is read (worker.heap)
-        if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
-            return done, False, False
+        if run.notes_skipped != skipped and not noted:
+            return done, False, False  # the model could not note a chunk (nor the fallback): the rest waits
         if end >= session.first or end >= len(window.messages):
             break
         try:

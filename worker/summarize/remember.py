@@ -28,13 +28,13 @@ NOTES_TRIES = 2
 MISSES_SECONDS = 3 * 24 * 3600  # the daily run reaches back a day: a count older than that is of no use
 FALLBACK_CHARS = 300  # of each of the user's lines the fallback writes
 NO_NOTES = "the model's answer had no notes"
-_USER_ENTRY = re.compile(r"^\[\d{4}-\d{2}-\d{2} (?P<time>\d{2}:\d{2})\] user: (?P<text>.*)$", re.DOTALL)
+_USER_ENTRY = re.compile(r"^(?:\[\d{4}-\d{2}-\d{2} (?P<time>\d{2}:\d{2})\] )?user: (?P<text>.*)$", re.DOTALL)
 
 
 def user_said(entry: Entry) -> tuple[str, str] | None:
-    """(its HH:MM, its text) when the entry is a message of the user's, else None."""
+    """(its HH:MM, "" without a time; its text) when the entry is a message of the user's, else None."""
     found = _USER_ENTRY.match(entry.text)
-    return (found["time"], found["text"]) if found else None
+    return (found["time"] or "", found["text"]) if found else None
 
 
 def fallback_note(note: DailyNotes, entries: list[Entry]) -> DailyNotes:
@@ -49,7 +49,7 @@ def fallback_note(note: DailyNotes, entries: list[Entry]) -> DailyNotes:
         if len(text) > FALLBACK_CHARS:
             text = text[:FALLBACK_CHARS - 1].rstrip() + "…"
         if text:
-            lines.append(f"{said[0]} {text}")
+            lines.append(f"{said[0]} {text}".strip())
     return note.model_copy(update={"topics": lines, "verbatim": True})
 
 
