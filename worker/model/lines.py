@@ -174,15 +174,21 @@ def _read(lines: list[str]) -> tuple[list[DailyNotes], list[Fact], bool]:
             item = line.strip()  # a short paragraph under a heading
         if item and section is not None:
             _add(days.setdefault(day, {}), facts, section, item)
-    summary = [fields.pop("summary", []) for fields in days.values()]
-    if not any(fields for fields in days.values()):
-        # Only a summary section (or only bullets): that is the day's notes.
-        for fields, items in zip(list(days.values()), summary, strict=True):
-            if items:
-                fields["topics"] = items
-        if not headed and loose:
-            days.setdefault(day, {})["topics"] = [i for i in (_item(i) for i in loose) if i is not None]
+    _summary_as_notes(days, [] if headed else loose)
     return [_day(date, fields) for date, fields in days.items() if fields], facts, headed or bool(loose)
+
+
+def _summary_as_notes(days: dict[str, dict[str, list[Any]]], loose: list[str]) -> None:
+    """A summary section beside the notes repeats them and goes; alone (or bullets without any heading, `loose`),
+    it is the day's notes."""
+    summary = [fields.pop("summary", []) for fields in days.values()]
+    if any(fields for fields in days.values()):
+        return
+    for fields, items in zip(list(days.values()), summary, strict=True):
+        if items:
+            fields["topics"] = items
+    if loose:
+        days.setdefault("", {})["topics"] = [item for item in (_item(i) for i in loose) if item is not None]
 
 
 def _heading(line: str, dated: bool = True) -> tuple[str | None, str | None, str] | None:
