@@ -160,3 +160,70 @@ def system_text(request: FakeRequest) -> str:
 def history_text(request: FakeRequest) -> str:
     """Everything but the system prompt, as one string."""
     return json.dumps([m for m in request.messages if m.get("role") != "system"], ensure_ascii=False)
+
+
+# The pool of answer shapes: models that ignore the JSON and the plain lines the worker asks for and answer in a
+# shape of their own, to a summary call and a notes call alike, as cheap and local models do. Each notes the user's
+# lines as the day's topics and states a fact from each line in the first person ("I am ...", "my ..."): what the
+# worker must find in the day's notes and MEMORY.md whatever the shape.
+_STATED = re.compile(r"^(?:i am|i'm|my|i have|i live)\b", re.IGNORECASE)
+
+
+def _said(request: FakeRequest) -> tuple[list[str], list[str]]:
+    """(the user's lines, those stating something of the user's) of the transcript the worker sent."""
+    lines = [text[:80] for _, text in user_lines(request)]
+    return lines, [line for line in lines if _STATED.match(line)]
+
+
+def _third_person(line: str) -> str:
+    """A first-person line as a model retells it: "my daughter is called Mia" -> "their daughter is called Mia"."""
+    swaps = {"i am": "they are", "i'm": "they are", "my": "their", "i have": "they have", "i live": "they live"}
+    for mine, theirs in swaps.items():
+        if line.lower().startswith(mine + " "):
+            return theirs + line[len(mine):]
+    return line
+
+
+def markdown_answer(request: FakeRequest) -> Reply:
+    """Markdown sections: `## Summary`, `## Daily notes`, `## Facts` with bullets; facts as "The user said: ..."."""
+    lines, stated = _said(request)
+    notes = "\n".join(f"- {line}" for line in lines) or "- small talk"
+    facts = "\n".join(f"- The user said: {line}" for line in stated) or "- None"
+    return Reply(f"## Summary\nThe user went through {len(lines)} things today.\n\n## Daily notes\n{notes}\n\n"
+                 f"## Facts\n{facts}\n")
+
+
+def bold_labels_answer(request: FakeRequest) -> Reply:
+    """A chatty preamble, bold labels, numbered items, facts as "User mentioned: ..." and a sign-off."""
+    lines, stated = _said(request)
+    points = "\n".join(f"{n}. {line}" for n, line in enumerate(lines, start=1))
+    facts = "\n".join(f"{n}. User mentioned: {line}" for n, line in enumerate(stated, start=1))
+    return Reply("Sure! Here's a quick rundown of today's conversation, with what I picked up along the way.\n\n"
+                 f"**Key points:**\n{points}\n\n**About the user:**\n{facts}\n\n"
+                 "Let me know if you'd like me to expand on anything!")
+
+
+def prose_answer(request: FakeRequest) -> Reply:
+    """Plain labels over short paragraphs, no bullet anywhere; the fact retold in the third person."""
+    lines, stated = _said(request)
+    topics = "\n".join(f"The user brought up: {line}." for line in lines)
+    facts = "\n".join(f"The user mentioned that {_third_person(line)}." for line in stated)
+    return Reply(f"Summary of the day:\n{topics}\n\nWhat I learned about the user:\n{facts}\n")
+
+
+def mixed_languages_answer(request: FakeRequest) -> Reply:
+    """Headings in Chinese and German over English items; the facts' source said in Chinese."""
+    lines, stated = _said(request)
+    notes = "\n".join(f"* {line}" for line in lines)
+    facts = "\n".join(f"- 用户说：{line}" for line in stated) or "- 无"
+    return Reply(f"### 今日笔记\n{notes}\n\n**Fakten:**\n{facts}\n")
+
+
+def structureless_answer(request: FakeRequest) -> Reply:
+    """No structure at all: one short paragraph that names nothing the user said."""
+    return Reply("The user and the assistant had a friendly chat today and covered a few everyday things.")
+
+
+# The pool, by name: each shape's answerer.
+ANSWER_SHAPES = {"markdown": markdown_answer, "bold-labels": bold_labels_answer, "prose": prose_answer,
+                 "mixed-languages": mixed_languages_answer, "structureless": structureless_answer}

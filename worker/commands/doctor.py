@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from nanobot_hooks.contract.redis_url import redacted_url
@@ -18,6 +19,7 @@ from worker.commands.doctor_runtime import runtime_checks
 from worker.errors import NanobotConfigError
 from worker.files import read_only
 from worker.memory.longterm import pending_path, read_held
+from worker.memory.notes import count_spans
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings, unknown_variables
 
@@ -185,17 +187,37 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     return checks
 
 
+NOTES_DAYS = 7  # how far back doctor counts the spans the fallback noted
+
+
+def notes_file_checks(workspace: Path) -> list[Check]:
+    """The spans of the day files written in the last NOTES_DAYS days that the fallback noted (the user's own
+    lines: the model's answers had no notes); nothing when there are no notes yet."""
+    total, fallback = count_spans(workspace.expanduser() / "memory", time.time() - NOTES_DAYS * 24 * 3600)
+    if not total:
+        return []
+    where = f"span(s) in the day files written in the last {NOTES_DAYS} days"
+    if not fallback:
+        return [Check("ok", f"daily notes: {total} {where}, none by the fallback")]
+    return [Check("warn", f"daily notes: {fallback} of {total} {where} were noted by the fallback (the user's own "
+                          "lines: the model's answer had no notes)",
+                  "use a summary model that answers JSON or the plain lines asked for (NANOBOT_SUMMARY_MODEL); "
+                  "`nanobot-summary status` says which model and why")]
+
+
 def memory_file_checks(workspace: Path) -> list[Check]:
     """A MEMORY.md the user made read-only: the worker leaves it alone, its facts wait held (nothing when it is
-    writable, or not made yet)."""
+    writable, or not made yet); and the daily notes the fallback wrote."""
     path = workspace.expanduser() / "memory" / "MEMORY.md"
     refused = read_only(path)
     if refused is None:
-        return []
+        return notes_file_checks(workspace)
     held = sum(len(h.batch.facts) for h in read_held(path))
-    return [Check("warn", f"{path}: {refused}: the worker leaves it alone; {held} fact(s) wait, held, in "
-                          f"{pending_path(path).name}",
-                  f"chmod u+w {path} (the held facts go in at the next quiet moment), or leave it to keep it as it is")]
+    read_only_check = Check("warn", f"{path}: {refused}: the worker leaves it alone; {held} fact(s) wait, held, in "
+                                    f"{pending_path(path).name}",
+                            f"chmod u+w {path} (the held facts go in at the next quiet moment), or leave it to keep "
+                            "it as it is")
+    return [*notes_file_checks(workspace), read_only_check]
 
 
 def diagnose(args: argparse.Namespace) -> list[Check]:

@@ -260,9 +260,9 @@ def notes_checks(state: dict[str, Any]) -> list[Check]:
     learned = state.get("answer_formats") or {}
     checks = [Check("ok", f"summary model {model} answers prose where JSON is asked for: its notes and facts are "
                           "asked for as plain lines") for model, known in learned.items() if known["format"] == "lines"]
-    return checks + [Check("warn", f"memory off: {reason}", "fix what it names (a model that answers neither format: "
-                                   "NANOBOT_SUMMARY_MODEL); "
-                                   "the daily run asks again for the notes a job could not write")
+    return checks + [Check("warn", f"{'memory off' if 'wrote no notes' in reason else 'memory'}: {reason}",
+                           "fix what it names (a model that answers neither format: NANOBOT_SUMMARY_MODEL); "
+                           "the daily run asks again for the notes a job could not write")
                      for reason in memory_off(learned, state["outcomes"])]
 
 

@@ -218,9 +218,11 @@ def _overview(state: dict[str, Any], width: int, at: At) -> list[str]:
 
 
 def memory_lines(state: dict[str, Any], width: int) -> list[str]:
-    """Where the daily notes and long-term facts are off, and why (worker.state.formats.memory_off)."""
+    """Where the daily notes and long-term facts are off or run on the fallback, and why
+    (worker.state.formats.memory_off)."""
     reasons = memory_off(state.get("answer_formats") or {}, state["outcomes"])
-    return [line[2:] for reason in reasons for line in entry("MEMORY OFF:", [], width, reason, after="")]
+    return [line[2:] for reason in reasons
+            for line in entry("MEMORY OFF:" if "wrote no notes" in reason else "MEMORY:", [], width, reason, after="")]
 
 
 def _job(job: dict[str, Any], width: int) -> list[str]:

@@ -33,6 +33,8 @@ class DailyNotes(BaseModel):
     first_position: int | None = None  # among the session's visible messages: set from them, never by the model
     last_position: int | None = None
     generation: int = 0  # the session's generation (how many `/new` before): set from the session, never by the model
+    # Written by the fallback, not a model: its topics are the user's own lines (worker.summarize.remember).
+    verbatim: bool = False
     topics: list[str] = Field(default_factory=list)
     preferences: list[str] = Field(default_factory=list)
     decisions: list[str] = Field(default_factory=list)

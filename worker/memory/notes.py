@@ -28,12 +28,23 @@ from worker.text.redact import one_line, one_line_uncached
 LOCK_NAME = ".notes.lock"  # one lock for all day files: appends take milliseconds
 _MARKER = re.compile(
     r"^<!-- nanobot-summary:notes session=(?P<session>\S+) first=(?P<first>\S+) last=(?P<last>\S+)"
-    r"(?: at=(?P<at_first>\d+)-(?P<at_last>\d+))?(?: gen=(?P<gen>\d+))? digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
+    r"(?: at=(?P<at_first>\d+)-(?P<at_last>\d+))?(?: gen=(?P<gen>\d+))?(?: by=(?P<by>fallback))?"
+    r" digest=(?P<digest>[0-9a-f]+) -->[ \t\r]*$",
     re.MULTILINE,
 )
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
 _SAFE = ":@+._~/"  # what stays readable of a session key in a marker: the rest is url-quoted
+# The digest of no notes at all. A marker with it says a span was noted when nothing was written: none is written
+# (`_append` refuses it), and one an older version wrote is not taken for noted (`noted_spans`), so its messages
+# are asked for again.
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()[:12]
+# The heading of a section the fallback wrote (worker.summarize.remember): the user's own lines, no model's words.
+VERBATIM_HEADING = "The user's own lines, verbatim (the model's answer had no notes)"
+
+
+class NothingNoted(ValueError):
+    """A span would be marked noted with no notes written."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,7 @@ class Span:
     digest: str
     at: tuple[int, int] | None = None
     generation: int = 0
+    fallback: bool = False  # its notes are the user's own lines, written by the fallback, not by a model
 
     def same(self, other: Span) -> bool:
         """The same covered span; without timestamps, the same content."""
@@ -65,8 +77,9 @@ class Span:
             return quote_key(value) if value else "-"
         at = f" at={self.at[0]}-{self.at[1]}" if self.at else ""
         gen = f" gen={self.generation}" if self.generation else ""
+        by = " by=fallback" if self.fallback else ""
         return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
-                f" last={field(self.last)}{at}{gen} digest={self.digest} -->")
+                f" last={field(self.last)}{at}{gen}{by} digest={self.digest} -->")
 
 
 class Noted(NamedTuple):
@@ -114,7 +127,7 @@ def _span(match: re.Match[str]) -> Span:
         return None if raw == "-" else unquote(raw)
     at = (int(match["at_first"]), int(match["at_last"])) if match["at_first"] else None
     return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"], at,
-                int(match["gen"] or 0))
+                int(match["gen"] or 0), match["by"] == "fallback")
 
 
 def marker_session(line: str) -> str | None:
@@ -200,12 +213,16 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
     day file, or in the markers `held` beside it).
 
     Items this session already has that day are left out; when nothing new is left the section is
-    the hidden marker alone, so `noted_spans` still sees the span.
+    the hidden marker alone, so `noted_spans` still sees the span. A note without one item raises NothingNoted:
+    a span is noted only when its notes are written.
     """
     items = note_items(note)
+    if not any(items.values()):
+        raise NothingNoted(f"{session}: no notes for the span of {note.date}; it stays un-noted")
     at = (note.first_position, note.last_position) if note.first_position is not None \
         and note.last_position is not None else None
-    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at, note.generation)
+    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at, note.generation,
+                note.verbatim)
     if any(span.same(old) for day in (existing, held or DayText()) for old in day.spans.get(session, [])):
         return ""
     known = list(existing.items.get(session, []))
@@ -220,7 +237,8 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
             known.append(key)
             fresh.append(line)
         if fresh:
-            blocks.append(f"### {headings[part]}\n" + "".join(f"- {line}\n" for line in fresh))
+            heading = VERBATIM_HEADING if note.verbatim else headings[part]
+            blocks.append(f"### {heading}\n" + "".join(f"- {line}\n" for line in fresh))
     text = "" if existing.ends_line else "\n"
     text += f"\n{span.marker()}\n"
     if blocks:
@@ -242,27 +260,31 @@ def day_path(memory_dir: Path, day: str) -> Path:
 
 
 def held_path(day_file: Path) -> Path:
-    """Where the markers of a day's spans that had nothing to note are kept while the day has no notes file:
-    `memory/.YYYY-MM-DD.noted`, hidden (a day file of markers alone would be an empty page to its reader)."""
+    """`memory/.YYYY-MM-DD.noted`, where older versions kept the markers of spans a model found nothing to note in.
+    Still read (its markers with notes count), never written: a span without notes is not marked noted at all."""
     return day_file.with_name(f".{day_file.stem}.noted")
+
+
+def has_notes(note: DailyNotes) -> bool:
+    """Whether a note holds one item to write: only then may its span be marked noted."""
+    return any(note_items(note).values())
 
 
 def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], language: str, tz: ZoneInfo,
                  threshold: float = DEFAULT_THRESHOLD) -> int:
-    """Appends each note to its day's file; returns how many sections were added (markers alone count not)."""
+    """Appends each note that holds an item to its day's file; returns how many sections were added (markers alone
+    count not). A note without items writes nothing, no marker either: its span stays un-noted."""
     memory_dir.mkdir(parents=True, exist_ok=True)
     added = 0
     # Read, check and append under one cross-process lock: two workers on one day lose nothing.
     with FileLock(str(memory_dir / LOCK_NAME), timeout=LOCK_TIMEOUT):
         for note in notes:
+            if not has_notes(note):
+                continue
             path = day_path(memory_dir, note_date(note, tz))
             existing = DAYS.get(path)
             text = section(note, session, language, existing, tz, threshold, DAYS.get(held_path(path)))
             if not text:
-                continue
-            if "\n## " not in text and existing.empty:
-                # Only the span's marker (the model found nothing worth noting): no day file for it.
-                _append(held_path(path), text.lstrip("\n"))
                 continue
             if existing.empty:
                 text = f"# {path.stem}\n" + text
@@ -272,19 +294,42 @@ def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], langua
 
 
 def _append(path: Path, text: str) -> None:
-    """Appends to a day file (or the markers beside it) and keeps its parse in step."""
+    """Appends to a day file and keeps its parse in step. Refuses a marker of no notes (NothingNoted): whatever
+    the caller did, no span is marked noted without its notes."""
+    if any(span.digest == EMPTY_DIGEST for span in spans(text)):
+        raise NothingNoted(f"{path.name}: a span marked noted without notes; not written")
     before = stamp(path)
     append_whole(path, text.encode("utf-8"))
     DAYS.appended(path, before, text)
 
 
 def noted_spans(memory_dir: Path, session_key: str, date: str, generation: int = 0) -> list[Noted]:
-    """Every span of a session's generation noted in that day's file, or held beside it (a span with nothing to
-    note). Another generation's spans say nothing of this one's messages: its positions started over."""
+    """Every span of a session's generation noted in that day's file (or held beside it by an older version).
+    Another generation's spans say nothing of this one's messages: its positions started over. A marker of no
+    notes (EMPTY_DIGEST, which older versions wrote for a model's empty answer) does not count: those messages
+    were never noted, and are asked for again."""
     path = day_path(memory_dir, date)
     return [Noted(span.first or span.last or "", span.last or span.first or "", span.at)
             for day in (DAYS.get(path), DAYS.get(held_path(path))) for span in day.spans.get(session_key, [])
-            if (span.first or span.last) and span.generation == generation]
+            if (span.first or span.last) and span.generation == generation and span.digest != EMPTY_DIGEST]
+
+
+def count_spans(memory_dir: Path, since: float = 0.0) -> tuple[int, int]:
+    """How many spans the day files written since `since` (epoch seconds) note, and how many of them the fallback
+    wrote (the model's answer had no notes), for doctor. Read line by line: a huge day is never held whole."""
+    total = fallback = 0
+    for path in sorted(memory_dir.glob("????-??-??.md")):
+        try:
+            if path.stat().st_mtime < since:
+                continue
+            with path.open(encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    if line.startswith("<!-- nanobot-summary:notes ") and (match := _MARKER.match(line.rstrip("\n"))):
+                        total += 1
+                        fallback += match["by"] == "fallback"
+        except OSError:
+            continue
+    return total, fallback
 
 
 def is_noted(stamp: str, noted: list[Noted], position: int | None = None) -> bool:

@@ -30,15 +30,31 @@ class MemoryResult:
     facts_evicted: int  # older facts dropped to keep the cap
     facts_held: int = 0  # waiting for a quiet moment (NANOBOT_MEMORY_WRITE=idle)
     held_why: str = ""  # why they wait beyond that: the user made MEMORY.md read-only
+    notes_fallback: int = 0  # of the sections, those the fallback wrote (the user's own lines: no model's notes)
+    notes_missing: int = 0  # days left un-noted: the model's answer had no notes for them, asked again later
+
+    def notes(self) -> str:
+        """What the notes did, in words."""
+        by_model = self.notes_sections - self.notes_fallback
+        if self.notes_fallback and not by_model:
+            said = "notes: fallback (the model's answer had no notes)"
+        elif self.notes_fallback:
+            said = (f"notes +{by_model} sections, +{self.notes_fallback} by the fallback (the model's answer had no "
+                    "notes)")
+        elif self.notes_missing and not self.notes_sections:
+            said = "notes: none yet (the model's answer had no notes; asked again at the next run)"
+        else:
+            said = f"notes +{self.notes_sections} sections"
+        if self.notes_missing and self.notes_sections:
+            said += f"; {self.notes_missing} day(s) without notes, asked again at the next run"
+        return said
 
     def __str__(self) -> str:
         if self.held_why:
-            return (f"notes +{self.notes_sections} sections; {self.facts_held} facts held for MEMORY.md: "
-                    f"{self.held_why}")
+            return f"{self.notes()}; {self.facts_held} facts held for MEMORY.md: {self.held_why}"
         if self.facts_held:
-            return (f"notes +{self.notes_sections} sections; {self.facts_held} facts held for MEMORY.md until no "
-                    "session is active")
-        return (f"notes +{self.notes_sections} sections; facts +{self.facts_added} added, "
+            return f"{self.notes()}; {self.facts_held} facts held for MEMORY.md until no session is active"
+        return (f"{self.notes()}; facts +{self.facts_added} added, "
                 f"{self.facts_replaced} replaced, {self.facts_skipped} skipped, {self.facts_evicted} evicted")
 
 
@@ -129,7 +145,9 @@ class MemoryFiles:
             except MemoryReadOnly as exc:  # held by the write: nothing lost, nothing asked again
                 held, why = len(facts), f"{exc}; they wait until it is writable again"
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
-        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, held, why)
+        verbatim = sum(1 for note in day_notes if note.verbatim and notes.has_notes(note))
+        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, held, why,
+                            notes_fallback=min(verbatim, sections))
 
     def held_since(self) -> float | None:
         """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""

@@ -5,8 +5,10 @@ The shape asked for: a `DAY YYYY-MM-DD` line per day, a heading per note field (
 per item, an issue as `problem => solution`, and a `FACTS:` heading whose bullets read
 `who | tag | importance | category | the fact`. Read tolerantly: Markdown around headings (`## Topics`,
 `**Decisions:**`), the language's own note headings, numbered or starred bullets, chatter around the lines or a
-code fence around them, a fact's parts in any order or in brackets. A fact whose source is not named is
-`unknown`, which long-term memory never takes (worker.summarize.remember)."""
+code fence around them, a fact's parts in any order or in brackets. Read too, whatever shape a model writes
+instead: sections under the usual names (notes, key points, about the user, ...) as headings, bold or plain labels,
+items as bullets, numbered items or short paragraphs, and a fact's source said in words ("The user said: ...").
+A fact whose source is not named is `unknown`, which long-term memory never takes (worker.summarize.remember)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,31 @@ def _section_names() -> dict[str, str]:
         names.update({heading.casefold(): field for field, heading in language.note_headings.items()})
     names.update({word: "facts" for word in ("facts", "fact", "long-term facts", "long term facts",
                                              "long-term memory", "事实", "长期事实", "事實", "事実", "사실")})
+    # What models write when they do not follow the shape asked for: a day's notes under a name of their own
+    # (read as topics), the facts under another.
+    names.update({word: "topics" for word in _NOTES_WORDS})
+    names.update({word: "facts" for word in _FACTS_WORDS})
+    names.update({word: "summary" for word in ("summary", "overview", "tl;dr", "tldr", "résumé", "zusammenfassung",
+                                               "resumen", "摘要", "总结", "概要", "要約", "요약")})
     return names
+
+
+_NOTES_WORDS = (
+    "notes", "note", "daily notes", "daily note", "day notes", "notes for today", "today's notes", "todays notes",
+    "key points", "main points", "key takeaways", "takeaways", "highlights", "today", "summary of the day",
+    "day summary", "daily summary", "summary of today", "what happened", "what happened today", "topics discussed",
+    "discussion", "discussed", "conversation notes", "session notes", "key topics", "main topics", "themes",
+    "notizen", "tagesnotizen", "stichpunkte", "notes du jour", "points clés", "notas", "notas del día",
+    "puntos clave", "笔记", "今日笔记", "每日笔记", "要点", "今日要点", "メモ", "今日のメモ", "메모",
+)
+_FACTS_WORDS = (
+    "about the user", "what i learned about the user", "what we learned about the user", "learned about the user",
+    "user profile", "profile", "user facts", "facts about the user", "things to remember", "to remember",
+    "remember", "worth remembering", "memory", "memories", "key facts", "personal facts", "personal details",
+    "user information", "user info", "user details", "fakten", "über den nutzer", "über den benutzer", "faits",
+    "à propos de l'utilisateur", "hechos", "sobre el usuario", "关于用户", "用户信息", "用户资料", "ユーザーについて",
+    "사용자 정보",
+)
 
 
 _SECTIONS = _section_names()
@@ -70,11 +96,13 @@ def shape(language_name: str) -> str:
 
 
 def parse_lines(text: str, truncated: bool = False) -> Answer:
-    """The notes and facts of a lines answer (JSON too, when the model sent JSON after all).
+    """The notes and facts of a lines answer (JSON too, when the model sent JSON after all), or of whatever shape
+    a model wrote instead: sections under markdown headings, bold or plain labels of the usual names, bullets,
+    numbered items or short paragraphs under them; bullets without any heading are the day's topics.
 
     Raises BadAnswer for an empty answer, a refusal, an error text or a placeholder, and with `prose=True` for
-    text without one heading it was asked for (the model does not follow this format either). A `truncated`
-    answer (cut at the token limit) loses its last line, which may end half-way."""
+    text with neither a heading nor a bullet (the model follows no format). A `truncated` answer (cut at the
+    token limit) loses its last line, which may end half-way."""
     cleaned = text.strip()
     if not cleaned:
         raise BadAnswer("empty answer")
@@ -104,51 +132,99 @@ def _body(text: str) -> str:
     return "\n".join(kept) if fenced else text
 
 
+# A line of chatter around the notes ("Let me know if...", "Hope this helps!"): never an item, and it ends a section.
+_CHATTER = re.compile(r"(?i)^\W*(?:let me know|hope (?:this|that) helps|feel free|is there anything|anything else"
+                      r"|if you (?:need|want|have|would)|here (?:is|are)|sure[,!. ]|certainly|of course|happy to help"
+                      r"|i hope|thanks|thank you)")
+
+
 def _read(lines: list[str]) -> tuple[list[DailyNotes], list[Fact], bool]:
-    """The days' notes, the facts, and whether any heading was found."""
+    """The days' notes, the facts, and whether the text had a structure (a heading, or bullets)."""
     days: dict[str, dict[str, list[Any]]] = {}
     facts: list[Fact] = []
     day, headed = "", False
     section: str | None = None
+    bulleted = False  # the section has bullets: a plain line after them is chatter, and ends it
+    loose: list[str] = []  # bullets before any heading
     for line in lines:
         bullet = _BULLET.match(line)
         # A bullet may open a section too ("- **Tasks:** renew the certificate"), never a day.
         found = _heading(bullet.group("item") if bullet else line, dated=bullet is None)
         if found is not None:
             headed = True
-            if found[0] == "day":
-                day, section = found[1], None
+            date, opened, item = found
+            if date is not None:
+                day = date
+            section, bulleted = opened, False
+            if opened is None:
                 continue
-            section, item = found
-        elif bullet is None or section is None:
-            continue  # chatter, a line the format does not have, or a bullet before any heading
+        elif not line.strip():
+            continue
+        elif bullet is not None:
+            if section is None:
+                loose.append(bullet.group("item"))
+                continue
+            item, bulleted = bullet.group("item"), True
+        elif line[0].isspace() and bulleted:
+            continue  # a bullet's wrapped continuation
+        elif section is None or bulleted or _CHATTER.match(line):
+            section = None  # chatter, or a line the format does not have: what follows is no item of the section
+            continue
         else:
-            item = bullet.group("item")
-        if item:
+            item = line.strip()  # a short paragraph under a heading
+        if item and section is not None:
             _add(days.setdefault(day, {}), facts, section, item)
-    return [_day(date, fields) for date, fields in days.items() if fields], facts, headed
+    _summary_as_notes(days, [] if headed else loose)
+    return [_day(date, fields) for date, fields in days.items() if fields], facts, headed or bool(loose)
 
 
-def _heading(line: str, dated: bool = True) -> tuple[str, str] | None:
-    """("day", its date) or (a section, the text after its colon) when `line` opens one, else None."""
+def _summary_as_notes(days: dict[str, dict[str, list[Any]]], loose: list[str]) -> None:
+    """A summary section beside the notes repeats them and goes; alone (or bullets without any heading, `loose`),
+    it is the day's notes."""
+    summary = [fields.pop("summary", []) for fields in days.values()]
+    if any(fields for fields in days.values()):
+        return
+    for fields, items in zip(list(days.values()), summary, strict=True):
+        if items:
+            fields["topics"] = items
+    if loose:
+        days.setdefault("", {})["topics"] = [item for item in (_item(i) for i in loose) if item is not None]
+
+
+def _heading(line: str, dated: bool = True) -> tuple[str | None, str | None, str] | None:
+    """(a day's date or None, a section or None, the text after its colon) when `line` opens a day, a section or
+    both ("## Notes for 2026-11-20"), else None."""
     plain = _MARKUP.sub("", line).strip()
     if not plain or len(plain) > 200:
         return None
     date = _DATE.search(plain) if dated else None
-    if date is not None and len(re.findall(r"[^\W\d_]+", plain.replace(date.group(1), ""))) <= 3:
-        return "day", date.group(1)
     name, *rest = _COLON.split(plain, maxsplit=1)
     name = re.sub(r"\([^)]*\)|（[^）]*）", " ", name)  # "FACTS (long-term)"
-    section = _SECTIONS.get(" ".join(name.split()).casefold().rstrip("."))
+    if date is not None:
+        name = name.replace(date.group(1), " ")
+    # "1. Daily notes", "📝 Notes", "Notes for", "Facts:" as the model wrote them
+    name = re.sub(r"^[\W\d_]*(?=[^\W\d_])|\s+(?:for|of|on|from|du|del|vom|am)\s*$", "", " ".join(name.split()))
+    section = _SECTIONS.get(name.casefold().rstrip(". "))
+    if date is not None and (section is not None or len(re.findall(r"[^\W\d_]+", name)) <= 3):
+        return date.group(1), section, rest[0].strip() if rest and section is not None else ""
     if section is None:
         return None
-    return section, rest[0].strip() if rest else ""
+    return None, section, rest[0].strip() if rest else ""
+
+
+def _item(item: str) -> str | None:
+    """An item's text, or None for a placeholder, a refusal or an error text in its place."""
+    item = item.replace("**", "").replace("__", "").strip()
+    if guards.placeholder(item) or guards.unusable(item) is not None:
+        return None
+    return item
 
 
 def _add(fields: dict[str, list[Any]], facts: list[Fact], section: str, item: str) -> None:
-    item = item.replace("**", "").strip()
-    if guards.placeholder(item):
+    found = _item(item)
+    if found is None:
         return
+    item = found
     if section == "facts":
         fact = read_fact(item)
         if fact is not None:
@@ -158,7 +234,7 @@ def _add(fields: dict[str, list[Any]], facts: list[Fact], section: str, item: st
         if problem.strip():
             fields.setdefault(section, []).append(TechnicalIssue(problem=problem.strip(),
                                                                  solution=(solution or [""])[0].strip()))
-    elif section in TEXT_FIELDS:
+    elif section in TEXT_FIELDS or section == "summary":
         fields.setdefault(section, []).append(item)
 
 
@@ -176,9 +252,56 @@ def read_fact(item: str) -> Fact | None:
         if part and not _meta(part, meta):
             text.append(part)
     fact = " | ".join(text).strip()
-    if guards.placeholder(fact):
+    if "source" not in meta:
+        said = said_by(fact)
+        if said is not None:
+            meta["source"], fact = said
+    if guards.placeholder(fact) or guards.unusable(fact) is not None:
         return None
     return Fact(text=fact, **meta)
+
+
+_VERBS = (r"(?:has\s+)?(?:said|says|mentioned|mentions|stated|states|told\s+(?:me|us|the\s+assistant)|shared"
+          r"|noted|explained|wrote|writes|reported|confirmed|indicated|revealed|clarified|added|asked\s+(?:me\s+|us\s+)?"
+          r"to\s+remember)")
+# Who said a fact, in words: "The user said: ...", "User mentioned that ...", "User: ...", the user's own first
+# person in quotes; in the other languages models write too.
+_SAID = [
+    ("user", re.compile(rf"(?i)^(?:the\s+)?user\s+{_VERBS}(?:\s+that)?\s*[:,\-–—]?\s*(?P<text>.+)$")),
+    ("user", re.compile(rf"(?i)^(?:they|he|she)\s+{_VERBS}(?:\s+that)?\s*[:,\-–—]?\s*(?P<text>.+)$")),
+    ("user", re.compile(r"(?i)^(?:the\s+)?user\s*(?:\(\w+\)\s*)?[:：\-–—]\s*(?P<text>.+)$")),
+    ("user", re.compile(r"(?i)^(?:according\s+to|from|per)\s+the\s+user\s*[:,\-–—]?\s*(?P<text>.+)$")),
+    ("user", re.compile(r"^[\"“„«「『]\s*(?P<text>(?i:i|i'm|i’m|i've|i’ve|i'll|my|me|we|our|we're)\b[^\"”»」』]+)"
+                        r"[\"”»」』]\s*(?:[-–—,]\s*(?i:the\s+)?(?i:user))?\.?$")),
+    ("user", re.compile(r"^用户(?:说|提到|表示|称|告诉|说过|提到过)(?:了)?[:：，,]?\s*(?P<text>.+)$")),
+    ("user", re.compile(r"^ユーザー(?:は|が)?(?:言った|述べた|話した)[:：、]?\s*(?P<text>.+)$")),
+    ("user", re.compile(r"(?i)^(?:der|die)\s+(?:nutzer|benutzer)(?:in)?\s+(?:sagte|erwähnte|hat\s+gesagt|"
+                        r"hat\s+erwähnt)[:,]?\s*(?:dass\s+)?(?P<text>.+)$")),
+    ("user", re.compile(r"(?i)^l['’]utilisat(?:eur|rice)\s+a\s+(?:dit|mentionné|indiqué|précisé)\s*(?:que\s+|qu['’])?"
+                        r"[:,]?\s*(?P<text>.+)$")),
+    ("user", re.compile(r"(?i)^(?:el|la)\s+usuari[oa]\s+(?:dijo|mencionó|comentó|indicó)\s*(?:que\s+)?[:,]?\s*"
+                        r"(?P<text>.+)$")),
+    ("assistant", re.compile(rf"(?i)^(?:the\s+)?assistant\s+{_VERBS}(?:\s+that)?\s*[:,\-–—]?\s*(?P<text>.+)$")),
+    ("tool", re.compile(r"(?i)^(?:according\s+to\s+)?(?:a|the)\s+(?:tool|web\s+page|search\s+result)\b[^:]{0,40}"
+                        r"[:,]\s*(?P<text>.+)$")),
+]
+_FIRST_PERSON = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'll|my|me|mine)\b")
+
+
+def said_by(text: str) -> tuple[str, str] | None:
+    """(who, the fact) when the fact says in words who stated it; the user's own first person stays theirs
+    ("The user said: my ticket is ABC-1234" -> "The user said: my ticket is ABC-1234", as a reader understands it)."""
+    for source, pattern in _SAID:
+        found = pattern.match(text.strip())
+        if found is None:
+            continue
+        fact = found.group("text").strip().strip("\"“”„«»「」『』").strip()
+        if not fact:
+            return None
+        if source == "user" and _FIRST_PERSON.match(fact):
+            fact = f"The user said: {fact}"
+        return source, fact[0].upper() + fact[1:]
+    return None
 
 
 _LEADING = re.compile(r"^[\[(](?P<meta>[^\])]{1,80})[\])]\s*[:\-–]?\s*(?P<text>.+)$")

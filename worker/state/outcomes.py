@@ -47,6 +47,7 @@ class JobOutcome(BaseModel):
     covered_kept: float | None = None
     cooldown_until: datetime | None = None
     memory_skipped: str = ""  # why the job wrote no daily notes or facts for what it read, when it wrote none
+    notes_fallback: str = ""  # why its notes are the user's own lines, written by the fallback (no model's notes)
     finished_at: datetime = Field(default_factory=utcnow)
     # What another version of the worker wrote that this one does not know (a status, a reason): shown, not a crash.
     unknown: str = ""

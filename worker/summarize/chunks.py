@@ -97,7 +97,6 @@ async def _ask_chunk(run: Run, frame: Frame, progress: Progress, this_chunk: lis
     if answer.prose and unnoted_entries:
         # Prose keeps the chain going; the notes of its messages come from a smaller call, in plain lines.
         found = await ask_notes(run, unnoted_entries, frame.language, frame.known, prose_seen=True)
-        if found is None:
-            return answer, []  # not noted: no span may mark them, the daily run asks again
-        answer.notes, answer.facts = found.notes, found.facts
+        # None: no notes, which writes no span (worker.summarize.remember.settle_notes: asked again, or the fallback)
+        answer.notes, answer.facts = (found.notes, found.facts) if found is not None else ([], [])
     return answer, unnoted_entries

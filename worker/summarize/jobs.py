@@ -144,12 +144,14 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
     # Details quote models and providers: redacted like every other text the worker keeps.
-    skipped = f"notes and facts skipped: {run.notes_skipped}" if run.notes_skipped else ""
+    skipped = (f"{'facts' if run.notes_fallback else 'notes and facts'} skipped: {run.notes_skipped}"
+               if run.notes_skipped else "")
     detail = redact("; ".join(p for p in (outcome.detail, skipped, spend.describe()) if p))
     outcome = outcome.model_copy(update={
         "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
         "model": run.deps.model.model, "spend": spend, "detail": detail,
         "memory_skipped": redact(run.notes_skipped or run.memory_unwritten),
+        "notes_fallback": redact(run.notes_fallback),
     })
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)

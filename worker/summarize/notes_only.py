@@ -15,7 +15,7 @@ from worker.model.prompts import lines_system_prompt, notes_system_prompt, user_
 from worker.nanobot.sessions import SessionFile, held_end, read_window
 from worker.state import formats
 from worker.summarize.ask import PROMPT_SLACK_TOKENS, ask
-from worker.summarize.remember import dated_notes, known_facts, unnoted, write_memory
+from worker.summarize.remember import known_facts, unnoted, user_said, write_notes
 from worker.summarize.run import Run
 from worker.text.prepare import Entry, chunk, dated_from, detect_language, transcript
 from worker.text.tokens import count_recurring
@@ -54,10 +54,11 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
     while begin < session.first:
         end = min(held_end(window.messages), session.first)
         skipped = run.notes_skipped
-        done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
+        written, noted = await note_unnoted(run, window, set(), since, begin, end)
+        done.append(written)
         give_back_free_memory()  # what the window's calls freed, before the next window is read (worker.heap)
-        if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
-            return done, False, False
+        if run.notes_skipped != skipped and not noted:
+            return done, False, False  # the model could not note a chunk (nor the fallback): the rest waits
         if end >= session.first or end >= len(window.messages):
             break
         try:
@@ -78,22 +79,24 @@ async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since:
     end = held_end(session.messages) if end is None else end
     dated = transcript(session.messages, begin, end, deps.counter, deps.tz, since)
     entries = unnoted(deps, key, [e for e in dated if e.index not in covered], session.generation)
-    if not entries:
+    if not any(user_said(entry) for entry in entries):
+        # Nothing the user said waits: a call for the assistant's or the tools' lines alone is not paid (a day of
+        # them would be asked again at every run, as no notes of them mark them noted).
         return "", True
     language = detect_language(session.messages[begin:end])
-    notes, facts, noted = await _ask_in_chunks(run, entries, language)
-    if not noted:
-        return f"notes of {len(entries)} more messages skipped", False
-    written = await write_memory(run, dated_notes(notes, noted, session.generation), facts, language)
-    of = "" if len(noted) == len(entries) else f" of {len(entries)}"
-    complete = len(noted) == len(entries) and not unnoted(deps, key, noted, session.generation)
-    return f"noted {len(noted)}{of} more messages: {written}", complete
+    notes, facts, asked = await _ask_in_chunks(run, entries, language)
+    written, _ = await write_notes(run, notes, facts, asked, language, session.generation)
+    of = "" if len(asked) == len(entries) else f" of {len(entries)}"
+    complete = len(asked) == len(entries) and not any(
+        user_said(entry) for entry in unnoted(deps, key, asked, session.generation))
+    return f"noted {len(asked)}{of} more messages: {written}", complete
 
 
 async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
                          ) -> tuple[list[DailyNotes], list[Fact], list[Entry]]:
-    """The notes and facts of `entries`, one call per chunk, and the entries they cover: up to the first
-    chunk the model could not note (the chunks noted so far are paid for; the rest waits for a later run)."""
+    """The notes and facts of `entries`, one call per chunk, and the entries asked for: up to the first chunk the
+    model could not note, that one included (it counts as asked: worker.summarize.remember.settle_notes; the
+    chunks noted so far are paid for; the rest waits for a later run)."""
     deps = run.deps
     known = known_facts(deps)
     overhead = (count_recurring(deps.counter, notes_system_prompt(language))
@@ -105,6 +108,7 @@ async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
     for number, this_chunk in enumerate(chunks, start=1):
         found = await ask_notes(run, this_chunk, language, known, number, number == len(chunks))
         if found is None:
+            noted += this_chunk
             break
         notes += found.notes
         facts += found.facts

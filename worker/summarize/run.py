@@ -25,6 +25,7 @@ class Run:
     deadline: float  # time.monotonic() by which the try must end
     notes_skipped: str = ""  # why a notes call gave none (the outcome says so)
     memory_unwritten: str = ""  # why the memory files refused what the calls gave
+    notes_fallback: str = ""  # why notes were written by the fallback, the user's own lines (remember.settle_notes)
     calls: int = 0  # made in this try
     retired_seen: set[str] | None = None  # the copies kept at `/new` this try looked at (retired.py)
     # Before any of its model calls (epoch seconds): a fact the user takes out of MEMORY.md after this is one

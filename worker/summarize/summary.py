@@ -24,7 +24,7 @@ from worker.state.progress import Progress, clear_progress, resume_progress, sav
 from worker.summarize.chunks import summarize_entries
 from worker.summarize.cut import saves_enough
 from worker.summarize.plan import JobPlan, plan_job
-from worker.summarize.remember import dated_notes, unnoted, write_memory
+from worker.summarize.remember import unnoted, write_notes
 from worker.summarize.run import Run
 from worker.text.prepare import Entry, Lines, detect_language
 from worker.text.redact import redact
@@ -46,8 +46,7 @@ async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord
     tokens_before, tokens_after = _tokens(run, session, plan, answer.summary)
     await clear_progress(run.redis, key)
     # The last chunk's notes and facts are true, and paid for, whether or not the summary is committed.
-    notes = dated_notes(answer.notes, last_noted, session.generation)
-    memory = await write_memory(run, notes, answer.facts, language)
+    memory, notes = await write_notes(run, answer.notes, answer.facts, last_noted, language, session.generation)
     # Half the asked-for saving: the call is paid already, and only a summary that hardly shrinks is refused.
     if not saves_enough(tokens_before - tokens_after, plan.floor / 2):
         detail = f"a summary of {tokens_after} tokens would not shrink {tokens_before} enough; {memory}"
@@ -71,7 +70,7 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
 
     async def keep(answer: Answer, noted: list[Entry], progress: Progress) -> None:
         """A finished chunk (not the last): its notes written, the progress kept so a retry resumes after it."""
-        await write_memory(run, dated_notes(answer.notes, noted, session.generation), answer.facts, language)
+        await write_notes(run, answer.notes, answer.facts, noted, language, session.generation)
         await save_progress(run.redis, run.key, progress)
 
     progress = await resume_progress(run.redis, run.key, begun)

@@ -17,7 +17,7 @@ import pytest
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
-from harness.models import summary_json
+from harness.models import echo_memory, summary_json
 from harness.redis_server import free_port
 from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import load_record
@@ -211,7 +211,7 @@ async def test_a_catch_up_dry_run_plans_the_notes_the_real_run_writes(nanobot_ho
                                                                      deps_for, capsys) -> None:
     """`enqueue --since --dry-run` plans what the catch-up job does: the summary, then notes for the messages it
     leaves out that no day file has yet. It once said "nothing to do" where the job then noted 14 messages."""
-    fake_llm.default = Reply(summary_json())
+    fake_llm.responder = echo_memory  # notes of the user's lines: only written notes mark messages noted
     # Everything summarized already (nanobot's own compaction, before the worker was installed), nothing noted.
     nanobot_home.write_session("telegram:42", conversation(7), last_archived=14)
     nanobot_home.write_session("cli:direct", conversation(7))  # summarized up to the kept exchange, noted by then

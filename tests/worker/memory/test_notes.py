@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import tempfile
+import time
+from dataclasses import replace
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -11,7 +13,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.memory.entries import DailyNotes, Fact, TechnicalIssue
-from worker.memory.notes import append_notes, is_noted, note_date, noted_spans, spans
+from worker.memory.notes import (
+    EMPTY_DIGEST,
+    VERBATIM_HEADING,
+    DayText,
+    NothingNoted,
+    Span,
+    _append,
+    append_notes,
+    count_spans,
+    is_noted,
+    note_date,
+    noted_spans,
+    section,
+    spans,
+)
 from worker.memory.writer import MemoryFiles
 from worker.text.language import LANGUAGES
 
@@ -256,10 +272,10 @@ def test_every_language_names_every_note_part_and_fact_group() -> None:
         assert list(lang.memory_groups) == list(CATEGORIES) and all(lang.memory_groups.values())
 
 
-async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_alone(nanobot_home, fake_llm, redis,
-                                                                                   deps_for) -> None:
-    """A real job whose model returned no notes: the span's marker (which tells later runs those messages are
-    noted) is kept in a hidden file beside the day's, never as a day file holding only markers."""
+async def test_a_job_whose_model_noted_nothing_marks_nothing_noted_and_writes_no_file(nanobot_home, fake_llm, redis,
+                                                                                     deps_for) -> None:
+    """A real job whose model returned no notes for the user's messages: no marker anywhere says they were noted
+    (once a digest of no text, e3b0c44298fc, in a hidden `.noted` file: the daily run then never noted them)."""
     from harness.fakellm import Reply
     from harness.models import summary_json
     from harness.transcripts import conversation
@@ -267,20 +283,55 @@ async def test_a_job_whose_model_noted_nothing_creates_no_day_file_of_markers_al
 
     fake_llm.default = Reply(summary_json())  # no daily notes
     nanobot_home.write_session(KEY, conversation(15))
-    assert (await summarize_now(redis, deps_for(), KEY)).outcome.status == "summarized"
+    done = await summarize_now(redis, deps_for(), KEY)
+    assert done.outcome.status == "summarized"
+    assert "notes: none yet (the model's answer had no notes; asked again at the next run)" in done.outcome.detail
     memory = nanobot_home.workspace / "memory"
-    assert not (memory / "2026-11-20.md").exists(), sorted(p.name for p in memory.iterdir())
-    assert stamps(noted_spans(memory, KEY, "2026-11-20")) == [("2026-11-20T10:00:00", "2026-11-20T10:19:00")]
-    assert append_notes(memory, KEY, [DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00",
-                                                 last_timestamp="2026-11-20T10:19:00")], "en", UTC) == 0
-    assert not (memory / "2026-11-20.md").exists(), "the same span again adds nothing anywhere"
+    assert sorted(memory.glob("*.md")) + sorted(memory.glob(".*.noted")) == [], "no file of markers"
+    assert noted_spans(memory, KEY, "2026-11-20") == []
+    empty = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00", last_timestamp="2026-11-20T10:19:00")
+    assert append_notes(memory, KEY, [empty], "en", UTC) == 0
+    assert noted_spans(memory, KEY, "2026-11-20") == [], "a note without items marks nothing"
     later = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:20:00", last_timestamp="2026-11-20T10:29:00",
                        topics=["the deploy script"])
     assert append_notes(memory, KEY, [later], "en", UTC) == 1
     text = (memory / "2026-11-20.md").read_text(encoding="utf-8")
     assert text.startswith("# 2026-11-20\n") and text.count("nanobot-summary:notes") == 1 \
         and "the deploy script" in text
-    assert len(noted_spans(memory, KEY, "2026-11-20")) == 2
+    assert len(noted_spans(memory, KEY, "2026-11-20")) == 1
+
+
+def test_no_marker_of_no_notes_is_ever_written_and_an_old_one_counts_as_not_noted(tmp_path: Path) -> None:
+    """The check in the code that writes markers: a span is never marked noted without notes, whoever asks. A marker
+    of no notes an older version left (in a day file or the hidden `.noted` file) is not taken for noted."""
+    empty = Span(KEY, "2026-11-20T10:00:00", "2026-11-20T10:19:00", EMPTY_DIGEST)
+    with pytest.raises(NothingNoted):
+        section(DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00"), KEY, "en", DayText(), UTC)
+    memory = tmp_path / "memory"
+    memory.mkdir()
+    with pytest.raises(NothingNoted):
+        _append(memory / "2026-11-20.md", f"\n{empty.marker()}\n")
+    assert not (memory / "2026-11-20.md").exists()
+    assert EMPTY_DIGEST == "e3b0c44298fc"
+    (memory / ".2026-11-20.noted").write_text(f"{empty.marker()}\n", encoding="utf-8")
+    older = replace(empty, first="2026-11-21T09:00:00", last="2026-11-21T09:30:00")
+    (memory / "2026-11-21.md").write_text(f"# 2026-11-21\n\n{older.marker()}\n", encoding="utf-8")
+    assert noted_spans(memory, KEY, "2026-11-20") == [] and noted_spans(memory, KEY, "2026-11-21") == []
+    for old in (memory / ".2026-11-20.noted", memory / "2026-11-21.md"):
+        old.unlink()  # an older version's files: the suite checks that no test leaves one
+
+
+def test_a_fallback_section_says_it_is_verbatim_in_its_marker_and_heading(tmp_path: Path) -> None:
+    memory = tmp_path / "memory"
+    note = DailyNotes(date="2026-11-20", first_timestamp="2026-11-20T10:00:00", last_timestamp="2026-11-20T10:19:00",
+                      topics=["10:00 I am allergic to peanuts"], verbatim=True)
+    assert append_notes(memory, KEY, [note, late_evening()], "en", UTC) == 2
+    text = (memory / "2026-11-20.md").read_text(encoding="utf-8")
+    assert f"### {VERBATIM_HEADING}\n- 10:00 I am allergic to peanuts" in text and " by=fallback " in text
+    (span, other) = spans(text)
+    assert span.fallback and not other.fallback
+    assert count_spans(memory) == (2, 1)
+    assert count_spans(memory, since=time.time() + 60) == (0, 0), "only the files written since"
 
 
 def test_a_day_file_is_parsed_once_and_followed_yet_another_writers_append_or_an_edit_is_seen(tmp_path: Path):

@@ -152,3 +152,88 @@ def test_an_answer_without_the_lines_is_refused_and_only_prose_says_so(text: str
 def test_a_facts_parts_are_read_in_any_order(line: str, expected: tuple[str, str, str, int]) -> None:
     fact = read_fact(line)
     assert fact is not None and (fact.text, fact.source, fact.tag, fact.importance) == expected
+
+
+MARKDOWN = """\
+## Summary
+The user planned the week.
+
+## Daily notes
+- a trip to Lisbon in March
+- the ticket ABC-1234 for the VPN
+
+## Facts
+- The user said: my ticket is ABC-1234
+- The user mentioned that their daughter is called Mia
+"""
+
+BOLD_LABELS = """\
+Sure! Here's a quick rundown of today's conversation, with what I picked up along the way.
+
+**Key points:**
+1. a trip to Lisbon in March
+2. renewing the passport
+
+**What I learned about the user:**
+1. User mentioned: I am allergic to peanuts
+2. User: my daughter is called Mia
+
+Let me know if you'd like me to expand on anything!
+"""
+
+PARAGRAPHS = """\
+Summary of the day:
+The user planned a trip to Lisbon in March.
+They also asked how to renew a passport.
+
+About the user:
+The user stated that they are allergic to peanuts.
+"""
+
+
+@pytest.mark.parametrize("text, topics, facts", [
+    (MARKDOWN, ["a trip to Lisbon in March", "the ticket ABC-1234 for the VPN"],
+     ["The user said: my ticket is ABC-1234", "Their daughter is called Mia"]),
+    (BOLD_LABELS, ["a trip to Lisbon in March", "renewing the passport"],
+     ["The user said: I am allergic to peanuts", "The user said: my daughter is called Mia"]),
+    (PARAGRAPHS, ["The user planned a trip to Lisbon in March.", "They also asked how to renew a passport."],
+     ["They are allergic to peanuts."]),
+    ("### 今日笔记\n* a trip to Lisbon\n\n**Fakten:**\n- 用户说：我对花生过敏", ["a trip to Lisbon"], ["我对花生过敏"]),
+    ("## Notes for 2026-11-21\n- a trip to Lisbon\n### 1. Profile\n- “I live in Porto” — the user",
+     ["a trip to Lisbon"], ["The user said: I live in Porto"]),
+], ids=["markdown", "bold-labels", "paragraphs", "mixed-languages", "dated-numbered-quoted"])
+def test_what_models_really_write_is_read_and_a_source_said_in_words_is_the_users(
+        text: str, topics: list[str], facts: list[str]) -> None:
+    answer = parse_lines(text)
+    assert [item for note in answer.notes for item in note.topics] == topics
+    assert [(fact.text, fact.source) for fact in answer.facts] == [(fact, "user") for fact in facts]
+    assert "Let me know" not in str(answer.notes) and "rundown" not in str(answer.notes)
+
+
+def test_a_summary_section_alone_or_bullets_alone_are_the_days_notes() -> None:
+    assert parse_lines("## Summary\n- the deploy to stage-7\n").notes[0].topics == ["the deploy to stage-7"]
+    assert parse_lines("Here:\n- the deploy to stage-7\n- the rollback\n").notes[0].topics == [
+        "the deploy to stage-7", "the rollback"]
+    with_notes = parse_lines("## Summary\n- a long day\n## Key points\n- the deploy\n")
+    assert with_notes.notes[0].topics == ["the deploy"], "a summary beside the notes is not repeated in them"
+
+
+@pytest.mark.parametrize("fact, source", [
+    ("The assistant said: the build is green", "assistant"),
+    ("According to a web page: Lisbon has 545,000 people", "tool"),
+    ("The user is allergic to peanuts", "unknown"),
+    ("I'm sorry, I can't list facts about people.", None),
+    ("User: N/A", None),
+])
+def test_only_what_the_user_said_is_the_users_and_no_refusal_or_placeholder_is_a_fact(fact: str,
+                                                                                     source: str | None) -> None:
+    answer = parse_lines(f"DAY 2026-11-20\nTOPICS:\n- deploys\nFACTS:\n- {fact}")
+    assert [f.source for f in answer.facts] == ([source] if source else [])
+
+
+def test_a_structureless_answer_or_a_refusal_under_a_heading_gives_no_notes() -> None:
+    with pytest.raises(BadAnswer) as raised:
+        parse_lines("The user and the assistant had a friendly chat today and covered a few everyday things.")
+    assert raised.value.prose
+    refused = parse_lines("## Notes\nI'm sorry, I can't help with that.\n")
+    assert all(not note.topics for note in refused.notes)
