@@ -171,7 +171,7 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
                            ("damaged records, dropped by nanobot's hooks at the session's next turn",
                             [entry(key, [], width, "no record of any version (not JSON)", after="")
                              for key in state.get("damaged_records") or []]),
-                           ("sessions resting after a failed or fruitless job (the trigger waits)",
+                           ("sessions resting after a failed or fruitless job, or paused by hand (the trigger waits)",
                             [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
                                outcome["session_key"]), width, at) for outcome in state["outcomes"]])):
@@ -239,6 +239,9 @@ def _record(record: dict[str, Any], width: int, at: At) -> list[str]:
 
 
 def _rest(rest: dict[str, Any], width: int, at: At) -> list[str]:
+    if rest.get("paused"):
+        return entry(rest["session"], ["paused until resumed", f"nanobot-summary end-rest {rest['session']}"], width,
+                     rest["reason"])
     return entry(rest["session"], [f"until {at(rest['until'])}",
                                    f"{rest['failures']} failures in a row"], width, rest["reason"])
 
