@@ -24,6 +24,7 @@ from worker.errors import NanobotConfigError
 from worker.files import state_folder
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings
+from worker.state import workers
 
 # The memory folder's files of the worker's own (relative to the workspace's memory/), and what each holds.
 BOOKKEEPING = {
@@ -80,15 +81,22 @@ async def redis_keys(settings: Settings, nanobot: NanobotConfig) -> list[str]:
     redis = await open_pool(settings)
     prefix = settings.keys.prefix
     try:
-        found = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=500)]
+        alive = [report for report in await workers.reports(redis) if not workers.process_gone(report)]
+        if alive:
+            raise PurgeRefused(f"a worker of this instance runs (pid {alive[0].pid}, reported "
+                               f"{alive[0].heartbeat_at}): stop it first, or it makes its keys again "
+                               "(nothing was removed)")
+        found = [key async for key in redis.scan_iter(match=f"{prefix}*", count=500)]
         found += [key async for key in redis.scan_iter(match=f"arq:*{prefix}*", count=500)]
         for start in range(0, len(found), 500):
             await redis.delete(*found[start:start + 500])
+    except PurgeRefused:
+        raise
     except Exception as exc:  # noqa: BLE001 (an ACL that forbids SCAN or DEL: said, the rest goes on)
-        return [f"kept the Redis keys {prefix}:*: {type(exc).__name__}: {exc}"]
+        return [f"kept the Redis keys {prefix}*: {type(exc).__name__}: {exc}"]
     finally:
         await close_client(redis)
-    return [f"deleted {len(found)} Redis key(s) {prefix}:* and arq's of its jobs (records, outcomes, spend, rests, "
+    return [f"deleted {len(found)} Redis key(s) {prefix}* and arq's of its jobs (records, outcomes, spend, rests, "
             f"reports) from {redacted_url(settings.redis_url)}"]
 
 
