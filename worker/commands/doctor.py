@@ -13,7 +13,7 @@ from pathlib import Path
 
 from nanobot_hooks.contract.redis_url import redacted_url
 from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE, version_mismatch
-from worker.commands.checks import Check, Level, render
+from worker.commands.checks import Check, Level, as_run_here, render
 from worker.commands.doctor_runtime import runtime_checks
 from worker.commands.startup import waiting_worker
 from worker.errors import NanobotConfigError
@@ -227,6 +227,6 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
 
 
 def main(args: argparse.Namespace) -> int:
-    checks = diagnose(args)
+    checks = as_run_here(diagnose(args))
     print(render(checks))
     return 1 if any(c.level == "FAIL" for c in checks) else 0

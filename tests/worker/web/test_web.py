@@ -389,6 +389,12 @@ async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_
     [template] = nanobot_exe.resolve().parents[1].glob("lib/python3*/site-packages/nanobot/templates/memory/MEMORY.md")
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
     memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes(template.read_bytes())
+    async with served(settings_for()) as page:
+        status, body = await page.get("/memory")
+    assert len(template.read_text().splitlines()) >= 15, "nanobot's template: a score of lines, none the user's"
+    assert status == 200 and "The file's 0 line(s) of your own (nanobot's template's headings and placeholders " \
+        "are nobody's, and not counted)" in _text(body), _text(body)
     memory.write_bytes(template.read_bytes() + b"\n- I like green tea\n")
     async with served(settings_for()) as page:
         status, body = await page.get("/memory")
