@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import signal
@@ -14,7 +13,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -27,7 +25,6 @@ from nanobot_hooks.contract.client import close_client, open_client, sync_client
 from nanobot_hooks.contract.keys import KEY_PREFIX
 from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 from nanobot_hooks.settings import HookSettings
-from worker.files import alive, state_folder
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 
@@ -183,8 +180,7 @@ class EmbeddedRedis:
     directory: Path
 
     def stop(self) -> None:
-        """Stop the server and remove its folder (config with the password, log) and its record; safe to call
-        twice."""
+        """Stop the server and remove its folder (config with the password, log); safe to call twice."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -193,9 +189,6 @@ class EmbeddedRedis:
                 self.process.kill()
                 self.process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
-        record = embedded_record(self.url)
-        if _read_record(record).get("pid") == self.process.pid:
-            record.unlink(missing_ok=True)
 
 
 # prctl(2)'s option asking the kernel to signal a process when the thread that started it dies (Linux only).
@@ -210,93 +203,20 @@ def dies_with(parent: int) -> Callable[[], None]:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         except (OSError, AttributeError):
-            return  # no prctl here: the next worker stops the orphan (adopt_orphan)
+            return  # no prctl here: the next worker stops the orphan (worker.commands.embedded.adopt_orphan)
         if os.getppid() != parent:
             os.kill(os.getpid(), signal.SIGTERM)  # the worker died before prctl took effect
 
     return arm
 
 
-def embedded_record(url: str) -> Path:
-    """The record of the embedded redis-server on the URL's port: its process, its worker's, its folder."""
-    return state_folder() / f"embedded-redis-{urlsplit(url).port or 6379}.json"
-
-
-def _read_record(path: Path) -> dict[str, Any]:
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _note(embedded: EmbeddedRedis) -> None:
-    """Record the embedded server (its pid, this worker's, its folder) for doctor, status and the next worker."""
-    path = embedded_record(embedded.url)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.write_text(json.dumps({"pid": embedded.process.pid, "worker": os.getpid(),
-                                    "folder": str(embedded.directory),
-                                    "started": datetime.now(UTC).isoformat(timespec="seconds")}), encoding="utf-8")
-    except OSError:
-        pass  # a read-only home: the server still dies with its worker; only the record is missing
-
-
-def _is_server(pid: int, folder: str) -> bool:
-    """Is process `pid` still the redis-server started in `folder` (not a reused pid)? redis-server rewrites its
-    command line, but works in its --dir."""
-    try:
-        return os.readlink(f"/proc/{pid}/cwd") == str(Path(folder).resolve())
-    except OSError:
-        return alive(pid) and not Path("/proc/self").exists()  # no /proc here: trust the pid
-
-
-def embedded_owner(url: str) -> str | None:
-    """Whose the Redis at this local URL is when an embedded redis-server serves it, in one phrase, or None."""
-    if _not_startable(url) is not None:
-        return None
-    found = _read_record(embedded_record(url))
-    pid, worker, folder = found.get("pid"), found.get("worker"), str(found.get("folder", ""))
-    if not isinstance(pid, int) or not isinstance(worker, int) or not _is_server(pid, folder):
-        return None
-    if alive(worker):
-        return (f"the embedded redis-server (pid {pid}) of the worker pid {worker}, started {found.get('started')}: "
-                "a throwaway with no persistence, it stops with that worker")
-    return (f"the embedded redis-server (pid {pid}) left by the worker pid {worker}, which is gone: the next "
-            "`nanobot-summary run` stops it")
-
-
-def adopt_orphan(url: str) -> str | None:
-    """Stop an embedded redis-server whose worker was killed, and remove its folder (its config holds the
-    password); what was done, in one line, or None when nothing was left."""
-    path = embedded_record(url)
-    found = _read_record(path)
-    pid, worker, folder = found.get("pid"), found.get("worker"), str(found.get("folder", ""))
-    if not found or (isinstance(worker, int) and alive(worker) and worker != os.getpid()):
-        return None  # no record, or its worker still runs: its Redis is that worker's
-    said = []
-    if isinstance(pid, int) and _is_server(pid, folder):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while _is_server(pid, folder) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _is_server(pid, folder):
-            os.kill(pid, signal.SIGKILL)
-        said.append(f"stopped the embedded redis-server (pid {pid}) that the worker pid {worker} left running")
-    if folder and Path(folder).name.startswith("nanobot-summary-redis-") and Path(folder).exists():
-        shutil.rmtree(folder, ignore_errors=True)
-        said.append(f"removed the folder {folder} of the embedded Redis of the worker pid {worker}")
-    path.unlink(missing_ok=True)
-    return "; ".join(said) or None
-
-
 def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
     """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache), which dies
-    with this process, and record it in the state folder (embedded_owner, adopt_orphan).
+    with this process.
 
     A user and password in the URL are required by the server too; they go into its config file (mode
     0600), never onto its command line, where any local user could read them."""
-    if (refusal := _not_startable(url)) is not None:
+    if (refusal := not_startable(url)) is not None:
         raise RuntimeError(refusal)
     binary = redis_server_binary()
     if binary is None:
@@ -320,14 +240,13 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
     )
     embedded = EmbeddedRedis(process, url, directory)
     if _came_up(embedded, wait_seconds):
-        _note(embedded)
         return embedded
     said = _last_log_line(directory)
     embedded.stop()
     raise RuntimeError(f"redis-server did not start on port {port}" + (f": {said[-200:]}" if said else ""))
 
 
-def _not_startable(url: str) -> str | None:
+def not_startable(url: str) -> str | None:
     """Why no redis-server can be started for this URL (behind Sentinel, TLS, not local), or None."""
     if sentinel_target(url) is not None:
         return (f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "

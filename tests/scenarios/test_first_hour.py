@@ -208,11 +208,11 @@ def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_wh
 def test_an_orphaned_embedded_redis_is_named_then_stopped_by_the_next_worker(tmp_path, monkeypatch) -> None:
     """Where the kernel cannot stop it with its worker (no prctl), the record names it as an orphan, and the
     next worker stops it."""
-    from worker.connections import adopt_orphan, embedded_owner, embedded_record, start_embedded
+    from worker.commands.embedded import adopt_orphan, embedded_owner, embedded_record, start_recorded
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     url = f"redis://127.0.0.1:{free_port()}/0"
-    embedded = start_embedded(url)
+    embedded = start_recorded(url)
     try:
         assert embedded_owner(url) is not None and f"of the worker pid {os.getpid()}" in (embedded_owner(url) or "")
         finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

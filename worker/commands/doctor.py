@@ -109,7 +109,8 @@ def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
 
 
 def redis_checks(settings: Settings) -> list[Check]:
-    from worker.connections import embedded_owner, redis_problem, server_version, version_problem
+    from worker.commands.embedded import embedded_owner
+    from worker.connections import redis_problem, server_version, version_problem
 
     url = redacted_url(settings.redis_url)
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_hooks.contract.client import close_client
-from nanobot_hooks.contract.marker import GENERATION_KEY, METADATA_KEY
+from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.recall import RECALL_INDEX
 from nanobot_hooks.contract.records import RECORD_KEY_FILE
 from nanobot_hooks.contract.redis_url import redacted_url
 from nanobot_hooks.contract.session_format import RETIRED_FOLDER, SESSION_SUFFIX
-from worker.connections import adopt_orphan, embedded_owner, open_pool, redis_problem
+from worker.commands.embedded import adopt_orphan, embedded_owner
+from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.files import state_folder
 from worker.nanobot.config import NanobotConfig
@@ -119,8 +120,8 @@ def session_files(nanobot: NanobotConfig) -> list[str]:
         done.append(f"removed {key} (the key that signs the summaries' records)")
     marked = sum(unmark(path) for path in sorted(sessions.glob(f"*{SESSION_SUFFIX}")))
     if marked:
-        done.append(f"removed the worker's marks ({METADATA_KEY}, {GENERATION_KEY}) from line 1 of {marked} session "
-                    "file(s); every message and nanobot's own metadata kept")
+        done.append(f"removed the worker's marks ({METADATA_KEY}, {METADATA_KEY}_generation) from line 1 of "
+                    f"{marked} session file(s); every message and nanobot's own metadata kept")
     return done
 
 
@@ -132,8 +133,11 @@ def unmark(path: Path) -> bool:
         metadata = head.get("metadata")
         if not isinstance(metadata, dict):
             return False
-        removed = [metadata.pop(name) for name in (METADATA_KEY, GENERATION_KEY) if name in metadata]
-        return bool(removed)
+        # The project's entries: its marker and those named after it (the session's generation).
+        ours = [name for name in metadata if name == METADATA_KEY or str(name).startswith(f"{METADATA_KEY}_")]
+        for name in ours:
+            del metadata[name]
+        return bool(ours)
 
     try:
         return bool(edit_line_one(path.parent, path, edit))

@@ -10,9 +10,10 @@ from typing import Any
 from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.commands import status_text
+from worker.commands.embedded import embedded_owner
 from worker.commands.metrics import prometheus
 from worker.commands.startup import instance, refuse, run_command
-from worker.connections import embedded_owner, open_pool, redis_problem
+from worker.connections import open_pool, redis_problem
 from worker.state import liveness
 from worker.state.snapshot import gather
 from worker.text.clock import zone_or_utc
