@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -186,12 +191,32 @@ class EmbeddedRedis:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+# prctl(2)'s option asking the kernel to signal a process when the thread that started it dies (Linux only).
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with(parent: int) -> Callable[[], None]:
+    """What the forked child runs before redis-server: SIGTERM it when the worker `parent` dies, whatever kills
+    the worker (SIGKILL, the OOM killer), so no embedded Redis outlives its worker, reparented to init."""
+
+    def arm() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            return  # no prctl here: the next worker stops the orphan (worker.commands.embedded.adopt_orphan)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)  # the worker died before prctl took effect
+
+    return arm
+
+
 def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
-    """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache).
+    """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache), which dies
+    with this process.
 
     A user and password in the URL are required by the server too; they go into its config file (mode
     0600), never onto its command line, where any local user could read them."""
-    if (refusal := _not_startable(url)) is not None:
+    if (refusal := not_startable(url)) is not None:
         raise RuntimeError(refusal)
     binary = redis_server_binary()
     if binary is None:
@@ -209,6 +234,9 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
          "--dir", str(directory), "--logfile", str(directory / "redis.log")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # Before the worker starts threads: preexec_fn runs in the forked child, where a lock held by another
+        # thread at the fork would never be released.
+        preexec_fn=dies_with(os.getpid()) if sys.platform == "linux" else None,
     )
     embedded = EmbeddedRedis(process, url, directory)
     if _came_up(embedded, wait_seconds):
@@ -218,7 +246,7 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
     raise RuntimeError(f"redis-server did not start on port {port}" + (f": {said[-200:]}" if said else ""))
 
 
-def _not_startable(url: str) -> str | None:
+def not_startable(url: str) -> str | None:
     """Why no redis-server can be started for this URL (behind Sentinel, TLS, not local), or None."""
     if sentinel_target(url) is not None:
         return (f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "

@@ -109,6 +109,18 @@ def _stale(entry: os.DirEntry[str]) -> bool:
     return not _alive(pid)
 
 
+def state_folder() -> Path:
+    """This user's folder of the project's own state (the page's token and address, the embedded Redis's
+    record): `$XDG_STATE_HOME/nanobot-summary`, else `~/.local/state/nanobot-summary`."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "nanobot-summary"
+
+
+def alive(pid: int) -> bool:
+    """Does a process of this id exist (ours or another user's)?"""
+    return _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists

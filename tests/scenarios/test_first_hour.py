@@ -154,6 +154,86 @@ def test_the_embedded_redis_folder_goes_on_every_exit(nanobot_home, signum, tmp_
     assert not folder.exists(), log.read_text(errors="replace")
 
 
+def wait_for_line(log: Path, process: subprocess.Popen[bytes], line: str, seconds: float = 90) -> str:
+    deadline = time.monotonic() + seconds
+    while line not in (text := log.read_text(errors="replace")):
+        assert process.poll() is None and time.monotonic() < deadline, text
+        time.sleep(0.2)
+    return text
+
+
+def gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and b"zombie" not in Path(f"/proc/{pid}/status").read_bytes().lower():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_what_it_cleaned(
+        nanobot_home, tmp_path, capsys) -> None:
+    """SIGKILL leaves the worker no time to stop its Redis: the server dies with it all the same (not reparented to
+    init, serving stale data to the next worker); status and doctor name whose Redis it is while it runs; the next
+    worker removes the folder the killed one left (its config holds the password) and says so."""
+    url = f"redis://:pw@127.0.0.1:{free_port()}/0"
+    env = process_env(nanobot_home, url, config=True, XDG_STATE_HOME=str(tmp_path / "state"))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env)
+        try:
+            text = wait_for_line(log, process, "Starting worker")
+            found = re.search(r"started an embedded redis-server there \(pid (\d+),.* data in (\S+), removed", text)
+            assert found, text
+            server, folder = int(found.group(1)), Path(found.group(2))
+            status = run_in_process(capsys, "status", env=env)
+            owner = f"that Redis is the embedded redis-server (pid {server}) of the worker pid {process.pid}"
+            assert status.returncode == 0 and owner in status.stdout, status.stdout + status.stderr
+            doctor = run_in_process(capsys, "doctor", env=env)
+            assert f"answers: it is the embedded redis-server (pid {server}) of the worker pid {process.pid}" in \
+                doctor.stdout, doctor.stdout
+            process.kill()
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert gone(server), f"the embedded redis-server {server} outlived its killed worker"
+    assert folder.is_dir(), "SIGKILL leaves the folder: the next worker removes it"
+    after = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert f"removed the folder {folder} of the embedded Redis of the worker pid {process.pid}" in after.stderr, \
+        after.stderr
+    assert not folder.exists()
+    assert not list((tmp_path / "state" / "nanobot-summary").glob("embedded-redis-*.json")), "the burst's record went"
+
+
+def test_an_orphaned_embedded_redis_is_named_then_stopped_by_the_next_worker(tmp_path, monkeypatch) -> None:
+    """Where the kernel cannot stop it with its worker (no prctl), the record names it as an orphan, and the
+    next worker stops it."""
+    from worker.commands.embedded import adopt_orphan, embedded_owner, embedded_record, start_recorded
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    embedded = start_recorded(url)
+    try:
+        assert embedded_owner(url) is not None and f"of the worker pid {os.getpid()}" in (embedded_owner(url) or "")
+        finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                                  text=True, check=True)
+        record = embedded_record(url)
+        gone_worker = finished.stdout.strip()
+        record.write_text(record.read_text().replace(f'"worker": {os.getpid()}', f'"worker": {gone_worker}'))
+        said = embedded_owner(url) or ""
+        assert said.startswith(f"the embedded redis-server (pid {embedded.process.pid}) left by the worker pid "
+                               f"{finished.stdout.strip()}, which is gone"), said
+        done = adopt_orphan(url) or ""
+        assert done.startswith(f"stopped the embedded redis-server (pid {embedded.process.pid})"), done
+        assert embedded.process.wait(timeout=10) is not None and not embedded.directory.exists()
+        assert embedded_owner(url) is None and not record.exists()
+    finally:
+        embedded.stop()
+
+
 # --- the summary model ----------------------------------------------------------------------------------------
 
 def test_nanobots_provider_names_route_where_nanobot_sends_them(nanobot_home, fake_llm, settings_for) -> None:

@@ -9,6 +9,7 @@ that does not exist, one without nanobot, one whose packages the hooks conflict 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -51,10 +52,16 @@ def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
-def hooks(action: str, python: Path, cwd: Path, *more: str,
-          command: tuple[str, ...] = (sys.executable, "-m", "worker")) -> subprocess.CompletedProcess[str]:
+def hooks(action: str, python: Path, cwd: Path, *more: str, command: tuple[str, ...] = (sys.executable, "-m", "worker"),
+          offline: bool = False) -> subprocess.CompletedProcess[str]:
+    """`nanobot-summary hooks ACTION`; `offline`: with no package index within reach (pip's configuration ignored,
+    its index a port nothing listens on)."""
+    env = process_env(test_defaults=False)
+    if offline:
+        env = {key: value for key, value in env.items() if not key.startswith("PIP_")}
+        env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple")
     return subprocess.run([*command, "hooks", action, "--python", str(python), *more],
-                          capture_output=True, text=True, timeout=900, cwd=cwd, env=process_env(test_defaults=False))
+                          capture_output=True, text=True, timeout=900, cwd=cwd, env=env)
 
 
 def nanobot_starts(python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -65,16 +72,17 @@ def nanobot_starts(python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
-        fresh_nanobot: Path, installed_worker: Path, wheels: Path, tmp_path: Path, agent_home, script, redis,
+        fresh_nanobot: Path, installed_worker: Path, tmp_path: Path, agent_home, script, redis,
         redis_url) -> None:
-    """With the installed worker's command and the hooks' wheel: no checkout involved. Between install and
-    uninstall, a real `nanobot agent -m` turn of that fresh nanobot runs the installed hooks: it enqueues a job."""
+    """With the installed worker's command, as the README's installed path runs it: no checkout, no wheel named, no
+    package index. Between install and uninstall, a real `nanobot agent -m` turn of that fresh nanobot runs the
+    installed hooks: it enqueues a job."""
     before = packages(fresh_nanobot)
     assert before["nanobot-ai"] == "0.3.5"
-    (hooks_wheel,) = wheels.glob("nanobot_summary_hooks-*.whl")
-    installed = hooks("install", fresh_nanobot, tmp_path, "--from", str(hooks_wheel), command=(str(installed_worker),))
+    installed = hooks("install", fresh_nanobot, tmp_path, command=(str(installed_worker),), offline=True)
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert f"installed nanobot-summary-hooks {RELEASE}" in installed.stdout, installed.stdout
+    assert f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment (no package index)" in \
+        installed.stdout, installed.stdout
     assert "none of nanobot's packages changed" in installed.stdout
     assert f"ok hooks {RELEASE} load in nanobot 0.3.5's environment" in installed.stdout, installed.stdout
     after = packages(fresh_nanobot)

@@ -53,13 +53,34 @@ def _hooks(args: argparse.Namespace) -> int:
     from worker.commands.hooks import check, install, uninstall
     from worker.commands.nanobot_env import NanobotEnvError
 
+    if (args.purge or args.memory or args.venvs) and args.action != "uninstall":
+        args.parser.error("--purge, --memory and --venvs go with uninstall")
+    if (args.memory or args.venvs) and not args.purge:
+        args.parser.error("--memory and --venvs go with --purge")
     try:
         if args.action == "install":
             return install(args.python, args.source)
-        return uninstall(args.python) if args.action == "uninstall" else check(args.python)
+        if args.action == "check":
+            return check(args.python)
+        if not args.purge:
+            return uninstall(args.python)
+        try:
+            code = uninstall(args.python)
+        except NanobotEnvError as exc:  # no nanobot's Python to take the hooks from: the rest is purged still
+            print(f"kept the hooks where they are: {exc}")
+            code = 1
     except NanobotEnvError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from worker.commands.purge import PurgeRefused, purge
+
+    try:
+        lines = purge(args.memory, args.venvs)
+    except PurgeRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if lines else "nothing else was left")
+    return code
 
 
 # What `add_subparsers` returns (argparse names its class privately).
@@ -74,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_enqueue(sub)
     _add_status(sub)
+    _add_rest(sub)
     _add_end_rest(sub)
     _add_undo(sub)
     _add_doctor(sub)
@@ -132,6 +154,9 @@ def _add_enqueue(sub: Subcommands) -> None:
     enqueue.add_argument("--since", type=_date, metavar="YYYY-MM-DD",
                          help="also write daily notes for every message from this date on (catch-up run)")
     enqueue.add_argument("--wait", action="store_true", help="block until each job is done and print its outcome")
+    enqueue.add_argument("--force", action="store_true",
+                         help="call the model even when the plan says no summary could shrink the context (too few "
+                         "tokens to cover: the job otherwise ends without a call, and the dry run says so)")
     enqueue.add_argument("--timeout", type=float, default=600.0, help="seconds --wait waits per job (default 600)")
     enqueue.set_defaults(handler=_lazy("worker.commands.enqueue"), parser=enqueue)
 
@@ -152,6 +177,20 @@ def _add_status(sub: Subcommands) -> None:
     output.add_argument("--prometheus", action="store_true",
                         help="print Prometheus metrics (text exposition format 0.0.4), for a scrape")
     status.set_defaults(handler=_lazy("worker.commands.status"))
+
+
+def _add_rest(sub: Subcommands) -> None:
+    rest = sub.add_parser(
+        "rest", help="keep sessions unsummarized until end-rest (a pause: no trigger, idle or daily job)",
+        description=textwrap.fill(
+            "Pause sessions: nanobot's trigger, the idle check and the daily run queue no summary for them until "
+            "`nanobot-summary end-rest KEY` (or the web page's End rest). `status`, `doctor` and the page show each "
+            "paused session. A job queued by hand (`enqueue`) still runs, and ends the pause when it summarizes.",
+            100),
+        epilog="examples:\n  nanobot-summary rest telegram:42\n  nanobot-summary end-rest telegram:42   # resume",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rest.add_argument("keys", nargs="+", metavar="KEY", help="session keys")
+    rest.set_defaults(handler=_lazy("worker.commands.rest", "pause_main"), parser=rest)
 
 
 def _add_end_rest(sub: Subcommands) -> None:
@@ -188,6 +227,9 @@ def _add_undo(sub: Subcommands) -> None:
                       "each fact's session beside the file); the user's own lines stay")
     undo.add_argument("--keep-summary", action="store_true",
                       help="with --forget-facts: only forget the facts, leave the summary (nanobot may keep running)")
+    undo.add_argument("--pause", action="store_true",
+                      help="also keep the session unsummarized until `nanobot-summary end-rest KEY` (as `rest KEY`): "
+                      "otherwise its next turns may queue a fresh summary")
     undo.set_defaults(handler=_lazy("worker.commands.undo"))
 
 
@@ -227,9 +269,19 @@ def _add_hooks(sub: Subcommands) -> None:
     hooks.add_argument("action", choices=("install", "uninstall", "check"))
     hooks.add_argument("--python", metavar="PATH", help="the Python that runs nanobot")
     hooks.add_argument("--from", dest="source", metavar="PATH",
-                       help="install: the hooks' wheel, sdist or folder (default: this checkout's hooks/, else "
-                       f"nanobot-summary-hooks=={RELEASE} from the package index)")
-    hooks.set_defaults(handler=_hooks)
+                       help="install: the hooks' wheel, sdist or folder (default: the hooks of this worker's own "
+                       f"version, {RELEASE}, from its own environment, with no package index)")
+    hooks.add_argument("--purge", action="store_true",
+                       help="uninstall: also remove everything else the project left (the instance's Redis keys, an "
+                       "orphaned embedded Redis, the `/new` copies, the records' key, the marks in line 1 of the "
+                       "session files, the recall index, the memory bookkeeping, the state folder with the page's "
+                       "token); stop the worker first. Messages and your own lines of MEMORY.md are never touched")
+    hooks.add_argument("--memory", action="store_true",
+                       help="with --purge: also the memory made for you (the daily notes, MEMORY.md's part between "
+                       "its markers)")
+    hooks.add_argument("--venvs", action="store_true",
+                       help="with --purge, run from a checkout: also its .venv and .venv-nanobot")
+    hooks.set_defaults(handler=_hooks, parser=hooks)
 
 
 def _add_web(sub: Subcommands) -> None:
@@ -242,15 +294,16 @@ def _add_web(sub: Subcommands) -> None:
         "the recall tool's search as a chosen session would run it; each session's outcomes and summary. It binds "
         "127.0.0.1 and answers only to the user who runs it: every request needs the token of that user's token "
         "file (made at the first start, readable by that user only); open the URL it prints, or `--url`'s.")
-    web.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    web.add_argument("--port", type=int, default=8766,
+    web.add_argument("--host", help="address to bind (default 127.0.0.1: this machine only)")
+    web.add_argument("--port", type=int,
                      help="port to listen on (default 8766: nanobot's own web chat takes 8765; 0: any free port)")
     web.add_argument("--read-only", action="store_true", help="show, never change (for a shared screen)")
     web.add_argument("--token-file", metavar="PATH",
                      help="the token file (default $XDG_STATE_HOME/nanobot-summary/web-token, else "
                      "~/.local/state/nanobot-summary/web-token; made 0600 at the first start)")
     web.add_argument("--url", action="store_true",
-                     help="print the address to open, with the token, and exit (run it as the page's user)")
+                     help="print the address to open, with the token, and exit (run it as the page's user): the "
+                     "running page's address, unless --host or --port names another")
     web.add_argument("--sign-out-all", action="store_true",
                      help="sign every browser out of the running pages of this token file and exit (a browser "
                      "otherwise stays signed in 12 hours idle, 7 days at most)")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from nanobot_hooks.contract.redis_url import redacted_url
 from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE, version_mismatch
-from worker.commands.checks import Check, Level, render
+from worker.commands.checks import Check, Level, as_run_here, render
 from worker.commands.doctor_runtime import runtime_checks
+from worker.commands.startup import waiting_worker
 from worker.errors import NanobotConfigError
 from worker.files import read_only
 from worker.memory.longterm import pending_path, read_held
@@ -52,7 +53,12 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
     try:
         checks.append(Check("ok", f"sessions in {config.sessions_dir}; workspace {workspace}"))
     except NanobotConfigError as exc:
-        checks.append(Check("FAIL", str(exc), "let nanobot run once with this config: nanobot agent -m hello"))
+        if (pid := waiting_worker(path)) is not None:
+            checks.append(Check("warn", f"the worker (pid {pid}) runs and waits for nanobot's first turn: {exc}",
+                                "let nanobot run once with this config: nanobot agent -m hello (the worker then "
+                                "starts by itself)"))
+        else:
+            checks.append(Check("FAIL", str(exc), "let nanobot run once with this config: nanobot agent -m hello"))
     return checks + own_summaries_checks(config, settings.auto_summary), config
 
 
@@ -105,6 +111,7 @@ def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
 
 
 def redis_checks(settings: Settings) -> list[Check]:
+    from worker.commands.embedded import embedded_owner
     from worker.connections import redis_problem, server_version, version_problem
 
     url = redacted_url(settings.redis_url)
@@ -118,6 +125,11 @@ def redis_checks(settings: Settings) -> list[Check]:
     version = server_version(settings.redis_url, **settings.redis_options())
     if problem := version_problem(version):
         return [Check("FAIL", f"Redis at {url}: {problem}", "install Redis 5 or later")]
+    if owner := embedded_owner(settings.redis_url):
+        orphan = "which is gone" in owner
+        return [Check("warn" if orphan else "ok", f"Redis {version} at {url} answers: it is {owner}",
+                      "nanobot-summary run (it stops the orphan and starts its own)" if orphan
+                      else "for a lasting one: sudo apt install redis-server, or set REDIS_URL")]
     return [Check("ok", f"Redis {version} at {url} answers (credentials and database accepted)")]
 
 
@@ -238,6 +250,6 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
 
 
 def main(args: argparse.Namespace) -> int:
-    checks = diagnose(args)
+    checks = as_run_here(diagnose(args))
     print(render(checks))
     return 1 if any(c.level == "FAIL" for c in checks) else 0

@@ -47,7 +47,18 @@ async def runtime_checks(settings: Settings) -> list[Check]:
         await close_client(redis)
     return (worker_checks(state, settings) + version_checks(state, hooks) + agreement_checks(state, hooks)
             + queue_checks(state)
-            + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state))
+            + memory_checks(memory) + record_checks(state) + outcome_checks(state) + notes_checks(state)
+            + paused_checks(state))
+
+
+def paused_checks(state: dict[str, Any]) -> list[Check]:
+    """The sessions paused by hand (`rest`, `undo --pause`): nothing summarizes them until resumed."""
+    paused = [rest["session"] for rest in state.get("resting") or [] if rest.get("paused")]
+    if not paused:
+        return []
+    shown = ", ".join(paused[:3]) + (f" and {len(paused) - 3} more" if len(paused) > 3 else "")
+    return [Check("ok", f"{len(paused)} session(s) paused by hand, summarized by nothing until resumed: {shown}",
+                  f"nanobot-summary end-rest {paused[0]} resumes it")]
 
 
 def _names(jobs: list[dict[str, Any]]) -> str:

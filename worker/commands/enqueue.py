@@ -55,7 +55,7 @@ async def connect(settings: Settings) -> ArqRedis:
 
 
 async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, keep: str | None = None,
-                  since: str | None = None) -> None:
+                  since: str | None = None, force: bool = False) -> None:
     """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up
     (`since`), the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
     from worker.service.build import build_deps
@@ -66,7 +66,7 @@ async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, k
           f"{'' if keep else ' (a job queued by hand; --keep RULE for another)'}; "
           f"input budget {settings.summary_input_tokens} tokens per call")
     for key in keys:
-        req = manual_request(key, keep, since)
+        req = manual_request(key, keep, since, force)
         # The catch-up reads as its job does: un-noted messages before the watermark are noted too.
         session = read_for_job(deps, req)
         pending = await load_record(redis, key) if redis is not None else None
@@ -150,16 +150,17 @@ async def run(args: argparse.Namespace) -> int:
         print(f"no sessions in {sessions_dir}")
         return 0
     if args.dry_run:
-        await dry_run_here(keys, settings, args.keep, args.since)
+        await dry_run_here(keys, settings, args.keep, args.since, args.force)
         return 0
     redis = await connect(settings)
-    await queue_all(redis, keys, args.keep, args.since)
+    await queue_all(redis, keys, args.keep, args.since, args.force)
     status = await wait_all(redis, keys, args.timeout) if args.wait else 0
     await close_client(redis)
     return status
 
 
-async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, since: str | None) -> None:
+async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, since: str | None,
+                       force: bool = False) -> None:
     """The dry run, with the summaries waiting in Redis when it answers (planned as if none when not)."""
     redis = None
     if problem := redis_problem(settings.redis_url, **settings.redis_options()):
@@ -167,18 +168,19 @@ async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, si
     else:
         redis = await connect(settings)
     try:
-        await dry_run(keys, settings, redis, keep, since)
+        await dry_run(keys, settings, redis, keep, since, force)
     finally:
         if redis is not None:
             await close_client(redis)
 
 
-async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None) -> None:
+async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None,
+                    force: bool = False) -> None:
     """A manual job per session (a notes catch-up from `since` when given), one line each."""
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))
         for key in keys:
-            done = "queued" if await queue_one(redis, key, keep, since) else "already queued or running"
+            done = "queued" if await queue_one(redis, key, keep, since, force) else "already queued or running"
             progress.console.print(f"{key}: {done}" + (f", notes since {since}" if since else ""))
             progress.advance(task)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from nanobot_hooks.contract.version import RELEASE
 from worker.commands.nanobot_env import HOOKS_DIST, OLD_DIST, NanobotEnvError, Probe, find_python, probe, run_isolated
+from worker.commands.wheels import NoWheelError, carried_wheels
 
 # What install added, kept in the hooks' own dist-info folder: uninstall takes out those and nothing else.
 ADDED_FILE = "nanobot_summary_added.json"
-CHECKOUT_HOOKS = Path(__file__).resolve().parents[2] / "hooks"
 
 INSPECT = """\
 import importlib.metadata as m, json, os, re, sys, sysconfig
@@ -87,14 +87,23 @@ def conflict(output: str) -> str:
     return f"nanobot's {held}, where " + "; ".join(needs) if needs else f"nanobot's {held}"
 
 
-def hooks_source(given: str | None) -> str:
-    """What pip installs: the given wheel, sdist or folder; this checkout's hooks/ when the worker runs from
-    one; else this release from the package index."""
-    if given:
-        return str(Path(given).resolve())
-    if (CHECKOUT_HOOKS / "pyproject.toml").exists():
-        return str(CHECKOUT_HOOKS)
-    return f"{HOOKS_DIST}=={RELEASE}"
+def missing_distribution(output: str) -> str | None:
+    """The distribution pip found no file of (`No matching distribution found for arq==0.28.*`), or None."""
+    found = re.search(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)", output) or re.search(
+        r"Could not find a version that satisfies the requirement ([A-Za-z0-9][A-Za-z0-9._-]*)", output)
+    return found.group(1) if found else None
+
+
+def carried(folder: Path, held: dict[str, str]) -> list[str]:
+    """pip's options for the hooks of this worker's own version with no package index: their wheel and those of
+    the packages they need that nanobot's environment lacks (`held`), rebuilt from this worker's environment into
+    `folder`."""
+    try:
+        carried_wheels(HOOKS_DIST, folder, skip=held)
+    except (NoWheelError, OSError) as exc:
+        raise NanobotEnvError(f"this worker cannot carry its hooks ({exc}): install them from a wheel, "
+                              "nanobot-summary hooks install --from nanobot_summary_hooks-*.whl") from exc
+    return ["--no-index", "--find-links", str(folder)]
 
 
 def pip(python: Path, args: list[str]) -> tuple[bool, str]:
@@ -102,22 +111,20 @@ def pip(python: Path, args: list[str]) -> tuple[bool, str]:
     return result.returncode == 0, result.stdout + result.stderr
 
 
-def put_in(python: Path, dists: dict[str, str], info: object, what: str) -> list[str]:
-    """pip's install of the hooks `what` into nanobot's environment, every package it holds as a constraint,
-    after a dry run that changes nothing when they conflict; returns what an earlier install had recorded as
-    added (`info`: the earlier hooks' dist-info folder)."""
+def put_in(python: Path, dists: dict[str, str], info: object, what: str, where: list[str]) -> list[str]:
+    """pip's install of the hooks `what` (from `where`: pip's options naming where it looks) into nanobot's
+    environment, every package it holds as a constraint, after a dry run that changes nothing when it fails;
+    returns what an earlier install had recorded as added (`info`: the earlier hooks' dist-info folder)."""
     with tempfile.TemporaryDirectory(prefix="nanobot-summary-hooks-") as folder:
         constraints = Path(folder) / "nanobot-packages.txt"
         # Every package nanobot's environment holds stays at its version: a conflict fails, nothing moves.
         constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(dists.items())
                                        if name not in (HOOKS_DIST, OLD_DIST)), encoding="utf-8")
-        base = ["install", "--constraint", str(constraints), what]
+        base = ["install", *where, "--constraint", str(constraints), what]
         # Not --quiet: the resolver's report names the conflict ("The conflict is caused by: ...").
         ok, output = pip(python, [*base[:1], "--dry-run", *base[1:]])
         if not ok:
-            raise NanobotEnvError(f"the hooks {RELEASE} cannot go into nanobot's environment without changing "
-                                  f"its packages (nothing was changed): {conflict(output)}. Install the hooks of a "
-                                  "release made for those versions (--from), or point --python at another nanobot")
+            raise NanobotEnvError(refusal(output, "--no-index" in where))
         # An earlier install's record moves to the new dist-info after the install (below): pip would leave it
         # behind in the old dist-info folder (not in that folder's RECORD), a folder without metadata.
         earlier = recorded_added(info)
@@ -136,6 +143,27 @@ def put_in(python: Path, dists: dict[str, str], info: object, what: str) -> list
     return earlier
 
 
+def refusal(output: str, offline: bool) -> str:
+    """Why pip's dry run refused, by its real cause: a file of some package found nowhere (with no index asked,
+    when the worker carries the hooks itself), a conflict with nanobot's packages, or pip's own last line."""
+    missing = missing_distribution(output)
+    if "ResolutionImpossible" in output:
+        missing = None  # a conflict: pip's lines about a version it could not find are part of it
+    if missing and offline:
+        return (f"no wheel of {missing} for nanobot's Python is at hand (nothing was changed): the hooks {RELEASE} "
+                f"need it, nanobot's environment lacks it, and this worker's own environment holds none nanobot's "
+                f"Python can use; no package index was asked. Install {missing} into nanobot's environment, or "
+                "give the hooks' wheel and an index: --from nanobot_summary_hooks-*.whl")
+    if missing:
+        return (f"no package index or folder holds {missing} (nothing was changed): pip's words: {last_line(output)}. "
+                "Leave out --from to install the hooks this worker carries, with no index")
+    if "ResolutionImpossible" in output or "conflicting dependencies" in output:
+        return (f"the hooks {RELEASE} cannot go into nanobot's environment without changing its packages (nothing "
+                f"was changed): {conflict(output)}. Install the hooks of a release made for those versions (--from), "
+                "or point --python at another nanobot")
+    return f"pip refused to install the hooks into nanobot's environment (nothing was changed): {last_line(output)}"
+
+
 def install(given_python: str | None, source: str | None) -> int:
     python = find_python(given_python)
     before = inspect(python)
@@ -145,8 +173,13 @@ def install(given_python: str | None, source: str | None) -> int:
         raise NanobotEnvError(f"{python} has no nanobot-ai: name nanobot's own Python with --python")
     if not before["writable"]:
         raise NanobotEnvError(unwritable(str(before["site"]), before.get("owner")))
-    what = hooks_source(source)
-    earlier = put_in(python, dists, before["info"], what)
+    with tempfile.TemporaryDirectory(prefix="nanobot-summary-wheels-") as folder:
+        where = carried(Path(folder), dists)
+        if source:  # a wheel, sdist or folder given: an index may still serve what it needs, beside ours
+            what, where, said = str(Path(source).resolve()), where[1:], str(Path(source).resolve())
+        else:
+            what, said = f"{HOOKS_DIST}=={RELEASE}", "this worker's own environment (no package index)"
+        earlier = put_in(python, dists, before["info"], what, where)
     after = inspect(python)
     now = after["dists"]
     assert isinstance(now, dict)
@@ -155,7 +188,7 @@ def install(given_python: str | None, source: str | None) -> int:
     if isinstance(after["info"], str):
         (Path(after["info"]) / ADDED_FILE).write_text(json.dumps({"added": added}), encoding="utf-8")
     found = probe(python)
-    print(f"installed {HOOKS_DIST} {found.hooks} from {what} into nanobot {found.nanobot}'s environment ({python})"
+    print(f"installed {HOOKS_DIST} {found.hooks} from {said} into nanobot {found.nanobot}'s environment ({python})"
           + (f", with {', '.join(added)}" if added else ", with nothing else")
           + "; none of nanobot's packages changed")
     return report(found)

@@ -1,6 +1,7 @@
-"""`nanobot-summary end-rest`: end the rest of one, several or every resting session, as the web page's "End rest"
-does (worker.state.budget.end_rest): nanobot's trigger queues the session's jobs again from its next turn, and its
-failure streak starts afresh. A job queued by hand (`enqueue`) does not wait for a rest: this is for the trigger."""
+"""`nanobot-summary rest` and `end-rest`: pause sessions until resumed, and end the rest of one, several or every
+resting session, as the web page's "End rest" does (worker.state.budget.end_rest): nanobot's trigger queues the
+session's jobs again from its next turn, and its failure streak starts afresh. A job queued by hand (`enqueue`)
+does not wait for a rest: this is for the trigger."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ async def run(args: argparse.Namespace) -> int:
             if ended is None:
                 print(f"{key}: not resting (the rest ran out, or a job ended it)")
                 continue
+            if ended.paused:
+                print(f"{key}: pause ended ({ended.reason}); nanobot's trigger queues its jobs again from its next "
+                      "turn")
+                continue
             print(f"{key}: rest ended (it was to last until {moment_text(ended.until, tz, utcnow())}, after "
                   f"{ended.failures} failure(s) in a row: {ended.reason}); nanobot's trigger queues its jobs again "
                   "from its next turn")
@@ -48,3 +53,28 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     return run_command(run(args))
+
+
+async def pause(args: argparse.Namespace) -> int:
+    """`nanobot-summary rest KEY...`: each session paused until end-rest."""
+    settings, nanobot = instance()
+    for key in args.keys:
+        try:
+            session_path(nanobot.sessions_dir, key)
+        except SessionKeyError as exc:
+            return refuse(exc)
+    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+        return refuse(problem)
+    redis = await open_pool(settings)
+    try:
+        for key in dict.fromkeys(args.keys):
+            await budget.pause(redis, key, "paused by `nanobot-summary rest`")
+            print(f"{key}: paused: nanobot's trigger, the idle check and the daily run queue no summary for it until "
+                  f"`nanobot-summary end-rest {key}`")
+    finally:
+        await close_client(redis)
+    return 0
+
+
+def pause_main(args: argparse.Namespace) -> int:
+    return run_command(pause(args))

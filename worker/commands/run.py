@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_hooks.contract.redis_url import redacted_url
-from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
+from worker.commands.embedded import adopt_orphan, embedded_owner, start_recorded, stop_recorded
+from worker.commands.startup import waiting_note
+from worker.connections import port_taken, redis_problem, server_version, version_problem
 from worker.errors import NanobotConfigError
 from worker.model.llm import credentials_problem
 from worker.service.arq_worker import SteadyWorker, worker_options
@@ -23,6 +25,7 @@ from worker.service.build import wait_for_nanobot
 from worker.service.config_watch import ConfigWatch
 from worker.service.logs import quiet_and_redacted
 from worker.settings import Settings, SettingsError, load_settings
+from worker.summarize.deps import Deps
 
 log = logging.getLogger("worker")
 
@@ -44,17 +47,15 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         lower_priority(settings.summary_niceness)
-        deps = wait_for_nanobot(settings)
     except (SettingsError, NanobotConfigError) as exc:
         return refuse(exc)
-    if problem := credentials_problem(deps.model):
-        # Not fatal: nanobot may get its key after the worker started (the worker follows its config).
-        log.warning("%s", problem)
-    problem = redis_problem(settings.redis_url, **settings.redis_options())
+    problem = redis_at_start(settings, args.no_embedded_redis)
     if problem is not None and (args.no_embedded_redis or port_taken(settings.redis_url)
                                 or not problem.endswith(REDIS_ABSENT)):
         # A server that is there but refuses us (password, ACL, database) is never replaced by an embedded one.
         return refuse(problem)
+    # Redis first, then nanobot's first turn: while the worker waits for it, the Redis it serves answers, and doctor
+    # tells a worker waiting for nanobot (its note in the state folder) from no Redis at all.
     with cleanup_on_signals() as cleanups:
         if problem is not None:
             try:
@@ -65,6 +66,10 @@ def run_worker(args: argparse.Namespace) -> int:
             return refuse(problem)
         if args.reload:
             return run_reloading(args.verbose)  # its child inherits this process's lowered priority
+        try:
+            deps = nanobots_deps(settings)
+        except (SettingsError, NanobotConfigError) as exc:
+            return refuse(exc)
         options = worker_options(deps.settings, deps.tz)
         watch = ConfigWatch(deps)
         options["ctx"] = {"deps": deps, "config_watch": watch}
@@ -72,6 +77,28 @@ def run_worker(args: argparse.Namespace) -> int:
         # (if any) is stopped first, and the new process starts its own.
         SteadyWorker(**options, burst=args.burst).run()
     return 0
+
+
+def nanobots_deps(settings: Settings) -> Deps:
+    """The worker's Deps once nanobot has run (waiting for its first turn, with a note doctor reads), and a
+    warning for a summary model without a key: not fatal, nanobot may get its key later (the worker follows it)."""
+    with waiting_note(settings.config_path):
+        deps = wait_for_nanobot(settings)
+    if problem := credentials_problem(deps.model):
+        log.warning("%s", problem)
+    return deps
+
+
+def redis_at_start(settings: Settings, no_embedded: bool) -> str | None:
+    """Why the configured Redis cannot be used now (None: it answers), after an orphaned embedded one is stopped
+    (and said); an embedded one of another running worker is named."""
+    if not no_embedded and (adopted := adopt_orphan(settings.redis_url)):
+        log.warning("%s (killed before it could stop it)", adopted)
+    problem = redis_problem(settings.redis_url, **settings.redis_options())
+    if problem is None and (owner := embedded_owner(settings.redis_url)):
+        log.warning("Redis at %s is %s: this worker uses it; set REDIS_URL to use your own",
+                    redacted_url(settings.redis_url), owner)
+    return problem
 
 
 def refuse(problem: object) -> int:
@@ -82,11 +109,11 @@ def refuse(problem: object) -> int:
 
 def embedded_redis(settings: Settings) -> Callable[[], None]:
     """Start a redis-server at REDIS_URL (none answers there) and say so; returns what stops it."""
-    embedded = start_embedded(settings.redis_url)
-    log.warning("Redis at %s did not answer: started an embedded redis-server there (no persistence; "
-                "data in %s, removed on exit). Set REDIS_URL to use your own.",
-                redacted_url(settings.redis_url), embedded.directory)
-    return embedded.stop
+    embedded = start_recorded(settings.redis_url)
+    log.warning("Redis at %s did not answer: started an embedded redis-server there (pid %s, no persistence; "
+                "data in %s, removed on exit; it stops with this worker, however it ends). Set REDIS_URL to use "
+                "your own.", redacted_url(settings.redis_url), embedded.process.pid, embedded.directory)
+    return lambda: stop_recorded(embedded)
 
 
 def run_reloading(verbose: bool) -> int:

@@ -4,11 +4,16 @@ command that cannot start says why (a line on stderr, exit code 2)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 from worker.errors import NanobotConfigError
+from worker.files import alive, state_folder
 from worker.nanobot.config import NanobotConfig
 from worker.settings import Settings, SettingsError, load_settings
 
@@ -40,3 +45,32 @@ def run_command(main: Coroutine[Any, Any, int], *errors: type[Exception],
         if on_refusal is not None:
             on_refusal()
         return code
+
+
+@contextlib.contextmanager
+def waiting_note(config_path: Path) -> Iterator[None]:
+    """While `nanobot-summary run` waits for nanobot's first turn (the workspace's id): a note in the state folder
+    naming this process and nanobot's config, which doctor reads (waiting_worker)."""
+    path = state_folder() / f"worker-{os.getpid()}.waiting"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.write_text(json.dumps({"pid": os.getpid(), "config": str(config_path)}), encoding="utf-8")
+    except OSError:
+        pass  # a read-only home: doctor then only says nanobot has not run
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def waiting_worker(config_path: Path) -> int | None:
+    """The process id of a running worker waiting for the first turn of the nanobot of this config, or None."""
+    for note in sorted(state_folder().glob("worker-*.waiting")):
+        try:
+            found = json.loads(note.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        pid = found.get("pid") if isinstance(found, dict) else None
+        if isinstance(pid, int) and found.get("config") == str(config_path) and alive(pid):
+            return pid
+    return None

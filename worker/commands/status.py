@@ -10,6 +10,7 @@ from typing import Any
 from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.commands import status_text
+from worker.commands.embedded import embedded_owner
 from worker.commands.metrics import prometheus
 from worker.commands.startup import instance, refuse, run_command
 from worker.connections import open_pool, redis_problem
@@ -45,14 +46,17 @@ async def run(args: argparse.Namespace) -> int:
         state = await gather(redis)
     finally:
         await close_client(redis)
+    owner = embedded_owner(settings.redis_url)
     if args.prometheus:
         print(prometheus(state), end="")
     elif args.json:
-        print(json.dumps({"redis": redacted_url(settings.redis_url), "namespace": settings.summary_namespace,
-                          **as_json(state)}, ensure_ascii=False, indent=2))
+        print(json.dumps({"redis": redacted_url(settings.redis_url), "embedded_redis": owner,
+                          "namespace": settings.summary_namespace, **as_json(state)}, ensure_ascii=False, indent=2))
     else:
         # The running worker's settings come from its own report (status_text); the shell's are not shown.
         print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}, times in {tz.key}")
+        if owner:
+            print(f"  that Redis is {owner}")
         print("\n".join(status_text.render(state, status_text.terminal_width(), tz)))
     return 0
 

@@ -73,11 +73,13 @@ def arrow(what: str, before: int | None, after: int | None) -> str:
 
 def beat(line: str, last: str | None = None) -> list[str]:
     """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words:
-    its counters are every job the process ran, idle checks and scheduled ones included (so they say so). The
-    last beat is `last` when given (a worker's own report, in the named zone), else arq's zoneless stamp."""
+    its counters are every job the process ran, idle checks and scheduled ones included (so they say so); arq
+    counts a job put off for later (an idle check waiting for the session to be quiet) as retried, so that count
+    says "put off or retried". The last beat is `last` when given (a worker's own report, in the named zone), else
+    arq's zoneless stamp."""
     fields = health_fields(line) or {}
     done = ", ".join(f"{fields[name]} {label}" for name, label in (
-        ("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "retried")) if name in fields)
+        ("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "put off or retried")) if name in fields)
     return [f"last beat {last or fields.get('last_beat', line)}",
             f"jobs since it started, idle checks and scheduled ones included: {done}" if done else "",
             f"{fields['jobs_running']} running" if "jobs_running" in fields else ""]
@@ -171,7 +173,7 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
                            ("damaged records, dropped by nanobot's hooks at the session's next turn",
                             [entry(key, [], width, "no record of any version (not JSON)", after="")
                              for key in state.get("damaged_records") or []]),
-                           ("sessions resting after a failed or fruitless job (the trigger waits)",
+                           ("sessions resting (a failed or fruitless job) or paused (the trigger waits)",
                             [_rest(rest, width, at) for rest in state["resting"]]),
                            ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
                                outcome["session_key"]), width, at) for outcome in state["outcomes"]])):
@@ -241,6 +243,9 @@ def _record(record: dict[str, Any], width: int, at: At) -> list[str]:
 
 
 def _rest(rest: dict[str, Any], width: int, at: At) -> list[str]:
+    if rest.get("paused"):
+        return entry(rest["session"], ["paused until resumed", f"nanobot-summary end-rest {rest['session']}"], width,
+                     rest["reason"])
     return entry(rest["session"], [f"until {at(rest['until'])}",
                                    f"{rest['failures']} failures in a row"], width, rest["reason"])
 

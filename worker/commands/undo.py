@@ -29,6 +29,7 @@ from worker.nanobot.config import NanobotConfig
 from worker.nanobot.metadata_line import edit_line_one
 from worker.nanobot.sessions import read_metadata, session_path
 from worker.settings import SettingsError, load_settings
+from worker.state import budget
 from worker.text.clock import zone_or_utc
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -113,7 +114,7 @@ async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord) -> list[str]
     return ["the running nanobot that holds the session undid it there too (its next turn sends every message)"]
 
 
-async def undo(key: str, dry_run: bool) -> list[str]:
+async def undo(key: str, dry_run: bool, pause: bool = False) -> list[str]:
     settings = load_settings()
     try:
         nanobot = NanobotConfig.load(settings.config_path)
@@ -133,6 +134,11 @@ async def undo(key: str, dry_run: bool) -> list[str]:
                 await redis.zscore(keys.queue, keys.job_id(key)) is not None:
             raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
                           "then run this again")
+        paused = []
+        if pause:  # first: a turn meanwhile queues no fresh summary of what is being undone
+            if not dry_run:
+                await budget.pause(redis, key, "paused by `nanobot-summary undo --pause`")
+            paused = [f"paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {key}`"]
         done, undone = rewrite_line_one(path, key, dry_run)
         record = await load_record(redis, key)
         if record is not None:
@@ -144,7 +150,7 @@ async def undo(key: str, dry_run: bool) -> list[str]:
             done += await tell_nanobot(redis, path, undone)
     finally:
         await close_client(redis)
-    return done
+    return done + paused
 
 
 def forget_facts(key: str, dry_run: bool) -> list[str]:
@@ -162,7 +168,7 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
 
 
 # A dry run says what it would do: each line's past tense ("removed ...") as the future ("would remove ...").
-FUTURE = {"removed": "would remove", "moved": "would move", "dropped": "would drop"}
+FUTURE = {"removed": "would remove", "moved": "would move", "dropped": "would drop", "paused": "would pause"}
 
 
 def would(line: str) -> str:
@@ -175,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
         print("error: --keep-summary only goes with --forget-facts", file=sys.stderr)
         return 2
     try:
-        done = [] if args.keep_summary else asyncio.run(undo(args.session, args.dry_run))
+        done = [] if args.keep_summary else asyncio.run(undo(args.session, args.dry_run, args.pause))
         if args.forget_facts:
             done += forget_facts(args.session, args.dry_run)
     except (Refused, SettingsError, MemoryFilesError) as exc:

@@ -120,6 +120,11 @@ class Cooldown(BaseModel):
     until: datetime
     reason: str
     failures: int = 0
+    paused: bool = False  # asked for by hand (`nanobot-summary rest`, `undo --pause`): no end but end-rest
+
+
+# A pause's `until`: far enough to never come (a pause ends only by end-rest).
+PAUSED_UNTIL = datetime(9999, 12, 31, tzinfo=timezone.utc)
 
 
 # Doublings past this many are capped anyway (2**60 times any base exceeds every sane `longest`); without a
@@ -166,6 +171,14 @@ async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float,
     cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason,
                         failures=failures)
     await redis.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+    return cooldown
+
+
+async def pause(redis: ArqRedis, session_key: str, reason: str) -> Cooldown:
+    """Rest a session until end-rest: the trigger inside nanobot, the idle check and the daily run queue nothing
+    for it (a job queued by hand still runs, and ends the pause when it summarizes)."""
+    cooldown = Cooldown(until=PAUSED_UNTIL, reason=reason, paused=True)
+    await redis.set(Keys.of(redis).cooldown(session_key), cooldown.model_dump_json())
     return cooldown
 
 

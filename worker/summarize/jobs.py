@@ -105,7 +105,8 @@ def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
     # A retry (job_try > 1) belongs to a job already admitted: only a new job waits for the rest.
     if run.req.reason != "manual" and rest is not None:
         # In the zone the pages and notes use, named: the page shows this beside its own times.
-        detail = f"resting until {in_zone(rest.until, run.deps.tz)}: {rest.reason}"
+        detail = (f"paused until resumed (nanobot-summary end-rest {key}): {rest.reason}" if rest.paused
+                  else f"resting until {in_zone(rest.until, run.deps.tz)}: {rest.reason}")
         return JobOutcome(session_key=key, status="noop", detail=detail)
     return None
 

@@ -19,11 +19,12 @@ from worker.nanobot.sessions import list_session_keys, read_session
 MANUAL_KEEP = "turns:1"
 
 
-def manual_request(key: str, keep: str | None, since: str | None = None) -> SummarizeRequest:
+def manual_request(key: str, keep: str | None, since: str | None = None, force: bool = False) -> SummarizeRequest:
     """The request of a job queued by hand; with `since`, as the job sees it once it took the catch-up flag
-    (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans."""
+    (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans; `force`:
+    the model is called even when the plan says no summary could shrink the context."""
     return SummarizeRequest(session_key=key, reason="manual", keep=keep or MANUAL_KEEP,
-                            notes_through_end=since is not None, notes_since=since)
+                            notes_through_end=since is not None, notes_since=since, force=force)
 
 
 def check_key(sessions_dir: Path, key: str) -> None:
@@ -40,7 +41,8 @@ def check_key(sessions_dir: Path, key: str) -> None:
         raise NotSummarized(f"no session {key!r} in {sessions_dir} (known: {known})") from None
 
 
-async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None) -> bool:
+async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None,
+                    force: bool = False) -> bool:
     """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry");
     False when one is already queued or running (single flight)."""
     from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
@@ -49,4 +51,4 @@ async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: s
         await set_flag(redis, key, since)
     # The flag, not the request, tells the job to note through the end (it may be taken by a job already
     # queued for the session: that one notes them then).
-    return await enqueue_summary(redis, manual_request(key, keep)) is not None
+    return await enqueue_summary(redis, manual_request(key, keep, force=force)) is not None

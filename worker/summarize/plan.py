@@ -14,6 +14,11 @@ from worker.summarize.deps import Deps
 from worker.text.prepare import Entry, Lines, transcript
 from worker.text.tokens import count_message
 
+# The fewest tokens a summary takes, whatever it covers: a cheap model's summary of two short turns measured 44
+# tokens. Messages (and the previous summary) that add up to less than this over the saving asked for cannot come
+# out shorter: the plan says so before the call is paid (a job queued with --force calls anyway).
+MIN_SUMMARY_TOKENS = 50
+
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:
     """Where to start, and the summary to fold in: an unapplied record that still fits counts as applied (an undo
@@ -70,6 +75,13 @@ def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, re
         if not plan.entries:
             plan.skip = (f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
                          "nanobot's hidden or command rows)")
+        elif not req.force and not saves_enough(
+                plan.covered_tokens + deps.counter(previous) - MIN_SUMMARY_TOKENS, max(floor / 2, 1)):
+            plan.skip = (f"a summary would not shrink the context: the messages to cover hold "
+                         f"{plan.covered_tokens:,} tokens" + (f" and the previous summary {deps.counter(previous):,}"
+                                                              if previous else "")
+                         + f", and a summary takes {MIN_SUMMARY_TOKENS} or more; no model was called (wait for more "
+                         "messages, or enqueue --force to ask anyway)")
     return plan
 
 

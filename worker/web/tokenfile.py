@@ -9,6 +9,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from worker.files import state_folder
+
 MIN_TOKEN = 16  # characters: shorter is guessable
 
 
@@ -18,8 +20,7 @@ class TokenFileError(ValueError):
 
 def default_path() -> Path:
     """`$XDG_STATE_HOME/nanobot-summary/web-token`, else `~/.local/state/nanobot-summary/web-token`."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "nanobot-summary" / "web-token"
+    return state_folder() / "web-token"
 
 
 def load_or_create(path: Path) -> str:

@@ -37,6 +37,8 @@ class SummarizeRequest(BaseModel):
     # The keep rule of this job (messages:N, tokens:N, fraction:F or turns:N); None = NANOBOT_SUMMARY_KEEP.
     # An idle summary carries its own (NANOBOT_SUMMARY_IDLE_KEEP).
     keep: str | None = None
+    # Asked by hand with --force: the model is called even when the plan says no summary could shrink the context.
+    force: bool = False
 
 
 class SummaryRecord(BaseModel):

@@ -274,3 +274,29 @@ async def test_a_catch_up_dry_run_counts_the_notes_calls_the_job_makes(nanobot_h
     await run_burst(deps_for(summary_input_tokens=int(budget)))
     noted = await load_outcome(redis, "telegram:42")
     assert "noted 120 more messages" in noted.detail and noted.spend.calls == int(planned.group(1)), noted
+
+
+async def test_a_summary_that_cannot_shrink_is_told_before_any_paid_call(nanobot_home, fake_llm, redis, redis_url,
+                                                                          deps_for, capsys) -> None:
+    """The quick start's trap: two short turns, `enqueue --wait` kept the last exchange and paid for a summary
+    longer than the exchange it covered. The dry run says so first, the job ends without calling the model, and
+    --force still asks."""
+    fake_llm.default = Reply(summary_json())
+    short = [{"role": "user", "content": "hi", "timestamp": "2026-11-20T10:00:00"},
+             {"role": "assistant", "content": "Hello! How can I help?", "timestamp": "2026-11-20T10:00:01"},
+             {"role": "user", "content": "thanks", "timestamp": "2026-11-20T10:00:02"},
+             {"role": "assistant", "content": "You're welcome.", "timestamp": "2026-11-20T10:00:03"}]
+    nanobot_home.write_session("cli:direct", short)
+    env = process_env(nanobot_home, redis_url, config=True)
+    dry = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--dry-run", "cli:direct", env=env)
+    assert "nothing to summarize: a summary would not shrink the context: the messages to cover hold " in \
+        dry.stdout and "no model was called" in dry.stdout and "--force" in dry.stdout, dry.stdout
+    async with running_worker(deps_for()):
+        made = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--wait", "--timeout", "60", "cli:direct",
+                                       env=env)
+        assert "a summary would not shrink the context" in made.stdout, made.stdout
+        assert fake_llm.requests == [], "no paid call the plan knew was useless"
+        assert await load_record(redis, "cli:direct") is None
+        forced = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--wait", "--force", "--timeout", "60",
+                                         "cli:direct", env=env)
+        assert len(fake_llm.requests) == 1, forced.stdout

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import tomllib
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Hang, Reply
 from harness.models import summary_json
+from harness.redis_server import free_port
 from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import enqueue_summary, store_record
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord, utcnow
@@ -321,3 +323,31 @@ async def test_doctor_names_the_side_whose_shared_setting_differs_from_the_runni
     assert "scripts/run-worker" in line and "/etc/" not in line, line
     for name in ("NANOBOT_SUMMARY_IDLE", "NANOBOT_MEMORY_SESSIONS", "NANOBOT_SUMMARY_CACHE_TTL"):
         assert f"{name} differs" not in out, out
+
+
+def test_doctor_tells_a_worker_waiting_for_nanobots_first_turn_from_no_redis(nanobot_home, tmp_path, capsys) -> None:
+    """Started before nanobot ever ran: the worker starts its Redis, then waits for the workspace's id; doctor says
+    so (the worker's pid, what to do), and finds Redis answering, the embedded one of that worker."""
+    (nanobot_home.workspace / ".nanobot" / "workspace-id").unlink()
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    # No namespace set, as a user's: the worker waits for the id nanobot writes at its first run.
+    env = process_env(nanobot_home, url, test_defaults=False, config=True, NANOBOT_SUMMARY_NICENESS="0",
+                      XDG_STATE_HOME=str(tmp_path / "state"))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env,
+                                  start_new_session=True)
+        try:
+            deadline = time.monotonic() + 90
+            while "waiting for it" not in (text := log.read_text(errors="replace")):
+                assert worker.poll() is None and time.monotonic() < deadline, text
+                time.sleep(0.2)
+            said = run_in_process(capsys, "doctor", env=env)
+            level, line = check(said.stdout, f"the worker (pid {worker.pid}) runs and waits for nanobot's first turn")
+            assert level == "warn" and "nanobot agent -m hello" in line, said.stdout
+            level, line = check(said.stdout, "Redis ")
+            assert level == "ok" and "the embedded redis-server" in line and f"worker pid {worker.pid}" in line, line
+            assert "does not answer" not in said.stdout, said.stdout
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=60)

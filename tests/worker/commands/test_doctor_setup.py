@@ -139,3 +139,24 @@ async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_fact
     level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "MEMORY.md is read-only (mode 0444)")
     assert level == "warn" and "the worker leaves it alone; 1 fact(s) wait, held" in line
     assert f"fix: chmod u+w {path}" in line
+
+
+def test_doctor_in_the_checkout_suggests_the_command_as_it_runs_there(nanobot_home, redis_url, tmp_path) -> None:
+    """Run as `.venv/bin/nanobot-summary doctor` with no `nanobot-summary` on PATH, its fixes name that path:
+    `nanobot-summary hooks install ...` was not a command there."""
+    import venv
+    from pathlib import Path
+
+    command = Path(sys.executable).parent / "nanobot-summary"
+    if not command.exists():
+        pytest.skip("needs the worker's venv with its console script (scripts/test makes it)")
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
+    env = process_env(nanobot_home, redis_url, config=True, PATH="/usr/bin:/bin",
+                      NANOBOT_PYTHON=str(tmp_path / "bare" / "bin" / "python"))
+    here = command.parent.parent.parent  # the folder holding the venv: the checkout
+    result = subprocess.run([str(command.relative_to(here)), "doctor"], cwd=here, env=env, capture_output=True,
+                            text=True, timeout=120)
+    level, line = check(result.stdout, "the hooks are not installed in nanobot's environment")
+    shown = f"{command.relative_to(here)} hooks install --python {tmp_path / 'bare' / 'bin' / 'python'}"
+    assert level == "FAIL" and f"fix: {shown}" in line, result.stdout
+    assert "fix: nanobot-summary " not in result.stdout, result.stdout

@@ -49,3 +49,35 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
         await theirs.aclose()
     nothing = await end_rest()
     assert nothing.returncode == 2 and "name at least one session KEY, or --all" in nothing.stderr
+
+
+async def test_rest_pauses_a_session_until_end_rest_and_status_doctor_and_the_jobs_say_so(
+        nanobot_home, redis, redis_url, deps_for, capsys) -> None:
+    """`rest KEY` keeps a session unsummarized until resumed: no expiry, the trigger's key set (nanobot's hooks
+    queue nothing while it exists), an automatic job refused with why, and status and doctor name it."""
+    from harness.transcripts import conversation
+    from nanobot_hooks.contract.records import SummarizeRequest
+    from tests.support.workers import run_burst
+    from worker.state.outcomes import load_outcome
+
+    nanobot_home.write_session(KEY, conversation(15))
+    env = process_env(nanobot_home, redis_url, config=True)
+    paused = await asyncio.to_thread(run_in_process, capsys, "rest", KEY, env=env)
+    assert paused.returncode == 0 and paused.stdout.startswith(f"{KEY}: paused: "), paused.stdout + paused.stderr
+    assert await redis.ttl(TEST_KEYS.cooldown(KEY)) == -1, "a pause has no end of its own"
+    rest = await budget.cooling(redis, KEY)
+    assert rest is not None and rest.paused
+    status = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
+    assert f"{KEY} - paused until resumed; nanobot-summary end-rest {KEY}" in status.stdout, status.stdout
+    doctor = await asyncio.to_thread(run_in_process, capsys, "doctor", env=env)
+    assert f"1 session(s) paused by hand, summarized by nothing until resumed: {KEY}" in doctor.stdout, doctor.stdout
+    from nanobot_hooks.contract.queue import enqueue_summary
+
+    await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="interval"))
+    await run_burst(deps_for())
+    outcome = await load_outcome(redis, KEY)
+    assert outcome is not None and outcome.status == "noop" and outcome.detail.startswith(
+        f"paused until resumed (nanobot-summary end-rest {KEY})"), outcome
+    resumed = await asyncio.to_thread(run_in_process, capsys, "end-rest", KEY, env=env)
+    assert resumed.stdout.startswith(f"{KEY}: pause ended (paused by `nanobot-summary rest`)"), resumed.stdout
+    assert await budget.cooling(redis, KEY) is None

@@ -101,3 +101,20 @@ def test_an_environment_of_another_user_names_the_owner_and_the_command() -> Non
     assert said.startswith("cannot write nanobot's environment /srv/nanobot/lib/python3.12/site-packages: "
                            f"it is {other.pw_name}'s; run this as its owner (sudo -u {other.pw_name} "), said
     assert "it is read-only" in unwritable("/x", os.getuid()), "our own folder, not writable: read-only"
+
+
+def test_a_refusal_names_its_real_cause() -> None:
+    from worker.commands.hooks import refusal
+
+    missing = ("ERROR: Could not find a version that satisfies the requirement hiredis>=3.0.0 (from versions: none)\n"
+               "ERROR: No matching distribution found for hiredis>=3.0.0\n")
+    offline = refusal(missing, offline=True)
+    assert offline.startswith("no wheel of hiredis for nanobot's Python is at hand (nothing was changed)"), offline
+    assert "no package index was asked" in offline and "without changing its packages" not in offline, offline
+    online = refusal(missing, offline=False)
+    assert online.startswith("no package index or folder holds hiredis"), online
+    clash = ("ERROR: Cannot install nanobot-summary-hooks==0.2.0 because these package versions have conflicting "
+             "dependencies.\nThe conflict is caused by:\n    nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5\n"
+             "    The user requested (constraint) redis==6.0.0\nERROR: ResolutionImpossible: for help visit ...\n")
+    said = refusal(clash, offline=True)
+    assert said.startswith("the hooks ") and "without changing its packages" in said and "redis 6.0.0" in said, said

@@ -352,3 +352,12 @@ async def test_status_writes_moments_and_lengths_as_the_page_does_in_one_named_z
     assert re.search(rf"made {written(now - timedelta(minutes=3))} \(3 min( \d s)? ago\)", text), text
     assert re.search(r"last beat \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \((just now|\d+ s ago)\)", text), text
     assert "Nov-28" not in text and " UTC" not in text and not re.search(r"\d+(\.\d)?[smh] ago", text), text
+
+
+def test_arqs_retried_count_is_told_as_put_off_or_retried() -> None:
+    """arq counts an idle check deferred until the session is quiet (Retry(defer=...)) as retried: a healthy worker
+    showed "retried" climbing with no failure at all."""
+    from worker.commands.status_text import beat
+
+    line = "Nov-28 07:35:13 j_complete=3 j_failed=0 j_retried=7 j_ongoing=0 queued=1"
+    assert "3 done, 0 failed, 7 put off or retried" in beat(line)[1], beat(line)

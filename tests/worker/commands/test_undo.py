@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.models import SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
 from harness.nanobot_cli import ARCHIVED, turn
@@ -191,3 +192,19 @@ def test_facts_forgotten_by_the_command_are_not_brought_back_by_a_job_that_asked
     assert "stage-7" not in memory.read_text(encoding="utf-8"), "a job asked before the forget brought it back"
     write_batches(memory, [Batch([fact], "en", "2026-11-20", KEY, time.time() + 1)], 300)
     assert "stage-7" in memory.read_text(encoding="utf-8"), "learned again after the forget, it is written"
+
+
+async def test_undo_pause_keeps_the_session_unsummarized_until_resumed(nanobot_home, redis, redis_url, capsys):
+    """After undo the next turn queued a fresh summary at once; --pause rests the session until end-rest."""
+    from nanobot_hooks.contract.session_format import LAST_SUMMARY
+    from worker.state import budget
+
+    nanobot_home.write_session(KEY, conversation(8), last_archived=6, metadata={LAST_SUMMARY: {"text": "old"}})
+    dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY, "--pause", "--dry-run")
+    assert f"{KEY}: would pause its summaries" in dry.stdout and await budget.cooling(redis, KEY) is None, dry.stdout
+    done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY, "--pause")
+    assert done.returncode == 0, done.stderr
+    assert f"{KEY}: paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {KEY}`" in \
+        done.stdout and "moved the watermark from 6 to 0" in done.stdout, done.stdout
+    rest = await budget.cooling(redis, KEY)
+    assert rest is not None and rest.paused and await redis.ttl(TEST_KEYS.cooldown(KEY)) == -1

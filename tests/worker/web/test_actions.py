@@ -190,3 +190,12 @@ async def test_with_redis_down_a_job_is_not_queued_and_the_page_says_why_while_f
             assert status == 503 and "Nothing was done: Redis cannot be read" in body, (url, body)
         status, location = await page.post("/session/forget-learned", {"csrf": csrf, "key": KEY})
         assert status == 303 and location.endswith("done=forgot-none"), "MEMORY.md needs no Redis"
+
+
+async def test_a_session_paused_by_hand_shows_as_paused_on_the_page(data, settings_for, redis):
+    await budget.pause(redis, KEY, "paused by `nanobot-summary rest`")
+    async with served(settings_for()) as page:
+        _, overview = await page.get("/")
+        assert "paused until resumed: paused by" in overview and "until 9999" not in overview, overview
+        _, body = await page.get(SESSION)
+        assert "Paused until you resume it (End rest)" in body and "End rest" in body

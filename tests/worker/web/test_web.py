@@ -198,6 +198,30 @@ async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_i
     assert token not in rest[0], "the token never reaches the journal"
 
 
+async def test_web_url_names_the_running_page_not_the_default_port(nanobot_home, redis_url, tmp_path) -> None:
+    """After `web --port N`, `web --url` printed the default port's address, where nothing listened: the running
+    page records its address in the state folder, and `--url` names it (the default again once it stopped)."""
+    env = process_env(nanobot_home, redis_url, config=True, XDG_STATE_HOME=str(tmp_path / "state"))
+    command = [sys.executable, "-m", "worker", "web"]
+    process = subprocess.Popen(command + ["--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        line = await asyncio.to_thread(process.stdout.readline)
+        found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/$", line.strip())
+        assert found, line
+        token = (tmp_path / "state" / "nanobot-summary" / "web-token").read_text(encoding="utf-8").strip()
+        url = subprocess.run(command + ["--url"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert url.stdout.strip() == f"http://127.0.0.1:{found.group(1)}/?token={token}", url
+        assert url.stderr == "", url.stderr
+    finally:
+        process.terminate()
+        await asyncio.to_thread(process.communicate, timeout=20)
+    after = subprocess.run(command + ["--url"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert after.stdout.strip() == f"http://127.0.0.1:8766/?token={token}", after
+    assert "no page of yours is running now" in after.stderr, after.stderr
+    assert not (tmp_path / "state" / "nanobot-summary" / "web-page.json").exists(), "its record went with it"
+
+
 async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
         redis, nanobot_home, fake_llm, worker_deps, settings_for):
     """NANOBOT_MEMORY_WRITE=idle (the default): a job's facts wait in memory/.MEMORY.pending.jsonl while a session
@@ -366,6 +390,12 @@ async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_
     [template] = nanobot_exe.resolve().parents[1].glob("lib/python3*/site-packages/nanobot/templates/memory/MEMORY.md")
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
     memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes(template.read_bytes())
+    async with served(settings_for()) as page:
+        status, body = await page.get("/memory")
+    assert len(template.read_text().splitlines()) >= 15, "nanobot's template: a score of lines, none the user's"
+    assert status == 200 and "The file's 0 line(s) of your own (nanobot's template's headings and placeholders " \
+        "are nobody's, and not counted)" in _text(body), _text(body)
     memory.write_bytes(template.read_bytes() + b"\n- I like green tea\n")
     async with served(settings_for()) as page:
         status, body = await page.get("/memory")
