@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, cast, overload
 
 from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.session_format import (
@@ -331,7 +331,7 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     skipped: list[str] = []
     first, resume = start or 0, None  # the index of messages[0]
     count = held = offset = visible = 0  # visible: messages before `first` that are not nanobot's hidden rows
-    source: Iterable[bytes | LongLine] = bounded_lines(lines) if hasattr(lines, "readline") else lines
+    source: Iterable[bytes | LongLine] = bounded_lines(cast(BinaryIO, lines)) if hasattr(lines, "readline") else lines
     for number, line in enumerate(source, start=1):
         offset += len(line)
         data = _decoded(number, line, skipped)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget, SessionError
-from worker.heap import give_back_free_memory
 from worker.memory.entries import DailyNotes, Fact
 from worker.memory.recall_index.messages import WINDOW_BYTES
 from worker.model.answer import NOTES_SCHEMA, Answer
@@ -55,7 +54,6 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
         end = min(held_end(window.messages), session.first)
         skipped = run.notes_skipped
         done.append((await note_unnoted(run, window, set(), since, begin, end))[0])
-        give_back_free_memory()  # what the window's calls freed, before the next window is read (worker.heap)
         if run.notes_skipped != skipped:  # the model could not note a chunk: the rest waits for a later run
             return done, False, False
         if end >= session.first or end >= len(window.messages):
