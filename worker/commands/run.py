@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from nanobot_hooks.contract.redis_url import redacted_url
 from worker.connections import port_taken, redis_problem, server_version, start_embedded, version_problem
 from worker.errors import NanobotConfigError
-from worker.model.llm import credentials_problem
+from worker.model.llm import credentials_problem, light_start
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
 from worker.service.config_watch import ConfigWatch
@@ -44,6 +44,7 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         lower_priority(settings.summary_niceness)
+        light_start()  # litellm is loaded by the first job, not at start-up: a worker at rest does without it
         deps = wait_for_nanobot(settings)
     except (SettingsError, NanobotConfigError) as exc:
         return refuse(exc)
