@@ -301,9 +301,13 @@ class LongLine:
         return self.size
 
 
-def bounded_lines(stream: BinaryIO, limit: int = MESSAGE_BYTES) -> Iterator[bytes | LongLine]:
-    """The stream's lines; one longer than `limit` as a LongLine, read in pieces and never held whole."""
-    half = max(1, limit // 2)
+def bounded_lines(lines: Iterable[bytes], limit: int = MESSAGE_BYTES) -> Iterator[bytes | LongLine]:
+    """A file's lines; one longer than `limit` as a LongLine, read in pieces and never held whole. Lines given as
+    bytes already (not a file) go through as they are."""
+    if not hasattr(lines, "readline"):
+        yield from lines
+        return
+    stream, half = cast(BinaryIO, lines), max(1, limit // 2)
     while line := stream.readline(limit + 1):
         if len(line) <= limit or line.endswith(b"\n"):
             yield line
@@ -331,8 +335,7 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     skipped: list[str] = []
     first, resume = start or 0, None  # the index of messages[0]
     count = held = offset = visible = 0  # visible: messages before `first` that are not nanobot's hidden rows
-    source: Iterable[bytes | LongLine] = bounded_lines(cast(BinaryIO, lines)) if hasattr(lines, "readline") else lines
-    for number, line in enumerate(source, start=1):
+    for number, line in enumerate(bounded_lines(lines), start=1):
         offset += len(line)
         data = _decoded(number, line, skipped)
         if data is None:
