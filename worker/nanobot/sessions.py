@@ -403,7 +403,8 @@ def excerpt(line: LongLine) -> dict[str, Any]:
             if isinstance(data, dict):
                 return data
     found: dict[str, Any] = {"content": left_out_note(line.size)}
-    for name, text in (("role", head), ("timestamp", line.tail.decode("utf-8", "ignore")), ("timestamp", head)):
+    for name, text in (("_type", head), ("role", head), ("timestamp", line.tail.decode("utf-8", "ignore")),
+                       ("timestamp", head)):
         match = re.search(rf'"{name}"\s*:\s*"([^"\\]{{1,64}})"', text)
         if match and name not in found:
             found[name] = match.group(1)
