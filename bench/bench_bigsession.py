@@ -66,15 +66,16 @@ def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHo
 
 
 def make_paste_home(folder: Path, llm_url: str, size: int) -> NanobotHome:
-    """A nanobot home whose one session is six short exchanges and one pasted log of `size` bytes: one message,
-    one line of the file, the first exchange's question (all on the daily job's day, nothing summarized yet)."""
+    """A nanobot home whose one session is eight short exchanges, the first question a pasted log of `size` bytes
+    (one message, one line of the file) that nanobot archived already: the recall index takes it in (all on the
+    daily job's day)."""
     home = NanobotHome.create(folder, llm_url)
     head = {"_type": "metadata", "key": KEY, "created_at": "2026-11-27T09:00:00", "updated_at": "2026-11-27T10:00:00",
-            "metadata": {}, "last_archived": 0, "last_consolidated": 0}
+            "metadata": {}, "last_archived": 1, "last_consolidated": 1}
     row = "2026-11-27 10:00:01 INFO nginx[123]: GET /api/v1/deploy 200 0.012s upstream=10.0.0.7:8080 部署\n"
     with home.session_file(KEY).open("w", encoding="utf-8") as out:
         out.write(json.dumps(head, ensure_ascii=False) + "\n")
-        for i in range(12):
+        for i in range(16):
             stamp = f"2026-11-27T10:{i:02d}:00"
             if i == 0:  # written as nanobot writes it, without holding the log: the content's JSON in pieces
                 out.write('{"role": "user", "content": "here is the log: ')
@@ -288,7 +289,7 @@ def write_home(folder: Path, llm_url: str, args: argparse.Namespace) -> NanobotH
     started = time.perf_counter()
     if args.paste:
         home = make_paste_home(folder, llm_url, int(args.paste * 2**20))
-        print(f"session file: {home.session_file(KEY).stat().st_size / 2**20:.1f} MB, 12 messages, one of them a "
+        print(f"session file: {home.session_file(KEY).stat().st_size / 2**20:.1f} MB, 16 messages, one of them a "
               f"pasted {args.paste:g} MB line (written in {time.perf_counter() - started:.1f} s)")
         return home
     home = make_home(folder, llm_url, args.messages, int(args.megabytes * 2**20))
