@@ -4,7 +4,8 @@ summary job's peak memory and its read and plan times, in a fresh process; each 
 process (goal: under 300 MB on a 200 MB session): the tokens job filling an empty recall index, and the daily
 job (the day's flag set, the index filled already); the recall index's size beside the text it indexes; and how
 long the worker's line-1 write holds nanobot's session-files lock, now (only the rename) and as the whole write
-under the lock did before, seen from a process that takes that lock in a loop as nanobot's saves do."""
+under the lock did before, seen from a process that takes that lock in a loop as nanobot's saves do. `--paste MB`:
+a session whose one message is a pasted log of that many MB (one line), each job kind's peak RSS instead."""
 
 from __future__ import annotations
 
