@@ -4,7 +4,8 @@ summary job's peak memory and its read and plan times, in a fresh process; each 
 process (goal: under 300 MB on a 200 MB session): the tokens job filling an empty recall index, and the daily
 job (the day's flag set, the index filled already); the recall index's size beside the text it indexes; and how
 long the worker's line-1 write holds nanobot's session-files lock, now (only the rename) and as the whole write
-under the lock did before, seen from a process that takes that lock in a loop as nanobot's saves do."""
+under the lock did before, seen from a process that takes that lock in a loop as nanobot's saves do. `--paste MB`:
+a session whose one message is a pasted log of that many MB (one line), each job kind's peak RSS instead."""
 
 from __future__ import annotations
 
@@ -60,6 +61,33 @@ def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHo
             minute = i % (24 * 60)
             stamp = f"2026-{1 + i * 11 // messages:02d}-{1 + i % 27:02d}T{minute // 60:02d}:{minute % 60:02d}:00"
             text = f"message {i}: " + " ".join(rng.choices(WORDS, k=words))
+            out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
+                                  "timestamp": stamp}, ensure_ascii=False) + "\n")
+    return home
+
+
+def make_paste_home(folder: Path, llm_url: str, size: int) -> NanobotHome:
+    """A nanobot home whose one session is eight short exchanges, the first question a pasted log of `size` bytes
+    (one message, one line of the file) that nanobot archived already: the recall index takes it in (all on the
+    daily job's day)."""
+    home = NanobotHome.create(folder, llm_url)
+    head = {"_type": "metadata", "key": KEY, "created_at": "2026-11-27T09:00:00", "updated_at": "2026-11-27T10:00:00",
+            "metadata": {}, "last_archived": 1, "last_consolidated": 1}
+    row = "2026-11-27 10:00:01 INFO nginx[123]: GET /api/v1/deploy 200 0.012s upstream=10.0.0.7:8080 部署\n"
+    with home.session_file(KEY).open("w", encoding="utf-8") as out:
+        out.write(json.dumps(head, ensure_ascii=False) + "\n")
+        for i in range(16):
+            stamp = f"2026-11-27T10:{i:02d}:00"
+            if i == 0:  # written as nanobot writes it, without holding the log: the content's JSON in pieces
+                out.write('{"role": "user", "content": "here is the log: ')
+                rows = max(1, size // len(row.encode()))
+                piece = json.dumps(row * 1000, ensure_ascii=False)[1:-1]
+                for _ in range(rows // 1000):
+                    out.write(piece)
+                out.write(json.dumps(row * (rows % 1000), ensure_ascii=False)[1:-1])
+                out.write(f'", "timestamp": "{stamp}"}}\n')
+                continue
+            text = f"short message {i} about the deploy" if i % 2 == 0 else f"reply {i}: restart nginx"
             out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
                                   "timestamp": stamp}, ensure_ascii=False) + "\n")
     return home
@@ -153,6 +181,8 @@ def child_kind(config: Path, redis_url: str, kind: str) -> dict[str, float]:
     figures["job_s"] = asyncio.run(run_one_job(config, redis_url, kind))
     figures["rss_job_mb"] = max_rss_mb()
     assert deps.recall is not None
+    if not deps.recall.path.exists():  # the plain job fills none
+        return figures
     figures["index_mb"] = sum(path.stat().st_size for path in deps.recall.path.parent.glob(
         deps.recall.path.name + "*")) / 2**20
     figures["indexed_text_mb"] = indexed_text_mb(deps.recall.path)
@@ -243,6 +273,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=100_000, help="messages in the session (100000)")
     parser.add_argument("--megabytes", type=float, default=50.0, help="size of the session file (50)")
     parser.add_argument("--writes", type=int, default=5, help="line-1 writes of each kind (5)")
+    parser.add_argument("--paste", type=float, metavar="MB",
+                        help="instead: six short exchanges and one pasted message of this many MB (one line)")
     parser.add_argument("--smoke", action="store_true", help="a small run that checks the script works")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
@@ -256,6 +288,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def write_home(folder: Path, llm_url: str, args: argparse.Namespace) -> NanobotHome:
     """The nanobot home with the big session, said on stdout."""
     started = time.perf_counter()
+    if args.paste:
+        home = make_paste_home(folder, llm_url, int(args.paste * 2**20))
+        print(f"session file: {home.session_file(KEY).stat().st_size / 2**20:.1f} MB, 16 messages, one of them a "
+              f"pasted {args.paste:g} MB line (written in {time.perf_counter() - started:.1f} s)")
+        return home
     home = make_home(folder, llm_url, args.messages, int(args.megabytes * 2**20))
     size = home.session_file(KEY).stat().st_size
     print(f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
@@ -284,7 +321,7 @@ def print_job(job: dict[str, Any]) -> None:
           f"{job['traced_read_plan_mb']:.0f} MB")
 
 
-def print_kinds(home: NanobotHome, redis_url: str, llm: Any) -> bool:
+def print_kinds(home: NanobotHome, redis_url: str, llm: Any, plain: bool = False) -> bool:
     """Each job kind's peak RSS in a fresh process, then the index beside the text; False when a job failed.
     The worst case's model notes every user line it is sent (harness.models.echo_memory): a chunk answered with
     no notes is asked again by a later run, and the job would stop at its first window."""
@@ -292,14 +329,15 @@ def print_kinds(home: NanobotHome, redis_url: str, llm: Any) -> bool:
 
     size = home.session_file(KEY).stat().st_size / 2**20
     job: dict[str, Any] | None = None
-    for kind, what in (("tokens", "the tokens job, filling an empty recall index"),
+    plain_kind = (("plain", "the summary job, no recall index"),) * plain
+    for kind, what in plain_kind + (("tokens", "the tokens job, filling an empty recall index"),
                        ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
                        ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case")):
         llm.responder = echo_memory if kind == "daily-whole" else None
         job = job_in_child(home, redis_url, kind)
         if job is None:
             return False
-        print(f"max RSS, {what}: {job['rss_job_mb']:.0f} MB (goal: under 300 MB on a 200 MB session; "
+        print(f"max RSS, {what}: {job['rss_job_mb']:.0f} MB (goal: under 300 MB; "
               f"at rest {job['rss_at_rest_mb']:.0f} MB; {job['job_s']:.1f} s)")
     assert job is not None
     print(f"recall index: {job['index_mb']:.1f} MB for {job['indexed_text_mb']:.1f} MB of indexed text "
@@ -327,6 +365,8 @@ def measure(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp, FakeLLM(default=Reply(reply)) as llm:
             home = write_home(Path(tmp), llm.url, args)
+            if args.paste:  # each job kind in a fresh process; the plain job's read and plan are the others'
+                return 0 if print_kinds(home, redis_url, llm, plain=True) else 1
             job = job_in_child(home, redis_url)
             if job is None:
                 return 1

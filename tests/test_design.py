@@ -151,7 +151,7 @@ def test_the_worker_takes_from_the_contract_only_what_its_modules_export() -> No
 # from lower layers, so a reader can take the code from the bottom up and a change low down names who
 # can be affected. The data goes text -> model -> memory and state -> the jobs; the entry points sit on top.
 WORKER_LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "files", "connections", "keep_rule", "heap"}),
+    ("foundation", {"errors", "files", "connections", "keep_rule"}),
     ("text", {"text"}),
     ("nanobot's files", {"nanobot"}),
     ("memory's entries and files", {"memory"}),

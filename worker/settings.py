@@ -87,6 +87,10 @@ class Settings(HookSettings):
                                            "pointing there)")
     summary_daily_at: str = Field("23:55", description="HH:MM of the daily run, in nanobot's "
                                   "timezone (NANOBOT_SUMMARY_TIMEZONE)")
+    summary_retired_days: float = Field(30.0, ge=0, description="days a copy of a conversation kept at `/new` "
+                                        "(in the sessions folder's .summary-worker-retired/) stays once every "
+                                        "message of it is noted; then the daily run removes it, and the recall "
+                                        "index forgets its messages (0: at the first daily run after it is noted)")
     summary_timezone: str | None = Field(None, description="IANA timezone the daily run and the notes' "
                                          "dates follow; unset: nanobot's (the one its config names, else the "
                                          "host's; a worker that falls back to UTC because none is named, as in a "

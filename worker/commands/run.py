@@ -19,7 +19,7 @@ from worker.commands.embedded import adopt_orphan, embedded_owner, start_recorde
 from worker.commands.startup import waiting_note
 from worker.connections import port_taken, redis_problem, server_version, version_problem
 from worker.errors import NanobotConfigError
-from worker.model.llm import credentials_problem
+from worker.model.llm import credentials_problem, light_start
 from worker.service.arq_worker import SteadyWorker, worker_options
 from worker.service.build import wait_for_nanobot
 from worker.service.config_watch import ConfigWatch
@@ -47,6 +47,7 @@ def run_worker(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         lower_priority(settings.summary_niceness)
+        light_start()  # litellm is loaded by the first job, not at start-up: a worker at rest does without it
     except (SettingsError, NanobotConfigError) as exc:
         return refuse(exc)
     problem = redis_at_start(settings, args.no_embedded_redis)

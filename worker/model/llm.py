@@ -3,27 +3,91 @@ the worker's, and what the call cost."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 import logging
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
-
-import litellm
 
 from worker.errors import ContextTooLong, CredentialsError, PermanentLLMError, TransientLLMError
 from worker.nanobot.config import ModelChoice
 from worker.text.redact import redact
 
-litellm.suppress_debug_info = True
-# Modules litellm imports at its first call (the OpenAI client's resources, its file-id helpers): imported with
-# litellm at start-up instead, or the worker's first job pays a second or more for them.
-for _module in ("openai.resources.chat", "litellm.proxy.openai_files_endpoints.common_utils"):
-    try:
-        importlib.import_module(_module)
-    except Exception:  # noqa: BLE001 - another litellm or openai version: it is imported when first needed
-        pass
 log = logging.getLogger("worker.model.llm")
+_litellm_module: Any = None
+
+
+def load_litellm() -> Any:
+    """litellm, imported at its first use: its import is most of a worker's memory (~150 MB of ~240 MB), so a
+    worker at rest that has run no job yet does without it (docs/performance.md)."""
+    global _litellm_module
+    if _litellm_module is None:
+        import litellm
+
+        litellm.suppress_debug_info = True
+        # Modules litellm imports at its first call (the OpenAI client's resources, its file-id helpers): imported
+        # with litellm, or the first call pays a second or more for them.
+        for module in ("openai.resources.chat", "litellm.proxy.openai_files_endpoints.common_utils"):
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - another litellm or openai version: it is imported when first needed
+                pass
+        _litellm_module = litellm
+    return _litellm_module
+
+
+def litellm_loaded() -> bool:
+    """Has this process imported litellm yet?"""
+    return _litellm_module is not None or "litellm" in sys.modules
+
+
+# The worker's start (`light_start`): until litellm is loaded, the model checks run in a child process that
+# imports it and exits, and their answers are kept here by the choice they are of.
+_LIGHT = False
+_CHECKED: dict[ModelChoice, tuple[str | None, str | None]] = {}
+
+
+def light_start() -> None:
+    """From now on, a model check made before litellm is loaded runs in a child process (`model_problems`): the
+    worker starts and waits for its first job without litellm's memory."""
+    global _LIGHT
+    _LIGHT = True
+
+
+def model_problems(choice: ModelChoice) -> tuple[str | None, str | None]:
+    """(`routing_problem`, `credentials_problem`) of the choice; in a child process after `light_start` while
+    litellm is not loaded here (the answers kept), else in this one."""
+    if litellm_loaded() or not _LIGHT:
+        return routing_problem(choice.model), _credentials_problem(choice)
+    if choice not in _CHECKED:
+        _CHECKED[choice] = _checked_in_child(choice)
+    return _CHECKED[choice]
+
+
+_CHILD = ("import json, sys\nfrom worker.model.llm import ModelChoice, credentials_problem, routing_problem\n"
+          "choice = ModelChoice(**json.load(sys.stdin))\n"
+          "print(json.dumps([routing_problem(choice.model), credentials_problem(choice)]))\n")
+
+
+def _checked_in_child(choice: ModelChoice) -> tuple[str | None, str | None]:
+    """The checks in a fresh interpreter (the key goes through its stdin, never its command line); in this
+    process when the child fails, as before."""
+    root = str(Path(__file__).resolve().parents[2])  # where `worker` is, installed or a checkout
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(dataclasses.asdict(choice)),
+                              capture_output=True, text=True, timeout=300, env=env, check=True)
+        routing, credentials = json.loads(done.stdout.strip().splitlines()[-1])
+        return routing, credentials
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        log.debug("model checks in a child process failed (%s): made here", type(exc).__name__)
+        return routing_problem(choice.model), _credentials_problem(choice)
 DEFAULT_WINDOW = 128_000
 
 JsonMode = Literal["auto", "json_schema", "json_object", "off"]
@@ -53,7 +117,7 @@ def json_mode(model: str, wanted: JsonMode = "auto") -> str:
     if wanted == "auto":
         provider = model.split("/", 1)[0] if "/" in model else ""
         try:
-            schema = litellm.supports_response_schema(model) and provider not in _OBJECT_ONLY
+            schema = load_litellm().supports_response_schema(model) and provider not in _OBJECT_ONLY
         except Exception:  # noqa: BLE001 - litellm's tables raise several kinds for unknown models
             schema = False
         wanted = "json_schema" if schema else "json_object"
@@ -99,6 +163,7 @@ async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout:
 
 async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: float,
                 response_format: dict[str, Any] | None) -> Completion:
+    litellm = load_litellm()
     started = time.monotonic()
     extra = {"response_format": response_format} if response_format is not None else {}
     try:
@@ -147,6 +212,7 @@ def _completion(choice: ModelChoice, response: Any, seconds: float) -> Completio
 
 def _converted(exc: Exception) -> Exception:
     """litellm's exception as the worker's: what a retry may fix, and what it will not."""
+    litellm = load_litellm()
     if isinstance(exc, (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
                         litellm.APIConnectionError, litellm.Timeout, litellm.BadGatewayError)):
         return TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc))
@@ -176,7 +242,8 @@ def where_key_goes(choice: ModelChoice, missing: list[str] | None = None) -> str
     """Where the worker takes a key for the model from: nanobot's provider entry, or litellm's variable."""
     if missing is None:
         try:
-            missing = [str(n) for n in litellm.validate_environment(model=choice.model).get("missing_keys") or []]
+            found = load_litellm().validate_environment(model=choice.model)
+            missing = [str(n) for n in found.get("missing_keys") or []]
         except Exception:  # noqa: BLE001 - litellm's tables raise several kinds for unknown models
             missing = []
     provider = choice.provider or (choice.model.split("/", 1)[0] if "/" in choice.model else "")
@@ -190,8 +257,18 @@ def credentials_problem(choice: ModelChoice) -> str | None:
     A model with a key from nanobot's config, or one litellm says needs none, has no problem."""
     if choice.api_key:
         return None
+    if _LIGHT and not litellm_loaded():
+        return model_problems(choice)[1]
+    return _credentials_problem(choice)
+
+
+def _credentials_problem(choice: ModelChoice) -> str | None:
+    """credentials_problem, made in this process."""
+    if choice.api_key:
+        return None
     try:
-        found = litellm.validate_environment(model=choice.model, api_key=choice.api_key, api_base=choice.api_base)
+        found = load_litellm().validate_environment(model=choice.model, api_key=choice.api_key,
+                                                    api_base=choice.api_base)
     except Exception:  # noqa: BLE001 - an unknown provider: routing_problem reports it
         return None
     missing = [str(name) for name in found.get("missing_keys") or []]
@@ -240,7 +317,7 @@ def _short(exc: Exception) -> str:
 def routing_problem(model: str) -> str | None:
     """Why litellm could not send a request for `model`, or None when it can (checked at start-up)."""
     try:
-        litellm.get_llm_provider(model)
+        load_litellm().get_llm_provider(model)
     except Exception as exc:  # noqa: BLE001  # litellm raises BadRequestError, and plain Exception too
         return _short(exc)
     return None
@@ -249,7 +326,7 @@ def routing_problem(model: str) -> str | None:
 def context_window(model: str) -> int:
     """The model's input window from litellm's local table; unknown models get a safe default."""
     try:
-        info = litellm.get_model_info(model)
+        info = load_litellm().get_model_info(model)
         return int(info.get("max_input_tokens") or info.get("max_tokens") or DEFAULT_WINDOW)
     except Exception:  # noqa: BLE001  # litellm raises plain Exception (and others) for unmapped models
         return DEFAULT_WINDOW

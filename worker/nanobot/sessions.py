@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, overload
+from typing import Any, BinaryIO, cast, overload
 
 from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.session_format import (
@@ -26,6 +27,7 @@ from nanobot_hooks.contract.session_format import (
     timestamp_before,
 )
 from worker.errors import SessionError, SessionKeyError, SessionNotFound
+from worker.text.prepare import left_out_note
 
 log = logging.getLogger("worker.nanobot.sessions")
 # A file name of 255 bytes at most (ext4, APFS, NTFS): base64 of the key plus ".jsonl". nanobot stores every
@@ -279,6 +281,44 @@ def parse_session(key: str, path: Path, raw: bytes) -> SessionFile:
 
 
 NOT_YET = sys.maxsize  # parse_lines' `start` for "hold no message" (until `keep_from` is true of one)
+# The most of one line (one message) a read holds: a longer one keeps its first and last halves of this, and a
+# note in the middle saying how much was left out. The summary's transcript keeps 12,000 characters of a message
+# (worker.text.prepare.MESSAGE_CHARS) and the model's input budget is 24,000 tokens by default, so nothing needs
+# more; a pasted 50 MB log costs a job this, not 50 MB and its copies (~780 MB before).
+MESSAGE_BYTES = 128 * 1024
+_READ_BYTES = 256 * 1024  # the rest of a long line is read in pieces of this size, only its last half-limit kept
+
+
+@dataclass(frozen=True)
+class LongLine:
+    """A line over the limit of `bounded_lines`: its first and last bytes, and its whole size."""
+
+    head: bytes
+    tail: bytes
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def bounded_lines(lines: Iterable[bytes], limit: int = MESSAGE_BYTES) -> Iterator[bytes | LongLine]:
+    """A file's lines; one longer than `limit` as a LongLine, read in pieces and never held whole. Lines given as
+    bytes already (not a file) go through as they are."""
+    if not hasattr(lines, "readline"):
+        yield from lines
+        return
+    stream, half = cast(BinaryIO, lines), max(1, limit // 2)
+    while line := stream.readline(limit + 1):
+        if len(line) <= limit or line.endswith(b"\n"):
+            yield line
+            continue
+        size, tail = len(line), line[-half:]
+        while more := stream.readline(_READ_BYTES):
+            size += len(more)
+            tail = more[-half:] if len(more) >= half else tail[len(more) - half:] + more
+            if more.endswith(b"\n"):
+                break
+        yield LongLine(line[:half], tail, size)
 
 
 def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False,
@@ -295,7 +335,7 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     skipped: list[str] = []
     first, resume = start or 0, None  # the index of messages[0]
     count = held = offset = visible = 0  # visible: messages before `first` that are not nanobot's hidden rows
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(bounded_lines(lines), start=1):
         offset += len(line)
         data = _decoded(number, line, skipped)
         if data is None:
@@ -323,8 +363,10 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
     return SessionFile(key, path, metadata, held_messages, len(skipped), skipped)
 
 
-def _decoded(number: int, line: bytes, skipped: list[str]) -> dict[str, Any] | None:
+def _decoded(number: int, line: bytes | LongLine, skipped: list[str]) -> dict[str, Any] | None:
     """One line's JSON object; None (the reason added to `skipped`) for a blank or unreadable line."""
+    if isinstance(line, LongLine):
+        return excerpt(line)
     if not line.strip():
         return None
     try:
@@ -339,6 +381,51 @@ def _decoded(number: int, line: bytes, skipped: list[str]) -> dict[str, Any] | N
         skipped.append(f"line {number}: not a JSON object")
         return None
     return data
+
+
+def excerpt(line: LongLine) -> dict[str, Any]:
+    """The message of a line too long to hold: its head and tail joined inside the string the cut falls in (the
+    pasted text), with a note of how many bytes went. When no such join parses (the cut between values), its role
+    and time as found at the ends, and the note alone: the message keeps its place either way."""
+    head = line.head.decode("utf-8", "ignore")
+    cut = _string_end(head)
+    if cut is not None:
+        kept_head = head[:cut]
+        tail = line.tail.rstrip(b"\r\n").decode("utf-8", "ignore")
+        for skip in range(min(16, len(tail))):  # the tail may start inside an escape: try a few places after it
+            kept_tail = tail[skip:]
+            left_out = line.size - len(kept_head.encode()) - len(kept_tail.encode())
+            joined = kept_head + json.dumps(f"\n{left_out_note(left_out)}\n")[1:-1] + kept_tail
+            try:
+                data = json.loads(joined)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                return data
+    found: dict[str, Any] = {"content": left_out_note(line.size)}
+    for name, text in (("_type", head), ("role", head), ("timestamp", line.tail.decode("utf-8", "ignore")),
+                       ("timestamp", head)):
+        match = re.search(rf'"{name}"\s*:\s*"([^"\\]{{1,64}})"', text)
+        if match and name not in found:
+            found[name] = match.group(1)
+    return found
+
+
+def _string_end(text: str) -> int | None:
+    """Where `text` (the start of a JSON line) can be cut inside the string it ends in, past any escape begun;
+    None when it does not end inside a string."""
+    in_string, index, safe = False, 0, 0
+    while index < len(text):
+        char = text[index]
+        if in_string and char == "\\":
+            index += 6 if text[index + 1:index + 2] == "u" else 2
+            safe = index if index <= len(text) else safe
+            continue
+        if char == '"':
+            in_string = not in_string
+        index += 1
+        safe = index
+    return safe if in_string else None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from nanobot_hooks.settings import NoWorkspaceId
 from worker.memory.recall_index import RecallIndex
 from worker.memory.writer import MemoryFiles
-from worker.model.llm import routing_problem
+from worker.model.llm import model_problems
 from worker.nanobot.config import NanobotConfig, resolve_model
 from worker.settings import Settings, SettingsError
 from worker.summarize.deps import Deps
@@ -27,7 +27,7 @@ def build_deps(settings: Settings) -> Deps:
     fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
         if settings.summary_fallback_model else None
     for choice in (model, fallback):
-        if choice is not None and (problem := routing_problem(choice.model)):
+        if choice is not None and (problem := model_problems(choice)[0]):
             raise SettingsError(f"summary model {choice.model!r} (from {choice.source}) cannot be used: {problem} "
                                 "Name it as provider/model, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
     instructions = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import dataclasses
 import logging
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from worker.errors import NanobotConfigError
-from worker.model.llm import credentials_problem
+from worker.model.llm import credentials_problem, litellm_loaded, load_litellm
 from worker.service.build import build_deps
 from worker.settings import SettingsError
 from worker.summarize.deps import Deps
@@ -108,7 +109,10 @@ def config_changes(old: Deps, new: Deps) -> str:
 
 
 async def follow_config(ctx: dict[str, Any]) -> None:
-    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx)."""
+    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx). The first job
+    loads litellm (a worker at rest does without it), off the event loop, before the config's checks need it."""
+    if not litellm_loaded():
+        await asyncio.to_thread(load_litellm)
     watch = ctx.get("config_watch")
     if watch is not None:
         ctx["deps"] = watch.current()

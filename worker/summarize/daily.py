@@ -24,7 +24,7 @@ from worker.errors import MemoryFilesError, MemoryReadOnly, NanobotConfigError, 
 from worker.memory.writer import MemoryFiles
 from worker.nanobot.sessions import list_session_keys, session_path
 from worker.summarize.deps import Deps
-from worker.summarize.retired import kept_meanwhile
+from worker.summarize.retired import kept_meanwhile, remove_expired
 
 log = logging.getLogger("worker.summarize.daily")
 # A session untouched for this long has nothing new to note; its file is not even read.
@@ -101,6 +101,10 @@ def _modified_since(path: Path, cutoff: float) -> bool:
 async def daily_summaries(ctx: dict[str, Any]) -> int:
     """arq cron: only enqueues, so it stays short (a long cron timeout would slow every crash recovery)."""
     deps: Deps = ctx["deps"]
+    removed = await asyncio.to_thread(remove_expired, deps.sessions_dir, deps.settings.summary_retired_days)
+    if removed:
+        log.info("daily run: removed %d copies kept at /new, noted and older than %g days", len(removed),
+                 deps.settings.summary_retired_days)
     if not deps.settings.auto_summary:
         return 0
     # Yesterday too: a run missed while the worker was down is caught up by the next one.

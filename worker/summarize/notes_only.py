@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 
 from worker.errors import BadAnswer, LLMError, OutOfTime, OverBudget, SessionError
-from worker.heap import give_back_free_memory
 from worker.memory.entries import DailyNotes, Fact
 from worker.memory.recall_index.messages import WINDOW_BYTES
 from worker.model.answer import NOTES_SCHEMA, Answer
@@ -56,7 +55,6 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
         skipped = run.notes_skipped
         written, noted = await note_unnoted(run, window, set(), since, begin, end)
         done.append(written)
-        give_back_free_memory()  # what the window's calls freed, before the next window is read (worker.heap)
         if run.notes_skipped != skipped and not noted:
             return done, False, False  # the model could not note a chunk (nor the fallback): the rest waits
         if end >= session.first or end >= len(window.messages):

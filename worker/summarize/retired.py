@@ -1,13 +1,17 @@
 """What `/new` took from a session: the copies the hooks keep in nanobot's sessions folder (RETIRED_FOLDER),
 noted (their facts offered to MEMORY.md as any notes call's are) and indexed for recall by the session's next
-job, whatever queued it; a copy whose every message is noted is marked so and not read by later jobs."""
+job, whatever queued it; a copy whose every message is noted is marked so and not read by later jobs, and the
+daily run removes it once it is `summary_retired_days` old (`remove_expired`): the folder holds what is not noted
+yet and the last days' copies, not every conversation ever emptied."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sqlite3
+import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from nanobot_hooks.contract.recall import retired_source
@@ -87,3 +91,33 @@ async def index_copy(deps: Deps, copy: Retired) -> None:
         log.warning("%s: recall index not updated with %s: %s", copy.key, copy.name, exc)
         return
     log.info("%s: before /new: %s", copy.key, done)
+
+
+def expired(copies: list[Retired], ages: dict[str, float], days: float) -> list[Retired]:
+    """The copies to remove: every message noted, and older than `days` (`ages`: seconds since each one's last
+    message was saved, by name). A copy not noted yet stays whatever its age: its notes are not written."""
+    return [copy for copy in copies if copy.noted and ages.get(copy.path.name, 0.0) >= days * 86_400]
+
+
+def remove_expired(sessions_dir: Path, days: float, now: float | None = None) -> list[str]:
+    """The daily run's clean-up: each noted copy older than `days` removed (its age from its file's time, nanobot's
+    last save before `/new`); the names removed. One that cannot be removed is logged and tried again next day."""
+    now = time.time() if now is None else now
+    copies = retired_files(sessions_dir, noted=True)
+    ages = {}
+    for copy in copies:
+        try:
+            ages[copy.path.name] = now - copy.path.stat().st_mtime
+        except OSError:  # removed meanwhile
+            continue
+    removed = []
+    for copy in expired(copies, ages, days):
+        try:
+            copy.path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            log.warning("%s: the copy kept at /new, %s, not removed: %s", copy.key, copy.name, exc)
+            continue
+        removed.append(copy.path.name)
+    return removed

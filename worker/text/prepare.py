@@ -20,6 +20,13 @@ TOOL_ARGS_CHARS = 600
 MESSAGE_CHARS = 12_000
 
 
+def left_out_note(size: int) -> str:
+    """What stands in a message for the middle a read left out (a line too long to hold: worker.nanobot.sessions)."""
+    return f"[... {size:,} bytes of this message left out ...]"
+
+
+_LEFT_OUT = re.compile(r"\[\.\.\. [\d,]+ bytes of this message left out \.\.\.\]")
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -49,10 +56,12 @@ def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = N
     tool output costs what its ends cost."""
     if len(text) <= max_chars:
         return text
-    lines = text.count("\n", max_chars // 2, len(text) - max_chars // 2)
-    note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
     head = max_chars // 2
     tail = max_chars - head
+    lines = text.count("\n", head, len(text) - tail)
+    note = f"\n[... {len(text) - max_chars:,} characters ({lines:,} lines) cut ...]\n"
+    if read_out := _LEFT_OUT.search(text, head, len(text) - tail):  # what the read left out goes on being said
+        note += read_out.group() + "\n"
     if clean is None:
         return text[:head] + note + text[len(text) - tail:]
     # The margin (max_chars) is far longer than a secret, so the window's own edges fall in what goes.

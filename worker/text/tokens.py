@@ -178,7 +178,7 @@ def cl100k_counter() -> Counter | None:
 def counts_at_most_bytes(counter: Counter) -> bool:
     """Is no count of `counter` larger than the text's UTF-8 length? True of cl100k (each token spells one byte
     at least), so a text whose bytes fit a budget fits it uncounted."""
-    return counter is cl100k_counter()
+    return counter is cl100k_counter() or (counter is _best and cl100k_counter() is not None)
 
 
 @lru_cache(maxsize=64)
@@ -187,8 +187,14 @@ def count_recurring(counter: Counter, text: str) -> int:
     return counter(text)
 
 
+def _best(text: str) -> int:
+    """cl100k's count, or the estimate where it cannot load; chosen at the first count, not at start-up: cl100k
+    comes with litellm, which a worker at rest does without (worker.model.llm.load_litellm)."""
+    return (cl100k_counter() or estimate_tokens)(text)
+
+
 def best_counter() -> Counter:
-    return cl100k_counter() or estimate_tokens
+    return _best
 
 
 def message_text(message: dict[str, Any]) -> str:

@@ -37,7 +37,8 @@ SESSION_SUFFIX = ".jsonl"
 # What a session held when `/new` emptied it: the hooks link the session file here (one file per reset, named by
 # `retired_name`) before nanobot clears it; the worker notes and indexes it, then marks it noted (NOTED_SUFFIX).
 # A folder inside nanobot's sessions folder (a hard link needs the same file system; nanobot reads only the
-# `*.jsonl` files of the folder itself). The files stay: the recall index is rebuilt from them.
+# `*.jsonl` files of the folder itself). A noted file stays NANOBOT_SUMMARY_RETIRED_DAYS (the recall index is
+# rebuilt from them meanwhile); then the worker's daily run removes it.
 RETIRED_FOLDER = ".summary-worker-retired"
 NOTED_SUFFIX = ".noted"
 

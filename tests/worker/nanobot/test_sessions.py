@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -449,3 +450,59 @@ def test_a_copy_kept_at_new_is_read_from_its_notes_day_on_holding_no_earlier_mes
     assert session.messages[6_000:] == messages[6_000:]  # type: ignore[attr-defined]
     assert peak < copy.path.stat().st_size / 20, f"{peak / 2**20:.1f} MB at the peak for 50 short messages"
     assert len(copy.read().messages) == 6_050, "read whole, without a day"
+
+
+def _pasted(size: int, head: str = "START of the log ", row: str = "INFO 部署 \"quoted\" back\\slash\tline\n") -> str:
+    """A pasted log of about `size` bytes as JSON writes it: escapes and CJK all through, known ends."""
+    return head + row * (size // len(json.dumps(row, ensure_ascii=False))) + " END of the log"
+
+
+def test_a_message_longer_than_a_read_holds_is_an_excerpt_with_its_size_and_keeps_its_place(nanobot_home) -> None:
+    from worker.nanobot.sessions import MESSAGE_BYTES, read_session
+
+    messages = conversation(3)
+    messages.insert(2, {"role": "user", "content": _pasted(8 * 2**20), "timestamp": "2026-11-20T10:02:30"})
+    path = nanobot_home.write_session("telegram:7", messages)
+    line = path.read_bytes().split(b"\n")[3]
+    session, peak = _peak(lambda: read_session(nanobot_home.sessions_dir, "telegram:7"))
+    assert peak < 2**21, f"{peak / 2**20:.1f} MB at the peak for an 8 MB line"
+    read = list(session.messages)  # type: ignore[attr-defined]
+    assert len(read) == len(messages) and read[:2] == messages[:2] and read[3:] == messages[3:]
+    long = read[2]
+    assert long["role"] == "user" and long["timestamp"] == "2026-11-20T10:02:30"
+    text = long["content"]
+    assert text.startswith("START of the log INFO 部署 \"quoted\" back\\slash\tline\n")
+    assert text.endswith("back\\slash\tline\n END of the log")
+    assert len(text.encode()) < MESSAGE_BYTES
+    note = re.search(r"\[\.\.\. ([\d,]+) bytes of this message left out \.\.\.\]", text)
+    assert note is not None
+    left_out = int(note.group(1).replace(",", ""))
+    assert len(line) - MESSAGE_BYTES < left_out < len(line) - MESSAGE_BYTES // 2, (left_out, len(line))
+
+
+def test_a_long_line_cut_between_values_keeps_its_role_time_and_the_note(nanobot_home) -> None:
+    from worker.nanobot.sessions import MESSAGE_BYTES, read_session
+
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}} for i in range(40_000)]
+    messages = conversation(2)
+    messages.insert(1, {"role": "assistant", "content": "", "tool_calls": calls, "timestamp": "2026-11-20T10:01:30"})
+    path = nanobot_home.write_session("telegram:8", messages)
+    assert path.stat().st_size > 2 * MESSAGE_BYTES
+    session = read_session(nanobot_home.sessions_dir, "telegram:8")
+    read = list(session.messages)  # type: ignore[attr-defined]
+    assert len(read) == len(messages) and read[2:] == messages[2:]
+    assert read[1]["role"] == "assistant" and read[1]["timestamp"] == "2026-11-20T10:01:30"
+    assert "bytes of this message left out" in json.dumps(read[1]) and session.skipped_lines == 0
+
+
+def test_a_window_read_goes_on_past_a_long_line_at_the_right_offset(nanobot_home) -> None:
+    from worker.nanobot.sessions import read_window
+
+    messages = conversation(4)
+    messages[3]["content"] = _pasted(2**20)
+    nanobot_home.write_session("telegram:6", messages)
+    first = read_window(nanobot_home.sessions_dir, "telegram:6", 0, 1_000)
+    window = first
+    while window.messages.held_end < len(messages):  # type: ignore[attr-defined]
+        window = read_window(nanobot_home.sessions_dir, "telegram:6", window.messages.held_end, 1_000, after=window)  # type: ignore[attr-defined]
+    assert window.messages[len(messages) - 1] == messages[-1]

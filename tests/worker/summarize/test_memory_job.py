@@ -337,3 +337,27 @@ async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_no
     assert grown < (sizes[1] - sizes[0]) / 2, (
         f"{peaks[0] / 2**20:.1f} MB at the peak for a {sizes[0] / 2**20:.1f} MB day, {peaks[1] / 2**20:.1f} MB "
         f"for {sizes[1] / 2**20:.1f} MB")
+
+
+async def test_the_daily_run_removes_copies_kept_at_new_once_noted_and_older_than_the_setting(
+        redis, nanobot_home, deps_for):
+    import os
+    import time
+
+    folder = nanobot_home.sessions_dir / RETIRED_FOLDER
+    folder.mkdir()
+    copies = {}
+    for name, key, days, noted in (("old noted", "telegram:1", 40, True), ("recent noted", "telegram:2", 5, True),
+                                   ("old not noted", "telegram:3", 100, False)):
+        path = nanobot_home.write_session(key, conversation(2))
+        target = folder / (retired_name(key, 0, 1) + (NOTED_SUFFIX if noted else ""))
+        path.rename(target)
+        os.utime(target, (time.time() - days * 86_400,) * 2)
+        copies[name] = target
+    live = nanobot_home.write_session(KEY, conversation(2))
+    await daily_summaries({"deps": deps_for(), "redis": redis})  # the default: 30 days
+    assert not copies["old noted"].exists()
+    assert copies["recent noted"].exists() and copies["old not noted"].exists(), "a copy not noted is never removed"
+    assert live.exists()
+    await daily_summaries({"deps": deps_for(summary_retired_days=3), "redis": redis})
+    assert sorted(folder.iterdir()) == [copies["old not noted"]]

@@ -354,3 +354,27 @@ async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a
     assert "another version" in outcome.detail
     assert (await redis.get(TEST_KEYS.record(KEY))).decode() == future and await pending_sessions(redis) == [KEY]
     assert not fake_llm.requests, "nothing paid"
+
+
+async def test_a_pasted_message_longer_than_a_read_holds_reaches_the_model_and_the_index_as_a_marked_excerpt(
+        redis, nanobot_home, fake_llm, deps_for):
+    from worker.memory.recall_index.rows import message_rows
+    from worker.nanobot.sessions import MESSAGE_BYTES
+
+    messages = conversation(15)
+    log = "".join(f"2026-11-20 10:00:{i % 60:02d} INFO 部署 line {i}\n" for i in range(60_000))  # ~2 MB, one line
+    messages[2]["content"] = "FIRST: here is the log\n" + log + "LAST LINE of the log"
+    nanobot_home.write_session(KEY, messages)
+    fake_llm.default = Reply(summary_json("## What happened\n- a log was pasted"))
+    done = await summarize_now(redis, deps_for(), KEY, "manual")
+    assert done.record is not None and (done.record.start, done.record.boundary) == (0, 20)
+    sent = fake_llm.requests[-1].body["messages"][-1]["content"]
+    assert "FIRST: here is the log" in sent and "LAST LINE of the log" in sent
+    note = re.search(r"\[\.\.\. ([\d,]+) bytes of this message left out \.\.\.\]", sent)
+    assert note is not None, "the model is told how much of the message it does not see"
+    assert int(note.group(1).replace(",", "")) > len(log.encode()) - MESSAGE_BYTES
+    assert len(sent) < 40_000
+    # The recall index's row of it: the same bounded excerpt, the same note.
+    session = read_session(nanobot_home.sessions_dir, KEY)
+    (row,) = message_rows(session.messages, 2, 3, None)
+    assert "FIRST: here is the log" in row.body and note.group(0) in row.body and len(row.body) < 20_000
