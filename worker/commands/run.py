@@ -50,7 +50,8 @@ def run_worker(args: argparse.Namespace) -> int:
     if problem := credentials_problem(deps.model):
         # Not fatal: nanobot may get its key after the worker started (the worker follows its config).
         log.warning("%s", problem)
-    problem = redis_problem(settings.redis_url, **settings.redis_options())
+    settings = deps.settings  # bound to the instance's namespace: the probe reads its own key
+    problem = redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options())
     if problem is not None and (args.no_embedded_redis or port_taken(settings.redis_url)
                                 or not problem.endswith(REDIS_ABSENT)):
         # A server that is there but refuses us (password, ACL, database) is never replaced by an embedded one.
