@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
-from harness.models import SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
+from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
@@ -160,8 +160,10 @@ async def test_a_record_stored_again_after_undo_is_refused_and_every_message_is_
     await gw.stop()
     await replay()
     gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
-    await gw.say(CHAT, "the first turn after a restart")  # the trigger after it finds the record, and refuses it
+    script.prompt_tokens = BIG_PROMPT  # the trigger after this turn finds the record waiting, and refuses it
+    await gw.say(CHAT, "the first turn after a restart")
     await wait_until(lambda: refused(2), what="the restarted gateway to refuse the replayed record")
+    script.prompt_tokens = SMALL_PROMPT
     await gw.say(CHAT, "the second turn after a restart")
     request = chat_requests(fake_llm)[-1]
     assert SUMMARY_TEXT not in system_text(request)
