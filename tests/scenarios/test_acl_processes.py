@@ -21,7 +21,7 @@ import aiohttp
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
-from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT, chat_requests, system_text
+from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, system_text
 from harness.redis_server import acl_server, free_port
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
@@ -55,10 +55,11 @@ def refused_commands(entries: list) -> list[dict]:
     return found
 
 
-def next_minute() -> str:
-    """The worker's daily time (HH:MM, UTC: the test config's timezone) at least 20 s from now."""
-    at = datetime.now(timezone.utc) + timedelta(seconds=80)
-    return at.strftime("%H:%M")
+def daily_tick() -> str:
+    """The worker's daily time (HH:MM, UTC: the test config's timezone), the first minute at least 45 s from now:
+    after the worker started, and while the commands run, so waiting for it costs little."""
+    at = datetime.now(timezone.utc) + timedelta(seconds=45)
+    return (at.replace(second=0, microsecond=0) + timedelta(minutes=1 if at.second else 0)).strftime("%H:%M")
 
 
 async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
@@ -72,7 +73,7 @@ async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
         line = await asyncio.to_thread(process.stdout.readline)  # type: ignore[union-attr]
         assert f"127.0.0.1:{port}" in line, line
         token = token_file.read_text(encoding="utf-8").strip()
-        async with aiohttp.ClientSession() as client:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:  # an IP host
             async with client.get(f"http://127.0.0.1:{port}/?token={token}") as answer:
                 assert answer.status == 200, answer.status
                 return await answer.text()
@@ -90,6 +91,7 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
     home_a = NanobotHome.create(tmp_path / "instance-a", fake_llm.url)
     home_a.write_session(SESSION_A, conversation(15, user="instance A's question {i}"))
     as_a = {"NANOBOT_SUMMARY_NAMESPACE": KEYS_A.namespace}
+    daily_at = daily_tick()
     worker = None
     try:
         # Instance B: a real gateway and `nanobot-summary run`, both as user b; the run's daily tick comes soon.
@@ -100,8 +102,8 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
         script.prompt_tokens = BIG_PROMPT
         await gw.say(CHAT, "crossing turn")
         await wait_until(lambda: queued_jobs(admin), what="the job nanobot queued as user b")
-        worker = await start_worker(nanobot_home, admin, url_b, "worker-b.log",
-                                    NANOBOT_SUMMARY_DAILY_AT=next_minute())
+        worker = await start_worker(nanobot_home, admin, url_b, "worker-b.log", NANOBOT_SUMMARY_DAILY_AT=daily_at,
+                                    NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
         await wait_until(lambda: applied(admin, key), 90, "the gateway to apply the record the worker made")
         script.prompt_tokens = SMALL_PROMPT
         await gw.say(CHAT, "a turn with the summary")
@@ -143,8 +145,8 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
 
         # Instance A, as user a, beside it: its own commands work, and show nothing of B's.
         outputs = []
-        for args in (["enqueue", "--all"], ["status"], ["status", "--json"], ["status", "--prometheus"],
-                     ["end-rest", "--all"], ["undo", "--dry-run", SESSION_A], ["doctor"]):
+        for args in (["undo", "--dry-run", SESSION_A], ["enqueue", "--all"], ["status"], ["status", "--json"],
+                     ["status", "--prometheus"], ["end-rest", "--all"], ["doctor"]):
             done = await asyncio.to_thread(command, home_a, url_a, *args, **as_a)
             assert "Traceback" not in done.stderr and "NOPERM" not in done.stdout + done.stderr, (args, done.stderr)
             if args[0] != "doctor":
@@ -152,7 +154,7 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
             outputs.append(done.stdout + done.stderr)
         seen_by_a = "\n".join(outputs)
         assert SESSION_A in seen_by_a and SESSION_B not in seen_by_a and CHAT not in seen_by_a
-        assert json.loads(outputs[2])["workers"] == [], "B's worker is not A's"
+        assert json.loads(outputs[3])["workers"] == [], "B's worker is not A's"
 
         log = refused_commands(await admin.execute_command("ACL", "LOG"))
         assert [entry for entry in log if entry.get("username") in ("a", "b")] == [], \
