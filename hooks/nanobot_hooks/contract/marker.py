@@ -20,7 +20,7 @@ METADATA_KEY = "_summary_worker"
 # positions and times are never taken for the old one's (a `/new` inside a repeated hour).
 GENERATION_KEY = "_summary_worker_generation"
 _PENDING, _APPLIED, _UNDONE = "pending", "applied", "undone"
-# A record made longer ago than this is refused (the Redis copy expires then too: contract.queue.RECORD_SECONDS).
+# A record made longer ago than this is refused; its copy in Redis expires then too (contract.queue.RECORD_SECONDS).
 RECORD_LIFETIME = timedelta(days=14)
 
 

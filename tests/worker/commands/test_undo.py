@@ -12,7 +12,15 @@ from pathlib import Path
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
-from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
+from harness.models import (
+    BIG_PROMPT,
+    SMALL_PROMPT,
+    SUMMARY_TEXT,
+    chat_requests,
+    history_text,
+    is_summary_request,
+    system_text,
+)
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
