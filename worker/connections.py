@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import shutil
@@ -22,7 +23,7 @@ from arq.connections import ArqRedis
 from redis.connection import parse_url
 
 from nanobot_hooks.contract.client import close_client, open_client, sync_client
-from nanobot_hooks.contract.keys import KEY_PREFIX
+from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import redacted_url, sentinel_target
 from nanobot_hooks.settings import HookSettings
 
@@ -33,6 +34,41 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", ""}
 # record's WAIT for its replica, and bounded, so a call caught by a failover or a cut network never holds a job slot
 # or a command for good.
 CALL_TIMEOUT = 10.0
+
+
+# What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
+REDIS_GONE = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+def redis_gone(exc: BaseException) -> bool:
+    """Whether `exc` says Redis went away. A connection lost while arq watches a job's key (its WATCH before
+    taking the job, at every poll that finds one due) comes as redis-py's WatchError raised over the
+    ConnectionError, not as a ConnectionError: a failover at that moment stopped the worker for good."""
+    if isinstance(exc, redis.WatchError):
+        return isinstance(exc.__context__, REDIS_GONE)
+    return isinstance(exc, REDIS_GONE)
+
+
+def redis_cut(exc: BaseException) -> bool:
+    """Whether `exc` is redis-py's word that a call's connection was lost (a restart, a failover, a cut network), as
+    opposed to a file's OSError: the job that met it runs its try again once Redis answers (summarize.jobs)."""
+    if isinstance(exc, redis.WatchError):
+        return isinstance(exc.__context__, (redis.ConnectionError, redis.TimeoutError))
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+
+
+async def redis_back(client: Any, seconds: float, every: float = 0.5) -> bool:
+    """Wait, at most `seconds`, until Redis answers `client` again (a restart, a failover); whether it did."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if await client.ping():
+                return True
+        except (*REDIS_GONE, redis.RedisError):
+            pass
+        if time.monotonic() + every > deadline:
+            return False
+        await asyncio.sleep(every)
 
 
 def queue_client(url: str, queue: str | None = None, timeout: float = CALL_TIMEOUT, **options: Any) -> ArqRedis:
@@ -69,15 +105,17 @@ def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
         client.close()
 
 
-def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
-    """Why this Redis cannot be used, in one line with its fix, or None when it answers PING and a read in
-    the URL's database. Tells a server that is not there from one that refuses us (password, ACL user or
-    rights, a database number it does not have): only the first may be replaced by an embedded Redis."""
+def redis_problem(url: str, timeout: float = 2.0, *, keys: Keys | None, **options: Any) -> str | None:
+    """Why this Redis cannot be used by the instance of `keys`, in one line with its fix, or None when it answers
+    PING and a read of the instance's own probe key (`Keys.probe`) in the URL's database. Tells a server that is not
+    there from one that refuses us (password, ACL user or rights, a database number it does not have): only the
+    first may be replaced by an embedded Redis. Without `keys` (the namespace is not known yet) only PING is tried."""
     shown = redacted_url(url)
     client = sync_client(url, timeout, **options)
     try:
         client.ping()
-        client.exists(f"{KEY_PREFIX}:probe")  # a user whose ACL allows PING but not our keys fails here
+        if keys is not None:
+            client.exists(keys.probe)  # a user whose ACL allows PING but not this instance's keys fails here
     except redis.AuthenticationError as exc:
         if not parse_url(url).get("password"):
             return (f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
@@ -85,8 +123,10 @@ def redis_problem(url: str, timeout: float = 2.0, **options: Any) -> str | None:
         return (f"Redis at {shown} refused the credentials ({_first_line(exc)}): put the right user and "
                 "password in REDIS_URL (redis://user:password@host:port/db)")
     except redis.exceptions.NoPermissionError as exc:
-        return (f"Redis at {shown}: the URL's user may not do what the worker needs ({_first_line(exc)}): "
-                "grant it ~nanobot-summary:* ~arq:* and +@all, or use another user")
+        # Never advise wider rules: a user that reaches other instances' keys would read their conversations.
+        return (f"Redis at {shown}: the URL's user may not reach this instance's keys ({_first_line(exc)}): give it "
+                f"the rules `nanobot-summary acl` prints (they reach this instance only), or use the URL of the "
+                "user made with them")
     except redis.ResponseError as exc:
         text = _first_line(exc)
         if "DB index is out of range" in text or "invalid DB index" in text:

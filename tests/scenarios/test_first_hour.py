@@ -109,7 +109,7 @@ def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nano
     cases = {
         wrong: "refused the credentials",
         locked_redis.url(): "wants a password",
-        locked_redis.url("limited:limited-pw"): "may not do what the worker needs",
+        locked_redis.url("limited:limited-pw"): "may not reach this instance's keys",
         redis_url.rsplit("/", 1)[0] + "/99": "has no database 99",
     }
     for url, words in cases.items():

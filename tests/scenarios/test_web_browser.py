@@ -249,6 +249,7 @@ async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
     outcome = JobOutcome(session_key=LONG_KEY, status="failed", detail="the model answered 500 three times: "
                          "https://example.invalid/" + "very-long-path-segment-" * 6)
     await redis.set(TEST_KEYS.outcome(LONG_KEY), outcome.model_dump_json())
+    await redis.sadd(TEST_KEYS.index("outcomes"), LONG_KEY)  # as the worker indexes what it keeps
     urls = PAGES + [f"/session?key={quote(LONG_KEY, safe='')}", f"/recall?q=hello&session={quote(LONG_KEY, safe='')}"]
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.redis_url import redacted_url
 from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE, version_mismatch
 from worker.commands.checks import Check, Level, as_run_here, render
@@ -110,12 +111,20 @@ def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     return [Check("ok", f"{shown}, {key}")]
 
 
+def settled_keys(settings: Settings) -> Keys | None:
+    """The instance's Redis names, or None while its namespace cannot be settled (the config check says why)."""
+    try:
+        return settings.for_workspace(NanobotConfig.load(settings.config_path).workspace).keys
+    except (SettingsError, NanobotConfigError):
+        return None
+
+
 def redis_checks(settings: Settings) -> list[Check]:
     from worker.commands.embedded import embedded_owner
     from worker.connections import redis_problem, server_version, version_problem
 
     url = redacted_url(settings.redis_url)
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settled_keys(settings), **settings.redis_options()):
         if problem.endswith("start it, or set REDIS_URL"):
             return [Check("warn", problem.rsplit(": ", 1)[0],
                           "`nanobot-summary run` starts an embedded one there; for a lasting one: "

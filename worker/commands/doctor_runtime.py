@@ -32,12 +32,12 @@ MEMORY_FULL = 0.9  # share of Redis's maxmemory
 
 
 async def runtime_checks(settings: Settings) -> list[Check]:
-    if redis_problem(settings.redis_url, **settings.redis_options()):
-        return []  # the Redis check says why
     try:  # the instance's namespace: its worker, queue and outcomes
         settings = settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
     except (SettingsError, NanobotConfigError):
         return []  # the config and sessions checks say why
+    if redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
+        return []  # the Redis check says why
     redis = await open_pool(settings)
     try:
         state = await gather(redis)

@@ -49,7 +49,7 @@ def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
 
 
 async def connect(settings: Settings) -> ArqRedis:
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         raise UsageError(problem)
     return await open_pool(settings)
 
@@ -163,7 +163,7 @@ async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, si
                        force: bool = False) -> None:
     """The dry run, with the summaries waiting in Redis when it answers (planned as if none when not)."""
     redis = None
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         print(f"note: {problem}; planned as if no summary were waiting there", file=sys.stderr)
     else:
         redis = await connect(settings)

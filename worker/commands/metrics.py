@@ -10,7 +10,7 @@ from nanobot_hooks.contract.records import utcnow
 from worker.state.outcomes import STATUSES as OUTCOME_STATUSES
 
 STATUSES = (*OUTCOME_STATUSES, "unknown")  # JobOutcome.status: "unknown" is another version's
-PICKUP_RESULTS = ("applied", "stale", "duplicate", "forged")  # counted by nanobot_hooks in Keys.stats
+PICKUP_RESULTS = ("applied", "stale", "duplicate", "forged", "replayed")  # counted by nanobot_hooks in Keys.stats
 METRIC_PREFIX = "nanobot_summary_"
 
 Samples = list[tuple[dict[str, str], float]]

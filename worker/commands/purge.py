@@ -10,11 +10,16 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from arq.constants import health_check_key_suffix as HEALTH_CHECK_SUFFIX
+
 from nanobot_hooks.contract.client import close_client
+from nanobot_hooks.contract.keys import ARQ_JOB_KEYS, JOB_DAILY, Keys
 from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.queue import pending_sessions, reply
 from nanobot_hooks.contract.recall import RECALL_INDEX
 from nanobot_hooks.contract.records import RECORD_KEY_FILE
 from nanobot_hooks.contract.redis_url import redacted_url
@@ -24,8 +29,11 @@ from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
 from worker.files import state_folder
 from worker.nanobot.config import NanobotConfig
+from worker.nanobot.sessions import list_session_keys
 from worker.settings import Settings, SettingsError, load_settings
 from worker.state import workers
+from worker.summarize.daily import JOB_FLUSH_MEMORY
+from worker.summarize.remember import misses_key
 
 # The memory folder's files of the worker's own (relative to the workspace's memory/), and what each holds.
 BOOKKEEPING = {
@@ -71,34 +79,66 @@ def purge(memory: bool, venvs: bool) -> list[str]:
 
 
 async def redis_keys(settings: Settings, nanobot: NanobotConfig) -> list[str]:
-    """The instance's keys (`nanobot-summary:<namespace>:*`: the queue's records, outcomes, spend, rests, the
-    workers' and hooks' reports) and arq's own for its jobs, deleted."""
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    """The instance's keys (the queue's records, outcomes, spend, rests, the workers' and hooks' reports) and arq's
+    for its sessions' jobs, deleted by name (`instance_keys`): the instance's ACL user may not list keys."""
+    if problem := redis_problem(settings.redis_url, keys=None, **settings.redis_options()):
         return [f"kept the instance's Redis keys: {problem}"]
     try:
         settings = settings.for_workspace(nanobot.workspace)
     except (SettingsError, NanobotConfigError) as exc:
         return [f"kept the Redis keys: the instance's namespace is unknown ({exc})"]
     redis = await open_pool(settings)
-    prefix = settings.keys.prefix
+    keys = settings.keys
     try:
         alive = [report for report in await workers.reports(redis) if not workers.process_gone(report)]
         if alive:
             raise PurgeRefused(f"a worker of this instance runs (pid {alive[0].pid}, reported "
                                f"{alive[0].heartbeat_at}): stop it first, or it makes its keys again "
                                "(nothing was removed)")
-        found = [key async for key in redis.scan_iter(match=f"{prefix}*", count=500)]
-        found += [key async for key in redis.scan_iter(match=f"arq:*{prefix}*", count=500)]
+        families = {family: [_text(m) for m in await reply(redis.smembers(keys.index(family)))]
+                    for family in FAMILIES}
+        sessions = set(await pending_sessions(redis)) | {m for f in SESSION_FAMILIES for m in families[f]}
+        sessions.update(list_session_keys(nanobot.sessions_dir))
+        found = instance_keys(keys, sessions, families)
+        deleted = 0
         for start in range(0, len(found), 500):
-            await redis.delete(*found[start:start + 500])
+            deleted += int(await redis.delete(*found[start:start + 500]))
     except PurgeRefused:
         raise
-    except Exception as exc:  # noqa: BLE001 (an ACL that forbids SCAN or DEL: said, the rest goes on)
-        return [f"kept the Redis keys {prefix}*: {type(exc).__name__}: {exc}"]
+    except Exception as exc:  # noqa: BLE001 (an ACL that forbids DEL, a Redis gone: said, the rest goes on)
+        return [f"kept the Redis keys {keys.prefix}*: {type(exc).__name__}: {exc}"]
     finally:
         await close_client(redis)
-    return [f"deleted {len(found)} Redis key(s) {prefix}* and arq's of its jobs (records, outcomes, spend, rests, "
+    return [f"deleted {deleted} Redis key(s) {keys.prefix}* and arq's of its jobs (records, outcomes, spend, rests, "
             f"reports) from {redacted_url(settings.redis_url)}"]
+
+
+# The instance's index families (`worker/state/index.py`) and the names each member stands for.
+FAMILIES = ("workers", "hooks", "formats", "spend", "resting", "outcomes")
+SESSION_FAMILIES = ("spend", "resting", "outcomes")  # members that are session keys
+
+
+def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every key this instance may have written, by name: its fixed keys, its index's families and their members'
+    keys, and each session's keys with arq's for the session's jobs. arq's keys of a cron tick expire by themselves."""
+    name_of: dict[str, Callable[[str], str]] = {
+        "workers": keys.worker, "hooks": keys.hooks, "formats": keys.notes_format, "spend": keys.spend,
+        "resting": keys.cooldown, "outcomes": keys.outcome}
+    names = [keys.queue, f"{keys.queue}{HEALTH_CHECK_SUFFIX}", keys.pending, keys.stats, keys.probe,
+             keys.cron(JOB_DAILY), keys.cron(JOB_FLUSH_MEMORY)]
+    for family, members in families.items():
+        names += [keys.index(family), *(name_of[family](member) for member in members)]
+    for session in sessions:
+        names += [keys.record(session), keys.context(session), keys.daily_flag(session), keys.cooldown(session),
+                  keys.failures(session), keys.progress(session), keys.running(session), keys.outcome(session),
+                  keys.spend(session), misses_key(keys, session)]
+        names += [f"arq:{kind}:{job}" for job in (keys.job_id(session), keys.idle_job_id(session))
+                  for kind in ARQ_JOB_KEYS]
+    return sorted(set(names))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def session_files(nanobot: NanobotConfig) -> list[str]:

@@ -27,7 +27,7 @@ async def run(args: argparse.Namespace) -> int:
             session_path(nanobot.sessions_dir, key)  # a key of this nanobot's folder, as the page checks it
         except SessionKeyError as exc:
             return refuse(exc)
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         return refuse(problem)
     redis = await open_pool(settings)
     try:

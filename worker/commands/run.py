@@ -71,6 +71,9 @@ def run_worker(args: argparse.Namespace) -> int:
             deps = nanobots_deps(settings)
         except (SettingsError, NanobotConfigError) as exc:
             return refuse(exc)
+        # The namespace is known now: the probe reads the instance's own key (an ACL user of another one fails here).
+        if problem := redis_problem(deps.settings.redis_url, keys=deps.settings.keys, **deps.settings.redis_options()):
+            return refuse(problem)
         options = worker_options(deps.settings, deps.tz)
         watch = ConfigWatch(deps)
         options["ctx"] = {"deps": deps, "config_watch": watch}
@@ -95,7 +98,7 @@ def redis_at_start(settings: Settings, no_embedded: bool) -> str | None:
     (and said); an embedded one of another running worker is named."""
     if not no_embedded and (adopted := adopt_orphan(settings.redis_url)):
         log.warning("%s (killed before it could stop it)", adopted)
-    problem = redis_problem(settings.redis_url, **settings.redis_options())
+    problem = redis_problem(settings.redis_url, keys=None, **settings.redis_options())  # the namespace comes later
     if problem is None and (owner := embedded_owner(settings.redis_url)):
         log.warning("Redis at %s is %s: this worker uses it; set REDIS_URL to use your own",
                     redacted_url(settings.redis_url), owner)

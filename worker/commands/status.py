@@ -36,7 +36,7 @@ def as_json(state: dict[str, Any]) -> dict[str, Any]:
 async def run(args: argparse.Namespace) -> int:
     settings, nanobot = instance()
     tz = zone_or_utc(settings.summary_timezone or nanobot.timezone)  # the page's zone: the notes'
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         code = refuse(problem)
         if args.prometheus:
             print(prometheus(None), end="")

@@ -19,7 +19,7 @@ from arq.constants import in_progress_key_prefix
 from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
-from nanobot_hooks.contract.queue import drop_record, load_record, reply, store_record
+from nanobot_hooks.contract.queue import DAMAGED, drop_record, load_record, read_waiting_record, store_record
 from nanobot_hooks.contract.records import SummaryRecord, record_key
 from nanobot_hooks.contract.session_format import LAST_SUMMARY, METADATA_TYPE, summary_text
 from worker.connections import open_pool, redis_problem
@@ -29,7 +29,7 @@ from worker.nanobot.config import NanobotConfig
 from worker.nanobot.metadata_line import edit_line_one
 from worker.nanobot.sessions import read_metadata, session_path
 from worker.settings import SettingsError, load_settings
-from worker.state import budget
+from worker.state import budget, index
 from worker.text.clock import zone_or_utc
 
 # nanobot 0.3.x reads its watermark from the first of these it finds, and saves both.
@@ -45,8 +45,10 @@ class Refused(Exception):
     """Why nothing was undone, in one line."""
 
 
-def undone_line_one(head: dict[str, Any]) -> list[str]:
-    """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary."""
+def undone_line_one(head: dict[str, Any], undo: SummaryRecord, waiting: bool = False) -> list[str]:
+    """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary. The marker
+    keeps the undo's stamp, so no record made before it (a waiting one, one stored again) applies later: also
+    when only a record waiting in Redis (`waiting`) is undone."""
     metadata = found if isinstance(found := head.get("metadata"), dict) else {}
     done = []
     if metadata.pop(LAST_SUMMARY, None) is not None:
@@ -54,8 +56,12 @@ def undone_line_one(head: dict[str, Any]) -> list[str]:
     if watermark := watermark_of(head):
         done.append(f"moved the watermark from {watermark} to 0: messages 0..{watermark - 1} are replayed again")
         head.update({k: 0 for k in WATERMARKS if k in head})
-    if SessionMarker.remove(metadata):
-        done.append(f"removed the worker's marks (metadata.{METADATA_KEY}: a waiting copy, the applied mark)")
+    marker = SessionMarker.from_metadata(metadata)
+    if done or waiting or marker.pending is not None or marker.applied is not None:
+        if SessionMarker.mark_undone(metadata, undo):
+            done.append(f"removed the worker's marks (metadata.{METADATA_KEY}: a waiting copy, the applied mark)")
+        elif not done:
+            done.append(f"marked line 1 undone (metadata.{METADATA_KEY}): the summary that waited never applies")
     head["metadata"] = metadata
     return done
 
@@ -69,7 +75,7 @@ def read_line_one(path: Path) -> dict[str, Any]:
     return record if record.get("_type") == METADATA_TYPE else {}
 
 
-def rewrite_line_one(path: Path, key: str, dry_run: bool) -> tuple[list[str], SummaryRecord]:
+def rewrite_line_one(path: Path, key: str, dry_run: bool, waiting: bool = False) -> tuple[list[str], SummaryRecord]:
     """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line
     copied byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
     recovery file only when the session file is not newer). With what was undone, as the undo nanobot is sent."""
@@ -77,7 +83,7 @@ def rewrite_line_one(path: Path, key: str, dry_run: bool) -> tuple[list[str], Su
 
     def undone(head: dict[str, Any]) -> list[str]:
         seen.append(SummaryRecord.undoing(key, summary_text(head.get("metadata")), watermark_of(head)))
-        return undone_line_one(head)
+        return undone_line_one(head, seen[-1], waiting)
 
     if dry_run:
         head = read_line_one(path)
@@ -88,18 +94,28 @@ def rewrite_line_one(path: Path, key: str, dry_run: bool) -> tuple[list[str], Su
     return done, seen[-1]
 
 
-async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord) -> list[str]:
-    """The undo sent to the running nanobots (the ones listening for notices), and waited for: the one holding
-    the session undoes its live copy and saves it. Nothing is sent when none listens: line 1 is what a nanobot
-    reads when it starts. Refused when the session nanobot holds has another summary by now."""
-    channel = Keys.of(redis).notice_channel
-    listening = sum(count for _, count in await reply(redis.pubsub_numsub(channel)))
-    if not listening:
-        return []
-    try:  # signed as the worker signs summaries: the hooks apply no record without the instance's MAC
-        await store_record(redis, undo.signed(record_key(path.parent)))
+async def listening(redis: Any) -> int:
+    """How many of this instance's nanobots listen for notices now: each listener keeps a report of its own while
+    it runs (turn/listener.py, indexed), the presence read here; the channel's subscribers are not counted (the
+    instance's Redis ACL user may not)."""
+    return len(await index.members(redis, "hooks", Keys.of(redis).hooks))
+
+
+def signing_key(path: Path) -> bytes:
+    """The instance's record key, read before anything is changed: an undo the running nanobot cannot be sent is
+    refused whole."""
+    try:
+        return record_key(path.parent)
     except (OSError, ValueError) as exc:
-        raise Refused(f"the instance's record key cannot be read ({exc}): the running nanobot was not told") from None
+        raise Refused(f"the instance's record key cannot be read ({exc}): a running nanobot could not be told, "
+                      "so nothing was undone") from None
+
+
+async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: int) -> list[str]:
+    """The undo (signed, as the worker signs summaries: the hooks apply no record without the instance's MAC) sent
+    to the running nanobots, and waited for: the one holding the session undoes its live copy and saves it.
+    Refused when the session nanobot holds has another summary by now."""
+    await store_record(redis, undo)
     deadline = time.monotonic() + NANOBOT_WAIT_SECONDS
     while (waiting := await load_record(redis, undo.session_key)) is not None and waiting.stamp == undo.stamp:
         if time.monotonic() > deadline:
@@ -124,30 +140,38 @@ async def undo(key: str, dry_run: bool, pause: bool = False) -> list[str]:
         raise Refused(str(exc)) from None
     if not path.exists():
         raise Refused(f"no session {key!r} ({path.name} is not in {path.parent})")
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         raise Refused(f"{problem} (a summary waiting there would still be applied)")
     redis = await open_pool(settings)
     keys = settings.keys
     try:
+        # Everything the undo needs is read first: nothing changes before it is known that it can finish.
         # A job running or queued now would store a record over the undone state.
         if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
                 await redis.zscore(keys.queue, keys.job_id(key)) is not None:
             raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
                           "then run this again")
+        record = await read_waiting_record(redis, key)
+        if isinstance(record, str):
+            what = "damaged" if record == DAMAGED else "another version's, which this version cannot read"
+            raise Refused(f"the summary record waiting for {key!r} is {what}: nothing was undone; upgrade nanobot's "
+                          "hooks and the worker to one version (a damaged one is dropped at the session's next "
+                          "turn), then run this again")
+        nanobots = 0 if dry_run else await listening(redis)
+        secret = signing_key(path) if nanobots else b""
         paused = []
-        if pause:  # first: a turn meanwhile queues no fresh summary of what is being undone
+        if pause:  # before line 1 changes: a turn meanwhile queues no fresh summary of what is being undone
             if not dry_run:
                 await budget.pause(redis, key, "paused by `nanobot-summary undo --pause`")
             paused = [f"paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {key}`"]
-        done, undone = rewrite_line_one(path, key, dry_run)
-        record = await load_record(redis, key)
+        done, undone = rewrite_line_one(path, key, dry_run, waiting=record is not None)
         if record is not None:
             if not dry_run:
                 await drop_record(redis, record)
             if not record.undoes:
                 done.append(f"dropped the summary waiting in Redis (messages {record.start}..{record.boundary - 1})")
-        if done and not dry_run:
-            done += await tell_nanobot(redis, path, undone)
+        if done and nanobots:
+            done += await tell_nanobot(redis, path, undone.signed(secret), nanobots)
     finally:
         await close_client(redis)
     return done + paused

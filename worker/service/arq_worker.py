@@ -12,14 +12,12 @@ from typing import Any
 from arq import cron, func
 from arq.worker import Worker
 from redis.exceptions import AuthenticationError as RedisAuthenticationError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
 from nanobot_hooks.contract.client import UNREAD_JOB, close_sentinels, open_client
 from nanobot_hooks.contract.keys import JOB_DAILY, JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.records import utcnow
-from worker.connections import CALL_TIMEOUT
+from worker.connections import CALL_TIMEOUT, REDIS_GONE, redis_gone
 from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config
 from worker.service.startup import startup
@@ -90,18 +88,7 @@ def arq_pool(settings: Settings) -> dict[str, Any]:
     return {"redis_pool": pool, "job_serializer": pool.job_serializer, "job_deserializer": pool.job_deserializer}
 
 
-# What a Redis that went away (restarted, failed over, cut off) raises through redis-py, and what it leaves unwrapped.
-REDIS_GONE = (RedisConnectionError, RedisTimeoutError, OSError)
 REDIS_RETRY_SECONDS = 1.0
-
-
-def redis_gone(exc: BaseException) -> bool:
-    """Whether `exc` says Redis went away. A connection lost while arq watches a job's key (its WATCH before
-    taking the job, at every poll that finds one due) comes as redis-py's WatchError raised over the
-    ConnectionError, not as a ConnectionError: a failover at that moment stopped the worker for good."""
-    if isinstance(exc, WatchError):
-        return isinstance(exc.__context__, REDIS_GONE)
-    return isinstance(exc, REDIS_GONE)
 
 
 class SteadyWorker(Worker):

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import reply
+from worker.state import index
 
 if TYPE_CHECKING:  # scripts read spend without importing litellm
     from worker.model.llm import Completion
@@ -68,6 +69,7 @@ async def record_call(redis: ArqRedis, session_key: str, completion: Completion,
                 else:
                     pipe.hincrby(key, name, value)
         pipe.expire(spend_key(f"job:{session_key}"), DAY_SECONDS)
+        index.remember(pipe, Keys.of(redis), "spend", session_key)
         tokens = completion.prompt_tokens + completion.completion_tokens
         pipe.hincrby(spend_key(f"day:{day}"), "tokens", tokens)
         pipe.hincrby(spend_key(f"day:{day}"), f"tokens:{session_key}", tokens)
@@ -170,7 +172,10 @@ async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float,
         return None
     cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason,
                         failures=failures)
-    await redis.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+        index.remember(pipe, keys, "resting", session_key)
+        await pipe.execute()
     return cooldown
 
 
@@ -178,7 +183,11 @@ async def pause(redis: ArqRedis, session_key: str, reason: str) -> Cooldown:
     """Rest a session until end-rest: the trigger inside nanobot, the idle check and the daily run queue nothing
     for it (a job queued by hand still runs, and ends the pause when it summarizes)."""
     cooldown = Cooldown(until=PAUSED_UNTIL, reason=reason, paused=True)
-    await redis.set(Keys.of(redis).cooldown(session_key), cooldown.model_dump_json())
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(keys.cooldown(session_key), cooldown.model_dump_json())
+        index.remember(pipe, keys, "resting", session_key)  # listed by status and end-rest --all
+        await pipe.execute()
     return cooldown
 
 

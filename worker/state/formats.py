@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
+from worker.state import index
 
 Format = Literal["lines", "off"]
 # Lines work for any model (a JSON answer is read too), so they are kept long; "off" is tried again after a day,
@@ -42,15 +43,17 @@ async def learned(redis: ArqRedis, model: str) -> Learned | None:
 
 async def learn(redis: ArqRedis, model: str, format: Format, reason: str) -> None:
     found = Learned(format=format, reason=reason[:200])
-    await redis.set(Keys.of(redis).notes_format(model), found.model_dump_json(), ex=KEEP_SECONDS[format])
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(keys.notes_format(model), found.model_dump_json(), ex=KEEP_SECONDS[format])
+        index.remember(pipe, keys, "formats", model)
+        await pipe.execute()
 
 
 async def all_learned(redis: ArqRedis) -> dict[str, dict[str, Any]]:
     """Every model's learned format, for status (plain data, as status's JSON prints it)."""
-    prefix = Keys.of(redis).notes_format("")
     found = {}
-    async for key in redis.scan_iter(match=f"{prefix}*", count=500):
-        name = (key.decode() if isinstance(key, bytes) else key)[len(prefix):]
+    for name in await index.members(redis, "formats", Keys.of(redis).notes_format):
         one = await learned(redis, name)
         if one is not None:
             found[name] = {**one.model_dump(mode="json"), "until": one.until.isoformat()}

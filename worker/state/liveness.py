@@ -1,8 +1,8 @@
 """Is a worker alive, what is it running, and what runs nowhere: read from Redis for `status` and `doctor`.
 
 Only this instance's namespace is read: arq marks a running job with `arq:in-progress:<job id>`, and every job
-id of an instance starts with `nanobot-summary:<namespace>:`, so the scan never sees another instance's jobs
-(whose ids carry session keys, which name people)."""
+id of an instance starts with `nanobot-summary:<namespace>:`; the jobs are found from the instance's own queue and
+its reports from its own index (worker.state.index), never by listing keys, which its Redis ACL user may not."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from arq.constants import health_check_key_suffix, in_progress_key_prefix, keep_
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.contract.version import version_mismatch, versions_of
+from worker.state import index
 from worker.state.workers import WorkerReport, process_gone, reports
 
 # arq's in-progress mark lives the longest job timeout + 10 s; a mark with less left belongs to a job past its
@@ -66,12 +67,18 @@ def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
 async def in_flight(redis: ArqRedis, alive: bool, found: Sequence[WorkerReport] = ()) -> list[dict[str, Any]]:
     """This namespace's running jobs; `stale` with the reason when no live worker can be running them."""
     keys = Keys.of(redis)
+    # arq keeps a job in the queue until it ends, and marks it running with `arq:in-progress:<id>` meanwhile (a job
+    # whose worker died keeps both): the queue names every job that can be running, no SCAN needed.
+    queued = [text(job) for job in await redis.zrange(keys.queue, 0, -1)]
+    async with redis.pipeline(transaction=False) as pipe:
+        for job_id in queued:
+            pipe.pttl(in_progress_key_prefix + job_id)
+            pipe.get(retry_key_prefix + job_id)
+        answers = await pipe.execute() if queued else []
     jobs = []
-    async for raw in redis.scan_iter(match=f"{in_progress_key_prefix}{keys.prefix}*", count=500):
-        mark = text(raw)
-        job_id = mark[len(in_progress_key_prefix):]
-        left_ms = await redis.pttl(mark)
-        tries = await redis.get(retry_key_prefix + job_id)
+    for job_id, left_ms, tries in zip(queued, answers[::2], answers[1::2], strict=True):
+        if left_ms == -2:
+            continue  # no mark: waiting, not running
         kind, name = job_kind(keys, job_id)
         if kind == "scheduled" and 0 <= left_ms <= keep_cronjob_progress * 1000:
             # A finished cron tick: arq keeps its mark this long so no other worker runs the tick again.
@@ -173,10 +180,12 @@ async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
 async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
     """The settings each running nanobot's hooks published (hooks/nanobot_hooks/turn/listener.py: host, pid, how it
     is run, its shared settings), oldest first; one that cannot be read is skipped."""
+    keys = Keys.of(redis)
+    processes = await index.members(redis, "hooks", keys.hooks)
     found = []
-    async for key in redis.scan_iter(match=f"{Keys.of(redis).hooks_prefix}*", count=500):
+    for raw in await redis.mget([keys.hooks(process) for process in processes]) if processes else []:
         try:
-            report = json.loads(await redis.get(key) or b"")
+            report = json.loads(raw or b"")
         except ValueError:
             continue
         if isinstance(report, dict) and isinstance(report.get("settings"), dict):

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import Reason, utcnow
+from worker.state import index
 from worker.state.budget import Spend
 from worker.text.redact import redact
 
@@ -92,6 +93,7 @@ async def keep_outcome(redis: ArqRedis, outcome: JobOutcome, delete: Sequence[st
         if delete:
             pipe.delete(*delete)
         pipe.set(keys.outcome(outcome.session_key), kept.model_dump_json(), ex=keep_seconds)
+        index.remember(pipe, keys, "outcomes", outcome.session_key)
         pipe.publish(keys.outcome_channel, _notice(outcome))
         await pipe.execute()
 

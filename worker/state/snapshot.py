@@ -13,17 +13,12 @@ from arq.connections import ArqRedis
 from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.queue import DAMAGED, pending_sessions, read_waiting_records, reply
 from nanobot_hooks.contract.records import utcnow
-from worker.state import budget, formats, liveness
+from worker.state import budget, formats, index, liveness
 from worker.state.outcomes import read_outcome
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-async def _scan(redis: ArqRedis, prefix: str) -> list[str]:
-    keys = [_text(k) async for k in redis.scan_iter(match=f"{prefix}*", count=500)]
-    return sorted(k[len(prefix):] for k in keys)
 
 
 async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
@@ -41,7 +36,7 @@ async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
     idle_checks = sum(1 for job, _ in queue if job.startswith(keys.idle_job_id("")))
     waiting = [score for job, score in queue if not job.startswith(keys.idle_job_id(""))]
     spend = {key: budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))).model_dump()
-             for key in await _scan(redis, keys.spend("session:"))}
+             for key in await index.members(redis, "spend", lambda session: keys.spend(f"session:{session}"))}
     stats = {_text(k): int(v) for k, v in (await reply(redis.hgetall(keys.stats))).items()}
     return {
         "worker": workers["health"],
@@ -85,7 +80,7 @@ async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
 
 async def resting_sessions(redis: ArqRedis) -> list[str]:
     """The sessions resting now (`status`'s list, `end-rest --all`'s)."""
-    return await _scan(redis, Keys.of(redis).cooldown(""))
+    return await index.members(redis, "resting", Keys.of(redis).cooldown)
 
 
 async def rests(redis: ArqRedis, sessions: list[str]) -> list[dict[str, Any]]:
@@ -101,7 +96,7 @@ async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
     """Every session's last outcome and failure streak, in two round trips however many sessions there are
     (one GET each took 300 ms for 1,000 sessions, on every load of the web page's overview)."""
     keys = Keys.of(redis)
-    sessions = await _scan(redis, keys.outcome_prefix)
+    sessions = await index.members(redis, "outcomes", keys.outcome)
     if not sessions:
         return []
     raws = await redis.mget([keys.outcome(key) for key in sessions])

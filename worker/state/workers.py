@@ -21,6 +21,7 @@ from nanobot_hooks.contract.keys import Keys
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.contract.version import BEFORE_CONTRACT, CONTRACT, RELEASE
 from nanobot_hooks.settings import SHARED_SETTINGS, plain_setting, runner
+from worker.state import index
 
 # A report outlives its worker by this long: long enough for `doctor` to say "killed an hour ago".
 REPORT_SECONDS = 24 * 3600
@@ -98,20 +99,28 @@ async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetim
                           version=version, contract=contract,
                           beat_seconds=beat_seconds, running=running, settings=settings,
                           process=process_identity(os.getpid()) or "", runner=runner())
-    await redis.set(Keys.of(redis).worker(report.worker_id), report.model_dump_json(), ex=REPORT_SECONDS)
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.set(keys.worker(report.worker_id), report.model_dump_json(), ex=REPORT_SECONDS)
+        index.remember(pipe, keys, "workers", report.worker_id)
+        await pipe.execute()
 
 
 async def withdraw(redis: ArqRedis) -> None:
     """Called by the worker when it stops cleanly: no report left to age into a false alarm."""
-    await redis.delete(Keys.of(redis).worker(this_worker()))
+    keys = Keys.of(redis)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.delete(keys.worker(this_worker()))
+        pipe.srem(keys.index("workers"), this_worker())
+        await pipe.execute()
 
 
 async def reports(redis: ArqRedis) -> list[WorkerReport]:
     """Every report of this namespace, newest beat first; one that cannot be read is skipped."""
-    prefix = Keys.of(redis).worker_prefix
+    keys = Keys.of(redis)
+    ids = await index.members(redis, "workers", keys.worker)
     found = []
-    async for key in redis.scan_iter(match=f"{prefix}*", count=500):
-        raw = await redis.get(key)
+    for raw in await redis.mget([keys.worker(worker_id) for worker_id in ids]) if ids else []:
         try:
             found.append(WorkerReport.model_validate_json(raw or b""))
         except ValidationError:

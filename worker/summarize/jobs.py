@@ -16,6 +16,7 @@ from arq.connections import ArqRedis
 
 from nanobot_hooks.contract.records import SummarizeRequest
 from nanobot_hooks.contract.session_format import is_internal_session
+from worker.connections import redis_back, redis_cut
 from worker.errors import BadAnswer, OutOfTime, OverBudget, RecordOfAnotherVersion, RetryableError, WorkerError
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
@@ -36,6 +37,10 @@ log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.
 CURRENT_JOB: contextvars.ContextVar[str] = contextvars.ContextVar("job", default="")
 
+# How long a job whose Redis went away waits for it to answer again before giving the try up (arq's job timeout
+# bounds it too).
+REDIS_WAIT_SECONDS = 60.0
+RUN_LOCK = "summary_run_lock"  # the job's ctx: the run lock's token of its try, released again after a lost Redis
 # A model that answered with nothing usable is asked once more (in a new try); then the job gives up and
 # the session rests, rather than paying again and again for the same failure.
 BAD_ANSWER_TRIES = 2
@@ -51,8 +56,33 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
     deps: Deps = ctx["deps"]
     redis: ArqRedis = ctx["redis"]
     req = SummarizeRequest.model_validate(request)
+    while True:
+        try:
+            return await locked_try(ctx, deps, redis, req)
+        except Exception as exc:
+            if not redis_cut(exc):
+                raise
+            # A Redis restarted or failed over mid-job: arq would end the job with the traceback (its queue entry
+            # may be gone too, with a Redis that keeps nothing), and the session would wait for its next trigger.
+            # The try runs again here, counted, once Redis answers.
+            job_try = ctx.get("job_try", 1)
+            if job_try >= deps.settings.summary_max_tries:
+                log.warning("%s: Redis went away during try %d, the last (%s)", req.session_key, job_try, exc)
+                raise
+            log.warning("%s: Redis went away during try %d (%s): the try runs again once Redis answers",
+                        req.session_key, job_try, exc)
+            if not await redis_back(redis, REDIS_WAIT_SECONDS):
+                raise
+            if (held := ctx.pop(RUN_LOCK, None)) is not None:
+                await running.release(redis, req.session_key, held)  # given back while Redis was away: now
+            ctx["job_try"] = job_try + 1
+
+
+async def locked_try(ctx: dict[str, Any], deps: Deps, redis: ArqRedis, req: SummarizeRequest) -> dict[str, Any]:
+    """One try under the session's run lock (or its deferral while another run holds it)."""
     CURRENT_JOB.set(f"{req.session_key} {ctx.get('job_id', '-')} try {ctx.get('job_try', 1)}")
     token = await running.take(redis, req.session_key, deps.job_timeout)
+    ctx[RUN_LOCK] = token
     if token is None:
         wait = await running.held_for(redis, req.session_key)
         log.warning("%s is being summarized by another run (arq's in-progress mark was lost): this start waits "
@@ -136,6 +166,8 @@ async def try_job(run: Run) -> JobOutcome:
     except WorkerError as exc:
         return JobOutcome(session_key=key, status="failed", detail=str(exc))
     except Exception as exc:  # a bug must still leave an outcome behind, not only a traceback in the log
+        if redis_cut(exc):
+            raise  # the job's try runs again once Redis answers (summarize_session)
         log.exception("summary of %s crashed", key)
         return JobOutcome(session_key=key, status="failed", detail=f"internal error: {exc!r}")
 

@@ -53,8 +53,9 @@ def fallback_note(note: DailyNotes, entries: list[Entry]) -> DailyNotes:
     return note.model_copy(update={"topics": lines, "verbatim": True})
 
 
-def _misses_key(redis: object, session_key: str) -> str:
-    return f"{Keys.of(redis).prefix}notes-misses:{session_key}"
+def misses_key(keys: Keys, session_key: str) -> str:
+    """The count of a session's answers that held no notes (the fallback writes them past NOTES_TRIES)."""
+    return f"{keys.prefix}notes-misses:{session_key}"
 
 
 async def _count(redis: ArqRedis, key: str, missed: list[str], done: list[str]) -> list[int]:
@@ -82,7 +83,7 @@ async def settle_notes(run: Run, notes: list[DailyNotes], entries: list[Entry], 
     dated = dated_notes(notes, entries, generation)
     empty = [note for note in dated if not has_notes(note)
              and any(user_said(e) for e in entries if e.date == note.date)]
-    redis, key = run.redis, _misses_key(run.redis, run.key)
+    redis, key = run.redis, misses_key(Keys.of(run.redis), run.key)
     done = [f"{generation}:{note.date}" for note in dated if has_notes(note)]
     counts = await _count(redis, key, [f"{generation}:{note.date}" for note in empty], done)
     if not empty:

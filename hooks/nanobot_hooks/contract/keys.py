@@ -66,7 +66,8 @@ class Keys:
         """The Redis ACL rules (after `ACL SETUSER <user> on ><password>`) that confine a client to this instance:
         its keys (every one under the prefix, arq's through the job ids), its channels (`ready`, `outcome`), every
         command but the dangerous ones (MONITOR, KEYS, CONFIG, FLUSHALL, ...) and those that name keys or channels
-        beyond the patterns (SCAN, RANDOMKEY, PUBSUB). INFO stays: the worker checks the server's version.
+        beyond the patterns (listing keys or channels: scan, randomkey, pubsub); nothing of the project needs them
+        (it lists what it wrote from `index`). INFO stays: the worker checks the server's version.
         A namespace has no glob characters (NAMESPACE_PATTERN), so a pattern matches this instance's names only.
         One key of arq's is shared by every instance and cannot be renamed: its set of jobs to abort, from which
         a worker removes each job it finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not
@@ -74,6 +75,19 @@ class Keys:
         return ["resetkeys", f"~{self.prefix}*", *(f"~arq:{kind}:{self.prefix}*" for kind in ARQ_JOB_KEYS),
                 f"%W~{ARQ_ABORT}", "resetchannels", f"&{self.prefix}*", "nocommands", "+@all", "-@dangerous", "+info",
                 "-scan", "-randomkey", "-pubsub"]
+
+    @property
+    def probe(self) -> str:
+        """Read (never written) by every command and the worker at start-up: a user whose ACL allows PING but not
+        this instance's keys is told apart there, and a user confined to them (`acl_rules`) passes."""
+        return f"{self.prefix}probe"
+
+    def index(self, family: str) -> str:
+        """The instance's own index of one family of its keys whose names it cannot know in advance (a set of
+        the part after the family's prefix: a session key, a worker's id, a model): what status, doctor and the
+        page read instead of SCAN, which `acl_rules` forbids. Families: `workers`, `hooks` (each running nanobot's
+        report, also the presence of its listener), `formats`, `spend`, `resting`, `outcomes`."""
+        return f"{self.prefix}index:{family}"
 
     @property
     def queue(self) -> str:
@@ -99,7 +113,8 @@ class Keys:
     @property
     def stats(self) -> str:
         """Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
-        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused);
+        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused),
+        "replayed" (signed, but expired, or made before what the session applied or undid since: refused);
         "undone": `nanobot-summary undo`s applied to a live session."""
         return f"{self.prefix}stats"
 

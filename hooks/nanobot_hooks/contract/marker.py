@@ -1,9 +1,10 @@
-"""The marker both sides keep in line 1 of a session file: a record to apply, and the last one applied."""
+"""The marker both sides keep in line 1 of a session file: a record to apply, the last one applied, and the last
+undo; the last two make a record apply once (`SessionMarker.refusal`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,7 +19,9 @@ METADATA_KEY = "_summary_worker"
 # times `/new` emptied it since the hooks were installed. The notes' spans name it, so a new conversation's
 # positions and times are never taken for the old one's (a `/new` inside a repeated hour).
 GENERATION_KEY = "_summary_worker_generation"
-_PENDING, _APPLIED = "pending", "applied"
+_PENDING, _APPLIED, _UNDONE = "pending", "applied", "undone"
+# A record made longer ago than this is refused; its copy in Redis expires then too (contract.queue.RECORD_SECONDS).
+RECORD_LIFETIME = timedelta(days=14)
 
 
 def _index(value: Any) -> int | None:
@@ -78,6 +81,34 @@ class SessionMarker:
     def applied(self) -> AppliedMark | None:
         return AppliedMark.read(self._entry.get(_APPLIED))
 
+    @property
+    def undone(self) -> str | None:
+        """The stamp of the last `nanobot-summary undo` of the session (an undo record's `SummaryRecord.stamp`):
+        every record made before it was undone, or dropped by it."""
+        value = self._entry.get(_UNDONE)
+        return _text(value.get("created_at")) if isinstance(value, dict) else None
+
+    def refusal(self, record: SummaryRecord, now: datetime, after_applied: bool = True) -> str | None:
+        """Why `record` may not apply to this session although it is signed, or None: a record applies once. Each
+        record is bound to its stamp (its creation time, under the MAC: the sequence) and expires RECORD_LIFETIME
+        after it; the session remembers the stamp of the last record applied and of the last undo, so a genuine
+        record stored again (replayed by a client of the shared Redis), one older than what was applied since, or
+        one that an undo dropped, is refused. The same stamp as the last applied is not refused here: that is the
+        usual duplicate (the copy in line 1 and the one in Redis), the caller's to tell. An undo is checked against
+        the last undo only (`after_applied=False`): one older than the summary applied since is not replayed, it
+        just does not fit that summary (turn/apply.undo_verdict says so)."""
+        made = _when(record.stamp)
+        if made is None:
+            return "its creation time cannot be read"
+        if now - made > RECORD_LIFETIME:
+            return f"expired (made {made:%Y-%m-%d %H:%M} UTC, more than {RECORD_LIFETIME.days} days ago)"
+        applied = self.applied
+        if after_applied and applied is not None and (last := _when(applied.stamp)) is not None and made < last:
+            return "replayed: older than the summary applied since"
+        if (undo := _when(self.undone)) is not None and made <= undo:
+            return "replayed: made before `nanobot-summary undo` undid the session's summary"
+        return None
+
     @staticmethod
     def pending_entry(record: SummaryRecord) -> dict[str, Any]:
         """What the worker merges into the marker of line 1 (the hooks' `applied` mark stays)."""
@@ -115,5 +146,24 @@ class SessionMarker:
 
     @staticmethod
     def remove(metadata: dict[str, Any]) -> bool:
-        """Remove the whole marker (undoing a summary); whether there was one."""
+        """Remove the whole marker; whether there was one."""
         return metadata.pop(METADATA_KEY, None) is not None
+
+    @staticmethod
+    def mark_undone(metadata: dict[str, Any], undo: SummaryRecord) -> bool:
+        """Replace the marker (a pending copy and the applied mark included) with the mark of `undo`, so no record
+        made before it applies again (`refusal`); whether a pending copy or an applied mark was there."""
+        had = isinstance(entry := metadata.get(METADATA_KEY), dict) and bool({_PENDING, _APPLIED} & entry.keys())
+        metadata[METADATA_KEY] = {_UNDONE: {"created_at": undo.stamp}}
+        return had
+
+
+def _when(stamp: str | None) -> datetime | None:
+    """A record's stamp (ISO 8601, UTC) as a time to compare; None when it does not read as one."""
+    if stamp is None:
+        return None
+    try:
+        found = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return found if found.tzinfo is not None else None

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from redis.asyncio.sentinel import SentinelConnectionPool
 
 from nanobot_hooks.contract.keys import JOB_IDLE, JOB_SUMMARIZE, Keys
+from nanobot_hooks.contract.marker import RECORD_LIFETIME
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
 __all__ = ["DAMAGED", "CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE",
@@ -82,8 +83,9 @@ async def enqueue_idle_check(redis: ArqRedis, session_key: str, defer_by: float)
     )
 
 
-# A record nobody applied for this long (its session deleted, its nanobot gone) expires.
-RECORD_SECONDS = 14 * 24 * 3600
+# A record nobody applied for this long (its session deleted, its nanobot gone) expires; the hooks refuse one made
+# longer ago than that (`SessionMarker.refusal`), wherever it comes from.
+RECORD_SECONDS = int(RECORD_LIFETIME.total_seconds())
 
 
 # Behind Sentinel, how long a stored record waits for a replica to confirm it (Redis's WAIT).

@@ -8,15 +8,17 @@ coroutine can change the session in between. The caller saves through nanobot's 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
 
-from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
+from nanobot_hooks.contract.marker import SessionMarker
 from nanobot_hooks.contract.records import SummaryRecord
 from nanobot_hooks.contract.session_format import LAST_SUMMARY, summary_text, timestamp_before
 
-# "forged": a record from Redis not signed with the instance's key (turn/pickup refuses it, never applies it).
-Outcome = Literal["applied", "stale", "duplicate", "forged"]
+# "forged": a record from Redis not signed with the instance's key (turn/pickup refuses it, never applies it);
+# "replayed": a signed record that may not apply again (expired, older than what the session applied or undid since:
+# `SessionMarker.refusal`, which `refusal` below says in words).
+Outcome = Literal["applied", "stale", "duplicate", "forged", "replayed"]
 
 
 class LiveSession(Protocol):
@@ -68,7 +70,7 @@ def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, 
     if refused is not None:
         return refused, forget_pending(session, record)
     if record.undoes:
-        undo_summary(session)
+        undo_summary(session, record)
         return "applied", True
     messages = session.messages
     session.commit_summary_checkpoint(record.summary, insert_at=record.boundary)
@@ -92,10 +94,15 @@ def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
     stale one is dropped at once rather than when it would have been due."""
     if record.session_key != session.key:
         return "stale"
+    marker = SessionMarker.from_metadata(session.metadata)
     if record.undoes:
-        return undo_verdict(session, record)
+        if marker.undone == record.stamp:
+            return "duplicate"  # this undo, applied already (the command's line 1, or its notice twice)
+        return "replayed" if refusal(session, record, after_applied=False) else undo_verdict(session, record)
     if already_applied(session, record):
         return "duplicate"
+    if refusal(session, record):
+        return "replayed"
     messages = session.messages
     if not record.fits(session.last_archived, len(messages), timestamp_before(messages, record.boundary)):
         # `/new` emptied the session, or nanobot compacted on its own and moved the boundary.
@@ -103,22 +110,29 @@ def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
     return None
 
 
+def refusal(session: LiveSession, record: SummaryRecord, after_applied: bool = True) -> str | None:
+    """Why a signed record may not apply to this session again (`SessionMarker.refusal`), in words; None if it may."""
+    now = datetime.now(timezone.utc)
+    return SessionMarker.from_metadata(session.metadata).refusal(record, now, after_applied)
+
+
 def undo_verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
     """An undo applies while the live session still has the summary the command undid in the file; "duplicate"
     when it has none (undone already, or loaded from the undone file); "stale" when it has another (a newer
     summary, nanobot's own compaction): undoing that would drop what the user never asked to drop."""
     summary = summary_text(session.metadata)
-    if not summary and session.last_archived == 0 and METADATA_KEY not in session.metadata:
+    if not summary and session.last_archived == 0 and SessionMarker.from_metadata(session.metadata).applied is None:
         return "duplicate"
     return None if record.undoes_summary(summary, session.last_archived) else "stale"
 
 
-def undo_summary(session: LiveSession) -> None:
+def undo_summary(session: LiveSession, undo: SummaryRecord) -> None:
     """What `nanobot-summary undo` does to line 1, done to the live session: no summary in the system prompt,
-    every message replayed from the first, no mark of ours; the provider's replay (which starts after the
-    summary) goes too. Every message stays (nanobot's checkpoint marker included, as in the file)."""
+    every message replayed from the first, no mark of ours but the undo's own (no record made before it applies
+    again); the provider's replay (which starts after the summary) goes too. Every message stays (nanobot's
+    checkpoint marker included, as in the file)."""
     session.metadata.pop(LAST_SUMMARY, None)
-    SessionMarker.remove(session.metadata)
+    SessionMarker.mark_undone(session.metadata, undo)
     session.last_archived = 0
     session.provider_state = None
 

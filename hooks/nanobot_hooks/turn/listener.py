@@ -117,7 +117,13 @@ async def publish_settings(client: Any, settings: HookSettings | None) -> None:
     report = {"host": socket.gethostname(), "pid": os.getpid(), "started": STARTED, "written": time.time(),
               "runner": runner(), "settings": shared_settings(settings), RELEASE_FIELD: RELEASE,
               CONTRACT_FIELD: CONTRACT}
-    await client.set(Keys.of(client).hooks(process), json.dumps(report), ex=int(SETTINGS_SECONDS))
+    keys = Keys.of(client)
+    # Indexed (`Keys.index`): the worker's commands list running nanobots without SCAN, and `undo` knows from it
+    # that a listener is there (a presence key: the ACL user may not count a channel's subscribers).
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.set(keys.hooks(process), json.dumps(report), ex=int(SETTINGS_SECONDS))
+        pipe.sadd(keys.index("hooks"), process)
+        await pipe.execute()
 
 
 def log_outcome(payload: str) -> None:

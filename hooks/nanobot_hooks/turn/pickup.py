@@ -35,7 +35,7 @@ from nanobot_hooks.contract.queue import DAMAGED, UNREADABLE, drop_record, load_
 from nanobot_hooks.contract.records import SummaryRecord, record_key
 from nanobot_hooks.contract.session_format import is_internal_session, last_context_tokens
 from nanobot_hooks.surface import compacting, compaction_lock, ordinary_turn
-from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, verdict
+from nanobot_hooks.turn.apply import Outcome, apply_record, forget_pending, pending_in_metadata, refusal, verdict
 from nanobot_hooks.turn.decide import pickup_due
 
 
@@ -250,6 +250,12 @@ class PickupScheduler:
                          f"{self.ctx.counts['forged']} refused so far")
         return False
 
+    def _cached(self, key: str) -> bool:
+        try:
+            return self.ctx.nanobot.sessions.get_cached(key) is not None
+        except Exception:  # noqa: BLE001
+            return False
+
     def _on_disk(self, key: str) -> bool:
         read = getattr(self.ctx.nanobot.sessions, "read_session_metadata", None)
         try:
@@ -260,7 +266,12 @@ class PickupScheduler:
     def _report(self, record: SummaryRecord, outcome: Outcome, where: str) -> None:
         self.ctx.counts[outcome] += 1
         key = record.session_key
-        if record.undoes:
+        if outcome == "replayed":
+            why = refusal(self.ctx.nanobot.sessions.get_cached(key), record, not record.undoes) \
+                if self._cached(key) else None
+            THROTTLE.warning(f"replayed:{key}", f"refused the summary record of {key}: {why or 'replayed'} (a record "
+                             f"applies once); {self.ctx.counts['replayed']} refused so far")
+        elif record.undoes:
             if outcome != "duplicate":  # a duplicate: the session was undone already (loaded from the undone file)
                 logs.info(f"undid the summary of {key} (nanobot-summary undo): every message is sent again"
                           if outcome == "applied" else f"did not undo the summary of {key}: it changed since the undo")
@@ -274,7 +285,7 @@ class PickupScheduler:
     async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
         async def work(client: Any) -> None:
             await drop_record(client, record)  # keeps a newer record of the same session
-            if not record.undoes:
+            if not record.undoes or outcome == "replayed":
                 await client.hincrby(self.ctx.settings.keys.stats, outcome, 1)
             elif outcome == "applied":  # an undo is no pickup of a summary
                 await client.hincrby(self.ctx.settings.keys.stats, "undone", 1)

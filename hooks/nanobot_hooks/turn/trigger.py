@@ -177,6 +177,6 @@ class Triggering:
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.
             outcome = await self.pickup(key)
-            if outcome in ("stale", "duplicate", "forged") and again:
+            if outcome in ("stale", "duplicate", "forged", "replayed") and again:
                 # It never applied (a /new or nanobot's own compaction since, or forged): this turn still asked.
                 await self.enqueue(key, reason, prompt, window, again=False)

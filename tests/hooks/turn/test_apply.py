@@ -6,7 +6,7 @@ awkward to produce through nanobot: a native compaction that moved the watermark
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import given
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY, AppliedMark, SessionMarker
 from nanobot_hooks.contract.records import SummaryRecord
-from nanobot_hooks.turn.apply import apply_record, pending_in_metadata
+from nanobot_hooks.turn.apply import apply_record, pending_in_metadata, refusal
 from nanobot_hooks.turn.decide import count_from, decide, user_turns_since
 from tests.support.standins import StandInSession, record_for
 
@@ -120,13 +120,15 @@ def test_a_record_without_a_boundary_timestamp_is_never_applied():
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                          max_size=3), max_leaves=12)
-MARKER_FIELDS = st.sampled_from(["pending", "applied", "created_at", "boundary", "through", "session_key", "x"])
+MARKER_FIELDS = st.sampled_from(["pending", "applied", "undone", "created_at", "boundary", "through", "session_key",
+                                "x"])
 
 
 @given(st.dictionaries(MARKER_FIELDS, JSON | st.dictionaries(MARKER_FIELDS, JSON, max_size=4), max_size=3) | JSON)
 def test_a_hand_edited_marker_reads_as_absent_parts_never_as_an_error(entry):
     marker = SessionMarker.from_metadata({METADATA_KEY: entry})
     assert marker.pending is None or isinstance(marker.pending, SummaryRecord)
+    assert marker.undone is None or isinstance(marker.undone, str)
     applied = marker.applied
     if applied is not None:
         assert applied.through is None or type(applied.through) is int
@@ -166,6 +168,34 @@ def test_an_undo_applies_only_to_the_summary_it_undid_and_leaves_every_message()
     session.provider_state = {"replay": "after the summary"}
     assert apply_record(session, undo) == ("applied", True)
     assert session.messages == messages and session.last_archived == 0 and session.provider_state is None
-    assert "_last_summary" not in session.metadata and METADATA_KEY not in session.metadata
+    assert "_last_summary" not in session.metadata and set(session.metadata[METADATA_KEY]) == {"undone"}
     assert apply_record(session, undo) == ("duplicate", False), "undone already"
     assert not undo.fits(0, len(messages), None), "never applies as a summary"
+
+
+def test_a_record_applies_once_so_the_same_record_after_an_undo_is_refused_and_a_newer_one_applies():
+    session = StandInSession("telegram:1", conversation(5))
+    summary = record_for(session, 6)
+    assert apply_record(session, summary) == ("applied", True)
+    undo = SummaryRecord.undoing(session.key, "rolling summary", 6)
+    assert apply_record(session, undo) == ("applied", True)
+    messages = list(session.messages)
+    assert apply_record(session, summary) == ("replayed", False), "the same bytes, stored again after the undo"
+    assert session.messages == messages and session.last_archived == 0 and "_last_summary" not in session.metadata
+    assert "undo" in (refusal(session, summary) or "")
+    assert apply_record(session, record_for(session, 6)) == ("applied", True), "a record made after the undo"
+
+
+def test_a_record_expired_or_older_than_the_one_applied_is_refused_and_an_unreadable_stamp_never_crashes():
+    session = StandInSession("telegram:1", conversation(5))
+    now = datetime.now(timezone.utc)
+    old = record_for(session, 6).model_copy(update={"created_at": now - timedelta(days=15)})
+    assert apply_record(session, old) == ("replayed", False) and "expired" in (refusal(session, old) or "")
+    newer = record_for(session, 6)
+    earlier = record_for(session, 6, summary="made first").model_copy(update={"created_at": now - timedelta(hours=1)})
+    assert apply_record(session, newer) == ("applied", True)
+    assert SessionMarker.from_metadata(session.metadata).refusal(earlier, now) == \
+        "replayed: older than the summary applied since"
+    # A hand-edited or another version's marker: a stamp that is no time is no refusal, never an error.
+    marker = SessionMarker({"applied": {"created_at": "yesterday"}, "undone": {"created_at": 5}})
+    assert marker.refusal(newer, now) is None and marker.undone is None

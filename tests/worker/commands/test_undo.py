@@ -5,17 +5,26 @@ still waiting is dropped, and a queued job, a dry run and an unknown session lea
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
-from harness.models import SMALL_PROMPT, SUMMARY_TEXT, chat_requests, history_text, is_summary_request, system_text
+from harness.models import (
+    BIG_PROMPT,
+    SMALL_PROMPT,
+    SUMMARY_TEXT,
+    chat_requests,
+    history_text,
+    is_summary_request,
+    system_text,
+)
 from harness.nanobot_cli import ARCHIVED, turn
 from harness.sandbox import session_lines
 from harness.transcripts import conversation
-from nanobot_hooks.contract.marker import METADATA_KEY
+from nanobot_hooks.contract.marker import METADATA_KEY, SessionMarker
 from nanobot_hooks.contract.queue import enqueue_summary, load_record, pending_sessions
 from nanobot_hooks.contract.records import SummarizeRequest
 from tests.support.commands import run_in_process
@@ -26,7 +35,7 @@ from tests.support.crossing import (
     seed_cross_and_summarize,
 )
 from tests.support.paths import ROOT
-from tests.support.queue_probes import applied
+from tests.support.queue_probes import applied, has_record, stats
 from tests.support.waiting import wait_until
 from tests.support.workers import run_burst, summarize_now
 
@@ -42,6 +51,13 @@ def undo_process(home, redis_url: str, *args: str) -> subprocess.CompletedProces
 def undo(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary undo` in this process (from an async test: through asyncio.to_thread)."""
     return run_in_process(capsys, "undo", *args, env=process_env(home, redis_url, config=True))
+
+
+def only_the_undo(metadata: dict) -> bool:
+    """The project's part of line 1 after an undo: no waiting copy, no applied mark, only the undo's stamp."""
+    marker = SessionMarker.from_metadata(metadata)
+    return marker.pending is None and marker.applied is None and marker.undone is not None \
+        and set(metadata[METADATA_KEY]) == {"undone"}
 
 
 def message_lines(path: Path) -> list[bytes]:
@@ -67,7 +83,7 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
     assert path.stat().st_mtime_ns == mtime, "an unfinished turn's recovery file stays valid"
     head, _ = session_lines(agent_home, key)
     assert head["last_archived"] == head["last_consolidated"] == 0
-    assert "_last_summary" not in head["metadata"] and METADATA_KEY not in head["metadata"]
+    assert "_last_summary" not in head["metadata"] and only_the_undo(head["metadata"])
 
     await turn(nanobot_exe, agent_home, env, key, "turn after the undo")
     request = chat_requests(fake_llm)[-1]
@@ -106,7 +122,60 @@ async def test_undo_while_the_gateway_holds_the_session_reaches_it_and_the_next_
     await gw.stop()  # nanobot's shutdown flush writes what it holds
     head, _ = session_lines(nanobot_home, key)
     assert head["last_archived"] == head["last_consolidated"] == 0
-    assert "_last_summary" not in head["metadata"] and METADATA_KEY not in head["metadata"]
+    assert "_last_summary" not in head["metadata"] and only_the_undo(head["metadata"])
+
+
+async def test_a_record_stored_again_after_undo_is_refused_and_every_message_is_sent_also_after_a_restart(
+        gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps):
+    """A client of the shared Redis that saw the genuine record once stores the same bytes again after the undo: the
+    gateway refuses it in one line and counts it, the next turn sends every message, and a restarted gateway (which
+    knows the session only from its file) refuses it too."""
+    key = f"websocket:{CHAT}"
+    seeded, gw, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
+    assert gw.process is not None
+    gw.process.send_signal(signal.SIGSTOP)  # it hears the notice once the record was read: no race with its pickup
+    try:
+        await run_burst(worker_deps())
+        captured = await redis.get(TEST_KEYS.record(key))
+    finally:
+        gw.process.send_signal(signal.SIGCONT)
+    assert captured, "the genuine record, as any client of the shared Redis reads it"
+    await wait_until(lambda: applied(redis, key), what="the gateway to apply the record")
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "a turn with the summary")
+    assert SUMMARY_TEXT in system_text(chat_requests(fake_llm)[-1])
+    result = await asyncio.to_thread(undo_process, nanobot_home, redis_url, key)
+    assert result.returncode == 0 and "undid it there too" in result.stdout, result.stdout + result.stderr
+
+    async def replay() -> None:
+        await redis.set(TEST_KEYS.record(key), captured)
+        await redis.sadd(TEST_KEYS.pending, key)
+        await redis.publish(TEST_KEYS.notice_channel, key)
+
+    async def refused(count: int) -> bool:
+        return (await stats(redis)).get("replayed") == count and not await has_record(redis, key)
+
+    await replay()
+    await wait_until(lambda: refused(1), what="the gateway to refuse the replayed record")
+    await gw.say(CHAT, "the turn after the replay")
+    request = chat_requests(fake_llm)[-1]
+    assert SUMMARY_TEXT not in system_text(request)
+    assert all(m["content"] in history_text(request) for m in seeded), "every message is sent again"
+    lines = [line for line in gw.log().splitlines() if "refused the summary record" in line]
+    assert len(lines) == 1 and "replayed" in lines[0] and "undo" in lines[0], lines
+    assert (await stats(redis)).get("applied") == 1, "applied once"
+
+    await gw.stop()
+    await replay()
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0")
+    script.prompt_tokens = BIG_PROMPT  # the trigger after this turn finds the record waiting, and refuses it
+    await gw.say(CHAT, "the first turn after a restart")
+    await wait_until(lambda: refused(2), what="the restarted gateway to refuse the replayed record")
+    script.prompt_tokens = SMALL_PROMPT
+    await gw.say(CHAT, "the second turn after a restart")
+    request = chat_requests(fake_llm)[-1]
+    assert SUMMARY_TEXT not in system_text(request)
+    assert all(m["content"] in history_text(request) for m in seeded)
 
 
 async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
@@ -129,7 +198,7 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
     assert done.returncode == 0, done.stderr
     assert await load_record(redis, KEY) is None and await pending_sessions(redis) == []
     head, _ = session_lines(nanobot_home, KEY)
-    assert METADATA_KEY not in head["metadata"], "the copy in line 1 is gone too: nothing left to apply"
+    assert only_the_undo(head["metadata"]), "the copy in line 1 is gone too: nothing left to apply"
     assert message_lines(path) == before.split(b"\n")[1:]
     again = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
     assert again.returncode == 0 and "no summary to undo" in again.stdout

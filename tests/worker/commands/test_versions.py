@@ -46,6 +46,7 @@ async def test_doctor_status_and_the_page_say_each_running_nanobots_hooks_of_ano
                                     env=process_env(redis_url=redis_url))).stdout
     for nanobot in (NEWER, OLDER):  # as two running nanobots' listeners publish them
         await redis.set(TEST_KEYS.hooks(f"{nanobot['host']}:{nanobot['pid']}"), json.dumps(nanobot), ex=600)
+        await redis.sadd(TEST_KEYS.index("hooks"), f"{nanobot['host']}:{nanobot['pid']}")  # as the listener indexes it
     shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
                                                 env=process_env(redis_url=redis_url))).stdout)
     text = (await asyncio.to_thread(run_in_process, capsys, "status",

@@ -60,6 +60,7 @@ async def test_the_session_page_charts_with_axes_and_its_token_figures_agree(nan
     outcome = JobOutcome(session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)", tokens_before=704,
                          tokens_after=324)
     await redis.set(TEST_KEYS.outcome(key), outcome.model_dump_json())
+    await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     async with served(settings_for(summary_timezone="Asia/Shanghai")) as page:
         _, body = await page.get(f"/session?key={quote(key, safe='')}")
         _, overview = await page.get("/")

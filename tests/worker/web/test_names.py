@@ -36,6 +36,7 @@ async def test_web_chats_are_listed_by_their_names_with_the_key_small_beside(nan
     for key in (TITLED, UNTITLED):
         await redis.set(TEST_KEYS.outcome(key),
                         JobOutcome(session_key=key, status="noop", detail="too little").model_dump_json())
+        await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     garden = "Can you help me plan the garden beds for spring, with…"
     async with served(settings_for()) as page:
         for url in ("/", "/sessions"):
@@ -56,6 +57,7 @@ async def test_the_overviews_chart_labels_a_web_chat_by_its_name(nanobot_home, s
     done = JobOutcome(session_key=UNTITLED, status="summarized", detail="messages 0..9", tokens_before=704,
                       tokens_after=324)
     await redis.set(TEST_KEYS.outcome(UNTITLED), done.model_dump_json())
+    await redis.sadd(TEST_KEYS.index("outcomes"), UNTITLED)
     async with served(settings_for()) as page:
         _, body = await page.get("/")
     assert '<text x="0" y="15">Can you help me plan the…</text>' in body

@@ -21,6 +21,7 @@ async def plant(redis) -> None:
              "a_field_of_a_newer_version": [1, 2], "finished_at": "2026-11-28T07:35:13+00:00"}
     await redis.set(TEST_KEYS.outcome(KEY), json.dumps(newer))
     await redis.set(TEST_KEYS.outcome(OTHER), json.dumps({"session_key": OTHER, "status": "noop", "spend": "much"}))
+    await redis.sadd(TEST_KEYS.index("outcomes"), KEY, OTHER)  # as every version's worker indexes what it keeps
 
 
 async def test_an_outcome_of_an_unknown_status_or_shape_reads_as_unknown_and_keeps_what_is_understood(redis):

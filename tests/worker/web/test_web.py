@@ -376,6 +376,9 @@ async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(na
     """Read as words: "cli:direct STALE", "vm:28572, last beat" (was "cli:directSTALE", "vm:28572 , last beat")."""
     report = workers.WorkerReport(host="vm", pid=28572, started_at=utcnow(), heartbeat_at=utcnow() - timedelta(hours=1))
     await redis.set(TEST_KEYS.worker(report.worker_id), report.model_dump_json(), ex=600)
+    await redis.sadd(TEST_KEYS.index("workers"), report.worker_id)  # as a worker indexes its report
+    # A killed worker's job: still in the queue, its in-progress mark left.
+    await redis.zadd(TEST_KEYS.queue, {TEST_KEYS.job_id(QUIET): 0})
     await redis.set(in_progress_key_prefix + TEST_KEYS.job_id(QUIET), b"1", px=60_000)
     async with served(settings_for()) as page:
         status, body = await page.get("/")
