@@ -26,13 +26,8 @@ WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 
 
 def sources(folder: str) -> list[Path]:
-    """The folder's modules."""
-    return sorted(home(folder).rglob("*.py"))
-
-
-def home(folder: str) -> Path:
-    """Where a folder of the code is: the hooks' package sits in its distribution's folder (hooks/)."""
-    return HOOKS if folder == "nanobot_hooks" else ROOT / folder
+    """The folder's modules (not the copies a local build of the hooks' folder leaves in its build/)."""
+    return sorted(path for path in (ROOT / folder).rglob("*.py") if "build" not in path.relative_to(ROOT).parts)
 
 
 def imports_of(folder: str) -> dict[str, set[str]]:
@@ -50,7 +45,7 @@ def imports_of(folder: str) -> dict[str, set[str]]:
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_lazy"
                   and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 names.add(node.args[0].value)
-        found[str(path.relative_to(home(folder).parent))] = names
+        found[str(path.relative_to(ROOT))] = names
     return found
 
 
@@ -72,7 +67,7 @@ def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> No
 def test_no_hooks_module_names_the_worker_even_as_a_string() -> None:
     """The hooks' distribution holds no command line: nothing in it reaches for the worker, even at run time."""
     for module in imports_of("nanobot_hooks"):
-        assert '"worker' not in (HOOKS.parent / module).read_text(encoding="utf-8"), module
+        assert '"worker' not in (ROOT / module).read_text(encoding="utf-8"), module
 
 
 def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
@@ -240,8 +235,8 @@ def build_wheel(folder: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets."""
-    return build_wheel(HOOKS.parent, tmp_path_factory.mktemp("wheel"))
+    """The hooks' wheel (nanobot_hooks/pyproject.toml), what nanobot's environment gets."""
+    return build_wheel(HOOKS, tmp_path_factory.mktemp("wheel"))
 
 
 @ONE_WHEEL
@@ -272,7 +267,7 @@ def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: P
 
 def test_the_worker_and_the_hooks_have_the_one_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["version"] == RELEASE, "pyproject.toml's version is hooks/nanobot_hooks/contract/version.py's"
+    assert project["version"] == RELEASE, "pyproject.toml's version is nanobot_hooks/contract/version.py's"
     assert f"nanobot-summary-hooks=={RELEASE}" in project["dependencies"]
     assert f"## {RELEASE}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "CHANGELOG.md says what changed"
 

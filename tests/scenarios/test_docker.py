@@ -348,16 +348,16 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
         "the constraint is the image's own package list, written before the install"
     sources = copied()
-    assert set(sources) == {"hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    assert set(sources) == {"hooks/pyproject.toml", "nanobot_hooks"}
     project = hooks_pyproject()
     assert "readme" not in project["project"], "setuptools would read a readme the context leaves out"
     find = project["tool"]["setuptools"]["packages"]["find"]  # setuptools finds the subpackages
     assert find["include"] and all(f"hooks/{pattern.split('.')[0]}" in sources for pattern in find["include"])
     patterns = ignore_patterns()
-    for source in (*sources, "hooks/nanobot_hooks/plugin.py", "hooks/nanobot_hooks/contract/keys.py"):
+    for source in (*sources, "nanobot_hooks/plugin.py", "nanobot_hooks/contract/keys.py"):
         assert not ignored(source, patterns), f"{source} must reach the build"
     for other in (".venv/bin/python", ".venv-nanobot", "worker/app.py", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "hooks/nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py"):
+                  "deploy/worker.env", "nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py"):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
@@ -460,10 +460,10 @@ def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_l
         assert not re.search(r"key|token|secret|password", rest, re.IGNORECASE), (keyword, rest)
 
     sources = copied(WORKER_DOCKERFILE)
-    assert set(sources) == {"pyproject.toml", "README.md", "worker", "hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    assert set(sources) == {"pyproject.toml", "README.md", "worker", "hooks/pyproject.toml", "nanobot_hooks"}
     lines = (WORKER_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "hooks/nanobot_hooks")
+    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "nanobot_hooks")
                      for path in (ROOT / folder).rglob("*") if path.is_file() and "__pycache__" not in path.parts]
     for source in (*sources, *package_files):
         assert not ignored(source, patterns), f"{source} must reach the build"

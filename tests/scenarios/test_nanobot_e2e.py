@@ -444,7 +444,7 @@ def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot
     assert check.returncode == 0, check.stdout + check.stderr
     # What installing this project into nanobot's environment would change: only the project itself.
     dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-                          "-e", str(ROOT / "hooks")],
+                          "-e", str(ROOT / "nanobot_hooks")],
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     would_install = [item["metadata"]["name"] for item in json.loads(dry.stdout)["install"]]

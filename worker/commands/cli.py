@@ -227,7 +227,7 @@ def _add_hooks(sub: Subcommands) -> None:
     hooks.add_argument("action", choices=("install", "uninstall", "check"))
     hooks.add_argument("--python", metavar="PATH", help="the Python that runs nanobot")
     hooks.add_argument("--from", dest="source", metavar="PATH",
-                       help="install: the hooks' wheel, sdist or folder (default: this checkout's hooks/, else "
+                       help="install: the hooks' wheel, sdist or folder (default: this checkout's nanobot_hooks/, else "
                        f"nanobot-summary-hooks=={RELEASE} from the package index)")
     hooks.set_defaults(handler=_hooks)
 

@@ -16,7 +16,8 @@ from worker.commands.nanobot_env import HOOKS_DIST, OLD_DIST, NanobotEnvError, P
 
 # What install added, kept in the hooks' own dist-info folder: uninstall takes out those and nothing else.
 ADDED_FILE = "nanobot_summary_added.json"
-CHECKOUT_HOOKS = Path(__file__).resolve().parents[2] / "hooks"
+# The hooks' folder of a checkout (its pyproject.toml beside the package's modules; never in an installed wheel).
+CHECKOUT_HOOKS = Path(__file__).resolve().parents[2] / "nanobot_hooks"
 
 INSPECT = """\
 import importlib.metadata as m, json, os, re, sys, sysconfig
@@ -88,8 +89,8 @@ def conflict(output: str) -> str:
 
 
 def hooks_source(given: str | None) -> str:
-    """What pip installs: the given wheel, sdist or folder; this checkout's hooks/ when the worker runs from
-    one; else this release from the package index."""
+    """What pip installs: the given wheel, sdist or folder; this checkout's nanobot_hooks/ when the worker runs
+    from one; else this release from the package index."""
     if given:
         return str(Path(given).resolve())
     if (CHECKOUT_HOOKS / "pyproject.toml").exists():
