@@ -36,6 +36,10 @@ from worker.summarize.deps import Deps
 # Before any worker module reads its settings, and inherited by every process the tests start.
 apply_test_defaults()
 
+# The wheels and the installed worker, built once per run and shared by every test process (project_wheels,
+# installed_worker).
+pytest_plugins = ["tests.support.built"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`).

@@ -4,9 +4,7 @@ puts only the hooks, all importable, into nanobot's environment."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -214,36 +212,22 @@ def test_the_pure_cut_planner_imports_no_worker_module_but_the_keep_rule() -> No
         assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
 
 
-# Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds
-# it in the checkout's build folder, once; the group also holds the one other test whose pip writes there
-# (test_nanobot_e2e's dry run of the install).
-ONE_WHEEL = pytest.mark.xdist_group("wheel")
-
-
-def build_wheel(folder: Path, out: Path) -> Path:
-    """A wheel of a copy of the folder: setuptools' build/ and egg-info in the checkout are shared by every test
-    process (and may hold files of an older layout), the copy by this build alone."""
-    source = out / "src"
-    shutil.copytree(folder, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*",
-                                                                  ".git", "node_modules", ".mypy_cache"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (path,) = out.glob("*.whl")
+@pytest.fixture
+def wheel(project_wheels: Path) -> Path:
+    """The hooks' wheel (nanobot_hooks/pyproject.toml), what nanobot's environment gets: built once per run
+    (tests/support/built.py)."""
+    (path,) = project_wheels.glob("nanobot_summary_hooks-*.whl")
     return path
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hooks' wheel (nanobot_hooks/pyproject.toml), what nanobot's environment gets."""
-    return build_wheel(HOOKS, tmp_path_factory.mktemp("wheel"))
-
-
-@ONE_WHEEL
 def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
+    # Every module of the folder (its subpackages are named one by one in its pyproject.toml), and nothing else:
+    # not the pyproject.toml beside them, which `hooks install` takes as the mark of a checkout.
+    modules = {f"nanobot_hooks/{path.relative_to(HOOKS).as_posix()}" for path in sources("nanobot_hooks")}
+    assert {name for name in names if name.startswith("nanobot_hooks/")} == modules
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall.tool:RecallTool" in declared
@@ -251,9 +235,8 @@ def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     assert wheel.name.startswith(f"nanobot_summary_hooks-{RELEASE}-"), wheel.name
 
 
-@ONE_WHEEL
-def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: Path) -> None:
-    wheel = build_wheel(ROOT, tmp_path)
+def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(project_wheels: Path) -> None:
+    (wheel,) = project_wheels.glob("nanobot_summary_worker-*.whl")
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
     assert {n.split("/")[0] for n in names if ".dist-info" not in n} == {"worker"}, "no hooks, tests or harness"
@@ -272,7 +255,6 @@ def test_the_worker_and_the_hooks_have_the_one_version() -> None:
     assert f"## {RELEASE}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "CHANGELOG.md says what changed"
 
 
-@ONE_WHEEL
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
     modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)
