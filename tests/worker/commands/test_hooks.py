@@ -100,3 +100,17 @@ def test_an_environment_of_another_user_names_the_owner_and_the_command() -> Non
     assert said.startswith("cannot write nanobot's environment /srv/nanobot/lib/python3.12/site-packages: "
                            f"it is {other.pw_name}'s; run this as its owner (sudo -u {other.pw_name} "), said
     assert "it is read-only" in unwritable("/x", os.getuid()), "our own folder, not writable: read-only"
+
+
+def test_hooks_install_takes_the_checkouts_hooks_folder_else_the_release_from_the_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a checkout: its nanobot_hooks/ (their pyproject.toml inside it); installed from the wheel, whose
+    nanobot_hooks/ holds no pyproject.toml: this release from the package index; --from: the path given."""
+    from worker.commands import hooks
+
+    assert hooks.CHECKOUT_HOOKS == HOOKS and (HOOKS / "pyproject.toml").exists()
+    assert hooks.hooks_source(None) == str(HOOKS)
+    monkeypatch.setattr(hooks, "CHECKOUT_HOOKS", tmp_path / "site-packages" / "nanobot_hooks")
+    assert hooks.hooks_source(None) == f"nanobot-summary-hooks=={RELEASE}"
+    monkeypatch.chdir(tmp_path)
+    assert hooks.hooks_source("dist/x.whl") == str(tmp_path / "dist" / "x.whl")
