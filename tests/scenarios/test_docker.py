@@ -388,12 +388,13 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image
     python = nanobot_python(find_nanobot())
     before = installed(python)
     assert before.get("nanobot-ai", "").startswith("0.3."), "nanobot's environment holds nanobot-ai 0.3"
-    report = tmp_path / "report.json"
-    (wheel,) = nanobot_image_wheels.glob("*.whl")
+    # A copy of the shared wheel's folder: the step removes it once installed.
+    report, wheels = tmp_path / "report.json", shutil.copytree(nanobot_image_wheels, tmp_path / "wheels")
+    (wheel,) = wheels.glob("*.whl")
     assert wheel.name.startswith("nanobot_summary_hooks-"), wheel
     script = install_script()
     assert "/tmp/nanobot-summary-hooks" in script and "/tmp/nanobot-packages.txt" in script
-    script = (script.replace("/tmp/nanobot-summary-hooks", str(nanobot_image_wheels))
+    script = (script.replace("/tmp/nanobot-summary-hooks", str(wheels))
               .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
               .replace("pip install", f"pip install --dry-run --quiet --report {report}"))
     # `python` is nanobot's, first on PATH as in its image (/app/.venv/bin).

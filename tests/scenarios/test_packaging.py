@@ -27,7 +27,7 @@ from harness.nanobot_cli import turn
 from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import load_record
 from nanobot_hooks.contract.version import RELEASE
-from tests.support.built import InstalledWorker, build_wheels, clean_copy, once_per_run
+from tests.support.built import WAIT, InstalledWorker, build_wheels, clean_copy, once_per_run
 from tests.support.paths import HOOKS, ROOT
 from tests.support.queue_probes import queued_jobs, queued_reason
 
@@ -50,7 +50,7 @@ def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if done.returncode != 0:
             pytest.skip(f"nanobot-ai 0.3.5 cannot be installed here: {done.stderr.strip().splitlines()[-1:]}")
     folder = once_per_run(tmp_path_factory, "fresh-nanobot", make)
-    with FileLock(f"{folder}.in-use.lock"):
+    with FileLock(f"{folder}.in-use.lock", timeout=WAIT):
         yield folder / "venv" / "bin" / "python"
 
 

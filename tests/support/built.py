@@ -27,6 +27,20 @@ from tests.support.paths import ROOT
 NOT_SOURCE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*", ".git", ".mypy_cache",
                                     "node_modules", "dist")
 WORKER_DOCKERFILE = ROOT / "deploy" / "worker" / "Dockerfile"
+# The fixtures that build once per run (these and the test modules' own: nanobot's fresh venv, nanobot's image's
+# wheel). Whichever test first needs one pays for the build in its set-up, minutes on a loaded machine, so the
+# per-test timeout bounds those tests' own calls only (`func_only`): each build is bounded by its subprocesses'
+# timeouts, each wait by its lock's (WAIT).
+BUILT_ONCE = {"project_wheels", "installed_worker", "fresh_nanobot", "nanobot_image_wheels"}
+WAIT = 1800.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BUILT_ONCE & set(getattr(item, "fixturenames", ())):
+            own = item.get_closest_marker("timeout")
+            kwargs = {**(own.kwargs if own else {}), "func_only": True}
+            item.add_marker(pytest.mark.timeout(*(own.args if own else ()), **kwargs), append=False)
 
 
 def clean_copy(folder: Path, to: Path) -> Path:
@@ -54,7 +68,7 @@ def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Pat
     """The folder `make` filled, made by the first process of the run to ask and reused by every other."""
     folder = run_folder(factory) / f"built-{name}"
     done = folder / ".built"
-    with FileLock(f"{folder}.lock"):
+    with FileLock(f"{folder}.lock", timeout=WAIT):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)  # what a failed build left
             folder.mkdir()
