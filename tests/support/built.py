@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -94,7 +94,7 @@ class InstalledWorker:
 
     prefix: Path
     wheels: Path  # the step's copy of the wheels, which it removes once installed
-    output: str
+    output: str = field(repr=False)  # pip's lines: too long for a failing test's report
 
     @property
     def command(self) -> Path:
