@@ -97,7 +97,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add("--agent-timeout", type=float, default=120.0, metavar="S",
         help="seconds an agent run may take before it is killed (default: %(default)s)")
     add("--hooks-from", type=Path, metavar="DIR",
-        help="a folder holding another version's hooks/nanobot_hooks/, which nanobot then loads instead of the "
+        help="a folder holding another version's nanobot_hooks/, which nanobot then loads instead of the "
              "installed one: `git archive f327b02^ nanobot_hooks | tar -x -C DIR` shows the figures before the fix")
     add("--work", type=Path, metavar="DIR",
         help="keep the homes and logs in this new folder (default: a temporary one, removed afterwards)")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "hooks")]
+sys.path[:0] = [str(ROOT)]
 
 from tests.test_design import HOOKS_LAYERS, WORKER_LAYERS  # noqa: E402
 
@@ -28,8 +28,8 @@ PAGE = ROOT / "ARCHITECTURE.md"
 BEGIN = "<!-- map: written by scripts/architecture_map.py --write from each module's first sentence -->"
 END = "<!-- end of the map -->"
 SIDES = (
-    ("hooks/nanobot_hooks", "`hooks/nanobot_hooks/`, inside nanobot (never raises into it, never blocks a turn on the "
-                            "network), lowest layer first", HOOKS_LAYERS),
+    ("nanobot_hooks", "`nanobot_hooks/`, inside nanobot (never raises into it, never blocks a turn on the "
+                      "network), lowest layer first", HOOKS_LAYERS),
     ("worker", "`worker/`, its own process (the LLM, the session files read, the memory files written), lowest layer "
                "first", WORKER_LAYERS),
 )

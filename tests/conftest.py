@@ -37,10 +37,14 @@ from worker.summarize.deps import Deps
 # Before any worker module reads its settings, and inherited by every process the tests start.
 apply_test_defaults()
 
+# The wheels and the installed worker, built once per run and shared by every test process (project_wheels,
+# installed_worker).
+pytest_plugins = ["tests.support.built"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
-    # pytest 9.2 (tests/support/shared.py says why).
+    # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).
     config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")
 
 

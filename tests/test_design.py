@@ -4,9 +4,7 @@ puts only the hooks, all importable, into nanobot's environment."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -16,7 +14,6 @@ import pytest
 from harness.nanobot_cli import find_nanobot, nanobot_python
 from nanobot_hooks.contract.version import RELEASE
 from tests.support.paths import HOOKS, ROOT
-from tests.support.shared import built_once
 
 # What the worker may take from nanobot_hooks: the contract's modules, the text helpers both sides share, and the
 # settings it extends.
@@ -27,13 +24,8 @@ WEB_MAY_ALSO_USE = {"nanobot_hooks.recall"}
 
 
 def sources(folder: str) -> list[Path]:
-    """The folder's modules."""
-    return sorted(home(folder).rglob("*.py"))
-
-
-def home(folder: str) -> Path:
-    """Where a folder of the code is: the hooks' package sits in its distribution's folder (hooks/)."""
-    return HOOKS if folder == "nanobot_hooks" else ROOT / folder
+    """The folder's modules (not the copies a local build of the hooks' folder leaves in its build/)."""
+    return sorted(path for path in (ROOT / folder).rglob("*.py") if "build" not in path.relative_to(ROOT).parts)
 
 
 def imports_of(folder: str) -> dict[str, set[str]]:
@@ -51,7 +43,7 @@ def imports_of(folder: str) -> dict[str, set[str]]:
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_lazy"
                   and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 names.add(node.args[0].value)
-        found[str(path.relative_to(home(folder).parent))] = names
+        found[str(path.relative_to(ROOT))] = names
     return found
 
 
@@ -73,7 +65,7 @@ def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> No
 def test_no_hooks_module_names_the_worker_even_as_a_string() -> None:
     """The hooks' distribution holds no command line: nothing in it reaches for the worker, even at run time."""
     for module in imports_of("nanobot_hooks"):
-        assert '"worker' not in (HOOKS.parent / module).read_text(encoding="utf-8"), module
+        assert '"worker' not in (ROOT / module).read_text(encoding="utf-8"), module
 
 
 def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> None:
@@ -221,40 +213,23 @@ def test_the_pure_cut_planner_imports_no_worker_module_but_the_keep_rule() -> No
         assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
 
 
-# Both tests of the wheel in one test process under `pytest -n` (scripts/test's --dist loadgroup): pip builds
-# it in the checkout's build folder, once; the group also holds the one other test whose pip writes there
-# (test_nanobot_e2e's dry run of the install).
-ONE_WHEEL = pytest.mark.xdist_group("wheel")
-
-
-def build_wheel(folder: Path, out: Path) -> Path:
-    """A wheel of a copy of the folder: setuptools' build/ and egg-info in the checkout are shared by every test
-    process (and may hold files of an older layout), the copy by this build alone."""
-    source = out / "src"
-    shutil.copytree(folder, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*",
-                                                                  ".git", "node_modules", ".mypy_cache"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (path,) = out.glob("*.whl")
+@pytest.fixture
+def wheel(project_wheels: Path) -> Path:
+    """The hooks' wheel (nanobot_hooks/pyproject.toml), what nanobot's environment gets: built once per run
+    (tests/support/built.py)."""
+    (path,) = project_wheels.glob("nanobot_summary_hooks-*.whl")
     return path
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The hooks' wheel (hooks/pyproject.toml), what nanobot's environment gets: built once per run, whichever
-    test process asks first (tests/support/shared.py)."""
-    folder = built_once(tmp_path_factory, "hooks-wheel", lambda out: build_wheel(HOOKS.parent, out))
-    (path,) = folder.glob("*.whl")
-    return path
-
-
-@ONE_WHEEL
-@pytest.mark.slow  # worker or nanobot processes, or a package build
+@pytest.mark.slow  # a package build
 def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"nanobot_hooks"}, sorted(tops)
+    # Every module of the folder (its subpackages are named one by one in its pyproject.toml), and nothing else:
+    # not the pyproject.toml beside them, which `hooks install` takes as the mark of a checkout.
+    modules = {f"nanobot_hooks/{path.relative_to(HOOKS).as_posix()}" for path in sources("nanobot_hooks")}
+    assert {name for name in names if name.startswith("nanobot_hooks/")} == modules
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     declared = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "nanobot_hooks.plugin:SummaryWorkerHooks" in declared and "nanobot_hooks.recall.tool:RecallTool" in declared
@@ -262,10 +237,9 @@ def test_the_hooks_wheel_holds_only_the_hooks(wheel: Path) -> None:
     assert wheel.name.startswith(f"nanobot_summary_hooks-{RELEASE}-"), wheel.name
 
 
-@ONE_WHEEL
-@pytest.mark.slow  # worker or nanobot processes, or a package build
-def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: Path) -> None:
-    wheel = build_wheel(ROOT, tmp_path)
+@pytest.mark.slow  # a package build
+def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(project_wheels: Path) -> None:
+    (wheel,) = project_wheels.glob("nanobot_summary_worker-*.whl")
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
     assert {n.split("/")[0] for n in names if ".dist-info" not in n} == {"worker"}, "no hooks, tests or harness"
@@ -279,13 +253,12 @@ def test_the_worker_wheel_holds_the_worker_its_files_and_the_command(tmp_path: P
 
 def test_the_worker_and_the_hooks_have_the_one_version() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["version"] == RELEASE, "pyproject.toml's version is hooks/nanobot_hooks/contract/version.py's"
+    assert project["version"] == RELEASE, "pyproject.toml's version is nanobot_hooks/contract/version.py's"
     assert f"nanobot-summary-hooks=={RELEASE}" in project["dependencies"]
     assert f"## {RELEASE}" in (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "CHANGELOG.md says what changed"
 
 
-@ONE_WHEEL
-@pytest.mark.slow  # worker or nanobot processes, or a package build
+@pytest.mark.slow  # a package build
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
     modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)

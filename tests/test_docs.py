@@ -60,7 +60,7 @@ def test_every_variable_the_settings_read_is_on_the_configuration_page_with_its_
     # Every variable of ours that the code names anywhere is a setting, so it is on the page too (the page's own
     # script is left out: it shows a misspelled name on purpose).
     ours = re.compile(r"\b(?:%s)[A-Z_]*[A-Z]\b" % "|".join(OWN_PREFIXES))
-    named = {name for folder in ("worker", "hooks", "scripts") for path in (ROOT / folder).rglob("*.py")
+    named = {name for folder in ("worker", "nanobot_hooks", "scripts") for path in (ROOT / folder).rglob("*.py")
              if path.name != "config_docs.py" for name in ours.findall(path.read_text(encoding="utf-8"))}
     assert named and named <= set(rows), f"named in the code but not on the page: {sorted(named - set(rows))}"
     hooks = page.split("## Read by the worker only")[0]

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import tomllib
+import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from packaging.utils import canonicalize_name
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot, nanobot_python
 from harness.redis_server import free_port
-from tests.support.paths import ROOT
+from tests.support.built import InstalledWorker, once_per_run
+from tests.support.dockerfile import run_with, steps
+from tests.support.paths import HOOKS, ROOT
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.nanobot.yml"
@@ -109,17 +112,7 @@ def env_file(path: Path) -> dict[str, str]:
 
 
 def dockerfile(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
-    """(instruction, arguments) in order, continuation lines joined and comments dropped."""
-    steps, current = [], ""
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not current and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        current += line.rstrip()[:-1] + " " if line.rstrip().endswith("\\") else line
-        if not line.rstrip().endswith("\\"):
-            keyword, _, rest = current.strip().partition(" ")
-            steps.append((keyword.upper(), " ".join(rest.split())))
-            current = ""
-    return steps
+    return steps(path)
 
 
 def build_args() -> dict[str, str]:
@@ -156,19 +149,12 @@ def copied(path: Path = DOCKERFILE) -> list[str]:
     return sources
 
 
-def run_with(path: Path, words: str) -> str:
-    """The one RUN whose script holds `words`."""
-    runs = [rest for keyword, rest in dockerfile(path) if keyword == "RUN" and words in rest]
-    assert len(runs) == 1, runs
-    return runs[0]
-
-
 def install_script() -> str:
     """The one RUN that runs pip install (in nanobot's image)."""
     return run_with(DOCKERFILE, "pip install")
 
 
-def build_wheels(path: Path, context: Path, out: Path) -> list[Path]:
+def image_wheels(path: Path, context: Path, out: Path) -> list[Path]:
     """The first stage's `pip wheel` as written, its /src the copied context, its /wheels `out`."""
     script = run_with(path, "pip wheel").replace("/src", str(context)).replace("/wheels", str(out))
     done = subprocess.run(["sh", "-ec", script.replace("python -m pip", f"{sys.executable} -m pip")],
@@ -213,7 +199,7 @@ def pyproject() -> dict[str, Any]:
 
 
 def hooks_pyproject() -> dict[str, Any]:
-    return tomllib.loads((ROOT / "hooks" / "pyproject.toml").read_text(encoding="utf-8"))
+    return tomllib.loads((HOOKS / "pyproject.toml").read_text(encoding="utf-8"))
 
 
 VARIABLES = {"TZ": "Europe/Berlin"}
@@ -351,16 +337,20 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
         "the constraint is the image's own package list, written before the install"
     sources = copied()
-    assert set(sources) == {"hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    assert set(sources) == {"nanobot_hooks"}, "the hooks' folder: their package and its pyproject.toml"
     project = hooks_pyproject()
     assert "readme" not in project["project"], "setuptools would read a readme the context leaves out"
-    find = project["tool"]["setuptools"]["packages"]["find"]  # setuptools finds the subpackages
-    assert find["include"] and all(f"hooks/{pattern.split('.')[0]}" in sources for pattern in find["include"])
+    setuptools = project["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"nanobot_hooks": "."}, "the folder is the package"
+    for package in setuptools["packages"]:  # each subpackage's folder inside the copied one
+        assert (HOOKS.joinpath(*package.split(".")[1:]) / "__init__.py").exists(), package
     patterns = ignore_patterns()
-    for source in (*sources, "hooks/nanobot_hooks/plugin.py", "hooks/nanobot_hooks/contract/keys.py"):
+    for source in (*sources, "nanobot_hooks/pyproject.toml", "nanobot_hooks/plugin.py",
+                   "nanobot_hooks/contract/keys.py"):
         assert not ignored(source, patterns), f"{source} must reach the build"
     for other in (".venv/bin/python", ".venv-nanobot", "worker/app.py", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "hooks/nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py"):
+                  "deploy/worker.env", "nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py",
+                  "nanobot_hooks/build/lib/nanobot_hooks/plugin.py", "nanobot_hooks/nanobot_summary_hooks.egg-info"):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
@@ -370,11 +360,22 @@ def copy_build_context(folder: Path, dockerfile_path: Path = DOCKERFILE) -> Path
     for source in copied(dockerfile_path):
         path = ROOT / source
         if path.is_dir():
-            shutil.copytree(path, folder / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # What the .dockerignore files keep out: caches, and a local build's build/ and egg-info.
+            shutil.copytree(path, folder / source,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info"))
         else:
             (folder / source).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, folder / source)
     return folder
+
+
+@pytest.fixture
+def nanobot_image_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the wheel nanobot's image's first stage builds as written (its COPYs, its `pip wheel`), built
+    once per run for the tests of the image's install."""
+    def make(folder: Path) -> None:
+        image_wheels(DOCKERFILE, copy_build_context(folder / "src"), folder / "wheels")
+    return once_per_run(tmp_path_factory, "nanobot-image-wheels", make) / "wheels"
 
 
 def installed(python: Path) -> dict[str, str]:
@@ -383,18 +384,20 @@ def installed(python: Path) -> dict[str, str]:
     return {canonicalize_name(item["name"]): item["version"] for item in json.loads(listing.stdout)}
 
 
-def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Path) -> None:
+def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image_wheels: Path,
+                                                                  tmp_path: Path) -> None:
     """The RUN as written, in nanobot's environment (nanobot-ai 0.3.5), with pip's resolver (`--dry-run
     --report`: a fresh venv with nanobot-ai takes pip a minute here, too long for one test)."""
     python = nanobot_python(find_nanobot())
     before = installed(python)
     assert before.get("nanobot-ai", "").startswith("0.3."), "nanobot's environment holds nanobot-ai 0.3"
-    context, report = copy_build_context(tmp_path / "src"), tmp_path / "report.json"
-    (wheel,) = build_wheels(DOCKERFILE, context, tmp_path / "wheels")
+    # A copy of the shared wheel's folder: the step removes it once installed.
+    report, wheels = tmp_path / "report.json", shutil.copytree(nanobot_image_wheels, tmp_path / "wheels")
+    (wheel,) = wheels.glob("*.whl")
     assert wheel.name.startswith("nanobot_summary_hooks-"), wheel
     script = install_script()
     assert "/tmp/nanobot-summary-hooks" in script and "/tmp/nanobot-packages.txt" in script
-    script = (script.replace("/tmp/nanobot-summary-hooks", str(tmp_path / "wheels"))
+    script = (script.replace("/tmp/nanobot-summary-hooks", str(wheels))
               .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
               .replace("pip install", f"pip install --dry-run --quiet --report {report}"))
     # `python` is nanobot's, first on PATH as in its image (/app/.venv/bin).
@@ -410,12 +413,13 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(tmp_path: Pat
     assert installed(python) == before, "a dry run changes nothing"
 
 
-def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(tmp_path: Path) -> None:
+def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(nanobot_image_wheels: Path,
+                                                                         tmp_path: Path) -> None:
     """The wheel built from the image's COPYs (not this checkout's editable install), found by nanobot 0.3.5's own
     plugin discovery: the entry points are registered and each loads its Tool."""
     python = nanobot_python(find_nanobot())
-    context, site = copy_build_context(tmp_path / "src"), tmp_path / "site"
-    (wheel,) = build_wheels(DOCKERFILE, context, tmp_path / "wheels")
+    site = tmp_path / "site"
+    (wheel,) = nanobot_image_wheels.glob("*.whl")
     build = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir",
                             "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300,
                            env=process_env(test_defaults=False))
@@ -445,7 +449,7 @@ def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_l
     first, last = stages(WORKER_DOCKERFILE)
     assert first[0] == ("FROM", "${PYTHON_IMAGE} AS wheels") and last[0] == ("FROM", "${PYTHON_IMAGE}")
     wheel = run_with(WORKER_DOCKERFILE, "pip wheel").split()
-    assert "--no-deps" in wheel and wheel[-2:] == ["/src/hooks", "/src"], "the hooks' wheel and the worker's"
+    assert "--no-deps" in wheel and wheel[-2:] == ["/src/nanobot_hooks", "/src"], "the hooks' wheel and the worker's"
     assert [rest for keyword, rest in last if keyword == "COPY"] == ["--from=wheels /wheels /tmp/wheels"]
     install = run_with(WORKER_DOCKERFILE, "pip install")
     assert "--find-links /tmp/wheels /tmp/wheels/nanobot_summary_worker-*.whl" in install, install
@@ -463,36 +467,38 @@ def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_l
         assert not re.search(r"key|token|secret|password", rest, re.IGNORECASE), (keyword, rest)
 
     sources = copied(WORKER_DOCKERFILE)
-    assert set(sources) == {"pyproject.toml", "README.md", "worker", "hooks/pyproject.toml", "hooks/nanobot_hooks"}
+    assert set(sources) == {"pyproject.toml", "README.md", "worker", "nanobot_hooks"}
     lines = (WORKER_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "hooks/nanobot_hooks")
-                     for path in (ROOT / folder).rglob("*") if path.is_file() and "__pycache__" not in path.parts]
+    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "nanobot_hooks")
+                     for path in (ROOT / folder).rglob("*") if path.is_file()
+                     and not {"__pycache__", "build"} & set(path.parts) and ".egg-info" not in path.as_posix()]
     for source in (*sources, *package_files):
         assert not ignored(source, patterns), f"{source} must reach the build"
     for other in (".venv/bin/python", ".venv-nanobot", "tests/scenarios/test_docker.py", ".git/HEAD",
                   "deploy/worker.env", "worker/__pycache__/app.cpython-312.pyc", "build/lib/x.py", "docs/operations.md",
-                  "bench/x.py"):
+                  "bench/x.py", "nanobot_hooks/build/lib/nanobot_hooks/plugin.py",
+                  "nanobot_hooks/nanobot_summary_hooks.egg-info/PKG-INFO"):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
-def test_the_worker_images_steps_as_written_build_and_install_a_worker_that_runs(tmp_path: Path) -> None:
+def test_the_worker_images_steps_as_written_build_and_install_a_worker_that_runs(
+        project_wheels: Path, installed_worker: InstalledWorker, tmp_path: Path) -> None:
     """The two RUNs as written (paths moved into a temporary folder): the wheels build from the copied context, the
-    worker's wheel installs with its dependencies, and its command answers (the RUN checks `--version`)."""
+    worker's wheel installs with its dependencies, and its command answers (the RUN checks `--version`). The install
+    (litellm: minutes) is the run's one install of the worker, shared with tests/scenarios/test_packaging.py: it
+    installs the wheels the README's command built, which hold the same files as the ones the image's step builds."""
     context = copy_build_context(tmp_path / "src", WORKER_DOCKERFILE)
-    built = build_wheels(WORKER_DOCKERFILE, context, tmp_path / "wheels")
+    built = image_wheels(WORKER_DOCKERFILE, context, tmp_path / "wheels")
     assert [path.name.split("-")[0] for path in built] == ["nanobot_summary_hooks", "nanobot_summary_worker"]
-    prefix = tmp_path / "opt"
-    script = (run_with(WORKER_DOCKERFILE, "pip install").replace("/opt/nanobot-summary", str(prefix))
-              .replace("/tmp/wheels", str(tmp_path / "wheels")).replace("python -m venv", f"{sys.executable} -m venv"))
-    done = subprocess.run(["sh", "-ec", script], cwd=tmp_path, capture_output=True, text=True, timeout=900,
-                          env=process_env(test_defaults=False))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for wheel in built:
+        (same,) = project_wheels.glob(wheel.name)
+        assert sorted(zipfile.ZipFile(wheel).namelist()) == sorted(zipfile.ZipFile(same).namelist()), wheel.name
     from nanobot_hooks.contract.version import RELEASE
 
-    assert done.stdout.strip().splitlines()[-1] == f"nanobot-summary {RELEASE}", done.stdout[-3000:]
-    assert not (tmp_path / "wheels").exists(), "the wheels are removed once installed"
-    assert (prefix / "bin" / "arq").exists(), "the compose files' health check runs the image's arq"
+    assert installed_worker.output.strip().splitlines()[-1] == f"nanobot-summary {RELEASE}", installed_worker.output
+    assert not installed_worker.wheels.exists(), "the wheels are removed once installed"
+    assert (installed_worker.prefix / "bin" / "arq").exists(), "the compose files' health check runs the image's arq"
 
 
 # --- one zone: nanobot's timestamps read as nanobot wrote them ----------------------------------------------------

@@ -30,6 +30,7 @@ from harness.sandbox import NanobotHome, session_lines
 from harness.transcripts import conversation
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import load_record
+from tests.support.built import clean_copy
 from tests.support.commands import run_in_process
 from tests.support.crossing import (
     CHAT,
@@ -39,7 +40,7 @@ from tests.support.crossing import (
     seed_and_cross,
     seed_cross_and_summarize,
 )
-from tests.support.paths import ROOT
+from tests.support.paths import HOOKS
 from tests.support.queue_probes import applied, has_record, queued_jobs, queued_reason, stats
 from tests.support.waiting import wait_until
 from tests.support.workers import niceness, run_burst, running_worker, summarize_now
@@ -435,16 +436,14 @@ async def test_an_unsupported_nanobot_runs_without_the_integration_and_says_why_
     assert await redis.keys("*") == []
 
 
-# pip writes the checkout's egg-info for this dry run as it does for tests/test_design.py's wheel: one test process
-# (the same xdist group), one at a time.
-@pytest.mark.xdist_group("wheel")
-def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot_exe):
+def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot_exe, tmp_path):
     python = str(nanobot_python(nanobot_exe))
     check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, timeout=120)
     assert check.returncode == 0, check.stdout + check.stderr
-    # What installing this project into nanobot's environment would change: only the project itself.
-    dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-",
-                          "-e", str(ROOT / "hooks")],
+    # What installing the hooks into nanobot's environment would change: only the hooks. From a copy of their
+    # folder: pip's dry run writes an egg-info into the folder it installs from.
+    source = clean_copy(HOOKS, tmp_path / "nanobot_hooks")
+    dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "-e", str(source)],
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     would_install = [item["metadata"]["name"] for item in json.loads(dry.stdout)["install"]]

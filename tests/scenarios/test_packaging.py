@@ -15,9 +15,11 @@ import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -26,11 +28,9 @@ from harness.nanobot_cli import turn
 from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import load_record
 from nanobot_hooks.contract.version import RELEASE
-from tests.support.paths import ROOT
+from tests.support.built import WAIT, InstalledWorker, build_wheels, clean_copy, once_per_run
+from tests.support.paths import HOOKS, ROOT
 from tests.support.queue_probes import queued_jobs, queued_reason
-
-# With test_design's wheels and test_nanobot_e2e's dry run of the hooks' install: one process at a time.
-pytestmark = pytest.mark.xdist_group("wheel")
 
 
 def packages(python: Path) -> dict[str, str]:
@@ -39,17 +39,20 @@ def packages(python: Path) -> dict[str, str]:
     return {item["name"].lower(): item["version"] for item in json.loads(listing.stdout)}
 
 
-@pytest.fixture(scope="module")
-def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new venv with nanobot-ai 0.3.5 only, as a user's (about 50 s here with pip's cache warm)."""
-    folder = tmp_path_factory.mktemp("nanobot-env") / "venv"
-    venv.EnvBuilder(with_pip=True).create(folder)
-    python = folder / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                           "nanobot-ai==0.3.5"], capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        pytest.skip(f"nanobot-ai 0.3.5 cannot be installed here: {done.stderr.strip().splitlines()[-1:]}")
-    return python
+@pytest.fixture
+def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A new venv with nanobot-ai 0.3.5 only, as a user's (about 50 s here with pip's cache warm): made once per
+    run, and lent to one test at a time (each leaves it as it found it, which the tests check)."""
+    def make(folder: Path) -> None:
+        venv.EnvBuilder(with_pip=True).create(folder / "venv")
+        done = subprocess.run([str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                               "--disable-pip-version-check", "nanobot-ai==0.3.5"],
+                              capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            pytest.skip(f"nanobot-ai 0.3.5 cannot be installed here: {done.stderr.strip().splitlines()[-1:]}")
+    folder = once_per_run(tmp_path_factory, "fresh-nanobot", make)
+    with FileLock(f"{folder}.in-use.lock", timeout=WAIT):
+        yield folder / "venv" / "bin" / "python"
 
 
 def hooks(action: str, python: Path, cwd: Path, *more: str, command: tuple[str, ...] = (sys.executable, "-m", "worker"),
@@ -72,14 +75,14 @@ def nanobot_starts(python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
-        fresh_nanobot: Path, installed_worker: Path, tmp_path: Path, agent_home, script, redis,
+        fresh_nanobot: Path, installed_worker: InstalledWorker, tmp_path: Path, agent_home, script, redis,
         redis_url) -> None:
     """With the installed worker's command, as the README's installed path runs it: no checkout, no wheel named, no
     package index. Between install and uninstall, a real `nanobot agent -m` turn of that fresh nanobot runs the
     installed hooks: it enqueues a job."""
     before = packages(fresh_nanobot)
     assert before["nanobot-ai"] == "0.3.5"
-    installed = hooks("install", fresh_nanobot, tmp_path, command=(str(installed_worker),), offline=True)
+    installed = hooks("install", fresh_nanobot, tmp_path, command=installed_worker.argv, offline=True)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment (no package index)" in \
         installed.stdout, installed.stdout
@@ -103,7 +106,7 @@ async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
     assert await queued_jobs(redis) == 1 and await queued_reason(redis, "telegram:7") == "interval", \
         "the installed hooks ran in nanobot's turn and enqueued the session's job"
 
-    removed = hooks("uninstall", fresh_nanobot, tmp_path, command=(str(installed_worker),))
+    removed = hooks("uninstall", fresh_nanobot, tmp_path, command=installed_worker.argv)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert packages(fresh_nanobot) == before, "uninstall takes out what install added, and nothing else"
     started = nanobot_starts(fresh_nanobot, tmp_path)
@@ -116,45 +119,44 @@ async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
 @pytest.fixture(scope="module")
 def older_hooks_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The hooks' wheel of an earlier release (this source, its version set back to 0.1.9)."""
-    out, source = tmp_path_factory.mktemp("old-dist"), tmp_path_factory.mktemp("old-source") / "hooks"
-    shutil.copytree(ROOT / "hooks", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    version = source / "nanobot_hooks" / "contract" / "version.py"
+    out = tmp_path_factory.mktemp("old-dist")
+    source = clean_copy(HOOKS, tmp_path_factory.mktemp("old-source") / "nanobot_hooks")
+    version = source / "contract" / "version.py"
     text, count = re.subn(r'^RELEASE = "[^"]*"', 'RELEASE = "0.1.9"', version.read_text(encoding="utf-8"), flags=re.M)
     assert count == 1
     version.write_text(text, encoding="utf-8")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = out.glob("nanobot_summary_hooks-0.1.9-*.whl")
+    (wheel,) = build_wheels([source], out)
+    assert wheel.name.startswith("nanobot_summary_hooks-0.1.9-"), wheel
     return wheel
 
 
 def test_hooks_install_over_an_older_release_replaces_it_and_uninstall_still_takes_out_all_it_brought(
-        fresh_nanobot: Path, installed_worker: Path, wheels: Path, older_hooks_wheel: Path, tmp_path: Path) -> None:
+        fresh_nanobot: Path, installed_worker: InstalledWorker, project_wheels: Path, older_hooks_wheel: Path,
+        tmp_path: Path) -> None:
     before = packages(fresh_nanobot)
-    old = hooks("install", fresh_nanobot, tmp_path, "--from", str(older_hooks_wheel), command=(str(installed_worker),))
+    old = hooks("install", fresh_nanobot, tmp_path, "--from", str(older_hooks_wheel), command=installed_worker.argv)
     assert old.returncode == 0 and "installed nanobot-summary-hooks 0.1.9" in old.stdout, old.stdout + old.stderr
-    (hooks_wheel,) = wheels.glob("nanobot_summary_hooks-*.whl")
-    new = hooks("install", fresh_nanobot, tmp_path, "--from", str(hooks_wheel), command=(str(installed_worker),))
+    (hooks_wheel,) = project_wheels.glob("nanobot_summary_hooks-*.whl")
+    new = hooks("install", fresh_nanobot, tmp_path, "--from", str(hooks_wheel), command=installed_worker.argv)
     assert new.returncode == 0, new.stdout + new.stderr
     assert f"installed nanobot-summary-hooks {RELEASE}" in new.stdout and f"ok hooks {RELEASE} load" in new.stdout
     now = packages(fresh_nanobot)
     assert now["nanobot-summary-hooks"] == RELEASE, "the older release is replaced, not kept beside"
     assert {name: version for name, version in before.items() if now.get(name) != version} == {}
-    removed = hooks("uninstall", fresh_nanobot, tmp_path, command=(str(installed_worker),))
+    removed = hooks("uninstall", fresh_nanobot, tmp_path, command=installed_worker.argv)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert packages(fresh_nanobot) == before, \
         "what the first install brought (arq, redis, ...) is still taken out after an upgrade"
 
 
 def test_hooks_install_refuses_a_package_the_hooks_conflict_with_and_changes_nothing(
-        installed_worker: Path, wheels: Path, tmp_path: Path) -> None:
+        installed_worker: InstalledWorker, project_wheels: Path, tmp_path: Path) -> None:
     """nanobot's environment holds a redis the hooks cannot use (6.x; they need redis<6): one line naming it,
     nothing installed (pip's dry run decides before any change)."""
     python = fake_nanobot(tmp_path / "venv", with_pip=True, extra={"redis": "6.0.0"})
     before = packages(python)
-    (hooks_wheel,) = wheels.glob("nanobot_summary_hooks-*.whl")
-    result = hooks("install", python, tmp_path, "--from", str(hooks_wheel), command=(str(installed_worker),))
+    (hooks_wheel,) = project_wheels.glob("nanobot_summary_hooks-*.whl")
+    result = hooks("install", python, tmp_path, "--from", str(hooks_wheel), command=installed_worker.argv)
     assert result.returncode == 2, result.stdout + result.stderr
     line = result.stderr.strip()
     assert line.count("\n") == 0 and "Traceback" not in line, result.stderr
@@ -184,7 +186,7 @@ def test_hooks_install_into_an_environment_that_is_read_only_says_so_and_writes_
     command = [unshare, "-m", "sh", "-ec", 'mount --bind -o ro "$0" "$0"; shift; exec "$@"', str(site), "--",
                sys.executable, "-m", "worker", "hooks", "install", "--python", str(python)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**process_env(test_defaults=False), "PYTHONPATH": f"{ROOT}:{ROOT / 'hooks'}"})
+                          env={**process_env(test_defaults=False), "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
     assert line.count("\n") == 0 and "Traceback" not in line, done.stderr
@@ -215,49 +217,23 @@ def test_hooks_install_into_a_python_without_nanobot_changes_nothing(tmp_path: P
     assert result.stderr.strip().count("\n") == 0 and "has no nanobot-ai" in result.stderr, result.stderr
 
 
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both wheels (`pip wheel --no-deps`, as the README builds them)."""
-    out, source = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source") / "checkout"
-    # From a copy: the checkout's build/ and egg-info are shared with the other test processes.
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*", ".git",
-                                                                ".mypy_cache"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out),
-                            str(source / "hooks"), str(source)], capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stderr[-3000:]
-    return out
-
-
-@pytest.fixture(scope="module")
-def installed_worker(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The worker's wheel with its dependencies in a new venv (about 30 s here with pip's cache warm): its command."""
-    folder = tmp_path_factory.mktemp("worker-env") / "venv"
-    venv.EnvBuilder(with_pip=True).create(folder)
-    (wheel,) = wheels.glob("nanobot_summary_worker-*.whl")
-    done = subprocess.run([str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", "--find-links", str(wheels), str(wheel)],
-                          capture_output=True, text=True, timeout=900, cwd=wheels)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return folder / "bin" / "nanobot-summary"
-
-
-def test_the_installed_worker_says_its_version_from_any_folder(installed_worker: Path, tmp_path: Path) -> None:
-    result = subprocess.run([str(installed_worker), "--version"], capture_output=True, text=True, timeout=120,
+def test_the_installed_worker_says_its_version_from_any_folder(installed_worker: InstalledWorker,
+                                                               tmp_path: Path) -> None:
+    result = subprocess.run([str(installed_worker.command), "--version"], capture_output=True, text=True, timeout=120,
                             cwd=tmp_path, env=process_env(test_defaults=False))
     assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", \
         result.stdout + result.stderr
 
 
-async def test_the_installed_worker_summarizes_a_session_through_litellm(installed_worker: Path, nanobot_home,
-                                                                         fake_llm, redis, redis_url,
-                                                                         tmp_path: Path) -> None:
+async def test_the_installed_worker_summarizes_a_session_through_litellm(
+        installed_worker: InstalledWorker, nanobot_home, fake_llm, redis, redis_url, tmp_path: Path) -> None:
     import asyncio
 
     fake_llm.default = Reply(summary_json(summary="done by the installed worker"))
     nanobot_home.write_session("telegram:42", conversation(15))
     env = process_env(nanobot_home, redis_url, config=True)
     for args in (["enqueue", "--keep", "messages:10", "telegram:42"], ["run", "--burst", "--no-embedded-redis"]):
-        done = await asyncio.to_thread(subprocess.run, [str(installed_worker), *args], capture_output=True,
+        done = await asyncio.to_thread(subprocess.run, [str(installed_worker.command), *args], capture_output=True,
                                        text=True, timeout=300, cwd=tmp_path, env=env)
         assert done.returncode == 0, (args, done.stdout + done.stderr)
     record = await load_record(redis, "telegram:42")

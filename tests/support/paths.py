@@ -5,5 +5,5 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# The hooks' package, in the folder of their own distribution (hooks/pyproject.toml).
-HOOKS = ROOT / "hooks" / "nanobot_hooks"
+# The hooks' package, at the top level; its folder is also their distribution's (nanobot_hooks/pyproject.toml).
+HOOKS = ROOT / "nanobot_hooks"

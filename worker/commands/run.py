@@ -131,7 +131,7 @@ def run_reloading(verbose: bool) -> int:
     os.environ["NANOBOT_SUMMARY_NICENESS"] = "0"  # watchfiles starts it with this process's environment
     # A worker's shutdown closes its Redis pool and cancels its jobs: on a busy machine that takes
     # longer than watchfiles' 5 s, whose SIGKILL then takes this process down with a traceback.
-    run_process(root / "worker", root / "hooks" / "nanobot_hooks", target=shlex.join(child),
+    run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
                 target_type="command", watch_filter=PythonFilter(), sigint_timeout=30,
                 sigkill_timeout=10)  # a loaded machine may take more than watchfiles' 1 s to reap a killed child
     return 0

@@ -178,7 +178,7 @@ async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
 
 
 async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
-    """The settings each running nanobot's hooks published (hooks/nanobot_hooks/turn/listener.py: host, pid, how it
+    """The settings each running nanobot's hooks published (nanobot_hooks/turn/listener.py: host, pid, how it
     is run, its shared settings), oldest first; one that cannot be read is skipped."""
     keys = Keys.of(redis)
     processes = await index.members(redis, "hooks", keys.hooks)

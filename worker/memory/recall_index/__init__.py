@@ -1,8 +1,8 @@
 """The recall index: archived messages, daily-notes lines and MEMORY.md lines, redacted, in SQLite FTS5.
 
 The worker keeps it in step with the files after each job (off the turn's path); the recall tool inside
-nanobot reads it (hooks/nanobot_hooks/recall/search.py). Its layout is in the contract
-(hooks/nanobot_hooks/contract/recall.py).
+nanobot reads it (nanobot_hooks/recall/search.py). Its layout is in the contract
+(nanobot_hooks/contract/recall.py).
 The files stay the source of truth: an index that is missing, of another schema version or unreadable is
 rebuilt from them, and every refresh follows the memory files whose size or time changed: a day file that
 only grew (notes are appended) has only its new sections read, any other change re-reads the file whole.

@@ -15,7 +15,7 @@ __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSI
            "unpack"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
-# (hooks/nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
+# (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
 # the tool finds it from nanobot's workspace alone, and nanobot's git store commits only the files it
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
