@@ -82,6 +82,8 @@ async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
         await asyncio.to_thread(process.communicate, timeout=30)
 
 
+@pytest.mark.slow  # a gateway, a worker and a dozen commands as processes
+@pytest.mark.timeout(900)
 async def test_every_command_and_the_worker_work_under_each_instances_acl_user_and_reach_nothing_of_the_other(
         tmp_path, gateway, nanobot_home, fake_llm, script) -> None:
     server = acl_server(tmp_path / "redis", ADMIN, {"a": (PASSWORD_A, KEYS_A.acl_rules()),

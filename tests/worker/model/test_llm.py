@@ -27,6 +27,7 @@ print(json.dumps([loaded, routing, credentials, "litellm" in sys.modules]))
 """
 
 
+@pytest.mark.slow  # child interpreters that import litellm
 def test_a_light_start_builds_and_checks_the_model_without_loading_litellm_and_says_the_same(nanobot_home) -> None:
     env = process_env(nanobot_home, "redis://127.0.0.1:1/0", config=True)
     env.pop("DEEPSEEK_API_KEY", None)
