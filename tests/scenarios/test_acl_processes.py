@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from harness.environment import process_env
 from tests.support.paths import ROOT
 from worker.model.llm import credentials_problem, routing_problem
