@@ -69,7 +69,7 @@ class Embedder:
     pause: float = field(default=0.0)
 
     def run(self, db: sqlite3.Connection, clock: Callable[[], float] = time.monotonic) -> int:
-        """Embeds passages that have no vector yet (newest sources first); how many were stored. Never raises
+        """Embeds passages that have no vector yet; how many were stored. Never raises
         for the model's trouble (sqlite3.Error is the index's, for the caller)."""
         if clock() < self.pause_until:
             return 0
@@ -128,10 +128,10 @@ def _forget_other_model(db: sqlite3.Connection, model: str) -> None:
 
 
 def _pending(db: sqlite3.Connection, limit: int) -> list[tuple[int, int, str]]:
-    """(rowid, block, text) of up to `limit` passages without a vector, newest first."""
+    """(rowid, block, text) of up to `limit` passages without a vector, in order (appended: pages filled, not split)."""
     rows = db.execute("SELECT passage_rows.rowid, passage_rows.block FROM passage_rows LEFT JOIN vectors "
                       "ON vectors.rowid = passage_rows.rowid WHERE vectors.rowid IS NULL "
-                      "ORDER BY passage_rows.rowid DESC LIMIT ?", (limit,)).fetchall()
+                      "ORDER BY passage_rows.rowid LIMIT ?", (limit,)).fetchall()
     blocks: dict[int, dict[int, Any]] = {}
     found = []
     for rowid, block in rows:
