@@ -22,6 +22,7 @@ from nanobot_hooks.recall import meaning
 from nanobot_hooks.recall import tool as recall_tool
 from nanobot_hooks.recall.search import search
 from nanobot_hooks.settings import HookSettings
+from tests.support.bench import load_bench
 from worker.memory.recall_index import RecallIndex
 from worker.memory.recall_index.vectors import Embedder, litellm_embed
 
@@ -194,3 +195,16 @@ async def test_the_tool_finds_by_meaning_with_the_setting(home, fake_llm, monkey
                                                                summary_embedding_api_base=fake_llm.url))
     assert "sunset canvas" not in await words.execute(query="painting")
     assert "sunset canvas" in await both.execute(query="painting")
+
+
+def test_the_retrieval_benchmark_measures_with_an_embedding_model(fake_llm, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    bench = load_bench("bench_retrieval")
+    monkeypatch.setattr(bench, "QUERY_EMBEDDER", None)
+    assert bench.main(["--smoke", "--today", "2026-12-01", "--embedding-model", MODEL,
+                       "--embedding-api-base", fake_llm.url]) == 0
+    stdout = capsys.readouterr().out
+    assert "recall@5" in stdout and '"figures"' in stdout
+    asked = [r.body["input"] for r in fake_llm.requests if r.path.endswith("/embeddings")]
+    assert any(len(texts) > 1 for texts in asked), "the turns embedded in batches"
+    assert sum(len(texts) == 1 for texts in asked) > 20, "and each query"
