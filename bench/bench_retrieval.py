@@ -12,7 +12,8 @@ turns with the same queries, in the same run.
 Prints the figures per language and query form, the ratios tool / BM25 (the goals of issue 24: top 5 with
 keywords >= 1.2x BM25's, with questions >= 1.0x, recall@1 >= BM25's), the questions answered with nothing
 although a turn holds one of their content words, the search's latency, and a last line of JSON.
-`--smoke` is a small, quick run (the test suite's).
+`--smoke` is a small, quick run (the test suite's). `--embedding-model` (with `--embedding-api-base`) embeds the
+archived turns and the queries, as NANOBOT_SUMMARY_EMBEDDING_MODEL does (with --archive index).
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ from bench import retrieval_corpus as corpus
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
 from nanobot_hooks.contract.session_format import is_direct_chat
+from nanobot_hooks.recall import meaning
 from nanobot_hooks.recall.search import search
+from nanobot_hooks.settings import HookSettings
 from worker.memory.recall_index import RecallIndex
+from worker.memory.recall_index.vectors import Embedder, litellm_embed
 
 FORMS = ("keywords", "question")
 LANGUAGES = ("en", "zh")
@@ -119,11 +123,16 @@ def message_passages(answer: str) -> list[list[int]]:
     return passages
 
 
+QUERY_EMBEDDER: meaning.Embedder | None = None  # --embedding-model's, for the tool's search
+
+
 def ask_tool(workspace: Path, question: corpus.Question, query: str, today: date,
              latencies: list[float]) -> tuple[list[list[int]], str]:
     """The tool's answer as the conversation's own session asks: the message positions of its passages, in
     order, and the answer itself."""
-    on_day = {"today": today} if TAKES_TODAY else {}
+    on_day: dict = {"today": today} if TAKES_TODAY else {}
+    if QUERY_EMBEDDER is not None:
+        on_day["meaning"] = QUERY_EMBEDDER
     began = time.perf_counter()
     answer = search(workspace, query, question.session, is_direct_chat, **on_day)
     latencies.append(time.perf_counter() - began)
@@ -161,16 +170,21 @@ def archive(args: argparse.Namespace, root: Path,
     homes = [NanobotHome.create(root / str(n), "http://127.0.0.1:9/v1") for n in range(len(conversations))] \
         if not args.shared_workspace else [NanobotHome.create(root, "http://127.0.0.1:9/v1")] * len(conversations)
     if args.archive == "index":
-        return [(home, archive_with_index(home, c)) for home, c in zip(homes, conversations, strict=True)]
+        embedder = Embedder(args.embedding_model, litellm_embed(args.embedding_model, args.embedding_api_base)) \
+            if args.embedding_model else None
+        return [(home, archive_with_index(home, c, embedder)) for home, c in zip(homes, conversations, strict=True)]
     with job_redis(args.redis_url) as url:
         return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations, strict=True)]
 
 
-def archive_with_index(home: NanobotHome, conversation: corpus.Conversation) -> int:
+def archive_with_index(home: NanobotHome, conversation: corpus.Conversation, embedder: Embedder | None = None) -> int:
     """The conversation as a nanobot session file, every message archived (nanobot's watermark at the end),
-    then the worker's index refresh as its start-up runs it."""
+    then the worker's index refresh as its start-up runs it (again while it embeds: each refresh embeds a share)."""
     home.write_session(conversation.key, conversation.messages, last_archived=len(conversation.messages))
-    RecallIndex(home.workspace, ZoneInfo("UTC")).refresh(home.sessions_dir)  # the sandbox's config says UTC
+    index = RecallIndex(home.workspace, ZoneInfo("UTC"), embedder)  # the sandbox's config says UTC
+    while index.refresh(home.sessions_dir).embedded:
+        pass
+    index.close()
     return len(conversation.messages)
 
 
@@ -355,15 +369,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="print N questions per language and form that the tool missed and BM25 found")
     parser.add_argument("--smoke", action="store_true",
                         help="a small, quick run (2 conversations x 8 sessions per language; the test suite's)")
+    parser.add_argument("--embedding-model", default=None,
+                        help="embed turns and queries with this litellm model (NANOBOT_SUMMARY_EMBEDDING_MODEL; "
+                             "with --archive index), e.g. openai/multilingual-e5-small")
+    parser.add_argument("--embedding-api-base", default=None,
+                        help="its OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     args = parser.parse_args(argv)
+    if args.embedding_model and args.archive == "jobs":
+        parser.error("--embedding-model needs --archive index")
     if args.smoke:
         args.conversations, args.sessions = 2, 8
-    args.archive = args.archive or ("index" if args.smoke else "jobs")
+    args.archive = args.archive or ("index" if args.smoke or args.embedding_model else "jobs")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
+    global QUERY_EMBEDDER
     args = parse(argv)
+    if args.embedding_model:
+        QUERY_EMBEDDER = meaning.embedder(HookSettings(summary_embedding_model=args.embedding_model,
+                                                       summary_embedding_api_base=args.embedding_api_base))
     today = args.today or date.today()
     conversations = {language: corpus.generate(language, args.conversations, args.sessions, today, args.seed,
                                                args.facts) for language in LANGUAGES}

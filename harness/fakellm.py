@@ -16,6 +16,9 @@ The same replies answer ``POST /v1/responses`` (OpenAI's Responses API, which na
 uses for gpt-5 and o-series models): a ``response`` object, or with ``"stream": true`` its server-sent
 events (``response.created`` ... ``response.completed``); ``FakeRequest.instructions`` and ``.input``
 read such a request.
+``POST /v1/embeddings`` answers the OpenAI way with ``meaning_vector`` of each input: a hashed bag of crudely
+stemmed words through a small synonym table, so "painting" and "sunset piece" are near and unrelated words far;
+``llm.embeddings`` (an Error or a Hang, or None) makes it misbehave.
 
 CLI: ``python -m harness.fakellm --port 8999 --reply TEXT --delay 0.1``.
 """
@@ -24,7 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import math
+import re
 import threading
 import time
 import uuid
@@ -156,6 +162,7 @@ class FakeLLM:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._stopping: asyncio.Event | None = None
+        self.embeddings: Error | Hang | None = None  # how /v1/embeddings misbehaves; None: it answers
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -286,6 +293,8 @@ class FakeLLM:
         if request.method == "GET" and path in ("/v1/models", "/models"):
             model = {"id": FAKE_MODEL, "object": "model", "created": 0, "owned_by": "fakellm"}
             return web.json_response({"object": "list", "data": [model]})
+        if request.method == "POST" and path in ("/v1/embeddings", "/embeddings"):
+            return await self._embed(request, req)
         if request.method != "POST" or path not in _CHAT_PATHS + _RESPONSES_PATHS:
             unknown = f"Unknown path {request.method} {request.path}"
             return _error_response(Error(404, unknown, code="not_found", type="invalid_request_error"))
@@ -317,6 +326,20 @@ class FakeLLM:
         if answer.broken:
             return await _half_body(request, json.dumps(body).encode())
         return web.json_response(body)
+
+    async def _embed(self, request: web.Request, req: FakeRequest) -> web.StreamResponse:
+        """An embeddings request: ``meaning_vector`` of each input, or ``self.embeddings``' misbehaviour."""
+        if self.embeddings is not None:
+            return await self._answer(request, req, self.embeddings, responses=False)
+        texts = (req.body or {}).get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            return _error_response(Error(400, "input must be a string or a list of strings",
+                                         type="invalid_request_error"))
+        data = [{"object": "embedding", "index": n, "embedding": meaning_vector(t)} for n, t in enumerate(texts)]
+        used = sum(len(t.split()) for t in texts)
+        return web.json_response({"object": "list", "data": data, "model": (req.body or {}).get("model", FAKE_MODEL),
+                                  "usage": {"prompt_tokens": used, "total_tokens": used}})
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that ends early when the server stops, so stop() never waits on a Hang."""
@@ -425,6 +448,37 @@ async def _stream_function_call(events: _EventStream, index: int, item: dict[str
 
 
 # -- request reading and raw replies ---------------------------------------------------------
+
+
+# The fake embedding's meanings: a word (crudely stemmed) stands for its concept here, or for itself.
+SYNONYMS = {
+    "paint": "art", "canvas": "art", "piece": "art", "draw": "art", "sketch": "art", "artwork": "art",
+    "sunset": "art", "watercolor": "art", "portrait": "art",
+    "car": "vehicle", "truck": "vehicle", "sedan": "vehicle", "vehicle": "vehicle",
+    "dog": "pet", "puppy": "pet", "cat": "pet", "kitten": "pet", "pet": "pet",
+    "job": "work", "career": "work", "employer": "work", "hired": "work", "hire": "work", "offer": "work",
+}
+_STOP = frozenset("a an and are as at be but by did do does for from had has have he her him his how i in is it its "
+                  "me my of on or our she so that the their them they this to was we were what when where which who "
+                  "why will with you your query passage".split())
+EMBEDDING_DIMENSIONS = 64
+
+
+def meaning_vector(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """The fake embedding of a text: each concept's hashed direction, summed and normalized (deterministic)."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z]+", text.lower()):
+        if word in _STOP:
+            continue
+        for suffix in ("ing", "ed", "s"):
+            if word.endswith(suffix) and len(word) > len(suffix) + 2:
+                word = word[:-len(suffix)]
+                break
+        digest = hashlib.blake2b(SYNONYMS.get(word, word).encode(), digest_size=8).digest()
+        vector[digest[0] % dimensions] += 1.0 if digest[1] % 2 else -1.0
+        vector[digest[2] % dimensions] += 0.5 if digest[3] % 2 else -0.5
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector] if any(vector) else [1.0 / math.sqrt(dimensions)] * dimensions
 
 
 async def _received(request: web.Request) -> FakeRequest:

@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from nanobot_hooks.contract.keys import NAMESPACE_PATTERN, WORKSPACE_ID_FILE, Keys, default_namespace
@@ -81,6 +81,19 @@ class HookSettings(BaseSettings):
                     "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
     )
 
+    summary_embedding_model: str | None = Field(
+        None, description="an embedding model (a litellm name, e.g. openai/text-embedding-3-small): the worker embeds "
+        "what it indexes for recall and the recall tool ranks by meaning as well as by words; unset = words only. The "
+        "tool asks the query's embedding of NANOBOT_SUMMARY_EMBEDDING_API_BASE (an OpenAI-compatible /embeddings) "
+        "within 1.5 s, else answers by words (docs/memory-and-recall.md)")
+    summary_embedding_api_base: str | None = Field(
+        None, description="the embedding model's OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); unset: "
+        "litellm's default for the model, and https://api.openai.com/v1 for the recall tool's query of an openai/ "
+        "model (any other model needs this set for the tool to use it)")
+    summary_embedding_api_key: SecretStr | None = Field(
+        None, description="the embedding endpoint's key, when it needs one not in the provider's usual variable "
+                          "(OPENAI_API_KEY for openai/ models); never logged")
+
     @model_validator(mode="before")
     @classmethod
     def _demo_preset(cls, data: Any) -> Any:
@@ -100,7 +113,8 @@ class HookSettings(BaseSettings):
             return () if patterns == ("none",) else patterns
         return value
 
-    @field_validator("redis_ca_file", "summary_namespace", mode="before")
+    @field_validator("redis_ca_file", "summary_namespace", "summary_embedding_model", "summary_embedding_api_base",
+                     "summary_embedding_api_key", mode="before")
     @classmethod
     def _blank_path_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -4,7 +4,10 @@ its search terms are indexed from."""
 from __future__ import annotations
 
 import json
+import math
 import zlib
+from array import array
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -12,7 +15,7 @@ from nanobot_hooks.text import CJK_RUN, cjk_grams
 
 __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE",
            "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "retired_source", "source_owner",
-           "unpack"]
+           "unpack", "VECTORS_TABLE", "quantize", "similarity"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -28,6 +31,10 @@ RECALL_SCHEMA_VERSION = 4  # PRAGMA user_version; any other value means "rebuild
 SOURCE_BITS = 32
 NOTE_LINE_BITS = 12
 TOKENIZE = "porter unicode61 remove_diacritics 2"
+# A passage's meaning, when NANOBOT_SUMMARY_EMBEDDING_MODEL is set: its embedding normalized and quantized to int8
+# (`quantize`, one byte a dimension), kept by the passage's rowid; an empty blob marks a passage the model refused
+# (never asked again). Created by the worker in an index of this version that lacks it: no rebuild.
+VECTORS_TABLE = "CREATE TABLE IF NOT EXISTS vectors(rowid INTEGER PRIMARY KEY, v BLOB NOT NULL);"
 RECALL_TABLES = f"""
 CREATE TABLE IF NOT EXISTS sources(
   id INTEGER PRIMARY KEY,
@@ -49,6 +56,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
 -- together (pack: a block compresses far better than one short message alone).
 CREATE TABLE IF NOT EXISTS passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
+{VECTORS_TABLE}
 """
 RECORD_SEPARATOR = b"\x1e"
 BLOCK_BYTES = 16 * 1024  # of passages' text compressed together: what a hit shown decompresses
@@ -126,3 +134,20 @@ def index_text(body: str) -> str:
     Changing what this returns needs a new RECALL_SCHEMA_VERSION: a passage is taken out of the index with the
     words it was indexed from, made again from its text by this function."""
     return CJK_RUN.sub(lambda run: " " + " ".join(cjk_grams(run.group())) + " ", body)
+
+
+def quantize(vector: Sequence[float]) -> bytes:
+    """An embedding as stored (VECTORS_TABLE): normalized, each dimension an int8 of -127..127; b"" for none."""
+    norm = math.sqrt(sum(x * x for x in vector))
+    if not vector or not norm or not math.isfinite(norm):
+        return b""
+    return array("b", (max(-127, min(127, round(127 * x / norm))) for x in vector)).tobytes()
+
+
+def similarity(a: bytes, b: bytes) -> float:
+    """The cosine of two quantized embeddings (0.0 when either is empty or their sizes differ)."""
+    if not a or len(a) != len(b):
+        return 0.0
+    x, y = array("b", a), array("b", b)
+    norms = math.sqrt(sum(v * v for v in x) * sum(v * v for v in y))
+    return sum(map(int.__mul__, x, y)) / norms if norms else 0.0

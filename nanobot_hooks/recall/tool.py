@@ -82,15 +82,18 @@ class RecallTool(ToolBase):
     async def execute(self, query: str = "", date_from: str | None = None, date_to: str | None = None,
                       **_: Any) -> str:
         try:
+            from nanobot_hooks.recall import meaning
             from nanobot_hooks.recall import search as recall
 
             if self._workspace is None or self._settings is None:
                 return f"Nothing found for {query!r}: recall is not set up in this process."
+            embed = meaning.embedder(self._settings)
             search = asyncio.to_thread(recall.search, self._workspace, str(query), _asking_session(),
                                        self._settings.is_trusted, self._settings.summary_recall_scope,
-                                       date_from, date_to)
-            # The search stops itself at its budget; this bounds a disk that does not answer at all.
-            return await asyncio.wait_for(search, recall.BUDGET_SECONDS + 2.0)
+                                       date_from, date_to, meaning=embed)
+            # The search stops itself at its budget (the query's embedding at its own); this bounds a disk that does
+            # not answer at all.
+            return await asyncio.wait_for(search, recall.BUDGET_SECONDS + 2.0 + (meaning.QUERY_SECONDS if embed else 0))
         except ValueError as exc:  # a malformed date: the model can fix it
             return f"Error: {exc}"
         except asyncio.TimeoutError:

@@ -375,6 +375,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
         "summary_idle_min_tokens": "3000", "summary_niceness": "5",
         "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace, "summary_demo": "false",
+        "summary_embedding_model": "", "summary_embedding_api_base": "", "summary_embedding_api_key": "",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = process_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from nanobot_hooks.settings import NoWorkspaceId
 from worker.memory.recall_index import RecallIndex
+from worker.memory.recall_index.vectors import Embedder, litellm_embed
 from worker.memory.writer import MemoryFiles
 from worker.model.llm import model_problems
 from worker.nanobot.config import NanobotConfig, resolve_model
@@ -41,7 +42,17 @@ def build_deps(settings: Settings) -> Deps:
                          hold=settings.memory_write == "idle")
     return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback, counter=best_counter(), tz=tz,
                 instructions=instructions, memory=memory, job_timeout=job_timeout(settings),
-                recall=RecallIndex(memory.workspace, tz))
+                recall=RecallIndex(memory.workspace, tz, passage_embedder(settings)))
+
+
+def passage_embedder(settings: Settings) -> Embedder | None:
+    """What embeds the recall index's passages (NANOBOT_SUMMARY_EMBEDDING_MODEL), or None: words only."""
+    if not settings.summary_embedding_model:
+        return None
+    key = settings.summary_embedding_api_key
+    return Embedder(settings.summary_embedding_model,
+                    litellm_embed(settings.summary_embedding_model, settings.summary_embedding_api_base,
+                                  key.get_secret_value() if key is not None else None))
 
 
 def job_timeout(settings: Settings) -> int:

@@ -11,13 +11,20 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract.recall import RECALL_INDEX, RECALL_SCHEMA_VERSION, RECALL_TABLES, fts_problem
+from nanobot_hooks.contract.recall import (
+    RECALL_INDEX,
+    RECALL_SCHEMA_VERSION,
+    RECALL_TABLES,
+    VECTORS_TABLE,
+    fts_problem,
+)
 from worker.errors import WorkerError
 from worker.memory.recall_index.forget import drop_passages_holding, passages_holding
 from worker.memory.recall_index.memory_files import sync_memory_files
 from worker.memory.recall_index.messages import sweep, sync_session
 from worker.memory.recall_index.rows import archived_through
 from worker.memory.recall_index.tables import is_damaged, transaction
+from worker.memory.recall_index.vectors import Embedder
 from worker.nanobot.sessions import SessionFile
 from worker.text.prepare import Lines
 
@@ -39,20 +46,23 @@ class Refreshed:
     messages: int = 0
     files: int = 0
     rebuilt: bool = False
+    embedded: int = 0  # passages given their embedding (NANOBOT_SUMMARY_EMBEDDING_MODEL)
 
     def __str__(self) -> str:
         what = f"+{self.messages} messages, {self.files} memory files re-read"
+        what += f", {self.embedded} passages embedded" if self.embedded else ""
         return f"recall index rebuilt: {what}" if self.rebuilt else f"recall index: {what}"
 
 
 class RecallIndex:
     """`<workspace>/memory/.recall.sqlite`, written by the worker only."""
 
-    def __init__(self, workspace: Path, tz: tzinfo | None = None) -> None:
+    def __init__(self, workspace: Path, tz: tzinfo | None = None, embedder: Embedder | None = None) -> None:
         self.workspace = Path(workspace).expanduser()
         self.path = self.workspace / RECALL_INDEX
         self.memory_dir = self.path.parent
         self.tz = tz
+        self.embedder = embedder  # passages embedded after each refresh (vectors.py); None: words only
         # The writing connection, kept open between refreshes: its statements stay prepared, and closing the
         # last connection would checkpoint the WAL into the file each time (a third of a refresh); SQLite's own
         # auto-checkpoint does it every thousand pages instead. It is kept with what the index's files looked
@@ -83,6 +93,8 @@ class RecallIndex:
                 self.discard()
                 done = self._refresh(sessions_dir, session, through, lines)
             if self._writer is not None:
+                if self.embedder is not None:
+                    done.embedded = self.embedder.run(self._writer[1])
                 self._writer = (self._files_seen(), self._writer[1])
             return done
 
@@ -169,6 +181,8 @@ class RecallIndex:
             if version != RECALL_SCHEMA_VERSION:
                 db.executescript(f"BEGIN IMMEDIATE;{RECALL_TABLES};PRAGMA user_version={RECALL_SCHEMA_VERSION};"
                                  "COMMIT;")
+            else:
+                db.execute(VECTORS_TABLE)  # an index of this version made before vectors were kept
             return db
         except BaseException:
             db.close()

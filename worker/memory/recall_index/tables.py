@@ -109,4 +109,5 @@ def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) ->
         else:
             db.execute("DELETE FROM blocks WHERE id = ?", (number,))
     db.execute("DELETE FROM passage_rows WHERE rowid BETWEEN ? AND ?", (first, last))
+    db.execute("DELETE FROM vectors WHERE rowid BETWEEN ? AND ?", (first, last))
     db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))
