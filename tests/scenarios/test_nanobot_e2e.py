@@ -376,6 +376,7 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
         "summary_idle_min_tokens": "3000", "summary_niceness": "5",
         "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace, "summary_demo": "false",
         "summary_embedding_model": "", "summary_embedding_api_base": "", "summary_embedding_api_key": "",
+        "summary_retired_days": "30",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
     env = process_env(agent_home, redis_url, **{Settings.env_name(k): v for k, v in values.items()})
@@ -489,8 +490,9 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
                                                                      redis_url, capsys):
     env = process_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
     script.prompt_tokens = SMALL_PROMPT
-    for text in ("first question", "second question", "third question"):
-        await turn(nanobot_exe, agent_home, env, "telegram:321", text)
+    for text in ("first", "second", "third"):  # long enough that a summary of two of them could shrink them
+        await turn(nanobot_exe, agent_home, env, "telegram:321", f"{text} question: compare the train and the bus "
+                   "from Kyoto to Osaka for a family of four, with prices, times, luggage rules and the stations")
     asked = len(fake_llm.requests)
     dry = await asyncio.to_thread(
         run_in_process, capsys, "enqueue", "--dry-run", "telegram:321",

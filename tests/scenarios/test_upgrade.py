@@ -99,6 +99,7 @@ def old(release: Path, env: dict[str, str], *steps: str) -> list:
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
 
 
+@pytest.mark.older_release_markers  # 0.2.0 marked spans noted without notes (issue 42)
 async def test_an_upgrade_from_the_previous_release_loses_no_record_and_applies_none_twice(
         nanobot_home, default_reply, redis, redis_url, deps_for, tmp_path, caplog) -> None:
     release = previous_release(tmp_path)

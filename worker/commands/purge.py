@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from arq.constants import health_check_key_suffix as HEALTH_CHECK_SUFFIX
+from arq.constants import in_progress_key_prefix, job_key_prefix, result_key_prefix, retry_key_prefix
 
 from nanobot_hooks.contract.client import close_client
-from nanobot_hooks.contract.keys import ARQ_JOB_KEYS, JOB_DAILY, Keys
+from nanobot_hooks.contract.keys import JOB_DAILY, Keys
 from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.queue import pending_sessions, reply
 from nanobot_hooks.contract.recall import RECALL_INDEX
@@ -116,6 +117,7 @@ async def redis_keys(settings: Settings, nanobot: NanobotConfig) -> list[str]:
 # The instance's index families (`worker/state/index.py`) and the names each member stands for.
 FAMILIES = ("workers", "hooks", "formats", "spend", "resting", "outcomes")
 SESSION_FAMILIES = ("spend", "resting", "outcomes")  # members that are session keys
+ARQ_JOBS = (job_key_prefix, in_progress_key_prefix, retry_key_prefix, result_key_prefix)  # arq's keys of one job
 
 
 def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, Iterable[str]]) -> list[str]:
@@ -132,8 +134,7 @@ def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, It
         names += [keys.record(session), keys.context(session), keys.daily_flag(session), keys.cooldown(session),
                   keys.failures(session), keys.progress(session), keys.running(session), keys.outcome(session),
                   keys.spend(session), misses_key(keys, session)]
-        names += [f"arq:{kind}:{job}" for job in (keys.job_id(session), keys.idle_job_id(session))
-                  for kind in ARQ_JOB_KEYS]
+        names += [f"{kind}{job}" for job in (keys.job_id(session), keys.idle_job_id(session)) for kind in ARQ_JOBS]
     return sorted(set(names))
 
 

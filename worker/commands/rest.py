@@ -63,7 +63,7 @@ async def pause(args: argparse.Namespace) -> int:
             session_path(nanobot.sessions_dir, key)
         except SessionKeyError as exc:
             return refuse(exc)
-    if problem := redis_problem(settings.redis_url, **settings.redis_options()):
+    if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
         return refuse(problem)
     redis = await open_pool(settings)
     try:

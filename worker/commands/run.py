@@ -63,16 +63,13 @@ def run_worker(args: argparse.Namespace) -> int:
                 cleanups.append(embedded_redis(settings))
             except RuntimeError as exc:
                 return refuse(exc)
-        if problem := version_problem(server_version(settings.redis_url, **settings.redis_options())):
-            return refuse(problem)
         if args.reload:
             return run_reloading(args.verbose)  # its child inherits this process's lowered priority
         try:
             deps = nanobots_deps(settings)
         except (SettingsError, NanobotConfigError) as exc:
             return refuse(exc)
-        # The namespace is known now: the probe reads the instance's own key (an ACL user of another one fails here).
-        if problem := redis_problem(deps.settings.redis_url, keys=deps.settings.keys, **deps.settings.redis_options()):
+        if problem := served_redis_problem(deps.settings):
             return refuse(problem)
         options = worker_options(deps.settings, deps.tz)
         watch = ConfigWatch(deps)
@@ -81,6 +78,13 @@ def run_worker(args: argparse.Namespace) -> int:
         # (if any) is stopped first, and the new process starts its own.
         SteadyWorker(**options, burst=args.burst).run()
     return 0
+
+
+def served_redis_problem(settings: Settings) -> str | None:
+    """Why the instance's Redis (its namespace known now) cannot serve it: the probe reads the instance's own key (an
+    ACL user of another instance fails there, before any other command is refused by its rules), then its version."""
+    return (redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options())
+            or version_problem(server_version(settings.redis_url, **settings.redis_options())))
 
 
 def nanobots_deps(settings: Settings) -> Deps:

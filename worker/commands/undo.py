@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from arq.connections import ArqRedis
 from arq.constants import in_progress_key_prefix
 
 from nanobot_hooks.contract.client import close_client
@@ -130,6 +131,22 @@ async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: i
     return ["the running nanobot that holds the session undid it there too (its next turn sends every message)"]
 
 
+async def undoable_record(redis: ArqRedis, keys: Keys, key: str) -> SummaryRecord | None:
+    """The record waiting for `key` (None: none waits); Refused while a job is queued or running (it would store a
+    record over the undone state) or when the record cannot be read."""
+    if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
+            await redis.zscore(keys.queue, keys.job_id(key)) is not None:
+        raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
+                      "then run this again")
+    record = await read_waiting_record(redis, key)
+    if isinstance(record, str):
+        what = "damaged" if record == DAMAGED else "another version's, which this version cannot read"
+        raise Refused(f"the summary record waiting for {key!r} is {what}: nothing was undone; upgrade nanobot's "
+                      "hooks and the worker to one version (a damaged one is dropped at the session's next "
+                      "turn), then run this again")
+    return record
+
+
 async def undo(key: str, dry_run: bool, pause: bool = False) -> list[str]:
     settings = load_settings()
     try:
@@ -146,17 +163,7 @@ async def undo(key: str, dry_run: bool, pause: bool = False) -> list[str]:
     keys = settings.keys
     try:
         # Everything the undo needs is read first: nothing changes before it is known that it can finish.
-        # A job running or queued now would store a record over the undone state.
-        if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
-                await redis.zscore(keys.queue, keys.job_id(key)) is not None:
-            raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
-                          "then run this again")
-        record = await read_waiting_record(redis, key)
-        if isinstance(record, str):
-            what = "damaged" if record == DAMAGED else "another version's, which this version cannot read"
-            raise Refused(f"the summary record waiting for {key!r} is {what}: nothing was undone; upgrade nanobot's "
-                          "hooks and the worker to one version (a damaged one is dropped at the session's next "
-                          "turn), then run this again")
+        record = await undoable_record(redis, keys, key)
         nanobots = 0 if dry_run else await listening(redis)
         secret = signing_key(path) if nanobots else b""
         paused = []

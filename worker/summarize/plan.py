@@ -16,7 +16,8 @@ from worker.text.tokens import count_message
 
 # The fewest tokens a summary takes, whatever it covers: a cheap model's summary of two short turns measured 44
 # tokens. Messages (and the previous summary) that add up to less than this over the saving asked for cannot come
-# out shorter: the plan says so before the call is paid (a job queued with --force calls anyway).
+# out shorter: the plan of a job queued by hand says so before the call is paid (--force calls anyway); an automatic
+# one has NANOBOT_SUMMARY_MIN_SAVING's floor.
 MIN_SUMMARY_TOKENS = 50
 
 
@@ -75,7 +76,7 @@ def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, re
         if not plan.entries:
             plan.skip = (f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
                          "nanobot's hidden or command rows)")
-        elif not req.force and not saves_enough(
+        elif req.reason == "manual" and not req.force and not saves_enough(
                 plan.covered_tokens + deps.counter(previous) - MIN_SUMMARY_TOKENS, max(floor / 2, 1)):
             plan.skip = (f"a summary would not shrink the context: the messages to cover hold "
                          f"{plan.covered_tokens:,} tokens" + (f" and the previous summary {deps.counter(previous):,}"

@@ -95,6 +95,7 @@ async def test_the_overviews_bars_are_told_apart_by_label_tooltip_link_and_a_tab
         outcome = JobOutcome(session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)",
                              tokens_before=10_000 + n, tokens_after=3_000 + n)
         await redis.set(TEST_KEYS.outcome(key), outcome.model_dump_json())
+        await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     async with served(settings_for()) as page:
         _, overview = await page.get("/")
     chart = overview.split('<svg class="chart"', 1)[1].split("</svg>", 1)[0]
