@@ -42,6 +42,7 @@ BOOKKEEPING = {
     ".MEMORY.pending.jsonl": "facts not yet written to MEMORY.md",
     ".MEMORY.md.lock": "MEMORY.md's lock file",
     ".notes.lock": "the daily notes' lock file",
+    ".recall.forgotten.json": "the digests of the archived messages forgotten everywhere, kept out of the recall index",
 }
 DAY_NOTE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 NOTED_MARK = re.compile(r"^\.\d{4}-\d{2}-\d{2}\.noted$")

@@ -20,11 +20,11 @@ from filelock import Timeout
 from worker.errors import MemoryFilesError, MemoryReadOnly
 from worker.files import read_bytes, read_only
 from worker.memory.dedup import normalize
+from worker.memory.elsewhere import too_short, where_else
 from worker.memory.longterm import load_meta, locate, parse, read_held, sidecar_path
 from worker.memory.longterm.edit import EditRefused, edit_fact, pin_fact
 from worker.memory.longterm.forget import ADDED_ON_PAGE, Forgot, forget_fact
 from worker.memory.longterm.part import own_lines
-from worker.memory.notes import drop_lines_holding, key_words
 from worker.memory.recall_index import RecallIndex, RecallIndexError
 from worker.text.language import language as language_table
 from worker.web.guard import BROWSER, form_of, see_other
@@ -117,7 +117,8 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
     # After a forget: where else its text lives (the day's notes, the recall index), to forget it there too.
-    elsewhere = await asyncio.to_thread(where_else, instance, change.text) if isinstance(change, Forgot) else None
+    elsewhere = await asyncio.to_thread(where_else, instance.workspace, instance.sessions_dir, instance.tz,
+                                        change.text) if isinstance(change, Forgot) else None
     return render(request, "memory.html", status=status, facts=shown[pager.start:pager.stop], pager=pager,
                   matched=len(shown), total=len(rows), query=query, held=held[held_pager.start:held_pager.stop],
                   held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
@@ -203,55 +204,6 @@ async def undo(request: web.Request) -> web.Response:
     return await answer(request, 200 if said.what.startswith("Undone") else 409, said)
 
 
-@dataclass(frozen=True)
-class Elsewhere:
-    """Where a text lives besides MEMORY.md: the day files' note lines that hold it (by day file) and the recall
-    index's passages that do ((rowid, kind, session): an archived message of a session, or a notes line)."""
-
-    text: str
-    notes: dict[str, list[str]]
-    passages: list[tuple[int, str, str]]
-    problem: str | None = None  # the recall index could not be read
-
-    @property
-    def archives(self) -> list[str]:
-        """The sessions whose archived messages in the recall index hold the text."""
-        return sorted({session for _, kind, session in self.passages if kind == "messages"})
-
-    @property
-    def words(self) -> list[str]:
-        """The words a line or passage holds to hold the text (notes.key_words)."""
-        return sorted(key_words(self.text))
-
-    @property
-    def note_lines(self) -> int:
-        return sum(len(lines) for lines in self.notes.values())
-
-    @property
-    def anywhere(self) -> bool:
-        return bool(self.notes or self.passages)
-
-
-def where_else(instance: Instance, text: str, remove: bool = False) -> Elsewhere:
-    """Elsewhere for `text`; with `remove`, its note lines are taken out of the day files and its passages out of
-    the recall index (MEMORY.md's rows follow the file; nanobot's session files are never changed)."""
-    notes = drop_lines_holding(instance.memory.memory_path.parent, text, remove)
-    index = RecallIndex(instance.workspace, instance.tz)
-    passages: list[tuple[int, str, str]] = []
-    problem = None
-    try:
-        if index.path.exists():
-            if remove:
-                index.refresh(instance.sessions_dir)  # the day files just changed: their rows follow them
-            passages = index.passages_holding(text, remove)
-    except (RecallIndexError, sqlite3.Error, OSError) as exc:
-        log.warning("recall index not searched for a forgotten text: %s", exc)
-        problem = type(exc).__name__
-    finally:
-        index.close()
-    return Elsewhere(text, notes, passages, problem)
-
-
 def done_said(query: Any) -> str | None:
     """The sentence after adding a fact or forgetting several, from its redirect's code and numbers only (pure)."""
     added = {"added": "Added: the fact is in MEMORY.md's managed part, its provenance \"added on the page\"",
@@ -283,10 +235,10 @@ async def forget_everywhere(request: web.Request) -> web.Response:
     after a forget, so that nothing the worker keeps recalls it."""
     instance = request.app[INSTANCE]
     text = (await form_of(request)).get("text", "").strip()
-    if len(normalize(text)) < 3:
+    if too_short(text):
         return await answer(request, 400, Said("Nothing removed: give at least a few letters of the text", text))
     try:
-        done = await asyncio.to_thread(where_else, instance, text, True)
+        done = await asyncio.to_thread(where_else, instance.workspace, instance.sessions_dir, instance.tz, text, True)
     except (Timeout, OSError) as exc:
         return await answer(request, 503, Said(f"Nothing removed: the notes could not be written now "
                                                f"({type(exc).__name__}); try again", text))

@@ -40,8 +40,9 @@ def left_behind(home, tmp_path: Path) -> dict[str, Path]:
              "recall": memory / ".recall.sqlite", "meta": memory / ".MEMORY.meta.json",
              "pending": memory / ".MEMORY.pending.jsonl", "noted": memory / ".2026-11-20.noted",
              "lock": memory / ".notes.lock", "note": memory / "2026-11-20.md", "memory": memory / "MEMORY.md",
+             "forgotten": memory / ".recall.forgotten.json",
              "token": tmp_path / "state" / "nanobot-summary" / "web-token"}
-    for name in ("key", "recall", "meta", "pending", "noted", "lock"):
+    for name in ("key", "recall", "meta", "pending", "noted", "lock", "forgotten"):
         files[name].write_bytes(b"x" * 40)
     files["note"].write_text("# 2026-11-20\n- talked about cats\n")
     files["memory"].write_bytes(OWN_TOP + PART + OWN_BOTTOM)
@@ -82,7 +83,7 @@ async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(nan
         assert "deleted 2 Redis key(s) nanobot-summary:test:*" in said, said
         assert "removed the state folder" in said and "web-token" in said, said
         assert "kept the memory made for you: 1 daily note(s)" in said, said
-        for name in ("retired", "key", "recall", "meta", "pending", "noted", "lock", "token"):
+        for name in ("retired", "key", "recall", "meta", "pending", "noted", "lock", "forgotten", "token"):
             assert not files[name].exists(), name
         assert files["session"].read_bytes().split(b"\n")[1:] == messages, "every message line, byte for byte"
         head = json.loads(files["session"].read_bytes().split(b"\n")[0])

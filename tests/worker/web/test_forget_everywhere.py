@@ -4,41 +4,17 @@ on request; then neither the real recall tool nor the page's Recall returns it. 
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import quote
 
-from harness.fakellm import FakeRequest, Reply
-from harness.models import echo_memory
-from harness.transcripts import conversation
-from nanobot_hooks.recall import tool as recall_tool
-from nanobot_hooks.settings import HookSettings
+from tests.support.forgetting import FACT, KEY, QUERY, SAID, therapist_remembered
 from tests.support.web import served
-from tests.support.workers import summarize_now
-
-KEY = "telegram:42"
-SAID = "my therapist is Dr. Rowe on Thursdays"
-FACT = "The user's therapist is Dr. Rowe on Thursdays"
-
-
-def remembering(request: FakeRequest) -> Reply:
-    answer = json.loads(echo_memory(request).content)
-    answer["facts"] = [{"text": FACT, "tag": "durable", "importance": 4, "source": "user", "category": "health"}]
-    return Reply(json.dumps(answer, ensure_ascii=False))
 
 
 async def test_forget_everywhere_leaves_nothing_the_recall_tool_or_the_page_can_return(
         redis, nanobot_home, fake_llm, worker_deps, settings_for, monkeypatch):
-    fake_llm.responder = remembering
-    messages = conversation(15, user="question {i} about the deploy script")
-    messages[2]["content"] = SAID
-    nanobot_home.write_session(KEY, messages)
-    await summarize_now(redis, worker_deps(), KEY)
+    tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch)
     memory_dir = nanobot_home.workspace / "memory"
-    tool = recall_tool.RecallTool(nanobot_home.workspace, HookSettings())
-    monkeypatch.setattr(recall_tool, "_asking_session", lambda: KEY)
-    # The query's words come back in a "nothing found" answer: "Thursdays" only comes with a passage.
-    assert "Thursdays" in await tool.execute(query="therapist Rowe"), "recalled before it is forgotten"
     recall = f"/recall?q=therapist+Rowe&session={quote(KEY, safe='')}"
     async with served(settings_for()) as page:
         status, location = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACT})
@@ -48,14 +24,14 @@ async def test_forget_everywhere_leaves_nothing_the_recall_tool_or_the_page_can_
         assert "<q>dr rowe therapist thursdays</q>" in body, "the words it looked for"
         assert re.search(r"archive of 1 session\(s\): <a href=\"/session\?key=telegram%3A42\">", body), body
         assert 'action="/memory/forget-everywhere"' in body and "they are nanobot's" in body
-        assert "Thursdays" in await tool.execute(query="therapist Rowe"), "a forget alone leaves the notes"
+        assert "Thursdays" in await tool.execute(query=QUERY), "a forget alone leaves the notes"
         status, location = await page.post("/memory/forget-everywhere",
                                            {"csrf": await page.csrf(), "text": FACT})
         found = re.fullmatch(r"/memory\?everywhere=1&lines=(\d+)&passages=(\d+)", location)
         assert status == 303 and found and int(found[1]) >= 1 and int(found[2]) >= 1, location
         status, body = await page.get(location)
         assert "Forgotten everywhere the worker keeps it" in body and "session files still hold" in body
-        answered = await tool.execute(query="therapist Rowe")
+        answered = await tool.execute(query=QUERY)
         assert "Thursdays" not in answered and answered.startswith("Nothing found"), answered
         status, body = await page.get(recall)
         assert status == 200 and "Thursdays" not in body and "Nothing found for" in body, body

@@ -1,21 +1,41 @@
-"""The recall index's passages that hold a text the user asked to forget everywhere: found, and taken out (the
-archive's messages, the notes' lines). A session nanobot rewrites whole is indexed again from its file, which
-stays nanobot's."""
+"""The recall index's passages that hold a text the user asked to forget everywhere: found, taken out (the
+archive's messages, the notes' lines), and the archived messages kept out for good.
+
+nanobot's session files still hold those messages, and the index is indexed again from them: when it is rebuilt
+(missing, damaged, of another version), when nanobot rewrites a session in a way that reads as a reset, and from
+the copy the hooks keep at `/new`. So each message passage taken out leaves a tombstone, the digest of its
+redacted text (never the text), in `memory/.recall.forgotten.json` beside the index (a file of its own: a rebuild
+starts the index afresh), and no message passage with that digest is indexed again. The day files' lines are
+removed from the files themselves, and MEMORY.md's rows follow the file: neither needs a tombstone."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from nanobot_hooks.contract.recall import SOURCE_BITS, unpack
+from worker.files import read_bytes, temp_beside
 from worker.memory.notes import holds, key_words
-from worker.memory.recall_index.tables import drop, transaction
+from worker.memory.recall_index.rows import Row
+from worker.memory.recall_index.tables import digest, drop, transaction
+
+log = logging.getLogger("worker.memory.recall_index")
 
 FULL_POSITION = (1 << SOURCE_BITS) - 1
+TOMBSTONES = ".recall.forgotten.json"  # in the memory folder, beside the index
 
 
 def passages_holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str]]:
     """Each passage that holds `text` (every one of its key words, as notes.holds tells), outside MEMORY.md's own
     rows (those follow the file): (rowid, source kind, session)."""
+    return [(rowid, kind, session) for rowid, kind, session, _ in _holding(db, text)]
+
+
+def _holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str, str]]:
     words = key_words(text)
     if not words:
         return []
@@ -25,15 +45,60 @@ def passages_holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, 
         for rowid, passage in unpack(packed).items():
             kind, session = sources.get(rowid >> SOURCE_BITS, ("", ""))
             if kind != "memory" and holds(passage.body, words):
-                found.append((rowid, kind, session))
+                found.append((rowid, kind, session, passage.body))
     return found
 
 
-def drop_passages_holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str]]:
-    """passages_holding's passages, taken out of the index in one transaction; returns them."""
+def drop_passages_holding(db: sqlite3.Connection, text: str, memory_dir: Path) -> list[tuple[int, str, str]]:
+    """passages_holding's passages, taken out of the index in one transaction, the messages' tombstones added
+    (written while the index's write lock is held: two forgets never lose each other's); returns them."""
     with transaction(db):
-        found = passages_holding(db, text)
-        for rowid, _, _ in found:
+        found = _holding(db, text)
+        for rowid, _, _, _ in found:
             position = rowid & FULL_POSITION
             drop(db, rowid >> SOURCE_BITS, position, position)
-    return found
+        add_tombstones(memory_dir, [body for _, kind, _, body in found if kind == "messages"])
+    return [(rowid, kind, session) for rowid, kind, session, _ in found]
+
+
+def passage_digest(body: str) -> str:
+    """A message passage's tombstone: the digest of its redacted text, as the index holds it (pure)."""
+    return digest(body.encode("utf-8"))
+
+
+def unforgotten(rows: Sequence[Row], tombstones: frozenset[str]) -> Sequence[Row]:
+    """The message rows whose passage was not forgotten everywhere (pure)."""
+    if not tombstones:
+        return rows
+    return [row for row in rows if passage_digest(row.body) not in tombstones]
+
+
+def tombstones_path(memory_dir: Path) -> Path:
+    return memory_dir / TOMBSTONES
+
+
+def load_tombstones(memory_dir: Path) -> frozenset[str]:
+    """The digests of the message passages forgotten everywhere; none when the file is missing. One that cannot
+    be read is named in the log (what it kept out could be indexed again)."""
+    raw = read_bytes(tombstones_path(memory_dir))
+    if raw is None:
+        return frozenset()
+    try:
+        found = json.loads(raw.decode("utf-8"))["passages"]
+        if not isinstance(found, list):
+            raise TypeError("passages is not a list")
+        return frozenset(str(each) for each in found)
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("%s is not readable (%s): passages forgotten everywhere may be indexed again", TOMBSTONES, exc)
+        return frozenset()
+
+
+def add_tombstones(memory_dir: Path, bodies: Iterable[str]) -> None:
+    """The passages' digests added to the tombstones (the file replaced whole)."""
+    new = {passage_digest(body) for body in bodies}
+    known = load_tombstones(memory_dir)
+    if new <= known:
+        return
+    path = tombstones_path(memory_dir)
+    data = json.dumps({"format": 1, "passages": sorted(known | new)}, indent=0) + "\n"
+    os.replace(temp_beside(path, data.encode("utf-8")), path)

@@ -19,7 +19,7 @@ from nanobot_hooks.contract.recall import (
     fts_problem,
 )
 from worker.errors import WorkerError
-from worker.memory.recall_index.forget import drop_passages_holding, passages_holding
+from worker.memory.recall_index.forget import drop_passages_holding, load_tombstones, passages_holding
 from worker.memory.recall_index.memory_files import sync_memory_files
 from worker.memory.recall_index.messages import sweep, sync_session
 from worker.memory.recall_index.rows import archived_through
@@ -100,25 +100,27 @@ class RecallIndex:
 
     def passages_holding(self, text: str, remove: bool = False) -> list[tuple[int, str, str]]:
         """The passages that hold `text` outside MEMORY.md's rows (forget.passages_holding), taken out of the index
-        when `remove`. Raises sqlite3.Error or OSError."""
+        when `remove`, the messages' kept out of it for good (forget.py's tombstones). Raises sqlite3.Error or
+        OSError."""
         with self._lock:
             db = self._connection()
-            return drop_passages_holding(db, text) if remove else passages_holding(db, text)
+            return drop_passages_holding(db, text, self.memory_dir) if remove else passages_holding(db, text)
 
     def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
                  lines: Lines | None = None) -> Refreshed:
         db = self._connection()
         done = Refreshed(rebuilt=not self._complete(db))
+        forgotten = load_tombstones(self.memory_dir)  # what the user forgot everywhere is never indexed again
         if session is not None and not done.rebuilt:
             # A job's update is one transaction: its messages and the memory files it changed (a long
             # backlog commits each step on the way, see messages.sync_session).
             with transaction(db):
-                done.messages += sync_session(db, session, _through(session, through), self.tz, lines)
+                done.messages += sync_session(db, session, _through(session, through), self.tz, lines, forgotten)
                 done.files = sync_memory_files(db, self.memory_dir, self.tz)
             return done
         if session is not None:
-            done.messages += sync_session(db, session, _through(session, through), self.tz, lines)
-        done.messages += sweep(db, sessions_dir, session.key if session else None, self.tz)
+            done.messages += sync_session(db, session, _through(session, through), self.tz, lines, forgotten)
+        done.messages += sweep(db, sessions_dir, session.key if session else None, self.tz, forgotten)
         done.files = sync_memory_files(db, self.memory_dir, self.tz)
         if done.rebuilt:
             db.execute("INSERT OR REPLACE INTO state(name, value) VALUES('complete', '1')")

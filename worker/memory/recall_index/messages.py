@@ -12,6 +12,7 @@ from pathlib import Path
 from nanobot_hooks.contract.recall import retired_source
 from nanobot_hooks.contract.session_format import is_internal_session, storage_name, timestamp_before
 from worker.errors import SessionError
+from worker.memory.recall_index.forget import unforgotten
 from worker.memory.recall_index.rows import archived_through, message_rows
 from worker.memory.recall_index.tables import drop, insert, known, remember, source_id, transaction
 from worker.nanobot.sessions import (
@@ -35,14 +36,16 @@ MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short wr
 WINDOW_BYTES = 4 * 2**20
 
 
-def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None) -> int:
-    """Every session whose file changed since it was last read here; files that went are forgotten."""
+def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None,
+          forgotten: frozenset[str] = frozenset()) -> int:
+    """Every session whose file changed since it was last read here; files that went are forgotten. `forgotten`:
+    the tombstones of the message passages the user forgot everywhere (forget.py), never indexed again."""
     added = 0
     keys = list_session_keys(sessions_dir)
     kept = {retired_source(copy.key, copy.name): copy for copy in retired_files(sessions_dir, noted=True)}
     if sessions_dir.is_dir():  # an unreachable folder is not a folder emptied
         _forget_gone(db, keys + list(kept), skip)
-    added += _sweep_retired(db, kept, skip, tz)
+    added += _sweep_retired(db, kept, skip, tz, forgotten)
     for key in keys:
         if key == skip or is_internal_session(key):
             continue
@@ -56,14 +59,15 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
         except (SessionError, OSError) as exc:
             log.warning("recall index: session %s not indexed: %s", key, exc)
             continue
-        added += sync_session(db, session, archived_through(session), tz)
+        added += sync_session(db, session, archived_through(session), tz, forgotten=forgotten)
         # The size and time from before the read: a change during it is read again next time.
         with transaction(db):
             remember(db, name, seen.st_size, seen.st_mtime_ns)
     return added
 
 
-def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None) -> int:
+def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None,
+                   forgotten: frozenset[str]) -> int:
     """What sessions held before `/new` (the copies the hooks keep), each indexed once, whole."""
     added = 0
     for name, copy in kept.items():
@@ -75,7 +79,7 @@ def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str |
         except (SessionError, OSError) as exc:
             log.warning("recall index: %s not indexed: %s", copy.name, exc)
             continue
-        added += sync_session(db, session, len(session.messages), tz)
+        added += sync_session(db, session, len(session.messages), tz, forgotten=forgotten)
         with transaction(db):
             remember(db, f"retired/{copy.name}", seen.st_size, seen.st_mtime_ns)
     return added
@@ -92,9 +96,10 @@ def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> N
 
 
 def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz: tzinfo | None,
-                 lines: Lines | None = None) -> int:
-    """Messages [indexed, through) of the session; a session that was reset (`/new`) is indexed anew. What the
-    read does not hold (the job's read starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
+                 lines: Lines | None = None, forgotten: frozenset[str] = frozenset()) -> int:
+    """Messages [indexed, through) of the session, but those forgotten everywhere (`forgotten`: their
+    tombstones); a session that was reset (`/new`) is indexed anew. What the read does not hold (the job's read
+    starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
     added = 0
     while True:
         with transaction(db):
@@ -113,7 +118,7 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
                            (done, timestamp_before(messages, done), source))
                 return added
             end = min(through, done + MESSAGES_PER_TRANSACTION, held_end(messages))
-            rows = message_rows(messages, done, end, tz, lines)
+            rows = unforgotten(message_rows(messages, done, end, tz, lines), forgotten)
             insert(db, source, rows)
             db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
                        (end, timestamp_before(messages, end), source))

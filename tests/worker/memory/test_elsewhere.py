@@ -1,0 +1,51 @@
+"""Forget everywhere (worker.memory.elsewhere, the page's and the command line's one home): what the user forgot
+everywhere stays forgotten. nanobot's session file still holds the message, and the worker indexes session files
+again: when nanobot's `/new` empties the session and the hooks keep its copy, when the index is rebuilt. The
+archived message's tombstone (its digest, never its text) keeps it out each time, as the real recall tool shows."""
+
+from __future__ import annotations
+
+import json
+from zoneinfo import ZoneInfo
+
+from nanobot_hooks.contract.recall import retired_source
+from nanobot_hooks.turn.reset import keep_copy
+from tests.support.forgetting import FACT, KEY, QUERY, SAID, therapist_remembered
+from worker.memory.elsewhere import where_else
+from worker.memory.longterm.forget import forget_fact
+from worker.memory.recall_index import RecallIndex
+from worker.memory.recall_index.forget import tombstones_path
+
+UTC = ZoneInfo("UTC")
+
+
+async def test_a_text_forgotten_everywhere_is_not_indexed_again_after_new_or_a_rebuild(
+        redis, nanobot_home, fake_llm, worker_deps, monkeypatch):
+    tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch)
+    workspace, sessions = nanobot_home.workspace, nanobot_home.sessions_dir
+    assert forget_fact(workspace / "memory" / "MEMORY.md", FACT, "2026-11-20") is not None
+    done = where_else(workspace, sessions, UTC, FACT, remove=True)
+    assert done.note_lines == 1 and done.archives == [KEY] and done.problem is None, done
+    assert (await tool.execute(query=QUERY)).startswith("Nothing found")
+    stones = tombstones_path(workspace / "memory").read_text(encoding="utf-8")
+    assert len(json.loads(stones)["passages"]) == 1 and "Rowe" not in stones, "a digest, never the text"
+
+    # nanobot's `/new`: the hooks keep the session as nanobot last saved it, then nanobot saves it empty.
+    session = nanobot_home.session_file(KEY)
+    kept = keep_copy(session, KEY, 0, 1_700_000_000_000)
+    session.unlink()  # nanobot saves through a rename: a new file, the copy's link untouched
+    nanobot_home.write_session(KEY, [])
+    index = RecallIndex(workspace, UTC)
+    try:
+        index.refresh(sessions)  # the worker's sweep: the emptied session, the kept copy whole
+        copies = index.connect().execute("SELECT through FROM sources WHERE session = ?",
+                                         (retired_source(KEY, kept.name),)).fetchall()
+        assert copies == [(30,)], "the copy was indexed, every message of it"
+        assert (await tool.execute(query=QUERY)).startswith("Nothing found"), "back from the copy kept at /new"
+
+        index.discard()  # a rebuild from the files (a damaged index, another schema version)
+        assert "rebuilt" in str(index.refresh(sessions))
+        assert (await tool.execute(query=QUERY)).startswith("Nothing found"), "back after a rebuild"
+    finally:
+        index.close()
+    assert SAID.encode() in kept.read_bytes(), "nanobot's files keep the conversation"
