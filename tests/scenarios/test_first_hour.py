@@ -56,7 +56,7 @@ def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
     assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
     probe = ("import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, "
-             "worker.commands.doctor\n"
+             "worker.commands.doctor, worker.commands.forget\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'tiktoken')))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
@@ -67,7 +67,7 @@ def test_the_console_script_runs_from_any_folder_and_nanobots_environment_gets_n
     assert script.exists(), "scripts/test (like scripts/run-worker) installs the command into .venv"
     helped = subprocess.run([str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0, helped.stderr
-    for command in ("run", "enqueue", "status", "undo", "doctor", "hooks"):
+    for command in ("run", "enqueue", "status", "undo", "forget", "doctor", "hooks"):
         assert re.search(rf"^\s+{command}\s", helped.stdout, re.MULTILINE), helped.stdout
     nanobot_python = os.environ.get("NANOBOT_PYTHON")
     if not nanobot_python:

@@ -98,6 +98,7 @@ def parser() -> argparse.ArgumentParser:
     _add_rest(sub)
     _add_end_rest(sub)
     _add_undo(sub)
+    _add_forget(sub)
     _add_doctor(sub)
     _add_web(sub)
     _add_acl(sub)
@@ -231,6 +232,39 @@ def _add_undo(sub: Subcommands) -> None:
                       help="also keep the session unsummarized until `nanobot-summary end-rest KEY` (as `rest KEY`): "
                       "otherwise its next turns may queue a fresh summary")
     undo.set_defaults(handler=_lazy("worker.commands.undo"))
+
+
+def _add_forget(sub: Subcommands) -> None:
+    forget = sub.add_parser(
+        "forget", help="forget a fact of MEMORY.md by its text; --everywhere: its notes and recall passages too",
+        description=textwrap.fill(
+            "Forget a fact of MEMORY.md (written, or held for the next write) by its text, compared as the web "
+            "page's Forget compares it (case, punctuation and spacing aside), through the worker's own lock and "
+            "write rules: the user's own lines stay, and no job that asked its model before brings it back. Then "
+            "say where else the worker keeps the text: the daily notes' lines and the recall index's passages (the "
+            "archived messages of a session) that hold each of its words, the commonest aside. --everywhere "
+            "removes those too, as the page's Forget everywhere does: then the recall tool no longer returns it, "
+            "and the archived messages stay out of the recall index when it is rebuilt or indexes their session "
+            "again. nanobot's session files keep the conversation itself: they are nanobot's, and this command "
+            "never changes them. Safe while the worker and nanobot run.", 100),
+        epilog="examples:\n"
+        "  nanobot-summary forget \"The user's therapist is Dr. Rowe on Thursdays\"\n"
+        "  nanobot-summary forget --everywhere --dry-run \"The user's therapist is Dr. Rowe on Thursdays\"\n"
+        "  nanobot-summary forget --everywhere \"therapist Dr. Rowe\"   # notes and passages holding these words\n"
+        "\nexit codes: 0 done (with --dry-run: what would be done, shown); 1 nothing to forget: MEMORY.md holds no "
+        "such fact (the\nnearest are named) and, with --everywhere, no note or passage holds the text either; 2 it "
+        "could not be done\n(nanobot's config, a read-only MEMORY.md, a lock held too long, a recall index that "
+        "cannot be written).\n"
+        "The web page's memory page does the same (Forget, then Forget everywhere), with an undo for the fact.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    forget.add_argument("text", nargs="+", metavar="TEXT",
+                        help="the fact's text as MEMORY.md shows it (quoted, or as several words)")
+    forget.add_argument("--everywhere", action="store_true",
+                        help="also remove every daily-notes line and recall-index passage that holds each of the "
+                        "text's words (give fewer words to catch a note that says it otherwise)")
+    forget.add_argument("--dry-run", action="store_true",
+                        help="say what would be forgotten and removed, change nothing")
+    forget.set_defaults(handler=_lazy("worker.commands.forget"))
 
 
 def _add_doctor(sub: Subcommands) -> None:

@@ -121,6 +121,19 @@ def best_match(norm: str, choices: Sequence[str], threshold: float = DEFAULT_THR
     return None if found is None else int(found[2])
 
 
+NEAR = 0.6  # a text this similar to another (its words in any order, or a part of it) is named as a near one
+
+
+def near_matches(norm: str, choices: Sequence[str], limit: int = 3, threshold: float = NEAR) -> list[int]:
+    """Indexes of the choices nearest to `norm` over the threshold, nearest first: the words compared in any
+    order, and a part counts (a fact's few words find it)."""
+    if not norm or not choices:
+        return []
+    found = process.extract(norm, choices, scorer=fuzz.token_set_ratio, processor=None, limit=limit,
+                            score_cutoff=threshold * 100)
+    return [int(index) for _, _, index in found]
+
+
 # The keyword rules (a score >= 2 is important), in English, Chinese, Japanese and Korean.
 # English words match whole (so "api" is not found in "rapid"); CJK words anywhere (they have no spaces).
 _RULES: dict[str, tuple[int, str, str]] = {

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from worker.files import read_bytes
-from worker.memory.dedup import best_match, normalize
+from worker.memory.dedup import best_match, near_matches, normalize
 from worker.memory.longterm.held import Held, held_line, read_held
 from worker.memory.longterm.merge import Merged, MergeStats
 from worker.memory.longterm.part import Line, Part, locate, parse
@@ -168,16 +168,35 @@ def restore_forgotten(path: Path, forgot: Forgot, today: str) -> Restored:
     return done
 
 
-def now_reads(path: Path, text: str, today: str) -> str | None:
-    """What the fact `text` reads now, after someone else changed it: the fact of the part, or a held one, closest
-    to it (the merge's correction keeps most of the words); None when there is none."""
+def fact_texts(path: Path, today: str) -> list[str]:
+    """The texts of the managed part's facts, then of the held ones, as MEMORY.md (`path`) and its pending file
+    hold them now."""
     raw = read_bytes(path)
     content = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(content)
     texts = [] if span is None else [line.text for line in parse(content[span[0]:span[1]], today).lines]
-    texts += [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
+    return texts + [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
+
+
+def find_fact(path: Path, text: str, today: str) -> str | None:
+    """The fact, written or held, whose text is `text` (compared normalized), as it reads; None when there is none
+    (what forget_fact would forget, read without the lock: for a dry run)."""
+    key = normalize(text)
+    return next((each for each in fact_texts(path, today) if normalize(each) == key), None)
+
+
+def now_reads(path: Path, text: str, today: str) -> str | None:
+    """What the fact `text` reads now, after someone else changed it: the fact of the part, or a held one, closest
+    to it (the merge's correction keeps most of the words); None when there is none."""
+    texts = fact_texts(path, today)
     found = best_match(normalize(text), [normalize(each) for each in texts])
     return None if found is None else texts[found]
+
+
+def near_facts(path: Path, text: str, today: str, limit: int = 3) -> list[str]:
+    """The facts, written or held, nearest to `text` (a text mistyped, or a part of a fact), nearest first."""
+    texts = list(dict.fromkeys(fact_texts(path, today)))
+    return [texts[n] for n in near_matches(normalize(text), [normalize(each) for each in texts], limit)]
 
 
 # What an undo of a forget did: put it back; found it in the part again already (a job wrote it meanwhile); or
