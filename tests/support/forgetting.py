@@ -32,11 +32,12 @@ def remembering(request: FakeRequest) -> Reply:
 
 
 async def therapist_remembered(redis: ArqRedis, home: NanobotHome, fake_llm: FakeLLM, deps: Deps,
-                               monkeypatch: pytest.MonkeyPatch) -> recall_tool.RecallTool:
-    """KEY's 15 turns (the third SAID) summarized by a real job; the recall tool as KEY asks it, which finds it."""
+                               monkeypatch: pytest.MonkeyPatch, said_at: int = 2) -> recall_tool.RecallTool:
+    """KEY's 15 turns (message `said_at` SAID) summarized by a real job, which covers messages 0..19 (the tests keep
+    the last 10); the recall tool as KEY asks it, which finds it."""
     fake_llm.responder = remembering
     messages = conversation(15, user="question {i} about the deploy script")
-    messages[2]["content"] = SAID
+    messages[said_at]["content"] = SAID
     home.write_session(KEY, messages)
     await summarize_now(redis, deps, KEY)
     tool = recall_tool.RecallTool(home.workspace, HookSettings())

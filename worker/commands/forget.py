@@ -93,6 +93,9 @@ def elsewhere_lines(found: Elsewhere, removed: bool, dry_run: bool) -> list[str]
         if not dry_run:
             done.append("neither the recall tool nor the page's Recall returns it now; the archived messages stay out "
                         "of the recall index when it indexes their session again")
+            if found.unarchived:
+                done.append(f"{found.unarchived} message(s) holding it that no summary covered yet (nanobot still "
+                            "sends them) stay out of the recall index when a summary archives them")
         return [*done, SESSIONS_STAY]
     lines = [f"the worker still keeps the text elsewhere (each line or passage holding the words \"{words}\"), and "
              "the recall tool finds it there:"]

@@ -221,13 +221,15 @@ def done_said(query: Any) -> str | None:
 
 def everywhere_said(query: Any) -> str | None:
     """The sentence after a "forget everywhere", from its redirect's numbers only (pure)."""
-    lines, passages = query.get("lines", ""), query.get("passages", "")
-    if query.get("everywhere") != "1" or not lines.isdigit() or not passages.isdigit():
+    lines, passages, live = query.get("lines", ""), query.get("passages", ""), query.get("live", "0")
+    if query.get("everywhere") != "1" or not lines.isdigit() or not passages.isdigit() or not live.isdigit():
         return None
+    unarchived = (f" {int(live)} message(s) holding it that no summary covered yet stay out of the recall index "
+                  "when a summary archives them." if int(live) else "")
     return (f"Forgotten everywhere the worker keeps it: {int(lines)} line(s) of the daily notes and "
             f"{int(passages)} passage(s) of the recall index removed; neither the recall tool nor Recall here "
-            "returns it now. nanobot's session files still hold the conversation itself: they are nanobot's, "
-            "and this page never changes them.")
+            f"returns it now.{unarchived} nanobot's session files still hold the conversation itself: they are "
+            "nanobot's, and this page never changes them.")
 
 
 async def forget_everywhere(request: web.Request) -> web.Response:
@@ -245,7 +247,8 @@ async def forget_everywhere(request: web.Request) -> web.Response:
     if done.problem:
         return await answer(request, 503, Said(f"The notes' lines were removed but the recall index could not be "
                                                f"changed now ({done.problem}); try again", text))
-    return see_other(f"/memory?everywhere=1&lines={done.note_lines}&passages={len(done.passages)}")
+    return see_other(f"/memory?everywhere=1&lines={done.note_lines}&passages={len(done.passages)}"
+                     f"&live={done.unarchived}")
 
 
 class NotWritten(Exception):

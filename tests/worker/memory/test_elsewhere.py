@@ -1,7 +1,8 @@
 """Forget everywhere (worker.memory.elsewhere, the page's and the command line's one home): what the user forgot
 everywhere stays forgotten. nanobot's session file still holds the message, and the worker indexes session files
 again: when nanobot's `/new` empties the session and the hooks keep its copy, when the index is rebuilt. The
-archived message's tombstone (its digest, never its text) keeps it out each time, as the real recall tool shows."""
+archived message's tombstone (its digest, never its text) keeps it out each time, as the real recall tool shows;
+so does a message no summary covered yet, when a later summary archives it."""
 
 from __future__ import annotations
 
@@ -49,3 +50,28 @@ async def test_a_text_forgotten_everywhere_is_not_indexed_again_after_new_or_a_r
     finally:
         index.close()
     assert SAID.encode() in kept.read_bytes(), "nanobot's files keep the conversation"
+
+
+async def test_a_message_no_summary_covered_yet_stays_out_when_a_later_summary_archives_it(
+        redis, nanobot_home, fake_llm, worker_deps, monkeypatch):
+    tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch, said_at=26)
+    workspace, sessions = nanobot_home.workspace, nanobot_home.sessions_dir
+    assert forget_fact(workspace / "memory" / "MEMORY.md", FACT, "2026-11-20") is not None
+    done = where_else(workspace, sessions, UTC, FACT, remove=True)
+    assert done.archives == [] and done.unarchived == 1, done
+    assert (await tool.execute(query=QUERY)).startswith("Nothing found")
+
+    # nanobot saves the session with its watermark past the message: a later summary covered it.
+    session = nanobot_home.session_file(KEY)
+    head, *rest = session.read_text(encoding="utf-8").splitlines(keepends=True)
+    metadata = json.loads(head)
+    assert SAID in rest[26]
+    metadata.update(last_archived=30, last_consolidated=30)
+    session.unlink()  # nanobot saves through a rename
+    session.write_text(json.dumps(metadata) + "\n" + "".join(rest), encoding="utf-8")
+    index = RecallIndex(workspace, UTC)
+    try:
+        assert index.refresh(sessions).messages == 9, "messages 20..29 indexed, but the forgotten one"
+    finally:
+        index.close()
+    assert (await tool.execute(query=QUERY)).startswith("Nothing found"), "back once a summary archived it"

@@ -27,7 +27,7 @@ async def test_forget_everywhere_leaves_nothing_the_recall_tool_or_the_page_can_
         assert "Thursdays" in await tool.execute(query=QUERY), "a forget alone leaves the notes"
         status, location = await page.post("/memory/forget-everywhere",
                                            {"csrf": await page.csrf(), "text": FACT})
-        found = re.fullmatch(r"/memory\?everywhere=1&lines=(\d+)&passages=(\d+)", location)
+        found = re.fullmatch(r"/memory\?everywhere=1&lines=(\d+)&passages=(\d+)&live=0", location)
         assert status == 303 and found and int(found[1]) >= 1 and int(found[2]) >= 1, location
         status, body = await page.get(location)
         assert "Forgotten everywhere the worker keeps it" in body and "session files still hold" in body

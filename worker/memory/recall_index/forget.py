@@ -3,9 +3,10 @@ archive's messages, the notes' lines), and the archived messages kept out for go
 
 nanobot's session files still hold those messages, and the index is indexed again from them: when it is rebuilt
 (missing, damaged, of another version), when nanobot rewrites a session in a way that reads as a reset, and from
-the copy the hooks keep at `/new`. So each message passage taken out leaves a tombstone, the digest of its
-redacted text (never the text), in `memory/.recall.forgotten.json` beside the index (a file of its own: a rebuild
-starts the index afresh), and no message passage with that digest is indexed again. The day files' lines are
+the copy the hooks keep at `/new`, and a message no summary covered yet enters it when one does. So each message
+passage taken out, and each such message not archived yet, leaves a tombstone, the digest of its redacted text
+(never the text), in `memory/.recall.forgotten.json` beside the index (a file of its own: a rebuild starts the
+index afresh), and no message passage with that digest is indexed again. The day files' lines are
 removed from the files themselves, and MEMORY.md's rows follow the file: neither needs a tombstone."""
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
+from datetime import tzinfo
 from pathlib import Path
 
 from nanobot_hooks.contract.recall import SOURCE_BITS, unpack
+from nanobot_hooks.contract.session_format import is_internal_session
+from worker.errors import SessionError
 from worker.files import read_bytes, temp_beside
 from worker.memory.notes import holds, key_words
-from worker.memory.recall_index.rows import Row
+from worker.memory.recall_index.rows import Row, archived_through, message_rows
 from worker.memory.recall_index.tables import digest, drop, transaction
+from worker.nanobot.sessions import list_session_keys, read_session
 
 log = logging.getLogger("worker.memory.recall_index")
 
@@ -59,6 +64,26 @@ def drop_passages_holding(db: sqlite3.Connection, text: str, memory_dir: Path) -
             drop(db, rowid >> SOURCE_BITS, position, position)
         add_tombstones(memory_dir, [body for _, kind, _, body in found if kind == "messages"])
     return [(rowid, kind, session) for rowid, kind, session, _ in found]
+
+
+def unarchived_holding(sessions_dir: Path, text: str, tz: tzinfo | None) -> list[str]:
+    """The redacted texts, as the index would hold them, of the messages that hold `text` and that no summary
+    covered yet: nanobot still sends them, and the index takes them in when a summary archives them. Each
+    session's messages from where its summaries reach (rows.archived_through) on; a file that cannot be read is
+    named in the log and passed over."""
+    words = key_words(text)
+    bodies: list[str] = []
+    for key in list_session_keys(sessions_dir) if words else []:
+        if is_internal_session(key):
+            continue
+        try:
+            session = read_session(sessions_dir, key, from_watermark=True)  # the history before it counted, not kept
+        except (SessionError, OSError) as exc:
+            log.warning("session %s not read for a text forgotten everywhere: %s", key, exc)
+            continue
+        rows = message_rows(session.messages, archived_through(session), len(session.messages), tz)
+        bodies += [row.body for row in rows if holds(row.body, words)]
+    return bodies
 
 
 def passage_digest(body: str) -> str:

@@ -19,7 +19,13 @@ from nanobot_hooks.contract.recall import (
     fts_problem,
 )
 from worker.errors import WorkerError
-from worker.memory.recall_index.forget import drop_passages_holding, load_tombstones, passages_holding
+from worker.memory.recall_index.forget import (
+    add_tombstones,
+    drop_passages_holding,
+    load_tombstones,
+    passages_holding,
+    unarchived_holding,
+)
 from worker.memory.recall_index.memory_files import sync_memory_files
 from worker.memory.recall_index.messages import sweep, sync_session
 from worker.memory.recall_index.rows import archived_through
@@ -105,6 +111,17 @@ class RecallIndex:
         with self._lock:
             db = self._connection()
             return drop_passages_holding(db, text, self.memory_dir) if remove else passages_holding(db, text)
+
+    def keep_out_unarchived(self, sessions_dir: Path, text: str) -> int:
+        """The messages that hold `text` and that no summary covered yet, kept out of the index for good (their
+        tombstones: forget.unarchived_holding); how many. The session files are read before the write lock is
+        taken. Raises sqlite3.Error or OSError."""
+        bodies = unarchived_holding(sessions_dir, text, self.tz)
+        if bodies:
+            with self._lock:
+                with transaction(self._connection()):  # the index's write lock: two forgets never lose each other's
+                    add_tombstones(self.memory_dir, bodies)
+        return len(bodies)
 
     def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
                  lines: Lines | None = None) -> Refreshed:
