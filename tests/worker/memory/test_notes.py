@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 import tempfile
 import time
 from dataclasses import replace
@@ -435,3 +436,27 @@ def test_a_notes_items_stay_out_of_the_caches_of_memory_lines(tmp_path: Path) ->
     assert len(noted_spans(tmp_path, KEY, "2026-11-20")) == 20
     cached = one_line.cache_info().currsize + normalize.cache_info().currsize
     assert cached <= 2, f"{cached} texts cached for 1,040 items (the session key's heading may be)"
+
+
+@given(st.text(alphabet=string.printable + "'`", max_size=60), st.integers(0, 60), st.integers(0, 60),
+       st.text(alphabet=string.printable, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_holds_tells_an_ascii_line_without_normalizing_it_as_normalizing_it_would(line, start, end, extra) -> None:
+    """forget everywhere's test of a line (notes.holds) skips the normalization of an ASCII line that lacks a word:
+    it answers as the whole rule does, apostrophes, punctuation and symbols inside words included."""
+    from worker.memory.dedup import normalize_uncached
+    from worker.memory.notes import holds, key_words
+
+    words = key_words(line[start:end] + extra)
+    normalized = normalize_uncached(line)
+    whole = bool(words) and all(word in normalized.split() or (not word.isascii() and word in normalized)
+                                for word in words)
+    assert holds(line, words) == whole
+
+
+def test_holds_finds_words_across_apostrophes_widths_and_scripts() -> None:
+    from worker.memory.notes import holds, key_words
+
+    assert holds("I don't like C++, said Dr. O'Rowe", key_words("dont c++ orowe"))
+    assert holds("ＤＲ ＲＯＷＥ on Thursdays", key_words("Dr. Rowe"))  # full-width letters: not ASCII, normalized
+    assert not holds("Dr Rowe", key_words("Dr. Rowe 周四")) and holds("Dr Rowe 周四见", key_words("Dr. Rowe 周四"))
