@@ -5,7 +5,8 @@ waiting for nanobot and resting sessions), served on loopback as the command ser
 
 The year is written directly, as nanobot and the worker leave it (session files, MEMORY.md with its sidecar,
 day files, the recall index, a last outcome per session, every seventh a failure, in a throwaway redis-server).
-Prints one line per page (median and slowest of --runs requests, bytes of HTML) and a JSON line."""
+Prints one line per page (median and slowest of --runs requests, bytes of HTML), the time of one "forget
+everywhere", and a JSON line."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from harness.transcripts import conversation
 from nanobot_hooks.contract.queue import store_record
 from nanobot_hooks.contract.records import SummaryRecord
 from worker.connections import queue_client
+from worker.memory.elsewhere import where_else
 from worker.memory.recall_index import RecallIndex
 from worker.settings import Settings
 from worker.state import budget
@@ -149,6 +151,22 @@ async def time_pages(settings: Settings, keys: list[str], runs: int,
     return times, sizes, loads
 
 
+def time_forget_everywhere(home: NanobotHome, key: str) -> dict[str, float | int]:
+    """Forget everywhere of one user message of `key` (worker.memory.elsewhere, as the page's button and
+    `nanobot-summary forget --everywhere` run it): the report of where else it lives (after each Forget), then the
+    removal, which also reads every session file for the messages no summary covered yet (ms, and what went)."""
+    text = f"question 3 of {key}"
+    began = time.perf_counter()
+    where_else(home.workspace, home.sessions_dir, ZoneInfo("UTC"), text)
+    report = (time.perf_counter() - began) * 1000
+    began = time.perf_counter()
+    done = where_else(home.workspace, home.sessions_dir, ZoneInfo("UTC"), text, remove=True)
+    removal = (time.perf_counter() - began) * 1000
+    assert done.problem is None and done.passages, done
+    return {"report_ms": round(report, 1), "removal_ms": round(removal, 1), "passages": len(done.passages),
+            "unarchived": done.unarchived}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages in all sessions (100000)")
@@ -174,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             times, sizes, loads = asyncio.run(time_pages(settings, keys, args.runs, args.browser))
         finally:
             redis.stop()
+        forget = time_forget_everywhere(home, keys[-1])
     print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
           f"{args.waiting} summaries waiting, {args.resting} resting sessions")
     for page, values in times.items():
@@ -182,10 +201,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{sizes[page] / 1024:7.1f} KB{shown}")
     if args.browser and not loads:
         print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
+    print(f"  forget everywhere of one message: where else it lives {forget['report_ms']:.1f} ms; removing it "
+          f"({forget['passages']} passage(s), {forget['unarchived']} not archived yet; every session file read) "
+          f"{forget['removal_ms']:.1f} ms")
     print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
                       "slowest_ms": round(max(max(v) for v in times.values()), 2),
                       "bytes": sizes, "largest_bytes": max(sizes.values()),
-                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}}))
+                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}, "forget_everywhere": forget}))
     return 0
 
 

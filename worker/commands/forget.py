@@ -93,9 +93,10 @@ def elsewhere_lines(found: Elsewhere, removed: bool, dry_run: bool) -> list[str]
         if not dry_run:
             done.append("neither the recall tool nor the page's Recall returns it now; the archived messages stay out "
                         "of the recall index when it indexes their session again")
-            if found.unarchived:
-                done.append(f"{found.unarchived} message(s) holding it that no summary covered yet (nanobot still "
-                            "sends them) stay out of the recall index when a summary archives them")
+        if found.unarchived:
+            done.append(f"{found.unarchived} message(s) holding it that no summary covered yet (nanobot still sends "
+                        f"them) {'would stay' if dry_run else 'stay'} out of the recall index when a summary archives "
+                        "them")
         return [*done, SESSIONS_STAY]
     lines = [f"the worker still keeps the text elsewhere (each line or passage holding the words \"{words}\"), and "
              "the recall tool finds it there:"]
@@ -132,7 +133,8 @@ def forget(place: Place, text: str, everywhere: bool, dry_run: bool) -> tuple[in
             fact = forget_fact(path, text, today)
             if fact is not None and not everywhere:
                 refresh_index(place)  # with --everywhere, where_else refreshes it
-        found = where_else(place.workspace, place.sessions_dir, place.tz, text, everywhere and not dry_run)
+        found = where_else(place.workspace, place.sessions_dir, place.tz, text, everywhere and not dry_run,
+                           unarchived=everywhere and dry_run)
     except MemoryReadOnly as exc:
         raise Refused(f"{exc}: the worker leaves it alone (make it writable to forget a fact)") from None
     except (MemoryFilesError, Timeout, OSError) as exc:

@@ -13,6 +13,7 @@ from pathlib import Path
 from worker.memory.dedup import normalize
 from worker.memory.notes import drop_lines_holding, key_words
 from worker.memory.recall_index import RecallIndex, RecallIndexError
+from worker.memory.recall_index.forget import unarchived_holding
 
 log = logging.getLogger("worker.memory")
 
@@ -33,7 +34,7 @@ class Elsewhere:
     notes: dict[str, list[str]]
     passages: list[tuple[int, str, str]]
     problem: str | None = None  # the recall index could not be read (the exception's name)
-    unarchived: int = 0  # removed: messages no summary covered yet, kept out of the index when one does
+    unarchived: int = 0  # messages no summary covered yet, kept out of the index when one does (if removed)
 
     @property
     def archives(self) -> list[str]:
@@ -51,30 +52,34 @@ class Elsewhere:
 
     @property
     def anywhere(self) -> bool:
-        return bool(self.notes or self.passages)
+        return bool(self.notes or self.passages or self.unarchived)
 
 
-def where_else(workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str, remove: bool = False) -> Elsewhere:
+def where_else(workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str, remove: bool = False,
+               unarchived: bool = False) -> Elsewhere:
     """Elsewhere for `text` in `workspace`; with `remove`, its note lines are taken out of the day files and its
     passages out of the recall index, the archived messages' kept out of it for good, and so are the messages no
     summary covered yet (the index's tombstones: nanobot's session files still hold them, and a rebuild, a
     rewritten session file or the next summary would index them again).
-    MEMORY.md's rows follow the file. Raises filelock.Timeout or OSError when the notes cannot be changed now."""
+    MEMORY.md's rows follow the file. `unarchived` (without `remove`): those messages are counted too, which reads
+    every session file. Raises filelock.Timeout or OSError when the notes cannot be changed now."""
     notes = drop_lines_holding(workspace / "memory", text, remove)
     index = RecallIndex(workspace, tz)
     passages: list[tuple[int, str, str]] = []
     problem = None
-    unarchived = 0
+    live = 0
     try:
         if index.path.exists():
             if remove:
                 index.refresh(sessions_dir)  # the day files just changed: their rows follow them
             passages = index.passages_holding(text, remove)
             if remove:
-                unarchived = index.keep_out_unarchived(sessions_dir, text)
+                live = index.keep_out_unarchived(sessions_dir, text)
+            elif unarchived:
+                live = len(unarchived_holding(sessions_dir, text, tz))
     except (RecallIndexError, sqlite3.Error, OSError) as exc:
         log.warning("recall index not searched for a forgotten text: %s", exc)
         problem = type(exc).__name__
     finally:
         index.close()
-    return Elsewhere(text, notes, passages, problem, unarchived)
+    return Elsewhere(text, notes, passages, problem, live)

@@ -57,6 +57,8 @@ async def test_a_message_no_summary_covered_yet_stays_out_when_a_later_summary_a
     tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch, said_at=26)
     workspace, sessions = nanobot_home.workspace, nanobot_home.sessions_dir
     assert forget_fact(workspace / "memory" / "MEMORY.md", FACT, "2026-11-20") is not None
+    assert where_else(workspace, sessions, UTC, FACT, unarchived=True).unarchived == 1, "counted (a dry run)"
+    assert not tombstones_path(workspace / "memory").exists(), "a count changes nothing"
     done = where_else(workspace, sessions, UTC, FACT, remove=True)
     assert done.archives == [] and done.unarchived == 1, done
     assert (await tool.execute(query=QUERY)).startswith("Nothing found")

@@ -248,6 +248,7 @@ def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) 
     assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
                                                                  "/recall"}
     assert all(ms > 0 for ms in figures["pages"].values()) and figures["slowest_ms"] > 0
+    assert figures["forget_everywhere"]["removal_ms"] > 0 and figures["forget_everywhere"]["passages"] >= 1
 
 
 async def test_an_edited_fact_keeps_its_record_survives_the_next_job_and_undo_restores_every_byte(
