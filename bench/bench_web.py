@@ -167,6 +167,26 @@ def time_forget_everywhere(home: NanobotHome, key: str) -> dict[str, float | int
             "unarchived": done.unarchived}
 
 
+def show(args: argparse.Namespace, times: dict[str, list[float]], sizes: dict[str, int], loads: dict[str, float],
+         forget: dict[str, float | int]) -> None:
+    """One line per page, the forget's, and the JSON line."""
+    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
+          f"{args.waiting} summaries waiting, {args.resting} resting sessions")
+    for page, values in times.items():
+        shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
+        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
+              f"{sizes[page] / 1024:7.1f} KB{shown}")
+    if args.browser and not loads:
+        print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
+    print(f"  forget everywhere of one message: where else it lives {forget['report_ms']:.1f} ms; removing it "
+          f"({forget['passages']} passage(s), {forget['unarchived']} not archived yet; every session file read) "
+          f"{forget['removal_ms']:.1f} ms")
+    print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
+                      "slowest_ms": round(max(max(v) for v in times.values()), 2),
+                      "bytes": sizes, "largest_bytes": max(sizes.values()),
+                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}, "forget_everywhere": forget}))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="messages in all sessions (100000)")
@@ -193,21 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             redis.stop()
         forget = time_forget_everywhere(home, keys[-1])
-    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
-          f"{args.waiting} summaries waiting, {args.resting} resting sessions")
-    for page, values in times.items():
-        shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
-        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
-              f"{sizes[page] / 1024:7.1f} KB{shown}")
-    if args.browser and not loads:
-        print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
-    print(f"  forget everywhere of one message: where else it lives {forget['report_ms']:.1f} ms; removing it "
-          f"({forget['passages']} passage(s), {forget['unarchived']} not archived yet; every session file read) "
-          f"{forget['removal_ms']:.1f} ms")
-    print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
-                      "slowest_ms": round(max(max(v) for v in times.values()), 2),
-                      "bytes": sizes, "largest_bytes": max(sizes.values()),
-                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}, "forget_everywhere": forget}))
+    show(args, times, sizes, loads, forget)
     return 0
 
 

@@ -14,8 +14,8 @@ from typing import NamedTuple
 from nanobot_hooks.text import CJK_RUN, cjk_grams
 
 __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE",
-           "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "retired_source", "source_owner",
-           "unpack", "VECTORS_TABLE", "quantize", "similarity"]
+           "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "passage", "records", "retired_source",
+           "source_owner", "unpack", "VECTORS_TABLE", "quantize", "similarity"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:

