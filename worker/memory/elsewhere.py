@@ -71,12 +71,13 @@ def where_else(workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str
     try:
         if index.path.exists():
             if remove:
-                index.refresh(sessions_dir)  # the day files just changed: their rows follow them
-            passages = index.passages_holding(text, remove)
-            if remove:
+                # The messages not archived yet first: one a summary archives meanwhile is then either kept out
+                # or already indexed, and taken out below.
                 live = index.keep_out_unarchived(sessions_dir, text)
+                index.refresh(sessions_dir)  # the day files just changed: their rows follow them
             elif unarchived:
                 live = len(unarchived_holding(sessions_dir, text, tz))
+            passages = index.passages_holding(text, remove)
     except (RecallIndexError, sqlite3.Error, OSError) as exc:
         log.warning("recall index not searched for a forgotten text: %s", exc)
         problem = type(exc).__name__

@@ -119,6 +119,28 @@ def unforgotten(rows: Sequence[Row], tombstones: frozenset[str]) -> Sequence[Row
     return [row for row in rows if passage_digest(row.body) not in tombstones]
 
 
+class Tombstones:
+    """The tombstones as their file holds them now, read again only when it changed (a stat a look). Looked at
+    inside each transaction that indexes messages: a forget writes them while it holds the index's write lock, so
+    no refresh of another process that began before it indexes a message it keeps out."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        self.memory_dir = memory_dir
+        self._seen: tuple[int, int, int] | None = None
+        self._digests: frozenset[str] = frozenset()
+
+    def current(self) -> frozenset[str]:
+        try:
+            info = os.stat(tombstones_path(self.memory_dir))
+            seen: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except FileNotFoundError:
+            seen = None
+        if seen != self._seen:  # the file is replaced whole, so a change is a new inode
+            self._digests = load_tombstones(self.memory_dir) if seen is not None else frozenset()
+            self._seen = seen
+        return self._digests
+
+
 def tombstones_path(memory_dir: Path) -> Path:
     return memory_dir / TOMBSTONES
 

@@ -20,9 +20,9 @@ from nanobot_hooks.contract.recall import (
 )
 from worker.errors import WorkerError
 from worker.memory.recall_index.forget import (
+    Tombstones,
     add_tombstones,
     drop_passages_holding,
-    load_tombstones,
     passages_holding,
     unarchived_holding,
 )
@@ -69,6 +69,7 @@ class RecallIndex:
         self.memory_dir = self.path.parent
         self.tz = tz
         self.embedder = embedder  # passages embedded after each refresh (vectors.py); None: words only
+        self.tombstones = Tombstones(self.memory_dir)
         # The writing connection, kept open between refreshes: its statements stay prepared, and closing the
         # last connection would checkpoint the WAL into the file each time (a third of a refresh); SQLite's own
         # auto-checkpoint does it every thousand pages instead. It is kept with what the index's files looked
@@ -127,7 +128,7 @@ class RecallIndex:
                  lines: Lines | None = None) -> Refreshed:
         db = self._connection()
         done = Refreshed(rebuilt=not self._complete(db))
-        forgotten = load_tombstones(self.memory_dir)  # what the user forgot everywhere is never indexed again
+        forgotten = self.tombstones  # what the user forgot everywhere is never indexed again (looked at per step)
         if session is not None and not done.rebuilt:
             # A job's update is one transaction: its messages and the memory files it changed (a long
             # backlog commits each step on the way, see messages.sync_session).

@@ -12,7 +12,7 @@ from pathlib import Path
 from nanobot_hooks.contract.recall import retired_source
 from nanobot_hooks.contract.session_format import is_internal_session, storage_name, timestamp_before
 from worker.errors import SessionError
-from worker.memory.recall_index.forget import unforgotten
+from worker.memory.recall_index.forget import Tombstones, unforgotten
 from worker.memory.recall_index.rows import archived_through, message_rows
 from worker.memory.recall_index.tables import drop, insert, known, remember, source_id, transaction
 from worker.nanobot.sessions import (
@@ -37,7 +37,7 @@ WINDOW_BYTES = 4 * 2**20
 
 
 def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None,
-          forgotten: frozenset[str] = frozenset()) -> int:
+          forgotten: Tombstones | None = None) -> int:
     """Every session whose file changed since it was last read here; files that went are forgotten. `forgotten`:
     the tombstones of the message passages the user forgot everywhere (forget.py), never indexed again."""
     added = 0
@@ -67,7 +67,7 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
 
 
 def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None,
-                   forgotten: frozenset[str]) -> int:
+                   forgotten: Tombstones | None) -> int:
     """What sessions held before `/new` (the copies the hooks keep), each indexed once, whole."""
     added = 0
     for name, copy in kept.items():
@@ -96,7 +96,7 @@ def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> N
 
 
 def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz: tzinfo | None,
-                 lines: Lines | None = None, forgotten: frozenset[str] = frozenset()) -> int:
+                 lines: Lines | None = None, forgotten: Tombstones | None = None) -> int:
     """Messages [indexed, through) of the session, but those forgotten everywhere (`forgotten`: their
     tombstones); a session that was reset (`/new`) is indexed anew. What the read does not hold (the job's read
     starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
@@ -118,7 +118,8 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
                            (done, timestamp_before(messages, done), source))
                 return added
             end = min(through, done + MESSAGES_PER_TRANSACTION, held_end(messages))
-            rows = unforgotten(message_rows(messages, done, end, tz, lines), forgotten)
+            rows = unforgotten(message_rows(messages, done, end, tz, lines),
+                               forgotten.current() if forgotten is not None else frozenset())
             insert(db, source, rows)
             db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
                        (end, timestamp_before(messages, end), source))
