@@ -43,3 +43,13 @@ async def test_forget_everywhere_refuses_a_text_too_short_to_aim(nanobot_home, s
     async with served(settings_for()) as page:
         status, body = await page.post("/memory/forget-everywhere", {"csrf": await page.csrf(), "text": " a "})
         assert status == 400 and "Nothing removed" in body
+
+
+def test_the_sentence_after_forget_everywhere_counts_the_messages_kept_out_before_a_summary_covers_them() -> None:
+    from worker.web.memory import everywhere_said
+
+    said = everywhere_said({"everywhere": "1", "lines": "2", "passages": "0", "live": "1"})
+    assert said is not None and "2 line(s) of the daily notes" in said
+    assert "1 message(s) holding it that no summary covered yet stay out of the recall index" in said
+    assert "no summary covered" not in (everywhere_said({"everywhere": "1", "lines": "2", "passages": "3"}) or "x")
+    assert everywhere_said({"everywhere": "1", "lines": "2", "passages": "3", "live": "x"}) is None
