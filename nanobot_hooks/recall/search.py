@@ -43,6 +43,7 @@ from pathlib import Path
 from nanobot_hooks.contract.recall import (
     RECALL_INDEX,
     RECALL_SCHEMA_VERSION,
+    RETIRED_SOURCE,
     SOURCE_BITS,
     TOKENIZE,
     Passage,
@@ -55,7 +56,7 @@ from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.meaning import Embedder
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
 from nanobot_hooks.recall.rank import PROBE, around, bm25, choose, length, neighbours, plan_terms, rarity
-from nanobot_hooks.recall.snippets import dates_phrase, describe_scope, render, snippet
+from nanobot_hooks.recall.snippets import SNIPPET_CHARS, dates_phrase, describe_scope, render, snippet
 from nanobot_hooks.recall.visible import search_order, visible_sources, widened
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
@@ -98,12 +99,23 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
             vector = _query_meaning(db, meaning, query) if asked.terms else None
             deadline = time.monotonic() + budget  # the embedding's wait has its own bound, not the search's
-            sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
+            sources = _sources(db, asker, widened(asker, trusted, scope))
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
             return _answer(_Search(db, asked, deadline, meaning=vector), groups, query, asker,
                            widened(asker, trusted, scope))
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
+
+
+def _sources(db: sqlite3.Connection, asker: str | None, wide: bool) -> list[Source]:
+    """The index's sources the asker may see (visible.py decides), read from SQLite: with the asker's own only (and
+    MEMORY.md) when it sees no other, since a busy workspace has a notes source for each of thousands of sessions."""
+    if wide:
+        rows = db.execute("SELECT id, kind, session, through FROM sources")
+    else:  # the session itself and its pre-`/new` copies (`<key>` RETIRED_SOURCE `<copy>`)
+        rows = db.execute("SELECT id, kind, session, through FROM sources WHERE kind = 'memory' OR session = ?1 "
+                          "OR substr(session, 1, length(?1) + 1) = ?1 || ?2", (asker or "", RETIRED_SOURCE))
+    return [Source(*row) for row in rows]
 
 
 def _query_meaning(db: sqlite3.Connection, meaning: Embedder | None, query: str) -> bytes | None:
@@ -348,22 +360,30 @@ def _hit(run: _Search, source: Source, position: int, score: float, matched: boo
 
 
 def _shown(run: _Search, hits: Sequence[Hit], focus: bool = True) -> list[tuple[Hit, str]]:
-    """Each hit with its snippet, cut around its rarest matched word."""
-    return [(hit, snippet(hit.body, _focus(run, hit) if focus and hit.matched else None)) for hit in hits]
+    """Each hit with its snippet, cut around its rarest matched word (a passage shown whole needs none)."""
+    cut = [hit for hit in hits if focus and hit.matched and len(hit.body) > SNIPPET_CHARS]
+    marked = _focus(run, cut) if cut else {}
+    return [(hit, snippet(hit.body, marked.get(hit.rowid))) for hit in hits]
 
 
-def _focus(run: _Search, hit: Hit) -> str | None:
-    """The passage's rarest word that matched the query, as its text has it (SQLite marks what matched)."""
+def _focus(run: _Search, hits: Sequence[Hit]) -> dict[int, str]:
+    """Each passage's rarest word that matched the query, as its text has it (SQLite marks what matched), by rowid."""
     if not run.asked.terms:
-        return None
-    # The index holds no copy of the text to mark (contentless): the passage alone is indexed in memory for it.
+        return {}
+    # The index holds no copy of the text to mark (contentless): the passages are indexed in memory for it, together.
     with closing(sqlite3.connect(":memory:")) as alone:
         alone.execute(f"CREATE VIRTUAL TABLE passage USING fts5(terms, tokenize={TOKENIZE!r})")
-        alone.execute("INSERT INTO passage(terms) VALUES(?)", (index_text(hit.body),))
-        row = alone.execute("SELECT highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
-                            (" OR ".join(run.asked.terms),)).fetchone()
-    words = {w for marked in _MARKED.findall(row[0] if row else "") for w in marked.split()}
-    return min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
+        alone.executemany("INSERT INTO passage(rowid, terms) VALUES(?, ?)",
+                          [(n, index_text(hit.body)) for n, hit in enumerate(hits)])
+        rows = alone.execute("SELECT rowid, highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
+                             (" OR ".join(run.asked.terms),)).fetchall()
+    found = {}
+    for n, text in rows:
+        words = {w for marked in _MARKED.findall(text or "") for w in marked.split()}
+        best = min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
+        if best is not None:
+            found[hits[n].rowid] = best
+    return found
 
 
 def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until: str | None) -> tuple[int, int] | None:
