@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 import zlib
 from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
 from nanobot_hooks.text import CJK_RUN, cjk_grams
 
-__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE",
-           "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "retired_source", "source_owner",
-           "unpack", "VECTORS_TABLE", "quantize", "similarity"]
+__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
+           "RETIRED_SOURCE", "SOURCE_BITS", "Directory", "directory", "find", "fts_problem", "index_text", "length",
+           "lengths", "pack", "Passage", "retired_source", "source_owner", "unpack", "VECTORS_TABLE", "quantize",
+           "similarity"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -23,7 +27,12 @@ __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSI
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
 RECALL_INDEX = "memory/.recall.sqlite"  # relative to the workspace
-RECALL_SCHEMA_VERSION = 4  # PRAGMA user_version; any other value means "rebuild" (3: each passage's text twice)
+# PRAGMA user_version; any other value means "rebuild" (3: each passage's text twice; 4: word positions kept, and a
+# row a passage saying which block holds it)
+RECALL_SCHEMA_VERSION = 5
+# SQLite's page: every table and index takes one at least, and a short conversation's index has a dozen of them
+# (at 4 KB, SQLite's default, 56 KB before the first passage: more than the text of a thousand short turns).
+PAGE_BYTES = 1024
 # A row's id is `source << SOURCE_BITS | position`: the rows of one source (one session's archived messages,
 # one session's notes lines, MEMORY.md) form one rowid range, which FTS5 filters inside its index.
 # Positions: a message's index in the session; a notes line's `date.toordinal() << NOTE_LINE_BITS | n`;
@@ -48,14 +57,17 @@ CREATE TABLE IF NOT EXISTS days(source INTEGER NOT NULL, day TEXT NOT NULL, low 
   high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- A passage's words: `terms` (index_text below) in an index without a copy of the text (contentless, no
--- lengths kept: the search ranks by BM25 itself), so the text is kept once, in `blocks`. Words are stemmed
--- (porter: "shows" finds "show"), accents and case aside.
+-- lengths kept: the search ranks by BM25 itself) nor the words' positions (detail=none: which passages hold a
+-- word is all the search asks), so the text is kept once, in `blocks`. Words are stemmed (porter: "shows" finds
+-- "show"), accents and case aside.
 CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
-  terms, content='', columnsize=0, tokenize='{TOKENIZE}');
--- Which block holds a passage: what the answer shows of it (Passage), with the neighbouring passages', compressed
--- together (pack: a block compresses far better than one short message alone).
-CREATE TABLE IF NOT EXISTS passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
+  terms, content='', columnsize=0, detail=none, tokenize='{TOKENIZE}');
+-- Neighbouring passages of one source, compressed together (pack: a block compresses far better than one short
+-- message alone): what the answer shows of each (Passage). A block is named by its first passage's rowid (`id`)
+-- and holds the rowids up to `last` (blocks never overlap), `n` passages; `lengths` (directory) says which rowids
+-- it holds and each one's length in words, so that ranking reads no text.
+CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, last INTEGER NOT NULL, n INTEGER NOT NULL,
+  lengths BLOB NOT NULL, passages BLOB NOT NULL);
 {VECTORS_TABLE}
 """
 RECORD_SEPARATOR = b"\x1e"
@@ -78,24 +90,81 @@ def pack(passages: dict[int, Passage]) -> bytes:
                                                for rowid in sorted(passages)))
 
 
-def records(block: bytes) -> dict[int, bytes]:
-    """A block's passages by rowid, each still its JSON (a search decodes only the few it shows); ValueError or
-    zlib.error for a damaged block."""
-    found = {}
-    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
-        found[int(record[1:record.index(b",")])] = record
-    return found
+def find(data: bytes, rowid: int) -> bytes | None:
+    """One passage's record in a block's decompressed `data` (its JSON), None when the block lacks it. JSON escapes
+    every control character, so a separator followed by `[rowid,` starts that record and nothing else."""
+    head = b"[%d," % rowid
+    start = 0 if data.startswith(head) else data.find(RECORD_SEPARATOR + head) + 1
+    if not start and not data.startswith(head):
+        return None
+    end = data.find(RECORD_SEPARATOR, start)
+    return data[start:end if end >= 0 else len(data)]
 
 
 def passage(record: bytes) -> Passage:
-    """One passage of `records`; ValueError for a damaged one."""
+    """One passage's record (find); ValueError for a damaged one."""
     _, body, day, at, label = json.loads(record.decode("utf-8"))
     return Passage(str(body), day, at, str(label or ""))
 
 
 def unpack(block: bytes) -> dict[int, Passage]:
     """A block's passages; ValueError or zlib.error for a damaged one."""
-    return {rowid: passage(record) for rowid, record in records(block).items()}
+    found = {}
+    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
+        found[int(record[1:record.index(b",")])] = passage(record)
+    return found
+
+
+_WORD = re.compile(r"[^\W_]+")  # what SQLite's unicode61 tokenizer takes as one word
+
+
+def length(body: str) -> int:
+    """A passage's length for BM25: the tokens its index text holds (a word, or a CJK letter's token)."""
+    letters = sum(len(run) for run in CJK_RUN.findall(body))
+    return letters + len(_WORD.findall(CJK_RUN.sub(" ", body) if letters else body))
+
+
+def directory(first: int, passages: dict[int, Passage]) -> bytes:
+    """A block's `lengths`: each passage's rowid less the block's `first`, then each one's length (capped at 65,535),
+    little-endian unsigned arrays compressed together."""
+    offsets = array("I", (rowid - first for rowid in sorted(passages)))
+    sizes = array("H", (min(length(passages[rowid].body), 0xFFFF) for rowid in sorted(passages)))
+    if sys.byteorder == "big":
+        offsets.byteswap()
+        sizes.byteswap()
+    return zlib.compress(offsets.tobytes() + sizes.tobytes())
+
+
+class Directory(NamedTuple):
+    """A block's passages, read from its `lengths` without its text: their rowids (as offsets from the block's
+    first, ascending) and their lengths in words."""
+
+    first: int
+    offsets: array[int]
+    sizes: array[int]
+
+    def length(self, rowid: int) -> int | None:
+        """The passage's length, None when the block does not hold it."""
+        offset = rowid - self.first
+        at = bisect_left(self.offsets, offset)
+        return self.sizes[at] if at < len(self.offsets) and self.offsets[at] == offset else None
+
+    def rowids(self) -> list[int]:
+        return [self.first + offset for offset in self.offsets]
+
+
+def lengths(first: int, data: bytes) -> Directory:
+    """A block's `lengths` read (directory); ValueError or zlib.error for a damaged one."""
+    raw = zlib.decompress(data)
+    count = len(raw) // 6
+    if len(raw) != count * 6:
+        raise ValueError("a damaged block directory")
+    offsets, sizes = array("I", raw[:4 * count]), array("H", raw[4 * count:])
+    if sys.byteorder == "big":
+        offsets.byteswap()
+        sizes.byteswap()
+    return Directory(first, offsets, sizes)
+
 
 # What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
 # conversation's), named `<session key>` + RETIRED_SOURCE + `<the kept copy's name>`; it is the session's own

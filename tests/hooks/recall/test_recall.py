@@ -22,7 +22,7 @@ from harness.models import summary_json
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
 from nanobot_hooks import plugin
-from nanobot_hooks.contract.recall import RECALL_INDEX, index_text
+from nanobot_hooks.contract.recall import RECALL_INDEX, index_text, length
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall import rank, visible
 from nanobot_hooks.recall import search as recall
@@ -246,13 +246,15 @@ APPENDED = """
 def _passages(home: NanobotHome) -> tuple[list[tuple], list[tuple]]:
     """The index's passages (each with its text, unpacked) and every word instance its full-text index holds:
     a passage dropped with other words than it was indexed from would leave words behind."""
-    from nanobot_hooks.contract.recall import unpack
+    from nanobot_hooks.contract.recall import lengths, unpack
 
     with closing(sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True)) as db:
         held: dict[int, tuple] = {}
         for (packed,) in db.execute("SELECT passages FROM blocks"):
             held.update(unpack(packed))
-        rows = [(rowid, *held.pop(rowid)) for (rowid,) in db.execute("SELECT rowid FROM passage_rows ORDER BY rowid")]
+        listed = sorted(rowid for number, data in db.execute("SELECT id, lengths FROM blocks")
+                        for rowid in lengths(number, data).rowids())
+        rows = [(rowid, *held.pop(rowid)) for rowid in listed]
         assert not held, "no text is kept of a passage that went"
         db.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, passages, 'instance')")
         return rows, db.execute("SELECT term, doc, col, offset FROM temp.words ORDER BY 1, 2, 3, 4").fetchall()
@@ -583,7 +585,7 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert snippet("short\n text", "t") == "short text"
     assert index_text("数据库端口 is on db 22") == " 数据 据库 库端 端口 口  is on db 22"
     for text in ("数据库端口 is on db 22", "本番サーバーのポートは 8443", "plain words, v1.2"):
-        assert rank.length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
+        assert length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
     assert rank.rarity(1, 300) > rank.rarity(100, 300) > rank.rarity(300, 300) > 0
     assert rank.bm25([2.0], 5, 10.0) > rank.bm25([2.0], 20, 10.0), "a shorter passage first"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
@@ -698,6 +700,24 @@ def test_the_index_is_no_larger_than_the_text_it_indexes(home):
     assert text > 1_000_000
     assert size <= text, f"the index is {size / text:.2f}x the {text / 2**20:.1f} MB of text it indexes"
     assert "note 4321:" in ask(home, "note 4321")
+
+
+def test_an_index_of_a_few_thousand_short_turns_is_no_larger_than_their_text(tmp_path):
+    import random
+
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")  # this conversation alone
+    rng = random.Random(11)  # turns of a few words, as most chat turns are (42 bytes on average here)
+    rows = [(f"2026-{1 + i // 300:02d}-{1 + i // 12 % 25:02d}T{8 + i % 12:02d}:{i % 60:02d}:00",
+             "user" if i % 2 else "assistant", " ".join(rng.choices(CHAT_WORDS, k=rng.randint(3, 11))))
+            for i in range(3_000)]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    built = RecallIndex(home.workspace, UTC)
+    built.refresh(home.sessions_dir)
+    built.close()
+    size = _index_bytes(home.workspace / RECALL_INDEX)
+    text = sum(len(body.encode("utf-8")) for *_, body in rows)
+    assert 30 <= text / len(rows) <= 60
+    assert size <= text, f"the index is {size / text:.2f}x the {text / 2**10:.0f} KB of text it indexes"
 
 
 def test_an_index_filled_job_by_job_stays_no_larger_than_its_text_while_the_worker_runs(tmp_path):
