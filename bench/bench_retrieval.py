@@ -39,6 +39,7 @@ from rank_bm25 import BM25Okapi
 from bench import retrieval_corpus as corpus
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
+from nanobot_hooks.contract.recall import RECALL_INDEX
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall import meaning
 from nanobot_hooks.recall.search import search
@@ -175,6 +176,14 @@ def archive(args: argparse.Namespace, root: Path,
         return [(home, archive_with_index(home, c, embedder)) for home, c in zip(homes, conversations, strict=True)]
     with job_redis(args.redis_url) as url:
         return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations, strict=True)]
+
+
+def index_size(homes: Sequence[NanobotHome], conversations: Sequence[corpus.Conversation]) -> tuple[int, int]:
+    """Bytes of the recall indexes on disk (their WAL included) and of the conversations' text they index."""
+    files = {home.workspace / RECALL_INDEX for home in homes}
+    size = sum(Path(f"{path}{suffix}").stat().st_size for path in files for suffix in ("", "-wal")
+               if Path(f"{path}{suffix}").exists())
+    return size, sum(len(m["content"].encode("utf-8")) for c in conversations for m in c.messages)
 
 
 def archive_with_index(home: NanobotHome, conversation: corpus.Conversation, embedder: Embedder | None = None) -> int:
@@ -398,18 +407,19 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         homes = archive(args, Path(tmp), every)
         archiving = time.perf_counter() - began
+        size = index_size([home for home, _ in homes], every)
         results: dict[tuple[str, str], list[Outcome]] = {(lang, form): [] for lang in LANGUAGES for form in FORMS}
         for chat, (home, archived) in zip(every, homes, strict=True):
             for outcome in evaluate(home.workspace, chat, archived, today, latencies):
                 results[chat.language, outcome.form].append(outcome)
     report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes, strict=True)},
-           archiving)
+           archiving, size)
     return 0
 
 
 def report(args: argparse.Namespace, today: date, conversations: dict[str, list[corpus.Conversation]],
            results: dict[tuple[str, str], list[Outcome]], latencies: list[float], archived: dict[str, int],
-           archiving: float) -> None:
+           archiving: float, size: tuple[int, int]) -> None:
     print(f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
           f"seed {args.seed}, asked on {today} (the last sessions the day before; "
           f"{'the search is given that day' if TAKES_TODAY else 'the search reads dates against the clock'})")
@@ -427,6 +437,8 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
     left = sum(len(c.questions) for chats in conversations.values() for c in chats) - len(asked)
     print(f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
           f"questions whose evidence is not archived, left out: {left}")
+    print(f"recall index on disk: {size[0] / 1e3:,.0f} KB for {size[1] / 1e3:,.0f} KB of the conversations' text "
+          f"({size[0] / max(size[1], 1):.2f}x)")
     print(f"baseline: rank_bm25 BM25Okapi over each conversation's archived turns; tokens: {BM25_TOKENS}")
     print_table(results)
     print_groups(results)
@@ -442,7 +454,8 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
                       "sessions": args.sessions,
                       "figures": {f"{language}/{form}": figures(o) for (language, form), o in results.items()},
                       "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
-                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2)}, ensure_ascii=False))
+                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+                      "index_bytes": size[0], "text_bytes": size[1]}, ensure_ascii=False))
 
 
 if __name__ == "__main__":
