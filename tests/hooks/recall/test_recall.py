@@ -22,7 +22,7 @@ from harness.models import summary_json
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
 from nanobot_hooks import plugin
-from nanobot_hooks.contract.recall import RECALL_INDEX, index_text, length
+from nanobot_hooks.contract.recall import PAGE_BYTES, RECALL_INDEX, index_text, length
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall import rank, visible
 from nanobot_hooks.recall import search as recall
@@ -770,16 +770,42 @@ PRAGMA user_version = 3;
 """
 
 
-def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(home, index):
+# The recall index as schema 4 made it (0.2.x): 4 KB pages, word positions kept, a row a passage naming its block.
+SCHEMA_4 = """
+PRAGMA page_size = 4096;
+CREATE TABLE sources(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, session TEXT NOT NULL,
+  through INTEGER NOT NULL DEFAULT 0, stamp TEXT, UNIQUE(kind, session));
+CREATE TABLE files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE TABLE days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
+  high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
+CREATE TABLE state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passages USING fts5(terms, content='', columnsize=0,
+  tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
+CREATE TABLE blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
+CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, v BLOB NOT NULL);
+INSERT INTO sources VALUES(1, 'messages', 'telegram:42', 1, '2026-11-20T10:00:00');
+INSERT INTO passages(rowid, terms) VALUES(4294967296, 'port 54329');
+INSERT INTO passage_rows VALUES(4294967296, 1);
+INSERT INTO state VALUES('complete', '1');
+PRAGMA user_version = 4;
+"""
+
+
+@pytest.mark.parametrize("schema", [SCHEMA_3, SCHEMA_4], ids=["schema 3", "schema 4"])
+def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(
+        home, index, schema):
     before = [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")]
     path = home.workspace / RECALL_INDEX
     index.discard()
     with closing(sqlite3.connect(path)) as db:
-        db.executescript(SCHEMA_3)
+        db.executescript(schema)
     # New hooks, old index: a message, never an error raised into nanobot.
     assert ask(home, "端口").endswith("the archive index is being rebuilt.")
     assert "rebuilt" in str(RecallIndex(home.workspace, UTC).refresh(home.sessions_dir))
     assert [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")] == before
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES, "made anew, with the small pages"
     # Old hooks (they know schema 3 only), new index: the same message.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recall, "RECALL_SCHEMA_VERSION", 3)
