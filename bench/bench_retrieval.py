@@ -277,15 +277,18 @@ def figures(outcomes: Sequence[Outcome]) -> dict:
 
 
 def group(outcome: Outcome) -> list[str]:
-    """The question's category, `name+1` when its keywords are a name and one more word, and `reply` when its
-    evidence answers a turn holding the question's words."""
-    words = outcome.question.keywords.split()
-    return [outcome.question.category] + (["name+1"] if len(words) == 2 and words[0] == outcome.question.name else []) \
-        + (["reply"] if outcome.question.reply else [])
+    """The question's category, `name+1` when its keywords are a name and one more word, `reply` when its
+    evidence answers a turn holding the question's words, `2 sessions` when an earlier session's fact dates it,
+    `rare name` when its friends seldom say each other's names."""
+    words, question = outcome.question.keywords.split(), outcome.question
+    return [question.category] + (["name+1"] if len(words) == 2 and words[0] == question.name else []) \
+        + (["reply"] if question.reply else []) + (["2 sessions"] if question.anchor else []) \
+        + (["rare name"] if question.rare_name else [])
 
 
 def by_group(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
-    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply")}
+    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply", "2 sessions",
+                                                              "rare name")}
     for outcome in outcomes:
         for name in group(outcome):
             groups[name].append(outcome)
