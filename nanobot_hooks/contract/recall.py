@@ -11,15 +11,16 @@ import zlib
 from array import array
 from bisect import bisect_left
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import NamedTuple
 
 from nanobot_hooks.text import CJK_RUN, cjk_grams
 
 __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
-           "RETIRED_SOURCE", "SOURCE_BITS", "Directory", "directory", "find", "fts_problem", "index_text", "length",
-           "lengths", "pack", "Passage", "retired_source", "source_owner", "unpack", "VECTORS_TABLE", "quantize",
-           "similarity"]
+           "RETIRED_SOURCE", "SOURCE_BITS", "Block", "Directory", "directory", "fts_problem", "index_text", "length",
+           "lengths", "pack", "Passage", "read_block", "retired_source", "source_owner", "unpack", "VECTORS_TABLE",
+           "quantize", "similarity"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -53,6 +54,7 @@ CREATE TABLE IF NOT EXISTS sources(
   stamp TEXT,                        -- messages: the timestamp of the last one (a reset session lacks it)
   UNIQUE(kind, session));
 CREATE TABLE IF NOT EXISTS files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+-- The first and last positions (not rowids: smaller numbers) a source holds of each day.
 CREATE TABLE IF NOT EXISTS days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
   high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +73,7 @@ CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, last INTEGER NOT NULL,
 {VECTORS_TABLE}
 """
 RECORD_SEPARATOR = b"\x1e"
+GROUP_SEPARATOR = b"\x1d"
 BLOCK_BYTES = 16 * 1024  # of passages' text compressed together: what a hit shown decompresses
 
 
@@ -84,35 +87,85 @@ class Passage(NamedTuple):
 
 
 def pack(passages: dict[int, Passage]) -> bytes:
-    """A block's passages (by rowid), compressed together: one JSON array a passage, `[rowid, body, day, at,
-    label]`, apart by RECORD_SEPARATOR (JSON escapes every control character, so no record holds it)."""
-    return zlib.compress(RECORD_SEPARATOR.join(json.dumps([rowid, *passages[rowid]], ensure_ascii=False).encode("utf-8")
-                                               for rowid in sorted(passages)))
+    """A block's passages (by rowid), compressed together field by field (alike values side by side compress far
+    better than record by record): a JSON header `[first rowid, steps to the next ones, days, times, labels]` (a day
+    is 0 when it is its time's), GROUP_SEPARATOR, then each body as a JSON string, apart by RECORD_SEPARATOR (JSON
+    escapes every control character, so no body holds either)."""
+    rowids = sorted(passages)
+    shown = [passages[rowid] for rowid in rowids]
+    header = [rowids[0], [b - a for a, b in zip(rowids, rowids[1:], strict=False)],
+              [0 if p.at and p.day == p.at[:10] else p.day for p in shown], _minutes([p.at for p in shown]),
+              [p.label for p in shown]]
+    bodies = RECORD_SEPARATOR.join(json.dumps(p.body, ensure_ascii=False).encode("utf-8") for p in shown)
+    return zlib.compress(json.dumps(header, ensure_ascii=False).encode("utf-8") + GROUP_SEPARATOR + bodies)
 
 
-def find(data: bytes, rowid: int) -> bytes | None:
-    """One passage's record in a block's decompressed `data` (its JSON), None when the block lacks it. JSON escapes
-    every control character, so a separator followed by `[rowid,` starts that record and nothing else."""
-    head = b"[%d," % rowid
-    start = 0 if data.startswith(head) else data.find(RECORD_SEPARATOR + head) + 1
-    if not start and not data.startswith(head):
-        return None
-    end = data.find(RECORD_SEPARATOR, start)
-    return data[start:end if end >= 0 else len(data)]
+_EPOCH = datetime(2000, 1, 1)
+_AT = "%Y-%m-%d %H:%M"
 
 
-def passage(record: bytes) -> Passage:
-    """One passage's record (find); ValueError for a damaged one."""
-    _, body, day, at, label = json.loads(record.decode("utf-8"))
-    return Passage(str(body), day, at, str(label or ""))
+def _minutes(ats: list[str | None]) -> list[int | str | None]:
+    """Passages' times as the minutes since the time before (a conversation's times differ by a few minutes: a
+    number or two each, where "2026-11-20 10:00" costs several bytes even compressed); a time that is no such
+    string stays as it is."""
+    found: list[int | str | None] = []
+    last = 0
+    for at in ats:
+        try:
+            minute = (datetime.strptime(at, _AT) - _EPOCH) // timedelta(minutes=1) if at else None
+        except ValueError:
+            minute = None
+        if minute is not None and at == (_EPOCH + timedelta(minutes=minute)).strftime(_AT):
+            found.append(minute - last)
+            last = minute
+        else:
+            found.append(at)
+    return found
+
+
+class Block(NamedTuple):
+    """A block's passages, decompressed; each body decoded only when shown (`passage`)."""
+
+    rowids: list[int]  # ascending
+    days: list[str | int | None]
+    ats: list[str | int | None]  # minutes since _EPOCH, or a time that is no "YYYY-MM-DD HH:MM"
+    labels: list[str]
+    bodies: list[bytes]  # JSON strings
+
+    def passage(self, rowid: int) -> Passage | None:
+        """The passage, None when the block does not hold it; ValueError or TypeError for a damaged one."""
+        at = bisect_left(self.rowids, rowid)
+        if at >= len(self.rowids) or self.rowids[at] != rowid:
+            return None
+        when, day = self.ats[at], self.days[at]
+        if isinstance(when, int):
+            when = (_EPOCH + timedelta(minutes=when)).strftime(_AT)
+        return Passage(str(json.loads(self.bodies[at])), when[:10] if day == 0 and when else day,  # type: ignore[arg-type]
+                       when, str(self.labels[at] or ""))
+
+
+def read_block(block: bytes) -> Block:
+    """A block as `pack` made it; ValueError, TypeError or zlib.error for a damaged one."""
+    header, _, bodies = zlib.decompress(block).partition(GROUP_SEPARATOR)
+    first, steps, days, ats, labels = json.loads(header.decode("utf-8"))
+    rowids = [int(first)]
+    for step in steps:
+        rowids.append(rowids[-1] + int(step))
+    minute = 0
+    for number, when in enumerate(ats):  # the minutes since the time before, as absolute minutes
+        if isinstance(when, int):
+            minute += when
+            ats[number] = minute
+    found = Block(rowids, days, ats, labels, bodies.split(RECORD_SEPARATOR))
+    if not len(rowids) == len(days) == len(ats) == len(labels) == len(found.bodies):
+        raise ValueError("a damaged block")
+    return found
 
 
 def unpack(block: bytes) -> dict[int, Passage]:
-    """A block's passages; ValueError or zlib.error for a damaged one."""
-    found = {}
-    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
-        found[int(record[1:record.index(b",")])] = passage(record)
-    return found
+    """A block's passages; ValueError, TypeError or zlib.error for a damaged one."""
+    held = read_block(block)
+    return {rowid: passage for rowid in held.rowids if (passage := held.passage(rowid)) is not None}
 
 
 _WORD = re.compile(r"[^\W_]+")  # what SQLite's unicode61 tokenizer takes as one word

@@ -48,12 +48,12 @@ from nanobot_hooks.contract.recall import (
     RETIRED_SOURCE,
     SOURCE_BITS,
     TOKENIZE,
+    Block,
     Directory,
     Passage,
-    find,
     index_text,
     lengths,
-    passage,
+    read_block,
     similarity,
 )
 from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
@@ -176,7 +176,7 @@ class _Search:
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # passages holding a word, and the cap
     blocks: dict[int, tuple[int, Directory]] = field(default_factory=dict)  # read so far, by id: (last, directory)
     starts: list[int] = field(default_factory=list)  # their ids, ascending
-    texts: dict[int, bytes] = field(default_factory=dict)  # a block's passages, decompressed (find)
+    texts: dict[int, Block | None] = field(default_factory=dict)  # blocks decompressed (None: damaged)
     meaning: bytes | None = None  # the query's embedding, quantized: the ranks by meaning are fused in
 
     def plan(self) -> None:
@@ -268,12 +268,12 @@ class _Search:
         if number not in self.texts:
             row = self.db.execute("SELECT passages FROM blocks WHERE id = ?", (number,)).fetchone()
             try:
-                self.texts[number] = zlib.decompress(row[0]) if row else b""
-            except (zlib.error, TypeError):  # a damaged block: as if its passages were not there
-                self.texts[number] = b""
-        record = find(self.texts[number], rowid)
+                self.texts[number] = read_block(row[0]) if row else None
+            except (zlib.error, ValueError, TypeError):  # a damaged block: as if its passages were not there
+                self.texts[number] = None
+        held = self.texts[number]
         try:
-            return None if record is None else passage(record)
+            return None if held is None else held.passage(rowid)
         except (ValueError, TypeError):
             return None
 
@@ -465,7 +465,7 @@ def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until
         return base, base | SOURCE_POSITION
     low, high = db.execute("SELECT min(low), max(high) FROM days WHERE source = ? AND day BETWEEN ? AND ?",
                            (source.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
-    return None if low is None else (low, high)
+    return None if low is None else (base | low, base | high)
 
 
 def _in_range(day: str | None, since: str | None, until: str | None) -> bool:

@@ -80,10 +80,10 @@ def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
                    [(base | r.position, index_text(r.body)) for r in rows])
     for block in _blocks(rows):
         _put(db, {base | r.position: Passage(r.body, r.day, r.at, r.label) for r in block})
-    # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
+    # Each day's positions: a date range becomes a rowid range that FTS5 filters by itself.
     db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
                    "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
-                   [(source, r.day, base | r.position, base | r.position) for r in rows if r.day])
+                   [(source, r.day, r.position, r.position) for r in rows if r.day])
 
 
 def _put(db: sqlite3.Connection, passages: dict[int, Passage]) -> None:
@@ -123,4 +123,4 @@ def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) ->
         if kept:  # named again by its first passage left, so that blocks never overlap
             _put(db, kept)
     db.execute("DELETE FROM vectors WHERE rowid BETWEEN ? AND ?", (first, last))
-    db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))
+    db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, low, high))
