@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from functools import lru_cache
+from itertools import accumulate
 from typing import NamedTuple
 
 from nanobot_hooks.text import CJK_RUN, cjk_grams
@@ -178,14 +179,16 @@ def length(body: str) -> int:
 
 
 def directory(first: int, passages: dict[int, Passage]) -> bytes:
-    """A block's `lengths`: each passage's rowid less the block's `first`, then each one's length (capped at 65,535),
-    little-endian unsigned arrays compressed together."""
-    offsets = array("I", (rowid - first for rowid in sorted(passages)))
-    sizes = array("H", (min(length(passages[rowid].body), 0xFFFF) for rowid in sorted(passages)))
+    """A block's `lengths`: the steps from one passage's rowid to the next (from the block's `first`: mostly 1, which
+    compresses to nearly nothing, where the offsets themselves would not), then each passage's length (capped at
+    65,535), little-endian unsigned arrays compressed together."""
+    rowids = sorted(passages)
+    steps = array("I", (b - a for a, b in zip([first, *rowids], rowids, strict=False)))
+    sizes = array("H", (min(length(passages[rowid].body), 0xFFFF) for rowid in rowids))
     if sys.byteorder == "big":
-        offsets.byteswap()
+        steps.byteswap()
         sizes.byteswap()
-    return zlib.compress(offsets.tobytes() + sizes.tobytes())
+    return zlib.compress(steps.tobytes() + sizes.tobytes())
 
 
 class Directory(NamedTuple):
@@ -212,11 +215,11 @@ def lengths(first: int, data: bytes) -> Directory:
     count = len(raw) // 6
     if len(raw) != count * 6:
         raise ValueError("a damaged block directory")
-    offsets, sizes = array("I", raw[:4 * count]), array("H", raw[4 * count:])
+    steps, sizes = array("I", raw[:4 * count]), array("H", raw[4 * count:])
     if sys.byteorder == "big":
-        offsets.byteswap()
+        steps.byteswap()
         sizes.byteswap()
-    return Directory(first, offsets, sizes)
+    return Directory(first, array("I", accumulate(steps)), sizes)
 
 
 # What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
