@@ -202,7 +202,6 @@ class _Search:
             if "interrupt" in str(exc):
                 raise
             held = 0  # a term FTS5 refuses (a phrase, which an index without positions cannot match): no passage
-
         self.counts[term] = (held, cap)
         return int(held)
 
