@@ -837,3 +837,21 @@ def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(h
     assert peak < size / 3, f"{peak / 2**20:.1f} MB at the peak to index a {size / 2**20:.1f} MB copy"
     for number in (0, HUGE_ROWS // 2, HUGE_ROWS - 1):
         assert f"kept line {number} " in ask(home, f"zk{number}k"), number
+
+
+def test_a_block_gives_back_every_passage_as_it_was_packed_and_its_directory_their_lengths():
+    from nanobot_hooks.contract.recall import Passage, directory, lengths, pack, read_block, unpack
+
+    first = 7 << 32
+    held = {first: Passage("hi \x1e \x1d \"quoted\" 端口", "2026-11-20", "2026-11-20 10:00", "user"),
+            first + 2: Passage("after midnight, UTC", "2026-11-21", "2026-11-20 23:59", "assistant"),
+            first + 3: Passage("a MEMORY.md line", "2026-01-01", None, ""),
+            first + 9: Passage("undated", None, None, "## heading"),
+            first + 4096: Passage("an odd time", None, "yesterday noon", "x"),
+            first + 4100: Passage("earlier than the one before", "2025-02-03", "2025-02-03 07:05", "user")}
+    assert unpack(pack(held)) == held
+    block = read_block(pack(held))
+    assert block.passage(first + 1) is None and block.passage(first + 9) == held[first + 9]
+    listed = lengths(first, directory(first, held))
+    assert listed.rowids() == sorted(held) and listed.length(first + 1) is None
+    assert [listed.length(rowid) for rowid in sorted(held)] == [length(p.body) for _, p in sorted(held.items())]
