@@ -39,6 +39,7 @@ from rank_bm25 import BM25Okapi
 from bench import retrieval_corpus as corpus
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
+from nanobot_hooks.contract.recall import RECALL_INDEX
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall import meaning
 from nanobot_hooks.recall.search import search
@@ -177,6 +178,14 @@ def archive(args: argparse.Namespace, root: Path,
         return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations, strict=True)]
 
 
+def index_size(homes: Sequence[NanobotHome], conversations: Sequence[corpus.Conversation]) -> tuple[int, int]:
+    """Bytes of the recall indexes on disk (their WAL included) and of the conversations' text they index."""
+    files = {home.workspace / RECALL_INDEX for home in homes}
+    size = sum(Path(f"{path}{suffix}").stat().st_size for path in files for suffix in ("", "-wal")
+               if Path(f"{path}{suffix}").exists())
+    return size, sum(len(m["content"].encode("utf-8")) for c in conversations for m in c.messages)
+
+
 def archive_with_index(home: NanobotHome, conversation: corpus.Conversation, embedder: Embedder | None = None) -> int:
     """The conversation as a nanobot session file, every message archived (nanobot's watermark at the end),
     then the worker's index refresh as its start-up runs it (again while it embeds: each refresh embeds a share)."""
@@ -268,15 +277,18 @@ def figures(outcomes: Sequence[Outcome]) -> dict:
 
 
 def group(outcome: Outcome) -> list[str]:
-    """The question's category, `name+1` when its keywords are a name and one more word, and `reply` when its
-    evidence answers a turn holding the question's words."""
-    words = outcome.question.keywords.split()
-    return [outcome.question.category] + (["name+1"] if len(words) == 2 and words[0] == outcome.question.name else []) \
-        + (["reply"] if outcome.question.reply else [])
+    """The question's category, `name+1` when its keywords are a name and one more word, `reply` when its
+    evidence answers a turn holding the question's words, `2 sessions` when an earlier session's fact dates it,
+    `rare name` when its friends seldom say each other's names."""
+    words, question = outcome.question.keywords.split(), outcome.question
+    return [question.category] + (["name+1"] if len(words) == 2 and words[0] == question.name else []) \
+        + (["reply"] if question.reply else []) + (["2 sessions"] if question.anchor else []) \
+        + (["rare name"] if question.rare_name else [])
 
 
 def by_group(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
-    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply")}
+    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply", "2 sessions",
+                                                              "rare name")}
     for outcome in outcomes:
         for name in group(outcome):
             groups[name].append(outcome)
@@ -398,18 +410,19 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         homes = archive(args, Path(tmp), every)
         archiving = time.perf_counter() - began
+        size = index_size([home for home, _ in homes], every)
         results: dict[tuple[str, str], list[Outcome]] = {(lang, form): [] for lang in LANGUAGES for form in FORMS}
         for chat, (home, archived) in zip(every, homes, strict=True):
             for outcome in evaluate(home.workspace, chat, archived, today, latencies):
                 results[chat.language, outcome.form].append(outcome)
     report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes, strict=True)},
-           archiving)
+           archiving, size)
     return 0
 
 
 def report(args: argparse.Namespace, today: date, conversations: dict[str, list[corpus.Conversation]],
            results: dict[tuple[str, str], list[Outcome]], latencies: list[float], archived: dict[str, int],
-           archiving: float) -> None:
+           archiving: float, size: tuple[int, int]) -> None:
     print(f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
           f"seed {args.seed}, asked on {today} (the last sessions the day before; "
           f"{'the search is given that day' if TAKES_TODAY else 'the search reads dates against the clock'})")
@@ -427,6 +440,8 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
     left = sum(len(c.questions) for chats in conversations.values() for c in chats) - len(asked)
     print(f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
           f"questions whose evidence is not archived, left out: {left}")
+    print(f"recall index on disk: {size[0] / 1e3:,.0f} KB for {size[1] / 1e3:,.0f} KB of the conversations' text "
+          f"({size[0] / max(size[1], 1):.2f}x)")
     print(f"baseline: rank_bm25 BM25Okapi over each conversation's archived turns; tokens: {BM25_TOKENS}")
     print_table(results)
     print_groups(results)
@@ -442,7 +457,8 @@ def report(args: argparse.Namespace, today: date, conversations: dict[str, list[
                       "sessions": args.sessions,
                       "figures": {f"{language}/{form}": figures(o) for (language, form), o in results.items()},
                       "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
-                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2)}, ensure_ascii=False))
+                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+                      "index_bytes": size[0], "text_bytes": size[1]}, ensure_ascii=False))
 
 
 if __name__ == "__main__":

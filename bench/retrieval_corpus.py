@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -352,6 +352,7 @@ class Talk:
     months: tuple[str, ...]
     last_week: str
     last_month: str
+    after: str  # a question dated by an earlier fact: {topic}, {detail}, {question}
 
     def month(self, day: date) -> str:
         if self.months:
@@ -407,7 +408,7 @@ EN = Talk(
          "Take it easy, {to}."),
     months=("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
             "November", "December"),
-    last_week="last week", last_month="last month",
+    last_week="last week", last_month="last month", after="Some time after the {topic} ({detail}), {question}",
 )
 
 ZH = Talk(
@@ -438,7 +439,7 @@ ZH = Talk(
     good=("哇，太棒了，{to}！", "真的假的！恭喜你{to}！", "{to}，听起来好有意思！", "真替你开心，{to}！",
           "{to}你也太厉害了吧！快多说点。", "好羡慕你啊{to}！"),
     bad=("啊，{to}，太心疼你了。", "天哪，{to}，要好好休息啊。", "这也太离谱了吧，{to}。", "{to}，别太难过了。"),
-    months=(), last_week="上周", last_month="上个月",
+    months=(), last_week="上周", last_month="上个月", after="{topic}（{detail}）之后，{question}",
 )
 
 LANGUAGES = {"en": (EN, EN_KINDS), "zh": (ZH, ZH_KINDS)}
@@ -469,6 +470,8 @@ class Question:
     detail: str
     name: str
     reply: bool = False  # the evidence is the answer to a turn holding the question's words (Fact.reply)
+    anchor: tuple[int, ...] = ()  # two sessions: the turns of another fact, in an earlier session, that date it
+    rare_name: bool = False  # asked in a conversation whose friends seldom say each other's names
 
 
 @dataclass
@@ -479,9 +482,33 @@ class Conversation:
     messages: list[dict[str, Any]]
     questions: list[Question]
     facts: list[Fact]
+    rare_names: bool = False  # the friends seldom say each other's names (RARE_NAMES)
 
 
 REPLY_SHARE = 0.3  # of the facts, told in answer to a question about their topic (the answer next to the words)
+# Of the conversations, those whose friends seldom say each other's names (as in most real chats): a name is said in
+# NAME_SAID of the turns that would greet or answer by name. A name in a query is then a rare word, and the few turns
+# holding it (a greeting) are no answer.
+RARE_NAMES = 0.5
+NAME_SAID = 0.1
+SPANS = 3  # questions of a conversation over two sessions, at most (two_sessions)
+UNSAID = "\x00"  # a name left unsaid, taken out of the turn with the punctuation around it (say)
+_UNSAID = re.compile(r"^\x00[\s,，!！]*|[\s,，]*\x00")
+
+
+class Spoken(tuple[str, str]):
+    """The two friends' names as their turns say them: in a conversation of rare names, mostly not at all."""
+
+    rng: random.Random | None
+
+    def __new__(cls, names: tuple[str, str], rng: random.Random | None = None) -> Spoken:
+        spoken = super().__new__(cls, names)
+        spoken.rng = rng
+        return spoken
+
+    def __getitem__(self, index):  # a name by index, as a tuple gives it
+        name = super().__getitem__(index)
+        return name if self.rng is None or self.rng.random() < NAME_SAID else UNSAID
 
 
 def session_days(rng: random.Random, count: int, today: date) -> list[date]:
@@ -508,7 +535,7 @@ def plan_facts(rng: random.Random, kinds: tuple[Kind, ...], sessions: int, share
 
 
 def say(rng: random.Random, templates: tuple[str, ...], **slots: str) -> str:
-    text = rng.choice(templates).format_map(slots)
+    text = _UNSAID.sub("", rng.choice(templates).format_map(slots))
     return text[0].upper() + text[1:]
 
 
@@ -612,19 +639,23 @@ def ask(rng: random.Random, talk: Talk, fact: Fact, names: tuple[str, str], key:
 
 
 def conversation(rng: random.Random, language: str, key: str, sessions: int, today: date,
-                 share: float) -> Conversation:
+                 share: float, more: random.Random | None = None) -> Conversation:
     """One pair of friends, `sessions` sittings up to yesterday, as nanobot session messages (naive local
-    time stamps, as nanobot writes them; the first speaker is the `user`)."""
+    time stamps, as nanobot writes them; the first speaker is the `user`). `more` draws what the benchmark added
+    later (rare names, questions over two sessions), apart from `rng`, so that the rest stays as it was."""
     talk, kinds = LANGUAGES[language]
     names = tuple(name for name, _ in rng.sample(talk.names, 2))
     assert len(names) == 2
+    more = more or random.Random(0)
+    rare = more.random() < RARE_NAMES
+    spoken = Spoken((names[0], names[1]), random.Random(more.random()) if rare else None)
     facts = plan_facts(rng, kinds, sessions, share)
     messages: list[dict[str, Any]] = []
     for number, day in enumerate(session_days(rng, sessions, today)):
         here = [fact for fact in facts if fact.session == number]
         stamp = datetime.combine(day, datetime.min.time()) + timedelta(hours=rng.randint(8, 21),
                                                                        minutes=rng.randrange(60))
-        for speaker, text, fact in session_turns(rng, talk, kinds, names, here):
+        for speaker, text, fact in session_turns(rng, talk, kinds, spoken, here):
             stamp += timedelta(seconds=rng.randint(20, 240))
             if fact is not None:
                 fact.day = day
@@ -632,7 +663,31 @@ def conversation(rng: random.Random, language: str, key: str, sessions: int, tod
             messages.append({"role": "user" if speaker == 0 else "assistant", "content": text,
                              "timestamp": stamp.isoformat(timespec="seconds")})
     questions = [q for fact in facts for q in ask(rng, talk, fact, names, key, language, today)]
-    return Conversation(key, language, names, messages, questions, facts)
+    questions += two_sessions(more, talk, facts, names, key, language)
+    if rare:
+        questions = [replace(q, rare_name=True) for q in questions]
+    return Conversation(key, language, names, messages, questions, facts, rare)
+
+
+def two_sessions(rng: random.Random, talk: Talk, facts: list[Fact], names: tuple[str, str], key: str,
+                 language: str) -> list[Question]:
+    """Up to SPANS questions whose evidence is found through another session: one fact's question, dated by an
+    earlier fact of the same friend ("After the trip (Kyoto), what did Anna buy?"; keywords `Anna Kyoto bought`).
+    The answer's turns are the evidence; the earlier fact's turns (`anchor`) only date it."""
+    pairs = [(a, b) for a in facts for b in facts if a.owner == b.owner and a.session < b.session]
+    rng.shuffle(pairs)
+    found = []
+    for earlier, later in pairs[:SPANS]:
+        category, question, keywords = rng.choice([a for a in later.kind.ask if a[0] in ("exact", "paraphrase")])
+        slots = dict(later.slots, name=names[later.owner], their=dict(talk.names)[names[later.owner]])
+        asked = question.format_map(slots)
+        asked = talk.after.format(topic=earlier.kind.topic, detail=earlier.slots["detail"],
+                                  question=asked[0].lower() + asked[1:] if talk.months else asked)
+        words = keywords.format_map(slots).split()
+        words.insert(1, earlier.slots["detail"])
+        found.append(Question(key, language, category, asked, " ".join(words), tuple(later.evidence),
+                              later.slots["detail"], names[later.owner], later.reply, tuple(earlier.evidence)))
+    return found
 
 
 def generate(language: str, count: int, sessions: int, today: date, seed: int = 24,
@@ -641,7 +696,7 @@ def generate(language: str, count: int, sessions: int, today: date, seed: int = 
     English, telegram:2000 and up for Chinese: private chats)."""
     base = {"en": 1000, "zh": 2000}[language]
     return [conversation(random.Random(f"{seed}:{language}:{n}"), language, f"telegram:{base + n}", sessions,
-                         today, share) for n in range(count)]
+                         today, share, random.Random(f"{seed}:{language}:{n}:more")) for n in range(count)]
 
 
 def content_words(question: Question) -> list[str]:

@@ -100,7 +100,7 @@ CONTRACT = {
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
     "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
                "RETIRED_SOURCE", "SOURCE_BITS", "fts_problem", "index_text", "retired_source", "source_owner",
-               "Passage", "pack", "passage", "records", "unpack", "VECTORS_TABLE", "quantize", "similarity"],
+               "Passage", "pack", "unpack", "VECTORS_TABLE", "quantize", "similarity"],
     "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE",
                 "RELEASE_FIELD", "release_order", "version_mismatch", "versions_of"],
 }

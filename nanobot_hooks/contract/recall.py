@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 import zlib
 from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from functools import lru_cache
+from itertools import accumulate
 from typing import NamedTuple
 
 from nanobot_hooks.text import CJK_RUN, cjk_grams
 
-__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES", "RETIRED_SOURCE",
-           "SOURCE_BITS", "fts_problem", "index_text", "pack", "Passage", "passage", "records", "retired_source",
-           "source_owner", "unpack", "VECTORS_TABLE", "quantize", "similarity"]
+__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
+           "RETIRED_SOURCE", "SOURCE_BITS", "Block", "Directory", "directory", "fts_problem", "index_text", "length",
+           "lengths", "pack", "Passage", "read_block", "retired_source", "source_owner", "unpack", "VECTORS_TABLE",
+           "quantize", "similarity"]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -23,7 +29,12 @@ __all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSI
 # tracks, so the index never enters the workspace's history. The files stay the source of truth; the
 # index is rebuilt from them when it is missing or of another schema version.
 RECALL_INDEX = "memory/.recall.sqlite"  # relative to the workspace
-RECALL_SCHEMA_VERSION = 4  # PRAGMA user_version; any other value means "rebuild" (3: each passage's text twice)
+# PRAGMA user_version; any other value means "rebuild" (3: each passage's text twice; 4: word positions kept, and a
+# row a passage saying which block holds it)
+RECALL_SCHEMA_VERSION = 5
+# SQLite's page: every table and index takes one at least, and a short conversation's index has a dozen of them
+# (at 4 KB, SQLite's default, 56 KB before the first passage: more than the text of a thousand short turns).
+PAGE_BYTES = 1024
 # A row's id is `source << SOURCE_BITS | position`: the rows of one source (one session's archived messages,
 # one session's notes lines, MEMORY.md) form one rowid range, which FTS5 filters inside its index.
 # Positions: a message's index in the session; a notes line's `date.toordinal() << NOTE_LINE_BITS | n`;
@@ -44,21 +55,26 @@ CREATE TABLE IF NOT EXISTS sources(
   stamp TEXT,                        -- messages: the timestamp of the last one (a reset session lacks it)
   UNIQUE(kind, session));
 CREATE TABLE IF NOT EXISTS files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+-- The first and last positions (not rowids: smaller numbers) a source holds of each day.
 CREATE TABLE IF NOT EXISTS days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
   high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- A passage's words: `terms` (index_text below) in an index without a copy of the text (contentless, no
--- lengths kept: the search ranks by BM25 itself), so the text is kept once, in `blocks`. Words are stemmed
--- (porter: "shows" finds "show"), accents and case aside.
+-- lengths kept: the search ranks by BM25 itself) nor the words' positions (detail=none: which passages hold a
+-- word is all the search asks), so the text is kept once, in `blocks`. Words are stemmed (porter: "shows" finds
+-- "show"), accents and case aside.
 CREATE VIRTUAL TABLE IF NOT EXISTS passages USING fts5(
-  terms, content='', columnsize=0, tokenize='{TOKENIZE}');
--- Which block holds a passage: what the answer shows of it (Passage), with the neighbouring passages', compressed
--- together (pack: a block compresses far better than one short message alone).
-CREATE TABLE IF NOT EXISTS passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
+  terms, content='', columnsize=0, detail=none, tokenize='{TOKENIZE}');
+-- Neighbouring passages of one source, compressed together (pack: a block compresses far better than one short
+-- message alone): what the answer shows of each (Passage). A block is named by its first passage's rowid (`id`)
+-- and holds the rowids up to `last` (blocks never overlap), `n` passages; `lengths` (directory) says which rowids
+-- it holds and each one's length in words, so that ranking reads no text.
+CREATE TABLE IF NOT EXISTS blocks(id INTEGER PRIMARY KEY, last INTEGER NOT NULL, n INTEGER NOT NULL,
+  lengths BLOB NOT NULL, passages BLOB NOT NULL);
 {VECTORS_TABLE}
 """
 RECORD_SEPARATOR = b"\x1e"
+GROUP_SEPARATOR = b"\x1d"
 BLOCK_BYTES = 16 * 1024  # of passages' text compressed together: what a hit shown decompresses
 
 
@@ -72,30 +88,139 @@ class Passage(NamedTuple):
 
 
 def pack(passages: dict[int, Passage]) -> bytes:
-    """A block's passages (by rowid), compressed together: one JSON array a passage, `[rowid, body, day, at,
-    label]`, apart by RECORD_SEPARATOR (JSON escapes every control character, so no record holds it)."""
-    return zlib.compress(RECORD_SEPARATOR.join(json.dumps([rowid, *passages[rowid]], ensure_ascii=False).encode("utf-8")
-                                               for rowid in sorted(passages)))
+    """A block's passages (by rowid), compressed together field by field (alike values side by side compress far
+    better than record by record): a JSON header `[first rowid, steps to the next ones, days, times, labels]` (a day
+    is 0 when it is its time's), GROUP_SEPARATOR, then each body as a JSON string, apart by RECORD_SEPARATOR (JSON
+    escapes every control character, so no body holds either)."""
+    rowids = sorted(passages)
+    shown = [passages[rowid] for rowid in rowids]
+    header = [rowids[0], [b - a for a, b in zip(rowids, rowids[1:], strict=False)],
+              [0 if p.at and p.day == p.at[:10] else p.day for p in shown], _minutes([p.at for p in shown]),
+              [p.label for p in shown]]
+    bodies = RECORD_SEPARATOR.join(json.dumps(p.body, ensure_ascii=False).encode("utf-8") for p in shown)
+    return zlib.compress(json.dumps(header, ensure_ascii=False).encode("utf-8") + GROUP_SEPARATOR + bodies)
 
 
-def records(block: bytes) -> dict[int, bytes]:
-    """A block's passages by rowid, each still its JSON (a search decodes only the few it shows); ValueError or
-    zlib.error for a damaged block."""
-    found = {}
-    for record in zlib.decompress(block).split(RECORD_SEPARATOR):
-        found[int(record[1:record.index(b",")])] = record
+_EPOCH = datetime(2000, 1, 1)
+_AT = "%Y-%m-%d %H:%M"
+
+
+def _minutes(ats: list[str | None]) -> list[int | str | None]:
+    """Passages' times as the minutes since the time before (a conversation's times differ by a few minutes: a
+    number or two each, where "2026-11-20 10:00" costs several bytes even compressed); a time that is no such
+    string stays as it is."""
+    found: list[int | str | None] = []
+    last = 0
+    for at in ats:
+        try:
+            minute = (datetime.strptime(at, _AT) - _EPOCH) // timedelta(minutes=1) if at else None
+        except ValueError:
+            minute = None
+        if minute is not None and at == (_EPOCH + timedelta(minutes=minute)).strftime(_AT):
+            found.append(minute - last)
+            last = minute
+        else:
+            found.append(at)
     return found
 
 
-def passage(record: bytes) -> Passage:
-    """One passage of `records`; ValueError for a damaged one."""
-    _, body, day, at, label = json.loads(record.decode("utf-8"))
-    return Passage(str(body), day, at, str(label or ""))
+class Block(NamedTuple):
+    """A block's passages, decompressed; each body decoded only when shown (`passage`)."""
+
+    rowids: list[int]  # ascending
+    days: list[str | int | None]
+    ats: list[str | int | None]  # minutes since _EPOCH, or a time that is no "YYYY-MM-DD HH:MM"
+    labels: list[str]
+    bodies: list[bytes]  # JSON strings
+
+    def passage(self, rowid: int) -> Passage | None:
+        """The passage, None when the block does not hold it; ValueError or TypeError for a damaged one."""
+        at = bisect_left(self.rowids, rowid)
+        if at >= len(self.rowids) or self.rowids[at] != rowid:
+            return None
+        when, day = self.ats[at], self.days[at]
+        if isinstance(when, int):
+            when = (_EPOCH + timedelta(minutes=when)).strftime(_AT)
+        return Passage(str(json.loads(self.bodies[at])), when[:10] if day == 0 and when else day,  # type: ignore[arg-type]
+                       when, str(self.labels[at] or ""))
+
+
+def read_block(block: bytes) -> Block:
+    """A block as `pack` made it; ValueError, TypeError or zlib.error for a damaged one."""
+    header, _, bodies = zlib.decompress(block).partition(GROUP_SEPARATOR)
+    first, steps, days, ats, labels = json.loads(header.decode("utf-8"))
+    rowids = [int(first)]
+    for step in steps:
+        rowids.append(rowids[-1] + int(step))
+    minute = 0
+    for number, when in enumerate(ats):  # the minutes since the time before, as absolute minutes
+        if isinstance(when, int):
+            minute += when
+            ats[number] = minute
+    found = Block(rowids, days, ats, labels, bodies.split(RECORD_SEPARATOR))
+    if not len(rowids) == len(days) == len(ats) == len(labels) == len(found.bodies):
+        raise ValueError("a damaged block")
+    return found
 
 
 def unpack(block: bytes) -> dict[int, Passage]:
-    """A block's passages; ValueError or zlib.error for a damaged one."""
-    return {rowid: passage(record) for rowid, record in records(block).items()}
+    """A block's passages; ValueError, TypeError or zlib.error for a damaged one."""
+    held = read_block(block)
+    return {rowid: passage for rowid in held.rowids if (passage := held.passage(rowid)) is not None}
+
+
+_WORD = re.compile(r"[^\W_]+")  # what SQLite's unicode61 tokenizer takes as one word
+
+
+def length(body: str) -> int:
+    """A passage's length for BM25: the tokens its index text holds (a word, or a CJK letter's token)."""
+    letters = sum(len(run) for run in CJK_RUN.findall(body))
+    return letters + len(_WORD.findall(CJK_RUN.sub(" ", body) if letters else body))
+
+
+def directory(first: int, passages: dict[int, Passage]) -> bytes:
+    """A block's `lengths`: the steps from one passage's rowid to the next (from the block's `first`: mostly 1, which
+    compresses to nearly nothing, where the offsets themselves would not), then each passage's length (capped at
+    65,535), little-endian unsigned arrays compressed together."""
+    rowids = sorted(passages)
+    steps = array("I", (b - a for a, b in zip([first, *rowids], rowids, strict=False)))
+    sizes = array("H", (min(length(passages[rowid].body), 0xFFFF) for rowid in rowids))
+    if sys.byteorder == "big":
+        steps.byteswap()
+        sizes.byteswap()
+    return zlib.compress(steps.tobytes() + sizes.tobytes())
+
+
+class Directory(NamedTuple):
+    """A block's passages, read from its `lengths` without its text: their rowids (as offsets from the block's
+    first, ascending) and their lengths in words."""
+
+    first: int
+    offsets: array[int]
+    sizes: array[int]
+
+    def length(self, rowid: int) -> int | None:
+        """The passage's length, None when the block does not hold it."""
+        offset = rowid - self.first
+        at = bisect_left(self.offsets, offset)
+        return self.sizes[at] if at < len(self.offsets) and self.offsets[at] == offset else None
+
+    def rowids(self) -> list[int]:
+        return [self.first + offset for offset in self.offsets]
+
+
+def lengths(first: int, data: bytes) -> Directory:
+    """A block's `lengths` read (directory); ValueError or zlib.error for a damaged one."""
+    raw = zlib.decompress(data)
+    count = len(raw) // 6
+    if len(raw) != count * 6:
+        raise ValueError("a damaged block directory")
+    steps, sizes = array("I", raw[:4 * count]), array("H", raw[4 * count:])
+    if sys.byteorder == "big":
+        steps.byteswap()
+        sizes.byteswap()
+    return Directory(first, array("I", accumulate(steps)), sizes)
+
 
 # What a session held before `/new` is indexed as a source of its own (its row ids must not meet the new
 # conversation's), named `<session key>` + RETIRED_SOURCE + `<the kept copy's name>`; it is the session's own

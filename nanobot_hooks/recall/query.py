@@ -116,12 +116,13 @@ def _cjk(piece: str, drop_stop: bool) -> list[str]:
 
 def _latin(text: str, drop_stop: bool) -> list[str]:
     """Words of two letters or more, and digits; a chunk of several words without spaces ("zone-11",
-    "v1.2.3") is also asked for as a phrase, which passages holding it exactly score more for."""
+    "v1.2.3") is also asked for whole, as all its words together (`together`), which passages holding it score
+    more for."""
     found: list[str] = []
     for chunk in text.split():
         words = [w.casefold() for w in _WORD.findall(chunk) if len(w) > 1 or w.isdigit()]
         if len(words) > 1:
-            found.append(phrase(" ".join(words)))
+            found.append(together(words))
         found += [phrase(w) for w in words if not (drop_stop and w in ENGLISH_STOP)]
     return found
 
@@ -129,6 +130,12 @@ def _latin(text: str, drop_stop: bool) -> list[str]:
 def phrase(word: str) -> str:
     """An FTS5 string: the word as the tokenizer reads it, never as query syntax."""
     return '"' + word.replace('"', '""') + '"'
+
+
+def together(words: list[str]) -> str:
+    """An FTS5 query for passages holding all these words, anywhere: the index keeps no word positions for a
+    phrase (contract/recall.py, detail=none)."""
+    return "(" + " AND ".join(map(phrase, words)) + ")"
 
 
 # -- the days a query names -----------------------------------------------------------------------------

@@ -4,18 +4,15 @@ the best hits, the neighbours to look up, and the passages shown, in order."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from nanobot_hooks.recall.hits import Hit
-from nanobot_hooks.text import CJK_RUN
 
 RESULTS = 5
 NEIGHBORS_OF = RESULTS  # the best message hits whose neighbours are brought in: each one shown can have its answer
 PROBE = 500  # passages a word is first counted up to (plan_terms)
 SUMMARY_SLOTS = 2  # of the passages shown, at most this many from the notes and MEMORY.md (choose)
-_WORD = re.compile(r"[^\W_]+")
 
 
 def plan_terms(terms: Sequence[str], count: Callable[[str, int], int], budget: int,
@@ -52,12 +49,6 @@ def rarity(count: int, size: int) -> float:
     """A word's weight (BM25's idf, never negative) when `count` of `size` passages hold it."""
     size = max(size, count)
     return math.log(1 + (size - count + 0.5) / (count + 0.5))
-
-
-def length(body: str) -> int:
-    """A passage's length for BM25: the tokens its index text holds (a word, or a CJK letter's token)."""
-    letters = sum(len(run) for run in CJK_RUN.findall(body))
-    return letters + len(_WORD.findall(CJK_RUN.sub(" ", body) if letters else body))
 
 
 def bm25(weights: Sequence[float], length: int, average: float) -> float:

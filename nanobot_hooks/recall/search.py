@@ -33,6 +33,8 @@ import re
 import sqlite3
 import time
 import zlib
+from array import array
+from bisect import bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -43,19 +45,22 @@ from pathlib import Path
 from nanobot_hooks.contract.recall import (
     RECALL_INDEX,
     RECALL_SCHEMA_VERSION,
+    RETIRED_SOURCE,
     SOURCE_BITS,
     TOKENIZE,
+    Block,
+    Directory,
     Passage,
     index_text,
-    passage,
-    records,
+    lengths,
+    read_block,
     similarity,
 )
 from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
 from nanobot_hooks.recall.meaning import Embedder
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
-from nanobot_hooks.recall.rank import PROBE, around, bm25, choose, length, neighbours, plan_terms, rarity
-from nanobot_hooks.recall.snippets import dates_phrase, describe_scope, render, snippet
+from nanobot_hooks.recall.rank import PROBE, around, bm25, choose, neighbours, plan_terms, rarity
+from nanobot_hooks.recall.snippets import SNIPPET_CHARS, dates_phrase, describe_scope, render, snippet
 from nanobot_hooks.recall.visible import search_order, visible_sources, widened
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
@@ -70,6 +75,7 @@ MEANING_WEIGHT = 0.1  # of the source's best BM25 score, for each standard devia
 MEANING_FLOOR = 1.5  # standard deviations above the mean cosine, for a passage that holds none of the words
 VECTOR_SCAN = 3_000  # a source's newest passages compared by meaning (besides the lexical candidates)
 _MARKED = re.compile("\x01(.*?)\x02", re.S)
+_WORD = re.compile(r"[^\W_]+")  # a word as SQLite's unicode61 tokenizer takes it: one term of the index
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
 
 
@@ -98,12 +104,23 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
                 return f"Nothing found for {query!r}: the archive index is being rebuilt."
             vector = _query_meaning(db, meaning, query) if asked.terms else None
             deadline = time.monotonic() + budget  # the embedding's wait has its own bound, not the search's
-            sources = [Source(*row) for row in db.execute("SELECT id, kind, session, through FROM sources")]
+            sources = _sources(db, asker, widened(asker, trusted, scope))
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
             return _answer(_Search(db, asked, deadline, meaning=vector), groups, query, asker,
                            widened(asker, trusted, scope))
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
+
+
+def _sources(db: sqlite3.Connection, asker: str | None, wide: bool) -> list[Source]:
+    """The index's sources the asker may see (visible.py decides), read from SQLite: with the asker's own only (and
+    MEMORY.md) when it sees no other, since a busy workspace has a notes source for each of thousands of sessions."""
+    if wide:
+        rows = db.execute("SELECT id, kind, session, through FROM sources")
+    else:  # the session itself and its pre-`/new` copies (`<key>` RETIRED_SOURCE `<copy>`)
+        rows = db.execute("SELECT id, kind, session, through FROM sources WHERE kind = 'memory' OR session = ?1 "
+                          "OR substr(session, 1, length(?1) + 1) = ?1 || ?2", (asker or "", RETIRED_SOURCE))
+    return [Source(*row) for row in rows]
 
 
 def _query_meaning(db: sqlite3.Connection, meaning: Embedder | None, query: str) -> bytes | None:
@@ -157,7 +174,9 @@ class _Search:
     match: str = ""  # the FTS5 query of the newest passages, when the words are too common to rank
     ranked: bool = True  # by BM25; else the newest passages holding every word
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # passages holding a word, and the cap
-    blocks: dict[int, dict[int, bytes]] = field(default_factory=dict)  # unpacked (passage)
+    blocks: dict[int, tuple[int, Directory]] = field(default_factory=dict)  # read so far, by id: (last, directory)
+    starts: list[int] = field(default_factory=list)  # their ids, ascending
+    texts: dict[int, Block | None] = field(default_factory=dict)  # blocks decompressed (None: damaged)
     meaning: bytes | None = None  # the query's embedding, quantized: the ranks by meaning are fused in
 
     def plan(self) -> None:
@@ -176,22 +195,84 @@ class _Search:
         known = self.counts.get(term)
         if known is not None and (known[0] < known[1] or known[1] >= cap):
             return min(known[0], cap)
-        held = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
-                               (term, cap)).fetchone()[0]
+        try:
+            held = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
+                                   (term, cap)).fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "interrupt" in str(exc):
+                raise
+            held = 0  # a term FTS5 refuses (a phrase, which an index without positions cannot match): no passage
         self.counts[term] = (held, cap)
         return int(held)
 
-    def passage(self, rowid: int, block: int) -> Passage | None:
-        """A passage as shown, from its block (the blocks unpacked are kept: hits and neighbours share them)."""
-        if block not in self.blocks:
-            row = self.db.execute("SELECT passages FROM blocks WHERE id = ?", (block,)).fetchone()
+    def block(self, rowid: int) -> int | None:
+        """The block that holds the passage, None when none does (blocks never overlap; those read are kept: hits
+        and neighbours share them)."""
+        number = self.covering(rowid)
+        if number is None:
+            self.read_blocks([rowid])
+            number = self.covering(rowid)
+        return number if number is not None and self.blocks[number][1].length(rowid) is not None else None
+
+    def covering(self, rowid: int) -> int | None:
+        """The block read so far whose rowids' range holds this one."""
+        at = bisect_right(self.starts, rowid)
+        return self.starts[at - 1] if at and rowid <= self.blocks[self.starts[at - 1]][0] else None
+
+    def read_blocks(self, rowids: Sequence[int]) -> None:
+        """The directories of the blocks that may hold these passages (each the last beginning at or before it),
+        in one query."""
+        if not rowids:
+            return
+        asked = ",".join("(?)" for _ in rowids)
+        for number, last, data in self.db.execute(
+                f"WITH asked(r) AS (VALUES {asked}) SELECT DISTINCT blocks.id, blocks.last, blocks.lengths FROM asked "
+                "JOIN blocks ON blocks.id = (SELECT max(id) FROM blocks WHERE id <= asked.r)", list(rowids)):
+            self._keep(number, last, data)
+
+    def _keep(self, number: int, last: int, data: bytes) -> Directory:
+        if number not in self.blocks:
             try:
-                self.blocks[block] = records(row[0]) if row else {}
+                directory = lengths(number, data)
             except (zlib.error, ValueError, TypeError):  # a damaged block: as if its passages were not there
-                self.blocks[block] = {}
-        record = self.blocks[block].get(rowid)
+                directory = Directory(number, array("I"), array("H"))
+            self.blocks[number] = (last, directory)
+            insort(self.starts, number)
+        return self.blocks[number][1]
+
+    def length(self, rowid: int) -> int | None:
+        """A passage's length in words (BM25's), read without its text; None when the index lacks it."""
+        number = self.block(rowid)
+        return None if number is None else self.blocks[number][1].length(rowid)
+
+    def newest(self, span: tuple[int, int], count: int) -> list[int]:
+        """The rowids of the span's `count` newest passages, newest first, from the blocks' directories."""
+        found: list[int] = []
+        for number, last, data in self.db.execute(
+                "SELECT id, last, lengths FROM blocks WHERE id <= ? AND id >= ? - ? ORDER BY id DESC",
+                (span[1], span[0], SOURCE_POSITION)):
+            if last < span[0]:
+                break
+            held = self._keep(number, last, data).rowids()
+            found += [r for r in reversed(held) if span[0] <= r <= span[1]][:count - len(found)]
+            if len(found) >= count:
+                break
+        return found
+
+    def passage(self, rowid: int) -> Passage | None:
+        """A passage as shown, from its block (decompressed once a search: hits and neighbours share blocks)."""
+        number = self.block(rowid)
+        if number is None:
+            return None
+        if number not in self.texts:
+            row = self.db.execute("SELECT passages FROM blocks WHERE id = ?", (number,)).fetchone()
+            try:
+                self.texts[number] = read_block(row[0]) if row else None
+            except (zlib.error, ValueError, TypeError):  # a damaged block: as if its passages were not there
+                self.texts[number] = None
+        held = self.texts[number]
         try:
-            return None if record is None else passage(record)
+            return None if held is None else held.passage(rowid)
         except (ValueError, TypeError):
             return None
 
@@ -229,11 +310,10 @@ def _lexical(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
         return []  # no passage holds any of the words
     if run.ranked and run.kept:
         return _ranked(run, source, span)
-    rows = run.db.execute("SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
-                          "ORDER BY rowid DESC LIMIT ?", (run.match, *span, CANDIDATES * 2)).fetchall() if run.kept \
-        else run.db.execute("SELECT rowid FROM passage_rows WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-                            (*span, CANDIDATES * 2)).fetchall()
-    found = (_hit(run, source, rowid & SOURCE_POSITION, 0.0) for (rowid,) in rows)
+    rows = [rowid for (rowid,) in run.db.execute(
+        "SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
+        (run.match, *span, CANDIDATES * 2))] if run.kept else run.newest(span, CANDIDATES * 2)
+    found = (_hit(run, source, rowid & SOURCE_POSITION, 0.0) for rowid in rows)
     return [hit for hit in found if hit is not None]
 
 
@@ -259,13 +339,19 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
     pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]) + nearby.get(r, 0.0), r),
                   reverse=True)[:max(CANDIDATES * 4, DEEP if run.meaning else 0)]
     average = _average_length(run, span)
-    hits = []
-    for rowid in pool:
-        hit = _hit(run, source, rowid & SOURCE_POSITION, 0.0)
-        if hit is not None:
-            score = bm25([weight[t] for t in held[rowid]], length(hit.body), average) + nearby.get(rowid, 0.0)
-            hits.append(replace(hit, score=score * share))
-    return sorted(hits, key=Hit.order, reverse=True)[:DEEP if run.meaning else CANDIDATES]
+    run.read_blocks([rowid for rowid in pool if run.covering(rowid) is None])
+    scored = {}
+    for rowid in pool:  # by the passages' lengths alone: only those kept are read (and decompressed)
+        words = run.length(rowid)
+        if words is not None:
+            scored[rowid] = (bm25([weight[t] for t in held[rowid]], words, average) + nearby.get(rowid, 0.0)) * share
+    hits: list[Hit] = []
+    for rowid in sorted(scored, key=lambda r: (scored[r], r), reverse=True):
+        hit = _hit(run, source, rowid & SOURCE_POSITION, scored[rowid])
+        hits += [hit] if hit is not None else []
+        if len(hits) >= (DEEP if run.meaning else CANDIDATES):
+            break
+    return sorted(hits, key=Hit.order, reverse=True)
 
 
 def _fused(run: _Search, source: Source, span: tuple[int, int], lexical: list[Hit]) -> list[Hit]:
@@ -315,16 +401,15 @@ def _size(run: _Search, source: Source) -> int:
     if source.kind == "messages" and source.size:
         return source.size
     base = source.id << SOURCE_BITS
-    return int(run.db.execute("SELECT count(*) FROM (SELECT 1 FROM passage_rows WHERE rowid BETWEEN ? AND ? LIMIT ?)",
-                              (base, base | SOURCE_POSITION, SIZE_CAP)).fetchone()[0])
+    held = run.db.execute("SELECT total(n) FROM (SELECT n FROM blocks WHERE id BETWEEN ? AND ? LIMIT ?)",
+                          (base, base | SOURCE_POSITION, SIZE_CAP)).fetchone()[0]
+    return min(int(held), SIZE_CAP)
 
 
 def _average_length(run: _Search, span: tuple[int, int]) -> float:
     """The average passage length of a source, in words, from its newest passages."""
-    found = [run.passage(rowid, block) for rowid, block in run.db.execute(
-        "SELECT rowid, block FROM passage_rows WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT 50", span)]
-    texts = [passage.body for passage in found if passage is not None]
-    return sum(length(text) for text in texts) / max(len(texts), 1)
+    found = [size for size in map(run.length, run.newest(span, 50)) if size is not None]
+    return sum(found) / max(len(found), 1)
 
 
 def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:
@@ -340,30 +425,37 @@ def _neighbour_hits(run: _Search, hits: Sequence[Hit]) -> list[Hit]:
 def _hit(run: _Search, source: Source, position: int, score: float, matched: bool = True) -> Hit | None:
     """The passage at `position` of `source` as a hit, when it exists and is dated within the days asked."""
     rowid = source.id << SOURCE_BITS | position
-    row = run.db.execute("SELECT block FROM passage_rows WHERE rowid = ?", (rowid,)).fetchone()
-    shown = run.passage(rowid, row[0]) if row else None
+    shown = run.passage(rowid)
     if shown is None or not _in_range(shown.day, run.asked.since, run.asked.until):
         return None
     return Hit(source, position, score, shown.day, shown.at, shown.label, shown.body, matched)
 
 
 def _shown(run: _Search, hits: Sequence[Hit], focus: bool = True) -> list[tuple[Hit, str]]:
-    """Each hit with its snippet, cut around its rarest matched word."""
-    return [(hit, snippet(hit.body, _focus(run, hit) if focus and hit.matched else None)) for hit in hits]
+    """Each hit with its snippet, cut around its rarest matched word (a passage shown whole needs none)."""
+    cut = [hit for hit in hits if focus and hit.matched and len(hit.body) > SNIPPET_CHARS]
+    marked = _focus(run, cut) if cut else {}
+    return [(hit, snippet(hit.body, marked.get(hit.rowid))) for hit in hits]
 
 
-def _focus(run: _Search, hit: Hit) -> str | None:
-    """The passage's rarest word that matched the query, as its text has it (SQLite marks what matched)."""
+def _focus(run: _Search, hits: Sequence[Hit]) -> dict[int, str]:
+    """Each passage's rarest word that matched the query, as its text has it (SQLite marks what matched), by rowid."""
     if not run.asked.terms:
-        return None
-    # The index holds no copy of the text to mark (contentless): the passage alone is indexed in memory for it.
+        return {}
+    # The index holds no copy of the text to mark (contentless): the passages are indexed in memory for it, together.
     with closing(sqlite3.connect(":memory:")) as alone:
         alone.execute(f"CREATE VIRTUAL TABLE passage USING fts5(terms, tokenize={TOKENIZE!r})")
-        alone.execute("INSERT INTO passage(terms) VALUES(?)", (index_text(hit.body),))
-        row = alone.execute("SELECT highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
-                            (" OR ".join(run.asked.terms),)).fetchone()
-    words = {w for marked in _MARKED.findall(row[0] if row else "") for w in marked.split()}
-    return min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
+        alone.executemany("INSERT INTO passage(rowid, terms) VALUES(?, ?)",
+                          [(n, index_text(hit.body)) for n, hit in enumerate(hits)])
+        rows = alone.execute("SELECT rowid, highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
+                             (" OR ".join(run.asked.terms),)).fetchall()
+    found = {}
+    for n, text in rows:
+        words = {w for marked in _MARKED.findall(text or "") for w in _WORD.findall(marked)}
+        best = min(words, key=lambda w: (run.count(phrase(w.casefold())), -len(w)), default=None)
+        if best is not None:
+            found[hits[n].rowid] = best
+    return found
 
 
 def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until: str | None) -> tuple[int, int] | None:
@@ -372,7 +464,7 @@ def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until
         return base, base | SOURCE_POSITION
     low, high = db.execute("SELECT min(low), max(high) FROM days WHERE source = ? AND day BETWEEN ? AND ?",
                            (source.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
-    return None if low is None else (low, high)
+    return None if low is None else (base | low, base | high)
 
 
 def _in_range(day: str | None, since: str | None, until: str | None) -> bool:

@@ -38,7 +38,7 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
                 assert 0 <= figures[name] <= 1, (name, figures)
             assert figures["tool@1"] <= figures["tool@5"] and figures["bm25@1"] <= figures["bm25@5"]
             # The baseline really ran: BM25 finds some of the evidence, and the table shows what the JSON holds.
-            assert figures["bm25@5"] > 0.2, figures
+            assert figures["bm25@5"] > 0.1, figures
             assert float(row[5]) == round(figures["bm25@5"], 2) and float(row[4]) == round(figures["tool@5"], 2)
     assert "overlapping character bigrams" in stdout
     headline = re.search(r"^headline, tool / BM25 with the evidence in the top 5: (.*)$", stdout, re.MULTILINE)
@@ -57,7 +57,7 @@ def test_the_conversations_can_share_one_workspace(capsys):
                          stdout, re.MULTILINE)
     assert archived and archived[1] == archived[2], stdout
     figures = json.loads(stdout.strip().splitlines()[-1])["figures"]
-    assert len(figures) == 4 and all(f["bm25@5"] > 0.2 for f in figures.values()), figures
+    assert len(figures) == 4 and all(f["bm25@5"] > 0.1 for f in figures.values()), figures
 
 
 def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys):
@@ -70,7 +70,7 @@ def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys
     done, turns = (int(n.replace(",", "")) for n in archived.groups())
     assert turns - 4 * 6 <= done < turns  # all but what each job's keep rule left in the context
     figures = json.loads(stdout.strip().splitlines()[-1])["figures"]
-    assert all(f["bm25@5"] > 0.2 and f["questions"] >= 10 for f in figures.values()), figures
+    assert all(f["bm25@5"] > 0.1 and f["questions"] >= 10 for f in figures.values()), figures
 
 
 def test_the_baseline_cuts_chinese_into_bigrams_and_latin_into_words():
@@ -106,8 +106,15 @@ def test_the_conversations_look_like_the_ones_the_tool_meets(corpus):
         stamps = [datetime.fromisoformat(m["timestamp"]) for m in conversation.messages]
         assert all(s.tzinfo is None for s in stamps) and stamps == sorted(stamps)  # naive local, as nanobot writes
         assert stamps[-1].date() == TODAY - timedelta(days=1) and len({s.date() for s in stamps}) == 25
-        for name in conversation.names:  # the names recur: greetings, goodbyes, reactions
-            assert sum(name in m["content"] for m in conversation.messages) > len(conversation.messages) / 6
+        for name in conversation.names:  # the names recur (greetings, goodbyes, reactions), or are seldom said
+            said = sum(name in m["content"] for m in conversation.messages)
+            if conversation.rare_names:
+                assert 0 < said < len(conversation.messages) / 20, (name, said)
+            else:
+                assert said > len(conversation.messages) / 6, (name, said)
+        assert not any("\x00" in m["content"] or m["content"].startswith((",", "，", "!", " "))
+                       for m in conversation.messages), "an unsaid name leaves no trace"
+    assert {c.rare_names for c in english + chinese} == {True, False}
     questions = [q for c in english + chinese for q in c.questions]
     assert {q.category for q in questions} == {"exact", "paraphrase", "when", "dated"}
     # Six conversations' questions: one kind of fact of the fourteen asks with 吗, and a third of the facts are told in
@@ -129,3 +136,17 @@ def test_a_question_about_last_week_has_its_evidence_in_last_week(corpus):
                 if question.category == "dated" and phrase in question.question:
                     day = datetime.fromisoformat(conversation.messages[question.evidence[0]]["timestamp"]).date()
                     assert monday - timedelta(days=7) <= day < monday, (question, day)
+
+
+def test_a_question_over_two_sessions_asks_a_later_fact_dated_by_an_earlier_one(corpus):
+    for language in ("en", "zh"):
+        for conversation in corpus.generate(language, 4, 25, TODAY):
+            spans = [q for q in conversation.questions if q.anchor]
+            assert 0 < len(spans) <= corpus.SPANS
+            for question in spans:
+                days = {datetime.fromisoformat(conversation.messages[n]["timestamp"]).date()
+                        for n in (*question.evidence, *question.anchor)}
+                assert len(days) == 2 and max(question.anchor) < min(question.evidence), question
+                anchor = next(f for f in conversation.facts if tuple(f.evidence) == question.anchor)
+                assert anchor.slots["detail"] in question.question and anchor.slots["detail"] in question.keywords
+                assert question.name in question.keywords and question.detail not in question.keywords

@@ -22,7 +22,7 @@ from harness.models import summary_json
 from harness.sandbox import NanobotHome
 from harness.transcripts import conversation
 from nanobot_hooks import plugin
-from nanobot_hooks.contract.recall import RECALL_INDEX, index_text
+from nanobot_hooks.contract.recall import PAGE_BYTES, RECALL_INDEX, index_text, length
 from nanobot_hooks.contract.session_format import is_direct_chat
 from nanobot_hooks.recall import rank, visible
 from nanobot_hooks.recall import search as recall
@@ -246,13 +246,15 @@ APPENDED = """
 def _passages(home: NanobotHome) -> tuple[list[tuple], list[tuple]]:
     """The index's passages (each with its text, unpacked) and every word instance its full-text index holds:
     a passage dropped with other words than it was indexed from would leave words behind."""
-    from nanobot_hooks.contract.recall import unpack
+    from nanobot_hooks.contract.recall import lengths, unpack
 
     with closing(sqlite3.connect(f"{(home.workspace / RECALL_INDEX).as_uri()}?mode=ro", uri=True)) as db:
         held: dict[int, tuple] = {}
         for (packed,) in db.execute("SELECT passages FROM blocks"):
             held.update(unpack(packed))
-        rows = [(rowid, *held.pop(rowid)) for (rowid,) in db.execute("SELECT rowid FROM passage_rows ORDER BY rowid")]
+        listed = sorted(rowid for number, data in db.execute("SELECT id, lengths FROM blocks")
+                        for rowid in lengths(number, data).rowids())
+        rows = [(rowid, *held.pop(rowid)) for rowid in listed]
         assert not held, "no text is kept of a passage that went"
         db.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, passages, 'instance')")
         return rows, db.execute("SELECT term, doc, col, offset FROM temp.words ORDER BY 1, 2, 3, 4").fetchall()
@@ -583,7 +585,7 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert snippet("short\n text", "t") == "short text"
     assert index_text("数据库端口 is on db 22") == " 数据 据库 库端 端口 口  is on db 22"
     for text in ("数据库端口 is on db 22", "本番サーバーのポートは 8443", "plain words, v1.2"):
-        assert rank.length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
+        assert length(text) == len(re.findall(r"[^\W_]+", index_text(text))), text
     assert rank.rarity(1, 300) > rank.rarity(100, 300) > rank.rarity(300, 300) > 0
     assert rank.bm25([2.0], 5, 10.0) > rank.bm25([2.0], 20, 10.0), "a shorter passage first"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
@@ -700,6 +702,24 @@ def test_the_index_is_no_larger_than_the_text_it_indexes(home):
     assert "note 4321:" in ask(home, "note 4321")
 
 
+def test_an_index_of_a_few_thousand_short_turns_is_no_larger_than_their_text(tmp_path):
+    import random
+
+    home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")  # this conversation alone
+    rng = random.Random(11)  # turns of a few words, as most chat turns are (42 bytes on average here)
+    rows = [(f"2026-{1 + i // 300:02d}-{1 + i // 12 % 25:02d}T{8 + i % 12:02d}:{i % 60:02d}:00",
+             "user" if i % 2 else "assistant", " ".join(rng.choices(CHAT_WORDS, k=rng.randint(3, 11))))
+            for i in range(3_000)]
+    home.write_session(DM, _messages(rows), last_archived=len(rows))
+    built = RecallIndex(home.workspace, UTC)
+    built.refresh(home.sessions_dir)
+    built.close()
+    size = _index_bytes(home.workspace / RECALL_INDEX)
+    text = sum(len(body.encode("utf-8")) for *_, body in rows)
+    assert 30 <= text / len(rows) <= 60
+    assert size <= text, f"the index is {size / text:.2f}x the {text / 2**10:.0f} KB of text it indexes"
+
+
 def test_an_index_filled_job_by_job_stays_no_larger_than_its_text_while_the_worker_runs(tmp_path):
     import random
 
@@ -750,16 +770,42 @@ PRAGMA user_version = 3;
 """
 
 
-def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(home, index):
+# The recall index as schema 4 made it (0.2.x): 4 KB pages, word positions kept, a row a passage naming its block.
+SCHEMA_4 = """
+PRAGMA page_size = 4096;
+CREATE TABLE sources(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, session TEXT NOT NULL,
+  through INTEGER NOT NULL DEFAULT 0, stamp TEXT, UNIQUE(kind, session));
+CREATE TABLE files(name TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE TABLE days(source INTEGER NOT NULL, day TEXT NOT NULL, low INTEGER NOT NULL,
+  high INTEGER NOT NULL, PRIMARY KEY(source, day)) WITHOUT ROWID;
+CREATE TABLE state(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passages USING fts5(terms, content='', columnsize=0,
+  tokenize='porter unicode61 remove_diacritics 2');
+CREATE TABLE passage_rows(rowid INTEGER PRIMARY KEY, block INTEGER NOT NULL);
+CREATE TABLE blocks(id INTEGER PRIMARY KEY, passages BLOB NOT NULL);
+CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, v BLOB NOT NULL);
+INSERT INTO sources VALUES(1, 'messages', 'telegram:42', 1, '2026-11-20T10:00:00');
+INSERT INTO passages(rowid, terms) VALUES(4294967296, 'port 54329');
+INSERT INTO passage_rows VALUES(4294967296, 1);
+INSERT INTO state VALUES('complete', '1');
+PRAGMA user_version = 4;
+"""
+
+
+@pytest.mark.parametrize("schema", [SCHEMA_3, SCHEMA_4], ids=["schema 3", "schema 4"])
+def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(
+        home, index, schema):
     before = [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")]
     path = home.workspace / RECALL_INDEX
     index.discard()
     with closing(sqlite3.connect(path)) as db:
-        db.executescript(SCHEMA_3)
+        db.executescript(schema)
     # New hooks, old index: a message, never an error raised into nanobot.
     assert ask(home, "端口").endswith("the archive index is being rebuilt.")
     assert "rebuilt" in str(RecallIndex(home.workspace, UTC).refresh(home.sessions_dir))
     assert [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")] == before
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES, "made anew, with the small pages"
     # Old hooks (they know schema 3 only), new index: the same message.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recall, "RECALL_SCHEMA_VERSION", 3)
@@ -791,3 +837,21 @@ def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(h
     assert peak < size / 3, f"{peak / 2**20:.1f} MB at the peak to index a {size / 2**20:.1f} MB copy"
     for number in (0, HUGE_ROWS // 2, HUGE_ROWS - 1):
         assert f"kept line {number} " in ask(home, f"zk{number}k"), number
+
+
+def test_a_block_gives_back_every_passage_as_it_was_packed_and_its_directory_their_lengths():
+    from nanobot_hooks.contract.recall import Passage, directory, lengths, pack, read_block, unpack
+
+    first = 7 << 32
+    held = {first: Passage("hi \x1e \x1d \"quoted\" 端口", "2026-11-20", "2026-11-20 10:00", "user"),
+            first + 2: Passage("after midnight, UTC", "2026-11-21", "2026-11-20 23:59", "assistant"),
+            first + 3: Passage("a MEMORY.md line", "2026-01-01", None, ""),
+            first + 9: Passage("undated", None, None, "## heading"),
+            first + 4096: Passage("an odd time", None, "yesterday noon", "x"),
+            first + 4100: Passage("earlier than the one before", "2025-02-03", "2025-02-03 07:05", "user")}
+    assert unpack(pack(held)) == held
+    block = read_block(pack(held))
+    assert block.passage(first + 1) is None and block.passage(first + 9) == held[first + 9]
+    listed = lengths(first, directory(first, held))
+    assert listed.rowids() == sorted(held) and listed.length(first + 1) is None
+    assert [listed.length(rowid) for rowid in sorted(held)] == [length(p.body) for _, p in sorted(held.items())]

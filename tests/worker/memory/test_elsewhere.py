@@ -90,10 +90,10 @@ async def test_a_message_no_summary_covered_yet_stays_out_when_a_later_summary_a
 def test_a_record_passed_over_unread_never_holds_the_words(body, start, end) -> None:
     """The search for a forgotten text looks for its words in an ASCII record's bytes before decoding it: a record
     it passes over is one whose passage does not hold them."""
-    from nanobot_hooks.contract.recall import Passage, pack, records
+    from nanobot_hooks.contract.recall import Passage, pack, read_block
     from worker.memory.notes import holds, key_words
     from worker.memory.recall_index.forget import _may_hold, _needles
 
     words = key_words(body[start:end])
-    (record,) = records(pack({7: Passage(body, "2026-11-20", None, "user")})).values()
+    (record,) = read_block(pack({7: Passage(body, "2026-11-20", None, "user")})).bodies
     assert _may_hold(record, _needles(words)) or not holds(body, words)

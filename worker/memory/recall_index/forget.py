@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from datetime import tzinfo
 from pathlib import Path
 
-from nanobot_hooks.contract.recall import SOURCE_BITS, passage, records
+from nanobot_hooks.contract.recall import SOURCE_BITS, read_block
 from nanobot_hooks.contract.session_format import is_internal_session
 from worker.errors import SessionError
 from worker.files import read_bytes, temp_beside
@@ -48,11 +48,13 @@ def _holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str, str
     sources = {number: (kind, session) for number, kind, session in db.execute("SELECT id, kind, session FROM sources")}
     found = []
     for (packed,) in db.execute("SELECT passages FROM blocks"):
-        for rowid, record in records(packed).items():
+        block = read_block(packed)
+        for rowid, record in zip(block.rowids, block.bodies, strict=True):
             kind, session = sources.get(rowid >> SOURCE_BITS, ("", ""))
             if kind == "memory" or not _may_hold(record, needles):
                 continue
-            body = passage(record).body
+            shown = block.passage(rowid)
+            body = shown.body if shown else ""
             if holds(body, words):
                 found.append((rowid, kind, session, body))
     return found

@@ -12,6 +12,7 @@ from datetime import tzinfo
 from pathlib import Path
 
 from nanobot_hooks.contract.recall import (
+    PAGE_BYTES,
     RECALL_INDEX,
     RECALL_SCHEMA_VERSION,
     RECALL_TABLES,
@@ -192,6 +193,8 @@ class RecallIndex:
                 self.discard()
                 db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None,
                                      check_same_thread=False)
+            if version != RECALL_SCHEMA_VERSION:
+                db.execute(f"PRAGMA page_size={PAGE_BYTES}")  # a new file: before anything is written to it
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer, nor it for them
             db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last refresh, never the file
             # The WAL copied into the file every WAL_PAGES pages and cut back to WAL_BYTES after: at SQLite's

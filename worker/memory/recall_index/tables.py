@@ -9,7 +9,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date as Date
 
-from nanobot_hooks.contract.recall import BLOCK_BYTES, NOTE_LINE_BITS, SOURCE_BITS, Passage, index_text, pack, unpack
+from nanobot_hooks.contract.recall import (
+    BLOCK_BYTES,
+    NOTE_LINE_BITS,
+    SOURCE_BITS,
+    Passage,
+    directory,
+    index_text,
+    pack,
+    unpack,
+)
 from worker.memory.recall_index.rows import Row
 
 FULL = (1 << SOURCE_BITS) - 1
@@ -65,18 +74,23 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
 
 
 def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
+    """A source's rows, after those it holds (or in place of rows dropped): their words, and their text in blocks."""
     base = source << SOURCE_BITS
     db.executemany("INSERT INTO passages(rowid, terms) VALUES(?, ?)",
                    [(base | r.position, index_text(r.body)) for r in rows])
     for block in _blocks(rows):
-        number = db.execute("INSERT INTO blocks(passages) VALUES(?)", (pack(
-            {base | r.position: Passage(r.body, r.day, r.at, r.label) for r in block}),)).lastrowid
-        db.executemany("INSERT INTO passage_rows(rowid, block) VALUES(?, ?)",
-                       [(base | r.position, number) for r in block])
-    # Each day's rowid range: a date range becomes a rowid range that FTS5 filters by itself.
+        _put(db, {base | r.position: Passage(r.body, r.day, r.at, r.label) for r in block})
+    # Each day's positions: a date range becomes a rowid range that FTS5 filters by itself.
     db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
                    "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
-                   [(source, r.day, base | r.position, base | r.position) for r in rows if r.day])
+                   [(source, r.day, r.position, r.position) for r in rows if r.day])
+
+
+def _put(db: sqlite3.Connection, passages: dict[int, Passage]) -> None:
+    """One block, named by its first rowid (blocks.id)."""
+    first = min(passages)
+    db.execute("INSERT INTO blocks(id, last, n, lengths, passages) VALUES(?, ?, ?, ?, ?)",
+               (first, max(passages), len(passages), directory(first, passages), pack(passages)))
 
 
 def _blocks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
@@ -96,18 +110,17 @@ def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) ->
     with the words it was indexed from (its text, from its block); the block keeps the passages outside."""
     base = source << SOURCE_BITS
     first, last = base | low, base | high
-    blocks = [number for (number,) in db.execute(
-        "SELECT DISTINCT block FROM passage_rows WHERE rowid BETWEEN ? AND ?", (first, last))]
-    for number in blocks:
-        (packed,) = db.execute("SELECT passages FROM blocks WHERE id = ?", (number,)).fetchone()
-        held = unpack(packed)
+    # The blocks that begin in the range, and the one before it when it reaches into the range.
+    held = db.execute("SELECT id, passages FROM blocks WHERE id BETWEEN ? AND ? UNION ALL "
+                      "SELECT id, passages FROM blocks WHERE id = (SELECT max(id) FROM blocks WHERE id < ?) "
+                      "AND last >= ?", (first, last, first, first)).fetchall()
+    for number, packed in held:
+        passages = unpack(packed)
         db.executemany("INSERT INTO passages(passages, rowid, terms) VALUES('delete', ?, ?)",
-                       [(rowid, index_text(p.body)) for rowid, p in held.items() if first <= rowid <= last])
-        kept = {rowid: p for rowid, p in held.items() if not first <= rowid <= last}
-        if kept:
-            db.execute("UPDATE blocks SET passages = ? WHERE id = ?", (pack(kept), number))
-        else:
-            db.execute("DELETE FROM blocks WHERE id = ?", (number,))
-    db.execute("DELETE FROM passage_rows WHERE rowid BETWEEN ? AND ?", (first, last))
+                       [(rowid, index_text(p.body)) for rowid, p in passages.items() if first <= rowid <= last])
+        db.execute("DELETE FROM blocks WHERE id = ?", (number,))
+        kept = {rowid: p for rowid, p in passages.items() if not first <= rowid <= last}
+        if kept:  # named again by its first passage left, so that blocks never overlap
+            _put(db, kept)
     db.execute("DELETE FROM vectors WHERE rowid BETWEEN ? AND ?", (first, last))
-    db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, first, last))
+    db.execute("DELETE FROM days WHERE source = ? AND low >= ? AND high <= ?", (source, low, high))

@@ -111,10 +111,10 @@ class Embedder:
 
 def _write(db: sqlite3.Connection, batch: Sequence[tuple[int, int, str]], vectors: Sequence[bytes]) -> None:
     with transaction(db):
-        # A passage dropped (or replaced: it is in another block then) while the model answered gets no vector.
+        # A passage dropped (or replaced: its block is another then) while the model answered gets no vector.
         db.executemany("INSERT OR REPLACE INTO vectors(rowid, v) SELECT ?, ? WHERE EXISTS "
-                       "(SELECT 1 FROM passage_rows WHERE rowid = ? AND block = ?)",
-                       [(rowid, vector, rowid, block)
+                       "(SELECT 1 FROM blocks WHERE id = ? AND last >= ?)",
+                       [(rowid, vector, block, rowid)
                         for (rowid, block, _), vector in zip(batch, vectors, strict=True)])
 
 
@@ -128,19 +128,20 @@ def _forget_other_model(db: sqlite3.Connection, model: str) -> None:
 
 
 def _pending(db: sqlite3.Connection, limit: int) -> list[tuple[int, int, str]]:
-    """(rowid, block, text) of up to `limit` passages without a vector, in order (appended: pages filled, not split)."""
-    rows = db.execute("SELECT passage_rows.rowid, passage_rows.block FROM passage_rows LEFT JOIN vectors "
-                      "ON vectors.rowid = passage_rows.rowid WHERE vectors.rowid IS NULL "
-                      "ORDER BY passage_rows.rowid LIMIT ?", (limit,)).fetchall()
-    blocks: dict[int, dict[int, Any]] = {}
-    found = []
-    for rowid, block in rows:
-        if block not in blocks:
-            packed = db.execute("SELECT passages FROM blocks WHERE id = ?", (block,)).fetchone()
-            try:
-                blocks[block] = unpack(packed[0]) if packed else {}
-            except Exception:  # noqa: BLE001 - a damaged block: its passages are not searched either
-                blocks[block] = {}
-        held = blocks[block].get(rowid)
-        found.append((rowid, block, held.body if held is not None else ""))
+    """(rowid, block, text) of up to `limit` passages without a vector, in order (appended: pages filled, not split):
+    from the blocks that hold more passages than vectors."""
+    found: list[tuple[int, int, str]] = []
+    # Read as needed, not fetched at once: a backlog's blocks are many.
+    blocks = db.execute("SELECT id, last, passages FROM blocks WHERE n > (SELECT count(*) FROM vectors "
+                        "WHERE vectors.rowid BETWEEN blocks.id AND blocks.last) ORDER BY id")
+    for block, last, packed in blocks:
+        try:
+            held = unpack(packed)
+        except Exception:  # noqa: BLE001 - a damaged block: its passages are not searched either
+            continue
+        have = {rowid for (rowid,) in db.execute("SELECT rowid FROM vectors WHERE rowid BETWEEN ? AND ?",
+                                                 (block, last))}
+        found += [(rowid, block, held[rowid].body) for rowid in sorted(held) if rowid not in have][:limit - len(found)]
+        if len(found) >= limit:
+            break
     return found
