@@ -98,9 +98,10 @@ CONTRACT = {
                        "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
                        "storage_name", "summary_text", "timestamp_before", "tool_calls"],
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
-    "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
-               "RETIRED_SOURCE", "SOURCE_BITS", "fts_problem", "index_text", "retired_source", "source_owner",
-               "Passage", "pack", "unpack", "VECTORS_TABLE", "quantize", "similarity"],
+    "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
+               "RETIRED_SOURCE", "SOURCE_BITS", "Block", "Directory", "directory", "fts_problem", "index_text",
+               "length", "lengths", "pack", "Passage", "read_block", "retired_source", "source_owner", "unpack",
+               "VECTORS_TABLE", "quantize", "similarity"],
     "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE",
                 "RELEASE_FIELD", "release_order", "version_mismatch", "versions_of"],
 }
