@@ -385,6 +385,8 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
             if worker is not None:
                 await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
             latencies, waited = await converse(name, script, args, gateway, provider, home, applied)
+            if worker is not None:
+                await drained(redis_url, home_queue(home))
         finally:
             await gateway.stop()
             if worker is not None:
@@ -410,6 +412,16 @@ async def worker_ready(redis_url: str, queue: str, worker: subprocess.Popen[byte
         while not client.exists(f"{queue}:health-check"):
             if worker.poll() is not None or time.monotonic() > deadline:
                 sys.exit(f"the worker did not start:\n{log.read_text(errors='replace')[-3000:]}")
+            await asyncio.sleep(0.5)
+
+
+async def drained(redis_url: str, queue: str, timeout: float = 120.0) -> None:
+    """Wait, at most `timeout` seconds, for the jobs the turns queued to end: arq keeps a job in its queue until
+    it ends, so none due is left (an idle check deferred to later is not waited for). On a loaded machine the last
+    turn can come before the worker's first job, whose cost is the run's all the same."""
+    deadline = time.monotonic() + timeout
+    with Redis.from_url(redis_url) as client:
+        while client.zcount(queue, "-inf", time.time() * 1000) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
 
 

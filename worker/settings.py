@@ -85,7 +85,7 @@ class Settings(HookSettings):
     summary_workspace: Path | None = Field(None, description="where memory/ lives; unset: nanobot's "
                                            "workspace, where the recall tool looks (leave it unset or "
                                            "pointing there)")
-    summary_daily_at: str = Field("23:55", description="HH:MM of the daily run, in nanobot's "
+    summary_daily_at: str = Field("23:55", description="HH:MM (or HH:MM:SS) of the daily run, in nanobot's "
                                   "timezone (NANOBOT_SUMMARY_TIMEZONE)")
     summary_retired_days: float = Field(30.0, ge=0, description="days a copy of a conversation kept at `/new` "
                                         "(in the sessions folder's .summary-worker-retired/) stays once every "
@@ -124,9 +124,7 @@ class Settings(HookSettings):
     @field_validator("summary_daily_at")
     @classmethod
     def _check_time(cls, value: str) -> str:
-        hour, sep, minute = value.partition(":")
-        if not (sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
-            raise ValueError("expected HH:MM")
+        clock_time(value)
         return value
 
     @field_validator("summary_timezone")
@@ -169,3 +167,14 @@ def load_instance_settings() -> Settings:
     """`load_settings`, with the namespace of the nanobot instance NANOBOT_CONFIG names settled (for scripts)."""
     settings = load_settings()
     return settings.for_workspace(NanobotConfig.load(settings.config_path).workspace)
+
+
+def clock_time(value: str) -> tuple[int, int, int]:
+    """HH:MM or HH:MM:SS as (hour, minute, second); ValueError for anything else (pure)."""
+    parts = value.split(":")
+    if not (2 <= len(parts) <= 3 and all(part.isdigit() and len(part) <= 2 for part in parts)):
+        raise ValueError("expected HH:MM")
+    hour, minute, second = (int(part) for part in (*parts, "0")[:3])
+    if hour >= 24 or minute >= 60 or second >= 60:
+        raise ValueError("expected HH:MM")
+    return hour, minute, second

@@ -57,10 +57,9 @@ def refused_commands(entries: list) -> list[dict]:
 
 
 def daily_tick() -> str:
-    """The worker's daily time (HH:MM, UTC: the test config's timezone), the first minute at least 45 s from now:
-    after the worker started, and while the commands run, so waiting for it costs little."""
-    at = datetime.now(timezone.utc) + timedelta(seconds=45)
-    return (at.replace(second=0, microsecond=0) + timedelta(minutes=1 if at.second else 0)).strftime("%H:%M")
+    """The worker's daily time (HH:MM:SS, UTC: the test config's timezone), 30 s from now: after the worker
+    started, and while the commands run, so waiting for it costs little."""
+    return (datetime.now(timezone.utc) + timedelta(seconds=30)).strftime("%H:%M:%S")
 
 
 async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
@@ -94,7 +93,6 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
     home_a = NanobotHome.create(tmp_path / "instance-a", fake_llm.url)
     home_a.write_session(SESSION_A, conversation(15, user="instance A's question {i}"))
     as_a = {"NANOBOT_SUMMARY_NAMESPACE": KEYS_A.namespace}
-    daily_at = daily_tick()
     worker = None
     try:
         # Instance B: a real gateway and `nanobot-summary run`, both as user b; the run's daily tick comes soon.
@@ -105,7 +103,7 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
         script.prompt_tokens = BIG_PROMPT
         await gw.say(CHAT, "crossing turn")
         await wait_until(lambda: queued_jobs(admin), what="the job nanobot queued as user b")
-        worker = await start_worker(nanobot_home, admin, url_b, "worker-b.log", NANOBOT_SUMMARY_DAILY_AT=daily_at,
+        worker = await start_worker(nanobot_home, admin, url_b, "worker-b.log", NANOBOT_SUMMARY_DAILY_AT=daily_tick(),
                                     NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
         await wait_until(lambda: applied(admin, key), 90, "the gateway to apply the record the worker made")
         script.prompt_tokens = SMALL_PROMPT

@@ -21,7 +21,7 @@ from worker.connections import CALL_TIMEOUT, REDIS_GONE, redis_gone
 from worker.service.build import job_timeout
 from worker.service.config_watch import follow_config
 from worker.service.startup import startup
-from worker.settings import Settings
+from worker.settings import Settings, clock_time
 from worker.state import workers
 from worker.summarize.daily import JOB_FLUSH_MEMORY, daily_summaries, flush_memory, requeue_flagged
 from worker.summarize.idle import MAX_DEFERRALS, idle_summary
@@ -32,7 +32,7 @@ log = logging.getLogger("worker")
 
 def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, Any]:
     """Everything arq needs; `keep_result=0` on the worker frees a session's job id as soon as it ends."""
-    hour, minute = (int(part) for part in settings.summary_daily_at.split(":"))
+    hour, minute, second = clock_time(settings.summary_daily_at)
     return {
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
@@ -49,7 +49,7 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
         # re-runs a killed worker's job after the longest timeout of any function, the crons' and the idle
         # check's included: never longer than a job's.
         "cron_jobs": [cron(daily_summaries, name=settings.keys.cron(JOB_DAILY), hour=hour, minute=minute,
-                           unique=True, timeout=min(60, job_timeout(settings)))] + (
+                           second=second, unique=True, timeout=min(60, job_timeout(settings)))] + (
             # Every minute, and at start-up (held facts a stopped worker left behind).
             [cron(flush_memory, name=settings.keys.cron(JOB_FLUSH_MEMORY), run_at_startup=True, unique=True,
                   timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),

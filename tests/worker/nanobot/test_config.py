@@ -34,6 +34,8 @@ def test_keep_rule_forms() -> None:
     ("NANOBOT_SUMMARY_INTERVAL", "-1", "user messages"),
     ("NANOBOT_AUTO_SUMMARY", "maybe", "summarize on its own"),
     ("NANOBOT_SUMMARY_DAILY_AT", "25:00", "HH:MM"),
+    ("NANOBOT_SUMMARY_DAILY_AT", "12:00:60", "HH:MM"),
+    ("NANOBOT_SUMMARY_DAILY_AT", "12:00:00:00", "HH:MM"),
     ("NANOBOT_SUMMARY_TIMEZONE", "Mars/Olympus", "IANA"),
     ("REDIS_URL", "localhost:6379", "redis://"),
 ])

@@ -286,8 +286,10 @@ def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):
 
     options = worker_options(settings_for(summary_daily_at="06:30"), ZoneInfo("Asia/Shanghai"))
     [job] = options["cron_jobs"]
-    assert (job.hour, job.minute, job.unique) == (6, 30, True)
+    assert (job.hour, job.minute, job.second, job.unique) == (6, 30, 0, True)
     assert options["timezone"] == ZoneInfo("Asia/Shanghai") and options["keep_result"] == 0
+    [job] = worker_options(settings_for(summary_daily_at="06:30:15"))["cron_jobs"]
+    assert (job.hour, job.minute, job.second) == (6, 30, 15)
 
 
 @pytest.mark.slow  # three daily runs under tracemalloc
