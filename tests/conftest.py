@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from arq.connections import ArqRedis
 
 from harness.defaults import TEST_KEYS, apply_test_defaults
-from harness.environment import process_env
+from harness.environment import RUN_CACHE, process_env
 from harness.fakellm import FakeLLM, Reply
 from harness.gateway import Gateway, write_config
 from harness.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
@@ -36,10 +38,19 @@ from worker.summarize.deps import Deps
 
 # Before any worker module reads its settings, and inherited by every process the tests start.
 apply_test_defaults()
+# The run's one cache folder, made by the first pytest process (pytest-xdist's own inherit it) and removed by it.
+_RUN_CACHE_MADE = not os.environ.get(RUN_CACHE)
+if _RUN_CACHE_MADE:
+    os.environ[RUN_CACHE] = tempfile.mkdtemp(prefix="nanobot-summary-tests-cache-")
 
 # The wheels and the installed worker, built once per run and shared by every test process (project_wheels,
 # installed_worker).
 pytest_plugins = ["tests.support.built"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _RUN_CACHE_MADE:
+        shutil.rmtree(os.environ[RUN_CACHE], ignore_errors=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -116,6 +116,13 @@ def state_folder() -> Path:
     return Path(state) / "nanobot-summary"
 
 
+def cache_folder() -> Path:
+    """This user's folder of what the worker may forget at any time and work out again (the model checks'
+    answers): `$XDG_CACHE_HOME/nanobot-summary`, else `~/.cache/nanobot-summary`."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "nanobot-summary"
+
+
 def alive(pid: int) -> bool:
     """Does a process of this id exist (ours or another user's)?"""
     return _alive(pid)

@@ -28,7 +28,7 @@ from nanobot_hooks.contract.session_format import RETIRED_FOLDER, SESSION_SUFFIX
 from worker.commands.embedded import adopt_orphan, embedded_owner
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
-from worker.files import state_folder
+from worker.files import cache_folder, state_folder
 from worker.nanobot.config import NanobotConfig
 from worker.nanobot.sessions import list_session_keys
 from worker.settings import Settings, SettingsError, load_settings
@@ -237,13 +237,16 @@ def drop_part(path: Path) -> str | None:
 
 
 def state_files() -> list[str]:
-    folder = state_folder()
-    if not folder.exists():
-        return []
-    names = sorted(entry.name for entry in folder.iterdir())
-    shutil.rmtree(folder)
-    return [f"removed the state folder {folder} ({', '.join(names) or 'empty'}: the page's token and address, the "
-            "embedded Redis's record, a waiting worker's note)"]
+    """The state folder (the page's token and address, the embedded Redis's record, a waiting worker's note) and
+    the cache folder (the model checks' answers), each removed whole."""
+    done = []
+    for folder, holds in ((state_folder(), "the page's token and address, the embedded Redis's record, a waiting "
+                                           "worker's note"), (cache_folder(), "the model checks' answers")):
+        if folder.exists():
+            names = sorted(entry.name for entry in folder.iterdir())
+            shutil.rmtree(folder)
+            done.append(f"removed {folder} ({', '.join(names) or 'empty'}: {holds})")
+    return done
 
 
 def checkout_venvs() -> list[str]:

@@ -4,6 +4,7 @@ the worker's, and what the call cost."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 import logging
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from worker.errors import ContextTooLong, CredentialsError, PermanentLLMError, TransientLLMError
+from worker.files import cache_folder, temp_beside
 from worker.nanobot.config import ModelChoice
 from worker.text.redact import redact
 
@@ -62,12 +64,64 @@ def light_start() -> None:
 
 def model_problems(choice: ModelChoice) -> tuple[str | None, str | None]:
     """(`routing_problem`, `credentials_problem`) of the choice; in a child process after `light_start` while
-    litellm is not loaded here (the answers kept), else in this one."""
+    litellm is not loaded here (the answers kept, and cached for the next start: CHECKS_CACHE), else in this one."""
     if litellm_loaded() or not _LIGHT:
         return routing_problem(choice.model), _credentials_problem(choice)
     if choice not in _CHECKED:
-        _CHECKED[choice] = _checked_in_child(choice)
+        asked = check_asked(choice, os.environ)
+        cached = _cached_checks().get(asked)
+        if isinstance(cached, list) and len(cached) == 2:
+            _CHECKED[choice] = (cached[0], cached[1])
+        else:
+            _CHECKED[choice] = _checked_in_child(choice)
+            _cache_checks(asked, _CHECKED[choice])
     return _CHECKED[choice]
+
+
+# The child's answers, kept in the cache folder for the next start (a restart then loads no litellm at all): by
+# `check_asked`, the last CHECKS_KEPT of them. A file that cannot be read or written is no cache.
+CHECKS_CACHE = "model-checks.json"
+CHECKS_KEPT = 32
+# What the child's answers never depend on: this project's and the machine's own variables.
+_NOT_THE_PROVIDERS = ("NANOBOT_", "PYTEST_", "XDG_", "LC_", "REDIS_URL", "HOME", "PATH", "PWD", "OLDPWD", "TZ",
+                      "PYTHON", "TERM", "SHLVL", "USER", "LOGNAME", "SHELL", "LANG", "_")
+
+
+def check_asked(choice: ModelChoice, environ: Any) -> str:
+    """What the model checks' answers depend on, as one digest (pure): litellm's version, the model and provider,
+    whether a key and a base URL are given (never their values), and the names of the set environment variables
+    litellm may read a key from (never their values)."""
+    try:
+        from importlib.metadata import version
+
+        litellm_version = version("litellm")
+    except Exception:  # noqa: BLE001 - not installed as a distribution: no answer is reused
+        litellm_version = f"unknown {time.time()}"
+    names = sorted(name for name, value in environ.items() if value and not name.startswith(_NOT_THE_PROVIDERS))
+    asked = [litellm_version, choice.model, choice.provider, bool(choice.api_key), bool(choice.api_base), names]
+    return hashlib.sha256(json.dumps(asked).encode("utf-8")).hexdigest()
+
+
+def _cached_checks() -> dict[str, Any]:
+    try:
+        found = json.loads((cache_folder() / CHECKS_CACHE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _cache_checks(asked: str, answers: tuple[str | None, str | None]) -> None:
+    """The answers kept under `asked`, the oldest forgotten past CHECKS_KEPT; written whole (another worker
+    starting meanwhile reads the old file or the new one)."""
+    path = cache_folder() / CHECKS_CACHE
+    kept = {key: value for key, value in _cached_checks().items() if key != asked}
+    kept[asked] = list(answers)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = temp_beside(path, json.dumps(dict(list(kept.items())[-CHECKS_KEPT:])).encode("utf-8"), 0o600)
+        os.replace(temp, path)
+    except OSError as exc:
+        log.debug("the model checks' answers were not cached (%s)", type(exc).__name__)
 
 
 _CHILD = ("import json, sys\nfrom worker.model.llm import ModelChoice, credentials_problem, routing_problem\n"

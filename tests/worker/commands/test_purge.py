@@ -60,7 +60,11 @@ async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(nan
     theirs = queue_client(redis_url, Keys("other").queue)
     await theirs.set(Keys("other").outcome(KEY), "{}")
     venv.EnvBuilder(with_pip=False).create(tmp_path / "nanobot-venv")
-    env = process_env(nanobot_home, redis_url, config=True, XDG_STATE_HOME=str(tmp_path / "state"))
+    env = process_env(nanobot_home, redis_url, config=True, XDG_STATE_HOME=str(tmp_path / "state"),
+                      XDG_CACHE_HOME=str(tmp_path / "cache"))
+    checks = tmp_path / "cache" / "nanobot-summary" / "model-checks.json"
+    checks.parent.mkdir(parents=True)
+    checks.write_text("{}")
 
     def purge(*more: str):
         return run_in_process(capsys, "hooks", "uninstall", "--purge", "--python",
@@ -81,7 +85,9 @@ async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(nan
         assert "from line 1 of 1 session file(s); every message and nanobot's own metadata kept" in said, said
         assert f"removed {files['recall']} (the recall tool's search index" in said, said
         assert "deleted 2 Redis key(s) nanobot-summary:test:*" in said, said
-        assert "removed the state folder" in said and "web-token" in said, said
+        assert f"removed {tmp_path / 'state' / 'nanobot-summary'} (" in said and "web-token" in said, said
+        assert f"removed {checks.parent} (model-checks.json: the model checks' answers)" in said, said
+        assert not checks.parent.exists()
         assert "kept the memory made for you: 1 daily note(s)" in said, said
         for name in ("retired", "key", "recall", "meta", "pending", "noted", "lock", "forgotten", "token"):
             assert not files[name].exists(), name
