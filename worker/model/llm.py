@@ -88,9 +88,9 @@ _NOT_THE_PROVIDERS = ("NANOBOT_", "PYTEST_", "XDG_", "LC_", "REDIS_URL", "HOME",
 
 
 def check_asked(choice: ModelChoice, environ: Any) -> str:
-    """What the model checks' answers depend on, as one digest (pure): litellm's version, the model and provider,
-    whether a key and a base URL are given (never their values), and the names of the set environment variables
-    litellm may read a key from (never their values)."""
+    """What the model checks' answers depend on, as one digest (pure): litellm's version, the model, its provider
+    and where it was chosen (the answers name them), whether a key and a base URL are given (never their values),
+    and the names of the set environment variables litellm may read a key from (never their values)."""
     try:
         from importlib.metadata import version
 
@@ -98,7 +98,8 @@ def check_asked(choice: ModelChoice, environ: Any) -> str:
     except Exception:  # noqa: BLE001 - not installed as a distribution: no answer is reused
         litellm_version = f"unknown {time.time()}"
     names = sorted(name for name, value in environ.items() if value and not name.startswith(_NOT_THE_PROVIDERS))
-    asked = [litellm_version, choice.model, choice.provider, bool(choice.api_key), bool(choice.api_base), names]
+    asked = [litellm_version, choice.model, choice.provider, choice.source, bool(choice.api_key),
+             bool(choice.api_base), names]
     return hashlib.sha256(json.dumps(asked).encode("utf-8")).hexdigest()
 
 

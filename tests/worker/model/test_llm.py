@@ -59,6 +59,8 @@ def test_what_the_model_checks_depend_on_names_no_key_and_no_value() -> None:
     others = [check_asked(ModelChoice(model="openai/other", api_key="sk-one", api_base="b", provider="openai"),
                           environ),
               check_asked(ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="b"), environ),
+              check_asked(ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="b", provider="openai",
+                                      source="nanobot config"), environ),
               check_asked(ModelChoice(model="openai/summarizer", api_base="b", provider="openai"), environ),
               check_asked(ModelChoice(model="openai/summarizer", api_key="k", provider="openai"), environ),
               check_asked(choice, {**environ, "ANTHROPIC_API_KEY": "a"}),
