@@ -38,8 +38,31 @@ from worker.nanobot.sessions import read_session  # noqa: E402
 
 KEY = "telegram:4242"
 KEEP = "messages:10"  # the rule these figures were first measured with; the default (3% of the window) keeps them all
-WORDS = ("deploy", "the", "server", "config", "Redis", "port", "timeout", "backup", "user", "asked", "about",
-         "logs", "nginx", "restart", "部署", "服务器", "配置", "端口", "日志", "备份", "error", "fixed", "Friday")
+WORDS = (
+    "deploy",
+    "the",
+    "server",
+    "config",
+    "Redis",
+    "port",
+    "timeout",
+    "backup",
+    "user",
+    "asked",
+    "about",
+    "logs",
+    "nginx",
+    "restart",
+    "部署",
+    "服务器",
+    "配置",
+    "端口",
+    "日志",
+    "备份",
+    "error",
+    "fixed",
+    "Friday",
+)
 KEPT_UNSUMMARIZED = 200  # a long-lived session: all but the last messages are summarized already
 DAILY_SINCE = "2026-11-26"  # the daily job's day: the last two days of each month's 27 (months ramp over the file)
 WHOLE_DAY = "2026-01-01"  # the worst case: a day the whole session is from (every message un-noted)
@@ -52,17 +75,28 @@ def make_home(folder: Path, llm_url: str, messages: int, size: int) -> NanobotHo
     words = max(4, round((size / messages - 78) / 6.6))  # a line: ~78 bytes of JSON around ~6.6 bytes a word
     path = home.session_file(KEY)
     archived = max(0, messages - KEPT_UNSUMMARIZED)
-    head = {"_type": "metadata", "key": KEY, "created_at": "2026-01-01T09:00:00", "updated_at": "2026-11-20T10:00:00",
-            "metadata": {"_last_summary": {"text": "## What happened\n- a year of questions", "last_active": "x"}},
-            "last_archived": archived, "last_consolidated": archived}
+    head = {
+        "_type": "metadata",
+        "key": KEY,
+        "created_at": "2026-01-01T09:00:00",
+        "updated_at": "2026-11-20T10:00:00",
+        "metadata": {"_last_summary": {"text": "## What happened\n- a year of questions", "last_active": "x"}},
+        "last_archived": archived,
+        "last_consolidated": archived,
+    }
     with path.open("w", encoding="utf-8") as out:
         out.write(json.dumps(head, ensure_ascii=False) + "\n")
         for i in range(messages):
             minute = i % (24 * 60)
             stamp = f"2026-{1 + i * 11 // messages:02d}-{1 + i % 27:02d}T{minute // 60:02d}:{minute % 60:02d}:00"
             text = f"message {i}: " + " ".join(rng.choices(WORDS, k=words))
-            out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                                  "timestamp": stamp}, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": stamp},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return home
 
 
@@ -71,8 +105,15 @@ def make_paste_home(folder: Path, llm_url: str, size: int) -> NanobotHome:
     (one message, one line of the file) that nanobot archived already: the recall index takes it in (all on the
     daily job's day)."""
     home = NanobotHome.create(folder, llm_url)
-    head = {"_type": "metadata", "key": KEY, "created_at": "2026-11-27T09:00:00", "updated_at": "2026-11-27T10:00:00",
-            "metadata": {}, "last_archived": 1, "last_consolidated": 1}
+    head = {
+        "_type": "metadata",
+        "key": KEY,
+        "created_at": "2026-11-27T09:00:00",
+        "updated_at": "2026-11-27T10:00:00",
+        "metadata": {},
+        "last_archived": 1,
+        "last_consolidated": 1,
+    }
     row = "2026-11-27 10:00:01 INFO nginx[123]: GET /api/v1/deploy 200 0.012s upstream=10.0.0.7:8080 部署\n"
     with home.session_file(KEY).open("w", encoding="utf-8") as out:
         out.write(json.dumps(head, ensure_ascii=False) + "\n")
@@ -88,8 +129,13 @@ def make_paste_home(folder: Path, llm_url: str, size: int) -> NanobotHome:
                 out.write(f'", "timestamp": "{stamp}"}}\n')
                 continue
             text = f"short message {i} about the deploy" if i % 2 == 0 else f"reply {i}: restart nginx"
-            out.write(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                                  "timestamp": stamp}, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {"role": "user" if i % 2 == 0 else "assistant", "content": text, "timestamp": stamp},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return home
 
 
@@ -129,8 +175,15 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
 
         await set_flag(redis, KEY, DAILY_SINCE if kind == "daily" else WHOLE_DAY)
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
-    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
-                       "handle_signals": False})
+    worker = Worker(
+        **{
+            **worker_options(deps.settings),
+            "ctx": {"deps": deps},
+            "burst": True,
+            "poll_delay": 0.02,
+            "handle_signals": False,
+        }
+    )
     started = time.perf_counter()
     await worker.main()
     elapsed = time.perf_counter() - started
@@ -138,8 +191,9 @@ async def run_one_job(config: Path, redis_url: str, kind: str = "plain") -> floa
     outcome = await load_outcome(redis, KEY)
     await redis.aclose()
     # After the plain job, its record waits in line 1: the next jobs have nothing new to summarize.
-    if outcome is None or outcome.status not in (("summarized",) if kind == "plain"
-                                                 else ("summarized", "noted", "noop")):
+    if outcome is None or outcome.status not in (
+        ("summarized",) if kind == "plain" else ("summarized", "noted", "noop")
+    ):
         raise SystemExit(f"the job did not summarize: {outcome}")
     return elapsed
 
@@ -183,8 +237,9 @@ def child_kind(config: Path, redis_url: str, kind: str) -> dict[str, float]:
     assert deps.recall is not None
     if not deps.recall.path.exists():  # the plain job fills none
         return figures
-    figures["index_mb"] = sum(path.stat().st_size for path in deps.recall.path.parent.glob(
-        deps.recall.path.name + "*")) / 2**20
+    figures["index_mb"] = (
+        sum(path.stat().st_size for path in deps.recall.path.parent.glob(deps.recall.path.name + "*")) / 2**20
+    )
     figures["indexed_text_mb"] = indexed_text_mb(deps.recall.path)
     return figures
 
@@ -237,12 +292,15 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
     lock_path = home.sessions_dir / SESSION_FILES_LOCK
     path = home.session_file(KEY)
     stop = home.root / "stop-contender"
-    other = subprocess.Popen([sys.executable, __file__, "--contender", str(lock_path), str(stop)],
-                             stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen(
+        [sys.executable, __file__, "--contender", str(lock_path), str(stop)], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(1.0)  # the contender is looping
     phases: dict[str, tuple[float, float, TimedLock]] = {}
-    for name, hold in (("now: only the rename under the lock", False),
-                       ("as an older version did: copy, fsync and rename under it", True)):
+    for name, hold in (
+        ("now: only the rename under the lock", False),
+        ("as an older version did: copy, fsync and rename under it", True),
+    ):
         timed = TimedLock(FileLock(str(lock_path)))
         began = time.monotonic()
         for n in range(writes):
@@ -263,8 +321,12 @@ def lock_holds(home: NanobotHome, writes: int) -> dict[str, dict[str, float]]:
     result = {}
     for name, (began, ended, timed) in phases.items():
         seen = [wait for asked, wait in waits if began <= asked <= ended]
-        result[name] = {"hold_max_ms": max(timed.holds) * 1000, "hold_median_ms": statistics.median(timed.holds) * 1000,
-                        "wait_max_ms": max(seen) * 1000 if seen else 0.0, "saves": len(seen)}
+        result[name] = {
+            "hold_max_ms": max(timed.holds) * 1000,
+            "hold_median_ms": statistics.median(timed.holds) * 1000,
+            "wait_max_ms": max(seen) * 1000 if seen else 0.0,
+            "saves": len(seen),
+        }
     return result
 
 
@@ -273,8 +335,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=100_000, help="messages in the session (100000)")
     parser.add_argument("--megabytes", type=float, default=50.0, help="size of the session file (50)")
     parser.add_argument("--writes", type=int, default=5, help="line-1 writes of each kind (5)")
-    parser.add_argument("--paste", type=float, metavar="MB",
-                        help="instead: six short exchanges and one pasted message of this many MB (one line)")
+    parser.add_argument(
+        "--paste",
+        type=float,
+        metavar="MB",
+        help="instead: six short exchanges and one pasted message of this many MB (one line)",
+    )
     parser.add_argument("--smoke", action="store_true", help="a small run that checks the script works")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
@@ -290,20 +356,28 @@ def write_home(folder: Path, llm_url: str, args: argparse.Namespace) -> NanobotH
     started = time.perf_counter()
     if args.paste:
         home = make_paste_home(folder, llm_url, int(args.paste * 2**20))
-        print(f"session file: {home.session_file(KEY).stat().st_size / 2**20:.1f} MB, 16 messages, one of them a "
-              f"pasted {args.paste:g} MB line (written in {time.perf_counter() - started:.1f} s)")
+        print(
+            f"session file: {home.session_file(KEY).stat().st_size / 2**20:.1f} MB, 16 messages, one of them a "
+            f"pasted {args.paste:g} MB line (written in {time.perf_counter() - started:.1f} s)"
+        )
         return home
     home = make_home(folder, llm_url, args.messages, int(args.megabytes * 2**20))
     size = home.session_file(KEY).stat().st_size
-    print(f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
-          f"{KEPT_UNSUMMARIZED} summarized already (written in {time.perf_counter() - started:.1f} s)")
+    print(
+        f"session file: {size / 2**20:.1f} MB, {args.messages:,} messages, all but the last "
+        f"{KEPT_UNSUMMARIZED} summarized already (written in {time.perf_counter() - started:.1f} s)"
+    )
     return home
 
 
 def job_in_child(home: NanobotHome, redis_url: str, kind: str | None = None) -> dict[str, Any] | None:
     """The job's figures from a fresh process (`--child`); None, its stderr's end shown, when it failed."""
-    child = subprocess.run([sys.executable, __file__, "--child", str(home.config_path), redis_url]
-                           + (["--kind", kind] if kind else []), capture_output=True, text=True, timeout=1800)
+    child = subprocess.run(
+        [sys.executable, __file__, "--child", str(home.config_path), redis_url] + (["--kind", kind] if kind else []),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if child.returncode != 0:
         print(child.stderr[-3000:], file=sys.stderr)
         return None
@@ -312,13 +386,17 @@ def job_in_child(home: NanobotHome, redis_url: str, kind: str | None = None) -> 
 
 
 def print_job(job: dict[str, Any]) -> None:
-    print(f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
-          f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s")
-    print(f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
-          f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), "
-          f"max RSS {job['rss_job_mb']:.0f} MB; "
-          f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
-          f"{job['traced_read_plan_mb']:.0f} MB")
+    print(
+        f"job in a fresh worker process: {job['job_s']:.2f} s in all; reading the file "
+        f"{job['read_s']:.2f} s, planning the cut {job['plan_s']:.2f} s"
+    )
+    print(
+        f"peak memory: {job['rss_job_mb'] - job['rss_at_rest_mb']:.0f} MB over the process at rest "
+        f"(goal: under 40 MB; at rest {job['rss_at_rest_mb']:.0f} MB, litellm loaded), "
+        f"max RSS {job['rss_job_mb']:.0f} MB; "
+        f"Python allocations: read {job['traced_read_mb']:.0f} MB, read + plan "
+        f"{job['traced_read_plan_mb']:.0f} MB"
+    )
 
 
 def print_kinds(home: NanobotHome, redis_url: str, llm: Any, plain: bool = False) -> bool:
@@ -330,27 +408,35 @@ def print_kinds(home: NanobotHome, redis_url: str, llm: Any, plain: bool = False
     size = home.session_file(KEY).stat().st_size / 2**20
     job: dict[str, Any] | None = None
     plain_kind = (("plain", "the summary job, no recall index"),) * plain
-    for kind, what in plain_kind + (("tokens", "the tokens job, filling an empty recall index"),
-                       ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
-                       ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case")):
+    for kind, what in plain_kind + (
+        ("tokens", "the tokens job, filling an empty recall index"),
+        ("daily", f"the daily job (notes from {DAILY_SINCE} on), the index filled"),
+        ("daily-whole", f"the daily job whose day is the whole session (from {WHOLE_DAY}), worst case"),
+    ):
         llm.responder = echo_memory if kind == "daily-whole" else None
         job = job_in_child(home, redis_url, kind)
         if job is None:
             return False
-        print(f"max RSS, {what}: {job['rss_job_mb']:.0f} MB (goal: under 300 MB; "
-              f"at rest {job['rss_at_rest_mb']:.0f} MB; {job['job_s']:.1f} s)")
+        print(
+            f"max RSS, {what}: {job['rss_job_mb']:.0f} MB (goal: under 300 MB; "
+            f"at rest {job['rss_at_rest_mb']:.0f} MB; {job['job_s']:.1f} s)"
+        )
     assert job is not None
-    print(f"recall index: {job['index_mb']:.1f} MB for {job['indexed_text_mb']:.1f} MB of indexed text "
-          f"({job['index_mb'] / max(job['indexed_text_mb'], 1e-9):.2f}x; the session file {size:.1f} MB; "
-          f"goal: no larger than the text)")
+    print(
+        f"recall index: {job['index_mb']:.1f} MB for {job['indexed_text_mb']:.1f} MB of indexed text "
+        f"({job['index_mb'] / max(job['indexed_text_mb'], 1e-9):.2f}x; the session file {size:.1f} MB; "
+        f"goal: no larger than the text)"
+    )
     return True
 
 
 def print_lock_holds(home: NanobotHome, writes: int) -> None:
     for name, figures in lock_holds(home, writes).items():
-        print(f"line-1 write, {name}: lock held {figures['hold_median_ms']:.2f} ms median, "
-              f"{figures['hold_max_ms']:.2f} ms max; a nanobot save waited {figures['wait_max_ms']:.2f} ms "
-              f"at most ({figures['saves']} saves)")
+        print(
+            f"line-1 write, {name}: lock held {figures['hold_median_ms']:.2f} ms median, "
+            f"{figures['hold_max_ms']:.2f} ms max; a nanobot save waited {figures['wait_max_ms']:.2f} ms "
+            f"at most ({figures['saves']} saves)"
+        )
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -358,8 +444,9 @@ def measure(args: argparse.Namespace) -> int:
     from harness.fakellm import FakeLLM, Reply
     from worker.connections import start_embedded
 
-    reply = json.dumps({"summary": "## What happened\n- a year of questions\n- and these", "daily_notes": [],
-                        "facts": []})
+    reply = json.dumps(
+        {"summary": "## What happened\n- a year of questions\n- and these", "daily_notes": [], "facts": []}
+    )
     redis_url = f"redis://127.0.0.1:{free_port()}/0"
     embedded = start_embedded(redis_url)  # a throwaway Redis: nothing shared is touched
     try:

@@ -64,23 +64,48 @@ FACT = re.compile(r"FACT-[A-Z]{2}\d{4}")
 PRICE_CACHED, PRICE_OUTPUT, PRICE_SUMMARY = 0.1, 4.0, 0.1
 CACHE_BLOCK, CACHE_MIN = 128, 1024
 
-ZH = ("我们今天继续讨论博客的部署方案，服务器在上海机房，配置是四核八G。", "我更喜欢简洁的回答，不要太多客套话。",
-      "昨天的构建又报错了，日志里说缓存目录没有写权限。", "周末想把数据库备份脚本改成每天凌晨三点跑。",
-      "这个主题的字体在手机上显得太小，需要调整一下样式。", "上次说的那个队列超时问题，我觉得是重试次数设得太多。",
-      "老板希望下个月之前把文档站点迁移到新的域名。", "我女儿下周二过生日，提醒我订一个蛋糕。",
-      "中文和英文混排的时候，标点符号的宽度总是不一致。", "我们需要确认一下证书什么时候过期，别又忘了续期。",
-      "如果换成更便宜的模型，总结的质量会不会下降很多？", "数据迁移之前一定要先做一次完整的快照。")
-EN = ("The nginx config still points at the old upstream port.", "Let's keep the deploy script idempotent.",
-      "Please check whether the Redis queue drains overnight.", "I tried the build again and it failed the same way.",
-      "The staging server runs Debian 12 with Python 3.11.", "We should move the backups to object storage.",
-      "Can you compare the two pricing plans for me?", "The theme build takes four minutes on the small runner.")
-REPLY_ZH = ("好的，我来整理一下思路。", "建议先在测试环境验证，再推到生产。", "这里有三个可能的原因，我们逐一排查。",
-            "可以先把日志级别调到调试模式。", "这个改动不大，风险可控。", "我把步骤列在下面。")
-REPLY_EN = ("First, back up the current configuration.", "Then restart the service and watch the logs.",
-            "If it still fails, roll back to the previous release.", "That should take about ten minutes.")
+ZH = (
+    "我们今天继续讨论博客的部署方案，服务器在上海机房，配置是四核八G。",
+    "我更喜欢简洁的回答，不要太多客套话。",
+    "昨天的构建又报错了，日志里说缓存目录没有写权限。",
+    "周末想把数据库备份脚本改成每天凌晨三点跑。",
+    "这个主题的字体在手机上显得太小，需要调整一下样式。",
+    "上次说的那个队列超时问题，我觉得是重试次数设得太多。",
+    "老板希望下个月之前把文档站点迁移到新的域名。",
+    "我女儿下周二过生日，提醒我订一个蛋糕。",
+    "中文和英文混排的时候，标点符号的宽度总是不一致。",
+    "我们需要确认一下证书什么时候过期，别又忘了续期。",
+    "如果换成更便宜的模型，总结的质量会不会下降很多？",
+    "数据迁移之前一定要先做一次完整的快照。",
+)
+EN = (
+    "The nginx config still points at the old upstream port.",
+    "Let's keep the deploy script idempotent.",
+    "Please check whether the Redis queue drains overnight.",
+    "I tried the build again and it failed the same way.",
+    "The staging server runs Debian 12 with Python 3.11.",
+    "We should move the backups to object storage.",
+    "Can you compare the two pricing plans for me?",
+    "The theme build takes four minutes on the small runner.",
+)
+REPLY_ZH = (
+    "好的，我来整理一下思路。",
+    "建议先在测试环境验证，再推到生产。",
+    "这里有三个可能的原因，我们逐一排查。",
+    "可以先把日志级别调到调试模式。",
+    "这个改动不大，风险可控。",
+    "我把步骤列在下面。",
+)
+REPLY_EN = (
+    "First, back up the current configuration.",
+    "Then restart the service and watch the logs.",
+    "If it still fails, roll back to the previous release.",
+    "That should take about ten minutes.",
+)
 
 
 # -- the conversation -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -124,12 +149,21 @@ def fake_summary(text: str, chars: int) -> str:
 
 def fake_facts(text: str) -> list[dict[str, Any]]:
     """The facts the worker's summarizer names: each planted fact it was shown, as a durable one."""
-    return [{"text": f"用户新服务器的资产编号是 {fact}", "tag": "durable", "importance": 4,
-             "category": "configuration", "replaces": None, "source": "user"}
-            for fact in sorted(set(FACT.findall(text)))]
+    return [
+        {
+            "text": f"用户新服务器的资产编号是 {fact}",
+            "tag": "durable",
+            "importance": 4,
+            "category": "configuration",
+            "replaces": None,
+            "source": "user",
+        }
+        for fact in sorted(set(FACT.findall(text)))
+    ]
 
 
 # -- the fake provider ------------------------------------------------------------------------------
+
 
 @dataclass
 class Call:
@@ -167,6 +201,7 @@ class Provider:
 
     def __post_init__(self) -> None:
         from litellm.litellm_core_utils.default_encoding import encoding
+
         self._encode = lambda text: encoding.encode(text, disallowed_special=())
 
     def cached_prefix(self, model: str, tokens: list[int], now: float) -> int:
@@ -185,8 +220,9 @@ class Provider:
     def _memory_change(self, request: FakeRequest, now: float) -> str:
         system = request.messages[0].get("content") if request.messages else None
         # Up to the summary and the separator nanobot puts before it (a prompt without a summary has neither).
-        before = (system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip()
-                  if isinstance(system, str) else "")
+        before = (
+            system.split(SUMMARY_SECTION)[0].rstrip().removesuffix("---").rstrip() if isinstance(system, str) else ""
+        )
         changed = self._before_summary is not None and before != self._before_summary
         self._before_summary = before
         if not changed:
@@ -198,18 +234,25 @@ class Provider:
         model = str(body.get("model"))
         # What a provider reads, in its order: tools, then the messages.
         prompt_text = json.dumps(body.get("tools") or [], ensure_ascii=False) + "".join(
-            f"\n<{m.get('role')}>\n" + (m["content"] if isinstance(m.get("content"), str)
-                                        else json.dumps(m.get("content"), ensure_ascii=False))
+            f"\n<{m.get('role')}>\n"
+            + (m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"), ensure_ascii=False))
             + (json.dumps(m["tool_calls"], ensure_ascii=False) if m.get("tool_calls") else "")
-            for m in request.messages)
+            for m in request.messages
+        )
         tokens = self._encode(prompt_text)
         now = time.monotonic()
         with self._lock:
             cached = self.cached_prefix(model, tokens, now)
         if model == SUMMARY_MODEL:
             kind = "summary"
-            text = json.dumps({"summary": fake_summary(prompt_text, self.summary_chars),
-                               "daily_notes": [], "facts": fake_facts(prompt_text)}, ensure_ascii=False)
+            text = json.dumps(
+                {
+                    "summary": fake_summary(prompt_text, self.summary_chars),
+                    "daily_notes": [],
+                    "facts": fake_facts(prompt_text),
+                },
+                ensure_ascii=False,
+            )
         elif COMPACTION_MARK in prompt_text:
             kind = "compaction"
             text = fake_summary(prompt_text, self.summary_chars)
@@ -228,6 +271,7 @@ class Provider:
 
 
 # -- one run ----------------------------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -305,6 +349,7 @@ def nanobot_exe() -> Path:
 def tokenizer_dir() -> str:
     """litellm's bundled cl100k file, so nanobot counts tokens as the provider does (offline too)."""
     import litellm.litellm_core_utils.tokenizers as bundled
+
     return str(Path(bundled.__file__).parent)
 
 
@@ -319,8 +364,13 @@ class Variant:
 
 def nanobot_defaults(window: int, args: argparse.Namespace, overrides: dict[str, Any]) -> dict[str, Any]:
     """nanobot's agents.defaults for one run: the window, and idle compaction off unless asked for."""
-    return {"contextWindowTokens": window, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
-            "idleCompactCheckIntervalSeconds": args.nanobot_idle_check, **overrides}
+    return {
+        "contextWindowTokens": window,
+        "maxTokens": 1024,
+        "idleCompactAfterMinutes": 0,
+        "idleCompactCheckIntervalSeconds": args.nanobot_idle_check,
+        **overrides,
+    }
 
 
 def run_settings(variant: Variant) -> dict[str, str]:
@@ -334,15 +384,24 @@ def run_settings(variant: Variant) -> dict[str, str]:
 
 def start_worker(home: NanobotHome, redis_url: str, base: dict[str, str], folder: Path) -> subprocess.Popen[bytes]:
     """The project's worker process for this run, on the summary model, its output in the run's worker.log."""
-    worker_env = nanobot_env(home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path),
-                             NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
+    worker_env = nanobot_env(
+        home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path), NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}"
+    )
     with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
-        return subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT
+        )
 
 
-async def converse(name: str, script: list[Turn], args: argparse.Namespace, gateway: Gateway, provider: Provider,
-                   home: NanobotHome, applied: dict[str, float]) -> tuple[list[float], list[int]]:
+async def converse(
+    name: str,
+    script: list[Turn],
+    args: argparse.Namespace,
+    gateway: Gateway,
+    provider: Provider,
+    home: NanobotHome,
+    applied: dict[str, float],
+) -> tuple[list[float], list[int]]:
     """The scripted turns over the gateway, with their pauses: each turn's seconds, and the turns during which
     a summary of nanobot's own ran on the main model; the summaries applied are noted in `applied`."""
     latencies: list[float] = []
@@ -363,10 +422,24 @@ async def converse(name: str, script: list[Turn], args: argparse.Namespace, gate
     return latencies, waited
 
 
-async def run_one(name: str, window: int, script: list[Turn], args: argparse.Namespace, work: Path,
-                  redis: RedisServer, db: int, variant: Variant) -> Run:
-    provider = Provider(args.turn_latency, args.summary_base, args.summary_per_token, args.summary_chars,
-                        args.reply_chars, args.cache_ttl / args.time_scale)
+async def run_one(
+    name: str,
+    window: int,
+    script: list[Turn],
+    args: argparse.Namespace,
+    work: Path,
+    redis: RedisServer,
+    db: int,
+    variant: Variant,
+) -> Run:
+    provider = Provider(
+        args.turn_latency,
+        args.summary_base,
+        args.summary_per_token,
+        args.summary_chars,
+        args.reply_chars,
+        args.cache_ttl / args.time_scale,
+    )
     folder = work / name
     folder.mkdir()
     with FakeLLM() as llm:
@@ -394,8 +467,16 @@ async def run_one(name: str, window: int, script: list[Turn], args: argparse.Nam
         note_applied(home, applied)
         final = provider.last_prompt
         facts = {t.fact: t.fact in final for t in script if t.fact}
-        return Run(name, window, len(script), latencies, waited, provider.calls,
-                   ready_to_applied=list(applied.values()), facts_kept=facts)
+        return Run(
+            name,
+            window,
+            len(script),
+            latencies,
+            waited,
+            provider.calls,
+            ready_to_applied=list(applied.values()),
+            facts_kept=facts,
+        )
 
 
 def home_queue(home: NanobotHome) -> str:
@@ -403,8 +484,9 @@ def home_queue(home: NanobotHome) -> str:
     return Keys(default_namespace((home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip())).queue
 
 
-async def worker_ready(redis_url: str, queue: str, worker: subprocess.Popen[bytes], log: Path,
-                       timeout: float = 300.0) -> None:
+async def worker_ready(
+    redis_url: str, queue: str, worker: subprocess.Popen[bytes], log: Path, timeout: float = 300.0
+) -> None:
     """Wait for the worker to poll its queue (arq's health-check key): on a loaded machine its start-up
     takes a minute, and jobs queued meanwhile would wait for it, which no user's worker does."""
     deadline = time.monotonic() + timeout
@@ -453,8 +535,16 @@ def note_applied(home: NanobotHome, seen: dict[str, float]) -> None:
 
 # -- the 1,000-turn arithmetic ------------------------------------------------------------------------
 
-def naive_vs_ours(turn_tokens: int, reply_tokens: int, summary_tokens: int, interval: int, turns: int,
-                  keep_tokens: int, overhead: int = 0) -> dict[str, Any]:
+
+def naive_vs_ours(
+    turn_tokens: int,
+    reply_tokens: int,
+    summary_tokens: int,
+    interval: int,
+    turns: int,
+    keep_tokens: int,
+    overhead: int = 0,
+) -> dict[str, Any]:
     """Summarizing input over `turns` turns when every `interval` user messages a summary runs: the naive
     design re-reads the whole history each time; this project reads the previous summary and
     the messages since the last summary (up to the kept tail, which the next summary reads once). Both
@@ -469,18 +559,44 @@ def naive_vs_ours(turn_tokens: int, reply_tokens: int, summary_tokens: int, inte
         boundary = max(summarized, history - keep_tokens)
         ours += overhead + summary_tokens + (boundary - summarized)
         summarized = boundary
-    return {"turns": turns, "conversation_tokens": conversation_tokens, "naive_input": naive,
-            "ours_input": ours, "ours_over_conversation": ours / conversation_tokens,
-            "naive_over_conversation": naive / conversation_tokens, "ours_over_naive": ours / naive}
+    return {
+        "turns": turns,
+        "conversation_tokens": conversation_tokens,
+        "naive_input": naive,
+        "ours_input": ours,
+        "ours_over_conversation": ours / conversation_tokens,
+        "naive_over_conversation": naive / conversation_tokens,
+        "ours_over_naive": ours / naive,
+    }
 
 
 # -- output -------------------------------------------------------------------------------------------
 
-ROWS = ("latency_p50", "latency_p95", "latency_p95_quiet_turns", "latency_max", "turns_waiting", "main_prompt_tokens",
-        "main_prompt_mean", "main_prompt_max", "cached_share", "main_input_cost", "main_output_cost",
-        "nanobot_compactions", "summary_calls", "summary_input_tokens", "summary_cost", "all_input_cost",
-        "total_cost", "summaries_applied", "ready_to_applied_p50", "ready_to_applied_max", "memory_changes",
-        "memory_changes_warm", "facts_kept")
+ROWS = (
+    "latency_p50",
+    "latency_p95",
+    "latency_p95_quiet_turns",
+    "latency_max",
+    "turns_waiting",
+    "main_prompt_tokens",
+    "main_prompt_mean",
+    "main_prompt_max",
+    "cached_share",
+    "main_input_cost",
+    "main_output_cost",
+    "nanobot_compactions",
+    "summary_calls",
+    "summary_input_tokens",
+    "summary_cost",
+    "all_input_cost",
+    "total_cost",
+    "summaries_applied",
+    "ready_to_applied_p50",
+    "ready_to_applied_max",
+    "memory_changes",
+    "memory_changes_warm",
+    "facts_kept",
+)
 RATIOS = ("main_prompt_tokens", "main_input_cost", "all_input_cost", "total_cost", "latency_p95")
 BASELINES = ("alone", "alone-idle-off")  # nanobot at its defaults (the headline), and with idle compaction off
 
@@ -496,8 +612,11 @@ def goals(window: int, paused: bool) -> dict[str, float]:
 
 def ratios_over(runs: dict[str, dict[str, Any]], baseline: str) -> dict[str, dict[str, float]]:
     base = runs[baseline]
-    return {name: {r: figures[r] / base[r] for r in RATIOS if base[r]}
-            for name, figures in runs.items() if name not in BASELINES}
+    return {
+        name: {r: figures[r] / base[r] for r in RATIOS if base[r]}
+        for name, figures in runs.items()
+        if name not in BASELINES
+    }
 
 
 def verdict(figures: dict[str, Any], ratios: dict[str, float], aims: dict[str, float]) -> list[str]:
@@ -520,14 +639,17 @@ def all_ratios(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str,
     return ratios
 
 
-def figures_table(window: int, runs: dict[str, dict[str, Any]], paused: bool,
-                  ratios: dict[str, dict[str, dict[str, float]]]) -> Table:
+def figures_table(
+    window: int, runs: dict[str, dict[str, Any]], paused: bool, ratios: dict[str, dict[str, dict[str, float]]]
+) -> Table:
     """Every figure of every run, then each variant's ratios over each baseline."""
     from rich.table import Table
 
     names = list(runs)
-    table = Table(title=f"window {window:,} tokens, {runs[names[0]]['turns']} turns"
-                        + (", with pauses" if paused else ", without pauses"))
+    table = Table(
+        title=f"window {window:,} tokens, {runs[names[0]]['turns']} turns"
+        + (", with pauses" if paused else ", without pauses")
+    )
     table.add_column("figure")
     for name in names:
         table.add_column(name, justify="right")
@@ -541,8 +663,9 @@ def figures_table(window: int, runs: dict[str, dict[str, Any]], paused: bool,
     return table
 
 
-def headline_table(window: int, runs: dict[str, dict[str, Any]], ratios: dict[str, dict[str, dict[str, float]]],
-                   aims: dict[str, float]) -> Table:
+def headline_table(
+    window: int, runs: dict[str, dict[str, Any]], ratios: dict[str, dict[str, dict[str, float]]], aims: dict[str, float]
+) -> Table:
     """The headline: one row per variant of the project, its ratios over nanobot at its defaults (and with
     idle compaction off), the turns that waited and the planted facts in the last request."""
     from rich.table import Table
@@ -552,11 +675,17 @@ def headline_table(window: int, runs: dict[str, dict[str, Any]], ratios: dict[st
         headline.add_column(column, justify="left" if column == "variant" else "right")
     off = ratios.get("alone-idle-off", {})
     for name, values in ratios["alone"].items():
-        cells = [f"{values[k]:.3f}" + (f" ({off[name][k]:.3f})" if k in off.get(name, {}) else "")
-                 for k in ("main_prompt_tokens", "main_input_cost", "all_input_cost")]
+        cells = [
+            f"{values[k]:.3f}" + (f" ({off[name][k]:.3f})" if k in off.get(name, {}) else "")
+            for k in ("main_prompt_tokens", "main_input_cost", "all_input_cost")
+        ]
         headline.add_row(name, *cells, str(runs[name]["turns_waiting"]), runs[name]["facts_kept"])
-    headline.add_row("goal", *(f"<= {aims[k]}" if k in aims else "" for k in
-                               ("main_prompt_tokens", "main_input_cost", "all_input_cost")), "0", "all")
+    headline.add_row(
+        "goal",
+        *(f"<= {aims[k]}" if k in aims else "" for k in ("main_prompt_tokens", "main_input_cost", "all_input_cost")),
+        "0",
+        "all",
+    )
     return headline
 
 
@@ -571,8 +700,12 @@ def show(window: int, runs: dict[str, dict[str, Any]], paused: bool) -> dict[str
     console.print(headline_table(window, runs, ratios, aims))
     for name, misses in missed.items():
         print(f"{name}: " + ("every goal met" if not misses else "missed: " + "; ".join(misses)))
-    return {"vs_defaults": ratios["alone"], "vs_idle_off": ratios.get("alone-idle-off", {}), "goals": aims,
-            "missed": missed}
+    return {
+        "vs_defaults": ratios["alone"],
+        "vs_idle_off": ratios.get("alone-idle-off", {}),
+        "goals": aims,
+        "missed": missed,
+    }
 
 
 def fmt(value: Any) -> str:
@@ -586,8 +719,9 @@ def fmt(value: Any) -> str:
 def add_conversation_options(parser: argparse.ArgumentParser) -> None:
     """The conversation and the fake model: windows, turns, sizes, latencies, pauses, the cache."""
     parser.add_argument("--window", type=int, nargs="+", default=[32_000], help="context windows to run")
-    parser.add_argument("--turns", type=int, nargs="+", default=[48],
-                        help="turns per window (one number for all, or one per window)")
+    parser.add_argument(
+        "--turns", type=int, nargs="+", default=[48], help="turns per window (one number for all, or one per window)"
+    )
     parser.add_argument("--chars", type=int, default=1700, help="characters per user message")
     parser.add_argument("--reply-chars", type=int, default=500, help="characters per assistant reply")
     parser.add_argument("--summary-chars", type=int, default=1200, help="characters of a summary (both sides)")
@@ -601,34 +735,63 @@ def add_conversation_options(parser: argparse.ArgumentParser) -> None:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The runs: time scale, nanobot's idle compaction, the project's variants, and where the output goes."""
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="divides the pauses and the cache lifetime (nanobot's idle compaction takes whole "
-                             "minutes: keep 1 when its idle compaction should run in the pauses)")
-    parser.add_argument("--min-gap", type=float, default=2.0,
-                        help="seconds between turns outside the pauses: a user takes longer to answer than a "
-                             "summary takes")
-    parser.add_argument("--nanobot-idle-minutes", type=int, default=1,
-                        help="nanobot alone at its defaults: idleCompactAfterMinutes (its default 15 minutes, "
-                             "scaled with the pauses and the cache lifetime)")
-    parser.add_argument("--nanobot-idle-check", type=int, default=5,
-                        help="nanobot's idleCompactCheckIntervalSeconds (its default 60, scaled)")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE,...",
-                        help="a run of the project with these settings (repeatable); `nanobot.KEY=VALUE` sets "
-                             "nanobot's agents.defaults KEY instead; default: `ours` (defaults), `ours-idle` "
-                             "(NANOBOT_SUMMARY_PICKUP=idle) and `memory` (the chat trusted to write MEMORY.md)")
-    parser.add_argument("--serial", dest="parallel", action="store_false",
-                        help="one run after another (default: a window's runs at the same time, which costs "
-                             "latency figures nothing that matters here and saves most of the wall time)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="divides the pauses and the cache lifetime (nanobot's idle compaction takes whole "
+        "minutes: keep 1 when its idle compaction should run in the pauses)",
+    )
+    parser.add_argument(
+        "--min-gap",
+        type=float,
+        default=2.0,
+        help="seconds between turns outside the pauses: a user takes longer to answer than a summary takes",
+    )
+    parser.add_argument(
+        "--nanobot-idle-minutes",
+        type=int,
+        default=1,
+        help="nanobot alone at its defaults: idleCompactAfterMinutes (its default 15 minutes, "
+        "scaled with the pauses and the cache lifetime)",
+    )
+    parser.add_argument(
+        "--nanobot-idle-check",
+        type=int,
+        default=5,
+        help="nanobot's idleCompactCheckIntervalSeconds (its default 60, scaled)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:VAR=VALUE,...",
+        help="a run of the project with these settings (repeatable); `nanobot.KEY=VALUE` sets "
+        "nanobot's agents.defaults KEY instead; default: `ours` (defaults), `ours-idle` "
+        "(NANOBOT_SUMMARY_PICKUP=idle) and `memory` (the chat trusted to write MEMORY.md)",
+    )
+    parser.add_argument(
+        "--serial",
+        dest="parallel",
+        action="store_false",
+        help="one run after another (default: a window's runs at the same time, which costs "
+        "latency figures nothing that matters here and saves most of the wall time)",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
-    parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="run in this (new) folder and keep it: each run's gateway and worker logs and files")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="run in this (new) folder and keep it: each run's gateway and worker logs and files",
+    )
     parser.add_argument("--smoke", action="store_true", help="a short run that only checks the script works")
     parser.add_argument("--quiet", dest="progress", action="store_false", help="no progress lines")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     add_conversation_options(parser)
     add_run_options(parser)
     args = parser.parse_args(argv)
@@ -638,18 +801,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if len(args.turns) not in (1, len(args.window)):
         parser.error("--turns takes one number, or one per --window")
     if args.pause_every and args.pause / args.time_scale < args.nanobot_idle_minutes * 60 + args.nanobot_idle_check:
-        print(f"note: pauses of {args.pause / args.time_scale:.0f} s are too short for nanobot's idle compaction "
-              f"({args.nanobot_idle_minutes} min + a {args.nanobot_idle_check} s check)", file=sys.stderr)
+        print(
+            f"note: pauses of {args.pause / args.time_scale:.0f} s are too short for nanobot's idle compaction "
+            f"({args.nanobot_idle_minutes} min + a {args.nanobot_idle_check} s check)",
+            file=sys.stderr,
+        )
     return args
 
 
 def variants(specs: list[str], args: argparse.Namespace) -> dict[str, Variant]:
     """nanobot alone at its defaults and with idle compaction off, then the project's variants."""
-    alone = {"alone": Variant(False, nanobot={"idleCompactAfterMinutes": args.nanobot_idle_minutes}),
-             "alone-idle-off": Variant(False)}
+    alone = {
+        "alone": Variant(False, nanobot={"idleCompactAfterMinutes": args.nanobot_idle_minutes}),
+        "alone-idle-off": Variant(False),
+    }
     if not specs:
-        specs = ["ours"] if args.smoke else ["ours", "ours-idle:NANOBOT_SUMMARY_PICKUP=idle",
-                                             f"memory:NANOBOT_MEMORY_SESSIONS=websocket:{CHAT}"]
+        specs = (
+            ["ours"]
+            if args.smoke
+            else ["ours", "ours-idle:NANOBOT_SUMMARY_PICKUP=idle", f"memory:NANOBOT_MEMORY_SESSIONS=websocket:{CHAT}"]
+        )
     out: dict[str, Variant] = dict(alone)
     for spec in specs:
         name, _, rest = spec.partition(":")
@@ -673,28 +844,40 @@ def variants(specs: list[str], args: argparse.Namespace) -> dict[str, Variant]:
     return out
 
 
-async def run_window(window: int, turns: int, runs_of: dict[str, Variant], args: argparse.Namespace, work: Path,
-                     redis: RedisServer) -> dict[str, Any]:
+async def run_window(
+    window: int, turns: int, runs_of: dict[str, Variant], args: argparse.Namespace, work: Path, redis: RedisServer
+) -> dict[str, Any]:
     """Every run of one window (at the same time unless --serial): its tables printed, its figures returned."""
     script = conversation(turns, args.chars, args.pause, args.pause_every)
     paused = any(t.pause for t in script)
     # Each run its own Redis database (16 of them): a window's runs may go at the same time.
-    jobs = [run_one(f"{name}-{window}", window, script, args, work, redis, n % 16, variant)
-            for n, (name, variant) in enumerate(runs_of.items())]
+    jobs = [
+        run_one(f"{name}-{window}", window, script, args, work, redis, n % 16, variant)
+        for n, (name, variant) in enumerate(runs_of.items())
+    ]
     if args.parallel:
         done = await asyncio.gather(*jobs)
     else:
         done = [await job for job in jobs]
     runs = {name: run.figures() for name, run in zip(runs_of, done, strict=True)}
-    raw = {name: {"latencies": run.latencies, "waited": run.waited,
-                  "calls": [asdict(c) for c in run.calls]} for name, run in zip(runs_of, done, strict=True)}
+    raw = {
+        name: {"latencies": run.latencies, "waited": run.waited, "calls": [asdict(c) for c in run.calls]}
+        for name, run in zip(runs_of, done, strict=True)
+    }
     ratios = show(window, runs, paused)
     for n in range(len(runs_of)):  # the next window starts from empty databases
         with Redis.from_url(redis.url(db=n % 16)) as client:
             client.flushdb()
-    return {"figures": runs, "ratios": ratios["vs_defaults"], "ratios_vs_idle_off": ratios["vs_idle_off"],
-            "goals": ratios["goals"], "missed": ratios["missed"], "paused": paused,
-            "variants": {name: asdict(v) for name, v in runs_of.items()}, "raw": raw}
+    return {
+        "figures": runs,
+        "ratios": ratios["vs_defaults"],
+        "ratios_vs_idle_off": ratios["vs_idle_off"],
+        "goals": ratios["goals"],
+        "missed": ratios["missed"],
+        "paused": paused,
+        "variants": {name: asdict(v) for name, v in runs_of.items()},
+        "raw": raw,
+    }
 
 
 def sim_1000_turns(first: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -708,16 +891,26 @@ def sim_1000_turns(first: dict[str, Any], args: argparse.Namespace) -> dict[str,
     reply_tokens = round(statistics.mean(c["completion"] for c in turn_calls)) if turn_calls else 0
     summary_tokens = round(statistics.mean(c["completion"] for c in summaries)) if summaries else 400
     from worker.model.prompts import system_prompt
+
     overhead = counter(system_prompt("zh", 8000)) + 100  # the worker's instructions and the prompt's frame
-    return naive_vs_ours(turn_tokens, reply_tokens, summary_tokens, interval=10, turns=1000,
-                         keep_tokens=round(0.03 * args.window[0]), overhead=overhead)
+    return naive_vs_ours(
+        turn_tokens,
+        reply_tokens,
+        summary_tokens,
+        interval=10,
+        turns=1000,
+        keep_tokens=round(0.03 * args.window[0]),
+        overhead=overhead,
+    )
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if cl100k_counter() is None:
         sys.exit("cl100k is not available: install the worker extra (pip install -e '.[worker]')")
-    report: dict[str, Any] = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                              "windows": {}}
+    report: dict[str, Any] = {
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "windows": {},
+    }
     runs_of = variants(args.variant, args)
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = args.keep or Path(tmp)
@@ -731,10 +924,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             redis.stop()
     sim = sim_1000_turns(report["windows"][str(args.window[0])]["raw"], args)
     report["sim_1000_turns"] = sim
-    print(f"1,000 turns, a summary every 10 user messages: summarizing input {sim['ours_input']:,} tokens "
-          f"({sim['ours_over_conversation']:.2f}x the conversation's {sim['conversation_tokens']:,}); "
-          f"the naive design {sim['naive_input']:,} ({sim['naive_over_conversation']:.1f}x); "
-          f"ours / naive {sim['ours_over_naive']:.3f}")
+    print(
+        f"1,000 turns, a summary every 10 user messages: summarizing input {sim['ours_input']:,} tokens "
+        f"({sim['ours_over_conversation']:.2f}x the conversation's {sim['conversation_tokens']:,}); "
+        f"the naive design {sim['naive_input']:,} ({sim['naive_over_conversation']:.1f}x); "
+        f"ours / naive {sim['ours_over_naive']:.3f}"
+    )
     return report
 
 

@@ -36,11 +36,17 @@ def conversation(count: int) -> list[dict[str, Any]]:
     moment = datetime(2026, 11, 20, 10, 0, 0)
     rows = []
     for i in range(count // 2):
-        rows.append({"role": "user", "content": f"question {i} about the deploy script " * 4,
-                     "timestamp": moment.isoformat()})
+        rows.append(
+            {"role": "user", "content": f"question {i} about the deploy script " * 4, "timestamp": moment.isoformat()}
+        )
         moment += timedelta(seconds=30)
-        rows.append({"role": "assistant", "content": f"answer {i}: run ./deploy.sh --env prod " * 8,
-                     "timestamp": moment.isoformat()})
+        rows.append(
+            {
+                "role": "assistant",
+                "content": f"answer {i}: run ./deploy.sh --env prod " * 8,
+                "timestamp": moment.isoformat(),
+            }
+        )
         moment += timedelta(seconds=30)
     return rows
 
@@ -76,8 +82,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=200, help="messages in the benchmark session")
     parser.add_argument("--calls", type=int, default=5000, help="calls per turn-path figure")
     parser.add_argument("--turns", type=int, default=200, help="whole turns per side of the comparison")
-    parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
-                        help="a Redis for the off-path enqueue figure (default: %(default)s)")
+    parser.add_argument(
+        "--redis",
+        default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"),
+        help="a Redis for the off-path enqueue figure (default: %(default)s)",
+    )
     return parser.parse_args()
 
 
@@ -108,11 +117,13 @@ def bench_provider() -> Any:
             super().__init__(provider_name="bench")
             self.prompt_tokens = 1000
 
-        async def chat(self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None,
-                       **kwargs: Any) -> LLMResponse:
+        async def chat(
+            self, messages: list[dict[str, Any]], tools: Any = None, model: Any = None, **kwargs: Any
+        ) -> LLMResponse:
             total = self.prompt_tokens + 2
-            usage = LLMUsage(input_tokens=self.prompt_tokens, output_tokens=2, total_tokens=total,
-                             reported_tokens=total)
+            usage = LLMUsage(
+                input_tokens=self.prompt_tokens, output_tokens=2, total_tokens=total, reported_tokens=total
+            )
             return LLMResponse(content="ok", usage=usage)
 
         def get_default_model(self) -> str:
@@ -153,8 +164,13 @@ def start_loop(args: argparse.Namespace) -> Bench | None:
     workspace = root / "workspace"
     workspace.mkdir()
     provider = bench_provider()
-    loop = AgentLoop(bus=MessageBus(), provider=provider, workspace=workspace, context_window_tokens=128_000,
-                     session_manager=SessionManager(workspace, sessions_root=root / "sessions"))
+    loop = AgentLoop(
+        bus=MessageBus(),
+        provider=provider,
+        workspace=workspace,
+        context_window_tokens=128_000,
+        session_manager=SessionManager(workspace, sessions_root=root / "sessions"),
+    )
     integration = installed(loop)
     if integration is None:
         print("error: the integration did not install into this nanobot (see the warning above)", file=sys.stderr)
@@ -172,9 +188,12 @@ async def after_iteration(bench: Bench) -> None:
     assert bench.integration.factory is not None
     hook = bench.integration.factory(AgentTurnHookContext(session_key=KEY))
     bare = AgentHook()
-    iteration = AgentHookContext(iteration=0, messages=[], session_key=KEY,
-                                 usage=LLMUsage(input_tokens=50_000, output_tokens=10, total_tokens=50_010,
-                                                 reported_tokens=50_010))
+    iteration = AgentHookContext(
+        iteration=0,
+        messages=[],
+        session_key=KEY,
+        usage=LLMUsage(input_tokens=50_000, output_tokens=10, total_tokens=50_010, reported_tokens=50_010),
+    )
     with request_context(RequestContext(channel="cli", chat_id="bench", session_key=KEY, runtime=bench.runtime)):
         baseline = await timed_async(lambda: bare.after_iteration(iteration), bench.calls)
         ours = await timed_async(lambda: hook.after_iteration(iteration), bench.calls)
@@ -225,9 +244,17 @@ def pending_summary(bench: Bench, number: int) -> Any:
     other = f"bench:apply:{number}"
     live = bench.loop.sessions.get_or_create(other)
     live.messages = conversation(m)
-    record = SummaryRecord(session_key=other, summary="rolling summary " * 50, start=0, boundary=m - 10,
-                           boundary_timestamp=live.messages[m - 11]["timestamp"], messages_before=m,
-                           messages_after=11, tokens_before=20_000, tokens_after=3_000)
+    record = SummaryRecord(
+        session_key=other,
+        summary="rolling summary " * 50,
+        start=0,
+        boundary=m - 10,
+        boundary_timestamp=live.messages[m - 11]["timestamp"],
+        messages_before=m,
+        messages_after=11,
+        tokens_before=20_000,
+        tokens_after=3_000,
+    )
     live.metadata[METADATA_KEY] = SessionMarker.pending_entry(record)
     return SessionTurnStarted(context=RuntimeEventContext(channel="cli", chat_id="bench", session_key=other))
 
@@ -306,11 +333,14 @@ async def whole_turns(bench: Bench, turns: int) -> None:
             timings[side] += await timed_turns(bench, side, block)
     bench.integration.install()
     for side, values in timings.items():
-        print(f"  {side:<8} the integration         median {statistics.median(values):7.3f} ms per turn "
-              f"(n={len(values)})")
+        print(
+            f"  {side:<8} the integration         median {statistics.median(values):7.3f} ms per turn (n={len(values)})"
+        )
     delta = statistics.median(timings["with"]) - statistics.median(timings["without"])
-    print(f"  difference of medians                {delta * 1000:+8.1f} us (within the noise of a whole turn;"
-          " the figures above are the hooks' own cost)")
+    print(
+        f"  difference of medians                {delta * 1000:+8.1f} us (within the noise of a whole turn;"
+        " the figures above are the hooks' own cost)"
+    )
 
 
 async def main() -> int:

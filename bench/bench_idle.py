@@ -92,12 +92,21 @@ def measure(checkout: Path, settle: float) -> dict[str, float]:
             env = process_env(home, redis_url, config=True, PYTHONPATH=str(checkout))
             started = time.perf_counter()
             with log_path.open("wb") as log:
-                worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
-                                          cwd=checkout, env=env, stdout=log, stderr=log, start_new_session=True)
+                worker = subprocess.Popen(
+                    [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+                    cwd=checkout,
+                    env=env,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
             try:
                 print(f"worker pid {worker.pid}, log {log_path}", file=sys.stderr)
-                wait_for(lambda: b"Starting worker" in log_path.read_bytes() or worker.poll() is not None, 300,
-                         "the worker's start")
+                wait_for(
+                    lambda: b"Starting worker" in log_path.read_bytes() or worker.poll() is not None,
+                    300,
+                    "the worker's start",
+                )
                 if worker.poll() is not None:
                     raise SystemExit(log_path.read_text(errors="replace")[-3000:])
                 figures["start_s"] = time.perf_counter() - started
@@ -129,11 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(figures))
         return 0
-    print(f"worker started in {figures['start_s']:.1f} s; RSS at rest {figures['idle_rss_mb']:.0f} MB (goal: under "
-          f"150 MB)")
-    print(f"first job {figures['first_job_s']:.2f} s, RSS after it {figures['after_first_rss_mb']:.0f} MB; second job "
-          f"{figures['second_job_s']:.2f} s, RSS after it {figures['after_second_rss_mb']:.0f} MB "
-          f"(peak {figures['peak_rss_mb']:.0f} MB)")
+    print(
+        f"worker started in {figures['start_s']:.1f} s; RSS at rest {figures['idle_rss_mb']:.0f} MB (goal: under "
+        f"150 MB)"
+    )
+    print(
+        f"first job {figures['first_job_s']:.2f} s, RSS after it {figures['after_first_rss_mb']:.0f} MB; second job "
+        f"{figures['second_job_s']:.2f} s, RSS after it {figures['after_second_rss_mb']:.0f} MB "
+        f"(peak {figures['peak_rss_mb']:.0f} MB)"
+    )
     return 0
 
 

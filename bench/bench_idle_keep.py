@@ -42,8 +42,9 @@ class Figures:
     pauses: int = 0
 
 
-def summarized_until(messages: list[dict[str, Any]], start: int, boundary: int, count: Callable[[str], int],
-                     args: argparse.Namespace) -> tuple[int, int]:
+def summarized_until(
+    messages: list[dict[str, Any]], start: int, boundary: int, count: Callable[[str], int], args: argparse.Namespace
+) -> tuple[int, int]:
     """The watermark after a summary of messages[start:boundary], and the tokens of that summary."""
     text = "\n".join(m["content"] for m in messages[start:boundary])
     return boundary, count(fake_summary(text, args.summary_chars))
@@ -98,8 +99,9 @@ def simulate(rule: KeepRule | None, window: int, turns: int, args: argparse.Name
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--window", type=int, nargs="+", default=[32_000, 128_000])
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--chars", type=int, default=1700, help="characters per user message")
@@ -113,19 +115,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rule", nargs="+", default=list(RULES), help="idle keep rules to compare")
     args = parser.parse_args(argv)
     for window in args.window:
-        print(f"window {window:,}, {args.turns} turns, pauses of {args.pause:.0f} s every {args.pause_every} turns, "
-              f"cache {args.cache_ttl:.0f} s")
-        print(f"  {'idle keep':<14} {'prompt tokens':>14} {'input cost':>11} {'idle sums':>9} "
-              f"{'kept/idle':>9} {'1st after pause':>15}")
+        print(
+            f"window {window:,}, {args.turns} turns, pauses of {args.pause:.0f} s every {args.pause_every} turns, "
+            f"cache {args.cache_ttl:.0f} s"
+        )
+        print(
+            f"  {'idle keep':<14} {'prompt tokens':>14} {'input cost':>11} {'idle sums':>9} "
+            f"{'kept/idle':>9} {'1st after pause':>15}"
+        )
         base = None
         for text in args.rule:
             rule = None if text == "off" else KeepRule.parse(text)
             f = simulate(rule, window, args.turns, args)
             base = base or f
-            print(f"  {text:<14} {f.prompt_tokens:>14,} {f.input_cost:>11,.0f} {f.idle_summaries:>9} "
-                  f"{f.kept_after_idle / max(f.idle_summaries, 1):>9,.0f} "
-                  f"{f.first_after_pause / max(f.pauses, 1):>15,.0f}"
-                  f"   ({f.prompt_tokens / base.prompt_tokens:.2f}x / {f.input_cost / base.input_cost:.2f}x)")
+            print(
+                f"  {text:<14} {f.prompt_tokens:>14,} {f.input_cost:>11,.0f} {f.idle_summaries:>9} "
+                f"{f.kept_after_idle / max(f.idle_summaries, 1):>9,.0f} "
+                f"{f.first_after_pause / max(f.pauses, 1):>15,.0f}"
+                f"   ({f.prompt_tokens / base.prompt_tokens:.2f}x / {f.input_cost / base.input_cost:.2f}x)"
+            )
 
 
 if __name__ == "__main__":

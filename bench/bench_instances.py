@@ -96,7 +96,8 @@ def arq_runs_on(clock: ScaledClock) -> Iterator[None]:
     the time to run faster: `datetime.now` in the worker (the cron's ticks and `_defer_until`) and
     `timestamp_ms` wherever arq scores, picks and defers jobs. Timeouts and key expiries stay in real time."""
     names = [("arq.worker.datetime", clock.datetime_class())] + [
-        (f"arq.{module}.timestamp_ms", clock.timestamp_ms) for module in ("worker", "connections", "jobs", "utils")]
+        (f"arq.{module}.timestamp_ms", clock.timestamp_ms) for module in ("worker", "connections", "jobs", "utils")
+    ]
     with contextlib.ExitStack() as stack:
         for name, value in names:
             stack.enter_context(mock.patch(name, value))
@@ -120,8 +121,14 @@ class Instance:
 def make_instance(i: int, folder: Path, llm_url: str, redis_url: str, daily_at: str) -> Instance:
     home = NanobotHome.create(folder / f"inst-{i:02d}", llm_url)
     home.write_session(session_key(i), conversation(12, user=f"user-{i:02d}: question {{i}} about the deploy"))
-    settings = Settings(redis_url=redis_url, config=home.config_path, summary_namespace=f"inst-{i:02d}",
-                        memory_write="idle", summary_daily_at=daily_at, summary_timezone="UTC")
+    settings = Settings(
+        redis_url=redis_url,
+        config=home.config_path,
+        summary_namespace=f"inst-{i:02d}",
+        memory_write="idle",
+        summary_daily_at=daily_at,
+        summary_timezone="UTC",
+    )
     return Instance(i, home, build_deps(settings))
 
 
@@ -138,14 +145,21 @@ def counting(instance: Instance, kind: str, real: Callable[[dict[str, Any]], Awa
 
 
 def counted_crons(instance: Instance) -> list[CronJob]:
-    return [dataclasses.replace(job, coroutine=counting(instance, KINDS[job.coroutine], job.coroutine))
-            for job in worker_options(instance.deps.settings, instance.deps.tz)["cron_jobs"]]
+    return [
+        dataclasses.replace(job, coroutine=counting(instance, KINDS[job.coroutine], job.coroutine))
+        for job in worker_options(instance.deps.settings, instance.deps.tz)["cron_jobs"]
+    ]
 
 
 def start_worker(instance: Instance, poll_delay: float) -> tuple[SteadyWorker, asyncio.Task[Any]]:
     """The product's worker class with the instance's options, polling in this process."""
-    options = {**worker_options(instance.deps.settings, instance.deps.tz), "cron_jobs": counted_crons(instance),
-               "ctx": {"deps": instance.deps}, "poll_delay": poll_delay, "handle_signals": False}
+    options = {
+        **worker_options(instance.deps.settings, instance.deps.tz),
+        "cron_jobs": counted_crons(instance),
+        "ctx": {"deps": instance.deps},
+        "poll_delay": poll_delay,
+        "handle_signals": False,
+    }
     worker = SteadyWorker(**options)
     return worker, asyncio.create_task(worker.async_run())
 
@@ -155,8 +169,18 @@ def expected_ticks(job: CronJob, start: datetime, end: datetime) -> list[int]:
     the previous tick, so a late poll runs a tick late but never skips it."""
     ticks = [to_unix_ms(start)] if job.run_at_startup else []
     moment = start
-    while (moment := next_cron(moment, month=job.month, day=job.day, weekday=job.weekday, hour=job.hour,
-                               minute=job.minute, second=job.second, microsecond=job.microsecond)) <= end:
+    while (
+        moment := next_cron(
+            moment,
+            month=job.month,
+            day=job.day,
+            weekday=job.weekday,
+            hour=job.hour,
+            minute=job.minute,
+            second=job.second,
+            microsecond=job.microsecond,
+        )
+    ) <= end:
         ticks.append(to_unix_ms(moment))
     return ticks
 
@@ -194,8 +218,11 @@ async def status_crossings(redis_url: str, instances: list[Instance]) -> tuple[i
             state = await gather(pool)
         finally:
             await pool.aclose()
-        shown = json.dumps({"redis": redis_url, "namespace": instance.deps.settings.summary_namespace, **state},
-                           ensure_ascii=False, indent=2).splitlines() + status_text.render(state, 200)
+        shown = json.dumps(
+            {"redis": redis_url, "namespace": instance.deps.settings.summary_namespace, **state},
+            ensure_ascii=False,
+            indent=2,
+        ).splitlines() + status_text.render(state, 200)
         crossing += sum(others_named(line, instance.number) for line in shown)
         own += any(session_key(instance.number) in line for line in shown)
     return crossing, own
@@ -212,8 +239,13 @@ def tally(instances: list[Instance], expected: dict[str, list[int]]) -> dict[str
     figures: dict[str, Any] = {"foreign_runs": sum(i.foreign for i in instances), "missed": 0, "twice": 0}
     for kind, ticks in expected.items():
         got = [len(set(ticks) & set(i.ran[kind])) for i in instances]
-        figures[kind] = {"expected": len(ticks) * len(instances), "got": sum(got), "min": min(got), "max": max(got),
-                         "per_instance": len(ticks)}
+        figures[kind] = {
+            "expected": len(ticks) * len(instances),
+            "got": sum(got),
+            "min": min(got),
+            "max": max(got),
+            "per_instance": len(ticks),
+        }
         figures["missed"] += figures[kind]["expected"] - sum(got)
         figures["twice"] += sum(n - 1 for i in instances for n in Counter(i.ran[kind]).values() if n > 1)
     return figures
@@ -237,7 +269,8 @@ async def soak(args: argparse.Namespace, folder: Path, llm_url: str, redis_url: 
             began = time.monotonic()
             await until(lambda: clock.time() >= end.timestamp(), args.hours * 3600 / args.scale + args.timeout, 0.5)
             figures: dict[str, Any] = {
-                "drained": await until(lambda: drained(pool, workers, instances, end), args.timeout, 0.2)}
+                "drained": await until(lambda: drained(pool, workers, instances, end), args.timeout, 0.2)
+            }
             figures["real_seconds"] = round(time.monotonic() - began, 1)
             figures["status_crossings"], figures["own_status"] = await status_crossings(redis_url, instances)
             strays, figures["keys"] = await stray_keys(pool, instances)  # while the workers still poll
@@ -248,8 +281,10 @@ async def soak(args: argparse.Namespace, folder: Path, llm_url: str, redis_url: 
             for worker in workers:
                 await worker.close()
             await pool.aclose()
-    expected = {KINDS[job.coroutine]: expected_ticks(job, start, end)
-                for job in worker_options(instances[0].deps.settings, instances[0].deps.tz)["cron_jobs"]}
+    expected = {
+        KINDS[job.coroutine]: expected_ticks(job, start, end)
+        for job in worker_options(instances[0].deps.settings, instances[0].deps.tz)["cron_jobs"]
+    }
     return {**figures, **tally(instances, expected), "strays": strays[:3], "stray_count": len(strays)}
 
 
@@ -274,22 +309,40 @@ def report(args: argparse.Namespace, f: dict[str, Any]) -> bool:
     ticks_ok = f["missed"] == 0 and f["twice"] == 0 and f["foreign_runs"] == 0
     now, peak = resident_mb()
     d, m = f["daily"], f["minute"]
-    print(f"{args.instances} instances on one Redis, {args.hours:g} simulated hours at {args.scale:g}x: "
-          f"{f['real_seconds']:.1f} s real{'' if f['drained'] else ' (queues not drained in time)'}")
-    print(f"daily runs:      {d['got']:,} of {d['expected']:,} expected; per instance min {d['min']} "
-          f"(expected {d['per_instance']})")
-    print(f"minute writes:   {m['got']:,} of {m['expected']:,} expected; per instance min {m['min']:,} max "
-          f"{m['max']:,} (expected {m['per_instance']:,}: every minute + 1 at start-up)")
-    print(f"missed ticks: {f['missed']}; ticks run twice: {f['twice']}; runs for another instance: "
-          f"{f['foreign_runs']}")
-    print(f"status lines naming another instance: {f['status_crossings']} (own session shown in "
-          f"{f['own_status']} of {args.instances})")
-    print(f"keys without a namespace: {f['stray_count']} of {f['keys']:,}" + (f" e.g. {f['strays']}"
-                                                                              if f["strays"] else ""))
+    print(
+        f"{args.instances} instances on one Redis, {args.hours:g} simulated hours at {args.scale:g}x: "
+        f"{f['real_seconds']:.1f} s real{'' if f['drained'] else ' (queues not drained in time)'}"
+    )
+    print(
+        f"daily runs:      {d['got']:,} of {d['expected']:,} expected; per instance min {d['min']} "
+        f"(expected {d['per_instance']})"
+    )
+    print(
+        f"minute writes:   {m['got']:,} of {m['expected']:,} expected; per instance min {m['min']:,} max "
+        f"{m['max']:,} (expected {m['per_instance']:,}: every minute + 1 at start-up)"
+    )
+    print(f"missed ticks: {f['missed']}; ticks run twice: {f['twice']}; runs for another instance: {f['foreign_runs']}")
+    print(
+        f"status lines naming another instance: {f['status_crossings']} (own session shown in "
+        f"{f['own_status']} of {args.instances})"
+    )
+    print(
+        f"keys without a namespace: {f['stray_count']} of {f['keys']:,}"
+        + (f" e.g. {f['strays']}" if f["strays"] else "")
+    )
     print(f"resident memory: {now:.0f} MB now, {peak:.0f} MB peak")
     print(f"every instance got every tick: {'yes' if ticks_ok else 'no'}")
-    print(json.dumps({"instances": args.instances, "hours": args.hours, "scale": args.scale,
-                      "rss_mb": round(now), **{k: v for k, v in f.items() if k != "strays"}}))
+    print(
+        json.dumps(
+            {
+                "instances": args.instances,
+                "hours": args.hours,
+                "scale": args.scale,
+                "rss_mb": round(now),
+                **{k: v for k, v in f.items() if k != "strays"},
+            }
+        )
+    )
     return ticks_ok and f["status_crossings"] == 0 and f["stray_count"] == 0
 
 
@@ -297,12 +350,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=int, default=20, help="nanobot instances on the Redis (20)")
     parser.add_argument("--hours", type=float, default=24.0, help="simulated hours (24)")
-    parser.add_argument("--scale", type=float, default=240.0,
-                        help="simulated seconds per real second (240: 24 hours in 6 minutes)")
-    parser.add_argument("--poll-delay", type=float, default=None,
-                        help="seconds between a worker's polls (default: 8 polls per simulated minute, <= 0.05)")
-    parser.add_argument("--timeout", type=float, default=180.0,
-                        help="real seconds allowed for the start-up and for the queues to drain at the end (180)")
+    parser.add_argument(
+        "--scale", type=float, default=240.0, help="simulated seconds per real second (240: 24 hours in 6 minutes)"
+    )
+    parser.add_argument(
+        "--poll-delay",
+        type=float,
+        default=None,
+        help="seconds between a worker's polls (default: 8 polls per simulated minute, <= 0.05)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=180.0,
+        help="real seconds allowed for the start-up and for the queues to drain at the end (180)",
+    )
     args = parser.parse_args(argv)
     if args.instances < 1 or args.scale <= 0 or args.hours * 60 < 2:
         parser.error("needs one instance or more, a positive scale and two simulated minutes or more")

@@ -21,8 +21,28 @@ from worker.model import answer
 from worker.text import redact
 from worker.text.tokens import best_counter
 
-EN = ("the user", "prefers", "deploys", "configured", "project", "server", "uses", "likes", "fixed", "bug in",
-      "staging", "the gateway", "port", "dark mode", "Hugo", "Redis", "Python", "every Friday", "backup", "cron")
+EN = (
+    "the user",
+    "prefers",
+    "deploys",
+    "configured",
+    "project",
+    "server",
+    "uses",
+    "likes",
+    "fixed",
+    "bug in",
+    "staging",
+    "the gateway",
+    "port",
+    "dark mode",
+    "Hugo",
+    "Redis",
+    "Python",
+    "every Friday",
+    "backup",
+    "cron",
+)
 ZH = ("用户", "喜欢", "配置", "项目", "服务器", "部署", "修复", "问题", "周五", "备份", "网关", "端口", "简洁", "回答")
 CATEGORIES = list(answer.CATEGORIES)
 
@@ -35,11 +55,18 @@ def sentence(rng: random.Random, number: int) -> str:
 
 def existing_file(count: int, rng: random.Random) -> str:
     """A MEMORY.md with `count` managed facts, rendered directly (merging them one by one would take long)."""
-    part = longterm.Part("en", [
-        longterm.Line(sentence(random.Random(i), i), rng.choice(CATEGORIES), rng.randint(3, 5),
-                      f"2026-{rng.randint(1, 10):02d}-15")
-        for i in range(count)
-    ])
+    part = longterm.Part(
+        "en",
+        [
+            longterm.Line(
+                sentence(random.Random(i), i),
+                rng.choice(CATEGORIES),
+                rng.randint(3, 5),
+                f"2026-{rng.randint(1, 10):02d}-15",
+            )
+            for i in range(count)
+        ],
+    )
     return "# Long-term Memory\n\n- a line the user wrote\n\n" + longterm.render(part) + "\n"
 
 
@@ -51,8 +78,14 @@ def candidates(count: int, rng: random.Random, duplicates: float) -> list[Fact]:
             text = f"  {sentence(random.Random(i), i).upper()}。"
         else:
             text = sentence(rng, 1_000_000 + i)
-        facts.append(Fact(text=text, importance=rng.randint(1, 5), category=rng.choice(CATEGORIES),
-                          tag=rng.choice(["durable", "durable", "permanent", "ephemeral"])))
+        facts.append(
+            Fact(
+                text=text,
+                importance=rng.randint(1, 5),
+                category=rng.choice(CATEGORIES),
+                tag=rng.choice(["durable", "durable", "permanent", "ephemeral"]),
+            )
+        )
     return facts
 
 
@@ -77,30 +110,46 @@ def prompt_cost(cap: int) -> str:
     nor a heading; beside the same facts in the line-comment format of earlier versions."""
     counter = best_counter()
     rng = random.Random(7)
-    facts = [Fact(text=sentence(random.Random(i), i), importance=rng.randint(3, 5), category=rng.choice(CATEGORIES),
-                  tag="permanent") for i in range(cap)]
+    facts = [
+        Fact(
+            text=sentence(random.Random(i), i),
+            importance=rng.randint(3, 5),
+            category=rng.choice(CATEGORIES),
+            tag="permanent",
+        )
+        for i in range(cap)
+    ]
     text, _ = longterm.apply("", facts, "en", "2026-11-20", cap, session="telegram:42")
     start, end = longterm.locate(text) or (0, len(text))
     part = text[start:end]
     lines = longterm.parse(part, "2026-11-20").lines
-    old = (f"{longterm.BEGIN} lang=en: facts kept by the summary worker, one per line; edits are kept; 'i4 2026-11-20 "
-           "telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->\n"
-           + "\n".join(f"- {line.text} <!-- i{line.importance} {line.date} telegram:42 -->" for line in lines)
-           + f"\n{longterm.END}")
-    return (f"managed part at the cap ({len(lines)} facts): {counter(part):,} tokens in every prompt, "
-            f"{longterm.markup_share(part, counter):.1%} neither fact nor heading (line comments: "
-            f"{counter(old):,} tokens, {longterm.markup_share(old, counter):.1%})")
+    old = (
+        f"{longterm.BEGIN} lang=en: facts kept by the summary worker, one per line; edits are kept; 'i4 2026-11-20 "
+        "telegram:42' = importance 4 of 5, learned 2026-11-20 in session telegram:42 -->\n"
+        + "\n".join(f"- {line.text} <!-- i{line.importance} {line.date} telegram:42 -->" for line in lines)
+        + f"\n{longterm.END}"
+    )
+    return (
+        f"managed part at the cap ({len(lines)} facts): {counter(part):,} tokens in every prompt, "
+        f"{longterm.markup_share(part, counter):.1%} neither fact nor heading (line comments: "
+        f"{counter(old):,} tokens, {longterm.markup_share(old, counter):.1%})"
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Measure the MEMORY.md merge: N existing facts, M new candidates, in memory and on disk "
         "(lock + temp file + compare + replace). 'cold' clears the normalization caches before each run, "
-        "as in a freshly started worker; 'warm' is a long-running worker.")
+        "as in a freshly started worker; 'warm' is a long-running worker."
+    )
     parser.add_argument("--existing", type=int, default=10_000, help="facts already in the managed part (10000)")
     parser.add_argument("--new", type=int, default=100, help="candidate facts per merge (100)")
-    parser.add_argument("--duplicates", type=float, default=0.3,
-                        help="share of candidates that restate a known fact in another case/punctuation (0.3)")
+    parser.add_argument(
+        "--duplicates",
+        type=float,
+        default=0.3,
+        help="share of candidates that restate a known fact in another case/punctuation (0.3)",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is shown (5)")
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args(argv)
@@ -118,8 +167,9 @@ def in_memory_rows(text: str, new: list[Fact], cap: int, args: argparse.Namespac
     return rows
 
 
-def on_disk_rows(folder: Path, text: str, new: list[Fact], cap: int, args: argparse.Namespace,
-                 rng: random.Random) -> list[Row]:
+def on_disk_rows(
+    folder: Path, text: str, new: list[Fact], cap: int, args: argparse.Namespace, rng: random.Random
+) -> list[Row]:
     """The merge with its atomic write, 10,000 candidates into an empty part, and a daily-notes append."""
     rows = []
     path = folder / "MEMORY.md"
@@ -129,18 +179,31 @@ def on_disk_rows(folder: Path, text: str, new: list[Fact], cap: int, args: argpa
         longterm.write_facts(path, new, "en", "2026-11-20", cap)
 
     runs = timed(on_disk, args.repeat, cold=False)
-    rows.append(("merge + atomic write, warm", statistics.median(runs) * 1000,
-                 f"{path.stat().st_size / 1e6:.2f} MB file"))
+    rows.append(
+        ("merge + atomic write, warm", statistics.median(runs) * 1000, f"{path.stat().st_size / 1e6:.2f} MB file")
+    )
 
     many = candidates(10_000, random.Random(args.seed + 1), 0.0)
     runs = timed(lambda: longterm.apply("", many, "en", "2026-11-20", 300), max(1, args.repeat // 2), cold=True)
-    rows.append(("10,000 candidates into an empty part, cap 300", statistics.median(runs) * 1000,
-                 f"{10_000 / statistics.median(runs):,.0f} candidates/s"))
+    rows.append(
+        (
+            "10,000 candidates into an empty part, cap 300",
+            statistics.median(runs) * 1000,
+            f"{10_000 / statistics.median(runs):,.0f} candidates/s",
+        )
+    )
 
     day = folder / "memory"
-    notes = [DailyNotes(date="2026-11-20", first_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:00",
-                        last_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:30",
-                        topics=[sentence(rng, i)], decisions=[sentence(rng, i + 1)]) for i in range(200)]
+    notes = [
+        DailyNotes(
+            date="2026-11-20",
+            first_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:00",
+            last_timestamp=f"2026-11-20T{i // 60:02d}:{i % 60:02d}:30",
+            topics=[sentence(rng, i)],
+            decisions=[sentence(rng, i + 1)],
+        )
+        for i in range(200)
+    ]
     append_notes(day, "cli:direct", notes[:199], "en", ZoneInfo("UTC"))
     runs = timed(lambda: append_notes(day, "cli:direct", notes[199:], "en", ZoneInfo("UTC")), 1, cold=False)
     rows.append(("daily notes: append to a day with 199 sections", statistics.median(runs) * 1000, ""))
@@ -177,8 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         rows += on_disk_rows(Path(folder), text, new, cap, args, rng)
 
-    print(f"existing facts {args.existing:,}; candidates {args.new} ({args.duplicates:.0%} restated); "
-          f"first merge: +{stats.added} added, {stats.skipped} skipped")
+    print(
+        f"existing facts {args.existing:,}; candidates {args.new} ({args.duplicates:.0%} restated); "
+        f"first merge: +{stats.added} added, {stats.skipped} skipped"
+    )
     print(prompt_cost(300))
     print_rows(rows)
     return 0

@@ -36,8 +36,16 @@ from worker.memory.writer import MemoryFiles
 from worker.summarize.remember import KNOWN_FACTS_IN_PROMPT
 
 DAY = datetime(2026, 11, 24, 0, 0)
-TOPICS = ("the blog's theme", "a Redis timeout", "the nginx port", "a trip to Lisbon", "the backup script",
-          "a database migration", "the team's standup", "a new keyboard")
+TOPICS = (
+    "the blog's theme",
+    "a Redis timeout",
+    "the nginx port",
+    "a trip to Lisbon",
+    "the backup script",
+    "a database migration",
+    "the team's standup",
+    "a new keyboard",
+)
 
 
 def resident_mb() -> float:
@@ -50,12 +58,17 @@ def job_input(n: int) -> tuple[str, DailyNotes, list[Fact]]:
     session = f"telegram:{1000 + n % 1000}"
     start = DAY + timedelta(seconds=20 * n)
     topic = TOPICS[n % len(TOPICS)]
-    notes = DailyNotes(date=DAY.date().isoformat(), first_timestamp=start.isoformat(timespec="seconds"),
-                       last_timestamp=(start + timedelta(seconds=15)).isoformat(timespec="seconds"),
-                       topics=[f"{topic}, round {n}"], decisions=[f"decision {n} about {topic}"],
-                       tasks=[f"follow up on job {n}"])
-    facts = [Fact(text=f"The user's setting number {n}.{k} is {n * 7 + k}", importance=3, source="user")
-             for k in range(3)]
+    notes = DailyNotes(
+        date=DAY.date().isoformat(),
+        first_timestamp=start.isoformat(timespec="seconds"),
+        last_timestamp=(start + timedelta(seconds=15)).isoformat(timespec="seconds"),
+        topics=[f"{topic}, round {n}"],
+        decisions=[f"decision {n} about {topic}"],
+        tasks=[f"follow up on job {n}"],
+    )
+    facts = [
+        Fact(text=f"The user's setting number {n}.{k} is {n * 7 + k}", importance=3, source="user") for k in range(3)
+    ]
     return session, notes, facts
 
 
@@ -116,18 +129,32 @@ def main(argv: list[str] | None = None) -> int:
         args.jobs, args.window = 300, 50
     done, grown, held, notes = run_day(args.jobs, args.workers)
     times, read = [seconds for _, seconds, _ in done], [size for _, _, size in done]
-    first, last = statistics.mean(times[:args.window]), statistics.mean(times[-args.window:])
-    read_first, read_last = statistics.mean(read[:args.window]) / 1e6, statistics.mean(read[-args.window:]) / 1e6
-    print(f"{args.jobs:,} jobs on one day, 1,000 sessions, {args.workers} worker process(es), facts held (one "
-          f"session always active); at the end: day file {notes / 1e6:.1f} MB, held facts {held / 1e6:.1f} MB")
-    print(f"memory-file work per job (CPU time): first {args.window} {first * 1000:.2f} ms, last {args.window} "
-          f"{last * 1000:.2f} ms; speed of the last against the first {first / last:.2f} (goal >= 0.90)")
-    print(f"followed files read per job: first {args.window} {read_first:.3f} MB, last {args.window} "
-          f"{read_last:.3f} MB")
+    first, last = statistics.mean(times[: args.window]), statistics.mean(times[-args.window :])
+    read_first, read_last = statistics.mean(read[: args.window]) / 1e6, statistics.mean(read[-args.window :]) / 1e6
+    print(
+        f"{args.jobs:,} jobs on one day, 1,000 sessions, {args.workers} worker process(es), facts held (one "
+        f"session always active); at the end: day file {notes / 1e6:.1f} MB, held facts {held / 1e6:.1f} MB"
+    )
+    print(
+        f"memory-file work per job (CPU time): first {args.window} {first * 1000:.2f} ms, last {args.window} "
+        f"{last * 1000:.2f} ms; speed of the last against the first {first / last:.2f} (goal >= 0.90)"
+    )
+    print(
+        f"followed files read per job: first {args.window} {read_first:.3f} MB, last {args.window} {read_last:.3f} MB"
+    )
     print(f"resident memory grew {grown:.1f} MB (goal < 20 MB)")
-    print(json.dumps({"first_ms": round(first * 1000, 3), "last_ms": round(last * 1000, 3),
-                      "speed_ratio": round(first / last, 3), "read_first_mb": round(read_first, 3),
-                      "read_last_mb": round(read_last, 3), "rss_growth_mb": round(grown, 1)}))
+    print(
+        json.dumps(
+            {
+                "first_ms": round(first * 1000, 3),
+                "last_ms": round(last * 1000, 3),
+                "speed_ratio": round(first / last, 3),
+                "read_first_mb": round(read_first, 3),
+                "read_last_mb": round(read_last, 3),
+                "rss_growth_mb": round(grown, 1),
+            }
+        )
+    )
     return 0
 
 

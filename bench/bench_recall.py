@@ -31,17 +31,107 @@ from worker.nanobot.sessions import read_session
 
 UTC = ZoneInfo("UTC")
 MAIN = "telegram:42"
-EN = ("the", "deploy", "script", "server", "config", "nginx", "port", "database", "backup", "blog", "Hugo",
-      "theme", "build", "error", "cache", "Redis", "queue", "worker", "timeout", "retry", "token", "model",
-      "summary", "note", "user", "prefers", "short", "answers", "we", "should", "try", "again", "tomorrow")
-ZH = ("我们", "部署", "脚本", "服务器", "配置", "端口", "数据库", "备份", "博客", "主题", "构建", "报错", "缓存",
-      "队列", "超时", "重试", "模型", "总结", "笔记", "用户", "喜欢", "简洁", "回答", "明天", "再试", "一下",
-      "的", "了")
-JA = ("サーバー", "の", "ポート", "を", "設定", "して", "ください", "デプロイ", "スクリプト", "バックアップ", "は",
-      "明日", "もう一度", "試して", "キャッシュ", "エラー", "が", "出ました")
+EN = (
+    "the",
+    "deploy",
+    "script",
+    "server",
+    "config",
+    "nginx",
+    "port",
+    "database",
+    "backup",
+    "blog",
+    "Hugo",
+    "theme",
+    "build",
+    "error",
+    "cache",
+    "Redis",
+    "queue",
+    "worker",
+    "timeout",
+    "retry",
+    "token",
+    "model",
+    "summary",
+    "note",
+    "user",
+    "prefers",
+    "short",
+    "answers",
+    "we",
+    "should",
+    "try",
+    "again",
+    "tomorrow",
+)
+ZH = (
+    "我们",
+    "部署",
+    "脚本",
+    "服务器",
+    "配置",
+    "端口",
+    "数据库",
+    "备份",
+    "博客",
+    "主题",
+    "构建",
+    "报错",
+    "缓存",
+    "队列",
+    "超时",
+    "重试",
+    "模型",
+    "总结",
+    "笔记",
+    "用户",
+    "喜欢",
+    "简洁",
+    "回答",
+    "明天",
+    "再试",
+    "一下",
+    "的",
+    "了",
+)
+JA = (
+    "サーバー",
+    "の",
+    "ポート",
+    "を",
+    "設定",
+    "して",
+    "ください",
+    "デプロイ",
+    "スクリプト",
+    "バックアップ",
+    "は",
+    "明日",
+    "もう一度",
+    "試して",
+    "キャッシュ",
+    "エラー",
+    "が",
+    "出ました",
+)
 # Common words (thousands of matches: the costly kind), and rare codes planted in the messages.
-WORDS = ["nginx port", "端口", "数据库 端口", "ポート", "デプロイ スクリプト", "backup tomorrow", "Redis queue",
-         "部署 脚本 报错", "theme build error", "超时 重试", "the", "我们", "用户 喜欢 简洁 回答"]
+WORDS = [
+    "nginx port",
+    "端口",
+    "数据库 端口",
+    "ポート",
+    "デプロイ スクリプト",
+    "backup tomorrow",
+    "Redis queue",
+    "部署 脚本 报错",
+    "theme build error",
+    "超时 重试",
+    "the",
+    "我们",
+    "用户 喜欢 简洁 回答",
+]
 CODES = [f"zx{n:05d}" for n in range(0, 400, 7)] + [f"编号{n:05d}" for n in range(0, 400, 11)]
 
 
@@ -63,8 +153,13 @@ def conversation(count: int, start: datetime, span: timedelta, rng: random.Rando
         text = sentence(rng)
         if i % every == 0:
             text += f" zx{i // every:05d} 编号{i // every:05d}"
-        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                         "timestamp": (start + step * i).isoformat(timespec="seconds")})
+        messages.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": text,
+                "timestamp": (start + step * i).isoformat(timespec="seconds"),
+            }
+        )
     return messages
 
 
@@ -72,8 +167,10 @@ def day_notes(day: str, sessions: list[str], rng: random.Random) -> str:
     text = f"# {day}\n"
     for n, key in enumerate(sessions):
         first = f"{day}T{8 + n:02d}:00:00"
-        text += (f"\n<!-- nanobot-summary:notes session={key} first={first} last={day}T{8 + n:02d}:30:00"
-                 f" digest={n:012x} -->\n## {key} · {8 + n:02d}:00–{8 + n:02d}:30\n\n### 主要话题\n")
+        text += (
+            f"\n<!-- nanobot-summary:notes session={key} first={first} last={day}T{8 + n:02d}:30:00"
+            f" digest={n:012x} -->\n## {key} · {8 + n:02d}:00–{8 + n:02d}:30\n\n### 主要话题\n"
+        )
         text += "".join(f"- {sentence(rng)[:80]}\n" for _ in range(rng.randint(4, 8)))
     return text
 
@@ -91,13 +188,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=100_000, help="archived messages in the workspace (100000)")
     parser.add_argument("--sessions", type=int, default=5, help="sessions they are spread over (5)")
-    parser.add_argument("--main-share", type=float, default=0.7,
-                        help="share of the messages in the session that asks (0.7: the worst case is the asker's)")
+    parser.add_argument(
+        "--main-share",
+        type=float,
+        default=0.7,
+        help="share of the messages in the session that asks (0.7: the worst case is the asker's)",
+    )
     parser.add_argument("--days", type=int, default=365, help="days of notes and of conversation (365)")
     parser.add_argument("--queries", type=int, default=1_000, help="queries timed (1000)")
     parser.add_argument("--updates", type=int, default=30, help="summaries whose index update is timed (30)")
-    parser.add_argument("--day-sessions", type=int, default=1_000,
-                        help="sessions with notes on the day the timed summaries write to (1000: a busy day)")
+    parser.add_argument(
+        "--day-sessions",
+        type=int,
+        default=1_000,
+        help="sessions with notes on the day the timed summaries write to (1000: a busy day)",
+    )
     parser.add_argument("--profile", type=Path, help="write cProfile stats of the timed updates here")
     parser.add_argument("--smoke", action="store_true", help="a small, quick run (for the test suite)")
     args = parser.parse_args(argv)
@@ -159,8 +264,11 @@ def write_memory(ws: Workspace, args: argparse.Namespace, others: list[str], rng
     for n in range(args.days):
         day = (ws.start + timedelta(days=n)).date().isoformat()
         # The last day is the busy one the timed summaries append to: every session's notes precede them.
-        keys = [MAIN, *(f"telegram:{1000 + k}" for k in range(args.day_sessions - 1))] if n == args.days - 1 \
+        keys = (
+            [MAIN, *(f"telegram:{1000 + k}" for k in range(args.day_sessions - 1))]
+            if n == args.days - 1
             else [MAIN, *others[:2]]
+        )
         (ws.memory / f"{day}.md").write_text(day_notes(day, keys, rng), encoding="utf-8")
     facts = "".join(f"- {sentence(rng)[:60]} <!-- i4 2026-01-{n % 28 + 1:02d} -->\n" for n in range(300))
     (ws.memory / "MEMORY.md").write_text(f"# Long-term Memory\n\n{facts}", encoding="utf-8")
@@ -176,16 +284,26 @@ def add_summary(ws: Workspace, messages: list[dict], n: int, rng: random.Random)
     """What summary `n` leaves on disk: 40 more messages out of the context, a notes section on the busy day."""
     moment = ws.start + ws.span + timedelta(minutes=40 * n)
     for i in range(40):
-        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": sentence(rng),
-                         "timestamp": (moment + timedelta(seconds=30 * i)).isoformat(timespec="seconds")})
+        messages.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": sentence(rng),
+                "timestamp": (moment + timedelta(seconds=30 * i)).isoformat(timespec="seconds"),
+            }
+        )
     ws.home.write_session(MAIN, messages, last_archived=len(messages))
     with ws.last_day.open("a", encoding="utf-8") as notes:
-        notes.write(day_notes(ws.last_day.stem, [MAIN], rng).split("\n", 1)[1].replace(
-            "digest=000000000000", f"digest={n + 1:012x}").replace("T08:", f"T{10 + n % 12:02d}:"))
+        notes.write(
+            day_notes(ws.last_day.stem, [MAIN], rng)
+            .split("\n", 1)[1]
+            .replace("digest=000000000000", f"digest={n + 1:012x}")
+            .replace("T08:", f"T{10 + n % 12:02d}:")
+        )
 
 
-def time_updates(ws: Workspace, index: RecallIndex, args: argparse.Namespace, rng: random.Random,
-                 figures: Figures) -> None:
+def time_updates(
+    ws: Workspace, index: RecallIndex, args: argparse.Namespace, rng: random.Random, figures: Figures
+) -> None:
     """The index update after each of `--updates` summaries, timed (and profiled with `--profile`)."""
     profiler = cProfile.Profile() if args.profile else None
     messages = read_session(ws.home.sessions_dir, MAIN).messages
@@ -210,8 +328,11 @@ def time_queries(ws: Workspace, queries: int, figures: Figures) -> None:
     for n in range(queries):
         kind = ("words", "rare code", "words, 3 months")[n % 3]
         query = (CODES if kind == "rare code" else WORDS)[n // 3 % len(CODES if kind == "rare code" else WORDS)]
-        dated = {"date_from": (last - timedelta(days=120)).isoformat(),
-                 "date_to": (last - timedelta(days=30)).isoformat()} if kind == "words, 3 months" else {}
+        dated = (
+            {"date_from": (last - timedelta(days=120)).isoformat(), "date_to": (last - timedelta(days=30)).isoformat()}
+            if kind == "words, 3 months"
+            else {}
+        )
         began, cpu = time.perf_counter(), time.thread_time()
         answer = search(ws.home.workspace, query, MAIN, is_direct_chat, **dated)
         seconds = time.perf_counter() - began
@@ -244,24 +365,38 @@ def measure(ws: Workspace, args: argparse.Namespace, rng: random.Random) -> Figu
 
 def report(ws: Workspace, args: argparse.Namespace, figures: Figures) -> None:
     updates, update_cpu, latencies = figures.updates, figures.update_cpu, figures.latencies
-    print(f"workspace: {args.messages:,} archived messages ({ws.text_bytes / 1e6:.1f} MB of text) in "
-          f"{args.sessions} sessions ({ws.main_count:,} in the asking one), {args.days} days of notes, 300 facts")
+    print(
+        f"workspace: {args.messages:,} archived messages ({ws.text_bytes / 1e6:.1f} MB of text) in "
+        f"{args.sessions} sessions ({ws.main_count:,} in the asking one), {args.days} days of notes, 300 facts"
+    )
     print(f"rebuild from the files: {figures.build_seconds:.1f} s ({figures.built})")
-    print(f"index on disk: {figures.size / 1e6:.1f} MB after the rebuild, "
-          f"{figures.size_after / 1e6:.1f} MB after the updates")
-    print(f"update after one summary (40 messages + one notes section appended to a day file of "
-          f"{args.day_sessions:,} sessions' notes, {figures.day_size / 1e6:.1f} MB), {args.updates} runs: "
-          f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}; CPU p50 {ms(statistics.median(update_cpu))}")
+    print(
+        f"index on disk: {figures.size / 1e6:.1f} MB after the rebuild, "
+        f"{figures.size_after / 1e6:.1f} MB after the updates"
+    )
+    print(
+        f"update after one summary (40 messages + one notes section appended to a day file of "
+        f"{args.day_sessions:,} sessions' notes, {figures.day_size / 1e6:.1f} MB), {args.updates} runs: "
+        f"p50 {ms(statistics.median(updates))}, max {ms(max(updates))}; CPU p50 {ms(statistics.median(update_cpu))}"
+    )
     print(f"start-up sweep, the asking session's file changed: {figures.sweep_seconds:.2f} s")
     for kind, values in latencies.items():
-        print(f"query latency, {kind} ({len(values)}): p50 {ms(percentile(values, 0.5))}, "
-              f"p99 {ms(percentile(values, 0.99))}, max {ms(max(values))}")
+        print(
+            f"query latency, {kind} ({len(values)}): p50 {ms(percentile(values, 0.5))}, "
+            f"p99 {ms(percentile(values, 0.99))}, max {ms(max(values))}"
+        )
     cpu = figures.query_cpu
     print(f"query CPU time, all: p50 {ms(percentile(cpu, 0.5))}, p99 {ms(percentile(cpu, 0.99))}, max {ms(max(cpu))}")
     print(f"queries with passages found: {figures.found} of {args.queries}")
-    print(json.dumps({"p50_ms": round(percentile(latencies["all"], 0.5) * 1000, 3),
-                      "p99_ms": round(percentile(latencies["all"], 0.99) * 1000, 3),
-                      "cpu_p99_ms": round(percentile(cpu, 0.99) * 1000, 3)}))
+    print(
+        json.dumps(
+            {
+                "p50_ms": round(percentile(latencies["all"], 0.5) * 1000, 3),
+                "p99_ms": round(percentile(latencies["all"], 0.99) * 1000, 3),
+                "cpu_p99_ms": round(percentile(cpu, 0.99) * 1000, 3),
+            }
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

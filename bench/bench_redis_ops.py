@@ -52,8 +52,9 @@ def write_sessions(home: NanobotHome, keys: list[str], turns: int) -> None:
         messages = []
         for i in range(turns):
             messages.append({"role": "user", "content": f"question {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
-            messages.append({"role": "assistant", "content": f"answer {i}",
-                             "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+            messages.append(
+                {"role": "assistant", "content": f"answer {i}", "timestamp": f"2026-11-20T10:{i % 60:02d}:30"}
+            )
         home.write_session(key, messages)
 
 
@@ -71,8 +72,15 @@ async def count_trigger(redis: ArqRedis, names: Keys, keys: list[str]) -> float:
 
 async def count_job(redis: ArqRedis, deps: Deps, sessions: int) -> float:
     """2. The worker: one burst runs every job (its polls included)."""
-    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
-                       "poll_delay": 0.5, "handle_signals": False})
+    worker = Worker(
+        **{
+            **worker_options(deps.settings),
+            "ctx": {"deps": deps},
+            "burst": True,
+            "poll_delay": 0.5,
+            "handle_signals": False,
+        }
+    )
     await worker.main()
     await worker.close()
     return show("job (worker)", await commands(redis), sessions)
@@ -90,8 +98,9 @@ async def count_pickup(redis: ArqRedis, names: Keys, sessions: int) -> float:
 
 async def count_idle(redis: ArqRedis, deps: Deps, idle_seconds: float) -> None:
     """4. Idle: a worker polling an empty queue, for idle_seconds."""
-    idle = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.5,
-                     "handle_signals": False})
+    idle = Worker(
+        **{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.5, "handle_signals": False}
+    )
     task = asyncio.create_task(idle.main())
     await asyncio.sleep(idle_seconds)
     await idle.close()
@@ -99,8 +108,10 @@ async def count_idle(redis: ArqRedis, deps: Deps, idle_seconds: float) -> None:
     await asyncio.gather(task, return_exceptions=True)
     counted = await commands(redis)
     rate = sum(counted.values()) / idle_seconds
-    print(f"idle worker (arq's poll_delay 0.5 s): {rate:.1f} commands/s "
-          f"({', '.join(f'{n} {c}' for n, c in counted.most_common())} in {idle_seconds:.0f} s, start-up included)")
+    print(
+        f"idle worker (arq's poll_delay 0.5 s): {rate:.1f} commands/s "
+        f"({', '.join(f'{n} {c}' for n, c in counted.most_common())} in {idle_seconds:.0f} s, start-up included)"
+    )
     print("idle nanobot (nanobot_hooks.listener): 1 SMEMBERS a minute and one subscribed connection")
 
 
@@ -111,8 +122,9 @@ async def run(sessions: int, turns: int, idle_seconds: float, redis_url: str) ->
         keys = [f"telegram:{n}" for n in range(sessions)]
         write_sessions(home, keys, turns)
         # Every job summarizes: 10 messages kept, no minimum saving (these sessions are short).
-        deps = build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10",
-                                   summary_min_saving=0))
+        deps = build_deps(
+            Settings(redis_url=redis_url, config=home.config_path, summary_keep="messages:10", summary_min_saving=0)
+        )
         names = deps.settings.keys
         redis = queue_client(redis_url, names.queue)
         await redis.config_resetstat()

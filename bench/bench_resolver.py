@@ -80,27 +80,63 @@ def p50_max(values: list[float | None]) -> tuple[float, float] | None:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     doc = __doc__ or ""
-    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0], epilog=doc.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        epilog=doc.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add = parser.add_argument
     add("--turns", type=int, default=8, metavar="N", help="timed gateway turns per condition (default: %(default)s)")
     add("--pause", type=float, default=1.0, metavar="S", help="seconds between rounds of turns (default: %(default)s)")
-    add("--agent-runs", type=int, default=3, metavar="N",
-        help="`nanobot agent -m hi` runs per condition, 0 for none (default: %(default)s)")
-    add("--warmup", type=int, default=1, metavar="N",
+    add(
+        "--agent-runs",
+        type=int,
+        default=3,
+        metavar="N",
+        help="`nanobot agent -m hi` runs per condition, 0 for none (default: %(default)s)",
+    )
+    add(
+        "--warmup",
+        type=int,
+        default=1,
+        metavar="N",
         help="untimed `nanobot agent` runs first, so no condition pays for cold disk caches, and, unless 0, one "
-             "untimed turn per gateway (a gateway's first turn pays its lazy imports) (default: %(default)s)")
-    add("--hang", type=float, default=600.0, metavar="S",
-        help="seconds the hung look-up takes before it fails (default: %(default)s)")
-    add("--turn-timeout", type=float, default=60.0, metavar="S",
-        help="seconds a turn may wait for its reply before it counts as unanswered (default: %(default)s)")
-    add("--agent-timeout", type=float, default=120.0, metavar="S",
-        help="seconds an agent run may take before it is killed (default: %(default)s)")
-    add("--hooks-from", type=Path, metavar="DIR",
+        "untimed turn per gateway (a gateway's first turn pays its lazy imports) (default: %(default)s)",
+    )
+    add(
+        "--hang",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds the hung look-up takes before it fails (default: %(default)s)",
+    )
+    add(
+        "--turn-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds a turn may wait for its reply before it counts as unanswered (default: %(default)s)",
+    )
+    add(
+        "--agent-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds an agent run may take before it is killed (default: %(default)s)",
+    )
+    add(
+        "--hooks-from",
+        type=Path,
+        metavar="DIR",
         help="a folder holding another version's nanobot_hooks/, which nanobot then loads instead of the "
-             "installed one: `git archive f327b02^ nanobot_hooks | tar -x -C DIR` shows the figures before the fix")
-    add("--work", type=Path, metavar="DIR",
-        help="keep the homes and logs in this new folder (default: a temporary one, removed afterwards)")
+        "installed one: `git archive f327b02^ nanobot_hooks | tar -x -C DIR` shows the figures before the fix",
+    )
+    add(
+        "--work",
+        type=Path,
+        metavar="DIR",
+        help="keep the homes and logs in this new folder (default: a temporary one, removed afterwards)",
+    )
     return parser.parse_args(argv)
 
 
@@ -129,8 +165,13 @@ def injection(folder: Path, exe: Path, extra: Path | None) -> dict[str, str]:
     env = {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     env.update({"TIKTOKEN_CACHE_DIR": tokens} if (tokens := tokenizer_dir()) else {})
     probe = "import socket, sitecustomize; print(sitecustomize.__file__, socket.getaddrinfo.__module__)"
-    done = subprocess.run([str(nanobot_python(exe)), "-c", probe], env={**os.environ, **env, "BENCH_HUNG_HOST": "x"},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(nanobot_python(exe)), "-c", probe],
+        env={**os.environ, **env, "BENCH_HUNG_HOST": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if done.stdout.split() != [str(folder / "sitecustomize.py"), "sitecustomize"]:
         sys.exit(f"error: nanobot's Python does not load {folder}/sitecustomize.py: {done.stdout}{done.stderr}")
     return env
@@ -150,15 +191,23 @@ class Side:
     hung_lookups: list[str] = field(default_factory=list)  # the process id of each call of the hung name
 
 
-def make_side(name: str, redis_url: str, exe: Path, llm_url: str, inject: dict[str, str], args: argparse.Namespace,
-              work: Path) -> Side:
+def make_side(
+    name: str, redis_url: str, exe: Path, llm_url: str, inject: dict[str, str], args: argparse.Namespace, work: Path
+) -> Side:
     folder = work / name
     folder.mkdir(parents=True)
     home = NanobotHome.create(folder, llm_url)
     ws_port = free_port()
     write_config(home, llm_url, ws_port)
-    hang = {"BENCH_HUNG_HOST": HUNG_HOST, "BENCH_HUNG_SECONDS": str(args.hang),
-            "BENCH_HUNG_LOG": str(folder / "hung-lookups.log")} if name == "hung" else {}
+    hang = (
+        {
+            "BENCH_HUNG_HOST": HUNG_HOST,
+            "BENCH_HUNG_SECONDS": str(args.hang),
+            "BENCH_HUNG_LOG": str(folder / "hung-lookups.log"),
+        }
+        if name == "hung"
+        else {}
+    )
     env = nanobot_env(home, redis_url, **inject, **hang)
     return Side(name, home, env, Gateway(exe, home, env, ws_port, folder / "gateway.log"))
 
@@ -185,7 +234,7 @@ def progress(what: str) -> None:
 
 def rotated(names: list[str], i: int) -> list[str]:
     """Round `i`'s order: each condition goes first in turn, so none always comes right after the pause."""
-    return names[i % len(names):] + names[:i % len(names)]
+    return names[i % len(names) :] + names[: i % len(names)]
 
 
 async def gateway_rounds(sides: dict[str, Side], args: argparse.Namespace) -> None:
@@ -237,14 +286,18 @@ def cells(values: list[float | None], down: list[float | None]) -> str:
 
 def table(results: dict[str, Side]) -> list[str]:
     head = f"{'ok':>6}{'p50':>7}{'max':>7}{'vs down':>8}"
-    lines = [f"{'seconds':<10}{'gateway turns':^28}   {'nanobot agent -m hi':^28}",
-             f"{'condition':<10}{head}   {head}  gateway stop"]
+    lines = [
+        f"{'seconds':<10}{'gateway turns':^28}   {'nanobot agent -m hi':^28}",
+        f"{'condition':<10}{head}   {head}  gateway stop",
+    ]
     down = results["down"]
     for name, f in results.items():
         lines.append(f"{name:<10}{cells(f.turns, down.turns)}   {cells(f.agent, down.agent)}{f.gateway_stop:14.2f}")
     calls = results["hung"].hung_lookups
-    lines.append(f"\nlook-ups of {HUNG_HOST} (each one hangs): {len(calls)} in {len(set(calls))} processes "
-                 f"(the gateway and {len(results['hung'].agent)} agent runs)")
+    lines.append(
+        f"\nlook-ups of {HUNG_HOST} (each one hangs): {len(calls)} in {len(set(calls))} processes "
+        f"(the gateway and {len(results['hung'].agent)} agent runs)"
+    )
     return lines
 
 
@@ -254,16 +307,22 @@ def headlines(results: dict[str, Side]) -> list[str]:
     if turn_h and turn_d and None not in hung.turns:
         delta, worst = turn_h[0] - turn_d[0], turn_h[1] - turn_d[1]
         verdict = "met" if max(delta, worst) <= GOAL else "MISSED"
-        lines = [f"hung resolver vs Redis down: {delta:+.2f} s per turn at p50, {worst:+.2f} s at the max "
-                 f"(goal <= +{GOAL} s): {verdict}"]
+        lines = [
+            f"hung resolver vs Redis down: {delta:+.2f} s per turn at p50, {worst:+.2f} s at the max "
+            f"(goal <= +{GOAL} s): {verdict}"
+        ]
     else:
-        lines = [f"hung resolver vs Redis down: {sum(v is None for v in hung.turns)} of {len(hung.turns)} turns "
-                 f"got no reply within the turn timeout (goal: each at most +{GOAL} s): MISSED"]
+        lines = [
+            f"hung resolver vs Redis down: {sum(v is None for v in hung.turns)} of {len(hung.turns)} turns "
+            f"got no reply within the turn timeout (goal: each at most +{GOAL} s): MISSED"
+        ]
     agent_h, agent_d = p50_max(hung.agent), p50_max(down.agent)
     if agent_h and agent_d:
-        lines.append(f"nanobot agent -m hi, hung resolver vs Redis down: {agent_h[0] - agent_d[0]:+.2f} s from start "
-                     f"to exit at p50 (it waits for the hooks' Redis calls, each bounded to {CALL_TIMEOUT:g} s, "
-                     "before it exits)")
+        lines.append(
+            f"nanobot agent -m hi, hung resolver vs Redis down: {agent_h[0] - agent_d[0]:+.2f} s from start "
+            f"to exit at p50 (it waits for the hooks' Redis calls, each bounded to {CALL_TIMEOUT:g} s, "
+            "before it exits)"
+        )
     return lines
 
 
@@ -280,8 +339,11 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Side]:
                 await asyncio.to_thread(agent_run, exe, home, env, args.agent_timeout)
         redis = RedisServer(work / "redis").start()
         try:
-            urls = {"up": redis.url(), "down": f"redis://127.0.0.1:{free_port()}/0",
-                    "hung": f"redis://{HUNG_HOST}:6379/0"}
+            urls = {
+                "up": redis.url(),
+                "down": f"redis://127.0.0.1:{free_port()}/0",
+                "hung": f"redis://{HUNG_HOST}:6379/0",
+            }
             sides = {name: make_side(name, urls[name], exe, llm_url, inject, args, work) for name in CONDITIONS}
             await gateway_rounds(sides, args)
             progress(f"{args.turns} rounds of turns done, gateways stopped")
@@ -304,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     except (pytest.skip.Exception, AssertionError) as exc:  # no redis-server; a gateway that did not start
         print(f"error: {exc}\n(homes and logs kept in {work})", file=sys.stderr)
         return 1
-    print(f"nanobot with its Redis host's name hung in DNS: {args.turns} gateway turns ({args.pause:g} s pauses) and "
-          f"{args.agent_runs} `nanobot agent -m hi` runs per condition\n")
+    print(
+        f"nanobot with its Redis host's name hung in DNS: {args.turns} gateway turns ({args.pause:g} s pauses) and "
+        f"{args.agent_runs} `nanobot agent -m hi` runs per condition\n"
+    )
     print("\n".join([*table(results), "", *headlines(results)]))
     print(f"\n(took {time.monotonic() - STARTED:.0f} s)")
     if args.work is None:

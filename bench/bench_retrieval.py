@@ -74,7 +74,7 @@ def bm25_tokens(text: str) -> list[str]:
     for word in re.findall(r"\w+", text.lower()):
         for piece in CJK_RUN.split(word):
             if CJK_RUN.fullmatch(piece):
-                tokens += [piece[i:i + 2] for i in range(len(piece) - 1)] or [piece]
+                tokens += [piece[i : i + 2] for i in range(len(piece) - 1)] or [piece]
             elif piece:
                 tokens.append(piece)
     return tokens
@@ -127,8 +127,9 @@ def message_passages(answer: str) -> list[list[int]]:
 QUERY_EMBEDDER: meaning.Embedder | None = None  # --embedding-model's, for the tool's search
 
 
-def ask_tool(workspace: Path, question: corpus.Question, query: str, today: date,
-             latencies: list[float]) -> tuple[list[list[int]], str]:
+def ask_tool(
+    workspace: Path, question: corpus.Question, query: str, today: date, latencies: list[float]
+) -> tuple[list[list[int]], str]:
     """The tool's answer as the conversation's own session asks: the message positions of its passages, in
     order, and the answer itself."""
     on_day: dict = {"today": today} if TAKES_TODAY else {}
@@ -140,8 +141,9 @@ def ask_tool(workspace: Path, question: corpus.Question, query: str, today: date
     return message_passages(answer), answer
 
 
-def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int, today: date,
-             latencies: list[float]) -> list[Outcome]:
+def evaluate(
+    workspace: Path, conversation: corpus.Conversation, archived: int, today: date, latencies: list[float]
+) -> list[Outcome]:
     """Every question of the conversation whose evidence was archived, in both forms, through the tool and
     through BM25 over the same archived turns."""
     turns = conversation.messages[:archived]
@@ -154,25 +156,42 @@ def evaluate(workspace: Path, conversation: corpus.Conversation, archived: int, 
             query = question.keywords if form == "keywords" else question.question
             positions, answer = ask_tool(workspace, question, query, today, latencies)
             empty = not NUMBERED.search(answer)
-            content = empty and any(corpus.holds(m["content"], word) for m in turns
-                                    for word in corpus.content_words(question))
+            content = empty and any(
+                corpus.holds(m["content"], word) for m in turns for word in corpus.content_words(question)
+            )
             first = " / ".join(line.strip() for line in (NUMBERED.split(answer)[1:2] or [""])[0].splitlines())
-            outcomes.append(Outcome(question, form, query, rank_of(positions[:TOP], question.evidence),
-                                    rank_of([[p] for p in baseline.top(query)], question.evidence), content, first))
+            outcomes.append(
+                Outcome(
+                    question,
+                    form,
+                    query,
+                    rank_of(positions[:TOP], question.evidence),
+                    rank_of([[p] for p in baseline.top(query)], question.evidence),
+                    content,
+                    first,
+                )
+            )
     return outcomes
 
 
-def archive(args: argparse.Namespace, root: Path,
-            conversations: Sequence[corpus.Conversation]) -> list[tuple[NanobotHome, int]]:
+def archive(
+    args: argparse.Namespace, root: Path, conversations: Sequence[corpus.Conversation]
+) -> list[tuple[NanobotHome, int]]:
     """Each conversation in a nanobot home of its own (a user each, as LoCoMo scores them: the tool's word
     statistics then come from the same turns as BM25's), or with --shared-workspace all in one (a user with
     many chats), archived as --archive says. Returns each one's home and how many of its messages were
     archived."""
-    homes = [NanobotHome.create(root / str(n), "http://127.0.0.1:9/v1") for n in range(len(conversations))] \
-        if not args.shared_workspace else [NanobotHome.create(root, "http://127.0.0.1:9/v1")] * len(conversations)
+    homes = (
+        [NanobotHome.create(root / str(n), "http://127.0.0.1:9/v1") for n in range(len(conversations))]
+        if not args.shared_workspace
+        else [NanobotHome.create(root, "http://127.0.0.1:9/v1")] * len(conversations)
+    )
     if args.archive == "index":
-        embedder = Embedder(args.embedding_model, litellm_embed(args.embedding_model, args.embedding_api_base)) \
-            if args.embedding_model else None
+        embedder = (
+            Embedder(args.embedding_model, litellm_embed(args.embedding_model, args.embedding_api_base))
+            if args.embedding_model
+            else None
+        )
         return [(home, archive_with_index(home, c, embedder)) for home, c in zip(homes, conversations, strict=True)]
     with job_redis(args.redis_url) as url:
         return [(home, archive_with_jobs(home, c, url)) for home, c in zip(homes, conversations, strict=True)]
@@ -181,8 +200,12 @@ def archive(args: argparse.Namespace, root: Path,
 def index_size(homes: Sequence[NanobotHome], conversations: Sequence[corpus.Conversation]) -> tuple[int, int]:
     """Bytes of the recall indexes on disk (their WAL included) and of the conversations' text they index."""
     files = {home.workspace / RECALL_INDEX for home in homes}
-    size = sum(Path(f"{path}{suffix}").stat().st_size for path in files for suffix in ("", "-wal")
-               if Path(f"{path}{suffix}").exists())
+    size = sum(
+        Path(f"{path}{suffix}").stat().st_size
+        for path in files
+        for suffix in ("", "-wal")
+        if Path(f"{path}{suffix}").exists()
+    )
     return size, sum(len(m["content"].encode("utf-8")) for c in conversations for m in c.messages)
 
 
@@ -246,8 +269,15 @@ async def run_jobs(home: NanobotHome, key: str, redis_url: str) -> None:
         redis = queue_client(redis_url, deps.settings.keys.queue)
         try:
             await enqueue_summary(redis, SummarizeRequest(session_key=key))
-            worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True,
-                               "poll_delay": 0.05, "handle_signals": False})
+            worker = Worker(
+                **{
+                    **worker_options(deps.settings),
+                    "ctx": {"deps": deps},
+                    "burst": True,
+                    "poll_delay": 0.05,
+                    "handle_signals": False,
+                }
+            )
             await worker.main()
             await worker.close()
         finally:
@@ -271,9 +301,16 @@ def figures(outcomes: Sequence[Outcome]) -> dict:
     """recall@1 and @5 of the tool and BM25, their ratios, the empty answers, for one language and form."""
     tool1, tool5 = recall(outcomes, "tool", 1), recall(outcomes, "tool", TOP)
     bm1, bm5 = recall(outcomes, "bm25", 1), recall(outcomes, "bm25", TOP)
-    return {"questions": len(outcomes), "tool@1": round(tool1, 3), "bm25@1": round(bm1, 3),
-            "ratio@1": ratio(tool1, bm1), "tool@5": round(tool5, 3), "bm25@5": round(bm5, 3),
-            "ratio@5": ratio(tool5, bm5), "empty_with_content": sum(o.empty_with_content for o in outcomes)}
+    return {
+        "questions": len(outcomes),
+        "tool@1": round(tool1, 3),
+        "bm25@1": round(bm1, 3),
+        "ratio@1": ratio(tool1, bm1),
+        "tool@5": round(tool5, 3),
+        "bm25@5": round(bm5, 3),
+        "ratio@5": ratio(tool5, bm5),
+        "empty_with_content": sum(o.empty_with_content for o in outcomes),
+    }
 
 
 def group(outcome: Outcome) -> list[str]:
@@ -281,14 +318,19 @@ def group(outcome: Outcome) -> list[str]:
     evidence answers a turn holding the question's words, `2 sessions` when an earlier session's fact dates it,
     `rare name` when its friends seldom say each other's names."""
     words, question = outcome.question.keywords.split(), outcome.question
-    return [question.category] + (["name+1"] if len(words) == 2 and words[0] == question.name else []) \
-        + (["reply"] if question.reply else []) + (["2 sessions"] if question.anchor else []) \
+    return (
+        [question.category]
+        + (["name+1"] if len(words) == 2 and words[0] == question.name else [])
+        + (["reply"] if question.reply else [])
+        + (["2 sessions"] if question.anchor else [])
         + (["rare name"] if question.rare_name else [])
+    )
 
 
 def by_group(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
-    groups: dict[str, list[Outcome]] = {name: [] for name in (*CATEGORIES, "name+1", "reply", "2 sessions",
-                                                              "rare name")}
+    groups: dict[str, list[Outcome]] = {
+        name: [] for name in (*CATEGORIES, "name+1", "reply", "2 sessions", "rare name")
+    }
     for outcome in outcomes:
         for name in group(outcome):
             groups[name].append(outcome)
@@ -313,18 +355,27 @@ def print_table(results: dict[tuple[str, str], list[Outcome]]) -> None:
     print(f"{'language, form':15} {'tool':>6} {'BM25':>6} {'ratio':>8}   {'tool':>6} {'BM25':>6} {'ratio':>8}")
     for (language, form), outcomes in results.items():
         f = figures(outcomes)
-        print(f"{language + ', ' + form:15} {f['tool@1']:6.2f} {f['bm25@1']:6.2f} {show_ratio(f['ratio@1']):>8}   "
-              f"{f['tool@5']:6.2f} {f['bm25@5']:6.2f} {show_ratio(f['ratio@5']):>8}")
-    print("headline, tool / BM25 with the evidence in the top 5: " + ", ".join(
-        f"{language} {form} {show_ratio(figures(outcomes)['ratio@5']).strip()}"
-        for (language, form), outcomes in results.items()))
+        print(
+            f"{language + ', ' + form:15} {f['tool@1']:6.2f} {f['bm25@1']:6.2f} {show_ratio(f['ratio@1']):>8}   "
+            f"{f['tool@5']:6.2f} {f['bm25@5']:6.2f} {show_ratio(f['ratio@5']):>8}"
+        )
+    print(
+        "headline, tool / BM25 with the evidence in the top 5: "
+        + ", ".join(
+            f"{language} {form} {show_ratio(figures(outcomes)['ratio@5']).strip()}"
+            for (language, form), outcomes in results.items()
+        )
+    )
 
 
 def print_groups(results: dict[tuple[str, str], list[Outcome]]) -> None:
     print("recall@5 by kind of question, tool / BM25 (questions):")
     for (language, form), outcomes in results.items():
-        cells = [f"{name} {recall(g, 'tool', TOP):.2f}/{recall(g, 'bm25', TOP):.2f} ({len(g)})"
-                 for name, g in by_group(outcomes).items() if g]
+        cells = [
+            f"{name} {recall(g, 'tool', TOP):.2f}/{recall(g, 'bm25', TOP):.2f} ({len(g)})"
+            for name, g in by_group(outcomes).items()
+            if g
+        ]
         print(f"  {language + ', ' + form:15} " + "  ".join(cells))
 
 
@@ -333,59 +384,98 @@ def print_goals(results: dict[tuple[str, str], list[Outcome]]) -> None:
     print("goals (issue 24):")
     for language in LANGUAGES:
         words, asked = figures(results[language, "keywords"]), figures(results[language, "question"])
-        checks = [("top 5 with keywords >= 1.2x BM25", words["ratio@5"], 1.2),
-                  ("top 5 with questions >= 1.0x BM25", asked["ratio@5"], 1.0),
-                  ("recall@1 >= BM25's, keywords", words["ratio@1"], 1.0),
-                  ("recall@1 >= BM25's, questions", asked["ratio@1"], 1.0)]
-        verdicts = [f"{name}: {show_ratio(value)} {'met' if value and value >= goal else 'MISSED'}"
-                    for name, value, goal in checks]
+        checks = [
+            ("top 5 with keywords >= 1.2x BM25", words["ratio@5"], 1.2),
+            ("top 5 with questions >= 1.0x BM25", asked["ratio@5"], 1.0),
+            ("recall@1 >= BM25's, keywords", words["ratio@1"], 1.0),
+            ("recall@1 >= BM25's, questions", asked["ratio@1"], 1.0),
+        ]
+        verdicts = [
+            f"{name}: {show_ratio(value)} {'met' if value and value >= goal else 'MISSED'}"
+            for name, value, goal in checks
+        ]
         print(f"  {language}: " + "; ".join(verdicts))
 
 
-def print_misses(results: dict[tuple[str, str], list[Outcome]], count: int,
-                 conversations: dict[str, corpus.Conversation]) -> None:
+def print_misses(
+    results: dict[tuple[str, str], list[Outcome]], count: int, conversations: dict[str, corpus.Conversation]
+) -> None:
     """A few questions the tool missed and BM25 found: the question, its evidence, the tool's first passage."""
     for (language, form), outcomes in results.items():
         missed = [o for o in outcomes if o.tool is None and o.bm25 is not None][:count]
         for o in missed:
             evidence = conversations[o.question.session].messages[o.question.evidence[0]]["content"]
-            print(f"  missed ({language}, {form}, {o.question.category}): {o.query!r}\n"
-                  f"    evidence, message {o.question.evidence[0]}: {evidence}\n"
-                  f"    the tool's first: {o.first or '(nothing)'}")
+            print(
+                f"  missed ({language}, {form}, {o.question.category}): {o.query!r}\n"
+                f"    evidence, message {o.question.evidence[0]}: {evidence}\n"
+                f"    the tool's first: {o.first or '(nothing)'}"
+            )
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Example: .venv/bin/python bench/bench_retrieval.py --misses 3. The conversations' last session "
-               "is yesterday (or the day before --today), so 'last week' in a question means what it would "
-               "mean to a user asking today.")
+        "is yesterday (or the day before --today), so 'last week' in a question means what it would "
+        "mean to a user asking today.",
+    )
     parser.add_argument("--conversations", type=int, default=20, help="conversations per language (20)")
-    parser.add_argument("--sessions", type=int, default=30,
-                        help="sessions (sittings, one every 3 to 14 days) per conversation (30: about 9 months)")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=30,
+        help="sessions (sittings, one every 3 to 14 days) per conversation (30: about 9 months)",
+    )
     parser.add_argument("--facts", type=float, default=0.9, help="facts per session, on average (0.9)")
     parser.add_argument("--seed", type=int, default=24, help="the generator's seed (24)")
-    parser.add_argument("--today", type=date.fromisoformat, default=None,
-                        help="the day the questions are asked, YYYY-MM-DD (today); the same day and seed give "
-                             "the same conversations, and the search is given that day for 'last week'")
-    parser.add_argument("--archive", choices=("jobs", "index"), default=None,
-                        help="how the turns are archived: 'jobs', one summary job per conversation in a real arq "
-                             "worker with the fake model (the full run's default), or 'index', the worker's "
-                             "index refresh called directly (--smoke's default: no Redis, no litellm)")
-    parser.add_argument("--shared-workspace", action="store_true",
-                        help="all conversations in one nanobot workspace, as one user's many chats (each still "
-                             "searches only its own); by default each has a workspace of its own, as a new user")
-    parser.add_argument("--redis-url", default=None,
-                        help="a Redis for --archive jobs (default: an embedded redis-server on a free port)")
-    parser.add_argument("--misses", type=int, default=0, metavar="N",
-                        help="print N questions per language and form that the tool missed and BM25 found")
-    parser.add_argument("--smoke", action="store_true",
-                        help="a small, quick run (2 conversations x 8 sessions per language; the test suite's)")
-    parser.add_argument("--embedding-model", default=None,
-                        help="embed turns and queries with this litellm model (NANOBOT_SUMMARY_EMBEDDING_MODEL; "
-                             "with --archive index), e.g. openai/multilingual-e5-small")
-    parser.add_argument("--embedding-api-base", default=None,
-                        help="its OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument(
+        "--today",
+        type=date.fromisoformat,
+        default=None,
+        help="the day the questions are asked, YYYY-MM-DD (today); the same day and seed give "
+        "the same conversations, and the search is given that day for 'last week'",
+    )
+    parser.add_argument(
+        "--archive",
+        choices=("jobs", "index"),
+        default=None,
+        help="how the turns are archived: 'jobs', one summary job per conversation in a real arq "
+        "worker with the fake model (the full run's default), or 'index', the worker's "
+        "index refresh called directly (--smoke's default: no Redis, no litellm)",
+    )
+    parser.add_argument(
+        "--shared-workspace",
+        action="store_true",
+        help="all conversations in one nanobot workspace, as one user's many chats (each still "
+        "searches only its own); by default each has a workspace of its own, as a new user",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=None,
+        help="a Redis for --archive jobs (default: an embedded redis-server on a free port)",
+    )
+    parser.add_argument(
+        "--misses",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print N questions per language and form that the tool missed and BM25 found",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a small, quick run (2 conversations x 8 sessions per language; the test suite's)",
+    )
+    parser.add_argument(
+        "--embedding-model",
+        default=None,
+        help="embed turns and queries with this litellm model (NANOBOT_SUMMARY_EMBEDDING_MODEL; "
+        "with --archive index), e.g. openai/multilingual-e5-small",
+    )
+    parser.add_argument(
+        "--embedding-api-base", default=None, help="its OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"
+    )
     args = parser.parse_args(argv)
     if args.embedding_model and args.archive == "jobs":
         parser.error("--embedding-model needs --archive index")
@@ -399,11 +489,16 @@ def main(argv: list[str] | None = None) -> int:
     global QUERY_EMBEDDER
     args = parse(argv)
     if args.embedding_model:
-        QUERY_EMBEDDER = meaning.embedder(HookSettings(summary_embedding_model=args.embedding_model,
-                                                       summary_embedding_api_base=args.embedding_api_base))
+        QUERY_EMBEDDER = meaning.embedder(
+            HookSettings(
+                summary_embedding_model=args.embedding_model, summary_embedding_api_base=args.embedding_api_base
+            )
+        )
     today = args.today or date.today()
-    conversations = {language: corpus.generate(language, args.conversations, args.sessions, today, args.seed,
-                                               args.facts) for language in LANGUAGES}
+    conversations = {
+        language: corpus.generate(language, args.conversations, args.sessions, today, args.seed, args.facts)
+        for language in LANGUAGES
+    }
     every = [c for chats in conversations.values() for c in chats]
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -415,50 +510,90 @@ def main(argv: list[str] | None = None) -> int:
         for chat, (home, archived) in zip(every, homes, strict=True):
             for outcome in evaluate(home.workspace, chat, archived, today, latencies):
                 results[chat.language, outcome.form].append(outcome)
-    report(args, today, conversations, results, latencies, {c.key: n for c, (_, n) in zip(every, homes, strict=True)},
-           archiving, size)
+    report(
+        args,
+        today,
+        conversations,
+        results,
+        latencies,
+        {c.key: n for c, (_, n) in zip(every, homes, strict=True)},
+        archiving,
+        size,
+    )
     return 0
 
 
-def report(args: argparse.Namespace, today: date, conversations: dict[str, list[corpus.Conversation]],
-           results: dict[tuple[str, str], list[Outcome]], latencies: list[float], archived: dict[str, int],
-           archiving: float, size: tuple[int, int]) -> None:
-    print(f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
-          f"seed {args.seed}, asked on {today} (the last sessions the day before; "
-          f"{'the search is given that day' if TAKES_TODAY else 'the search reads dates against the clock'})")
+def report(
+    args: argparse.Namespace,
+    today: date,
+    conversations: dict[str, list[corpus.Conversation]],
+    results: dict[tuple[str, str], list[Outcome]],
+    latencies: list[float],
+    archived: dict[str, int],
+    archiving: float,
+    size: tuple[int, int],
+) -> None:
+    print(
+        f"retrieval benchmark: {args.conversations} conversations x {args.sessions} sessions per language, "
+        f"seed {args.seed}, asked on {today} (the last sessions the day before; "
+        f"{'the search is given that day' if TAKES_TODAY else 'the search reads dates against the clock'})"
+    )
     for language, chats in conversations.items():
         questions = [q for c in chats for q in c.questions]
         kinds = ", ".join(f"{c} {sum(q.category == c for q in questions)}" for c in CATEGORIES)
-        print(f"  {language}: {sum(len(c.messages) for c in chats):,} turns, {len(questions)} questions ({kinds}), "
-              f"each asked in both forms")
+        print(
+            f"  {language}: {sum(len(c.messages) for c in chats):,} turns, {len(questions)} questions ({kinds}), "
+            f"each asked in both forms"
+        )
     turns, kept = sum(archived.values()), sum(len(c.messages) for chats in conversations.values() for c in chats)
-    how = (f"by {len(archived)} summary jobs of a real arq worker (the fake model on loopback; each keeps its "
-           "last 2 messages in the context)" if args.archive == "jobs"
-           else "with the worker's index code (RecallIndex.refresh, as at its start-up)")
+    how = (
+        f"by {len(archived)} summary jobs of a real arq worker (the fake model on loopback; each keeps its "
+        "last 2 messages in the context)"
+        if args.archive == "jobs"
+        else "with the worker's index code (RecallIndex.refresh, as at its start-up)"
+    )
     how += ", all in one workspace" if args.shared_workspace else ", each conversation in a workspace of its own"
     asked = {q for outcomes in results.values() for q in (o.question for o in outcomes)}
     left = sum(len(c.questions) for chats in conversations.values() for c in chats) - len(asked)
-    print(f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
-          f"questions whose evidence is not archived, left out: {left}")
-    print(f"recall index on disk: {size[0] / 1e3:,.0f} KB for {size[1] / 1e3:,.0f} KB of the conversations' text "
-          f"({size[0] / max(size[1], 1):.2f}x)")
+    print(
+        f"archived {how}: {turns:,} of {kept:,} turns in {archiving:.1f} s; "
+        f"questions whose evidence is not archived, left out: {left}"
+    )
+    print(
+        f"recall index on disk: {size[0] / 1e3:,.0f} KB for {size[1] / 1e3:,.0f} KB of the conversations' text "
+        f"({size[0] / max(size[1], 1):.2f}x)"
+    )
     print(f"baseline: rank_bm25 BM25Okapi over each conversation's archived turns; tokens: {BM25_TOKENS}")
     print_table(results)
     print_groups(results)
     empty = {f"{language}, {form}": figures(o)["empty_with_content"] for (language, form), o in results.items()}
-    print("answered with nothing although a turn holds one of the question's content words (its keywords): "
-          + ", ".join(f"{name} {count} of {len(results[tuple(name.split(', '))])}" for name, count in empty.items()))
-    print(f"search latency over {len(latencies):,} calls: p50 {ms(percentile(latencies, 0.5))}, "
-          f"p99 {ms(percentile(latencies, 0.99))}, max {ms(max(latencies))}")
+    print(
+        "answered with nothing although a turn holds one of the question's content words (its keywords): "
+        + ", ".join(f"{name} {count} of {len(results[tuple(name.split(', '))])}" for name, count in empty.items())
+    )
+    print(
+        f"search latency over {len(latencies):,} calls: p50 {ms(percentile(latencies, 0.5))}, "
+        f"p99 {ms(percentile(latencies, 0.99))}, max {ms(max(latencies))}"
+    )
     print_goals(results)
     if args.misses:
         print_misses(results, args.misses, {c.key: c for chats in conversations.values() for c in chats})
-    print(json.dumps({"today": today.isoformat(), "seed": args.seed, "conversations": args.conversations,
-                      "sessions": args.sessions,
-                      "figures": {f"{language}/{form}": figures(o) for (language, form), o in results.items()},
-                      "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
-                      "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
-                      "index_bytes": size[0], "text_bytes": size[1]}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {
+                "today": today.isoformat(),
+                "seed": args.seed,
+                "conversations": args.conversations,
+                "sessions": args.sessions,
+                "figures": {f"{language}/{form}": figures(o) for (language, form), o in results.items()},
+                "p50_ms": round(percentile(latencies, 0.5) * 1000, 2),
+                "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
+                "index_bytes": size[0],
+                "text_bytes": size[1],
+            },
+            ensure_ascii=False,
+        )
+    )
 
 
 if __name__ == "__main__":

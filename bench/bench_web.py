@@ -73,24 +73,53 @@ async def keep_outcomes(url: str, keys: list[str], waiting: int = 0, resting: in
     every = keys + [f"telegram:{100 + n}" for n in range(len(keys), max(waiting, resting))]
     try:
         for key in every[:waiting]:
-            await store_record(redis, SummaryRecord(session_key=key, summary="## What happened\n- the deploy",
-                                                    start=0, boundary=40, boundary_timestamp=None,
-                                                    messages_before=60, messages_after=21, tokens_before=40_000,
-                                                    tokens_after=9_000, reason="tokens"))
+            await store_record(
+                redis,
+                SummaryRecord(
+                    session_key=key,
+                    summary="## What happened\n- the deploy",
+                    start=0,
+                    boundary=40,
+                    boundary_timestamp=None,
+                    messages_before=60,
+                    messages_after=21,
+                    tokens_before=40_000,
+                    tokens_after=9_000,
+                    reason="tokens",
+                ),
+            )
         for key in every[:resting]:
             await budget.cool_down(redis, key, "the model answered 500 three times", 600, 3600)
         for n, key in enumerate(keys):
             status = "failed" if n % 7 == 0 else "noop" if n % 3 else "summarized"
-            await keep_outcome(redis, JobOutcome(session_key=key, status=status, detail="nothing to cover beyond "
-                                                 "the keep rule" if n % 3 else "messages 0..40 in 1 call",
-                                                 tokens_before=40_000 + n, tokens_after=9_000))
+            await keep_outcome(
+                redis,
+                JobOutcome(
+                    session_key=key,
+                    status=status,
+                    detail="nothing to cover beyond the keep rule" if n % 3 else "messages 0..40 in 1 call",
+                    tokens_before=40_000 + n,
+                    tokens_after=9_000,
+                ),
+            )
     finally:
         await redis.aclose()
 
 
-PAGES = ["/", "/?outcome=failed&page=2", "/?waiting=10&resting=3",
-         "/memory", "/memory?page=20", "/memory?q=port+8042", "/memory?q=fact+4",
-         "/notes", "/notes?day=2026-03-01", "/sessions", "/sessions?page=5", "/sessions?channel=telegram&q=10"]
+PAGES = [
+    "/",
+    "/?outcome=failed&page=2",
+    "/?waiting=10&resting=3",
+    "/memory",
+    "/memory?page=20",
+    "/memory?q=port+8042",
+    "/memory?q=fact+4",
+    "/notes",
+    "/notes?day=2026-03-01",
+    "/sessions",
+    "/sessions?page=5",
+    "/sessions?channel=telegram&q=10",
+]
 
 
 def chromium_loads(base: str, token: str, pages: list[str]) -> dict[str, float]:
@@ -121,15 +150,21 @@ def chromium_loads(base: str, token: str, pages: list[str]) -> dict[str, float]:
         driver.quit()
 
 
-async def time_pages(settings: Settings, keys: list[str], runs: int,
-                     browser: bool = False) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float]]:
+async def time_pages(
+    settings: Settings, keys: list[str], runs: int, browser: bool = False
+) -> tuple[dict[str, list[float]], dict[str, int], dict[str, float]]:
     """Each page's times (ms, the first request not counted), its size (bytes of HTML) and, with `browser`, its
     load in Chromium (ms)."""
-    pages = [*PAGES, f"/session?key={quote(keys[0], safe='')}",
-             f"/recall?q=deploy+port&session={quote(keys[0], safe='')}"]
+    pages = [
+        *PAGES,
+        f"/session?key={quote(keys[0], safe='')}",
+        f"/recall?q=deploy+port&session={quote(keys[0], safe='')}",
+    ]
     guard = Guard.for_bind("127.0.0.1")  # every request carries its token, as a script's would
-    client = TestClient(TestServer(make_app(Instance.load(settings), guard), host="127.0.0.1"),
-                        headers={"Authorization": f"Bearer {guard.token}"})
+    client = TestClient(
+        TestServer(make_app(Instance.load(settings), guard), host="127.0.0.1"),
+        headers={"Authorization": f"Bearer {guard.token}"},
+    )
     await client.start_server()
     times: dict[str, list[float]] = {page: [] for page in pages}
     sizes: dict[str, int] = {}
@@ -163,28 +198,51 @@ def time_forget_everywhere(home: NanobotHome, key: str) -> dict[str, float | int
     done = where_else(home.workspace, home.sessions_dir, ZoneInfo("UTC"), text, remove=True)
     removal = (time.perf_counter() - began) * 1000
     assert done.problem is None and done.passages, done
-    return {"report_ms": round(report, 1), "removal_ms": round(removal, 1), "passages": len(done.passages),
-            "unarchived": done.unarchived}
+    return {
+        "report_ms": round(report, 1),
+        "removal_ms": round(removal, 1),
+        "passages": len(done.passages),
+        "unarchived": done.unarchived,
+    }
 
 
-def show(args: argparse.Namespace, times: dict[str, list[float]], sizes: dict[str, int], loads: dict[str, float],
-         forget: dict[str, float | int]) -> None:
+def show(
+    args: argparse.Namespace,
+    times: dict[str, list[float]],
+    sizes: dict[str, int],
+    loads: dict[str, float],
+    forget: dict[str, float | int],
+) -> None:
     """One line per page, the forget's, and the JSON line."""
-    print(f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
-          f"{args.waiting} summaries waiting, {args.resting} resting sessions")
+    print(
+        f"{args.messages:,} messages in {args.sessions} sessions, {args.facts} facts, {args.days} day files, "
+        f"{args.waiting} summaries waiting, {args.resting} resting sessions"
+    )
     for page, values in times.items():
         shown = f", Chromium {loads[page]:7.1f} ms" if page in loads else ""
-        print(f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
-              f"{sizes[page] / 1024:7.1f} KB{shown}")
+        print(
+            f"  {page:60} median {statistics.median(values):6.1f} ms, slowest {max(values):6.1f} ms, "
+            f"{sizes[page] / 1024:7.1f} KB{shown}"
+        )
     if args.browser and not loads:
         print("  (no Chromium load times: chromium, chromedriver or selenium is missing)")
-    print(f"  forget everywhere of one message: where else it lives {forget['report_ms']:.1f} ms; removing it "
-          f"({forget['passages']} passage(s), {forget['unarchived']} not archived yet; every session file read) "
-          f"{forget['removal_ms']:.1f} ms")
-    print(json.dumps({"pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
-                      "slowest_ms": round(max(max(v) for v in times.values()), 2),
-                      "bytes": sizes, "largest_bytes": max(sizes.values()),
-                      "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()}, "forget_everywhere": forget}))
+    print(
+        f"  forget everywhere of one message: where else it lives {forget['report_ms']:.1f} ms; removing it "
+        f"({forget['passages']} passage(s), {forget['unarchived']} not archived yet; every session file read) "
+        f"{forget['removal_ms']:.1f} ms"
+    )
+    print(
+        json.dumps(
+            {
+                "pages": {page: round(statistics.median(v), 2) for page, v in times.items()},
+                "slowest_ms": round(max(max(v) for v in times.values()), 2),
+                "bytes": sizes,
+                "largest_bytes": max(sizes.values()),
+                "chromium_ms": {page: round(ms, 1) for page, ms in loads.items()},
+                "forget_everywhere": forget,
+            }
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

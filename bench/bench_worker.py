@@ -61,9 +61,14 @@ def bench_counters(console: Console, rounds: int) -> None:
                 counter(text)
             timings[label] = (time.perf_counter() - started) / rounds * 1e6
         estimate, quarter = estimate_tokens(text), len(text) // 4
-        table.add_row(name, str(truth), f"{estimate} ({(estimate - truth) / truth:+.0%})",
-                      f"{quarter} ({(quarter - truth) / truth:+.0%})", f"{timings['cl100k']:.0f}",
-                      f"{timings['estimate']:.0f}")
+        table.add_row(
+            name,
+            str(truth),
+            f"{estimate} ({(estimate - truth) / truth:+.0%})",
+            f"{quarter} ({(quarter - truth) / truth:+.0%})",
+            f"{timings['cl100k']:.0f}",
+            f"{timings['estimate']:.0f}",
+        )
     console.print(table)
 
 
@@ -73,10 +78,20 @@ def make_home(folder: Path, llm_url: str, sessions: int, turns: int) -> NanobotH
     for n in range(sessions):
         messages = []
         for i in range(turns):
-            messages.append({"role": "user", "content": f"问题 {i} ({TAG}{n}): 部署失败了怎么办?",
-                             "timestamp": f"2026-11-20T10:{i % 60:02d}:00"})
-            messages.append({"role": "assistant", "content": f"answer {i}: check the logs " * 5,
-                             "timestamp": f"2026-11-20T10:{i % 60:02d}:30"})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"问题 {i} ({TAG}{n}): 部署失败了怎么办?",
+                    "timestamp": f"2026-11-20T10:{i % 60:02d}:00",
+                }
+            )
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": f"answer {i}: check the logs " * 5,
+                    "timestamp": f"2026-11-20T10:{i % 60:02d}:30",
+                }
+            )
         home.write_session(f"bench:{n}", messages)
     return home
 
@@ -92,8 +107,16 @@ async def child_worker(redis_url: str, config: Path, recall: bool, profile: Path
     deps = build_deps(settings)
     if not recall:
         deps.recall = None
-    worker = Worker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.05,
-                       "handle_signals": False, "max_jobs": 20})
+    worker = Worker(
+        **{
+            **worker_options(deps.settings),
+            "ctx": {"deps": deps},
+            "burst": True,
+            "poll_delay": 0.05,
+            "handle_signals": False,
+            "max_jobs": 20,
+        }
+    )
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)
     profiler = cProfile.Profile() if profile else None
@@ -104,8 +127,13 @@ async def child_worker(redis_url: str, config: Path, recall: bool, profile: Path
     if profiler:
         profiler.disable()
         profiler.dump_stats(profile)
-    figures = {"ended": time.time(), "began": began, "cpu": time.process_time() - cpu,
-               "complete": worker.jobs_complete, "failed": worker.jobs_failed}
+    figures = {
+        "ended": time.time(),
+        "began": began,
+        "cpu": time.process_time() - cpu,
+        "complete": worker.jobs_complete,
+        "failed": worker.jobs_failed,
+    }
     await worker.close()
     return figures
 
@@ -122,13 +150,15 @@ def single_flight(requests: list[Any], delay: float) -> tuple[dict[str, int], in
     for request in requests:
         found = re.search(rf"\({re.escape(TAG)}(\d+)\)", json.dumps(request.body, ensure_ascii=False))
         calls.setdefault(found.group(1) if found else "?", []).append(request.received_at)
-    overlaps = sum(1 for times in calls.values()
-                   for a, b in zip(sorted(times), sorted(times)[1:], strict=False) if b - a < delay)
+    overlaps = sum(
+        1 for times in calls.values() for a, b in zip(sorted(times), sorted(times)[1:], strict=False) if b - a < delay
+    )
     return {key: len(times) for key, times in calls.items()}, overlaps
 
 
-def start_workers(redis_url: str, config: Path, workers: int, recall: bool,
-                  profile: Path | None) -> list[subprocess.Popen[str]]:
+def start_workers(
+    redis_url: str, config: Path, workers: int, recall: bool, profile: Path | None
+) -> list[subprocess.Popen[str]]:
     """`workers` worker processes (`--child`), each started and ready, waiting for "go"."""
     children = []
     for number in range(workers):
@@ -137,8 +167,15 @@ def start_workers(redis_url: str, config: Path, workers: int, recall: bool,
             command.append("--no-recall")
         if profile is not None:
             command += ["--profile", f"{profile}.{number}" if workers > 1 else str(profile)]
-        children.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}))
+        children.append(
+            subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            )
+        )
     for child in children:  # start-up (litellm's import, the recall sweep) is not timed
         if child.stdout is None or child.stdout.readline().strip() != "ready":
             raise SystemExit("a worker process did not start")
@@ -170,7 +207,7 @@ class JobRun:
 
 
 async def run_workers(run: JobRun, children: list[subprocess.Popen[str]], redis: Any) -> None:
-    """"go" to every worker process, then their figures once the queue is empty."""
+    """ "go" to every worker process, then their figures once the queue is empty."""
     redis_cpu, own_cpu = await server_cpu(redis), time.process_time()
     for child in children:
         assert child.stdin is not None
@@ -186,37 +223,58 @@ async def run_workers(run: JobRun, children: list[subprocess.Popen[str]], redis:
 def job_figures(run: JobRun) -> dict[str, Any]:
     sessions, elapsed = run.sessions, run.elapsed
     calls, overlaps = single_flight(run.requests, max(run.delay, 0.001))
-    return {"workers": run.workers, "jobs_per_s": round(sessions / elapsed, 1), "seconds": round(elapsed, 2),
-            "cpu_ms_per_job": round(run.cpu / sessions * 1000, 1), "summarized": run.summarized,
-            "redis_cpu_ms_per_job": round(run.redis_cpu / sessions * 1000, 1),
-            "fake_model_cpu_ms_per_job": round(run.own_cpu / sessions * 1000, 1),
-            "llm_calls": len(run.requests), "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
-            "calls_in_flight_together": overlaps}
+    return {
+        "workers": run.workers,
+        "jobs_per_s": round(sessions / elapsed, 1),
+        "seconds": round(elapsed, 2),
+        "cpu_ms_per_job": round(run.cpu / sessions * 1000, 1),
+        "summarized": run.summarized,
+        "redis_cpu_ms_per_job": round(run.redis_cpu / sessions * 1000, 1),
+        "fake_model_cpu_ms_per_job": round(run.own_cpu / sessions * 1000, 1),
+        "llm_calls": len(run.requests),
+        "sessions_called_twice": sum(1 for c in calls.values() if c > 1),
+        "calls_in_flight_together": overlaps,
+    }
 
 
 def print_jobs(console: Console, run: JobRun, figures: dict[str, Any]) -> None:
     sessions, elapsed, cpu, redis_cpu, own_cpu = run.sessions, run.elapsed, run.cpu, run.redis_cpu, run.own_cpu
-    console.print(f"summary jobs, {run.workers} worker process(es): {sessions} sessions x {run.turns * 2} messages in "
-                  f"{elapsed:.2f}s = [bold]{sessions / elapsed:.1f} jobs/s[/] "
-                  f"({run.summarized} summarized, {sum(r['failed'] for r in run.results)} failed; "
-                  f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(run.requests)} LLM calls, "
-                  f"fake model on loopback, {run.delay * 1000:.0f} ms per answer)")
+    console.print(
+        f"summary jobs, {run.workers} worker process(es): {sessions} sessions x {run.turns * 2} messages in "
+        f"{elapsed:.2f}s = [bold]{sessions / elapsed:.1f} jobs/s[/] "
+        f"({run.summarized} summarized, {sum(r['failed'] for r in run.results)} failed; "
+        f"{cpu / sessions * 1000:.1f} ms of worker CPU per job; {len(run.requests)} LLM calls, "
+        f"fake model on loopback, {run.delay * 1000:.0f} ms per answer)"
+    )
     cores = os.cpu_count() or 1
-    console.print(f"  CPU per job: workers {cpu / sessions * 1000:.1f} ms, "
-                  f"Redis {redis_cpu / sessions * 1000:.1f} ms, "
-                  f"fake model and this script {own_cpu / sessions * 1000:.1f} ms; all of it "
-                  f"{(cpu + redis_cpu + own_cpu) / (elapsed * cores):.0%} of {cores} cores over the run "
-                  f"(load average {os.getloadavg()[0]:.1f})")
-    console.print(f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
-                  f"{figures['calls_in_flight_together']} times two calls of one session at once")
+    console.print(
+        f"  CPU per job: workers {cpu / sessions * 1000:.1f} ms, "
+        f"Redis {redis_cpu / sessions * 1000:.1f} ms, "
+        f"fake model and this script {own_cpu / sessions * 1000:.1f} ms; all of it "
+        f"{(cpu + redis_cpu + own_cpu) / (elapsed * cores):.0%} of {cores} cores over the run "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+    console.print(
+        f"  single flight: {figures['sessions_called_twice']} sessions summarized twice, "
+        f"{figures['calls_in_flight_together']} times two calls of one session at once"
+    )
 
 
-async def bench_jobs(console: Console, sessions: int, turns: int, redis_url: str, recall: bool = True,
-                     workers: int = 1, delay: float = 0.0, profile: Path | None = None) -> dict[str, Any]:
+async def bench_jobs(
+    console: Console,
+    sessions: int,
+    turns: int,
+    redis_url: str,
+    recall: bool = True,
+    workers: int = 1,
+    delay: float = 0.0,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     """`workers` worker processes (this one only serves the fake model and counts) on one Redis."""
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
-        llm.default = Reply(json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [],
-                                        "facts": []}), delay=delay)
+        llm.default = Reply(
+            json.dumps({"summary": "## What happened\n- benchmark", "daily_notes": [], "facts": []}), delay=delay
+        )
         home = make_home(Path(tmp), llm.url, sessions, turns)
         queue = build_deps(bench_settings(redis_url, home.config_path)).settings.keys.queue  # the instance's namespace
         redis = queue_client(redis_url, queue)
@@ -240,15 +298,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="counting rounds per text (default 200; 0 = skip)")
     parser.add_argument("--sessions", type=int, default=200, help="sessions to summarize (default 200)")
     parser.add_argument("--turns", type=int, default=40, help="user turns per session (default 40)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1],
-                        help="worker processes on the one Redis; several values run one after the other, "
-                             "e.g. --workers 1 4 (default 1)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="worker processes on the one Redis; several values run one after the other, "
+        "e.g. --workers 1 4 (default 1)",
+    )
     parser.add_argument("--delay", type=float, default=0.0, help="seconds the fake model takes per answer (0)")
-    parser.add_argument("--no-recall", dest="recall", action="store_false",
-                        help="jobs without the recall index update, to see what it costs")
+    parser.add_argument(
+        "--no-recall",
+        dest="recall",
+        action="store_false",
+        help="jobs without the recall index update, to see what it costs",
+    )
     parser.add_argument("--profile", type=Path, help="write each worker's cProfile stats here (.N per worker)")
-    parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-                        help="a Redis DB the benchmark may flush (default DB 14); started if nothing answers")
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+        help="a Redis DB the benchmark may flush (default DB 14); started if nothing answers",
+    )
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
@@ -261,14 +331,22 @@ def main(argv: list[str] | None = None) -> int:
         bench_counters(console, args.rounds)
     embedded = None if answers(args.redis_url) else start_embedded(args.redis_url)
     try:
-        runs = [asyncio.run(bench_jobs(console, args.sessions, args.turns, args.redis_url, args.recall, workers,
-                                       args.delay, args.profile)) for workers in args.workers]
+        runs = [
+            asyncio.run(
+                bench_jobs(
+                    console, args.sessions, args.turns, args.redis_url, args.recall, workers, args.delay, args.profile
+                )
+            )
+            for workers in args.workers
+        ]
     finally:
         if embedded is not None:
             embedded.stop()
     if len(runs) > 1:
-        console.print(f"speed-up of {runs[-1]['workers']} worker processes over {runs[0]['workers']}: "
-                      f"{runs[-1]['jobs_per_s'] / runs[0]['jobs_per_s']:.2f}x")
+        console.print(
+            f"speed-up of {runs[-1]['workers']} worker processes over {runs[0]['workers']}: "
+            f"{runs[-1]['jobs_per_s'] / runs[0]['jobs_per_s']:.2f}x"
+        )
     if args.json:
         print(json.dumps(runs))
     return 0 if all(r["sessions_called_twice"] == 0 and r["calls_in_flight_together"] == 0 for r in runs) else 1

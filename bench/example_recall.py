@@ -29,8 +29,15 @@ async def produce(redis_url: str) -> str:
     blocks = []
     async with summarized_home(redis_url) as home:
         for asker, arguments in CALLS:
-            answer = search(home.workspace, arguments["query"], asker, settings.is_trusted,
-                            settings.summary_recall_scope, arguments.get("date_from"), arguments.get("date_to"))
+            answer = search(
+                home.workspace,
+                arguments["query"],
+                asker,
+                settings.is_trusted,
+                settings.summary_recall_scope,
+                arguments.get("date_from"),
+                arguments.get("date_to"),
+            )
             shown = ", ".join(f"{name}={value!r}" for name, value in arguments.items())
             blocks.append(f"{asker} › recall({shown})\n{answer}")
     return "\n\n".join(blocks)

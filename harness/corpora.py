@@ -183,6 +183,7 @@ CORPORA = {
 REPEATED = {
     "Chinese sentence x40": "我们需要检查部署脚本的配置文件，数据库连接失败时请先确认密码和端口是否正确。" * 40,
     "English sentence x40": "Please check the deploy script's config file; when the database connection fails, "
-                            "confirm the password and port first. " * 40,
-    "Japanese sentence x40": "デプロイスクリプトの設定ファイルを確認してください。接続に失敗したらポートを確認します。" * 40,
+    "confirm the password and port first. " * 40,
+    "Japanese sentence x40": "デプロイスクリプトの設定ファイルを確認してください。接続に失敗したらポートを確認します。"
+    * 40,
 }

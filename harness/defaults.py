@@ -16,12 +16,16 @@ import os
 from nanobot_hooks.contract.keys import Keys
 
 TEST_NAMESPACE = "test"
-TEST_DEFAULTS = {"NANOBOT_SUMMARY_MIN_SAVING": "0", "NANOBOT_SUMMARY_KEEP": "messages:10",
-                 "NANOBOT_SUMMARY_IDLE": "false", "NANOBOT_MEMORY_WRITE": "now",
-                 "NANOBOT_SUMMARY_NAMESPACE": TEST_NAMESPACE,
-                 # The worker's processes keep the priority they are started with: lowered, they yield the CPU to any
-                 # other load on the machine, and a test's bounds would measure that load (one test checks it).
-                 "NANOBOT_SUMMARY_NICENESS": "0"}
+TEST_DEFAULTS = {
+    "NANOBOT_SUMMARY_MIN_SAVING": "0",
+    "NANOBOT_SUMMARY_KEEP": "messages:10",
+    "NANOBOT_SUMMARY_IDLE": "false",
+    "NANOBOT_MEMORY_WRITE": "now",
+    "NANOBOT_SUMMARY_NAMESPACE": TEST_NAMESPACE,
+    # The worker's processes keep the priority they are started with: lowered, they yield the CPU to any
+    # other load on the machine, and a test's bounds would measure that load (one test checks it).
+    "NANOBOT_SUMMARY_NICENESS": "0",
+}
 TEST_KEYS = Keys(TEST_NAMESPACE)
 
 

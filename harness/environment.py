@@ -11,8 +11,15 @@ from harness.sandbox import NanobotHome
 RUN_CACHE = "TEST_CACHE_HOME"  # the folder the processes with a home of their own share as XDG_CACHE_HOME
 
 
-def process_env(home: NanobotHome | None = None, redis_url: str | None = None, *, test_defaults: bool = True,
-                own_home: bool = True, config: bool = False, **settings: str) -> dict[str, str]:
+def process_env(
+    home: NanobotHome | None = None,
+    redis_url: str | None = None,
+    *,
+    test_defaults: bool = True,
+    own_home: bool = True,
+    config: bool = False,
+    **settings: str,
+) -> dict[str, str]:
     """This process's environment without the caller's NANOBOT_* settings or REDIS_URL, so none of them leak
     into the child; then the tests' defaults (`test_defaults`), `redis_url`, and for `home` a HOME folder of its
     own inside it (`own_home`, with the run's cache: RUN_CACHE) and NANOBOT_CONFIG naming its config (`config`);

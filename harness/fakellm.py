@@ -307,8 +307,9 @@ class FakeLLM:
             return _error_response(Error(500, f"FakeLLM responder raised {exc!r}", type="server_error"))
         return await self._answer(request, req, answer, responses=path in _RESPONSES_PATHS)
 
-    async def _answer(self, request: web.Request, req: FakeRequest, answer: Answer,
-                      responses: bool) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, req: FakeRequest, answer: Answer, responses: bool
+    ) -> web.StreamResponse:
         """Send the chosen answer: a Hang's silence, an Error, or a Reply (streamed, cut off half-way, or whole)."""
         if isinstance(answer, Hang):
             await self._sleep(answer.seconds)
@@ -334,12 +335,19 @@ class FakeLLM:
         texts = (req.body or {}).get("input")
         texts = [texts] if isinstance(texts, str) else texts
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            return _error_response(Error(400, "input must be a string or a list of strings",
-                                         type="invalid_request_error"))
+            return _error_response(
+                Error(400, "input must be a string or a list of strings", type="invalid_request_error")
+            )
         data = [{"object": "embedding", "index": n, "embedding": meaning_vector(t)} for n, t in enumerate(texts)]
         used = sum(len(t.split()) for t in texts)
-        return web.json_response({"object": "list", "data": data, "model": (req.body or {}).get("model", FAKE_MODEL),
-                                  "usage": {"prompt_tokens": used, "total_tokens": used}})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": (req.body or {}).get("model", FAKE_MODEL),
+                "usage": {"prompt_tokens": used, "total_tokens": used},
+            }
+        )
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that ends early when the server stops, so stop() never waits on a Hang."""
@@ -384,7 +392,6 @@ class FakeLLM:
         await resp.write_eof()
         return resp
 
-
     async def _stream_response(self, request: web.Request, req: FakeRequest, reply: Reply) -> web.StreamResponse:
         """The Responses API's server-sent events, in the order OpenAI sends them."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -423,8 +430,9 @@ class _EventStream:
 async def _stream_message(events: _EventStream, index: int, item: dict[str, Any], broken: bool) -> bool:
     """A message item's events up to its text's end; False when `broken` cuts the text off half-way."""
     text = item["content"][0]["text"]
-    await events.send("response.output_item.added", output_index=index,
-                      item={**item, "status": "in_progress", "content": []})
+    await events.send(
+        "response.output_item.added", output_index=index, item={**item, "status": "in_progress", "content": []}
+    )
     part = {"type": "output_text", "text": "", "annotations": []}
     where = {"item_id": item["id"], "output_index": index, "content_index": 0}
     await events.send("response.content_part.added", **where, part=part)
@@ -440,8 +448,9 @@ async def _stream_message(events: _EventStream, index: int, item: dict[str, Any]
 
 async def _stream_function_call(events: _EventStream, index: int, item: dict[str, Any]) -> None:
     """A function_call item's events up to its arguments' end (in one delta)."""
-    await events.send("response.output_item.added", output_index=index,
-                      item={**item, "status": "in_progress", "arguments": ""})
+    await events.send(
+        "response.output_item.added", output_index=index, item={**item, "status": "in_progress", "arguments": ""}
+    )
     where = {"item_id": item["id"], "output_index": index}
     await events.send("response.function_call_arguments.delta", **where, delta=item["arguments"])
     await events.send("response.function_call_arguments.done", **where, arguments=item["arguments"])
@@ -452,15 +461,36 @@ async def _stream_function_call(events: _EventStream, index: int, item: dict[str
 
 # The fake embedding's meanings: a word (crudely stemmed) stands for its concept here, or for itself.
 SYNONYMS = {
-    "paint": "art", "canvas": "art", "piece": "art", "draw": "art", "sketch": "art", "artwork": "art",
-    "sunset": "art", "watercolor": "art", "portrait": "art",
-    "car": "vehicle", "truck": "vehicle", "sedan": "vehicle", "vehicle": "vehicle",
-    "dog": "pet", "puppy": "pet", "cat": "pet", "kitten": "pet", "pet": "pet",
-    "job": "work", "career": "work", "employer": "work", "hired": "work", "hire": "work", "offer": "work",
+    "paint": "art",
+    "canvas": "art",
+    "piece": "art",
+    "draw": "art",
+    "sketch": "art",
+    "artwork": "art",
+    "sunset": "art",
+    "watercolor": "art",
+    "portrait": "art",
+    "car": "vehicle",
+    "truck": "vehicle",
+    "sedan": "vehicle",
+    "vehicle": "vehicle",
+    "dog": "pet",
+    "puppy": "pet",
+    "cat": "pet",
+    "kitten": "pet",
+    "pet": "pet",
+    "job": "work",
+    "career": "work",
+    "employer": "work",
+    "hired": "work",
+    "hire": "work",
+    "offer": "work",
 }
-_STOP = frozenset("a an and are as at be but by did do does for from had has have he her him his how i in is it its "
-                  "me my of on or our she so that the their them they this to was we were what when where which who "
-                  "why will with you your query passage".split())
+_STOP = frozenset(
+    "a an and are as at be but by did do does for from had has have he her him his how i in is it its "
+    "me my of on or our she so that the their them they this to was we were what when where which who "
+    "why will with you your query passage".split()
+)
 EMBEDDING_DIMENSIONS = 64
 
 
@@ -472,7 +502,7 @@ def meaning_vector(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[fl
             continue
         for suffix in ("ing", "ed", "s"):
             if word.endswith(suffix) and len(word) > len(suffix) + 2:
-                word = word[:-len(suffix)]
+                word = word[: -len(suffix)]
                 break
         digest = hashlib.blake2b(SYNONYMS.get(word, word).encode(), digest_size=8).digest()
         vector[digest[0] % dimensions] += 1.0 if digest[1] % 2 else -1.0
@@ -561,8 +591,11 @@ def _usage(req: FakeRequest, reply: Reply) -> dict[str, Any]:
     if completion is None:
         calls = _tool_calls(reply)
         completion = _estimate_tokens(reply.content + (json.dumps(calls) if calls else ""))
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": prompt + completion}
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
     if reply.cached_tokens is not None:
         usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     return usage
@@ -590,13 +623,26 @@ def _response(req: FakeRequest, reply: Reply) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     calls = _tool_calls(reply)
     if reply.content or not calls:
-        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "status": "completed",
-                       "role": "assistant",
-                       "content": [{"type": "output_text", "text": reply.content, "annotations": []}]})
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex[:24]}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": reply.content, "annotations": []}],
+            }
+        )
     for call in calls:
-        output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": call["id"],
-                       "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                       "status": "completed"})
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{uuid.uuid4().hex[:24]}",
+                "call_id": call["id"],
+                "name": call["function"]["name"],
+                "arguments": call["function"]["arguments"],
+                "status": "completed",
+            }
+        )
     usage = _usage(req, reply)
     cut = _finish_reason(reply) == "length"
     body = req.body or {}

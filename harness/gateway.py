@@ -21,18 +21,35 @@ def write_config(home: NanobotHome, llm_url: str, ws_port: int | None = None, **
     """nanobot's config for `home`: its model and the worker's both at `llm_url`, the WebSocket channel on
     `ws_port` if given; `defaults` override `agents.defaults` (e.g. contextWindowTokens)."""
     config: dict[str, Any] = {
-        "agents": {"defaults": {
-            "workspace": str(home.workspace), "provider": "custom", "model": "fake-model",
-            "contextWindowTokens": 128000, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
-            "timezone": "UTC", "dream": {"enabled": False}, **defaults,
-        }},
+        "agents": {
+            "defaults": {
+                "workspace": str(home.workspace),
+                "provider": "custom",
+                "model": "fake-model",
+                "contextWindowTokens": 128000,
+                "maxTokens": 1024,
+                "idleCompactAfterMinutes": 0,
+                "timezone": "UTC",
+                "dream": {"enabled": False},
+                **defaults,
+            }
+        },
         # nanobot answers through "custom"; the worker's `openai/summarizer` reaches the same fake LLM.
-        "providers": {"custom": {"apiBase": llm_url, "apiKey": "sk-fake"},
-                      "openai": {"apiBase": llm_url, "apiKey": "sk-fake"}},
+        "providers": {
+            "custom": {"apiBase": llm_url, "apiKey": "sk-fake"},
+            "openai": {"apiBase": llm_url, "apiKey": "sk-fake"},
+        },
     }
     if ws_port is not None:
-        config["channels"] = {"websocket": {"enabled": True, "host": "127.0.0.1", "port": ws_port,
-                                            "websocketRequiresToken": False, "streaming": False}}
+        config["channels"] = {
+            "websocket": {
+                "enabled": True,
+                "host": "127.0.0.1",
+                "port": ws_port,
+                "websocketRequiresToken": False,
+                "streaming": False,
+            }
+        }
     home.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return home.config_path
 
@@ -58,7 +75,10 @@ class Gateway:
         self._log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             [str(self.exe), "gateway", "-c", str(self.home.config_path), "--foreground", "-p", str(free_port())],
-            env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = asyncio.get_running_loop().time() + timeout
         while True:

@@ -69,7 +69,7 @@ class Summarizer:
         kept = [] if self.kind == "forgetful" else previous_summary(request).splitlines()
         new = [f"- asked: {text[:80]}" for _, text in user_lines(request)]
         lines = [line for line in kept if line.strip()] + new
-        return "\n".join(lines[-self.max_lines:]) or "- nothing of note"
+        return "\n".join(lines[-self.max_lines :]) or "- nothing of note"
 
     def notes(self, request: FakeRequest) -> list[dict[str, object]]:
         days: dict[str, list[str]] = {}
@@ -80,10 +80,18 @@ class Summarizer:
     def lines(self, request: FakeRequest) -> str:
         """The notes and facts in the plain lines asked for, as a prose model writes them: a sentence before and
         after, Markdown around the headings."""
-        days = "\n\n".join(f"**DAY {note['date']}**\n## Topics\n" + "\n".join(f"- {t}" for t in note["topics"])
-                           for note in self.notes(request))
-        facts = "\n".join(f"- {f.get('source', 'user')} | {f.get('tag', 'durable')} | {f.get('importance', 3)} | "
-                          f"{f.get('category', 'other')} | {f['text']}" for f in self.facts) or "- None"
+        days = "\n\n".join(
+            f"**DAY {note['date']}**\n## Topics\n" + "\n".join(f"- {t}" for t in note["topics"])
+            for note in self.notes(request)
+        )
+        facts = (
+            "\n".join(
+                f"- {f.get('source', 'user')} | {f.get('tag', 'durable')} | {f.get('importance', 3)} | "
+                f"{f.get('category', 'other')} | {f['text']}"
+                for f in self.facts
+            )
+            or "- None"
+        )
         return f"Here are the notes from the conversation.\n\n{days}\n\n**FACTS:**\n{facts}\n\nAnything else?"
 
     def __call__(self, request: FakeRequest) -> Reply:
@@ -101,7 +109,7 @@ class Summarizer:
             return Reply(f"Sure! Here is the JSON you asked for:\n```json\n{text}\n```\nLet me know if you need more.")
         if self.kind == "truncated":
             cut = text.find('"daily_notes"')
-            return Reply(text[:cut + 30] if cut > 0 else text[: len(text) // 2], finish_reason="length")
+            return Reply(text[: cut + 30] if cut > 0 else text[: len(text) // 2], finish_reason="length")
         return Reply(text)
 
 
@@ -119,8 +127,15 @@ def echo_memory(request: FakeRequest) -> Reply:
         if not noted:
             days.setdefault(day, []).append(text[:60])
     notes = [{"date": day, "topics": lines, "decisions": [f"decided on {day}"]} for day, lines in days.items()]
-    facts = [{"text": "The user deploys with ./deploy.sh --env prod", "tag": "durable", "importance": 4,
-              "source": "user", "category": "configuration"}]
+    facts = [
+        {
+            "text": "The user deploys with ./deploy.sh --env prod",
+            "tag": "durable",
+            "importance": 4,
+            "source": "user",
+            "category": "configuration",
+        }
+    ]
     answer = {"daily_notes": notes, "facts": facts}
     if '"summary"' in system:
         answer["summary"] = "## What happened\n- " + "; ".join(t for lines in days.values() for t in lines)[:300]
@@ -180,7 +195,7 @@ def _third_person(line: str) -> str:
     swaps = {"i am": "they are", "i'm": "they are", "my": "their", "i have": "they have", "i live": "they live"}
     for mine, theirs in swaps.items():
         if line.lower().startswith(mine + " "):
-            return theirs + line[len(mine):]
+            return theirs + line[len(mine) :]
     return line
 
 
@@ -189,8 +204,10 @@ def markdown_answer(request: FakeRequest) -> Reply:
     lines, stated = _said(request)
     notes = "\n".join(f"- {line}" for line in lines) or "- small talk"
     facts = "\n".join(f"- The user said: {line}" for line in stated) or "- None"
-    return Reply(f"## Summary\nThe user went through {len(lines)} things today.\n\n## Daily notes\n{notes}\n\n"
-                 f"## Facts\n{facts}\n")
+    return Reply(
+        f"## Summary\nThe user went through {len(lines)} things today.\n\n## Daily notes\n{notes}\n\n"
+        f"## Facts\n{facts}\n"
+    )
 
 
 def bold_labels_answer(request: FakeRequest) -> Reply:
@@ -198,9 +215,11 @@ def bold_labels_answer(request: FakeRequest) -> Reply:
     lines, stated = _said(request)
     points = "\n".join(f"{n}. {line}" for n, line in enumerate(lines, start=1))
     facts = "\n".join(f"{n}. User mentioned: {line}" for n, line in enumerate(stated, start=1))
-    return Reply("Sure! Here's a quick rundown of today's conversation, with what I picked up along the way.\n\n"
-                 f"**Key points:**\n{points}\n\n**About the user:**\n{facts}\n\n"
-                 "Let me know if you'd like me to expand on anything!")
+    return Reply(
+        "Sure! Here's a quick rundown of today's conversation, with what I picked up along the way.\n\n"
+        f"**Key points:**\n{points}\n\n**About the user:**\n{facts}\n\n"
+        "Let me know if you'd like me to expand on anything!"
+    )
 
 
 def prose_answer(request: FakeRequest) -> Reply:
@@ -225,5 +244,10 @@ def structureless_answer(request: FakeRequest) -> Reply:
 
 
 # The pool, by name: each shape's answerer.
-ANSWER_SHAPES = {"markdown": markdown_answer, "bold-labels": bold_labels_answer, "prose": prose_answer,
-                 "mixed-languages": mixed_languages_answer, "structureless": structureless_answer}
+ANSWER_SHAPES = {
+    "markdown": markdown_answer,
+    "bold-labels": bold_labels_answer,
+    "prose": prose_answer,
+    "mixed-languages": mixed_languages_answer,
+    "structureless": structureless_answer,
+}

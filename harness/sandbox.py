@@ -25,11 +25,19 @@ class NanobotHome:
 
     def write_config(self, llm_url: str, **defaults: Any) -> None:
         config = {
-            "agents": {"defaults": {
-                "workspace": str(self.workspace), "provider": "custom", "model": "fake-model",
-                "contextWindowTokens": 128000, "maxTokens": 1024, "idleCompactAfterMinutes": 0,
-                "timezone": "UTC", "dream": {"enabled": False}, **defaults,
-            }},
+            "agents": {
+                "defaults": {
+                    "workspace": str(self.workspace),
+                    "provider": "custom",
+                    "model": "fake-model",
+                    "contextWindowTokens": 128000,
+                    "maxTokens": 1024,
+                    "idleCompactAfterMinutes": 0,
+                    "timezone": "UTC",
+                    "dream": {"enabled": False},
+                    **defaults,
+                }
+            },
             "providers": {"custom": {"apiBase": llm_url, "apiKey": "sk-fake"}},
         }
         self.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
@@ -52,12 +60,19 @@ class NanobotHome:
         sidecar_path(memory).write_bytes(dump_meta(metas(part)))
         return texts
 
-    def write_session(self, key: str, messages: list[dict[str, Any]], last_archived: int = 0,
-                      metadata: dict[str, Any] | None = None) -> Path:
+    def write_session(
+        self, key: str, messages: list[dict[str, Any]], last_archived: int = 0, metadata: dict[str, Any] | None = None
+    ) -> Path:
         """Exactly the bytes nanobot 0.3.5 writes: metadata line, then one JSON line per message."""
-        head = {"_type": "metadata", "key": key, "created_at": "2026-11-20T09:00:00",
-                "updated_at": "2026-11-20T10:00:00", "metadata": metadata or {},
-                "last_archived": last_archived, "last_consolidated": last_archived}
+        head = {
+            "_type": "metadata",
+            "key": key,
+            "created_at": "2026-11-20T09:00:00",
+            "updated_at": "2026-11-20T10:00:00",
+            "metadata": metadata or {},
+            "last_archived": last_archived,
+            "last_consolidated": last_archived,
+        }
         lines = [json.dumps(head, ensure_ascii=False)] + [json.dumps(m, ensure_ascii=False) for m in messages]
         path = self.session_file(key)
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -6,9 +6,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 
-def conversation(turns: int, start: datetime | None = None, step: timedelta = timedelta(minutes=1),
-                 user: str = "question {i} about the deploy script",
-                 assistant: str = "answer {i}: run ./deploy.sh --env prod") -> list[dict[str, Any]]:
+def conversation(
+    turns: int,
+    start: datetime | None = None,
+    step: timedelta = timedelta(minutes=1),
+    user: str = "question {i} about the deploy script",
+    assistant: str = "answer {i}: run ./deploy.sh --env prod",
+) -> list[dict[str, Any]]:
     """user/assistant pairs with nanobot-style naive local ISO timestamps."""
     moment = start or datetime(2026, 11, 20, 10, 0, 0)
     messages = []

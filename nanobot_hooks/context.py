@@ -49,8 +49,9 @@ class Context:
 
     def bug(self, doing: str, exc: BaseException) -> None:
         # Throttled per kind of error, not per session, so one bug cannot flood the log.
-        THROTTLE.warning(f"bug:{type(exc).__name__}",
-                         f"unexpected error while {doing}: {logs.describe(exc)}; nanobot goes on")
+        THROTTLE.warning(
+            f"bug:{type(exc).__name__}", f"unexpected error while {doing}: {logs.describe(exc)}; nanobot goes on"
+        )
 
     def window(self) -> int | None:
         """The context window of the running request, when nanobot knows it."""

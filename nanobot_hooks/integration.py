@@ -50,7 +50,8 @@ class Integration:
             f"at {self.settings.summary_threshold:.0%} of the context window"
             + (f" or every {interval} user messages" if interval else "")
             + (f", and after {self.settings.summary_cache_ttl:g} s quiet" if self.settings.summary_idle else "")
-            if self.settings.auto_summary else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
+            if self.settings.auto_summary
+            else "only when asked (NANOBOT_AUTO_SUMMARY=false)"
         )
         logs.info(f"on: summaries {when}; Redis {redacted_url(self.settings.redis_url)}")
 
@@ -128,7 +129,7 @@ class Integration:
             if self._listener is None or self._listener.done():
                 self._listener = asyncio.get_running_loop().create_task(
                     listen(self.ctx.link, self.pickups.request_pickup, settings=self.settings),
-                    name="summary-worker-listener"
+                    name="summary-worker-listener",
                 )
         except Exception as exc:  # noqa: BLE001
             self.ctx.bug("starting the listener", exc)

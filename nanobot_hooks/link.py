@@ -114,8 +114,9 @@ class Resolver:
                 future: concurrent.futures.Future[str] = concurrent.futures.Future()
                 future.set_running_or_notify_cancel()  # a caller that stops waiting cannot cancel it
                 pending = self._pending[host] = (future, time.monotonic())
-                threading.Thread(target=self._run, args=(host, port, future), name=f"nanobot-summary resolve {host}",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._run, args=(host, port, future), name=f"nanobot-summary resolve {host}", daemon=True
+                ).start()
             return pending
 
     def _run(self, host: str, port: int, future: concurrent.futures.Future[str]) -> None:
@@ -178,8 +179,11 @@ class ResolvedPrimarySSLConnection(_ResolvedPrimary, SentinelManagedSSLConnectio
 
 
 RESOLVED: dict[type[AbstractConnection], type[AbstractConnection]] = {
-    Connection: ResolvedConnection, SSLConnection: ResolvedSSLConnection,
-    SentinelManagedConnection: ResolvedPrimaryConnection, SentinelManagedSSLConnection: ResolvedPrimarySSLConnection}
+    Connection: ResolvedConnection,
+    SSLConnection: ResolvedSSLConnection,
+    SentinelManagedConnection: ResolvedPrimaryConnection,
+    SentinelManagedSSLConnection: ResolvedPrimarySSLConnection,
+}
 
 
 def _through_resolver(pool: Any) -> None:
@@ -208,8 +212,14 @@ class RedisLink:
     """Connects on first use and again after any failure, so a Redis that comes back is used again
     without anyone restarting nanobot."""
 
-    def __init__(self, url: str, throttle: logs.Throttle, timeout: float = CALL_TIMEOUT,
-                 options: dict[str, Any] | None = None, keys: Keys | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        throttle: logs.Throttle,
+        timeout: float = CALL_TIMEOUT,
+        options: dict[str, Any] | None = None,
+        keys: Keys | None = None,
+    ) -> None:
         self.url = url
         self.keys = keys
         self.options = options or {}
@@ -263,6 +273,7 @@ class RedisLink:
         call that must not wait on nanobot's event loop (nanobot's own `/new` work can hold it for seconds, past
         the bound of any call made there). Its trouble is logged as `call`'s. Not a daemon thread: a `nanobot agent
         -m` process lets it end (within the timeout) before it exits."""
+
         async def run() -> None:
             async with asyncio.timeout(self.timeout):
                 client = open_client(self.url, self.timeout, self.options, self.keys)

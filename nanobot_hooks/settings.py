@@ -26,73 +26,97 @@ class HookSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True)
 
-    auto_summary: bool = Field(True, description="summarize on its own (at the threshold, every "
-                               "NANOBOT_SUMMARY_INTERVAL user messages, at a pause, and the daily run); false = "
-                               "manual enqueue only (summaries queued by hand are still applied)")
+    auto_summary: bool = Field(
+        True,
+        description="summarize on its own (at the threshold, every "
+        "NANOBOT_SUMMARY_INTERVAL user messages, at a pause, and the daily run); false = "
+        "manual enqueue only (summaries queued by hand are still applied)",
+    )
     summary_interval: int = Field(10, ge=0, description="user messages between summaries; 0 = off")
-    summary_threshold: float = Field(0.6, gt=0, le=1, description="prompt share of the context window that "
-                                     "triggers a summary")
-    summary_context_window: int | None = Field(None, gt=0, description="context window override, in tokens; "
-                                               "unset: nanobot's (per-session model presets included)")
-    summary_demo: bool = Field(False, description="a preset to watch the automatic trigger fire in a few short "
-                               "turns: a summary every 3 user messages (NANOBOT_SUMMARY_INTERVAL=3) keeping the last "
-                               "exchange (NANOBOT_SUMMARY_KEEP=turns:1) at any saving (NANOBOT_SUMMARY_MIN_SAVING=0), "
-                               "whatever those say; set it for nanobot and the worker alike (README, Quick start)")
+    summary_threshold: float = Field(
+        0.6, gt=0, le=1, description="prompt share of the context window that triggers a summary"
+    )
+    summary_context_window: int | None = Field(
+        None,
+        gt=0,
+        description="context window override, in tokens; unset: nanobot's (per-session model presets included)",
+    )
+    summary_demo: bool = Field(
+        False,
+        description="a preset to watch the automatic trigger fire in a few short "
+        "turns: a summary every 3 user messages (NANOBOT_SUMMARY_INTERVAL=3) keeping the last "
+        "exchange (NANOBOT_SUMMARY_KEEP=turns:1) at any saving (NANOBOT_SUMMARY_MIN_SAVING=0), "
+        "whatever those say; set it for nanobot and the worker alike (README, Quick start)",
+    )
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
         description="the queue: redis://[user:password@]host:port/db, rediss:// for TLS, or "
-                    "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db for a primary found "
-                    "through Sentinel (docs/operations.md, High availability)",
+        "redis+sentinel://[user:password@]host:port[,host:port...]/service_name/db for a primary found "
+        "through Sentinel (docs/operations.md, High availability)",
     )
     redis_ca_file: Path | None = Field(None, description="CA certificate (PEM) that signed a TLS Redis's certificate")
     summary_namespace: str | None = Field(
-        None, pattern=NAMESPACE_PATTERN,
+        None,
+        pattern=NAMESPACE_PATTERN,
         description="prefix of this nanobot instance's Redis keys and queue (nanobot-summary:<namespace>:...; "
-                    "letters, digits, _ . -; up to 64); default: the first 12 characters of the id nanobot keeps in "
-                    "<workspace>/.nanobot/workspace-id, which the hooks and the worker of one instance both read "
-                    "(docs/operations.md, Many nanobots, one Redis)",
+        "letters, digits, _ . -; up to 64); default: the first 12 characters of the id nanobot keeps in "
+        "<workspace>/.nanobot/workspace-id, which the hooks and the worker of one instance both read "
+        "(docs/operations.md, Many nanobots, one Redis)",
     )
     memory_sessions: Annotated[tuple[str, ...], NoDecode] = Field(
         ("direct",),
         description="sessions trusted to write MEMORY.md and to recall other sessions: comma-separated key "
-                    "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats (nanobot's web chat among "
-                    "them when its channel asks for a token), '*' for all, 'none' (docs/memory-and-recall.md, Who "
-                    "may write long-term memory)",
+        "patterns (telegram:42, slack:D*), 'direct' for one-to-one chats (nanobot's web chat among "
+        "them when its channel asks for a token), '*' for all, 'none' (docs/memory-and-recall.md, Who "
+        "may write long-term memory)",
     )
 
     summary_pickup: Literal["now", "idle"] = Field(
         "now",
         description="when a finished summary is applied: 'now' = before the next turn; 'idle' = once the session "
-                    "has been quiet longer than the provider's prompt cache lasts (NANOBOT_SUMMARY_CACHE_TTL), "
-                    "when that cache is cold anyway, or at once when the context passes halfway from the threshold "
-                    "to the window; 'now' is recommended (docs/performance.md)",
+        "has been quiet longer than the provider's prompt cache lasts (NANOBOT_SUMMARY_CACHE_TTL), "
+        "when that cache is cold anyway, or at once when the context passes halfway from the threshold "
+        "to the window; 'now' is recommended (docs/performance.md)",
     )
-    summary_cache_ttl: float = Field(300.0, gt=0, description="seconds the main model's provider keeps a prompt "
-                                     "cached: a session quiet this long gets an idle summary, idle pickup waits "
-                                     "this long, and MEMORY.md is written once no session was active this long")
-    summary_idle: bool = Field(True, description="summarize a session in the background once it has been quiet "
-                               "longer than NANOBOT_SUMMARY_CACHE_TTL (when worth NANOBOT_SUMMARY_IDLE_MIN_TOKENS); "
-                               "false = only the threshold and interval triggers")
+    summary_cache_ttl: float = Field(
+        300.0,
+        gt=0,
+        description="seconds the main model's provider keeps a prompt "
+        "cached: a session quiet this long gets an idle summary, idle pickup waits "
+        "this long, and MEMORY.md is written once no session was active this long",
+    )
+    summary_idle: bool = Field(
+        True,
+        description="summarize a session in the background once it has been quiet "
+        "longer than NANOBOT_SUMMARY_CACHE_TTL (when worth NANOBOT_SUMMARY_IDLE_MIN_TOKENS); "
+        "false = only the threshold and interval triggers",
+    )
     summary_recall: bool = Field(True, description="offer the recall tool to the model; false = not offered")
     summary_recall_scope: Literal["session", "trusted"] = Field(
         "session",
         description="what recall searches: 'session' = the asking session's own material and MEMORY.md; "
-                    "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
+        "'trusted' = a trusted session (NANOBOT_MEMORY_SESSIONS) also searches the other trusted ones",
     )
 
     summary_embedding_model: str | None = Field(
-        None, description="an embedding model (a litellm name, e.g. openai/text-embedding-3-small): the worker embeds "
+        None,
+        description="an embedding model (a litellm name, e.g. openai/text-embedding-3-small): the worker embeds "
         "what it indexes for recall and the recall tool ranks by meaning as well as by words; unset = words only. The "
         "tool asks the query's embedding of NANOBOT_SUMMARY_EMBEDDING_API_BASE (an OpenAI-compatible /embeddings) "
-        "within 1.5 s, else answers by words (docs/memory-and-recall.md)")
+        "within 1.5 s, else answers by words (docs/memory-and-recall.md)",
+    )
     summary_embedding_api_base: str | None = Field(
-        None, description="the embedding model's OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); unset: "
+        None,
+        description="the embedding model's OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); unset: "
         "litellm's default for the model, and https://api.openai.com/v1 for the recall tool's query of an openai/ "
-        "model (any other model needs this set for the tool to use it)")
+        "model (any other model needs this set for the tool to use it)",
+    )
     summary_embedding_api_key: SecretStr | None = Field(
-        None, description="the embedding endpoint's key, when it needs one not in the provider's usual variable "
-                          "(OPENAI_API_KEY for openai/ models); never logged")
+        None,
+        description="the embedding endpoint's key, when it needs one not in the provider's usual variable "
+        "(OPENAI_API_KEY for openai/ models); never logged",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -113,8 +137,14 @@ class HookSettings(BaseSettings):
             return () if patterns == ("none",) else patterns
         return value
 
-    @field_validator("redis_ca_file", "summary_namespace", "summary_embedding_model", "summary_embedding_api_base",
-                     "summary_embedding_api_key", mode="before")
+    @field_validator(
+        "redis_ca_file",
+        "summary_namespace",
+        "summary_embedding_model",
+        "summary_embedding_api_base",
+        "summary_embedding_api_key",
+        mode="before",
+    )
     @classmethod
     def _blank_path_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -128,8 +158,10 @@ class HookSettings(BaseSettings):
         try:
             workspace_id = marker.read_text(encoding="utf-8").strip()
         except OSError:
-            raise NoWorkspaceId(f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
-                                "(start nanobot once with this workspace, or set NANOBOT_SUMMARY_NAMESPACE)") from None
+            raise NoWorkspaceId(
+                f"NANOBOT_SUMMARY_NAMESPACE is not set and nanobot's workspace id {marker} is missing "
+                "(start nanobot once with this workspace, or set NANOBOT_SUMMARY_NAMESPACE)"
+            ) from None
         if len(workspace_id) != 32 or any(c not in "0123456789abcdef" for c in workspace_id):
             raise SettingsError(f"NANOBOT_SUMMARY_NAMESPACE is not set and {marker} holds no nanobot workspace id")
         return self.model_copy(update={"summary_namespace": default_namespace(workspace_id)})
@@ -152,8 +184,10 @@ class HookSettings(BaseSettings):
         """May this session's user write long-term memory, and recall what other sessions said? `private_web`:
         nanobot's web chat asks for a token, so `direct` takes in its sessions
         (contract.session_format.is_direct_chat)."""
-        return any(is_direct_chat(session_key, private_web) if pattern == "direct"
-                   else fnmatchcase(session_key, pattern) for pattern in self.memory_sessions)
+        return any(
+            is_direct_chat(session_key, private_web) if pattern == "direct" else fnmatchcase(session_key, pattern)
+            for pattern in self.memory_sessions
+        )
 
     @field_validator("redis_url")
     @classmethod
@@ -179,8 +213,14 @@ class HookSettings(BaseSettings):
 
 # The settings nanobot's hooks and the worker both act on: the two sides must agree. The hooks publish theirs
 # (turn/listener.py), the worker reports its own (worker/state/workers.py), `doctor` compares them.
-SHARED_SETTINGS = ("auto_summary", "summary_idle", "summary_cache_ttl", "memory_sessions", "summary_context_window",
-                   "summary_recall_scope")
+SHARED_SETTINGS = (
+    "auto_summary",
+    "summary_idle",
+    "summary_cache_ttl",
+    "memory_sessions",
+    "summary_context_window",
+    "summary_recall_scope",
+)
 
 
 def plain_setting(value: Any) -> Any:

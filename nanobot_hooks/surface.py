@@ -166,8 +166,10 @@ def window(surface: Surface) -> int | None:
     """The context window of the running request, when nanobot knows it."""
     # The runtime of this request honours per-session model presets; the loop's is the fallback.
     runtime = getattr(surface.request_context(), "runtime", None)
-    for tokens in (getattr(runtime, "context_window_tokens", None),
-                   getattr(surface.loop, "context_window_tokens", None)):
+    for tokens in (
+        getattr(runtime, "context_window_tokens", None),
+        getattr(surface.loop, "context_window_tokens", None),
+    ):
         if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
             return tokens
     return None

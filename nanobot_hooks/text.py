@@ -20,4 +20,4 @@ CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
 def cjk_grams(run: str) -> list[str]:
     """The tokens a run of CJK letters is indexed as: its overlapping bigrams and its last letter alone, so
     that every letter starts a token (a one-letter word is found as a prefix: `"猫"*`)."""
-    return [run[i:i + 2] for i in range(len(run) - 1)] + [run[-1]]
+    return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]

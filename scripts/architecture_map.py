@@ -28,10 +28,17 @@ PAGE = ROOT / "ARCHITECTURE.md"
 BEGIN = "<!-- map: written by scripts/architecture_map.py --write from each module's first sentence -->"
 END = "<!-- end of the map -->"
 SIDES = (
-    ("nanobot_hooks", "`nanobot_hooks/`, inside nanobot (never raises into it, never blocks a turn on the "
-                      "network), lowest layer first", HOOKS_LAYERS),
-    ("worker", "`worker/`, its own process (the LLM, the session files read, the memory files written), lowest layer "
-               "first", WORKER_LAYERS),
+    (
+        "nanobot_hooks",
+        "`nanobot_hooks/`, inside nanobot (never raises into it, never blocks a turn on the "
+        "network), lowest layer first",
+        HOOKS_LAYERS,
+    ),
+    (
+        "worker",
+        "`worker/`, its own process (the LLM, the session files read, the memory files written), lowest layer first",
+        WORKER_LAYERS,
+    ),
 )
 
 
@@ -65,8 +72,7 @@ def lines() -> list[str]:
                 if relative.name == "__init__.py" and len(relative.parts) == 1:
                     continue  # the package's own __init__: its docstring is the side's, said above
                 shown = relative.parent if relative.name == "__init__.py" else relative.with_suffix("")
-                out.append(f"  - `{shown.as_posix()}{'/' if relative.name == '__init__.py' else ''}`: "
-                           f"{headline(path)}")
+                out.append(f"  - `{shown.as_posix()}{'/' if relative.name == '__init__.py' else ''}`: {headline(path)}")
         out.append("")
     return [*out, END]
 
@@ -94,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         if wanted == current:
             return 0
-        sys.stderr.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
-                                                   "ARCHITECTURE.md", "the map as the modules say it"))
+        sys.stderr.writelines(
+            difflib.unified_diff(
+                current.splitlines(True), wanted.splitlines(True), "ARCHITECTURE.md", "the map as the modules say it"
+            )
+        )
         return 1
     return 0
 

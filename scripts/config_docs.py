@@ -50,10 +50,16 @@ How the summary model is chosen when `NANOBOT_SUMMARY_MODEL` is unset:
 """
 
 SECTIONS = (
-    ("Read by nanobot's hooks and by the worker", "Give these to nanobot's process and to the worker alike.",
-     lambda name: name in HookSettings.model_fields),
-    ("Read by the worker only", "nanobot never reads these; a bad value of one of them leaves the hooks on.",
-     lambda name: name not in HookSettings.model_fields),
+    (
+        "Read by nanobot's hooks and by the worker",
+        "Give these to nanobot's process and to the worker alike.",
+        lambda name: name in HookSettings.model_fields,
+    ),
+    (
+        "Read by the worker only",
+        "nanobot never reads these; a bad value of one of them leaves the hooks on.",
+        lambda name: name not in HookSettings.model_fields,
+    ),
 )
 
 FOOTER = """\
@@ -122,10 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.check:
         committed = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
         if committed != text:
-            sys.stdout.writelines(difflib.unified_diff(committed.splitlines(True), text.splitlines(True),
-                                                       "docs/configuration.md", "generated"))
-            print("docs/configuration.md is out of date: run .venv/bin/python scripts/config_docs.py --write",
-                  file=sys.stderr)
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    committed.splitlines(True), text.splitlines(True), "docs/configuration.md", "generated"
+                )
+            )
+            print(
+                "docs/configuration.md is out of date: run .venv/bin/python scripts/config_docs.py --write",
+                file=sys.stderr,
+            )
             return 1
         print("docs/configuration.md is up to date")
     else:

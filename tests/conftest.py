@@ -57,8 +57,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
     # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).
     config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")
-    config.addinivalue_line("markers", "older_release_markers: an older release ran here; its markers of no notes, "
-                            "which this one notes again, are not checked")
+    config.addinivalue_line(
+        "markers",
+        "older_release_markers: an older release ran here; its markers of no notes, "
+        "which this one notes again, are not checked",
+    )
 
 
 # How long a `slow` test may take (pyproject's default is 60 s for the others); its own timeout mark wins.
@@ -66,8 +69,11 @@ SLOW_TIMEOUT = 300
 # Modules whose every test is slow (real package builds, pip installs, images), marked here until they carry
 # `pytestmark = pytest.mark.slow` themselves: a pip install of the worker's dependencies took 405 s of one full
 # run, so they keep the 900 s they need.
-SLOW_MODULES = ("tests/scenarios/test_packaging.py", "tests/scenarios/test_docker.py",
-                "tests/scenarios/test_upgrade.py")
+SLOW_MODULES = (
+    "tests/scenarios/test_packaging.py",
+    "tests/scenarios/test_docker.py",
+    "tests/scenarios/test_upgrade.py",
+)
 PACKAGE_TIMEOUT = 900
 # A test that starts a real nanobot gateway, the real `nanobot` command or the Procfile's worker process is slow:
 # each start imports nanobot or litellm anew (seconds, tens of seconds beside other load).
@@ -164,11 +170,14 @@ def nanobot_home(tmp_path: Path, fake_llm: FakeLLM) -> NanobotHome:
 def settings_for(redis_url: str, nanobot_home: NanobotHome):
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {
-            "redis_url": redis_url, "config": nanobot_home.config_path, "summary_retry_delay": 0.05,
+            "redis_url": redis_url,
+            "config": nanobot_home.config_path,
+            "summary_retry_delay": 0.05,
             "summary_timeout": 10.0,
         }
         values.update(overrides)
         return Settings(**values)
+
     return make
 
 
@@ -176,6 +185,7 @@ def settings_for(redis_url: str, nanobot_home: NanobotHome):
 def deps_for(settings_for):
     def make(**overrides: Any) -> Deps:
         return build_deps(settings_for(**overrides))
+
     return make
 
 
@@ -200,10 +210,12 @@ def script(fake_llm: FakeLLM) -> LLMScript:
 @pytest.fixture
 def worker_deps(deps_for, fake_llm: FakeLLM):
     """The real worker's dependencies, summarizing with a model name the fake LLM recognises."""
+
     def make(**overrides: Any) -> Deps:
         deps = deps_for(**overrides)
         deps.model, deps.fallback = summarizer(fake_llm.url), None
         return deps
+
     return make
 
 
@@ -240,8 +252,13 @@ def procfile_worker(nanobot_home: NanobotHome, redis_url: str, tmp_path: Path):
     started: list[ProcfileWorker] = []
 
     def start(**settings: str) -> ProcfileWorker:
-        env = process_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path),
-                          NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}", **settings)
+        env = process_env(
+            nanobot_home,
+            redis_url,
+            NANOBOT_CONFIG=str(nanobot_home.config_path),
+            NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}",
+            **settings,
+        )
         worker = ProcfileWorker(env, tmp_path / f"worker-{len(started)}.log")
         started.append(worker)
         worker.start()
@@ -278,7 +295,6 @@ async def make(redis_url, quiet):
     for integration in made:
         integration.uninstall()
         await integration.close()
-
 
 
 @pytest.fixture(autouse=True)

@@ -40,8 +40,14 @@ def imports_of(folder: str) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names.add(node.module)
                 names.update(f"{node.module}.{alias.name}" for alias in node.names)
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_lazy"
-                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "_lazy"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 names.add(node.args[0].value)
         found[str(path.relative_to(ROOT))] = names
     return found
@@ -50,15 +56,21 @@ def imports_of(folder: str) -> dict[str, set[str]]:
 def test_every_import_is_absolute_so_the_layer_checks_see_it() -> None:
     for folder in ("worker", "nanobot_hooks", "tests"):
         for path in sources(folder):
-            relative = [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                        if isinstance(node, ast.ImportFrom) and node.level > 0]
+            relative = [
+                node.lineno
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.ImportFrom) and node.level > 0
+            ]
             assert not relative, f"{path.relative_to(ROOT)}: relative import on line(s) {relative}"
 
 
 def test_the_hooks_import_neither_the_worker_nor_litellm_nor_the_scripts() -> None:
     for module, names in imports_of("nanobot_hooks").items():
-        bad = {n for n in names
-               if n.split(".")[0] in {"worker", "litellm", "scripts", "bench", "harness", "tests", "tiktoken"}}
+        bad = {
+            n
+            for n in names
+            if n.split(".")[0] in {"worker", "litellm", "scripts", "bench", "harness", "tests", "tiktoken"}
+        }
         assert not bad, f"{module} imports {sorted(bad)}"
 
 
@@ -82,28 +94,105 @@ def test_the_worker_uses_only_the_contract_and_the_settings_of_the_hooks() -> No
 # What the contract exports, module by module, pinned (as httpx pins its public names): a change here is a change of
 # the contract between two processes that may run different versions for a while, so it is made on purpose.
 CONTRACT = {
-    "keys": ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
-             "WORKSPACE_ID_FILE", "Keys", "default_namespace"],
+    "keys": [
+        "JOB_DAILY",
+        "JOB_IDLE",
+        "JOB_SUMMARIZE",
+        "KEY_PREFIX",
+        "NAMESPACE_FROM_ID",
+        "NAMESPACE_PATTERN",
+        "WORKSPACE_ID_FILE",
+        "Keys",
+        "default_namespace",
+    ],
     "records": ["RECORD_KEY_FILE", "Reason", "SummarizeRequest", "SummaryRecord", "record_key", "utcnow"],
-    "queue": ["CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "DAMAGED", "UNREADABLE",
-              "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record",
-              "load_waiting_record", "read_waiting_record", "read_waiting_records", "note_context",
-              "pending_sessions", "reply",
-              "store_record"],
+    "queue": [
+        "CONTEXT_DAYS",
+        "CONTEXT_KEPT",
+        "RECORD_SECONDS",
+        "REPLICA_WAIT_MS",
+        "DAMAGED",
+        "UNREADABLE",
+        "context_history",
+        "drop_record",
+        "enqueue_idle_check",
+        "enqueue_summary",
+        "load_record",
+        "load_waiting_record",
+        "read_waiting_record",
+        "read_waiting_records",
+        "note_context",
+        "pending_sessions",
+        "reply",
+        "store_record",
+    ],
     "redis_url": ["SENTINEL_SCHEME", "SentinelTarget", "redacted_url", "sentinel_target"],
     "client": ["UNREAD_JOB", "close_client", "close_sentinels", "open_client", "sync_client"],
-    "session_format": ["INTERNAL_SESSION_PREFIXES", "LAST_SUMMARY", "LAST_USAGE", "METADATA_TYPE", "NOT_A_TURN_FLAGS",
-                       "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RETIRED_FOLDER", "SESSION_FILES_LOCK", "SESSION_SUFFIX",
-                       "channel_of", "content_text", "is_direct_chat", "is_hidden", "is_internal_session",
-                       "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
-                       "storage_name", "summary_text", "timestamp_before", "tool_calls"],
+    "session_format": [
+        "INTERNAL_SESSION_PREFIXES",
+        "LAST_SUMMARY",
+        "LAST_USAGE",
+        "METADATA_TYPE",
+        "NOT_A_TURN_FLAGS",
+        "NOTED_SUFFIX",
+        "PROVIDER_STATE_TYPE",
+        "RETIRED_FOLDER",
+        "SESSION_FILES_LOCK",
+        "SESSION_SUFFIX",
+        "channel_of",
+        "content_text",
+        "is_direct_chat",
+        "is_hidden",
+        "is_internal_session",
+        "is_user_turn",
+        "key_from_name",
+        "last_context_tokens",
+        "retired_key",
+        "retired_name",
+        "storage_name",
+        "summary_text",
+        "timestamp_before",
+        "tool_calls",
+    ],
     "marker": ["METADATA_KEY", "AppliedMark", "SessionMarker"],
-    "recall": ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
-               "RETIRED_SOURCE", "SOURCE_BITS", "Block", "Directory", "directory", "fts_problem", "index_text",
-               "length", "lengths", "pack", "Passage", "read_block", "retired_source", "source_owner", "unpack",
-               "VECTORS_TABLE", "quantize", "similarity"],
-    "version": ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE",
-                "RELEASE_FIELD", "release_order", "version_mismatch", "versions_of"],
+    "recall": [
+        "BLOCK_BYTES",
+        "NOTE_LINE_BITS",
+        "PAGE_BYTES",
+        "RECALL_INDEX",
+        "RECALL_SCHEMA_VERSION",
+        "RECALL_TABLES",
+        "RETIRED_SOURCE",
+        "SOURCE_BITS",
+        "Block",
+        "Directory",
+        "directory",
+        "fts_problem",
+        "index_text",
+        "length",
+        "lengths",
+        "pack",
+        "Passage",
+        "read_block",
+        "retired_source",
+        "source_owner",
+        "unpack",
+        "VECTORS_TABLE",
+        "quantize",
+        "similarity",
+    ],
+    "version": [
+        "BEFORE_CONTRACT",
+        "CONTRACT",
+        "CONTRACT_FIELD",
+        "HOOKS_INSTALL",
+        "Mismatch",
+        "RELEASE",
+        "RELEASE_FIELD",
+        "release_order",
+        "version_mismatch",
+        "versions_of",
+    ],
 }
 # The text helpers beside it (nanobot_hooks.text), pinned the same way.
 TEXT = ["CJK_LETTERS", "CJK_RUN", "HAN", "HANGUL", "KANA", "cjk_grams"]
@@ -132,8 +221,9 @@ def test_the_worker_takes_from_the_contract_only_what_its_modules_export() -> No
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 bad = [a.name for a in node.names if a.name.startswith("nanobot_hooks.contract")]
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("nanobot_hooks.contract",
-                                                                                    "nanobot_hooks.text")):
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("nanobot_hooks.contract", "nanobot_hooks.text")
+            ):
                 bad = [a.name for a in node.names if a.name not in exported.get(node.module or "", set())]
             else:
                 continue
@@ -194,7 +284,8 @@ def check_layers(package: str, layers: list[tuple[str, set[str]]]) -> None:
                 continue
             assert there in layer, f"{module} imports {name}, in no layer"
             assert layer[there] < layer[here], (
-                f"{module} ({layers[layer[here]][0]}) imports {name} ({layers[layer[there]][0]})")
+                f"{module} ({layers[layer[here]][0]}) imports {name} ({layers[layer[there]][0]})"
+            )
 
 
 def test_the_worker_imports_only_from_lower_layers() -> None:
@@ -209,8 +300,9 @@ def test_the_pure_cut_planner_imports_no_worker_module_but_the_keep_rule() -> No
     found = imports_of("worker")
     for module, allowed in (("worker/summarize/cut.py", {"worker.keep_rule"}), ("worker/keep_rule.py", set())):
         names = found[module]
-        assert {n for n in names if n.startswith("worker") and not any(n.startswith(a) for a in allowed)} == set(), \
+        assert {n for n in names if n.startswith("worker") and not any(n.startswith(a) for a in allowed)} == set(), (
             sorted(names)
+        )
         assert not {n for n in names if n.split(".")[0] in {"pydantic", "pydantic_settings", "litellm", "redis", "arq"}}
 
 
@@ -262,13 +354,20 @@ def test_the_worker_and_the_hooks_have_the_one_version() -> None:
 @pytest.mark.slow  # a package build
 def test_every_module_of_the_base_install_imports_in_nanobots_environment(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path)
-    modules = sorted(".".join(p.relative_to(tmp_path).with_suffix("").parts)
-                     for p in (tmp_path / "nanobot_hooks").rglob("*.py"))
+    modules = sorted(
+        ".".join(p.relative_to(tmp_path).with_suffix("").parts) for p in (tmp_path / "nanobot_hooks").rglob("*.py")
+    )
     assert "nanobot_hooks.plugin" in modules
     python = nanobot_python(find_nanobot())
     probe = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\nprint('ok')"
-    result = subprocess.run([str(python), "-c", probe, *modules], capture_output=True, text=True, timeout=120,
-                            env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    result = subprocess.run(
+        [str(python), "-c", probe, *modules],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 

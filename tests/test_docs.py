@@ -38,8 +38,9 @@ def test_architectures_map_names_every_module_by_its_own_first_sentence() -> Non
     described anew makes this fail until the map is written again."""
     tool = script("architecture_map")
     current = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    assert tool.page(current) == current, "ARCHITECTURE.md's map is out of date: run " \
-        ".venv/bin/python scripts/architecture_map.py --write"
+    assert tool.page(current) == current, (
+        "ARCHITECTURE.md's map is out of date: run .venv/bin/python scripts/architecture_map.py --write"
+    )
     listed = set(re.findall(r"^  - `([a-z_/]+)`: ", current, re.MULTILINE))
     assert {"contract/keys", "turn/decide", "summarize/jobs", "web/guard"} <= listed
 
@@ -47,7 +48,8 @@ def test_architectures_map_names_every_module_by_its_own_first_sentence() -> Non
 def test_the_configuration_page_is_what_the_settings_generate() -> None:
     generated = config_docs().page()
     assert CONFIGURATION.read_text(encoding="utf-8") == generated, (
-        "docs/configuration.md is out of date: run .venv/bin/python scripts/config_docs.py --write")
+        "docs/configuration.md is out of date: run .venv/bin/python scripts/config_docs.py --write"
+    )
 
 
 def test_every_variable_the_settings_read_is_on_the_configuration_page_with_its_description() -> None:
@@ -60,8 +62,13 @@ def test_every_variable_the_settings_read_is_on_the_configuration_page_with_its_
     # Every variable of ours that the code names anywhere is a setting, so it is on the page too (the page's own
     # script is left out: it shows a misspelled name on purpose).
     ours = re.compile(r"\b(?:%s)[A-Z_]*[A-Z]\b" % "|".join(OWN_PREFIXES))
-    named = {name for folder in ("worker", "nanobot_hooks", "scripts") for path in (ROOT / folder).rglob("*.py")
-             if path.name != "config_docs.py" for name in ours.findall(path.read_text(encoding="utf-8"))}
+    named = {
+        name
+        for folder in ("worker", "nanobot_hooks", "scripts")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.name != "config_docs.py"
+        for name in ours.findall(path.read_text(encoding="utf-8"))
+    }
     assert named and named <= set(rows), f"named in the code but not on the page: {sorted(named - set(rows))}"
     hooks = page.split("## Read by the worker only")[0]
     for field in HookSettings.model_fields:

@@ -31,15 +31,30 @@ def check_settings(client: ArqRedis) -> RedisSettings:
     pool = client.connection_pool
     kwargs = pool.connection_kwargs
     if isinstance(pool, SentinelConnectionPool):
-        sentinels = [(s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
-                     for s in pool.sentinel_manager.sentinels]
-        return RedisSettings(host=sentinels, sentinel=True, sentinel_master=pool.service_name,
-                             database=kwargs.get("db", 0), username=kwargs.get("username"),
-                             password=kwargs.get("password"))
+        sentinels = [
+            (s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
+            for s in pool.sentinel_manager.sentinels
+        ]
+        return RedisSettings(
+            host=sentinels,
+            sentinel=True,
+            sentinel_master=pool.service_name,
+            database=kwargs.get("db", 0),
+            username=kwargs.get("username"),
+            password=kwargs.get("password"),
+        )
     tls = isinstance(pool.connection_class, type) and issubclass(pool.connection_class, SSLConnection)
-    return RedisSettings(host=kwargs.get("host", "localhost"), port=kwargs.get("port", 6379),
-                         unix_socket_path=kwargs.get("path"), database=kwargs.get("db", 0),
-                         username=kwargs.get("username"), password=kwargs.get("password"), ssl=tls,
-                         ssl_ca_certs=kwargs.get("ssl_ca_certs"), ssl_certfile=kwargs.get("ssl_certfile"),
-                         ssl_keyfile=kwargs.get("ssl_keyfile"), ssl_cert_reqs=kwargs.get("ssl_cert_reqs") or "required",
-                         conn_timeout=int(kwargs.get("socket_connect_timeout") or 1))
+    return RedisSettings(
+        host=kwargs.get("host", "localhost"),
+        port=kwargs.get("port", 6379),
+        unix_socket_path=kwargs.get("path"),
+        database=kwargs.get("db", 0),
+        username=kwargs.get("username"),
+        password=kwargs.get("password"),
+        ssl=tls,
+        ssl_ca_certs=kwargs.get("ssl_ca_certs"),
+        ssl_certfile=kwargs.get("ssl_certfile"),
+        ssl_keyfile=kwargs.get("ssl_keyfile"),
+        ssl_cert_reqs=kwargs.get("ssl_cert_reqs") or "required",
+        conn_timeout=int(kwargs.get("socket_connect_timeout") or 1),
+    )

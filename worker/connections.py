@@ -118,23 +118,30 @@ def redis_problem(url: str, timeout: float = 2.0, *, keys: Keys | None, **option
             client.exists(keys.probe)  # a user whose ACL allows PING but not this instance's keys fails here
     except redis.AuthenticationError as exc:
         if not parse_url(url).get("password"):
-            return (f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
-                    "(redis://:password@host:port/db)")
-        return (f"Redis at {shown} refused the credentials ({_first_line(exc)}): put the right user and "
-                "password in REDIS_URL (redis://user:password@host:port/db)")
+            return (
+                f"Redis at {shown} wants a password ({_first_line(exc)}): put it in REDIS_URL "
+                "(redis://:password@host:port/db)"
+            )
+        return (
+            f"Redis at {shown} refused the credentials ({_first_line(exc)}): put the right user and "
+            "password in REDIS_URL (redis://user:password@host:port/db)"
+        )
     except redis.exceptions.NoPermissionError as exc:
         # Never advise wider rules: a user that reaches other instances' keys would read their conversations.
-        return (f"Redis at {shown}: the URL's user may not reach this instance's keys ({_first_line(exc)}): give it "
-                f"the rules `nanobot-summary acl` prints (they reach this instance only), or use the URL of the "
-                "user made with them")
+        return (
+            f"Redis at {shown}: the URL's user may not reach this instance's keys ({_first_line(exc)}): give it "
+            f"the rules `nanobot-summary acl` prints (they reach this instance only), or use the URL of the "
+            "user made with them"
+        )
     except redis.ResponseError as exc:
         text = _first_line(exc)
         if "DB index is out of range" in text or "invalid DB index" in text:
-            return (f"Redis at {shown} has no database {parse_url(url).get('db', 0)} ({text}): use a number "
-                    "below its `databases` setting (16 by default), e.g. redis://host:6379/0")
+            return (
+                f"Redis at {shown} has no database {parse_url(url).get('db', 0)} ({text}): use a number "
+                "below its `databases` setting (16 by default), e.g. redis://host:6379/0"
+            )
         if "NOAUTH" in text or "WRONGPASS" in text:
-            return (f"Redis at {shown} wants a password ({text}): put it in REDIS_URL "
-                    "(redis://:password@host:port/db)")
+            return f"Redis at {shown} wants a password ({text}): put it in REDIS_URL (redis://:password@host:port/db)"
         return f"Redis at {shown} answered with an error: {text}"
     except (redis.RedisError, OSError, ValueError) as exc:
         return f"Redis at {shown} does not answer ({_first_line(exc)}): start it, or set REDIS_URL"
@@ -270,8 +277,22 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
     config.touch(mode=0o600)
     config.write_text(_credentials(url), encoding="utf-8")
     process = subprocess.Popen(
-        [binary, str(config), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(directory), "--logfile", str(directory / "redis.log")],
+        [
+            binary,
+            str(config),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+            "--logfile",
+            str(directory / "redis.log"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         # Before the worker starts threads: preexec_fn runs in the forked child, where a lock held by another
@@ -289,11 +310,15 @@ def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
 def not_startable(url: str) -> str | None:
     """Why no redis-server can be started for this URL (behind Sentinel, TLS, not local), or None."""
     if sentinel_target(url) is not None:
-        return (f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "
-                "here: check the Sentinels and the primary they name")
+        return (
+            f"Redis at {redacted_url(url)} does not answer; a Redis behind Sentinel is not started "
+            "here: check the Sentinels and the primary they name"
+        )
     if url.startswith("rediss://"):
-        return (f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "
-                "start it yourself, or use redis:// for the embedded one")
+        return (
+            f"Redis at {redacted_url(url)} does not answer; a TLS Redis is not started here: "
+            "start it yourself, or use redis:// for the embedded one"
+        )
     hostname = urlsplit(url).hostname
     if hostname not in LOCAL_HOSTS and hostname is not None:
         return f"Redis at {redacted_url(url)} does not answer, and it is not local, so none can be started for it"

@@ -49,8 +49,9 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: Binar
         _swept[path.parent] = now
         remove_stale_temps(path.parent)
     # The target's name only helps a reader: cut, so that a long session name cannot make the name too long.
-    handle, name = tempfile.mkstemp(prefix=f".{path.name[:120]}.{TEMP_MARK}-{_HOST}-{os.getpid()}-",
-                                    suffix=".tmp", dir=path.parent)
+    handle, name = tempfile.mkstemp(
+        prefix=f".{path.name[:120]}.{TEMP_MARK}-{_HOST}-{os.getpid()}-", suffix=".tmp", dir=path.parent
+    )
     temp = Path(name)
     try:
         with os.fdopen(handle, "wb") as out:
@@ -169,7 +170,7 @@ def append_whole(path: Path, data: bytes) -> None:
         try:
             view = memoryview(data)
             while view:
-                view = view[handle.write(view):]
+                view = view[handle.write(view) :]
             os.fsync(handle.fileno())
         except OSError:
             handle.truncate(size)

@@ -99,10 +99,14 @@ def main(argv: list[str]) -> int:
     replace(path, changed)
     web = changed.get("channels", {}).get("websocket")
     if isinstance(web, dict) and web.get(PASSWORD) != config["channels"]["websocket"].get(PASSWORD):
-        print(f"{path}: the web chat had no password: a random WebUI password is now channels.websocket.{PASSWORD} "
-              "there (the web chat asks for it)")
-    print(f"{path}: gateway and web chat now listen on {ANY} inside the container; restart the gateway: "
-          "docker compose -f deploy/docker-compose.nanobot.yml restart nanobot-gateway")
+        print(
+            f"{path}: the web chat had no password: a random WebUI password is now channels.websocket.{PASSWORD} "
+            "there (the web chat asks for it)"
+        )
+    print(
+        f"{path}: gateway and web chat now listen on {ANY} inside the container; restart the gateway: "
+        "docker compose -f deploy/docker-compose.nanobot.yml restart nanobot-gateway"
+    )
     return 0
 
 

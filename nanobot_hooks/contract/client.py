@@ -58,7 +58,8 @@ def open_client(url: str, timeout: float, options: dict[str, Any] | None = None,
         client = ArqRedis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **(options or {}))
     else:
         client = Sentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
-            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password)
+            target.service, redis_class=ArqRedis, db=target.db, username=target.username, password=target.password
+        )
     client.job_serializer, client.job_deserializer = job_to_json, job_from_json
     if keys is not None:
         client.default_queue_name = keys.queue
@@ -89,4 +90,5 @@ def sync_client(url: str, timeout: float, **options: Any) -> redis.Redis:
     if target is None:
         return redis.Redis.from_url(url, **bounds, **options)
     return SyncSentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
-        target.service, db=target.db, username=target.username, password=target.password)
+        target.service, db=target.db, username=target.username, password=target.password
+    )

@@ -6,8 +6,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JOB_DAILY", "JOB_IDLE", "JOB_SUMMARIZE", "KEY_PREFIX", "NAMESPACE_FROM_ID", "NAMESPACE_PATTERN",
-           "WORKSPACE_ID_FILE", "default_namespace", "Keys"]
+__all__ = [
+    "JOB_DAILY",
+    "JOB_IDLE",
+    "JOB_SUMMARIZE",
+    "KEY_PREFIX",
+    "NAMESPACE_FROM_ID",
+    "NAMESPACE_PATTERN",
+    "WORKSPACE_ID_FILE",
+    "default_namespace",
+    "Keys",
+]
 
 KEY_PREFIX = "nanobot-summary"
 
@@ -72,9 +81,21 @@ class Keys:
         One key of arq's is shared by every instance and cannot be renamed: its set of jobs to abort, from which
         a worker removes each job it finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not
         allow aborts, arq's default)."""
-        return ["resetkeys", f"~{self.prefix}*", *(f"~arq:{kind}:{self.prefix}*" for kind in ARQ_JOB_KEYS),
-                f"%W~{ARQ_ABORT}", "resetchannels", f"&{self.prefix}*", "nocommands", "+@all", "-@dangerous", "+info",
-                "-scan", "-randomkey", "-pubsub"]
+        return [
+            "resetkeys",
+            f"~{self.prefix}*",
+            *(f"~arq:{kind}:{self.prefix}*" for kind in ARQ_JOB_KEYS),
+            f"%W~{ARQ_ABORT}",
+            "resetchannels",
+            f"&{self.prefix}*",
+            "nocommands",
+            "+@all",
+            "-@dangerous",
+            "+info",
+            "-scan",
+            "-randomkey",
+            "-pubsub",
+        ]
 
     @property
     def probe(self) -> str:
@@ -136,7 +157,7 @@ class Keys:
 
     def session_of_job(self, job_id: str) -> str | None:
         start = f"{self.prefix}job:"
-        return job_id[len(start):] if job_id.startswith(start) else None
+        return job_id[len(start) :] if job_id.startswith(start) else None
 
     def record(self, session_key: str) -> str:
         return f"{self.prefix}record:{session_key}"

@@ -47,8 +47,13 @@ class AppliedMark:
     def read(cls, value: Any) -> AppliedMark | None:
         if not isinstance(value, dict):
             return None
-        return cls(_text(value.get("created_at")), _index(value.get("boundary")), _index(value.get("through")),
-                   _text(value.get("reason")), _text(value.get("applied_at")))
+        return cls(
+            _text(value.get("created_at")),
+            _index(value.get("boundary")),
+            _index(value.get("through")),
+            _text(value.get("reason")),
+            _text(value.get("applied_at")),
+        )
 
 
 class SessionMarker:
@@ -117,9 +122,15 @@ class SessionMarker:
     @staticmethod
     def mark_applied(metadata: dict[str, Any], record: SummaryRecord, through: int, at: datetime) -> None:
         """Replace the marker (a pending copy included) with the mark of `record`, applied at `at`."""
-        metadata[METADATA_KEY] = {_APPLIED: {"created_at": record.stamp, "boundary": record.boundary,
-                                             "through": through, "reason": record.reason,
-                                             "applied_at": at.isoformat()}}
+        metadata[METADATA_KEY] = {
+            _APPLIED: {
+                "created_at": record.stamp,
+                "boundary": record.boundary,
+                "through": through,
+                "reason": record.reason,
+                "applied_at": at.isoformat(),
+            }
+        }
 
     @classmethod
     def forget_pending(cls, metadata: dict[str, Any], record: SummaryRecord) -> bool:

@@ -17,10 +17,26 @@ from nanobot_hooks.contract.keys import JOB_IDLE, JOB_SUMMARIZE, Keys
 from nanobot_hooks.contract.marker import RECORD_LIFETIME
 from nanobot_hooks.contract.records import SummarizeRequest, SummaryRecord
 
-__all__ = ["DAMAGED", "CONTEXT_DAYS", "CONTEXT_KEPT", "RECORD_SECONDS", "REPLICA_WAIT_MS", "UNREADABLE",
-           "context_history", "drop_record", "enqueue_idle_check", "enqueue_summary", "load_record",
-           "load_waiting_record", "note_context", "read_waiting_record", "read_waiting_records", "pending_sessions",
-           "reply", "store_record"]
+__all__ = [
+    "DAMAGED",
+    "CONTEXT_DAYS",
+    "CONTEXT_KEPT",
+    "RECORD_SECONDS",
+    "REPLICA_WAIT_MS",
+    "UNREADABLE",
+    "context_history",
+    "drop_record",
+    "enqueue_idle_check",
+    "enqueue_summary",
+    "load_record",
+    "load_waiting_record",
+    "note_context",
+    "read_waiting_record",
+    "read_waiting_records",
+    "pending_sessions",
+    "reply",
+    "store_record",
+]
 
 # Deletes a record only if it is still the same one, so a newer record is never lost: the one applied (the same
 # identity, its `created_at`, read from the stored JSON) or the same unreadable bytes. A pending entry without a

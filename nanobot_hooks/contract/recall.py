@@ -18,10 +18,32 @@ from typing import NamedTuple
 
 from nanobot_hooks.text import CJK_RUN, cjk_grams
 
-__all__ = ["BLOCK_BYTES", "NOTE_LINE_BITS", "PAGE_BYTES", "RECALL_INDEX", "RECALL_SCHEMA_VERSION", "RECALL_TABLES",
-           "RETIRED_SOURCE", "SOURCE_BITS", "Block", "Directory", "directory", "fts_problem", "index_text", "length",
-           "lengths", "pack", "Passage", "read_block", "retired_source", "source_owner", "unpack", "VECTORS_TABLE",
-           "quantize", "similarity"]
+__all__ = [
+    "BLOCK_BYTES",
+    "NOTE_LINE_BITS",
+    "PAGE_BYTES",
+    "RECALL_INDEX",
+    "RECALL_SCHEMA_VERSION",
+    "RECALL_TABLES",
+    "RETIRED_SOURCE",
+    "SOURCE_BITS",
+    "Block",
+    "Directory",
+    "directory",
+    "fts_problem",
+    "index_text",
+    "length",
+    "lengths",
+    "pack",
+    "Passage",
+    "read_block",
+    "retired_source",
+    "source_owner",
+    "unpack",
+    "VECTORS_TABLE",
+    "quantize",
+    "similarity",
+]
 
 # The recall index: written by the worker (worker/memory/recall_index/), read by the recall tool
 # (nanobot_hooks/recall.py). SQLite in the workspace's memory folder, beside the files it is built from:
@@ -94,9 +116,13 @@ def pack(passages: dict[int, Passage]) -> bytes:
     escapes every control character, so no body holds either)."""
     rowids = sorted(passages)
     shown = [passages[rowid] for rowid in rowids]
-    header = [rowids[0], [b - a for a, b in zip(rowids, rowids[1:], strict=False)],
-              [0 if p.at and p.day == p.at[:10] else p.day for p in shown], _minutes([p.at for p in shown]),
-              [p.label for p in shown]]
+    header = [
+        rowids[0],
+        [b - a for a, b in zip(rowids, rowids[1:], strict=False)],
+        [0 if p.at and p.day == p.at[:10] else p.day for p in shown],
+        _minutes([p.at for p in shown]),
+        [p.label for p in shown],
+    ]
     bodies = RECORD_SEPARATOR.join(json.dumps(p.body, ensure_ascii=False).encode("utf-8") for p in shown)
     return zlib.compress(json.dumps(header, ensure_ascii=False).encode("utf-8") + GROUP_SEPARATOR + bodies)
 
@@ -141,8 +167,12 @@ class Block(NamedTuple):
         when, day = self.ats[at], self.days[at]
         if isinstance(when, int):
             when = (_EPOCH + timedelta(minutes=when)).strftime(_AT)
-        return Passage(str(json.loads(self.bodies[at])), when[:10] if day == 0 and when else day,  # type: ignore[arg-type]
-                       when, str(self.labels[at] or ""))
+        return Passage(
+            str(json.loads(self.bodies[at])),
+            when[:10] if day == 0 and when else day,  # type: ignore[arg-type]
+            when,
+            str(self.labels[at] or ""),
+        )
 
 
 def read_block(block: bytes) -> Block:
@@ -215,7 +245,7 @@ def lengths(first: int, data: bytes) -> Directory:
     count = len(raw) // 6
     if len(raw) != count * 6:
         raise ValueError("a damaged block directory")
-    steps, sizes = array("I", raw[:4 * count]), array("H", raw[4 * count:])
+    steps, sizes = array("I", raw[: 4 * count]), array("H", raw[4 * count :])
     if sys.byteorder == "big":
         steps.byteswap()
         sizes.byteswap()
@@ -248,8 +278,10 @@ def fts_problem() -> str | None:
             db.execute("CREATE VIRTUAL TABLE probe USING fts5(terms, tokenize='porter unicode61 remove_diacritics 2')")
             db.execute("SELECT bm25(probe) FROM probe WHERE probe MATCH 'x'").fetchall()
     except sqlite3.Error as exc:
-        return (f"this Python's SQLite {sqlite3.sqlite_version} cannot rank full-text searches ({exc}); "
-                "SQLite 3.27 or later with FTS5 is needed")
+        return (
+            f"this Python's SQLite {sqlite3.sqlite_version} cannot rank full-text searches ({exc}); "
+            "SQLite 3.27 or later with FTS5 is needed"
+        )
     return None
 
 

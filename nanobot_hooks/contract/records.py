@@ -84,9 +84,18 @@ class SummaryRecord(BaseModel):
         """The undo of the summary `summary` whose watermark is `watermark`: it applies to a live session only
         while that session still has this summary there. Only a digest of the summary travels (it is nanobot's
         text, maybe its own compaction's, never redacted by the worker)."""
-        return cls(session_key=session_key, summary=_digest(summary), start=0, boundary=watermark,
-                   boundary_timestamp=None, messages_before=0, messages_after=0, tokens_before=0, tokens_after=0,
-                   reason="undo")
+        return cls(
+            session_key=session_key,
+            summary=_digest(summary),
+            start=0,
+            boundary=watermark,
+            boundary_timestamp=None,
+            messages_before=0,
+            messages_after=0,
+            tokens_before=0,
+            tokens_after=0,
+            reason="undo",
+        )
 
     @property
     def undoes(self) -> bool:
@@ -129,8 +138,9 @@ def record_key(sessions_dir: Path) -> bytes:
     except FileNotFoundError:
         key = _make_key(path)
     if len(key) < _KEY_BYTES:
-        raise ValueError(f"{path} is damaged (shorter than {_KEY_BYTES} bytes): delete it and restart nanobot and "
-                         "the worker")
+        raise ValueError(
+            f"{path} is damaged (shorter than {_KEY_BYTES} bytes): delete it and restart nanobot and the worker"
+        )
     return key
 
 

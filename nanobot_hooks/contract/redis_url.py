@@ -18,13 +18,22 @@ def redacted_url(url: str) -> str:
         userinfo, at, host = netloc.rpartition("@")
         if at and ":" in userinfo:
             netloc = f"{userinfo.partition(':')[0]}:***@{host}"
-        query = "&".join(
-            f"{name}=***" if sep and name.strip().lower() == "password" else f"{name}{sep}{value}"
-            for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
-        ) if parts.query else parts.query
-        return (f"{parts.scheme}:" + ("//" if url[len(parts.scheme) + 1:].startswith("//") else "")
-                + netloc + parts.path + (f"?{query}" if query else "")
-                + (f"#{parts.fragment}" if parts.fragment else ""))
+        query = (
+            "&".join(
+                f"{name}=***" if sep and name.strip().lower() == "password" else f"{name}{sep}{value}"
+                for name, sep, value in (item.partition("=") for item in parts.query.split("&"))
+            )
+            if parts.query
+            else parts.query
+        )
+        return (
+            f"{parts.scheme}:"
+            + ("//" if url[len(parts.scheme) + 1 :].startswith("//") else "")
+            + netloc
+            + parts.path
+            + (f"?{query}" if query else "")
+            + (f"#{parts.fragment}" if parts.fragment else "")
+        )
     except Exception:  # noqa: BLE001 - a malformed URL must not break a log line, nor leak through it
         return "<a URL that cannot be parsed>"
 
@@ -62,11 +71,18 @@ class SentinelTarget(NamedTuple):
             sentinels.append((host, int(port)))
         path = url.removeprefix(SENTINEL_SCHEME).partition("/")[2].split("?")[0].strip("/").split("/")
         if not path[0]:
-            raise ValueError("expected the Sentinel's service name after the hosts: redis+sentinel://host:port/mymaster/0")
+            raise ValueError(
+                "expected the Sentinel's service name after the hosts: redis+sentinel://host:port/mymaster/0"
+            )
         if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
             raise ValueError("expected /service_name or /service_name/db after the hosts")
-        return cls(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
-                   unquote(username) or None, unquote(password) or None)
+        return cls(
+            sentinels,
+            unquote(path[0]),
+            int(path[1]) if len(path) == 2 else 0,
+            unquote(username) or None,
+            unquote(password) or None,
+        )
 
 
 def sentinel_target(url: str) -> SentinelTarget | None:

@@ -10,11 +10,32 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["INTERNAL_SESSION_PREFIXES", "LAST_SUMMARY", "LAST_USAGE", "METADATA_TYPE", "NOT_A_TURN_FLAGS",
-           "NOTED_SUFFIX", "PROVIDER_STATE_TYPE", "RETIRED_FOLDER", "SESSION_FILES_LOCK", "SESSION_SUFFIX",
-           "channel_of", "content_text", "is_direct_chat", "is_hidden", "is_internal_session",
-           "is_user_turn", "key_from_name", "last_context_tokens", "retired_key", "retired_name",
-           "storage_name", "summary_text", "timestamp_before", "tool_calls"]
+__all__ = [
+    "INTERNAL_SESSION_PREFIXES",
+    "LAST_SUMMARY",
+    "LAST_USAGE",
+    "METADATA_TYPE",
+    "NOT_A_TURN_FLAGS",
+    "NOTED_SUFFIX",
+    "PROVIDER_STATE_TYPE",
+    "RETIRED_FOLDER",
+    "SESSION_FILES_LOCK",
+    "SESSION_SUFFIX",
+    "channel_of",
+    "content_text",
+    "is_direct_chat",
+    "is_hidden",
+    "is_internal_session",
+    "is_user_turn",
+    "key_from_name",
+    "last_context_tokens",
+    "retired_key",
+    "retired_name",
+    "storage_name",
+    "summary_text",
+    "timestamp_before",
+    "tool_calls",
+]
 
 # nanobot's own background sessions: summarizing them would only add noise.
 INTERNAL_SESSION_PREFIXES = ("dream:", "cron:", "heartbeat")

@@ -9,8 +9,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BEFORE_CONTRACT", "CONTRACT", "CONTRACT_FIELD", "HOOKS_INSTALL", "Mismatch", "RELEASE", "RELEASE_FIELD",
-           "release_order", "version_mismatch", "versions_of"]
+__all__ = [
+    "BEFORE_CONTRACT",
+    "CONTRACT",
+    "CONTRACT_FIELD",
+    "HOOKS_INSTALL",
+    "Mismatch",
+    "RELEASE",
+    "RELEASE_FIELD",
+    "release_order",
+    "version_mismatch",
+    "versions_of",
+]
 
 RELEASE = "0.2.0"
 CONTRACT = 1
@@ -43,8 +53,10 @@ def versions_of(record: Mapping[str, Any]) -> tuple[str, int]:
     """(release, contract) a record says of its writer: "" for a release it does not name, BEFORE_CONTRACT for
     a contract it does not name (or names as something other than a number)."""
     release, contract = record.get(RELEASE_FIELD), record.get(CONTRACT_FIELD)
-    return (release if isinstance(release, str) else "",
-            contract if isinstance(contract, int) and not isinstance(contract, bool) else BEFORE_CONTRACT)
+    return (
+        release if isinstance(release, str) else "",
+        contract if isinstance(contract, int) and not isinstance(contract, bool) else BEFORE_CONTRACT,
+    )
 
 
 def release_order(release: str) -> tuple[int, ...] | None:
@@ -78,6 +90,10 @@ def version_mismatch(hooks: tuple[str, int], worker: tuple[str, int], install: s
     else:
         fix = f"{install}, then restart nanobot"
     if hooks_contract != worker_contract:
-        return Mismatch(True, f"{named} speak different contracts: summaries, jobs and records between them may "
-                              "be refused or left waiting", fix)
+        return Mismatch(
+            True,
+            f"{named} speak different contracts: summaries, jobs and records between them may "
+            "be refused or left waiting",
+            fix,
+        )
     return Mismatch(False, f"{named} are different releases of the same contract: they work together", fix)

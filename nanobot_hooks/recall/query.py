@@ -20,7 +20,8 @@ from nanobot_hooks.text import CJK_RUN, cjk_grams
 MAX_TERMS = 64  # a 200-character Chinese question is about 60 bigrams; nothing a user types is cut
 
 # Function words and question words: in a question they are most of the words, and they match everywhere.
-ENGLISH_STOP = frozenset("""
+ENGLISH_STOP = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below between
 both but by can could did do does doing done down during each ever few for from further get got had has have
 having he her here hers herself him himself his how i if in into is it its itself just let me might more most
@@ -30,15 +31,20 @@ to too under until up upon very was we were what whatever when where whether whi
 will with would you your yours yourself yourselves tell told know remember recall said say says mention
 mentioned talk talked discuss discussed ask asked thing things anything something kind sort go goes going
 went gone
-""".split())
+""".split()
+)
 # Words that split a CJK run, longest first (什么时候 before 什么): question words, pronouns, Japanese particles
 # and endings, which sit between the words that matter.
-CJK_STOP = sorted("""
+CJK_STOP = sorted(
+    """
 什么时候 为什么 怎么样 怎么 什么 哪里 哪儿 哪个 哪些 哪天 多少 有没有 是不是 我们 你们 他们 她们 咱们 这个 那个 这些
 那些 一个 一下 告诉 记得 提到 说过 关于 之前 以前 时候 知道 请问 上次
 何 なに いつ どこ だれ 誰 どう なぜ どの どんな ですか でした ました です ます した して ください
 の を は が に で と も へ や か ね よ
-""".split(), key=len, reverse=True)
+""".split(),
+    key=len,
+    reverse=True,
+)
 # Chinese function letters: they stay inside a run, where they make a word's bigram ("买了" of 买, "去了" of 去,
 # as the answer says it too), but a bigram of two of them, or one alone, is no term.
 CJK_WEAK = frozenset("的了吗呢吧啊呀我你他她它是也都和很就还又谁几")
@@ -91,7 +97,7 @@ def _terms(text: str, drop_stop: bool) -> list[str]:
     found: list[str] = []
     at = 0
     for run in CJK_RUN.finditer(text):
-        found += _latin(text[at:run.start()], drop_stop)
+        found += _latin(text[at : run.start()], drop_stop)
         pieces = _CJK_STOP.split(run.group()) if drop_stop else [run.group()]
         for piece in filter(None, pieces):
             found += _cjk(piece, drop_stop)
@@ -101,8 +107,14 @@ def _terms(text: str, drop_stop: bool) -> list[str]:
 
 def letters(text: str) -> tuple[str, ...]:
     """The letters of the text's CJK words of two letters or more (function letters left out), as terms."""
-    found = [letter for run in CJK_RUN.findall(text) for piece in _CJK_STOP.split(run) if len(piece) > 1
-             for letter in piece if letter not in CJK_WEAK]
+    found = [
+        letter
+        for run in CJK_RUN.findall(text)
+        for piece in _CJK_STOP.split(run)
+        if len(piece) > 1
+        for letter in piece
+        if letter not in CJK_WEAK
+    ]
     return tuple(dict.fromkeys(phrase(letter) + "*" for letter in found))[:MAX_TERMS]
 
 
@@ -140,10 +152,27 @@ def together(words: list[str]) -> str:
 
 # -- the days a query names -----------------------------------------------------------------------------
 
-MONTHS = {name: n for n, names in enumerate((
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
-    ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-    ("december", "dec")), start=1) for name in names}
+MONTHS = {
+    name: n
+    for n, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
 _MONTH = "(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d{2})"
@@ -158,7 +187,7 @@ def named_days(text: str, today: Date) -> tuple[str | None, str | None, str]:
         if found:
             days = span(found, today)
             if days is not None:
-                rest = text[:found.start()] + " " + text[found.end():]
+                rest = text[: found.start()] + " " + text[found.end() :]
                 return days[0].isoformat(), days[1].isoformat(), rest
     return None, None, text
 
@@ -198,32 +227,70 @@ def _last_month(today: Date) -> Span | None:
 
 
 def _ago(count: int, unit: str, today: Date) -> Span:
-    """"3 days ago", "两周前": the day that long ago, give or take a day per week of distance."""
+    """ "3 days ago", "两周前": the day that long ago, give or take a day per week of distance."""
     days = count * {"day": 1, "week": 7, "month": 30, "year": 365}[unit]
     slack = max(1, days // 7)
     return today - timedelta(days=days + slack), today - timedelta(days=max(days - slack, 0))
 
 
 _RELATIVE = {
-    "today": lambda t: (t, t), "yesterday": lambda t: (t - timedelta(1), t - timedelta(1)),
-    "this week": lambda t: _week(t, 0), "last week": lambda t: _week(t, 1),
-    "this month": lambda t: _month(t.year, t.month), "last month": lambda t: _last_month(t),
-    "this year": lambda t: (Date(t.year, 1, 1), t), "last year": lambda t: (Date(t.year - 1, 1, 1),
-                                                                           Date(t.year - 1, 12, 31)),
-    "今天": lambda t: (t, t), "昨天": lambda t: (t - timedelta(1), t - timedelta(1)),
+    "today": lambda t: (t, t),
+    "yesterday": lambda t: (t - timedelta(1), t - timedelta(1)),
+    "this week": lambda t: _week(t, 0),
+    "last week": lambda t: _week(t, 1),
+    "this month": lambda t: _month(t.year, t.month),
+    "last month": lambda t: _last_month(t),
+    "this year": lambda t: (Date(t.year, 1, 1), t),
+    "last year": lambda t: (Date(t.year - 1, 1, 1), Date(t.year - 1, 12, 31)),
+    "今天": lambda t: (t, t),
+    "昨天": lambda t: (t - timedelta(1), t - timedelta(1)),
     "前天": lambda t: (t - timedelta(2), t - timedelta(2)),
-    "这周": lambda t: _week(t, 0), "本周": lambda t: _week(t, 0), "这个星期": lambda t: _week(t, 0),
-    "上周": lambda t: _week(t, 1), "上个星期": lambda t: _week(t, 1), "上星期": lambda t: _week(t, 1),
-    "这个月": lambda t: _month(t.year, t.month), "本月": lambda t: _month(t.year, t.month),
-    "今年": lambda t: (Date(t.year, 1, 1), t), "去年": lambda t: (Date(t.year - 1, 1, 1), Date(t.year - 1, 12, 31)),
+    "这周": lambda t: _week(t, 0),
+    "本周": lambda t: _week(t, 0),
+    "这个星期": lambda t: _week(t, 0),
+    "上周": lambda t: _week(t, 1),
+    "上个星期": lambda t: _week(t, 1),
+    "上星期": lambda t: _week(t, 1),
+    "这个月": lambda t: _month(t.year, t.month),
+    "本月": lambda t: _month(t.year, t.month),
+    "今年": lambda t: (Date(t.year, 1, 1), t),
+    "去年": lambda t: (Date(t.year - 1, 1, 1), Date(t.year - 1, 12, 31)),
 }
 _RELATIVE["上个月"] = _RELATIVE["last month"]
 _RELATIVE["the day before yesterday"] = _RELATIVE["前天"]
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "一": 1, "两": 2,
-                 "二": 2, "三": 3, "四": 4, "五": 5, "六": 6}
-_UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
-          "year": "year", "years": "year", "天": "day", "周": "week", "个星期": "week", "星期": "week",
-          "个月": "month", "年": "year"}
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "一": 1,
+    "两": 2,
+    "二": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+}
+_UNITS = {
+    "day": "day",
+    "days": "day",
+    "week": "week",
+    "weeks": "week",
+    "month": "month",
+    "months": "month",
+    "year": "year",
+    "years": "year",
+    "天": "day",
+    "周": "week",
+    "个星期": "week",
+    "星期": "week",
+    "个月": "month",
+    "年": "year",
+}
 
 
 def _count(word: str) -> int:
@@ -233,27 +300,43 @@ def _count(word: str) -> int:
 _I = re.IGNORECASE
 _PATTERNS = [
     (re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)"), lambda m, t: _day(int(m[1]), int(m[2]), int(m[3]))),
-    (re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"),
-     lambda m, t: _day(int(m[1]), int(m[2]), int(m[3]))),
+    (
+        re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"),
+        lambda m, t: _day(int(m[1]), int(m[2]), int(m[3])),
+    ),
     (re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月"), lambda m, t: _month(int(m[1]), int(m[2]))),
     (re.compile(r"(?<!\d)(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), lambda m, t: _recent_day(int(m[1]), int(m[2]), t)),
-    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", _I),
-     lambda m, t: _day(int(m[3]), MONTHS[m[1].lower()], int(m[2]))),
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", _I),
-     lambda m, t: _day(int(m[3]), MONTHS[m[2].lower()], int(m[1]))),
+    (
+        re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b", _I),
+        lambda m, t: _day(int(m[3]), MONTHS[m[1].lower()], int(m[2])),
+    ),
+    (
+        re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b", _I),
+        lambda m, t: _day(int(m[3]), MONTHS[m[2].lower()], int(m[1])),
+    ),
     (re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", _I), lambda m, t: _month(int(m[2]), MONTHS[m[1].lower()])),
     (re.compile(rf"\b{_MONTH}\s+{_DAY}\b", _I), lambda m, t: _recent_day(MONTHS[m[1].lower()], int(m[2]), t)),
     (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b", _I), lambda m, t: _recent_day(MONTHS[m[2].lower()], int(m[1]), t)),
     (re.compile(r"(?<!\d)(\d{4})\s*年(?!\s*\d)"), lambda m, t: (Date(int(m[1]), 1, 1), Date(int(m[1]), 12, 31))),
-    (re.compile(rf"\b(?:in|during|of)\s+{_YEAR}\b", _I),
-     lambda m, t: (Date(int(m[1]), 1, 1), Date(int(m[1]), 12, 31))),
+    (re.compile(rf"\b(?:in|during|of)\s+{_YEAR}\b", _I), lambda m, t: (Date(int(m[1]), 1, 1), Date(int(m[1]), 12, 31))),
     (re.compile(r"(?<!\d)(\d{1,2})\s*月(?!\s*\d)"), lambda m, t: _recent_month(int(m[1]), t)),
     (re.compile(rf"\b(?:in|during|last)\s+{_MONTH}(?!\w)", _I), lambda m, t: _recent_month(MONTHS[m[1].lower()], t)),
-    (re.compile(r"\b(\d+|an?|one|two|three|four|five|six)\s+(days?|weeks?|months?|years?)\s+ago\b", _I),
-     lambda m, t: _ago(_count(m[1]), _UNITS[m[2].lower()], t)),
-    (re.compile(r"(\d+|[一两二三四五六])\s*(天|周|个星期|星期|个月|年)[之以]?前"),
-     lambda m, t: _ago(_count(m[1]), _UNITS[m[2]], t)),
-    (re.compile("|".join(rf"\b{re.escape(k)}\b" if k.isascii() else re.escape(k)
-                         for k in sorted(_RELATIVE, key=len, reverse=True)), _I),
-     lambda m, t: _RELATIVE[m[0].lower()](t)),
+    (
+        re.compile(r"\b(\d+|an?|one|two|three|four|five|six)\s+(days?|weeks?|months?|years?)\s+ago\b", _I),
+        lambda m, t: _ago(_count(m[1]), _UNITS[m[2].lower()], t),
+    ),
+    (
+        re.compile(r"(\d+|[一两二三四五六])\s*(天|周|个星期|星期|个月|年)[之以]?前"),
+        lambda m, t: _ago(_count(m[1]), _UNITS[m[2]], t),
+    ),
+    (
+        re.compile(
+            "|".join(
+                rf"\b{re.escape(k)}\b" if k.isascii() else re.escape(k)
+                for k in sorted(_RELATIVE, key=len, reverse=True)
+            ),
+            _I,
+        ),
+        lambda m, t: _RELATIVE[m[0].lower()](t),
+    ),
 ]

@@ -15,8 +15,9 @@ PROBE = 500  # passages a word is first counted up to (plan_terms)
 SUMMARY_SLOTS = 2  # of the passages shown, at most this many from the notes and MEMORY.md (choose)
 
 
-def plan_terms(terms: Sequence[str], count: Callable[[str, int], int], budget: int,
-               probe: int = PROBE) -> tuple[list[str], bool]:
+def plan_terms(
+    terms: Sequence[str], count: Callable[[str, int], int], budget: int, probe: int = PROBE
+) -> tuple[list[str], bool]:
     """The words to ask for, and whether to rank them, from `count(term, cap)`: how many passages hold a
     word, counted up to `cap`. Scoring costs a few microseconds per passage, so a search scores at most
     `budget` passages: the rarest words while their passages fit (a common word weighs little in BM25), at
@@ -109,7 +110,7 @@ def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_S
             continue
         chosen.append(hit)
     chosen = chosen[:count]
-    chosen += [hit for hit in matched if hit not in chosen][:count - len(chosen)]  # fewer messages than slots
+    chosen += [hit for hit in matched if hit not in chosen][: count - len(chosen)]  # fewer messages than slots
     return with_context(sorted(chosen, key=Hit.order, reverse=True), [hit for hit in ranked if not hit.matched])
 
 
@@ -119,8 +120,16 @@ def with_context(chosen: Sequence[Hit], near: Sequence[Hit]) -> list[Hit]:
     shown = {hit.rowid for hit in chosen}
     placed: list[Hit] = []
     for hit in chosen:
-        context = tuple(sorted((n for n in near if n.source == hit.source and abs(n.position - hit.position) == 1
-                                and n.rowid not in shown), key=lambda n: n.position))
+        context = tuple(
+            sorted(
+                (
+                    n
+                    for n in near
+                    if n.source == hit.source and abs(n.position - hit.position) == 1 and n.rowid not in shown
+                ),
+                key=lambda n: n.position,
+            )
+        )
         shown.update(n.rowid for n in context)
         placed.append(replace(hit, context=context) if hit.source.kind == "messages" else hit)
     return placed

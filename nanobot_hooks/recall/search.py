@@ -79,9 +79,18 @@ _WORD = re.compile(r"[^\W_]+")  # a word as SQLite's unicode61 tokenizer takes i
 _PROGRESS_STEPS = 1_000  # SQLite virtual-machine steps between two looks at the clock
 
 
-def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[str], bool], scope: str = "session",
-           date_from: str | None = None, date_to: str | None = None, budget: float = BUDGET_SECONDS,
-           today: Date | None = None, meaning: Embedder | None = None) -> str:
+def search(
+    workspace: Path,
+    query: str,
+    asker: str | None,
+    trusted: Callable[[str], bool],
+    scope: str = "session",
+    date_from: str | None = None,
+    date_to: str | None = None,
+    budget: float = BUDGET_SECONDS,
+    today: Date | None = None,
+    meaning: Embedder | None = None,
+) -> str:
     """The answer to one recall. Raises ValueError for a bad date only; the index's trouble is "nothing found".
     `meaning`: the query's embedder (meaning.embedder), asked only when the index holds vectors."""
     since, until = check_day(date_from, "date_from"), check_day(date_to, "date_to")
@@ -106,8 +115,9 @@ def search(workspace: Path, query: str, asker: str | None, trusted: Callable[[st
             deadline = time.monotonic() + budget  # the embedding's wait has its own bound, not the search's
             sources = _sources(db, asker, widened(asker, trusted, scope))
             groups = search_order(visible_sources(sources, asker, trusted, scope), asker)
-            return _answer(_Search(db, asked, deadline, meaning=vector), groups, query, asker,
-                           widened(asker, trusted, scope))
+            return _answer(
+                _Search(db, asked, deadline, meaning=vector), groups, query, asker, widened(asker, trusted, scope)
+            )
     except sqlite3.Error:
         return f"Nothing found for {query!r}: the archive index cannot be read right now."
 
@@ -118,8 +128,11 @@ def _sources(db: sqlite3.Connection, asker: str | None, wide: bool) -> list[Sour
     if wide:
         rows = db.execute("SELECT id, kind, session, through FROM sources")
     else:  # the session itself and its pre-`/new` copies (`<key>` RETIRED_SOURCE `<copy>`)
-        rows = db.execute("SELECT id, kind, session, through FROM sources WHERE kind = 'memory' OR session = ?1 "
-                          "OR substr(session, 1, length(?1) + 1) = ?1 || ?2", (asker or "", RETIRED_SOURCE))
+        rows = db.execute(
+            "SELECT id, kind, session, through FROM sources WHERE kind = 'memory' OR session = ?1 "
+            "OR substr(session, 1, length(?1) + 1) = ?1 || ?2",
+            (asker or "", RETIRED_SOURCE),
+        )
     return [Source(*row) for row in rows]
 
 
@@ -155,8 +168,13 @@ def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker:
         if "interrupt" not in str(exc):
             raise
     run.db.set_progress_handler(None, 0)
-    return render(query, _shown(run, choose(run.hits), focus=False), asker, described,
-                  late + " (the search stopped at its time limit)")
+    return render(
+        query,
+        _shown(run, choose(run.hits), focus=False),
+        asker,
+        described,
+        late + " (the search stopped at its time limit)",
+    )
 
 
 # -- the index (read-only I/O) ---------------------------------------------------------------------
@@ -196,8 +214,9 @@ class _Search:
         if known is not None and (known[0] < known[1] or known[1] >= cap):
             return min(known[0], cap)
         try:
-            held = self.db.execute("SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
-                                   (term, cap)).fetchone()[0]
+            held = self.db.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)", (term, cap)
+            ).fetchone()[0]
         except sqlite3.OperationalError as exc:
             if "interrupt" in str(exc):
                 raise
@@ -226,8 +245,10 @@ class _Search:
             return
         asked = ",".join("(?)" for _ in rowids)
         for number, last, data in self.db.execute(
-                f"WITH asked(r) AS (VALUES {asked}) SELECT DISTINCT blocks.id, blocks.last, blocks.lengths FROM asked "
-                "JOIN blocks ON blocks.id = (SELECT max(id) FROM blocks WHERE id <= asked.r)", list(rowids)):
+            f"WITH asked(r) AS (VALUES {asked}) SELECT DISTINCT blocks.id, blocks.last, blocks.lengths FROM asked "
+            "JOIN blocks ON blocks.id = (SELECT max(id) FROM blocks WHERE id <= asked.r)",
+            list(rowids),
+        ):
             self._keep(number, last, data)
 
     def _keep(self, number: int, last: int, data: bytes) -> Directory:
@@ -249,12 +270,13 @@ class _Search:
         """The rowids of the span's `count` newest passages, newest first, from the blocks' directories."""
         found: list[int] = []
         for number, last, data in self.db.execute(
-                "SELECT id, last, lengths FROM blocks WHERE id <= ? AND id >= ? - ? ORDER BY id DESC",
-                (span[1], span[0], SOURCE_POSITION)):
+            "SELECT id, last, lengths FROM blocks WHERE id <= ? AND id >= ? - ? ORDER BY id DESC",
+            (span[1], span[0], SOURCE_POSITION),
+        ):
             if last < span[0]:
                 break
             held = self._keep(number, last, data).rowids()
-            found += [r for r in reversed(held) if span[0] <= r <= span[1]][:count - len(found)]
+            found += [r for r in reversed(held) if span[0] <= r <= span[1]][: count - len(found)]
             if len(found) >= count:
                 break
         return found
@@ -310,9 +332,18 @@ def _lexical(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
         return []  # no passage holds any of the words
     if run.ranked and run.kept:
         return _ranked(run, source, span)
-    rows = [rowid for (rowid,) in run.db.execute(
-        "SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-        (run.match, *span, CANDIDATES * 2))] if run.kept else run.newest(span, CANDIDATES * 2)
+    rows = (
+        [
+            rowid
+            for (rowid,) in run.db.execute(
+                "SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ? "
+                "ORDER BY rowid DESC LIMIT ?",
+                (run.match, *span, CANDIDATES * 2),
+            )
+        ]
+        if run.kept
+        else run.newest(span, CANDIDATES * 2)
+    )
     found = (_hit(run, source, rowid & SOURCE_POSITION, 0.0) for rowid in rows)
     return [hit for hit in found if hit is not None]
 
@@ -326,18 +357,22 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
     for term in run.kept:
         run.check_clock()
         # Counted in the whole source (the days asked are no collection of their own), kept in the span.
-        for (rowid,) in run.db.execute("SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ?",
-                                       (term, *whole)):
+        for (rowid,) in run.db.execute(
+            "SELECT rowid FROM passages WHERE passages MATCH ? AND rowid BETWEEN ? AND ?", (term, *whole)
+        ):
             counts[term] += 1
             if span[0] <= rowid <= span[1]:
                 held.setdefault(rowid, []).append(term)
     size = _size(run, source)
-    weight = {term: rarity(count, size) * (LETTER_SHARE if term in run.asked.letters else 1.0)
-              for term, count in counts.items()}
+    weight = {
+        term: rarity(count, size) * (LETTER_SHARE if term in run.asked.letters else 1.0)
+        for term, count in counts.items()
+    }
     share = MEMORY_SHARE if source.kind == "memory" else 1.0
     nearby = around(held, weight) if source.kind == "messages" else {}
-    pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]) + nearby.get(r, 0.0), r),
-                  reverse=True)[:max(CANDIDATES * 4, DEEP if run.meaning else 0)]
+    pool = sorted(held, key=lambda r: (sum(weight[t] for t in held[r]) + nearby.get(r, 0.0), r), reverse=True)[
+        : max(CANDIDATES * 4, DEEP if run.meaning else 0)
+    ]
     average = _average_length(run, span)
     run.read_blocks([rowid for rowid in pool if run.covering(rowid) is None])
     scored = {}
@@ -367,11 +402,14 @@ def _fused(run: _Search, source: Source, span: tuple[int, int], lexical: list[Hi
     unit = max((hit.score for hit in known.values()), default=0.0) or (MEMORY_SHARE if source.kind == "memory" else 1.0)
     floor = mean + MEANING_FLOOR * spread  # a passage found by meaning alone must stand out by it
     rowids = set(known) | {rowid for rowid in heapq.nlargest(DEEP, near, key=near.__getitem__) if near[rowid] >= floor}
-    scored = {rowid: (known[rowid].score if rowid in known else 0.0)
-              + MEANING_WEIGHT * unit * (near[rowid] - mean) / spread if rowid in near
-              else known[rowid].score for rowid in rowids}
+    scored = {
+        rowid: (known[rowid].score if rowid in known else 0.0) + MEANING_WEIGHT * unit * (near[rowid] - mean) / spread
+        if rowid in near
+        else known[rowid].score
+        for rowid in rowids
+    }
     hits = []
-    for rowid in sorted(scored, key=lambda r: (scored[r], r), reverse=True)[:CANDIDATES * 2]:
+    for rowid in sorted(scored, key=lambda r: (scored[r], r), reverse=True)[: CANDIDATES * 2]:
         found = known.get(rowid) or _hit(run, source, rowid & SOURCE_POSITION, 0.0)
         if found is not None:
             hits.append(replace(found, score=scored[rowid]))
@@ -381,8 +419,9 @@ def _fused(run: _Search, source: Source, span: tuple[int, int], lexical: list[Hi
 def _nearest(run: _Search, span: tuple[int, int], candidates: Sequence[int]) -> dict[int, float]:
     """The cosine to the query of the span's VECTOR_SCAN newest passages and of the candidates (those embedded)."""
     assert run.meaning is not None
-    rows = run.db.execute("SELECT rowid, v FROM vectors WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?",
-                          (*span, VECTOR_SCAN)).fetchall()
+    rows = run.db.execute(
+        "SELECT rowid, v FROM vectors WHERE rowid BETWEEN ? AND ? ORDER BY rowid DESC LIMIT ?", (*span, VECTOR_SCAN)
+    ).fetchall()
     seen = {rowid for rowid, _ in rows}
     for rowid in candidates:
         if rowid not in seen:
@@ -401,8 +440,10 @@ def _size(run: _Search, source: Source) -> int:
     if source.kind == "messages" and source.size:
         return source.size
     base = source.id << SOURCE_BITS
-    held = run.db.execute("SELECT total(n) FROM (SELECT n FROM blocks WHERE id BETWEEN ? AND ? LIMIT ?)",
-                          (base, base | SOURCE_POSITION, SIZE_CAP)).fetchone()[0]
+    held = run.db.execute(
+        "SELECT total(n) FROM (SELECT n FROM blocks WHERE id BETWEEN ? AND ? LIMIT ?)",
+        (base, base | SOURCE_POSITION, SIZE_CAP),
+    ).fetchone()[0]
     return min(int(held), SIZE_CAP)
 
 
@@ -445,10 +486,13 @@ def _focus(run: _Search, hits: Sequence[Hit]) -> dict[int, str]:
     # The index holds no copy of the text to mark (contentless): the passages are indexed in memory for it, together.
     with closing(sqlite3.connect(":memory:")) as alone:
         alone.execute(f"CREATE VIRTUAL TABLE passage USING fts5(terms, tokenize={TOKENIZE!r})")
-        alone.executemany("INSERT INTO passage(rowid, terms) VALUES(?, ?)",
-                          [(n, index_text(hit.body)) for n, hit in enumerate(hits)])
-        rows = alone.execute("SELECT rowid, highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
-                             (" OR ".join(run.asked.terms),)).fetchall()
+        alone.executemany(
+            "INSERT INTO passage(rowid, terms) VALUES(?, ?)", [(n, index_text(hit.body)) for n, hit in enumerate(hits)]
+        )
+        rows = alone.execute(
+            "SELECT rowid, highlight(passage, 0, char(1), char(2)) FROM passage WHERE passage MATCH ?",
+            (" OR ".join(run.asked.terms),),
+        ).fetchall()
     found = {}
     for n, text in rows:
         words = {w for marked in _MARKED.findall(text or "") for w in _WORD.findall(marked)}
@@ -462,8 +506,10 @@ def _rowid_span(db: sqlite3.Connection, source: Source, since: str | None, until
     base = source.id << SOURCE_BITS
     if since is None and until is None:
         return base, base | SOURCE_POSITION
-    low, high = db.execute("SELECT min(low), max(high) FROM days WHERE source = ? AND day BETWEEN ? AND ?",
-                           (source.id, since or "0000-00-00", until or "9999-99-99")).fetchone()
+    low, high = db.execute(
+        "SELECT min(low), max(high) FROM days WHERE source = ? AND day BETWEEN ? AND ?",
+        (source.id, since or "0000-00-00", until or "9999-99-99"),
+    ).fetchone()
     return None if low is None else (base | low, base | high)
 
 
@@ -471,4 +517,3 @@ def _in_range(day: str | None, since: str | None, until: str | None) -> bool:
     if since is None and until is None:
         return True
     return day is not None and (since or "") <= day <= (until or "9999-99-99")
-

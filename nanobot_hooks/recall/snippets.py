@@ -19,7 +19,7 @@ def snippet(body: str, focus: str | None = None, width: int = SNIPPET_CHARS) -> 
         return text
     at = text.casefold().find(focus.casefold()) if focus else -1
     start = max(0, min(at - width // 3, len(text) - width)) if at >= 0 else 0
-    cut = text[start:start + width]
+    cut = text[start : start + width]
     return ("…" if start else "") + cut + ("…" if start + width < len(text) else "")
 
 
@@ -52,11 +52,15 @@ def render(query: str, shown: Sequence[tuple[Hit, str]], asker: str | None, scop
     """The tool's answer: plain text, one numbered passage per hit, each with its date and its source."""
     if not shown:
         return f"Nothing found for {query!r} in {scope}{late}."
-    lines = [f"Found {len(shown)} passage{'s' if len(shown) > 1 else ''} for {query!r} in {scope}{late}; "
-             "dates are local:"]
+    lines = [
+        f"Found {len(shown)} passage{'s' if len(shown) > 1 else ''} for {query!r} in {scope}{late}; dates are local:"
+    ]
     for number, (hit, text) in enumerate(shown, start=1):
         lines.append(f"{number}. {where(hit, asker)}")
         lines.append(f"   {text}")
-        lines += [f"   {'before' if near.position < hit.position else 'after'} it, message {near.position} "
-                  f"({near.label}): {snippet(near.body)}" for near in hit.context]
+        lines += [
+            f"   {'before' if near.position < hit.position else 'after'} it, message {near.position} "
+            f"({near.label}): {snippet(near.body)}"
+            for near in hit.context
+        ]
     return "\n".join(lines)

@@ -21,8 +21,12 @@ RECALL_DESCRIPTION = (
 RECALL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "query": {"type": "string", "minLength": 2, "maxLength": 200,
-                  "description": "keywords, e.g. 'nginx port' or '端口 部署'"},
+        "query": {
+            "type": "string",
+            "minLength": 2,
+            "maxLength": 200,
+            "description": "keywords, e.g. 'nginx port' or '端口 部署'",
+        },
         "date_from": {"type": "string", "description": "only passages dated on or after this day, YYYY-MM-DD"},
         "date_to": {"type": "string", "description": "only passages dated on or before this day, YYYY-MM-DD"},
     },
@@ -79,8 +83,7 @@ class RecallTool(ToolBase):
 
         return cls(Path(ctx.workspace).expanduser(), load_settings())
 
-    async def execute(self, query: str = "", date_from: str | None = None, date_to: str | None = None,
-                      **_: Any) -> str:
+    async def execute(self, query: str = "", date_from: str | None = None, date_to: str | None = None, **_: Any) -> str:
         try:
             from nanobot_hooks.recall import meaning
             from nanobot_hooks.recall import search as recall
@@ -88,9 +91,17 @@ class RecallTool(ToolBase):
             if self._workspace is None or self._settings is None:
                 return f"Nothing found for {query!r}: recall is not set up in this process."
             embed = meaning.embedder(self._settings)
-            search = asyncio.to_thread(recall.search, self._workspace, str(query), _asking_session(),
-                                       self._settings.is_trusted, self._settings.summary_recall_scope,
-                                       date_from, date_to, meaning=embed)
+            search = asyncio.to_thread(
+                recall.search,
+                self._workspace,
+                str(query),
+                _asking_session(),
+                self._settings.is_trusted,
+                self._settings.summary_recall_scope,
+                date_from,
+                date_to,
+                meaning=embed,
+            )
             # The search stops itself at its budget (the query's embedding at its own); this bounds a disk that does
             # not answer at all.
             return await asyncio.wait_for(search, recall.BUDGET_SECONDS + 2.0 + (meaning.QUERY_SECONDS if embed else 0))

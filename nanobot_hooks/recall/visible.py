@@ -9,13 +9,18 @@ from nanobot_hooks.contract.recall import source_owner
 from nanobot_hooks.recall.hits import Source
 
 
-def visible_sources(sources: Sequence[Source], asker: str | None, trusted: Callable[[str], bool],
-                    scope: str) -> list[Source]:
+def visible_sources(
+    sources: Sequence[Source], asker: str | None, trusted: Callable[[str], bool], scope: str
+) -> list[Source]:
     """The sources a session may search: its own, MEMORY.md, and (scope "trusted", asker trusted) other trusted ones."""
     widen = widened(asker, trusted, scope)
-    return [p for p in sources if p.kind == "memory"
-            or (asker is not None and source_owner(p.session) == asker)
-            or (widen and p.session and trusted(source_owner(p.session)))]
+    return [
+        p
+        for p in sources
+        if p.kind == "memory"
+        or (asker is not None and source_owner(p.session) == asker)
+        or (widen and p.session and trusted(source_owner(p.session)))
+    ]
 
 
 def widened(asker: str | None, trusted: Callable[[str], bool], scope: str) -> bool:

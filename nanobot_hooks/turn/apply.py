@@ -37,8 +37,9 @@ class LiveSession(Protocol):
     @last_archived.setter
     def last_archived(self, value: int) -> None: ...
 
-    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
-                                  last_active: datetime | None = None) -> None: ...
+    def commit_summary_checkpoint(
+        self, summary: str, *, insert_at: int | None = None, last_active: datetime | None = None
+    ) -> None: ...
 
 
 def pending_in_metadata(session: LiveSession) -> SummaryRecord | None:
@@ -56,11 +57,7 @@ def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
         return True
     # Also without our marker (e.g. the metadata was replaced): same boundary and same summary text.
     last = session.metadata.get(LAST_SUMMARY)
-    return (
-        session.last_archived == record.boundary
-        and isinstance(last, dict)
-        and last.get("text") == record.summary
-    )
+    return session.last_archived == record.boundary and isinstance(last, dict) and last.get("text") == record.summary
 
 
 def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, bool]:
@@ -135,4 +132,3 @@ def undo_summary(session: LiveSession, undo: SummaryRecord) -> None:
     SessionMarker.mark_undone(session.metadata, undo)
     session.last_archived = 0
     session.provider_state = None
-

@@ -29,8 +29,12 @@ MAX_RETRY_SECONDS = 30.0
 SETTINGS_SECONDS = 3 * RESCAN_SECONDS
 
 
-async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds: float = RESCAN_SECONDS,
-                 settings: HookSettings | None = None) -> None:
+async def listen(
+    link: RedisLink,
+    on_key: Callable[[str], None],
+    rescan_seconds: float = RESCAN_SECONDS,
+    settings: HookSettings | None = None,
+) -> None:
     """Run until cancelled; `on_key(session_key)` is called for every record that may be ready. With `settings`,
     they are published for `doctor` (publish_settings) at each (re)subscribe and rescan."""
     delay = FIRST_RETRY_SECONDS
@@ -65,8 +69,15 @@ async def listen(link: RedisLink, on_key: Callable[[str], None], rescan_seconds:
         delay = min(delay * 2, MAX_RETRY_SECONDS)
 
 
-async def _follow(link: RedisLink, client: Any, pubsub: Any, keys_of: Keys, on_key: Callable[[str], None],
-                  rescan_seconds: float, settings: HookSettings | None) -> None:
+async def _follow(
+    link: RedisLink,
+    client: Any,
+    pubsub: Any,
+    keys_of: Keys,
+    on_key: Callable[[str], None],
+    rescan_seconds: float,
+    settings: HookSettings | None,
+) -> None:
     """Until the connection fails: each notice to `on_key`, each outcome to nanobot's log, and every
     `rescan_seconds` the pending sessions again (a notice sent while nobody listened is not lost)."""
     loop = asyncio.get_running_loop()
@@ -114,9 +125,16 @@ async def publish_settings(client: Any, settings: HookSettings | None) -> None:
     if settings is None:
         return
     process = f"{socket.gethostname()}:{os.getpid()}"
-    report = {"host": socket.gethostname(), "pid": os.getpid(), "started": STARTED, "written": time.time(),
-              "runner": runner(), "settings": shared_settings(settings), RELEASE_FIELD: RELEASE,
-              CONTRACT_FIELD: CONTRACT}
+    report = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": STARTED,
+        "written": time.time(),
+        "runner": runner(),
+        "settings": shared_settings(settings),
+        RELEASE_FIELD: RELEASE,
+        CONTRACT_FIELD: CONTRACT,
+    }
     keys = Keys.of(client)
     # Indexed (`Keys.index`): the worker's commands list running nanobots without SCAN, and `undo` knows from it
     # that a listener is there (a presence key: the ACL user may not count a channel's subscribers).

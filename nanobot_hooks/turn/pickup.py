@@ -117,10 +117,14 @@ class PickupScheduler:
         settings = self.ctx.settings
         if settings.summary_pickup == "now":
             return True
-        return pickup_due(mode=settings.summary_pickup, idle_seconds=idle_seconds(session),
-                          cache_ttl=settings.summary_cache_ttl, prompt_tokens=last_context_tokens(session.metadata),
-                          context_window=settings.summary_context_window or self.ctx.window(),
-                          threshold=settings.summary_threshold)
+        return pickup_due(
+            mode=settings.summary_pickup,
+            idle_seconds=idle_seconds(session),
+            cache_ttl=settings.summary_cache_ttl,
+            prompt_tokens=last_context_tokens(session.metadata),
+            context_window=settings.summary_context_window or self.ctx.window(),
+            threshold=settings.summary_threshold,
+        )
 
     def _hold(self, key: str, record: SummaryRecord, session: Any) -> None:
         """Keep `record` for the turn that finds it due, and look again when the cache would be cold."""
@@ -133,8 +137,10 @@ class PickupScheduler:
             old.cancel()
         delay = max(self.ctx.settings.summary_cache_ttl - (idle_seconds(session) or 0.0), 0.0) + 0.05
         self._timers[key] = asyncio.get_running_loop().call_later(delay, self._recheck, key)
-        logs.debug(f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
-                   "or the context nears the window")
+        logs.debug(
+            f"holding the summary of {key} until the prompt cache is cold ({delay:.0f} s) "
+            "or the context nears the window"
+        )
 
     def _discard(self, session: Any, record: SummaryRecord, outcome: Outcome, where: str) -> None:
         """A record that will never apply (stale, or applied already): no longer held, its metadata copy
@@ -223,15 +229,20 @@ class PickupScheduler:
         stands for its summary meanwhile: no job is queued over it), said once per session; damage was dropped."""
         self.ctx.counts[what] += 1
         if what == DAMAGED:
-            THROTTLE.warning(DAMAGED, f"dropped a damaged summary record of {key} (not a record of any version); "
-                             f"{self.ctx.counts[DAMAGED]} so far")
+            THROTTLE.warning(
+                DAMAGED,
+                f"dropped a damaged summary record of {key} (not a record of any version); "
+                f"{self.ctx.counts[DAMAGED]} so far",
+            )
         elif key not in self._unreadable:
             self._unreadable[key] = None
             while len(self._unreadable) > MAX_SESSIONS:
                 del self._unreadable[next(iter(self._unreadable))]
-            logs.warning(f"kept the summary record of {key}: written by another version of the worker, which this "
-                         f"version of the hooks cannot read; it waits for hooks of that version (upgrade both to "
-                         f"one version), or expires")
+            logs.warning(
+                f"kept the summary record of {key}: written by another version of the worker, which this "
+                f"version of the hooks cannot read; it waits for hooks of that version (upgrade both to "
+                f"one version), or expires"
+            )
 
     def _signed(self, record: SummaryRecord) -> bool:
         """Is `record` signed with this instance's key? Every record from Redis reaches the hooks through here, and
@@ -246,8 +257,9 @@ class PickupScheduler:
             why = f"this instance's key cannot be read ({logs.describe(exc)})"
         self.ctx.counts["forged"] += 1
         key = record.session_key
-        THROTTLE.warning(f"forged:{key}", f"refused the summary record of {key}: {why}; "
-                         f"{self.ctx.counts['forged']} refused so far")
+        THROTTLE.warning(
+            f"forged:{key}", f"refused the summary record of {key}: {why}; {self.ctx.counts['forged']} refused so far"
+        )
         return False
 
     def _cached(self, key: str) -> bool:
@@ -267,20 +279,33 @@ class PickupScheduler:
         self.ctx.counts[outcome] += 1
         key = record.session_key
         if outcome == "replayed":
-            why = refusal(self.ctx.nanobot.sessions.get_cached(key), record, not record.undoes) \
-                if self._cached(key) else None
-            THROTTLE.warning(f"replayed:{key}", f"refused the summary record of {key}: {why or 'replayed'} (a record "
-                             f"applies once); {self.ctx.counts['replayed']} refused so far")
+            why = (
+                refusal(self.ctx.nanobot.sessions.get_cached(key), record, not record.undoes)
+                if self._cached(key)
+                else None
+            )
+            THROTTLE.warning(
+                f"replayed:{key}",
+                f"refused the summary record of {key}: {why or 'replayed'} (a record "
+                f"applies once); {self.ctx.counts['replayed']} refused so far",
+            )
         elif record.undoes:
             if outcome != "duplicate":  # a duplicate: the session was undone already (loaded from the undone file)
-                logs.info(f"undid the summary of {key} (nanobot-summary undo): every message is sent again"
-                          if outcome == "applied" else f"did not undo the summary of {key}: it changed since the undo")
+                logs.info(
+                    f"undid the summary of {key} (nanobot-summary undo): every message is sent again"
+                    if outcome == "applied"
+                    else f"did not undo the summary of {key}: it changed since the undo"
+                )
         elif outcome == "applied":
-            logs.info(f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
-                      f"covered, {record.tokens_before} -> {record.tokens_after} tokens")
+            logs.info(
+                f"applied the summary of {key} {where}: messages {record.start}..{record.boundary - 1} "
+                f"covered, {record.tokens_before} -> {record.tokens_after} tokens"
+            )
         elif outcome == "stale":
-            logs.info(f"dropped the summary of {key}: the session changed since (/new or a compaction); "
-                      f"{self.ctx.counts['stale']} dropped so far")
+            logs.info(
+                f"dropped the summary of {key}: the session changed since (/new or a compaction); "
+                f"{self.ctx.counts['stale']} dropped so far"
+            )
 
     async def _settle(self, record: SummaryRecord, outcome: Outcome) -> None:
         async def work(client: Any) -> None:
@@ -290,9 +315,20 @@ class PickupScheduler:
             elif outcome == "applied":  # an undo is no pickup of a summary
                 await client.hincrby(self.ctx.settings.keys.stats, "undone", 1)
             if outcome == "applied" and not record.undoes:  # the sawtooth's drop, in the session's context history
-                await note_context(client, [(record.session_key, {"at": round(time.time(), 1), "applied": True,
-                                                                  "before": record.tokens_before,
-                                                                  "after": record.tokens_after})])
+                await note_context(
+                    client,
+                    [
+                        (
+                            record.session_key,
+                            {
+                                "at": round(time.time(), 1),
+                                "applied": True,
+                                "before": record.tokens_before,
+                                "after": record.tokens_after,
+                            },
+                        )
+                    ],
+                )
 
         await self.ctx.link.call(f"clearing the summary record of {record.session_key}", work)
 

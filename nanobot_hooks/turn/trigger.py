@@ -102,8 +102,13 @@ class Triggering:
                 messages = session.messages
                 start = count_from(messages, session.last_archived, session.metadata)
                 turns = user_turns_since(messages, start, enough=interval)
-            reason = decide(prompt_tokens=prompt, context_window=window, threshold=self.ctx.settings.summary_threshold,
-                            user_turns=turns, interval=interval)
+            reason = decide(
+                prompt_tokens=prompt,
+                context_window=window,
+                threshold=self.ctx.settings.summary_threshold,
+                user_turns=turns,
+                interval=interval,
+            )
             if reason is not None:
                 self.ctx.spawn(self.enqueue(key, reason, prompt, window))
             if self.ctx.settings.summary_idle and self._idle_check_may_be_gone(key):
@@ -149,8 +154,9 @@ class Triggering:
         if await self.ctx.link.call(f"queueing the idle check of {key}", queue) is None:
             self._idle_armed.pop(key, None)  # Redis failed: the next turn tries again
 
-    async def enqueue(self, key: str, reason: Reason, prompt: int | None, window: int | None,
-                      again: bool = True) -> None:
+    async def enqueue(
+        self, key: str, reason: Reason, prompt: int | None, window: int | None, again: bool = True
+    ) -> None:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.exists(self.ctx.settings.keys.record(key))
@@ -171,8 +177,9 @@ class Triggering:
             logs.info(f"queued a summary of {key} ({reason}: {prompt} prompt tokens, window {window})")
         elif result == "resting":
             self.ctx.counts["resting"] += 1
-            logs.debug(f"not queueing a summary of {key}: it rests after a failed job "
-                       "(nanobot-summary status says why)")
+            logs.debug(
+                f"not queueing a summary of {key}: it rests after a failed job (nanobot-summary status says why)"
+            )
         elif result == "pending":
             # Its notice was missed (or this process does not listen): apply it now, after this
             # turn. Awaited here, not spawned, so a `nanobot agent -m` process finishes it before exit.

@@ -43,9 +43,9 @@ def test_a_memory_write_is_counted_warm_when_the_main_model_was_called_within_th
     def turn(at: float, memory: str, summary: str = "") -> str:
         clock[0] = at
         system = f"identity\n\n---\n\n# Memory\n\n## Long-term Memory\n{memory}" + (
-            f"\n\n---\n\n{bench.SUMMARY_SECTION}\n\n{summary}" if summary else "")
-        body = {"model": "main", "messages": [{"role": "system", "content": system},
-                                               {"role": "user", "content": "hi"}]}
+            f"\n\n---\n\n{bench.SUMMARY_SECTION}\n\n{summary}" if summary else ""
+        )
+        body = {"model": "main", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
         provider(FakeRequest("/v1/chat/completions", {}, body, b"", at))
         return provider.calls[-1].memory_change
 
@@ -58,8 +58,9 @@ def test_a_memory_write_is_counted_warm_when_the_main_model_was_called_within_th
 
 def test_the_naive_design_rereads_the_history_and_ours_reads_it_once():
     bench = load_bench()
-    sim = bench.naive_vs_ours(turn_tokens=100, reply_tokens=50, summary_tokens=200, interval=10, turns=1000,
-                              keep_tokens=300)
+    sim = bench.naive_vs_ours(
+        turn_tokens=100, reply_tokens=50, summary_tokens=200, interval=10, turns=1000, keep_tokens=300
+    )
     assert sim["conversation_tokens"] == 150_000
     assert sim["naive_input"] == sum(150 * n for n in range(10, 1001, 10))
     # Every message once (up to the last kept tail) plus the previous summary each of the 100 times.
@@ -98,21 +99,27 @@ def test_nanobot_alone_runs_at_its_defaults_and_with_idle_compaction_off():
 def test_the_fake_summarizer_names_each_planted_fact_it_saw_as_a_fact():
     bench = load_bench()
     facts = bench.fake_facts("用户说 FACT-AK1234 和 FACT-BL5678，又说 FACT-AK1234")
-    assert [f["text"] for f in facts] == ["用户新服务器的资产编号是 FACT-AK1234",
-                                          "用户新服务器的资产编号是 FACT-BL5678"]
+    assert [f["text"] for f in facts] == [
+        "用户新服务器的资产编号是 FACT-AK1234",
+        "用户新服务器的资产编号是 FACT-BL5678",
+    ]
     assert bench.fake_facts("nothing planted") == []
 
 
 def test_goals_and_what_a_variant_misses():
     bench = load_bench()
-    assert bench.goals(32_000, paused=True) == {"main_prompt_tokens": 0.8, "main_input_cost": 0.8,
-                                                "all_input_cost": 0.6}
+    assert bench.goals(32_000, paused=True) == {
+        "main_prompt_tokens": 0.8,
+        "main_input_cost": 0.8,
+        "all_input_cost": 0.6,
+    }
     assert bench.goals(128_000, paused=True) == {"main_prompt_tokens": 0.6, "main_input_cost": 0.6}
     figures = {"turns_waiting": 0, "facts_lost": []}
     aims = bench.goals(32_000, paused=False)
     assert bench.verdict(figures, {"main_prompt_tokens": 0.7, "main_input_cost": 0.8}, aims) == []
-    missed = bench.verdict({"turns_waiting": 2, "facts_lost": ["FACT-AK1234"]},
-                           {"main_prompt_tokens": 0.9, "main_input_cost": 0.5}, aims)
+    missed = bench.verdict(
+        {"turns_waiting": 2, "facts_lost": ["FACT-AK1234"]}, {"main_prompt_tokens": 0.9, "main_input_cost": 0.5}, aims
+    )
     assert missed == ["main_prompt_tokens 0.900 > 0.8", "2 turns waited", "facts lost: FACT-AK1234"]
 
 
@@ -121,8 +128,14 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"
     env = process_env(NANOBOT_BIN=str(exe))
-    done = subprocess.run([sys.executable, "bench/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "bench/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text(encoding="utf-8"))
     window = report["windows"]["32000"]

@@ -21,8 +21,13 @@ pytestmark = pytest.mark.slow
 
 
 def test_three_instances_get_every_tick_of_half_a_simulated_hour_and_nothing_crosses(capsys) -> None:
-    clocks = [arq.worker.datetime, arq.worker.timestamp_ms, arq.connections.timestamp_ms, arq.jobs.timestamp_ms,
-              arq.utils.timestamp_ms]
+    clocks = [
+        arq.worker.datetime,
+        arq.worker.timestamp_ms,
+        arq.connections.timestamp_ms,
+        arq.jobs.timestamp_ms,
+        arq.utils.timestamp_ms,
+    ]
     code = load_bench("bench_instances").main(["--instances", "3", "--hours", "0.5", "--scale", "600"])
     stdout = capsys.readouterr().out
     figures = json.loads(stdout.strip().splitlines()[-1])
@@ -35,5 +40,10 @@ def test_three_instances_get_every_tick_of_half_a_simulated_hour_and_nothing_cro
     assert figures["missed"] == figures["twice"] == figures["foreign_runs"] == 0, stdout
     assert figures["status_crossings"] == 0 and figures["own_status"] == 3, stdout
     assert figures["stray_count"] == 0 and figures["keys"] > 0, stdout
-    assert [arq.worker.datetime, arq.worker.timestamp_ms, arq.connections.timestamp_ms, arq.jobs.timestamp_ms,
-            arq.utils.timestamp_ms] == clocks and arq.worker.datetime is datetime, "arq's own clock is back"
+    assert [
+        arq.worker.datetime,
+        arq.worker.timestamp_ms,
+        arq.connections.timestamp_ms,
+        arq.jobs.timestamp_ms,
+        arq.utils.timestamp_ms,
+    ] == clocks and arq.worker.datetime is datetime, "arq's own clock is back"

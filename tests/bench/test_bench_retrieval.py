@@ -42,8 +42,9 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
             assert float(row[5]) == round(figures["bm25@5"], 2) and float(row[4]) == round(figures["tool@5"], 2)
     assert "overlapping character bigrams" in stdout
     headline = re.search(r"^headline, tool / BM25 with the evidence in the top 5: (.*)$", stdout, re.MULTILINE)
-    assert headline and all(f"{lang} {f} " in headline[1] + " "
-                            for lang in ("en", "zh") for f in ("keywords", "question"))
+    assert headline and all(
+        f"{lang} {f} " in headline[1] + " " for lang in ("en", "zh") for f in ("keywords", "question")
+    )
     assert re.search(r"search latency over \d+ calls: p50 [\d.]+ ms, p99 [\d.]+ ms", stdout)
     assert re.search(r"answered with nothing although .*: en, keywords \d+ of \d+", stdout)
     assert last["p99_ms"] >= last["p50_ms"] > 0
@@ -53,8 +54,11 @@ def test_the_conversations_can_share_one_workspace(capsys):
     """--shared-workspace: one user's many chats in one index (each conversation still asks as itself)."""
     assert load_bench("bench_retrieval").main(["--smoke", "--shared-workspace", "--today", TODAY.isoformat()]) == 0
     stdout = capsys.readouterr().out
-    archived = re.search(r"^archived with the worker's index code .*, all in one workspace: ([\d,]+) of ([\d,]+) turns",
-                         stdout, re.MULTILINE)
+    archived = re.search(
+        r"^archived with the worker's index code .*, all in one workspace: ([\d,]+) of ([\d,]+) turns",
+        stdout,
+        re.MULTILINE,
+    )
     assert archived and archived[1] == archived[2], stdout
     figures = json.loads(stdout.strip().splitlines()[-1])["figures"]
     assert len(figures) == 4 and all(f["bm25@5"] > 0.1 for f in figures.values()), figures
@@ -76,10 +80,25 @@ def test_the_full_runs_way_of_archiving_runs_real_summary_jobs(redis_url, capsys
 def test_the_baseline_cuts_chinese_into_bigrams_and_latin_into_words():
     bench = load_bench("bench_retrieval")
     assert bench.bm25_tokens("小雅去试镜了, OK? Anna's audition") == [
-        "小雅", "雅去", "去试", "试镜", "镜了", "ok", "anna", "s", "audition"]
+        "小雅",
+        "雅去",
+        "去试",
+        "试镜",
+        "镜了",
+        "ok",
+        "anna",
+        "s",
+        "audition",
+    ]
     assert bench.bm25_tokens("好") == ["好"]
-    baseline = bench.Baseline([{"content": "Bye Anna!"}, {"content": "I had my audition today"},
-                               {"content": "Hi Anna"}, {"content": "the weather"}])
+    baseline = bench.Baseline(
+        [
+            {"content": "Bye Anna!"},
+            {"content": "I had my audition today"},
+            {"content": "Hi Anna"},
+            {"content": "the weather"},
+        ]
+    )
     assert baseline.top("Anna audition")[0] == 1 and 3 not in baseline.top("Anna audition")
 
 
@@ -112,8 +131,9 @@ def test_the_conversations_look_like_the_ones_the_tool_meets(corpus):
                 assert 0 < said < len(conversation.messages) / 20, (name, said)
             else:
                 assert said > len(conversation.messages) / 6, (name, said)
-        assert not any("\x00" in m["content"] or m["content"].startswith((",", "，", "!", " "))
-                       for m in conversation.messages), "an unsaid name leaves no trace"
+        assert not any(
+            "\x00" in m["content"] or m["content"].startswith((",", "，", "!", " ")) for m in conversation.messages
+        ), "an unsaid name leaves no trace"
     assert {c.rare_names for c in english + chinese} == {True, False}
     questions = [q for c in english + chinese for q in c.questions]
     assert {q.category for q in questions} == {"exact", "paraphrase", "when", "dated"}
@@ -144,8 +164,10 @@ def test_a_question_over_two_sessions_asks_a_later_fact_dated_by_an_earlier_one(
             spans = [q for q in conversation.questions if q.anchor]
             assert 0 < len(spans) <= corpus.SPANS
             for question in spans:
-                days = {datetime.fromisoformat(conversation.messages[n]["timestamp"]).date()
-                        for n in (*question.evidence, *question.anchor)}
+                days = {
+                    datetime.fromisoformat(conversation.messages[n]["timestamp"]).date()
+                    for n in (*question.evidence, *question.anchor)
+                }
                 assert len(days) == 2 and max(question.anchor) < min(question.evidence), question
                 anchor = next(f for f in conversation.facts if tuple(f.evidence) == question.anchor)
                 assert anchor.slots["detail"] in question.question and anchor.slots["detail"] in question.keywords

@@ -77,13 +77,19 @@ async def test_any_error_in_the_work_is_contained(monkeypatch, redis_url, bad):
     await link.close()
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=***"),
-    ("unix:///tmp/r.sock?password=x&db=2", "unix:///tmp/r.sock?password=***&db=2"),
-    ("redis://:s3cret@[::1]:6379/0", "redis://:***@[::1]:6379/0"),
-    ("redis://[fe80::1]:6380/3", "redis://[fe80::1]:6380/3"),
-    ("rediss://bob:pw@h:6380/1?ssl_cert_reqs=none&PASSWORD=pw", "rediss://bob:***@h:6380/1?ssl_cert_reqs=none&PASSWORD=***"),
-])
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://h:6379/0?password=s3cret", "redis://h:6379/0?password=***"),
+        ("unix:///tmp/r.sock?password=x&db=2", "unix:///tmp/r.sock?password=***&db=2"),
+        ("redis://:s3cret@[::1]:6379/0", "redis://:***@[::1]:6379/0"),
+        ("redis://[fe80::1]:6380/3", "redis://[fe80::1]:6380/3"),
+        (
+            "rediss://bob:pw@h:6380/1?ssl_cert_reqs=none&PASSWORD=pw",
+            "rediss://bob:***@h:6380/1?ssl_cert_reqs=none&PASSWORD=***",
+        ),
+    ],
+)
 def test_query_passwords_are_masked_and_hosts_kept_as_written(url, shown):
     assert redacted_url(url) == shown
 
@@ -224,8 +230,11 @@ async def test_the_look_up_starts_as_nanobot_sets_up_so_a_hung_name_is_not_waite
     # room enough for a busy machine).
     assert time.monotonic() - started < 1.0, "the call did not wait for the hung look-up"
     # Behind Sentinel each Sentinel's name; an address or a Unix socket needs none.
-    for url in ("redis+sentinel://other.invalid:26379,10.0.0.9:26379/mymaster/0", "redis://127.0.0.1:6399/0",
-                "unix:///run/redis.sock?db=0"):
+    for url in (
+        "redis+sentinel://other.invalid:26379,10.0.0.9:26379/mymaster/0",
+        "redis://127.0.0.1:6399/0",
+        "unix:///run/redis.sock?db=0",
+    ):
         RedisLink(url, logs.Throttle(every=60.0)).look_up_soon()
     await wait_until(lambda: "other.invalid" in looked_up, 5.0, "the Sentinel's name looked up")
     assert looked_up.count(HUNG) == 1 and not {"10.0.0.9", "127.0.0.1", "/run/redis.sock"} & set(looked_up)

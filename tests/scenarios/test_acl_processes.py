@@ -42,8 +42,14 @@ SESSION_A, SESSION_B = "telegram:900", "telegram:1"
 
 def command(home: NanobotHome, url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary <args>` in a process of its own, as the instance of `home` with the Redis URL `url`."""
-    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=process_env(home, url, config=True, **env), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=process_env(home, url, config=True, **env),
+        timeout=120,
+    )
 
 
 def refused_commands(entries: list) -> list[dict]:
@@ -51,8 +57,12 @@ def refused_commands(entries: list) -> list[dict]:
     found = []
     for entry in entries:
         pairs = dict(zip(entry[::2], entry[1::2], strict=True))
-        found.append({(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-                      for k, v in pairs.items()})
+        found.append(
+            {
+                (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+                for k, v in pairs.items()
+            }
+        )
     return found
 
 
@@ -66,9 +76,14 @@ async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
     """The web page's overview, served by `nanobot-summary web` in its own process, with its token."""
     token_file = folder / "web-token"
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "worker", "web", "--port", str(port), "--token-file",
-                                str(token_file)], cwd=ROOT, env=process_env(home, url, config=True),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker", "web", "--port", str(port), "--token-file", str(token_file)],
+        cwd=ROOT,
+        env=process_env(home, url, config=True),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = await asyncio.to_thread(process.stdout.readline)  # type: ignore[union-attr]
         assert f"127.0.0.1:{port}" in line, line
@@ -85,9 +100,11 @@ async def web_page(home: NanobotHome, url: str, folder: Path) -> str:
 @pytest.mark.slow  # a gateway, a worker and a dozen commands as processes
 @pytest.mark.timeout(900)
 async def test_every_command_and_the_worker_work_under_each_instances_acl_user_and_reach_nothing_of_the_other(
-        tmp_path, gateway, nanobot_home, fake_llm, script) -> None:
-    server = acl_server(tmp_path / "redis", ADMIN, {"a": (PASSWORD_A, KEYS_A.acl_rules()),
-                                                    "b": (PASSWORD_B, TEST_KEYS.acl_rules())}).start()
+    tmp_path, gateway, nanobot_home, fake_llm, script
+) -> None:
+    server = acl_server(
+        tmp_path / "redis", ADMIN, {"a": (PASSWORD_A, KEYS_A.acl_rules()), "b": (PASSWORD_B, TEST_KEYS.acl_rules())}
+    ).start()
     admin = queue_client(server.url(f"admin:{ADMIN}"), TEST_KEYS.queue)
     url_a, url_b = server.url(f"a:{PASSWORD_A}"), server.url(f"b:{PASSWORD_B}")
     home_a = NanobotHome.create(tmp_path / "instance-a", fake_llm.url)
@@ -103,8 +120,14 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
         script.prompt_tokens = BIG_PROMPT
         await gw.say(CHAT, "crossing turn")
         await wait_until(lambda: queued_jobs(admin), what="the job nanobot queued as user b")
-        worker = await start_worker(nanobot_home, admin, url_b, "worker-b.log", NANOBOT_SUMMARY_DAILY_AT=daily_tick(),
-                                    NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}")
+        worker = await start_worker(
+            nanobot_home,
+            admin,
+            url_b,
+            "worker-b.log",
+            NANOBOT_SUMMARY_DAILY_AT=daily_tick(),
+            NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}",
+        )
         await wait_until(lambda: applied(admin, key), 90, "the gateway to apply the record the worker made")
         script.prompt_tokens = SMALL_PROMPT
         await gw.say(CHAT, "a turn with the summary")
@@ -126,8 +149,13 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
         undone = await asyncio.to_thread(command, nanobot_home, url_b, "undo", key)
         assert undone.returncode == 0 and "undid it there too" in undone.stdout, undone.stdout + undone.stderr
 
-        await wait_until(lambda: asyncio.to_thread(lambda: "daily run:" in (nanobot_home.root / "worker-b.log")
-                                                   .read_text(errors="replace")), 150, "the worker's daily tick")
+        await wait_until(
+            lambda: asyncio.to_thread(
+                lambda: "daily run:" in (nanobot_home.root / "worker-b.log").read_text(errors="replace")
+            ),
+            150,
+            "the worker's daily tick",
+        )
 
         text = await asyncio.to_thread(command, nanobot_home, url_b, "status")
         assert text.returncode == 0 and SESSION_B in text.stdout, text.stdout + text.stderr
@@ -146,8 +174,15 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
 
         # Instance A, as user a, beside it: its own commands work, and show nothing of B's.
         outputs = []
-        for args in (["undo", "--dry-run", SESSION_A], ["enqueue", "--all"], ["status"], ["status", "--json"],
-                     ["status", "--prometheus"], ["end-rest", "--all"], ["doctor"]):
+        for args in (
+            ["undo", "--dry-run", SESSION_A],
+            ["enqueue", "--all"],
+            ["status"],
+            ["status", "--json"],
+            ["status", "--prometheus"],
+            ["end-rest", "--all"],
+            ["doctor"],
+        ):
             done = await asyncio.to_thread(command, home_a, url_a, *args, **as_a)
             assert "Traceback" not in done.stderr and "NOPERM" not in done.stdout + done.stderr, (args, done.stderr)
             if args[0] != "doctor":
@@ -158,12 +193,12 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
         assert json.loads(outputs[3])["workers"] == [], "B's worker is not A's"
 
         log = refused_commands(await admin.execute_command("ACL", "LOG"))
-        assert [entry for entry in log if entry.get("username") in ("a", "b")] == [], \
+        assert [entry for entry in log if entry.get("username") in ("a", "b")] == [], (
             f"something asked for what its ACL user may not: {log}"
+        )
     finally:
         if worker is not None and worker.poll() is None:
             os.killpg(worker.pid, signal.SIGTERM)
             await asyncio.to_thread(worker.wait, 30)
         await admin.aclose()
         server.stop()
-

@@ -21,10 +21,17 @@ from worker.state.outcomes import load_outcome
 from worker.summarize.daily import daily_summaries
 
 KEY = "cli:direct"
-SAID = ["I am allergic to peanuts", "help me plan the trip to Lisbon in March",
-        "my daughter is called Mia", "what documents does a passport renewal need", "thanks, that is all"]
-ANSWER = ("Here is what I found. " + "Lisbon in March is mild, around 17 degrees by day; book the tram tours early, "
-          "and the passport office asks for the old passport, a photo and the form. " * 3)
+SAID = [
+    "I am allergic to peanuts",
+    "help me plan the trip to Lisbon in March",
+    "my daughter is called Mia",
+    "what documents does a passport renewal need",
+    "thanks, that is all",
+]
+ANSWER = (
+    "Here is what I found. " + "Lisbon in March is mild, around 17 degrees by day; book the tram tours early, "
+    "and the passport office asks for the old passport, a photo and the form. " * 3
+)
 
 
 def chat() -> list[dict[str, str]]:
@@ -32,14 +39,16 @@ def chat() -> list[dict[str, str]]:
     messages = []
     for i, text in enumerate(SAID):
         messages.append({"role": "user", "content": text, "timestamp": (moment + timedelta(minutes=2 * i)).isoformat()})
-        messages.append({"role": "assistant", "content": ANSWER,
-                         "timestamp": (moment + timedelta(minutes=2 * i + 1)).isoformat()})
+        messages.append(
+            {"role": "assistant", "content": ANSWER, "timestamp": (moment + timedelta(minutes=2 * i + 1)).isoformat()}
+        )
     return messages
 
 
 @pytest.mark.parametrize("shape", list(ANSWER_SHAPES))
 async def test_each_answer_shape_leaves_the_days_topics_and_the_users_fact(
-        shape, nanobot_home, fake_llm, redis, redis_url, deps_for, capsys):
+    shape, nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+):
     fake_llm.responder = ANSWER_SHAPES[shape]
     nanobot_home.write_session(KEY, chat())
     env = process_env(nanobot_home, redis_url, config=True)
@@ -59,8 +68,10 @@ async def test_each_answer_shape_leaves_the_days_topics_and_the_users_fact(
         assert "notes: fallback (the model's answer had no notes)" in done.stdout
         status = " ".join((await asyncio.to_thread(run_in_process, capsys, "status", env=env)).stdout.split())
         assert "MEMORY: memory runs on the fallback for model openai/fake-model: it answered neither JSON" in status
-        level, _ = check((await doctor(capsys, nanobot_home, redis_url)).stdout,
-                         "daily notes: 1 of 1 span(s) in the day files written in the last 7 days were noted")
+        level, _ = check(
+            (await doctor(capsys, nanobot_home, redis_url)).stdout,
+            "daily notes: 1 of 1 span(s) in the day files written in the last 7 days were noted",
+        )
         assert level == "warn"
     else:
         assert "by=fallback" not in notes and "+1 sections" in done.stdout, done.stdout
@@ -69,7 +80,8 @@ async def test_each_answer_shape_leaves_the_days_topics_and_the_users_fact(
 
 
 async def test_a_span_whose_answers_hold_no_notes_is_asked_again_once_then_noted_by_the_fallback(
-        nanobot_home, fake_llm, redis, deps_for):
+    nanobot_home, fake_llm, redis, deps_for
+):
     """A model that answers the JSON asked for, with no notes in it: the span stays un-noted (nothing marks it),
     the daily run asks again, and once that answer holds none either the fallback writes the user's lines. Then it
     is noted for good: a later run pays for nothing."""

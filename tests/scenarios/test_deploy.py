@@ -79,7 +79,9 @@ def test_the_worker_unit_runs_the_installed_command_restarts_on_failure_and_give
     assert setting(WORKER_UNIT, "ProtectSystem") == ["strict"]
     # Its environment is read, never written (root's, installed once): nanobot's folders only.
     assert set(setting(WORKER_UNIT, "ReadWritePaths")) == {
-        "/home/nanobot/.nanobot/sessions", "/home/nanobot/.nanobot/workspace/memory"}
+        "/home/nanobot/.nanobot/sessions",
+        "/home/nanobot/.nanobot/workspace/memory",
+    }
     web = "nanobot-summary-web.service"
     assert setting(web, "ExecStart")[0].startswith(f"{INSTALLED} web "), "the page from the same installed command"
     assert setting(web, "WorkingDirectory") == []
@@ -93,9 +95,12 @@ def test_the_units_verify_cleanly_with_systemd_analyze(name: str, tmp_path: Path
         pytest.skip("needs systemd-analyze")
     text = (DEPLOY / name).read_text(encoding="utf-8")
     nanobot = find_nanobot() if name == GATEWAY_UNIT else None
-    real = {INSTALLED: str(Path(sys.prefix) / "bin" / "nanobot-summary"), NANOBOT_EXE: str(nanobot),
-            "User=nanobot": f"User={pwd.getpwuid(os.getuid()).pw_name}",
-            "Group=nanobot": f"Group={grp.getgrgid(os.getgid()).gr_name}"}
+    real = {
+        INSTALLED: str(Path(sys.prefix) / "bin" / "nanobot-summary"),
+        NANOBOT_EXE: str(nanobot),
+        "User=nanobot": f"User={pwd.getpwuid(os.getuid()).pw_name}",
+        "Group=nanobot": f"Group={grp.getgrgid(os.getgid()).gr_name}",
+    }
     for placeholder, value in real.items():
         text = text.replace(placeholder, value)
     (tmp_path / name).write_text(text, encoding="utf-8")
@@ -114,16 +119,26 @@ def installed(command: list[str]) -> list[str]:
 def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home, redis_url) -> None:
     command = installed(setting(WORKER_UNIT, "ExecStart")[0].split())
     unit_env = dict(pair.split("=", 1) for value in setting(WORKER_UNIT, "Environment") for pair in value.split())
-    env = process_env(redis_url=redis_url, test_defaults=False, **{
-        **env_file(DEPLOY / "worker.env.example"), **unit_env, "NANOBOT_CONFIG": str(nanobot_home.config_path)})
+    env = process_env(
+        redis_url=redis_url,
+        test_defaults=False,
+        **{**env_file(DEPLOY / "worker.env.example"), **unit_env, "NANOBOT_CONFIG": str(nanobot_home.config_path)},
+    )
     result = subprocess.run([*command, "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    dead = subprocess.run(command, cwd=ROOT, env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
-                          capture_output=True, text=True, timeout=300)
+    dead = subprocess.run(
+        command,
+        cwd=ROOT,
+        env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert dead.returncode == 2 and "does not answer" in dead.stderr, "no throwaway Redis under systemd"
 
 
 # --- docker compose ---------------------------------------------------------------------------------------------
+
 
 def compose() -> dict[str, Any]:
     return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text(encoding="utf-8"))
@@ -145,13 +160,15 @@ def test_compose_runs_the_worker_beside_a_redis_that_persists() -> None:
     assert "redis-cli" in redis["healthcheck"]["test"] and redis["restart"] == worker["restart"] == "unless-stopped"
 
     assert worker["command"] == ["nanobot-summary", "run", "--no-embedded-redis"], "the installed command"
-    assert (DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() == \
-        DEPLOY / "worker" / "Dockerfile", "the image the wheels are installed in"
+    assert (
+        DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]
+    ).resolve() == DEPLOY / "worker" / "Dockerfile", "the image the wheels are installed in"
     assert worker["image"].endswith(":" + RELEASE), "the image is tagged with the release it holds"
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
     assert worker["environment"]["REDIS_URL"].startswith("redis://redis:6379/")
-    assert "working_dir" not in worker and not [v for v in worker["volumes"] if v.startswith("..")], \
+    assert "working_dir" not in worker and not [v for v in worker["volumes"] if v.startswith("..")], (
         "nothing of the checkout is mounted: the image's wheels are what runs"
+    )
     assert worker["healthcheck"]["test"] == ["CMD", "python", "-m", "worker.service.health"]
     assert (DEPLOY / f"{worker['env_file']}.example").exists()
     assert f"deploy/{worker['env_file']}" in (ROOT / ".gitignore").read_text(encoding="utf-8").split()
@@ -171,8 +188,9 @@ def test_every_shipped_supervisor_runs_the_installed_worker_and_restarts_it_afte
         spec = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))
         commands.append(spec["services"]["worker"]["command"])
         restarts[name] = spec["services"]["worker"]["restart"]
-    procfile = dict(line.split(":", 1) for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
-                    if line.strip())
+    procfile = dict(
+        line.split(":", 1) for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines() if line.strip()
+    )
     commands.append(procfile["worker"].split())
     assert len(commands) == 4
     assert all(Path(command[0]).name == "nanobot-summary" and command[1] == "run" for command in commands), commands
@@ -194,25 +212,39 @@ def test_compose_gives_the_worker_the_hosts_timezone() -> None:
     assert "TZ" in worker["environment"] and worker["environment"]["TZ"] is None
 
 
-@pytest.mark.parametrize("config_zone, tz, warned", [
-    (None, None, True),  # a container without TZ: this machine's zone is UTC, as an image's is
-    (None, "Asia/Shanghai", False),
-    ("Asia/Shanghai", None, False),
-], ids=["no-zone-anywhere", "tz-passed-in", "nanobot-names-one"])
+@pytest.mark.parametrize(
+    "config_zone, tz, warned",
+    [
+        (None, None, True),  # a container without TZ: this machine's zone is UTC, as an image's is
+        (None, "Asia/Shanghai", False),
+        ("Asia/Shanghai", None, False),
+    ],
+    ids=["no-zone-anywhere", "tz-passed-in", "nanobot-names-one"],
+)
 @pytest.mark.slow  # worker or nanobot processes, or a package build
 def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
-        nanobot_home, fake_llm, redis_url, config_zone, tz, warned) -> None:
+    nanobot_home, fake_llm, redis_url, config_zone, tz, warned
+) -> None:
     if warned and host_timezone() != "UTC":
         pytest.skip("this machine's own zone is not UTC, as a container's is")
     nanobot_home.write_config(fake_llm.url, timezone=config_zone)
     # The user's defaults but the priority: lowered, the worker yields to any load, and on a busy machine its start
     # outlasted the bound (this test is about the zone, not the priority).
-    env = {k: v for k, v in process_env(redis_url=redis_url, test_defaults=False, NANOBOT_SUMMARY_NICENESS="0",
-                                        NANOBOT_CONFIG=str(nanobot_home.config_path)).items() if k != "TZ"}
+    env = {
+        k: v
+        for k, v in process_env(
+            redis_url=redis_url,
+            test_defaults=False,
+            NANOBOT_SUMMARY_NICENESS="0",
+            NANOBOT_CONFIG=str(nanobot_home.config_path),
+        ).items()
+        if k != "TZ"
+    }
     if tz:
         env["TZ"] = tz
-    result = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stderr.splitlines() if "notes are dated in UTC" in line]
     assert len(lines) == (1 if warned else 0), result.stderr[-3000:]
@@ -227,8 +259,12 @@ def start_redis(command: list[str], port: int, folder: Path) -> subprocess.Popen
     if shutil.which(command[0]) is None:
         pytest.skip(f"needs {command[0]}")
     folder.mkdir(exist_ok=True)
-    process = subprocess.Popen([*command, "--port", str(port), "--bind", "127.0.0.1"], cwd=folder,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [*command, "--port", str(port), "--bind", "127.0.0.1"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 20
     while not answers(f"redis://127.0.0.1:{port}/0"):
         assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
@@ -244,7 +280,8 @@ def stop(process: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM)
 
 @pytest.mark.slow  # worker or nanobot processes, or a package build
 async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_redis_kill(
-        nanobot_home, tmp_path) -> None:
+    nanobot_home, tmp_path
+) -> None:
     spec = compose()
     redis_spec, worker_spec = spec["services"]["redis"], spec["services"]["worker"]
     port, data = free_port(), tmp_path / "data"
@@ -256,9 +293,13 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     (host_home / ".nanobot").symlink_to(nanobot_home.root)
     variables = {"NANOBOT_HOST_HOME": str(host_home), "NANOBOT_UID": str(os.getuid()), "NANOBOT_GID": str(os.getgid())}
     # A variable without a value is passed through from the caller's environment (TZ), as compose does.
-    env = process_env(test_defaults=False, **{**env_file(DEPLOY / "worker.env.example"),
-                                              **{k: interpolate(v, variables)
-                                                 for k, v in worker_spec["environment"].items() if v is not None}})
+    env = process_env(
+        test_defaults=False,
+        **{
+            **env_file(DEPLOY / "worker.env.example"),
+            **{k: interpolate(v, variables) for k, v in worker_spec["environment"].items() if v is not None},
+        },
+    )
     # Only these differ outside a container: Redis's service name, and the image's environment first on PATH (its
     # arq; its `nanobot-summary` is this checkout's `python -m worker`, see installed()).
     env.update(REDIS_URL=url, PATH=f"{Path(sys.prefix) / 'bin'}:{env['PATH']}")
@@ -274,8 +315,9 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     try:
         assert "PONG" in healthy(redis_spec, "-p", str(port)).stdout
         assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
-        worker = subprocess.Popen(installed(worker_spec["command"]), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen(
+            installed(worker_spec["command"]), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         pool = queue_client(url, keys.queue)
         try:
             await wait_until(lambda: pool.exists(f"{keys.queue}:health-check"), 120, "the worker's health report")
@@ -285,9 +327,17 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
             assert healthy(worker_spec).returncode != 0, "a stopped worker removes its health report"
 
             messages = conversation(3)
-            record = SummaryRecord(session_key="telegram:42", summary="kept", start=0, boundary=4,
-                                   boundary_timestamp=messages[3]["timestamp"], messages_before=6,
-                                   messages_after=3, tokens_before=600, tokens_after=200)
+            record = SummaryRecord(
+                session_key="telegram:42",
+                summary="kept",
+                start=0,
+                boundary=4,
+                boundary_timestamp=messages[3]["timestamp"],
+                messages_before=6,
+                messages_after=3,
+                tokens_before=600,
+                tokens_after=200,
+            )
             await store_record(pool, record)
         finally:
             await pool.aclose()
@@ -299,8 +349,14 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         finally:
             await pool.aclose()
         assert kept is not None and kept.summary == "kept"
-        shown = subprocess.run([sys.executable, "-m", "worker", "status", "--json"], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=60)
+        shown = subprocess.run(
+            [sys.executable, "-m", "worker", "status", "--json"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert '"session": "telegram:42"' in shown.stdout, shown.stderr
     finally:
         if worker is not None:
@@ -322,12 +378,19 @@ def test_a_checkout_the_service_user_cannot_write_fails_with_the_ownership_fix()
         (folder / "nanobot_hooks").mkdir()
         shutil.copy2(ROOT / "nanobot_hooks" / "pyproject.toml", folder / "nanobot_hooks" / "pyproject.toml")
         folder.chmod(0o755)
-        result = subprocess.run([runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
-                                capture_output=True, text=True, timeout=60, env=process_env(test_defaults=False))
+        result = subprocess.run(
+            [runuser, "-u", "nobody", "--", str(folder / "scripts" / "run-worker"), "--burst"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=process_env(test_defaults=False),
+        )
         assert result.returncode == 2, result.stderr
-        assert result.stderr.strip() == (f"error: .venv must be (re)installed, and user nobody cannot write it in "
-                                          f"{folder}: sudo chown -R nobody: {folder} (see "
-                                          "deploy/nanobot-summary-worker.service)"), result.stderr
+        assert result.stderr.strip() == (
+            f"error: .venv must be (re)installed, and user nobody cannot write it in "
+            f"{folder}: sudo chown -R nobody: {folder} (see "
+            "deploy/nanobot-summary-worker.service)"
+        ), result.stderr
         assert not (folder / ".venv").exists()
     finally:
         shutil.rmtree(folder)

@@ -53,6 +53,7 @@ THIS = "nanobot-summary-hooks"
 
 # --- reading the files as compose and docker do -----------------------------------------------------------------
 
+
 def compose() -> dict[str, Any]:
     return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
 
@@ -81,12 +82,14 @@ def interpolate(value: Any, variables: dict[str, str]) -> Any:
 
 def resolved(variables: dict[str, str]) -> dict[str, Any]:
     """Every string of the file interpolated, as `docker compose config` would show it (less path resolving)."""
+
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             return {key: walk(value) for key, value in node.items()}
         if isinstance(node, list):
             return [walk(value) for value in node]
         return interpolate(node, variables)
+
     return walk(compose())
 
 
@@ -157,8 +160,13 @@ def install_script() -> str:
 def image_wheels(path: Path, context: Path, out: Path) -> list[Path]:
     """The first stage's `pip wheel` as written, its /src the copied context, its /wheels `out`."""
     script = run_with(path, "pip wheel").replace("/src", str(context)).replace("/wheels", str(out))
-    done = subprocess.run(["sh", "-ec", script.replace("python -m pip", f"{sys.executable} -m pip")],
-                          capture_output=True, text=True, timeout=600, env=process_env(test_defaults=False))
+    done = subprocess.run(
+        ["sh", "-ec", script.replace("python -m pip", f"{sys.executable} -m pip")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=process_env(test_defaults=False),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return sorted(out.glob("*.whl"))
 
@@ -206,6 +214,7 @@ VARIABLES = {"TZ": "Europe/Berlin"}
 
 
 # --- the compose file ---------------------------------------------------------------------------------------------
+
 
 def test_nanobot_the_worker_and_redis_share_one_network_and_nanobot_reaches_redis_by_name() -> None:
     spec = resolved(VARIABLES)
@@ -264,8 +273,9 @@ def test_one_timezone_for_nanobot_and_the_worker_and_none_is_refused() -> None:
         assert {service_env(services[name]).get("TZ") for name in SHARING} == {zone}
     with pytest.raises(Unset, match="TZ"):
         resolved({})  # a container's zone would be UTC: compose stops with the message instead
-    assert all("/etc/localtime" not in binds(compose()["services"][name]) for name in SHARING), \
+    assert all("/etc/localtime" not in binds(compose()["services"][name]) for name in SHARING), (
         "TZ alone decides: a host zone file in one container only would split them again"
+    )
 
 
 def test_the_worker_runs_as_in_the_tested_compose_file_and_redis_persists_as_there() -> None:
@@ -287,8 +297,10 @@ def test_nanobots_containers_build_the_derived_image_at_one_tag() -> None:
     builds = {name: services[name]["build"] for name in NANOBOT_SERVICES}
     for name, build in builds.items():
         assert (DEPLOY / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE, name
-        assert build["args"] == {"NANOBOT_IMAGE": build_args()["NANOBOT_IMAGE"],
-                                 "NANOBOT_VERSION": build_args()["NANOBOT_VERSION"]}, "the Dockerfile's defaults"
+        assert build["args"] == {
+            "NANOBOT_IMAGE": build_args()["NANOBOT_IMAGE"],
+            "NANOBOT_VERSION": build_args()["NANOBOT_VERSION"],
+        }, "the Dockerfile's defaults"
     assert len({services[name]["image"] for name in NANOBOT_SERVICES}) == 1
     for name in NANOBOT_SERVICES:
         assert services[name]["cap_drop"] == ["ALL"] and "cap_add" not in services[name]
@@ -296,6 +308,7 @@ def test_nanobots_containers_build_the_derived_image_at_one_tag() -> None:
 
 
 # --- the Dockerfile -------------------------------------------------------------------------------------------
+
 
 def test_the_dockerfile_starts_from_nanobots_image_in_the_tested_range() -> None:
     args = build_args()
@@ -306,10 +319,12 @@ def test_the_dockerfile_starts_from_nanobots_image_in_the_tested_range() -> None
     assert re.fullmatch(r"python:3\.1[1-9]-slim", args["PYTHON_IMAGE"]), "a Python the hooks support"
     last = stages()[-1]
     assert [rest for keyword, rest in last if keyword == "COPY"] == [
-        "--from=wheel --chown=nanobot:nanobot /wheels /tmp/nanobot-summary-hooks"], "the wheel only, nothing else"
+        "--from=wheel --chown=nanobot:nanobot /wheels /tmp/nanobot-summary-hooks"
+    ], "the wheel only, nothing else"
     tested = next(Requirement(r) for r in pyproject()["project"]["optional-dependencies"]["nanobot"])
-    assert tested.name == "nanobot-ai" and tested.specifier.contains(args["NANOBOT_VERSION"]), \
+    assert tested.name == "nanobot-ai" and tested.specifier.contains(args["NANOBOT_VERSION"]), (
         f"{args['NANOBOT_VERSION']} is outside the tested {tested}"
+    )
 
 
 def test_the_dockerfile_keeps_nanobots_user_and_sets_nothing_secret() -> None:
@@ -319,8 +334,9 @@ def test_the_dockerfile_keeps_nanobots_user_and_sets_nothing_secret() -> None:
     before = [rest for index, rest in users if index < pip]
     assert before and before[-1] == "nanobot", "pip runs as the owner of nanobot's virtualenv"
     assert users[-1][1] == "root", "nanobot's image starts as root (its entrypoint drops to nanobot)"
-    assert not [s for s in steps if s[0] in ("ENV", "ENTRYPOINT", "CMD", "EXPOSE", "VOLUME", "WORKDIR")], \
+    assert not [s for s in steps if s[0] in ("ENV", "ENTRYPOINT", "CMD", "EXPOSE", "VOLUME", "WORKDIR")], (
         "nanobot's own start, paths and ports are left as its image has them"
+    )
     for keyword, rest in steps:
         assert not re.search(r"key|token|secret|password", rest, re.IGNORECASE), (keyword, rest)
 
@@ -334,8 +350,9 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     assert target == "/tmp/nanobot-summary-hooks/nanobot_summary_hooks-*.whl", "the hooks' wheel, no other"
     assert "[" not in target and "-e" not in install and "--editable" not in install, "the base package only"
     assert "--no-deps" in run_with(DOCKERFILE, "pip wheel").split(), "the hooks' wheel alone, no dependency built"
-    assert install[install.index("--constraint") + 1] in script.split("pip install")[0], \
+    assert install[install.index("--constraint") + 1] in script.split("pip install")[0], (
         "the constraint is the image's own package list, written before the install"
+    )
     sources = copied()
     assert set(sources) == {"nanobot_hooks"}, "the hooks' folder: their package and its pyproject.toml"
     project = hooks_pyproject()
@@ -345,12 +362,25 @@ def test_the_image_installs_the_base_package_only_from_the_files_the_context_let
     for package in setuptools["packages"]:  # each subpackage's folder inside the copied one
         assert (HOOKS.joinpath(*package.split(".")[1:]) / "__init__.py").exists(), package
     patterns = ignore_patterns()
-    for source in (*sources, "nanobot_hooks/pyproject.toml", "nanobot_hooks/plugin.py",
-                   "nanobot_hooks/contract/keys.py"):
+    for source in (
+        *sources,
+        "nanobot_hooks/pyproject.toml",
+        "nanobot_hooks/plugin.py",
+        "nanobot_hooks/contract/keys.py",
+    ):
         assert not ignored(source, patterns), f"{source} must reach the build"
-    for other in (".venv/bin/python", ".venv-nanobot", "worker/app.py", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "nanobot_hooks/__pycache__/plugin.cpython-312.pyc", "build/lib/x.py",
-                  "nanobot_hooks/build/lib/nanobot_hooks/plugin.py", "nanobot_hooks/nanobot_summary_hooks.egg-info"):
+    for other in (
+        ".venv/bin/python",
+        ".venv-nanobot",
+        "worker/app.py",
+        "tests/scenarios/test_docker.py",
+        ".git/HEAD",
+        "deploy/worker.env",
+        "nanobot_hooks/__pycache__/plugin.cpython-312.pyc",
+        "build/lib/x.py",
+        "nanobot_hooks/build/lib/nanobot_hooks/plugin.py",
+        "nanobot_hooks/nanobot_summary_hooks.egg-info",
+    ):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
@@ -361,8 +391,9 @@ def copy_build_context(folder: Path, dockerfile_path: Path = DOCKERFILE) -> Path
         path = ROOT / source
         if path.is_dir():
             # What the .dockerignore files keep out: caches, and a local build's build/ and egg-info.
-            shutil.copytree(path, folder / source,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info"))
+            shutil.copytree(
+                path, folder / source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
+            )
         else:
             (folder / source).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, folder / source)
@@ -373,19 +404,21 @@ def copy_build_context(folder: Path, dockerfile_path: Path = DOCKERFILE) -> Path
 def nanobot_image_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder of the wheel nanobot's image's first stage builds as written (its COPYs, its `pip wheel`), built
     once per run for the tests of the image's install."""
+
     def make(folder: Path) -> None:
         image_wheels(DOCKERFILE, copy_build_context(folder / "src"), folder / "wheels")
+
     return once_per_run(tmp_path_factory, "nanobot-image-wheels", make) / "wheels"
 
 
 def installed(python: Path) -> dict[str, str]:
-    listing = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
-                             timeout=120, check=True)
+    listing = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, timeout=120, check=True
+    )
     return {canonicalize_name(item["name"]): item["version"] for item in json.loads(listing.stdout)}
 
 
-def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image_wheels: Path,
-                                                                  tmp_path: Path) -> None:
+def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image_wheels: Path, tmp_path: Path) -> None:
     """The RUN as written, in nanobot's environment (nanobot-ai 0.3.5), with pip's resolver (`--dry-run
     --report`: a fresh venv with nanobot-ai takes pip a minute here, too long for one test)."""
     python = nanobot_python(find_nanobot())
@@ -397,9 +430,11 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image
     assert wheel.name.startswith("nanobot_summary_hooks-"), wheel
     script = install_script()
     assert "/tmp/nanobot-summary-hooks" in script and "/tmp/nanobot-packages.txt" in script
-    script = (script.replace("/tmp/nanobot-summary-hooks", str(wheels))
-              .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
-              .replace("pip install", f"pip install --dry-run --quiet --report {report}"))
+    script = (
+        script.replace("/tmp/nanobot-summary-hooks", str(wheels))
+        .replace("/tmp/nanobot-packages.txt", str(tmp_path / "packages.txt"))
+        .replace("pip install", f"pip install --dry-run --quiet --report {report}")
+    )
     # `python` is nanobot's, first on PATH as in its image (/app/.venv/bin).
     env = {**process_env(test_defaults=False), "PATH": f"{python.parent}:{os.environ['PATH']}"}
     run = subprocess.run(["sh", "-ec", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
@@ -413,26 +448,43 @@ def test_the_images_install_step_changes_none_of_nanobots_packages(nanobot_image
     assert installed(python) == before, "a dry run changes nothing"
 
 
-def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(nanobot_image_wheels: Path,
-                                                                         tmp_path: Path) -> None:
+def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(
+    nanobot_image_wheels: Path, tmp_path: Path
+) -> None:
     """The wheel built from the image's COPYs (not this checkout's editable install), found by nanobot 0.3.5's own
     plugin discovery: the entry points are registered and each loads its Tool."""
     python = nanobot_python(find_nanobot())
     site = tmp_path / "site"
     (wheel,) = nanobot_image_wheels.glob("*.whl")
-    build = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir",
-                            "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300,
-                           env=process_env(test_defaults=False))
+    build = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-cache-dir",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=process_env(test_defaults=False),
+    )
     assert build.returncode == 0, build.stderr[-3000:]
-    probe = ("import json, sys, nanobot_hooks\n"
-             "from nanobot.agent.tools.loader import ToolLoader\n"
-             "plugins = ToolLoader()._discover_plugins()\n"
-             "print(json.dumps({'package': nanobot_hooks.__file__, 'plugins': {name: [cls.__module__ + ':' + "
-             "cls.__qualname__, sys.modules[cls.__module__].__file__] for name, cls in plugins.items()}}))\n")
+    probe = (
+        "import json, sys, nanobot_hooks\n"
+        "from nanobot.agent.tools.loader import ToolLoader\n"
+        "plugins = ToolLoader()._discover_plugins()\n"
+        "print(json.dumps({'package': nanobot_hooks.__file__, 'plugins': {name: [cls.__module__ + ':' + "
+        "cls.__qualname__, sys.modules[cls.__module__].__file__] for name, cls in plugins.items()}}))\n"
+    )
     # The built copy first on the path, ahead of the editable install scripts/test made.
     env = {**process_env(test_defaults=False), "PYTHONPATH": str(site)}
-    run = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=120)
+    run = subprocess.run([str(python), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(found["package"]).is_relative_to(site)
@@ -442,6 +494,7 @@ def test_the_built_package_gives_nanobot_its_tools_through_its_own_loader(nanobo
 
 
 # --- the worker's image ---------------------------------------------------------------------------------------
+
 
 def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_lets_in() -> None:
     """Two stages: both wheels built from the context's files, then the worker's wheel installed from them alone
@@ -470,20 +523,33 @@ def test_the_worker_image_installs_the_wheels_built_from_the_files_its_context_l
     assert set(sources) == {"pyproject.toml", "README.md", "worker", "nanobot_hooks"}
     lines = (WORKER_DOCKERFILE.parent / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    package_files = [path.relative_to(ROOT).as_posix() for folder in ("worker", "nanobot_hooks")
-                     for path in (ROOT / folder).rglob("*") if path.is_file()
-                     and not {"__pycache__", "build"} & set(path.parts) and ".egg-info" not in path.as_posix()]
+    package_files = [
+        path.relative_to(ROOT).as_posix()
+        for folder in ("worker", "nanobot_hooks")
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file() and not {"__pycache__", "build"} & set(path.parts) and ".egg-info" not in path.as_posix()
+    ]
     for source in (*sources, *package_files):
         assert not ignored(source, patterns), f"{source} must reach the build"
-    for other in (".venv/bin/python", ".venv-nanobot", "tests/scenarios/test_docker.py", ".git/HEAD",
-                  "deploy/worker.env", "worker/__pycache__/app.cpython-312.pyc", "build/lib/x.py", "docs/operations.md",
-                  "bench/x.py", "nanobot_hooks/build/lib/nanobot_hooks/plugin.py",
-                  "nanobot_hooks/nanobot_summary_hooks.egg-info/PKG-INFO"):
+    for other in (
+        ".venv/bin/python",
+        ".venv-nanobot",
+        "tests/scenarios/test_docker.py",
+        ".git/HEAD",
+        "deploy/worker.env",
+        "worker/__pycache__/app.cpython-312.pyc",
+        "build/lib/x.py",
+        "docs/operations.md",
+        "bench/x.py",
+        "nanobot_hooks/build/lib/nanobot_hooks/plugin.py",
+        "nanobot_hooks/nanobot_summary_hooks.egg-info/PKG-INFO",
+    ):
         assert ignored(other, patterns), f"{other} stays out of the build context"
 
 
 def test_the_worker_images_steps_as_written_build_and_install_a_worker_that_runs(
-        project_wheels: Path, installed_worker: InstalledWorker, tmp_path: Path) -> None:
+    project_wheels: Path, installed_worker: InstalledWorker, tmp_path: Path
+) -> None:
     """The two RUNs as written (paths moved into a temporary folder): the wheels build from the copied context, the
     worker's wheel installs with its dependencies, and its command answers (the RUN checks `--version`). The install
     (litellm: minutes) is the run's one install of the worker, shared with tests/scenarios/test_packaging.py: it
@@ -503,6 +569,7 @@ def test_the_worker_images_steps_as_written_build_and_install_a_worker_that_runs
 
 # --- one zone: nanobot's timestamps read as nanobot wrote them ----------------------------------------------------
 
+
 def zone_a_day_off_utc() -> str:
     """A zone whose date differs from UTC's right now, so reading in the wrong zone moves the day."""
     return "Pacific/Kiritimati" if datetime.now(timezone.utc).hour >= 10 else "Pacific/Pago_Pago"  # +14 / -11
@@ -520,12 +587,17 @@ def container_env(service: dict[str, Any], home: Path, **outside: str) -> dict[s
     return env
 
 
-@pytest.mark.parametrize("defaults", [
-    {"timezone": "UTC", "timezoneMode": "auto"},  # as nanobot's onboard writes it: the container's zone
-    {"timezoneMode": "manual", "timezone": "Asia/Shanghai"},  # named: still written in the container's zone
-], ids=["onboard-auto", "manual-zone"])
+@pytest.mark.parametrize(
+    "defaults",
+    [
+        {"timezone": "UTC", "timezoneMode": "auto"},  # as nanobot's onboard writes it: the container's zone
+        {"timezoneMode": "manual", "timezone": "Asia/Shanghai"},  # named: still written in the container's zone
+    ],
+    ids=["onboard-auto", "manual-zone"],
+)
 def test_a_message_nanobot_writes_is_dated_by_the_worker_on_nanobots_day(
-        tmp_path: Path, fake_llm, redis_url: str, defaults: dict[str, str]) -> None:
+    tmp_path: Path, fake_llm, redis_url: str, defaults: dict[str, str]
+) -> None:
     """`nanobot agent` (no -c: ~/.nanobot/config.json, as in the image) under the gateway's environment writes a
     turn; the worker's own code under the worker's environment dates it for the notes. Same instant, same day."""
     exe = find_nanobot()
@@ -533,48 +605,74 @@ def test_a_message_nanobot_writes_is_dated_by_the_worker_on_nanobots_day(
     services = resolved({"TZ": zone})["services"]
     home = tmp_path / "home"  # /home/nanobot in both containers
     (home / ".nanobot").mkdir(parents=True)
-    config = {"agents": {"defaults": {
-        "workspace": "~/.nanobot/workspace", "provider": "custom", "model": "fake-model",
-        "contextWindowTokens": 128000, "maxTokens": 1024, "idleCompactAfterMinutes": 0, "dream": {"enabled": False},
-        **defaults}},
-        "providers": {"custom": {"apiBase": fake_llm.url, "apiKey": "sk-fake"}}}
+    config = {
+        "agents": {
+            "defaults": {
+                "workspace": "~/.nanobot/workspace",
+                "provider": "custom",
+                "model": "fake-model",
+                "contextWindowTokens": 128000,
+                "maxTokens": 1024,
+                "idleCompactAfterMinutes": 0,
+                "dream": {"enabled": False},
+                **defaults,
+            }
+        },
+        "providers": {"custom": {"apiBase": fake_llm.url, "apiKey": "sk-fake"}},
+    }
     (home / ".nanobot" / "config.json").write_text(json.dumps(config), encoding="utf-8")
 
     # Only Redis's address differs outside a container.
     nanobot_env = container_env(services["nanobot-gateway"], home, REDIS_URL=redis_url)
     started = time.time()
-    turn = subprocess.run([str(exe), "agent", "-s", "telegram:42", "-m", "what day is it?", "--no-markdown"],
-                          cwd=tmp_path, env=nanobot_env, capture_output=True, text=True, timeout=180)
+    turn = subprocess.run(
+        [str(exe), "agent", "-s", "telegram:42", "-m", "what day is it?", "--no-markdown"],
+        cwd=tmp_path,
+        env=nanobot_env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     ended = time.time()
     assert turn.returncode == 0, turn.stderr[-3000:]
     # nanobot's own zone: its config, resolved by nanobot (auto mode: its process's zone).
     resolve = subprocess.run(
-        [str(nanobot_python(exe)), "-c", "from nanobot.config.loader import load_config; "
-                                         "print(load_config().agents.defaults.timezone)"],
-        env=nanobot_env, capture_output=True, text=True, timeout=120)
+        [
+            str(nanobot_python(exe)),
+            "-c",
+            "from nanobot.config.loader import load_config; print(load_config().agents.defaults.timezone)",
+        ],
+        env=nanobot_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resolve.returncode == 0, resolve.stderr[-3000:]
     nanobots_zone = resolve.stdout.strip().splitlines()[-1]
     assert nanobots_zone == (zone if defaults["timezoneMode"] == "auto" else defaults["timezone"])
 
-    probe = ("import json\n"
-             "from worker.settings import load_settings\n"
-             "from worker.nanobot.config import NanobotConfig\n"
-             "from worker.nanobot.sessions import read_session\n"
-             "from worker.service.build import notes_timezone\n"
-             "from worker.text.prepare import transcript\n"
-             "settings = load_settings()\n"
-             "nanobot = NanobotConfig.load(settings.config_path)\n"
-             "tz = notes_timezone(settings, nanobot)\n"
-             "session = read_session(nanobot.sessions_dir, 'telegram:42')\n"
-             "first = next(i for i, m in enumerate(session.messages) if m.get('role') == 'user')\n"
-             "entry = transcript(session.messages, first, first + 1, len, tz)[0]\n"
-             "from worker.text.clock import local_time\n"
-             "moment = local_time(session.messages[first]['timestamp'], tz)\n"
-             "print(json.dumps({'zone': tz.key, 'day': entry.date, 'at': moment.timestamp(),"
-             " 'stamp': session.messages[first]['timestamp']}))\n")
+    probe = (
+        "import json\n"
+        "from worker.settings import load_settings\n"
+        "from worker.nanobot.config import NanobotConfig\n"
+        "from worker.nanobot.sessions import read_session\n"
+        "from worker.service.build import notes_timezone\n"
+        "from worker.text.prepare import transcript\n"
+        "settings = load_settings()\n"
+        "nanobot = NanobotConfig.load(settings.config_path)\n"
+        "tz = notes_timezone(settings, nanobot)\n"
+        "session = read_session(nanobot.sessions_dir, 'telegram:42')\n"
+        "first = next(i for i, m in enumerate(session.messages) if m.get('role') == 'user')\n"
+        "entry = transcript(session.messages, first, first + 1, len, tz)[0]\n"
+        "from worker.text.clock import local_time\n"
+        "moment = local_time(session.messages[first]['timestamp'], tz)\n"
+        "print(json.dumps({'zone': tz.key, 'day': entry.date, 'at': moment.timestamp(),"
+        " 'stamp': session.messages[first]['timestamp']}))\n"
+    )
     worker_env = container_env(services["worker"], home, REDIS_URL=redis_url)
-    read = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=worker_env, capture_output=True, text=True,
-                          timeout=120)
+    read = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=worker_env, capture_output=True, text=True, timeout=120
+    )
     assert read.returncode == 0, read.stderr[-3000:]
     seen = json.loads(read.stdout.strip().splitlines()[-1])
     assert seen["zone"] == nanobots_zone, "notes are dated in the zone nanobot's config resolves to"
@@ -590,30 +688,48 @@ def test_a_message_nanobot_writes_is_dated_by_the_worker_on_nanobots_day(
 LISTEN = DEPLOY / "nanobot" / "listen_in_container.py"
 # What `nanobot onboard` writes for the gateway and its web chat (host on the loopback, the WebUI password as
 # the token-issue secret, a token required).
-ONBOARDED = {"gateway": {"host": "127.0.0.1", "port": 18790},
-             "channels": {"websocket": {"enabled": True, "host": "127.0.0.1", "port": 8765,
-                                        "tokenIssueSecret": "webui-password", "websocketRequiresToken": True}},
-             "agents": {"defaults": {"workspace": "~/.nanobot/workspace"}}}
+ONBOARDED = {
+    "gateway": {"host": "127.0.0.1", "port": 18790},
+    "channels": {
+        "websocket": {
+            "enabled": True,
+            "host": "127.0.0.1",
+            "port": 8765,
+            "tokenIssueSecret": "webui-password",
+            "websocketRequiresToken": True,
+        }
+    },
+    "agents": {"defaults": {"workspace": "~/.nanobot/workspace"}},
+}
 
 
 def run_listen(path: Path) -> subprocess.CompletedProcess[str]:
     """The script as the compose file's comment runs it: read from stdin by a Python (nanobot's image's, whose
     standard library is all it needs), NANOBOT_CONFIG set."""
-    return subprocess.run([sys.executable, "-"], input=LISTEN.read_text(encoding="utf-8"), capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "NANOBOT_CONFIG": str(path)})
+    return subprocess.run(
+        [sys.executable, "-"],
+        input=LISTEN.read_text(encoding="utf-8"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NANOBOT_CONFIG": str(path)},
+    )
 
 
 def nanobot_reads(path: Path) -> dict[str, Any]:
     """The config as nanobot 0.3.5's own classes read it: the gateway's host and port, the web chat's (its
     validators refuse 0.0.0.0 without authentication)."""
-    probe = ("import json, sys; from nanobot.config.loader import load_config; "
-             "from nanobot.channels.websocket.runtime import WebSocketConfig; "
-             "c = load_config(__import__('pathlib').Path(sys.argv[1])); "
-             "w = WebSocketConfig.model_validate(c.channels.websocket); "
-             "print(json.dumps({'gateway': [c.gateway.host, c.gateway.port], 'web': [w.host, w.port, "
-             "w.websocket_requires_token]}))")
-    done = subprocess.run([str(nanobot_python(find_nanobot())), "-c", probe, str(path)], capture_output=True,
-                          text=True, timeout=120)
+    probe = (
+        "import json, sys; from nanobot.config.loader import load_config; "
+        "from nanobot.channels.websocket.runtime import WebSocketConfig; "
+        "c = load_config(__import__('pathlib').Path(sys.argv[1])); "
+        "w = WebSocketConfig.model_validate(c.channels.websocket); "
+        "print(json.dumps({'gateway': [c.gateway.host, c.gateway.port], 'web': [w.host, w.port, "
+        "w.websocket_requires_token]}))"
+    )
+    done = subprocess.run(
+        [str(nanobot_python(find_nanobot())), "-c", probe, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -622,8 +738,9 @@ def test_the_published_ports_reach_nanobot_once_its_config_listens_inside_the_co
     path = tmp_path / "config.json"
     path.write_text(json.dumps(ONBOARDED, indent=2), encoding="utf-8")
     path.chmod(0o600)
-    assert nanobot_reads(path) == {"gateway": ["127.0.0.1", 18790], "web": ["127.0.0.1", 8765, True]}, \
+    assert nanobot_reads(path) == {"gateway": ["127.0.0.1", 18790], "web": ["127.0.0.1", 8765, True]}, (
         "as onboard leaves it: Docker's forwarded ports would reach nothing"
+    )
     done = run_listen(path)
     assert done.returncode == 0, done.stderr
     # nanobot itself accepts it (a web chat on 0.0.0.0 needs authentication), on the ports the compose file publishes.
@@ -644,8 +761,10 @@ def test_the_published_ports_reach_nanobot_once_its_config_listens_inside_the_co
 def test_a_web_chat_without_authentication_gets_a_random_password_never_printed(tmp_path: Path) -> None:
     """A plain `onboard` sets no WebUI password: the script sets a random one, so nanobot accepts the web chat on
     0.0.0.0 and the documented steps go on without the wizard."""
-    open_chat = {**ONBOARDED, "channels": {"websocket": {"enabled": True, "host": "127.0.0.1",
-                                                         "websocketRequiresToken": False}}}
+    open_chat = {
+        **ONBOARDED,
+        "channels": {"websocket": {"enabled": True, "host": "127.0.0.1", "websocketRequiresToken": False}},
+    }
     passwords = []
     for name in ("one.json", "two.json"):
         path = tmp_path / name
@@ -693,8 +812,10 @@ def test_every_long_running_service_has_a_health_check_and_the_gateways_asks_nan
         config.write_text(json.dumps({"gateway": {"port": port}}), encoding="utf-8")
         assert subprocess.run(check, env={**os.environ, "HOME": str(home)}, timeout=60).returncode == 0
         config.write_text(json.dumps({"gateway": {"port": free_port()}}), encoding="utf-8")
-        assert subprocess.run(check, env={**os.environ, "HOME": str(home)}, timeout=60,
-                              capture_output=True).returncode != 0, "nothing on that port: unhealthy"
+        assert (
+            subprocess.run(check, env={**os.environ, "HOME": str(home)}, timeout=60, capture_output=True).returncode
+            != 0
+        ), "nothing on that port: unhealthy"
     finally:
         server.shutdown()
         server.server_close()

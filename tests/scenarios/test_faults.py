@@ -41,13 +41,23 @@ from worker.state.outcomes import JobOutcome, load_outcome
 # Worker processes killed and started again, Redis restarted under them: tests/conftest.py's SLOW_TIMEOUT.
 pytestmark = pytest.mark.slow
 
-FACT = {"text": "The deploy host is deploy-3.example.com", "tag": "durable", "importance": 4, "source": "user",
-        "category": "configuration", "replaces": None}
+FACT = {
+    "text": "The deploy host is deploy-3.example.com",
+    "tag": "durable",
+    "importance": 4,
+    "source": "user",
+    "category": "configuration",
+    "replaces": None,
+}
 HELD = 60.0  # a held call outlasts every wait of these tests
 # Chunks of a few messages each (the instructions alone take ~620 tokens), and a crash recovery within
 # seconds: arq runs a killed worker's job again job timeout + 10 s after it started.
-CHUNKED = {"NANOBOT_SUMMARY_INPUT_TOKENS": "2000", "NANOBOT_SUMMARY_KEEP": "messages:2",
-           "NANOBOT_SUMMARY_JOB_TIMEOUT": "6", "NANOBOT_SUMMARY_TIMEOUT": "3"}
+CHUNKED = {
+    "NANOBOT_SUMMARY_INPUT_TOKENS": "2000",
+    "NANOBOT_SUMMARY_KEEP": "messages:2",
+    "NANOBOT_SUMMARY_JOB_TIMEOUT": "6",
+    "NANOBOT_SUMMARY_TIMEOUT": "3",
+}
 
 
 def backlog(home: NanobotHome, key: str) -> list[dict[str, Any]]:
@@ -100,8 +110,11 @@ def assert_whole_and_once(home: NanobotHome, originals: dict[str, list[dict[str,
         assert len(found) == len(set(found)), f"a span noted twice in {day.name}"
         items = [(span.session, heading, item) for span, heading, item in section_items(text)]
         assert len(items) == len(set(items)), f"a bullet noted twice in {day.name}"
-    facts = [line for line in (memory / "MEMORY.md").read_text(encoding="utf-8").splitlines()
-             if "deploy-3.example.com" in line]
+    facts = [
+        line
+        for line in (memory / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+        if "deploy-3.example.com" in line
+    ]
     assert len(facts) == 1, facts
     left = [p.name for folder in (memory, home.sessions_dir) for p in folder.glob(".*.tmp")]
     assert not left, left
@@ -109,7 +122,8 @@ def assert_whole_and_once(home: NanobotHome, originals: dict[str, list[dict[str,
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
-        agent_home, fake_llm, redis, procfile_worker, stop):
+    agent_home, fake_llm, redis, procfile_worker, stop
+):
     resumed, redone = "telegram:101", "telegram:102"
     originals = {key: backlog(agent_home, key) for key in (resumed, redone)}
     model = Summarizer(facts=[FACT])
@@ -125,8 +139,11 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
     worker = procfile_worker(**CHUNKED)
     for key in originals:
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
-    await wait_for(lambda: sum(bool(previous_summary(r)) for r in fake_llm.requests) >= 2,
-                   "both second chunks in flight", worker.log)
+    await wait_for(
+        lambda: sum(bool(previous_summary(r)) for r in fake_llm.requests) >= 2,
+        "both second chunks in flight",
+        worker.log,
+    )
     assert worker.process is not None
     worker.process.send_signal(stop)
     code = await asyncio.to_thread(worker.process.wait, 30)
@@ -154,15 +171,18 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
     held[0] = False
     again = procfile_worker(**CHUNKED)  # a supervisor starts it again
     for key in originals:
-        await wait_for(lambda key=key: outcome_is(redis, key, "summarized", job_try=2),
-                       f"{key} summarized in a later try", again.log)
+        await wait_for(
+            lambda key=key: outcome_is(redis, key, "summarized", job_try=2),
+            f"{key} summarized in a later try",
+            again.log,
+        )
 
     assert_whole_and_once(agent_home, originals)
     # Pub/sub is server-wide: other databases' notices pass by too.
     mine = [key for key in await notices(pubsub) if key in originals]
     assert sorted(mine) == sorted(originals), "each record stored and announced once"
     first_message = {key: messages[0]["content"][:60] for key, messages in originals.items()}
-    after = fake_llm.requests[len(before):]
+    after = fake_llm.requests[len(before) :]
     assert asked(after, first_message[resumed]) == 0, "the finished first chunk is not paid for again"
     assert asked(after, first_message[redone]) == 1, "without its progress the range is summarized again"
     for key in originals:
@@ -173,7 +193,8 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
 
 
 async def test_redis_restarted_mid_job_beside_load_every_job_in_flight_gets_its_record_and_nothing_exits(
-        nanobot_home, fake_llm, script, gateway, procfile_worker, tmp_path):
+    nanobot_home, fake_llm, script, gateway, procfile_worker, tmp_path
+):
     """Four jobs in flight (the gateway's and three queued), two busy loops beside them, and Redis killed and
     started again on its port (no persistence: it comes back empty) while their model calls run: each job's next
     Redis call fails, the job says so in one line and runs its try again once Redis answers, counted, so every
@@ -207,8 +228,11 @@ async def test_redis_restarted_mid_job_beside_load_every_job_in_flight_gets_its_
         await gw.say(CHAT, "crossing the threshold")
         await wait_for(lambda: summary_calls() >= 4, "the four jobs running", worker.log)
         server.kill()
-        await wait_for(lambda: worker.log().count("Redis went away during try 1") >= 4,
-                       "each job in flight meeting the lost Redis", worker.log)
+        await wait_for(
+            lambda: worker.log().count("Redis went away during try 1") >= 4,
+            "each job in flight meeting the lost Redis",
+            worker.log,
+        )
         assert (await gw.say(CHAT, "while Redis is down")).startswith("reply number")
         slow[0] = False
         server.start()
@@ -243,7 +267,8 @@ async def _applied(redis: ArqRedis) -> bool:
 
 
 async def test_a_model_that_rate_limits_hangs_or_breaks_off_costs_only_the_documented_tries(
-        agent_home, fake_llm, redis, deps_for):
+    agent_home, fake_llm, redis, deps_for
+):
     model = Summarizer()
     calls: dict[str, list[FakeRequest]] = {"storm": [], "hang": [], "broken": []}
 
@@ -301,7 +326,8 @@ def _limit_file_size() -> None:
 
 
 async def test_a_full_disk_leaves_no_partial_memory_file_and_the_summary_is_still_stored(
-        nanobot_home, fake_llm, redis, redis_url):
+    nanobot_home, fake_llm, redis, redis_url
+):
     fake_llm.responder = Summarizer(facts=[FACT])
     memory = nanobot_home.workspace / "memory"
     memory.mkdir()
@@ -319,8 +345,15 @@ async def test_a_full_disk_leaves_no_partial_memory_file_and_the_summary_is_stil
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
     env = process_env(nanobot_home, redis_url, NANOBOT_CONFIG=str(nanobot_home.config_path))
     done = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "worker", "--burst", "--no-embedded-redis"], cwd=ROOT, env=env,
-        preexec_fn=_limit_file_size, capture_output=True, text=True, timeout=120)
+        subprocess.run,
+        [sys.executable, "-m", "worker", "--burst", "--no-embedded-redis"],
+        cwd=ROOT,
+        env=env,
+        preexec_fn=_limit_file_size,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     assert {path: path.read_bytes() for path in before} == before, "no half-written section or fact"

@@ -41,23 +41,33 @@ from worker.state.outcomes import load_outcome
 pytestmark = pytest.mark.slow
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
-        cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary ARGS` in its own process; `env` is its whole environment (process_env() if none)."""
-    return subprocess.run([sys.executable, "-m", "worker", *args], cwd=cwd, env=env or process_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "worker", *args],
+        cwd=cwd,
+        env=env or process_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # --- the command line --------------------------------------------------------------------------------------
+
 
 def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
     timed = cli("status", "--json", env=process_env(redis_url=redis_url, PYTHONPROFILEIMPORTTIME="1"))
     assert timed.returncode == 0, timed.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
     assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
-    probe = ("import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, "
-             "worker.commands.doctor, worker.commands.forget\n"
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'tiktoken')))")
+    probe = (
+        "import sys, worker.commands.cli, worker.commands.status, worker.commands.undo, worker.commands.enqueue, "
+        "worker.commands.doctor, worker.commands.forget\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'tiktoken')))"
+    )
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert loaded.returncode == 0 and loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
 
@@ -74,37 +84,54 @@ def test_the_console_script_runs_from_any_folder_and_nanobots_environment_gets_n
         pytest.skip("needs nanobot's environment (scripts/test makes it)")
     # nanobot's environment holds only the hooks' distribution, which has no command: a `nanobot-summary` there
     # could only be a stale one, run against the wrong Python.
-    hooks = subprocess.run([nanobot_python, "-I", "-c", "import nanobot_hooks.plugin; print('ok')"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)
+    hooks = subprocess.run(
+        [nanobot_python, "-I", "-c", "import nanobot_hooks.plugin; print('ok')"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert hooks.stdout.strip() == "ok", hooks.stderr
     assert not (Path(nanobot_python).parent / "nanobot-summary").exists()
 
 
 def test_a_misspelled_variable_is_named_with_the_nearest_known_one(redis_url, capsys) -> None:
-    lines = unknown_variables({"NANOBOT_SUMMARY_INTERVALL": "2", "NANOBOT_MEMORY_MAX_FACT": "9",
-                               "NANOBOT_SUMMARY_INTERVAL": "3", "NANOBOT_AGENTS__DEFAULTS__MODEL": "x"})
+    lines = unknown_variables(
+        {
+            "NANOBOT_SUMMARY_INTERVALL": "2",
+            "NANOBOT_MEMORY_MAX_FACT": "9",
+            "NANOBOT_SUMMARY_INTERVAL": "3",
+            "NANOBOT_AGENTS__DEFAULTS__MODEL": "x",
+        }
+    )
     assert len(lines) == 2
     assert "NANOBOT_MEMORY_MAX_FACT" in lines[0] and "did you mean NANOBOT_MEMORY_MAX_FACTS?" in lines[0]
     assert "NANOBOT_SUMMARY_INTERVALL" in lines[1] and "did you mean NANOBOT_SUMMARY_INTERVAL?" in lines[1]
-    shown = run_in_process(capsys, "status", "--json",
-                           env=process_env(redis_url=redis_url, NANOBOT_SUMMARY_INTERVALL="2"))
+    shown = run_in_process(
+        capsys, "status", "--json", env=process_env(redis_url=redis_url, NANOBOT_SUMMARY_INTERVALL="2")
+    )
     assert shown.returncode == 0
-    assert shown.stderr.strip() == ("warning: NANOBOT_SUMMARY_INTERVALL is not a setting of the summary worker and "
-                                    "is ignored; did you mean NANOBOT_SUMMARY_INTERVAL?")
+    assert shown.stderr.strip() == (
+        "warning: NANOBOT_SUMMARY_INTERVALL is not a setting of the summary worker and "
+        "is ignored; did you mean NANOBOT_SUMMARY_INTERVAL?"
+    )
 
 
 # --- Redis: refused is not absent ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def locked_redis(tmp_path):
-    server = RedisServer(tmp_path / "locked", ["requirepass right-password",
-                                               "user limited on >limited-pw ~other:* +ping +exists"]).start()
+    server = RedisServer(
+        tmp_path / "locked", ["requirepass right-password", "user limited on >limited-pw ~other:* +ping +exists"]
+    ).start()
     yield server
     server.stop()
 
 
-def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(nanobot_home, locked_redis,
-                                                                              redis_url, capsys) -> None:
+def test_redis_auth_acl_and_database_errors_are_one_line_never_a_dead_redis(
+    nanobot_home, locked_redis, redis_url, capsys
+) -> None:
     wrong = locked_redis.url(":wrong-password")
     cases = {
         wrong: "refused the credentials",
@@ -134,8 +161,13 @@ def test_the_embedded_redis_folder_goes_on_every_exit(nanobot_home, signum, tmp_
     url = f"redis://:pw@127.0.0.1:{free_port()}/0"
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out,
-                                   env=process_env(nanobot_home, url, config=True))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=out,
+            env=process_env(nanobot_home, url, config=True),
+        )
         try:
             deadline = time.monotonic() + 90
             while "Starting worker" not in log.read_text(errors="replace") and time.monotonic() < deadline:
@@ -172,7 +204,8 @@ def gone(pid: int, seconds: float = 10) -> bool:
 
 
 def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_what_it_cleaned(
-        nanobot_home, tmp_path, capsys) -> None:
+    nanobot_home, tmp_path, capsys
+) -> None:
     """SIGKILL leaves the worker no time to stop its Redis: the server dies with it all the same (not reparented to
     init, serving stale data to the next worker); status and doctor name whose Redis it is while it runs; the next
     worker removes the folder the killed one left (its config holds the password) and says so."""
@@ -190,8 +223,10 @@ def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_wh
             owner = f"that Redis is the embedded redis-server (pid {server}) of the worker pid {process.pid}"
             assert status.returncode == 0 and owner in status.stdout, status.stdout + status.stderr
             doctor = run_in_process(capsys, "doctor", env=env)
-            assert f"answers: it is the embedded redis-server (pid {server}) of the worker pid {process.pid}" in \
-                doctor.stdout, doctor.stdout
+            assert (
+                f"answers: it is the embedded redis-server (pid {server}) of the worker pid {process.pid}"
+                in doctor.stdout
+            ), doctor.stdout
             process.kill()
             process.wait(timeout=30)
         finally:
@@ -199,11 +234,13 @@ def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_wh
                 process.kill()
     assert gone(server), f"the embedded redis-server {server} outlived its killed worker"
     assert folder.is_dir(), "SIGKILL leaves the folder: the next worker removes it"
-    after = subprocess.run([sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=120)
+    after = subprocess.run(
+        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert after.returncode == 0, after.stderr
-    assert f"removed the folder {folder} of the embedded Redis of the worker pid {process.pid}" in after.stderr, \
+    assert f"removed the folder {folder} of the embedded Redis of the worker pid {process.pid}" in after.stderr, (
         after.stderr
+    )
     assert not folder.exists()
     assert not list((tmp_path / "state" / "nanobot-summary").glob("embedded-redis-*.json")), "the burst's record went"
 
@@ -218,14 +255,17 @@ def test_an_orphaned_embedded_redis_is_named_then_stopped_by_the_next_worker(tmp
     embedded = start_recorded(url)
     try:
         assert embedded_owner(url) is not None and f"of the worker pid {os.getpid()}" in (embedded_owner(url) or "")
-        finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                                  text=True, check=True)
+        finished = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+        )
         record = embedded_record(url)
         gone_worker = finished.stdout.strip()
         record.write_text(record.read_text().replace(f'"worker": {os.getpid()}', f'"worker": {gone_worker}'))
         said = embedded_owner(url) or ""
-        assert said.startswith(f"the embedded redis-server (pid {embedded.process.pid}) left by the worker pid "
-                               f"{finished.stdout.strip()}, which is gone"), said
+        assert said.startswith(
+            f"the embedded redis-server (pid {embedded.process.pid}) left by the worker pid "
+            f"{finished.stdout.strip()}, which is gone"
+        ), said
         done = adopt_orphan(url) or ""
         assert done.startswith(f"stopped the embedded redis-server (pid {embedded.process.pid})"), done
         assert embedded.process.wait(timeout=10) is not None and not embedded.directory.exists()
@@ -235,6 +275,7 @@ def test_an_orphaned_embedded_redis_is_named_then_stopped_by_the_next_worker(tmp
 
 
 # --- the summary model ----------------------------------------------------------------------------------------
+
 
 def test_nanobots_provider_names_route_where_nanobot_sends_them(nanobot_home, fake_llm, settings_for) -> None:
     deps = build_deps(settings_for(summary_model="custom/fake-model"))
@@ -248,8 +289,9 @@ def test_nanobots_provider_names_route_where_nanobot_sends_them(nanobot_home, fa
         build_deps(settings_for(summary_model="vllm/llama-3"))
 
 
-async def test_a_custom_provider_model_summarizes_through_nanobots_endpoint(nanobot_home, fake_llm, redis,
-                                                                           settings_for) -> None:
+async def test_a_custom_provider_model_summarizes_through_nanobots_endpoint(
+    nanobot_home, fake_llm, redis, settings_for
+) -> None:
     fake_llm.default = Reply(summary_json("made through the custom endpoint"))
     nanobot_home.write_session("telegram:42", conversation(15))
     deps = build_deps(settings_for(summary_model="custom/fake-model"))
@@ -259,8 +301,9 @@ async def test_a_custom_provider_model_summarizes_through_nanobots_endpoint(nano
 
 
 async def test_a_refused_key_fails_at_once_with_the_fix(nanobot_home, fake_llm, redis, settings_for) -> None:
-    fake_llm.default = Error(401, "Incorrect API key provided: sk-fake", code="invalid_api_key",
-                             type="invalid_request_error")
+    fake_llm.default = Error(
+        401, "Incorrect API key provided: sk-fake", code="invalid_api_key", type="invalid_request_error"
+    )
     nanobot_home.write_session("telegram:42", conversation(15))
     outcome = (await summarize_now(redis, build_deps(settings_for()), "telegram:42")).outcome
     assert outcome is not None and outcome.status == "failed" and outcome.job_try == 1, outcome
@@ -270,8 +313,9 @@ async def test_a_refused_key_fails_at_once_with_the_fix(nanobot_home, fake_llm, 
     assert outcome.cooldown_until is not None
 
 
-async def test_a_missing_key_is_said_at_start_and_never_retried(nanobot_home, fake_llm, redis, redis_url,
-                                                                settings_for, monkeypatch) -> None:
+async def test_a_missing_key_is_said_at_start_and_never_retried(
+    nanobot_home, fake_llm, redis, redis_url, settings_for, monkeypatch
+) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     nanobot_home.write_config(fake_llm.url, provider="auto", model="openai/gpt-4o-mini")
     started = cli("run", "--burst", env=process_env(nanobot_home, redis_url, config=True))
@@ -287,16 +331,23 @@ async def test_a_missing_key_is_said_at_start_and_never_retried(nanobot_home, fa
 
 # --- the worker follows nanobot's config ------------------------------------------------------------------------
 
-async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(nanobot_home, fake_llm, redis,
-                                                                               redis_url, tmp_path) -> None:
+
+async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
+    nanobot_home, fake_llm, redis, redis_url, tmp_path
+) -> None:
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_session("telegram:42", conversation(15))
     configured = nanobot_home.config_path.read_text()
     nanobot_home.config_path.unlink()  # the README starts the worker first
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT,
-                                   stdout=out, stderr=out, env=process_env(nanobot_home, redis_url, config=True))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=out,
+            env=process_env(nanobot_home, redis_url, config=True),
+        )
         try:
             deadline = time.monotonic() + 90
             while "Starting worker" not in log.read_text(errors="replace") and time.monotonic() < deadline:
@@ -311,8 +362,9 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
                 fake_llm.clear()
                 await redis.delete(TEST_KEYS.outcome("telegram:42"))
                 assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:42"))
-                assert fake_llm.wait_for_requests(1, timeout=60, raise_on_timeout=False), \
-                    log.read_text(errors="replace")
+                assert fake_llm.wait_for_requests(1, timeout=60, raise_on_timeout=False), log.read_text(
+                    errors="replace"
+                )
                 assert fake_llm.requests[0].body["model"] == model
                 while await load_outcome(redis, "telegram:42") is None and time.monotonic() < deadline + 60:
                     await asyncio.sleep(0.1)
@@ -320,23 +372,29 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
             process.terminate()
             process.wait(timeout=30)
     text = log.read_text(errors="replace")
-    assert re.search(r"nanobot config \S+ changed: summary model deepseek/deepseek-chat -> openai/fake-model "
-                     r"\(from nanobot config\); its API key changed; base URL none -> http", text), text
+    assert re.search(
+        r"nanobot config \S+ changed: summary model deepseek/deepseek-chat -> openai/fake-model "
+        r"\(from nanobot config\); its API key changed; base URL none -> http",
+        text,
+    ), text
     assert "changed: summary model openai/fake-model -> openai/renamed-model (from nanobot config)" in text, text
     assert "sk-fake" not in text
 
 
 # --- why nothing happened -------------------------------------------------------------------------------------
 
+
 async def subscribed(redis, channel: str) -> bool:
     """Whether a client listens on `channel` (PUBSUB NUMSUB): a message published before that is lost."""
-    counts = {name.decode() if isinstance(name, bytes) else name: count
-              for name, count in await redis.pubsub_numsub(channel)}
+    counts = {
+        name.decode() if isinstance(name, bytes) else name: count for name, count in await redis.pubsub_numsub(channel)
+    }
     return counts.get(channel, 0) > 0
 
 
-async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_llm, redis, redis_url, settings_for,
-                                                           caplog) -> None:
+async def test_each_jobs_outcome_reaches_nanobots_log_once(
+    nanobot_home, fake_llm, redis, redis_url, settings_for, caplog
+) -> None:
     nanobot_home.write_session("telegram:42", conversation(3))
     keys: list[str] = []
     link = RedisLink(redis_url, logs.Throttle(), keys=TEST_KEYS)
@@ -356,9 +414,11 @@ async def test_each_jobs_outcome_reaches_nanobots_log_once(nanobot_home, fake_ll
         await link.close()
     lines = [r.getMessage() for r in caplog.records if "telegram:42" in r.getMessage()]
     assert len(lines) == 1, lines
-    assert re.fullmatch(r"summary worker: skipped telegram:42: too little to summarize \(\d+ of 6,400 tokens "
-                        r"NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context\); no LLM calls",
-                        lines[0]), lines
+    assert re.fullmatch(
+        r"summary worker: skipped telegram:42: too little to summarize \(\d+ of 6,400 tokens "
+        r"NANOBOT_SUMMARY_MIN_SAVING asks a summary to take out of the context\); no LLM calls",
+        lines[0],
+    ), lines
     assert keys == [], "an outcome is not a record to pick up"
     assert fake_llm.requests == []
 
@@ -367,24 +427,33 @@ def test_run_worker_refuses_an_old_python_before_any_install(tmp_path) -> None:
     old = tmp_path / "python3.10"
     old.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'Python 3.10.12'; exit 0; }\nexit 1\n")
     old.chmod(0o755)
-    result = subprocess.run([str(ROOT / "scripts" / "run-worker"), "--burst"], capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "PYTHON": str(old), "VENV": str(tmp_path / "venv")})
+    result = subprocess.run(
+        [str(ROOT / "scripts" / "run-worker"), "--burst"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHON": str(old), "VENV": str(tmp_path / "venv")},
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == ("error: Python 3.10.12 is too old: Python 3.11 or later is needed "
-                                     "(PYTHON=python3.12 scripts/run-worker)")
+    assert result.stderr.strip() == (
+        "error: Python 3.10.12 is too old: Python 3.11 or later is needed (PYTHON=python3.12 scripts/run-worker)"
+    )
     assert not (tmp_path / "venv").exists()
 
 
 async def test_the_readmes_demo_setting_shows_the_automatic_trigger_fire_within_four_short_turns(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker) -> None:
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, procfile_worker
+) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "NANOBOT_SUMMARY_DEMO=true" in readme and "a terminal of its own" in readme
     # The tests' defaults keep messages:10 (a demo on them would cover nothing): the preset wins over them.
     worker = procfile_worker(NANOBOT_SUMMARY_DEMO="true")
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_DEMO="true")
     key = "cli:direct"
-    said = [f"turn {n}: plan day {n} in Kyoto in spring, temples in the morning and food in the evening"
-            for n in range(1, 5)]
+    said = [
+        f"turn {n}: plan day {n} in Kyoto in spring, temples in the morning and food in the evening"
+        for n in range(1, 5)
+    ]
     for text in said[:3]:
         await turn(nanobot_exe, agent_home, env, key, text)
 

@@ -22,7 +22,8 @@ IDLE_SUMMARY = "idle checkpoint: the deploy questions"
 
 
 async def test_a_record_arriving_during_nanobots_idle_compaction_waits_for_it_and_no_message_is_replayed(
-        gateway, nanobot_home, fake_llm, redis):
+    gateway, nanobot_home, fake_llm, redis
+):
     key = f"websocket:{CHAT}"
     seeded = conversation(5)
     nanobot_home.write_session(key, seeded)  # saved days ago: idle, nanobot compacts it at its first scan
@@ -43,19 +44,32 @@ async def test_a_record_arriving_during_nanobots_idle_compaction_waits_for_it_an
         await wait_until(archiving.is_set, what="nanobot's idle compaction to call its model")
     except AssertionError:
         raise AssertionError(gw.log()[-3000:]) from None
-    await store_record(redis, SummaryRecord(
-        session_key=key, summary="our summary", start=0, boundary=6, boundary_timestamp=seeded[5]["timestamp"],
-        messages_before=10, messages_after=4, tokens_before=100, tokens_after=40,
-    ).signed(record_key(nanobot_home.sessions_dir)))
+    await store_record(
+        redis,
+        SummaryRecord(
+            session_key=key,
+            summary="our summary",
+            start=0,
+            boundary=6,
+            boundary_timestamp=seeded[5]["timestamp"],
+            messages_before=10,
+            messages_after=4,
+            tokens_before=100,
+            tokens_after=40,
+        ).signed(record_key(nanobot_home.sessions_dir)),
+    )
     await wait_until(lambda: _gone(redis, key), what="the record to be settled", timeout=60)
-    await wait_until(lambda: IDLE_SUMMARY in nanobot_home.session_file(key).read_text(encoding="utf-8"),
-                     what="nanobot's compaction to be saved", timeout=60)
+    await wait_until(
+        lambda: IDLE_SUMMARY in nanobot_home.session_file(key).read_text(encoding="utf-8"),
+        what="nanobot's compaction to be saved",
+        timeout=60,
+    )
 
     head, messages = session_lines(nanobot_home, key)
     assert head["metadata"]["_last_summary"]["text"] == IDLE_SUMMARY
     checkpoints = [i for i, m in enumerate(messages) if m.get("_hidden_history")]
     assert checkpoints == [len(seeded)], "nanobot's checkpoint follows every message its summary holds"
-    assert head["last_archived"] == len(seeded) and messages[:len(seeded)] == seeded
+    assert head["last_archived"] == len(seeded) and messages[: len(seeded)] == seeded
     assert (await stats(redis)).get("stale") == 1, "the record came after the compaction: it no longer fits"
 
 

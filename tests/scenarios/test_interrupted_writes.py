@@ -65,8 +65,11 @@ def writing_line_one(home: NanobotHome, key: str) -> Iterator[tuple[subprocess.P
     with FileLock(str(folder / SESSION_FILES_LOCK)):
         process = subprocess.Popen([sys.executable, "-c", LINE_ONE_WRITER, str(folder), key], cwd=ROOT)
         try:
-            wait_for(lambda: (copies := new_files(folder, before)) and copies[0].stat().st_size >= size,
-                     "whole copy from the writer", process)
+            wait_for(
+                lambda: (copies := new_files(folder, before)) and copies[0].stat().st_size >= size,
+                "whole copy from the writer",
+                process,
+            )
             yield process, new_files(folder, before)[0]
         finally:
             process.kill()
@@ -111,8 +114,9 @@ def test_a_line_one_write_killed_mid_way_leaves_a_copy_the_next_write_removes(na
         process.send_signal(signal.SIGKILL)
         process.wait(10)
     other.join(60)
-    assert copy.exists() and copy.stat().st_size >= nanobot_home.session_file(KEY).stat().st_size, \
+    assert copy.exists() and copy.stat().st_size >= nanobot_home.session_file(KEY).stat().st_size, (
         "the killed write left its copy, as large as the session"
+    )
     messages = nanobot_home.session_file(KEY).read_bytes().split(b"\n", 1)[1]
 
     monkeypatch.setattr(files, "SWEEP_SECONDS", 3600.0)

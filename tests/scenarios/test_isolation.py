@@ -42,9 +42,17 @@ ADMIN_PASSWORD, PASSWORD_A, PASSWORD_B = "admin-Pass-0", "a-Pass-1", "b-Pass-2"
 def forged_for(key: str, messages: list[dict], boundary: int) -> SummaryRecord:
     """A record of the right shape for the victim's session: the boundary and its timestamp as the session has them
     (what a reader of the shared Redis learns from the victim's own records)."""
-    return SummaryRecord(session_key=key, summary=ATTACK, start=0, boundary=boundary,
-                         boundary_timestamp=messages[boundary - 1]["timestamp"], messages_before=len(messages),
-                         messages_after=len(messages) - boundary + 1, tokens_before=1000, tokens_after=100)
+    return SummaryRecord(
+        session_key=key,
+        summary=ATTACK,
+        start=0,
+        boundary=boundary,
+        boundary_timestamp=messages[boundary - 1]["timestamp"],
+        messages_before=len(messages),
+        messages_after=len(messages) - boundary + 1,
+        tokens_before=1000,
+        tokens_after=100,
+    )
 
 
 async def denied(call) -> bool:
@@ -59,9 +67,13 @@ async def denied(call) -> bool:
 
 
 async def test_an_instances_acl_user_reaches_only_its_own_names_and_its_gateway_and_worker_work_under_it(
-        tmp_path, gateway, nanobot_home, fake_llm, script, worker_deps) -> None:
-    server = acl_server(tmp_path / "redis", ADMIN_PASSWORD, {
-        "a": (PASSWORD_A, OTHER.acl_rules()), "b": (PASSWORD_B, TEST_KEYS.acl_rules())}).start()
+    tmp_path, gateway, nanobot_home, fake_llm, script, worker_deps
+) -> None:
+    server = acl_server(
+        tmp_path / "redis",
+        ADMIN_PASSWORD,
+        {"a": (PASSWORD_A, OTHER.acl_rules()), "b": (PASSWORD_B, TEST_KEYS.acl_rules())},
+    ).start()
     admin: ArqRedis | None = None
     try:
         b_url = server.url(f"b:{PASSWORD_B}")
@@ -82,8 +94,11 @@ async def test_an_instances_acl_user_reaches_only_its_own_names_and_its_gateway_
         script.prompt_tokens = SMALL_PROMPT
         await gw.say(CHAT, "second live turn")
         assert_summary_replaces_covered_messages(fake_llm, seeded, outcome.boundary)
-        refused = [entry for entry in await admin.execute_command("ACL", "LOG") if b"b" == dict(
-            zip(entry[::2], entry[1::2], strict=True)).get(b"username")]
+        refused = [
+            entry
+            for entry in await admin.execute_command("ACL", "LOG")
+            if b"b" == dict(zip(entry[::2], entry[1::2], strict=True)).get(b"username")
+        ]
         assert refused == [], f"instance B's hooks and worker used nothing its ACL user may not: {refused}"
 
         # Instance A's user: its own names work; nothing of B's can be read, listed, heard or written.
@@ -91,8 +106,14 @@ async def test_an_instances_acl_user_reaches_only_its_own_names_and_its_gateway_
         try:
             await a.set(OTHER.record(key), "mine")
             await a.publish(OTHER.notice_channel, key)
-            b_names = [TEST_KEYS.stats, TEST_KEYS.context(key), TEST_KEYS.outcome(key), TEST_KEYS.record(key),
-                       TEST_KEYS.queue, f"arq:job:{TEST_KEYS.job_id(key)}"]
+            b_names = [
+                TEST_KEYS.stats,
+                TEST_KEYS.context(key),
+                TEST_KEYS.outcome(key),
+                TEST_KEYS.record(key),
+                TEST_KEYS.queue,
+                f"arq:job:{TEST_KEYS.job_id(key)}",
+            ]
             assert await admin.exists(*b_names[:3]) == 3, "B's names exist: what A is refused is there"
             for name in b_names:
                 assert await denied(a.get(name)) and await denied(a.type(name)), name
@@ -119,7 +140,8 @@ async def test_an_instances_acl_user_reaches_only_its_own_names_and_its_gateway_
 
 
 async def test_a_forged_or_altered_record_in_an_instances_namespace_is_refused_and_never_reaches_the_prompt(
-        gateway, nanobot_home, fake_llm, script, redis) -> None:
+    gateway, nanobot_home, fake_llm, script, redis
+) -> None:
     """Without ACL users (or with one too wide), any client can write into the namespace: the record of the right
     shape, its boundary and timestamp matching the live session, unsigned or signed with another key, is refused
     by the gateway's hooks in one log line each, dropped, and the next system prompt carries none of it."""
@@ -138,7 +160,8 @@ async def test_a_forged_or_altered_record_in_an_instances_namespace_is_refused_a
 
     async def refused() -> bool:
         return (await stats(redis)).get("forged") == 2 and not any(
-            [await has_record(redis, f"websocket:{chat}") for chat in chats])
+            [await has_record(redis, f"websocket:{chat}") for chat in chats]
+        )
 
     await wait_until(refused, what="the gateway to refuse both forged records")
     lines = [line for line in gw.log().splitlines() if "refused the summary record" in line]
@@ -153,7 +176,8 @@ async def test_a_forged_or_altered_record_in_an_instances_namespace_is_refused_a
 
 
 async def test_the_worker_does_not_fold_a_forged_waiting_record_into_the_summary_it_signs(
-        nanobot_home, fake_llm, script, redis, worker_deps, caplog) -> None:
+    nanobot_home, fake_llm, script, redis, worker_deps, caplog
+) -> None:
     """The job starts from a waiting record's boundary and folds its summary in: a forged one would come back out
     in the next summary, signed by the worker. It is dropped in one line instead, and the job starts afresh."""
     key = "telegram:42"
@@ -166,7 +190,8 @@ async def test_the_worker_does_not_fold_a_forged_waiting_record_into_the_summary
     assert asked and not [r for r in asked if ATTACK in r.last_user_text], "the forged summary reached no prompt"
     assert [r.getMessage() for r in caplog.records].count(
         f"{key}: dropped a waiting summary record not signed with this instance's key (forged, or from an older "
-        "version)") == 1
+        "version)"
+    ) == 1
     outcome = await load_outcome(redis, key)
     assert outcome is not None and outcome.status == "summarized"
     head, _ = session_lines(nanobot_home, key)

@@ -51,9 +51,21 @@ def workspace_id(home: NanobotHome) -> str:
 
 def test_every_name_carries_the_namespace_and_a_client_of_none_is_refused() -> None:
     keys = Keys("a1b2c3d4e5f6")
-    names = [keys.queue, keys.notice_channel, keys.pending, keys.stats, keys.job_id(KEY), keys.record(KEY),
-             keys.daily_flag(KEY), keys.cooldown(KEY), keys.spend("total"), keys.failures(KEY), keys.progress(KEY),
-             keys.outcome(KEY), keys.cron(JOB_DAILY)]
+    names = [
+        keys.queue,
+        keys.notice_channel,
+        keys.pending,
+        keys.stats,
+        keys.job_id(KEY),
+        keys.record(KEY),
+        keys.daily_flag(KEY),
+        keys.cooldown(KEY),
+        keys.spend("total"),
+        keys.failures(KEY),
+        keys.progress(KEY),
+        keys.outcome(KEY),
+        keys.cron(JOB_DAILY),
+    ]
     assert all(name.startswith("nanobot-summary:a1b2c3d4e5f6:") for name in names)
     assert len(set(names)) == len(names)
     assert keys.session_of_job(keys.job_id(KEY)) == KEY and Keys("other").session_of_job(keys.job_id(KEY)) is None
@@ -74,8 +86,11 @@ def test_the_namespace_comes_from_nanobots_workspace_id_unless_set(tmp_path: Pat
     with pytest.raises(SettingsError, match="holds no nanobot workspace id"):
         HookSettings().for_workspace(workspace)
     (workspace / ".nanobot" / "workspace-id").write_text("0123456789abcdef0123456789abcdef\n", encoding="utf-8")
-    assert HookSettings().for_workspace(workspace).keys == Keys("0123456789ab") == Keys(
-        default_namespace("0123456789abcdef0123456789abcdef"))
+    assert (
+        HookSettings().for_workspace(workspace).keys
+        == Keys("0123456789ab")
+        == Keys(default_namespace("0123456789abcdef0123456789abcdef"))
+    )
     monkeypatch.setenv("NANOBOT_SUMMARY_NAMESPACE", "alice")
     assert HookSettings().for_workspace(workspace).keys == Keys("alice")
     monkeypatch.setenv("NANOBOT_SUMMARY_NAMESPACE", "alice:bob")
@@ -84,7 +99,8 @@ def test_the_namespace_comes_from_nanobots_workspace_id_unless_set(tmp_path: Pat
 
 
 async def test_twenty_instances_share_one_database_and_nothing_crosses(
-        tmp_path: Path, fake_llm, redis, redis_url, monkeypatch) -> None:
+    tmp_path: Path, fake_llm, redis, redis_url, monkeypatch
+) -> None:
     monkeypatch.delenv("NANOBOT_SUMMARY_NAMESPACE", raising=False)
 
     def answer(request: FakeRequest) -> Reply:
@@ -94,8 +110,9 @@ async def test_twenty_instances_share_one_database_and_nothing_crosses(
 
     fake_llm.responder = answer
     homes = [NanobotHome.create(tmp_path / f"home-{i:02d}", fake_llm.url) for i in range(HOMES)]
-    deps = [build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05))
-            for home in homes]
+    deps = [
+        build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05)) for home in homes
+    ]
     namespaces = [d.settings.summary_namespace for d in deps]
     assert namespaces == [default_namespace(workspace_id(home)) for home in homes]
     assert len(set(namespaces)) == HOMES
@@ -128,14 +145,16 @@ async def test_twenty_instances_share_one_database_and_nothing_crosses(
     prefixes = tuple(f"{KEY_PREFIX}:{ns}:" for ns in namespaces)
     names = [k.decode() async for k in redis.scan_iter(match="*", count=1000)]
     assert names and all(any(p in name for p in prefixes) for name in names), [
-        n for n in names if not any(p in n for p in prefixes)]
+        n for n in names if not any(p in n for p in prefixes)
+    ]
     for ns in namespaces:
         keys = Keys(ns)
         assert keys.record(KEY) in names and keys.outcome(KEY) in names and keys.spend("total") in names
 
 
-async def test_a_worker_takes_no_job_of_another_instance(nanobot_home, redis, redis_url, deps_for,
-                                                         default_reply) -> None:
+async def test_a_worker_takes_no_job_of_another_instance(
+    nanobot_home, redis, redis_url, deps_for, default_reply
+) -> None:
     nanobot_home.write_session(KEY, conversation(12))
     other = Keys("another-instance")
     stranger = RedisLink(redis_url, logs.Throttle(every=60.0), keys=other)
@@ -147,7 +166,8 @@ async def test_a_worker_takes_no_job_of_another_instance(nanobot_home, redis, re
 
 
 async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_configuration(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps) -> None:
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+) -> None:
     agent_home.write_session(KEY, conversation(8))
     # An empty NANOBOT_SUMMARY_NAMESPACE counts as unset: both sides derive it from the workspace id.
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_NAMESPACE="")
@@ -169,8 +189,11 @@ async def test_real_nanobot_and_the_worker_agree_on_the_namespace_without_config
 def test_the_redis_commands_benchmark_runs_at_a_smoke_size(capsys) -> None:
     assert load_bench("bench_redis_ops").main(["--sessions", "3", "--idle", "1"]) == 0
     stdout = capsys.readouterr().out
-    figures = dict(re.findall(r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job",
-                              stdout, re.MULTILINE))
+    figures = dict(
+        re.findall(
+            r"^(trigger \(hooks\)|job \(worker\)|pickup \(hooks\)): ([\d.]+) commands per job", stdout, re.MULTILINE
+        )
+    )
     assert set(figures) == {"trigger (hooks)", "job (worker)", "pickup (hooks)"}, stdout
     assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"
 
@@ -182,6 +205,7 @@ def wait_for_line(log: Path, text: str, process: subprocess.Popen, deadline: flo
     while text not in log.read_text(errors="replace") and time.monotonic() < deadline:
         assert process.poll() is None, log.read_text(errors="replace")
         time.sleep(0.2)
+
 
 async def move_workspace_then_queue_a_job(home: NanobotHome, moved: Path, redis_url: str, queue: str) -> None:
     """nanobot's config pointed at another workspace, then a job queued where the running worker still polls."""
@@ -197,9 +221,9 @@ async def move_workspace_then_queue_a_job(home: NanobotHome, moved: Path, redis_
         await client.aclose()
 
 
-
-def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(nanobot_home, redis_url,
-                                                                                tmp_path) -> None:
+def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(
+    nanobot_home, redis_url, tmp_path
+) -> None:
     """The namespace comes from the id nanobot writes at its first run: a worker started before that says so
     once and starts serving the instance's queue as soon as the id is there, instead of exiting."""
     import time
@@ -211,8 +235,9 @@ def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(n
     del env["NANOBOT_SUMMARY_NAMESPACE"]  # the namespace derived from the workspace id, as by default
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
-                                   cwd=ROOT, stdout=out, stderr=out, env=env)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT, stdout=out, stderr=out, env=env
+        )
         try:
             deadline = time.monotonic() + 90
             wait_for_line(log, "waiting for it", process, deadline)
@@ -248,8 +273,13 @@ async def two_instances_after_one_daily_tick(tmp_path: Path, fake_llm, redis_url
     for namespace in TWO:
         home = NanobotHome.create(tmp_path / namespace, fake_llm.url)
         home.write_session(KEY, conversation(12))
-        deps.append(build_deps(Settings(redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05,
-                                        summary_namespace=namespace)))
+        deps.append(
+            build_deps(
+                Settings(
+                    redis_url=redis_url, config=home.config_path, summary_retry_delay=0.05, summary_namespace=namespace
+                )
+            )
+        )
         link = RedisLink(redis_url, logs.Throttle(every=60.0), keys=Keys(namespace))
         assert await link.call("queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key=KEY)))
         assert await link.call("queueing", lambda c: enqueue_idle_check(c, KEY, 300.0))
@@ -278,16 +308,16 @@ async def two_instances_after_one_daily_tick(tmp_path: Path, fake_llm, redis_url
         yield
 
 
-async def test_two_instances_on_one_redis_both_run_their_daily_tick(tmp_path: Path, fake_llm, redis,
-                                                                     redis_url) -> None:
+async def test_two_instances_on_one_redis_both_run_their_daily_tick(tmp_path: Path, fake_llm, redis, redis_url) -> None:
     """arq names a unique cron job's id `<name>:<tick>`: a name without the namespace let only the first
     instance's worker to reach the tick run it, and the other instance lost its daily run."""
     async with two_instances_after_one_daily_tick(tmp_path, fake_llm, redis_url):
         pass
 
 
-async def test_every_key_two_instances_leave_in_redis_names_its_instance(tmp_path: Path, fake_llm, redis,
-                                                                          redis_url) -> None:
+async def test_every_key_two_instances_leave_in_redis_names_its_instance(
+    tmp_path: Path, fake_llm, redis, redis_url
+) -> None:
     """After two instances' hooks queued jobs and idle checks, their workers ran jobs and crons (arq keeps a
     cron job's in-progress key a minute after it ends), every key in the database carries one namespace: in
     its name, or through the job id in arq's own keys (the scan runs while the workers still poll: a worker
@@ -303,10 +333,14 @@ async def test_every_key_two_instances_leave_in_redis_names_its_instance(tmp_pat
         assert any(name.startswith(f"arq:job:{prefix}idle:") for name in names), names
 
 
-@pytest.mark.parametrize("command", [["-m", "worker", "run", "--no-embedded-redis"],
-                                     ["-m", "arq", "worker.app.WorkerSettings"]], ids=["nanobot-summary", "arq"])
+@pytest.mark.parametrize(
+    "command",
+    [["-m", "worker", "run", "--no-embedded-redis"], ["-m", "arq", "worker.app.WorkerSettings"]],
+    ids=["nanobot-summary", "arq"],
+)
 async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_serving_it(
-        nanobot_home, redis, redis_url, tmp_path, command) -> None:
+    nanobot_home, redis, redis_url, tmp_path, command
+) -> None:
     """nanobot pointed at another workspace queues into that workspace's namespace: a worker that followed the
     new files but kept polling the old queue summarized nothing, silently. It stops in one line and starts
     again serving the new namespace, in the same process (exec), whether `nanobot-summary run` or arq's own
@@ -342,4 +376,3 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=10)
-

@@ -55,13 +55,14 @@ def assert_file_keeps_every_message(home: NanobotHome, key: str, seeded: list[di
     head, messages = session_lines(home, key)
     assert [m["content"] for m in messages[:boundary]] == [m["content"] for m in seeded[:boundary]]
     assert messages[boundary].get("_hidden_history") is True, "nanobot's checkpoint marker sits at the boundary"
-    assert [m["content"] for m in messages[boundary + 1:len(seeded) + 1]] == [m["content"] for m in seeded[boundary:]]
+    assert [m["content"] for m in messages[boundary + 1 : len(seeded) + 1]] == [m["content"] for m in seeded[boundary:]]
     assert head["last_archived"] == boundary
     assert head["metadata"]["_last_summary"]["text"] == SUMMARY_TEXT
 
 
 async def test_gateway_applies_the_summary_between_turns_and_the_next_request_uses_it(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, worker_deps
+):
     key = f"websocket:{CHAT}"
     seeded, gw, reply = await gateway_cross(gateway, nanobot_home, script, redis, "first live turn")
     assert reply.startswith("reply number")
@@ -84,7 +85,8 @@ async def test_gateway_applies_the_summary_between_turns_and_the_next_request_us
 
 
 async def test_idle_pickup_holds_the_summary_while_the_cache_is_warm_and_applies_it_once_cold(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, worker_deps
+):
     key = f"websocket:{CHAT}"
     seeded = conversation(SEEDED_TURNS)
     nanobot_home.write_session(key, seeded)
@@ -109,12 +111,12 @@ async def test_idle_pickup_holds_the_summary_while_the_cache_is_warm_and_applies
 
 
 async def test_idle_pickup_applies_at_once_when_the_context_nears_the_window(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, worker_deps
+):
     key = f"websocket:{CHAT}"
     seeded = conversation(SEEDED_TURNS)
     nanobot_home.write_session(key, seeded)
-    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_PICKUP="idle",
-                       NANOBOT_SUMMARY_CACHE_TTL="3600")
+    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_PICKUP="idle", NANOBOT_SUMMARY_CACHE_TTL="3600")
     script.prompt_tokens = 110_000  # past 80% of the 128,000 window
     await gw.say(CHAT, "first live turn")
     await wait_until(lambda: queued_jobs(redis), what="the job nanobot enqueued")
@@ -128,7 +130,8 @@ async def test_idle_pickup_applies_at_once_when_the_context_nears_the_window(
 
 
 async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses_the_summary(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:7"
     seeded, env = await seed_and_cross(nanobot_exe, agent_home, redis_url, script, key)
     assert await queued_jobs(redis) == 1 and await queued_reason(redis, key) == "tokens"
@@ -153,10 +156,12 @@ async def test_worker_stopped_the_job_waits_and_the_next_turn_after_it_runs_uses
 
 
 async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn_and_nothing_is_left_open(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:17"
-    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
-                                                         worker_deps())
+    seeded, env, record = await seed_cross_and_summarize(
+        nanobot_exe, agent_home, redis_url, script, key, redis, worker_deps()
+    )
 
     # ResourceWarnings shown: an unclosed Redis connection or an unawaited task would print one.
     python = [str(nanobot_python(nanobot_exe)), "-W", "always::ResourceWarning", "-m", "nanobot"]
@@ -176,10 +181,12 @@ async def test_a_slash_command_turn_leaves_the_record_for_the_next_ordinary_turn
 
 
 async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_after_the_next_turn(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:8"
-    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
-                                                         worker_deps())
+    seeded, env, record = await seed_cross_and_summarize(
+        nanobot_exe, agent_home, redis_url, script, key, redis, worker_deps()
+    )
     assert await queued_jobs(redis) == 0
     # As if nanobot had saved the session over the worker's copy in line 1: only Redis has the record.
     path = agent_home.session_file(key)
@@ -200,7 +207,8 @@ async def test_a_record_waiting_in_redis_is_not_summarized_again_but_applied_aft
 
 
 async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_are_left_alone(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url
+):
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="2")
     script.prompt_tokens = SMALL_PROMPT
     await turn(nanobot_exe, agent_home, env, "telegram:100", "one")
@@ -215,7 +223,8 @@ async def test_every_n_user_messages_triggers_on_its_own_and_internal_sessions_a
 
 
 async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:101"
     interval = 4
     agent_home.write_session(key, conversation(SEEDED_TURNS))
@@ -231,7 +240,7 @@ async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_mess
     assert await applied(redis, key)
     head, messages = session_lines(agent_home, key)
     through = head["metadata"][METADATA_KEY]["applied"]["through"]
-    kept = [m for m in messages[record.boundary:through] if m["role"] == "user" and not m.get("_hidden_history")]
+    kept = [m for m in messages[record.boundary : through] if m["role"] == "user" and not m.get("_hidden_history")]
     assert len(kept) >= interval, "the kept tail alone holds enough user turns to fire the rule"
     for text in ("new message 2", "new message 3"):
         await turn(nanobot_exe, agent_home, env, key, text)
@@ -241,7 +250,8 @@ async def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_mess
 
 
 async def test_auto_summary_off_enqueues_nothing_but_a_manual_summary_is_still_picked_up(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:200"
     seeded = conversation(SEEDED_TURNS)
     agent_home.write_session(key, seeded)
@@ -258,7 +268,8 @@ async def test_auto_summary_off_enqueues_nothing_but_a_manual_summary_is_still_p
 
 
 async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_the_fresh_session_alone(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:300"
     agent_home.write_session(key, conversation(SEEDED_TURNS))
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
@@ -303,7 +314,8 @@ async def test_new_between_the_job_and_its_pickup_drops_the_record_and_leaves_th
 
 
 async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_record_at_the_next_turn(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, worker_deps
+):
     key = f"websocket:{CHAT}"
     seeded, first, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
     await first.stop()
@@ -325,7 +337,8 @@ async def test_a_gateway_restart_between_the_job_and_the_pickup_applies_the_reco
 
 
 async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_when_it_is_back(
-        gateway, fake_llm, script, tmp_path):
+    gateway, fake_llm, script, tmp_path
+):
     server_bin = shutil.which("redis-server")
     if server_bin is None:
         pytest.skip("needs a redis-server binary to start and stop a throwaway Redis")
@@ -338,9 +351,23 @@ async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_wh
     warnings = [line for line in gw.log().splitlines() if "summary worker: Redis at" in line]
     assert len(warnings) == 1, warnings
 
-    server = subprocess.Popen([server_bin, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            server_bin,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         await wait_until(lambda: answers(url), what="the throwaway Redis")
         back = queue_client(url, TEST_KEYS.queue)
@@ -357,25 +384,54 @@ async def test_redis_down_turns_go_on_with_one_warning_and_enqueueing_resumes_wh
 
 
 async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, tmp_path):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, tmp_path
+):
     prompt_file = tmp_path / "prompt.txt"
     prompt_file.write_text("Summarize.", encoding="utf-8")
     values = {
-        "auto_summary": "true", "summary_model": "openai/summarizer", "summary_fallback_model": "openai/other",
-        "summary_interval": "0", "summary_threshold": "0.5", "summary_context_window": "100000",
-        "summary_keep": "messages:6", "summary_input_tokens": "20000", "summary_max_chars": "4000",
-        "summary_prompt_file": str(prompt_file), "summary_timeout": "30", "summary_job_timeout": "600",
+        "auto_summary": "true",
+        "summary_model": "openai/summarizer",
+        "summary_fallback_model": "openai/other",
+        "summary_interval": "0",
+        "summary_threshold": "0.5",
+        "summary_context_window": "100000",
+        "summary_keep": "messages:6",
+        "summary_input_tokens": "20000",
+        "summary_max_chars": "4000",
+        "summary_prompt_file": str(prompt_file),
+        "summary_timeout": "30",
+        "summary_job_timeout": "600",
         "summary_max_tries": "3",
-        "summary_retry_delay": "1", "summary_workspace": str(agent_home.workspace), "summary_daily_at": "23:30",
-        "summary_timezone": "Asia/Shanghai", "memory_max_facts": "100", "config": str(agent_home.config_path),
-        "redis_url": redis_url, "summary_json": "json_object", "summary_min_carry": "0.4",
-        "summary_cooldown": "600", "summary_cooldown_max": "7200", "summary_daily_tokens": "100000",
-        "summary_daily_tokens_total": "1000000", "memory_sessions": "direct,slack:D*", "summary_recall": "true",
-        "summary_recall_scope": "trusted", "redis_ca_file": str(prompt_file), "summary_min_saving": "0.02",
-        "summary_pickup": "idle", "summary_cache_ttl": "600", "summary_idle": "true", "summary_idle_keep": "turns:2",
-        "summary_idle_min_tokens": "3000", "summary_niceness": "5",
-        "memory_write": "idle", "summary_namespace": TEST_KEYS.namespace, "summary_demo": "false",
-        "summary_embedding_model": "", "summary_embedding_api_base": "", "summary_embedding_api_key": "",
+        "summary_retry_delay": "1",
+        "summary_workspace": str(agent_home.workspace),
+        "summary_daily_at": "23:30",
+        "summary_timezone": "Asia/Shanghai",
+        "memory_max_facts": "100",
+        "config": str(agent_home.config_path),
+        "redis_url": redis_url,
+        "summary_json": "json_object",
+        "summary_min_carry": "0.4",
+        "summary_cooldown": "600",
+        "summary_cooldown_max": "7200",
+        "summary_daily_tokens": "100000",
+        "summary_daily_tokens_total": "1000000",
+        "memory_sessions": "direct,slack:D*",
+        "summary_recall": "true",
+        "summary_recall_scope": "trusted",
+        "redis_ca_file": str(prompt_file),
+        "summary_min_saving": "0.02",
+        "summary_pickup": "idle",
+        "summary_cache_ttl": "600",
+        "summary_idle": "true",
+        "summary_idle_keep": "turns:2",
+        "summary_idle_min_tokens": "3000",
+        "summary_niceness": "5",
+        "memory_write": "idle",
+        "summary_namespace": TEST_KEYS.namespace,
+        "summary_demo": "false",
+        "summary_embedding_model": "",
+        "summary_embedding_api_base": "",
+        "summary_embedding_api_key": "",
         "summary_retired_days": "30",
     }
     assert set(values) == set(Settings.model_fields), "a new setting needs a value here"
@@ -389,7 +445,8 @@ async def test_nanobot_runs_with_every_setting_of_ours_in_its_environment(
 
 
 async def test_a_bad_setting_switches_the_integration_off_with_one_line_and_nanobot_answers(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url
+):
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_THRESHOLD="1.5", NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     result = await turn(nanobot_exe, agent_home, env, "telegram:500", "hello")
@@ -420,17 +477,22 @@ sys.exit(main())
 """
 
 
-@pytest.mark.parametrize("change, reason", [
-    ("version", "nanobot-ai 0.4.0 is not supported"),
-    ("private", "no AgentRuntimeControl's loop reference"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ("version", "nanobot-ai 0.4.0 is not supported"),
+        ("private", "no AgentRuntimeControl's loop reference"),
+    ],
+)
 async def test_an_unsupported_nanobot_runs_without_the_integration_and_says_why_once(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, change, reason):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, change, reason
+):
     python = nanobot_python(nanobot_exe)
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
-    result = await asyncio.to_thread(agent_turn, nanobot_exe, agent_home, env, "telegram:600", "hello",
-                                     [str(python), "-c", WRAPPED_CLI, change])
+    result = await asyncio.to_thread(
+        agent_turn, nanobot_exe, agent_home, env, "telegram:600", "hello", [str(python), "-c", WRAPPED_CLI, change]
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "reply number 1" in result.stdout
     off = [line for line in result.stderr.splitlines() if "integration off" in line]
@@ -445,8 +507,12 @@ def test_installing_the_hooks_leaves_nanobots_own_dependencies_unchanged(nanobot
     # What installing the hooks into nanobot's environment would change: only the hooks. From a copy of their
     # folder: pip's dry run writes an egg-info into the folder it installs from.
     source = clean_copy(HOOKS, tmp_path / "nanobot_hooks")
-    dry = subprocess.run([python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "-e", str(source)],
-                         capture_output=True, text=True, timeout=300)
+    dry = subprocess.run(
+        [python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-", "-e", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert dry.returncode == 0, dry.stderr[-3000:]
     would_install = [item["metadata"]["name"] for item in json.loads(dry.stdout)["install"]]
     assert would_install == ["nanobot-summary-hooks"], would_install
@@ -486,17 +552,29 @@ print(json.dumps({"unsatisfied": unsatisfied, "heavy": heavy,
 """
 
 
-async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe, agent_home, fake_llm, script,
-                                                                     redis_url, capsys):
+async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(
+    nanobot_exe, agent_home, fake_llm, script, redis_url, capsys
+):
     env = process_env(agent_home, redis_url, NANOBOT_AUTO_SUMMARY="false")
     script.prompt_tokens = SMALL_PROMPT
     for text in ("first", "second", "third"):  # long enough that a summary of two of them could shrink them
-        await turn(nanobot_exe, agent_home, env, "telegram:321", f"{text} question: compare the train and the bus "
-                   "from Kyoto to Osaka for a family of four, with prices, times, luggage rules and the stations")
+        await turn(
+            nanobot_exe,
+            agent_home,
+            env,
+            "telegram:321",
+            f"{text} question: compare the train and the bus "
+            "from Kyoto to Osaka for a family of four, with prices, times, luggage rules and the stations",
+        )
     asked = len(fake_llm.requests)
     dry = await asyncio.to_thread(
-        run_in_process, capsys, "enqueue", "--dry-run", "telegram:321",
-        env=process_env(agent_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2"))
+        run_in_process,
+        capsys,
+        "enqueue",
+        "--dry-run",
+        "telegram:321",
+        env=process_env(agent_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="messages:2"),
+    )
     assert dry.returncode == 0, dry.stderr
     _, messages = session_lines(agent_home, "telegram:321")
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -507,18 +585,23 @@ async def test_dry_run_plans_the_cut_of_a_session_file_nanobot_wrote(nanobot_exe
 
 def _route(script: LLMScript, summary_model):
     """nanobot's own calls go to `script`; the worker's (model `summarizer`) to `summary_model`."""
-    return lambda request: (summary_model(request) if (request.body or {}).get("model") == SUMMARY_MODEL
-                            else script(request))
+    return lambda request: (
+        summary_model(request) if (request.body or {}).get("model") == SUMMARY_MODEL else script(request)
+    )
 
 
 async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through_nanobot(
-        gateway, nanobot_home, fake_llm, script, redis, procfile_worker):
+    gateway, nanobot_home, fake_llm, script, redis, procfile_worker
+):
     fact = {"text": "The user deploys to host-N.example.com hosts", "source": "user", "importance": 4}
     prose = Summarizer("prose", facts=[fact])
     fake_llm.responder = _route(script, prose)
     # The harness's web chat asks for no token: trusted here by name, as a user who alone uses it would.
-    settings = {"NANOBOT_SUMMARY_INTERVAL": "2", "NANOBOT_SUMMARY_KEEP": "messages:2",
-                "NANOBOT_MEMORY_SESSIONS": "websocket:*"}
+    settings = {
+        "NANOBOT_SUMMARY_INTERVAL": "2",
+        "NANOBOT_SUMMARY_KEEP": "messages:2",
+        "NANOBOT_MEMORY_SESSIONS": "websocket:*",
+    }
     # The tests' workers keep their priority (harness.defaults); this one lowers it by the default.
     worker = procfile_worker(**settings, NANOBOT_SUMMARY_NICENESS=str(NICENESS))
     gw = await gateway(**settings)
@@ -528,8 +611,11 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
         await gw.say(CHAT, f"turn {number}: deploy host-{number}.example.com")
         if number % 2 == 0:  # the interval fired: wait for the worker's summary of it, applied by the gateway
             count = len(summaries) + 1
-            await wait_until(lambda count=count: applied(redis, key, count), timeout=60,
-                             what=f"summary {count} applied\n" + worker.log()[-2000:])
+            await wait_until(
+                lambda count=count: applied(redis, key, count),
+                timeout=60,
+                what=f"summary {count} applied\n" + worker.log()[-2000:],
+            )
             head, _ = session_lines(nanobot_home, key)
             summaries.append(head["metadata"]["_last_summary"]["text"])
     assert len(summaries) == 3
@@ -547,12 +633,14 @@ async def test_a_model_that_only_answers_prose_keeps_the_summary_rolling_through
     notes = "".join(path.read_text(encoding="utf-8") for path in sorted(memory.glob("????-??-??.md")))
     assert "turn 1: deploy host-1.example.com" in notes and "turn 5: deploy host-5.example.com" in notes
     assert fact["text"] in (memory / "MEMORY.md").read_text(encoding="utf-8")
-    assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19), \
+    assert niceness(worker.process.pid) == min(os.getpriority(os.PRIO_PROCESS, 0) + NICENESS, 19), (
         "the worker yields the CPU to nanobot's turns"
+    )
 
 
 async def test_a_summary_provider_that_always_fails_costs_at_most_two_jobs_and_every_turn_is_answered(
-        gateway, fake_llm, script, redis, worker_deps):
+    gateway, fake_llm, script, redis, worker_deps
+):
     failing = []
 
     def broken(request):

@@ -22,8 +22,10 @@ from worker.state.outcomes import load_outcome
 FACT = "The user's staging database listens on port 54329"
 # Each turn says more than a notes line keeps (the fake model notes a user line's first 60 characters): the
 # word at its end is found by recall in the message itself, never in the notes.
-SAID = [f"question {n} before the reset: the staging database moved to port 54329, remember it please, "
-        f"keyword {word}" for n, word in enumerate(("zephyrine", "quillaja", "marjoram"))]
+SAID = [
+    f"question {n} before the reset: the staging database moved to port 54329, remember it please, keyword {word}"
+    for n, word in enumerate(("zephyrine", "quillaja", "marjoram"))
+]
 
 
 class NotingScript(LLMScript):
@@ -32,8 +34,9 @@ class NotingScript(LLMScript):
 
     def __init__(self) -> None:
         super().__init__()
-        self.summarizer = Summarizer(facts=[{"text": FACT, "tag": "durable", "importance": 4, "source": "user",
-                                             "category": "configuration"}])
+        self.summarizer = Summarizer(
+            facts=[{"text": FACT, "tag": "durable", "importance": 4, "source": "user", "category": "configuration"}]
+        )
 
     def __call__(self, request: FakeRequest) -> Reply:
         if (request.body or {}).get("model") == SUMMARY_MODEL:
@@ -55,7 +58,8 @@ def assert_nothing_lost(home: NanobotHome, key: str) -> None:
 
 
 async def test_what_was_said_before_new_in_nanobot_agent_reaches_notes_memory_and_recall(
-        nanobot_exe, agent_home, fake_llm, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, redis, redis_url, worker_deps
+):
     key = "telegram:330"
     fake_llm.responder = NotingScript()
     env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
@@ -73,7 +77,8 @@ async def test_what_was_said_before_new_in_nanobot_agent_reaches_notes_memory_an
 
 
 async def test_what_was_said_before_new_in_a_gateway_reaches_notes_memory_and_recall(
-        gateway, nanobot_home, fake_llm, redis, worker_deps):
+    gateway, nanobot_home, fake_llm, redis, worker_deps
+):
     key = f"websocket:{CHAT}"
     fake_llm.responder = NotingScript()
     fake_llm.responder.prompt_tokens = SMALL_PROMPT

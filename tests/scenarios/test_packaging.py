@@ -34,8 +34,13 @@ from tests.support.queue_probes import queued_jobs, queued_reason
 
 
 def packages(python: Path) -> dict[str, str]:
-    listing = subprocess.run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
-                             capture_output=True, text=True, timeout=120, check=True)
+    listing = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return {item["name"].lower(): item["version"] for item in json.loads(listing.stdout)}
 
 
@@ -45,43 +50,63 @@ def fresh_nanobot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     time (each leaves it as it found it, which the tests check). nanobot goes in through uv where scripts/test put
     it beside the tests' Python (2 s rather than pip's 20-50 s: the same files; the hooks' own installs, the
     subject here, run nanobot's pip)."""
+
     def make(folder: Path) -> None:
         venv.EnvBuilder(with_pip=True).create(folder / "venv")
         python = str(folder / "venv" / "bin" / "python")
         uv = Path(sys.executable).with_name("uv")
-        done = subprocess.run([str(uv), "pip", "install", "--quiet", "--python", python, "nanobot-ai==0.3.5"]
-                              if uv.exists() else
-                              [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                               "nanobot-ai==0.3.5"], capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [str(uv), "pip", "install", "--quiet", "--python", python, "nanobot-ai==0.3.5"]
+            if uv.exists()
+            else [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nanobot-ai==0.3.5"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0:
             pytest.skip(f"nanobot-ai 0.3.5 cannot be installed here: {done.stderr.strip().splitlines()[-1:]}")
+
     folder = once_per_run(tmp_path_factory, "fresh-nanobot", make)
     with FileLock(f"{folder}.in-use.lock", timeout=WAIT):
         yield folder / "venv" / "bin" / "python"
 
 
-def hooks(action: str, python: Path, cwd: Path, *more: str, command: tuple[str, ...] = (sys.executable, "-m", "worker"),
-          offline: bool = False) -> subprocess.CompletedProcess[str]:
+def hooks(
+    action: str,
+    python: Path,
+    cwd: Path,
+    *more: str,
+    command: tuple[str, ...] = (sys.executable, "-m", "worker"),
+    offline: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary hooks ACTION`; `offline`: with no package index within reach (pip's configuration ignored,
     its index a port nothing listens on)."""
     env = process_env(test_defaults=False)
     if offline:
         env = {key: value for key, value in env.items() if not key.startswith("PIP_")}
         env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple")
-    return subprocess.run([*command, "hooks", action, "--python", str(python), *more],
-                          capture_output=True, text=True, timeout=900, cwd=cwd, env=env)
+    return subprocess.run(
+        [*command, "hooks", action, "--python", str(python), *more],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def nanobot_starts(python: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     """nanobot's own tool loader, as every agent loop runs it at start-up, in its Python isolated from `cwd`."""
-    probe = ("import json\nfrom nanobot.agent.tools.loader import ToolLoader\n"
-             "print(json.dumps(sorted(ToolLoader()._discover_plugins())))\n")
+    probe = (
+        "import json\nfrom nanobot.agent.tools.loader import ToolLoader\n"
+        "print(json.dumps(sorted(ToolLoader()._discover_plugins())))\n"
+    )
     return subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
-        fresh_nanobot: Path, installed_worker: InstalledWorker, tmp_path: Path, agent_home, script, redis,
-        redis_url) -> None:
+    fresh_nanobot: Path, installed_worker: InstalledWorker, tmp_path: Path, agent_home, script, redis, redis_url
+) -> None:
     """With the installed worker's command, as the README's installed path runs it: no checkout, no wheel named, no
     package index. Between install and uninstall, a real `nanobot agent -m` turn of that fresh nanobot runs the
     installed hooks: it enqueues a job."""
@@ -89,13 +114,16 @@ async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
     assert before["nanobot-ai"] == "0.3.5"
     installed = hooks("install", fresh_nanobot, tmp_path, command=installed_worker.argv, offline=True)
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment (no package index)" in \
-        installed.stdout, installed.stdout
+    assert (
+        f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment (no package index)"
+        in installed.stdout
+    ), installed.stdout
     assert "none of nanobot's packages changed" in installed.stdout
     assert f"ok hooks {RELEASE} load in nanobot 0.3.5's environment" in installed.stdout, installed.stdout
     after = packages(fresh_nanobot)
-    assert {name: version for name, version in before.items() if after.get(name) != version} == {}, \
+    assert {name: version for name, version in before.items() if after.get(name) != version} == {}, (
         "no package nanobot holds was up- or downgraded"
+    )
     assert {"nanobot-summary-hooks", "arq", "redis"} <= set(after) - set(before)
     started = nanobot_starts(fresh_nanobot, tmp_path)
     assert started.returncode == 0, started.stderr[-3000:]
@@ -104,12 +132,16 @@ async def test_hooks_install_then_a_real_turn_then_uninstall_in_a_fresh_nanobot(
     # A real turn of the fresh nanobot (its own `nanobot` command, no PYTHONPATH, nothing of the checkout), its
     # model the fake LLM over HTTP: the hooks it loaded enqueue a summary job into the real Redis (every user
     # message, NANOBOT_SUMMARY_INTERVAL=1).
-    env = {key: value for key, value in process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1").items()
-           if key in ("PYTHONUNBUFFERED",) or not key.startswith("PYTHON")}  # nothing leads to the checkout
+    env = {
+        key: value
+        for key, value in process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1").items()
+        if key in ("PYTHONUNBUFFERED",) or not key.startswith("PYTHON")
+    }  # nothing leads to the checkout
     assert await queued_jobs(redis) == 0
     await turn(fresh_nanobot.parent / "nanobot", agent_home, env, "telegram:7", "plan a day in Kyoto")
-    assert await queued_jobs(redis) == 1 and await queued_reason(redis, "telegram:7") == "interval", \
+    assert await queued_jobs(redis) == 1 and await queued_reason(redis, "telegram:7") == "interval", (
         "the installed hooks ran in nanobot's turn and enqueued the session's job"
+    )
 
     removed = hooks("uninstall", fresh_nanobot, tmp_path, command=installed_worker.argv)
     assert removed.returncode == 0, removed.stdout + removed.stderr
@@ -136,8 +168,12 @@ def older_hooks_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_hooks_install_over_an_older_release_replaces_it_and_uninstall_still_takes_out_all_it_brought(
-        fresh_nanobot: Path, installed_worker: InstalledWorker, project_wheels: Path, older_hooks_wheel: Path,
-        tmp_path: Path) -> None:
+    fresh_nanobot: Path,
+    installed_worker: InstalledWorker,
+    project_wheels: Path,
+    older_hooks_wheel: Path,
+    tmp_path: Path,
+) -> None:
     before = packages(fresh_nanobot)
     old = hooks("install", fresh_nanobot, tmp_path, "--from", str(older_hooks_wheel), command=installed_worker.argv)
     assert old.returncode == 0 and "installed nanobot-summary-hooks 0.1.9" in old.stdout, old.stdout + old.stderr
@@ -150,12 +186,14 @@ def test_hooks_install_over_an_older_release_replaces_it_and_uninstall_still_tak
     assert {name: version for name, version in before.items() if now.get(name) != version} == {}
     removed = hooks("uninstall", fresh_nanobot, tmp_path, command=installed_worker.argv)
     assert removed.returncode == 0, removed.stdout + removed.stderr
-    assert packages(fresh_nanobot) == before, \
+    assert packages(fresh_nanobot) == before, (
         "what the first install brought (arq, redis, ...) is still taken out after an upgrade"
+    )
 
 
 def test_hooks_install_refuses_a_package_the_hooks_conflict_with_and_changes_nothing(
-        installed_worker: InstalledWorker, project_wheels: Path, tmp_path: Path) -> None:
+    installed_worker: InstalledWorker, project_wheels: Path, tmp_path: Path
+) -> None:
     """nanobot's environment holds a redis the hooks cannot use (6.x; they need redis<6): one line naming it,
     nothing installed (pip's dry run decides before any change)."""
     python = fake_nanobot(tmp_path / "venv", with_pip=True, extra={"redis": "6.0.0"})
@@ -188,10 +226,30 @@ def test_hooks_install_into_an_environment_that_is_read_only_says_so_and_writes_
     python = fake_nanobot(tmp_path / "venv", with_pip=False)
     (site,) = (tmp_path / "venv" / "lib").glob("python3*/site-packages")
     listing = sorted(path.name for path in site.iterdir())
-    command = [unshare, "-m", "sh", "-ec", 'mount --bind -o ro "$0" "$0"; shift; exec "$@"', str(site), "--",
-               sys.executable, "-m", "worker", "hooks", "install", "--python", str(python)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**process_env(test_defaults=False), "PYTHONPATH": str(ROOT)})
+    command = [
+        unshare,
+        "-m",
+        "sh",
+        "-ec",
+        'mount --bind -o ro "$0" "$0"; shift; exec "$@"',
+        str(site),
+        "--",
+        sys.executable,
+        "-m",
+        "worker",
+        "hooks",
+        "install",
+        "--python",
+        str(python),
+    ]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**process_env(test_defaults=False), "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
     assert line.count("\n") == 0 and "Traceback" not in line, done.stderr
@@ -222,24 +280,40 @@ def test_hooks_install_into_a_python_without_nanobot_changes_nothing(tmp_path: P
     assert result.stderr.strip().count("\n") == 0 and "has no nanobot-ai" in result.stderr, result.stderr
 
 
-def test_the_installed_worker_says_its_version_from_any_folder(installed_worker: InstalledWorker,
-                                                               tmp_path: Path) -> None:
-    result = subprocess.run([str(installed_worker.command), "--version"], capture_output=True, text=True, timeout=120,
-                            cwd=tmp_path, env=process_env(test_defaults=False))
-    assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", \
+def test_the_installed_worker_says_its_version_from_any_folder(
+    installed_worker: InstalledWorker, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [str(installed_worker.command), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=process_env(test_defaults=False),
+    )
+    assert result.returncode == 0 and result.stdout.strip() == f"nanobot-summary {RELEASE}", (
         result.stdout + result.stderr
+    )
 
 
 async def test_the_installed_worker_summarizes_a_session_through_litellm(
-        installed_worker: InstalledWorker, nanobot_home, fake_llm, redis, redis_url, tmp_path: Path) -> None:
+    installed_worker: InstalledWorker, nanobot_home, fake_llm, redis, redis_url, tmp_path: Path
+) -> None:
     import asyncio
 
     fake_llm.default = Reply(summary_json(summary="done by the installed worker"))
     nanobot_home.write_session("telegram:42", conversation(15))
     env = process_env(nanobot_home, redis_url, config=True)
     for args in (["enqueue", "--keep", "messages:10", "telegram:42"], ["run", "--burst", "--no-embedded-redis"]):
-        done = await asyncio.to_thread(subprocess.run, [str(installed_worker.command), *args], capture_output=True,
-                                       text=True, timeout=300, cwd=tmp_path, env=env)
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [str(installed_worker.command), *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env=env,
+        )
         assert done.returncode == 0, (args, done.stdout + done.stderr)
     record = await load_record(redis, "telegram:42")
     assert record is not None and record.summary == "done by the installed worker", record

@@ -26,12 +26,19 @@ from worker.summarize import daily
 from worker.summarize.daily import daily_summaries
 
 KEY = "telegram:42"
-EARLIER = ("## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"
-           "- repository acme/site, branch release-2.4")
+EARLIER = (
+    "## Important details\n- staging host stage-7.example.com, port 8443\n- ticket OPS-5521 owned by Alice\n"
+    "- repository acme/site, branch release-2.4"
+)
 
 
-HOST_FACT = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4, "source": "user",
-             "category": "configuration"}
+HOST_FACT = {
+    "text": "The staging host is stage-7.example.com",
+    "tag": "durable",
+    "importance": 4,
+    "source": "user",
+    "category": "configuration",
+}
 
 
 def day(n: int) -> datetime:
@@ -52,7 +59,8 @@ async def summarize(redis, deps, reason: str = "tokens", **worker):
 
 
 async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going_and_writes_notes_and_facts(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     model = fake_llm.responder = Summarizer("prose", facts=[HOST_FACT])
     deps = deps_for()
     messages: list[dict] = []
@@ -80,8 +88,10 @@ async def test_a_model_that_only_answers_prose_keeps_the_rolling_summary_going_a
     assert (await formats.learned(redis, deps.model.model)).format == "lines"
 
 
-LINES = ("DAY 2026-11-20\nTOPICS:\n- deploys to stage-7\n- the rollback plan\nFACTS:\n"
-         "- user | durable | 4 | configuration | The staging host is stage-7.example.com")
+LINES = (
+    "DAY 2026-11-20\nTOPICS:\n- deploys to stage-7\n- the rollback plan\nFACTS:\n"
+    "- user | durable | 4 | configuration | The staging host is stage-7.example.com"
+)
 
 
 def prose_summaries(lines_answer: Reply | Error | Hang):
@@ -90,12 +100,20 @@ def prose_summaries(lines_answer: Reply | Error | Hang):
     return lambda request: lines_answer if is_lines_request(request) else prose(request)
 
 
-@pytest.mark.parametrize("answer, written", [
-    (Reply(f"Sure, here they are:\n```text\n{LINES}\n```\n- and a bullet of chatter after the fence"), True),
-    (Reply(f"{LINES}\n- user | durable | 3 | other | The user's half-writ", finish_reason="length"), True),
-    (Reply(REFUSAL), False), (Reply(""), False), (Reply("Summary unavailable"), False),
-    (Error.rate_limit(), False), (Error.server(), False), (Hang(30), False),
-], ids=["fenced-with-chatter", "truncated", "refusal", "empty", "placeholder", "429", "500", "hang"])
+@pytest.mark.parametrize(
+    "answer, written",
+    [
+        (Reply(f"Sure, here they are:\n```text\n{LINES}\n```\n- and a bullet of chatter after the fence"), True),
+        (Reply(f"{LINES}\n- user | durable | 3 | other | The user's half-writ", finish_reason="length"), True),
+        (Reply(REFUSAL), False),
+        (Reply(""), False),
+        (Reply("Summary unavailable"), False),
+        (Error.rate_limit(), False),
+        (Error.server(), False),
+        (Hang(30), False),
+    ],
+    ids=["fenced-with-chatter", "truncated", "refusal", "empty", "placeholder", "429", "500", "hang"],
+)
 async def test_each_misbehaviour_of_the_plain_lines_call(redis, nanobot_home, fake_llm, deps_for, answer, written):
     fake_llm.responder = prose_summaries(answer)
     nanobot_home.write_session(KEY, conversation(15))
@@ -120,7 +138,8 @@ async def test_each_misbehaviour_of_the_plain_lines_call(redis, nanobot_home, fa
 
 
 async def test_a_model_that_answers_the_lines_in_prose_too_is_not_asked_again_and_its_notes_are_the_users_lines(
-        redis, redis_url, nanobot_home, fake_llm, deps_for, settings_for, capsys):
+    redis, redis_url, nanobot_home, fake_llm, deps_for, settings_for, capsys
+):
     """A model that follows no notes format: asking again is paying for nothing, so the fallback writes each
     span's notes (the user's own lines, marked verbatim) at once, and every view says memory runs on it, and why."""
     fake_llm.responder = prose_summaries(Reply("The user talked about deploys and the staging host."))
@@ -150,8 +169,9 @@ async def test_a_model_that_answers_the_lines_in_prose_too_is_not_asked_again_an
     out = (await doctor(capsys, nanobot_home, redis_url)).stdout
     level, line = check(out, "memory runs on the fallback for model")
     assert level == "warn" and fallback in " ".join(line.split())
-    level, line = check(out, "daily notes: 2 of 2 span(s) in the day files written in the last 7 days were noted "
-                             "by the fallback")
+    level, line = check(
+        out, "daily notes: 2 of 2 span(s) in the day files written in the last 7 days were noted by the fallback"
+    )
     assert level == "warn"
     async with served(settings_for()) as page:
         status, body = await page.get("/")
@@ -159,7 +179,8 @@ async def test_a_model_that_answers_the_lines_in_prose_too_is_not_asked_again_an
 
 
 async def test_a_notes_call_answered_in_prose_is_asked_again_in_lines_and_the_next_job_asks_lines_at_once(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     json_model, prose = Summarizer(), Summarizer("prose")
 
     def answers(request: FakeRequest) -> Reply:
@@ -173,8 +194,10 @@ async def test_a_notes_call_answered_in_prose_is_asked_again_in_lines_and_the_ne
         await daily.set_flag(redis, key, "2026-11-20")  # the daily run: the kept tail is noted too
         done = await summarize_now(redis, deps, key)
         assert done.outcome is not None and done.outcome.status == "summarized" and not done.outcome.memory_skipped
-    kinds = ["summary" if is_summary_request(r) else "lines" if is_lines_request(r) else "json notes"
-             for r in fake_llm.requests]
+    kinds = [
+        "summary" if is_summary_request(r) else "lines" if is_lines_request(r) else "json notes"
+        for r in fake_llm.requests
+    ]
     assert kinds == ["summary", "json notes", "lines", "summary", "lines"], kinds
     notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
     assert "telegram:1 question 14" in notes and "telegram:2 question 14" in notes, "the kept tails are noted"
@@ -182,8 +205,14 @@ async def test_a_notes_call_answered_in_prose_is_asked_again_in_lines_and_the_ne
 
 @pytest.mark.parametrize("kind", ["fenced", "truncated"])
 async def test_json_in_a_fence_with_chatter_or_cut_half_way_is_read(redis, nanobot_home, fake_llm, deps_for, kind):
-    fact = {"text": "The staging host is stage-7.example.com", "tag": "durable", "importance": 4, "source": "user",
-            "category": "configuration", "replaces": None}
+    fact = {
+        "text": "The staging host is stage-7.example.com",
+        "tag": "durable",
+        "importance": 4,
+        "source": "user",
+        "category": "configuration",
+        "replaces": None,
+    }
     fake_llm.responder = Summarizer(kind, facts=[fact])
     nanobot_home.write_session(KEY, conversation(15, user="question {i} about stage-7.example.com"))
     outcome, record = await summarize(redis, deps_for())
@@ -218,18 +247,28 @@ async def test_a_prose_summary_that_quotes_json_is_committed_whole(redis, nanobo
     assert await cooling(redis, KEY) is None
 
 
-@pytest.mark.parametrize("answer", [
-    Reply(REFUSAL), Reply("抱歉，我无法完成这个请求。"), Reply(""), Reply("Summary unavailable"),
-    Reply('{"error": {"message": "upstream overloaded"}}'), "forgetful",
-], ids=["refusal", "refusal-zh", "empty", "placeholder", "error-text", "drops-the-previous-summary"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Reply(REFUSAL),
+        Reply("抱歉，我无法完成这个请求。"),
+        Reply(""),
+        Reply("Summary unavailable"),
+        Reply('{"error": {"message": "upstream overloaded"}}'),
+        "forgetful",
+    ],
+    ids=["refusal", "refusal-zh", "empty", "placeholder", "error-text", "drops-the-previous-summary"],
+)
 async def test_an_unusable_summary_is_never_committed_and_the_session_keeps_its_own(
-        redis, nanobot_home, fake_llm, deps_for, answer):
+    redis, nanobot_home, fake_llm, deps_for, answer
+):
     if answer == "forgetful":
         fake_llm.responder = Summarizer("forgetful")
     else:
         fake_llm.default = answer
-    path = nanobot_home.write_session(KEY, conversation(15), metadata={"_last_summary": {"text": EARLIER,
-                                                                                         "last_active": "x"}})
+    path = nanobot_home.write_session(
+        KEY, conversation(15), metadata={"_last_summary": {"text": EARLIER, "last_active": "x"}}
+    )
     before = path.read_bytes()
     outcome, record = await summarize(redis, deps_for())
     assert outcome is not None and outcome.status == "failed", outcome
@@ -242,7 +281,8 @@ async def test_an_unusable_summary_is_never_committed_and_the_session_keeps_its_
 
 
 async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     fake_llm.default = Error.server()
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for(summary_max_tries=3)
@@ -261,15 +301,17 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
     assert second_rest is not None and second_rest.failures == 2
     assert 1700 < (second_rest.until - first_rest.until).total_seconds() + 900 < 1900 + 5
     # A good job ends the rest.
-    fake_llm.default = Reply(json.dumps({"summary": "## What happened\n- deploy questions", "daily_notes": [],
-                                         "facts": []}))
+    fake_llm.default = Reply(
+        json.dumps({"summary": "## What happened\n- deploy questions", "daily_notes": [], "facts": []})
+    )
     outcome, record = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "summarized" and record is not None
     assert await cooling(redis, KEY) is None and not await redis.exists(TEST_KEYS.cooldown(KEY))
 
 
 async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_rest(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     fake_llm.default = Error.server()
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for(summary_max_tries=1, summary_cooldown=900, summary_cooldown_max=7200)
@@ -301,9 +343,11 @@ def _slow(model: Summarizer, seconds: float):
 def _stalls_after(model: Summarizer, answered: int, seconds: float):
     """Answers the first `answered` requests at once and each later one after `seconds`: where a job runs out of
     time depends on the requests, not on how busy the machine is."""
+
     def respond(request: FakeRequest) -> Reply:
         reply = model(request)
         return reply if model.calls <= answered else replace(reply, delay=seconds)
+
     return respond
 
 
@@ -318,7 +362,8 @@ def _backlog(home) -> list[dict]:
 
 
 async def test_a_try_that_would_run_out_of_time_keeps_its_chunks_and_the_retry_resumes(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     _backlog(nanobot_home)
     fake_llm.responder = _slow(Summarizer(), 0.3)
     deps = deps_for(summary_input_tokens=3000, summary_timeout=1.0, summary_max_tries=10)
@@ -331,7 +376,8 @@ async def test_a_try_that_would_run_out_of_time_keeps_its_chunks_and_the_retry_r
 
 
 async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resumes(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     _backlog(nanobot_home)
     fake_llm.responder = _stalls_after(Summarizer(), 2, 30.0)
     deps = deps_for(summary_input_tokens=2000)
@@ -345,19 +391,23 @@ async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resum
     fake_llm.responder = Summarizer()
     outcome, record = await summarize(redis, deps)
     assert outcome is not None and outcome.status == "summarized" and record is not None
-    again = set(_summarized_users(before)) & set(_summarized_users(fake_llm.requests[len(before):]))
+    again = set(_summarized_users(before)) & set(_summarized_users(fake_llm.requests[len(before) :]))
     assert again == in_flight, "only the chunk cut off in flight is asked again, no finished one"
 
 
 async def test_structured_output_is_asked_for_and_a_server_that_refuses_it_is_asked_without(
-        redis, nanobot_home, fake_llm, deps_for, monkeypatch):
+    redis, nanobot_home, fake_llm, deps_for, monkeypatch
+):
     monkeypatch.setattr(llm, "_REFUSED", {})
     model = Summarizer()
 
     def strict_server(request: FakeRequest) -> Reply | Error:
         if (request.body or {}).get("response_format"):
-            return Error(400, "Invalid parameter: 'response_format' of type 'json_object' is not supported",
-                         type="invalid_request_error")
+            return Error(
+                400,
+                "Invalid parameter: 'response_format' of type 'json_object' is not supported",
+                type="invalid_request_error",
+            )
         return model(request)
 
     fake_llm.responder = strict_server
@@ -373,18 +423,19 @@ async def test_structured_output_is_asked_for_and_a_server_that_refuses_it_is_as
 
 
 async def test_each_job_records_calls_tokens_and_cost_and_status_shows_them(
-        redis, redis_url, nanobot_home, fake_llm, deps_for, capsys):
+    redis, redis_url, nanobot_home, fake_llm, deps_for, capsys
+):
     route_openai_models_to(nanobot_home, fake_llm)
     model = Summarizer()
-    fake_llm.responder = lambda request: replace(model(request), prompt_tokens=10_000, completion_tokens=1_000,
-                                                 cached_tokens=4_000)
+    fake_llm.responder = lambda request: replace(
+        model(request), prompt_tokens=10_000, completion_tokens=1_000, cached_tokens=4_000
+    )
     nanobot_home.write_session(KEY, conversation(15))
     outcome, record = await summarize(redis, deps_for(summary_model="openai/gpt-4o-mini"))
     assert outcome is not None and outcome.status == "summarized"
     assert fake_llm.requests[0].body["response_format"]["type"] == "json_schema"
     spend = outcome.spend
-    assert (spend.calls, spend.prompt_tokens, spend.completion_tokens, spend.cached_tokens) == (1, 10_000, 1_000,
-                                                                                                 4_000)
+    assert (spend.calls, spend.prompt_tokens, spend.completion_tokens, spend.cached_tokens) == (1, 10_000, 1_000, 4_000)
     # gpt-4o-mini in litellm's table: 6,000 tokens at $0.15/M, 4,000 cached at $0.075/M, 1,000 out at $0.60/M.
     assert spend.cost == pytest.approx(6_000 * 0.15e-6 + 4_000 * 0.075e-6 + 1_000 * 0.6e-6, rel=0.01)
     env = process_env(nanobot_home, redis_url, config=True)
@@ -416,8 +467,11 @@ async def test_a_daily_token_cap_stops_summarizing_until_tomorrow(redis, nanobot
 
 async def test_fidelity_is_recorded_for_each_summary(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = Summarizer()
-    nanobot_home.write_session(KEY, conversation(15, user="question {i} about host-{i}.example.com"),
-                               metadata={"_last_summary": {"text": EARLIER, "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY,
+        conversation(15, user="question {i} about host-{i}.example.com"),
+        metadata={"_last_summary": {"text": EARLIER, "last_active": "x"}},
+    )
     outcome, _ = await summarize(redis, deps_for())
     assert outcome is not None and outcome.status == "summarized"
     assert outcome.carry_forward == 1.0, "the obedient model keeps every identifier of the previous summary"
@@ -425,11 +479,13 @@ async def test_fidelity_is_recorded_for_each_summary(redis, nanobot_home, fake_l
 
 
 async def test_notes_a_prose_model_could_not_give_are_not_marked_noted_and_are_asked_for_again(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     prose = Summarizer("prose")
     json_model = Summarizer()
-    fake_llm.responder = lambda request: (prose(request) if is_summary_request(request)
-                                          else Error.rate_limit())  # the notes call fails once
+    fake_llm.responder = lambda request: (
+        prose(request) if is_summary_request(request) else Error.rate_limit()
+    )  # the notes call fails once
     morning = datetime.now().replace(hour=8, minute=0, second=0, microsecond=0)
     nanobot_home.write_session(KEY, conversation(15, start=morning))
     deps = deps_for()
@@ -443,11 +499,12 @@ async def test_notes_a_prose_model_could_not_give_are_not_marked_noted_and_are_a
     await daily_summaries({"deps": deps, "redis": redis})
     await run_burst(deps)
     spans = noted_spans(memory, KEY, morning.date().isoformat())
-    assert all(is_noted(m["timestamp"], spans) for m in conversation(15, start=morning)[:record.boundary])
+    assert all(is_noted(m["timestamp"], spans) for m in conversation(15, start=morning)[: record.boundary])
 
 
 async def test_a_bad_answer_then_a_failing_fallback_still_gives_up_after_two_tries(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     calls = {"main": 0, "fallback": 0}
 
     def two_models(request: FakeRequest) -> Reply | Error:
@@ -466,7 +523,8 @@ async def test_a_bad_answer_then_a_failing_fallback_still_gives_up_after_two_tri
 
 
 async def test_a_job_that_finds_the_session_resting_neither_pays_nor_lengthens_the_rest(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     fake_llm.default = Reply(REFUSAL)
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for()
@@ -480,11 +538,12 @@ async def test_a_job_that_finds_the_session_resting_neither_pays_nor_lengthens_t
     assert rest is not None and (rest.failures, rest.until) == (1, first.until)
 
 
-async def test_an_empty_notes_answer_does_not_switch_notes_off_for_the_model(redis, nanobot_home, fake_llm,
-                                                                            deps_for):
+async def test_an_empty_notes_answer_does_not_switch_notes_off_for_the_model(redis, nanobot_home, fake_llm, deps_for):
     prose = Summarizer("prose")
-    notes_answers = [Reply(""), Reply(json.dumps({"daily_notes": [{"date": "2026-11-20", "topics": ["deploys"]}],
-                                                  "facts": []}))]
+    notes_answers = [
+        Reply(""),
+        Reply(json.dumps({"daily_notes": [{"date": "2026-11-20", "topics": ["deploys"]}], "facts": []})),
+    ]
     fake_llm.responder = lambda request: prose(request) if is_summary_request(request) else notes_answers.pop(0)
     deps = deps_for()
     for key in ("telegram:1", "telegram:2"):
@@ -506,8 +565,11 @@ async def test_the_daily_cap_reached_by_the_summary_call_keeps_the_summary(redis
 
 async def test_a_summary_that_would_not_shrink_still_writes_its_paid_notes(redis, nanobot_home, fake_llm, deps_for):
     notes = [{"date": "2026-11-20", "topics": ["the deploy script"]}]
-    fake_llm.default = Reply(json.dumps({"summary": "## What happened\n" + "- a very long summary line\n" * 60,
-                                         "daily_notes": notes, "facts": []}))
+    fake_llm.default = Reply(
+        json.dumps(
+            {"summary": "## What happened\n" + "- a very long summary line\n" * 60, "daily_notes": notes, "facts": []}
+        )
+    )
     nanobot_home.write_session(KEY, conversation(12, user="q{i}", assistant="a{i}"))
     outcome, record = await summarize(redis, deps_for(summary_keep="messages:2"))
     assert outcome is not None and outcome.status == "noop" and "would not shrink" in outcome.detail

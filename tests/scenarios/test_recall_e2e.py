@@ -28,8 +28,10 @@ class RecallScript(LLMScript):
             last = request.messages[-1]
             if last.get("role") == "user" and QUESTION in json.dumps(last, ensure_ascii=False):
                 self.replies += 1
-                return Reply(tool_calls=[{"name": "recall", "arguments": {"query": "数据库 端口"}}],
-                             prompt_tokens=self.prompt_tokens)
+                return Reply(
+                    tool_calls=[{"name": "recall", "arguments": {"query": "数据库 端口"}}],
+                    prompt_tokens=self.prompt_tokens,
+                )
             if last.get("role") == "tool":
                 self.replies += 1
                 return Reply("the port was 54329", prompt_tokens=self.prompt_tokens)
@@ -47,7 +49,8 @@ def tool_result(request: FakeRequest) -> str:
 
 
 async def test_a_detail_the_summary_dropped_comes_back_through_the_recall_tool_and_only_the_askers(
-        nanobot_exe, agent_home, fake_llm, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, redis, redis_url, worker_deps
+):
     script = RecallScript()
     fake_llm.responder = script
     seeded = conversation(10)

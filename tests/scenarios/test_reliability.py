@@ -41,13 +41,31 @@ from worker.text.tokens import count_message, estimate_tokens
 
 KEY = "telegram:42"
 # Commands of Redis 6.0 and later (GETDEL and GETEX are 6.2): switched off, the server answers like a 5.0.
-NEWER_COMMANDS = ("GETDEL", "GETEX", "LMOVE", "BLMOVE", "COPY", "ZRANGESTORE", "SMISMEMBER", "ZMSCORE", "LPOS",
-                  "HRANDFIELD", "ZRANDMEMBER", "ZDIFF", "ZINTER", "ZUNION", "GEOSEARCH", "XAUTOCLAIM", "RESET")
+NEWER_COMMANDS = (
+    "GETDEL",
+    "GETEX",
+    "LMOVE",
+    "BLMOVE",
+    "COPY",
+    "ZRANGESTORE",
+    "SMISMEMBER",
+    "ZMSCORE",
+    "LPOS",
+    "HRANDFIELD",
+    "ZRANDMEMBER",
+    "ZDIFF",
+    "ZINTER",
+    "ZUNION",
+    "GEOSEARCH",
+    "XAUTOCLAIM",
+    "RESET",
+)
 
 
 @pytest.mark.slow  # a worker process, nanobot's python or a pip run
-async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(tmp_path, nanobot_home, fake_llm,
-                                                                               deps_for):
+async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(
+    tmp_path, nanobot_home, fake_llm, deps_for
+):
     server = RedisServer(tmp_path / "redis", [f'rename-command {name} ""' for name in NEWER_COMMANDS]).start()
     try:
         url = server.url()
@@ -65,8 +83,10 @@ async def test_a_redis_without_the_commands_of_6_x_runs_jobs_and_the_daily_run(t
         server.stop()
 
 
-@pytest.mark.parametrize("version, problem", [("4.0.14", True), ("2.8.24", True), ("5.0.7", False),
-                                              ("6.0.16", False), ("7.2.4", False), ("valkey-8", False)])
+@pytest.mark.parametrize(
+    "version, problem",
+    [("4.0.14", True), ("2.8.24", True), ("5.0.7", False), ("6.0.16", False), ("7.2.4", False), ("valkey-8", False)],
+)
 def test_a_redis_older_than_5_0_is_refused_in_one_line(version: str, problem: bool) -> None:
     found = version_problem(version)
     assert (found is not None) is problem
@@ -94,7 +114,8 @@ def _longest_key() -> str:
 
 
 async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run(
-        redis, redis_url, nanobot_home, fake_llm, deps_for, capsys):
+    redis, redis_url, nanobot_home, fake_llm, deps_for, capsys
+):
     longest = _longest_key()
     assert len(longest.encode()) >= 185
     fake_llm.responder = Summarizer()
@@ -110,13 +131,13 @@ async def test_every_key_nanobot_can_store_is_served_and_a_bad_file_stops_no_run
     for key in (longest, KEY):
         outcome = await load_outcome(redis, key)
         assert outcome is not None and outcome.status == "summarized", (key, outcome)
-    listed = await asyncio.to_thread(run_in_process, capsys, "enqueue", "--all", "--dry-run",
-                                     env=process_env(nanobot_home, redis_url, config=True))
+    listed = await asyncio.to_thread(
+        run_in_process, capsys, "enqueue", "--all", "--dry-run", env=process_env(nanobot_home, redis_url, config=True)
+    )
     assert listed.returncode == 0 and longest in listed.stdout and "skipping session file" in listed.stderr
 
 
-async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(redis, nanobot_home, fake_llm,
-                                                                            deps_for):
+async def test_a_broken_character_in_the_models_answer_does_not_fail_the_job(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.default = Reply(summary_json("## What happened\n- the user sent \ud83d half an emoji"))
     nanobot_home.write_session(KEY, conversation(15))
     done = await summarize_now(redis, deps_for(), KEY)
@@ -140,11 +161,22 @@ async def test_a_notes_write_that_failed_is_caught_up_never_skipped(redis, nanob
     # noted: the earlier ones must not count as noted because of that.
     record = await load_record(redis, KEY)
     assert record is not None
-    messages.insert(record.boundary, {"role": "user", "content": "Continue from the checkpoint.",
-                                      "_hidden_history": True, "timestamp": messages[record.boundary]["timestamp"]})
+    messages.insert(
+        record.boundary,
+        {
+            "role": "user",
+            "content": "Continue from the checkpoint.",
+            "_hidden_history": True,
+            "timestamp": messages[record.boundary]["timestamp"],
+        },
+    )
     messages += conversation(10, start=morning.replace(hour=11), user="later question {i}")
-    nanobot_home.write_session(KEY, messages, last_archived=record.boundary,
-                               metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY,
+        messages,
+        last_archived=record.boundary,
+        metadata={"_last_summary": {"text": record.summary, "last_active": "x"}},
+    )
     await redis.delete(TEST_KEYS.record(KEY))
     await summarize_now(redis, deps, KEY)
     day = morning.date().isoformat()
@@ -174,16 +206,17 @@ async def sent_as_new_and_noted(redis, deps, fake_llm, nanobot_home, said: str) 
     sent = len(fake_llm.requests)
     assert (await summarize_now(redis, deps, KEY)).outcome.status == "summarized"
     asked = [text for request in fake_llm.requests[sent:] for _, text in user_lines(request)]
-    assert [f"{said}, question {i}" for i in range(9)] == [t for t in asked if said in t], \
+    assert [f"{said}, question {i}" for i in range(9)] == [t for t in asked if said in t], (
         "the messages are sent as new, not as already in the notes"
+    )
     notes = (nanobot_home.workspace / "memory" / "2026-11-01.md").read_text(encoding="utf-8")
     assert all(f"{said}, question {i}" in notes for i in range(9)), notes
     return notes
 
 
-async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_noted_span(in_new_york, redis,
-                                                                                         nanobot_home, fake_llm,
-                                                                                         deps_for):
+async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_noted_span(
+    in_new_york, redis, nanobot_home, fake_llm, deps_for
+):
     """nanobot stamps messages in naive local time. When summer time ends (New York, 1 November 2026, 02:00
     becomes 01:00 again), the repeated hour's messages carry times that a span noted an hour before covers;
     they come after it, and must be sent as new and noted."""
@@ -196,19 +229,30 @@ async def test_the_hour_the_clock_repeats_is_noted_though_its_times_fall_in_a_no
     record = await load_record(redis, KEY)
     assert record is not None
     # nanobot applies the summary (its hidden marker moves the later messages up by one); then the clock goes back.
-    messages = summer[:record.boundary] + [{"role": "user", "content": "Continue from the checkpoint.",
-                                            "_hidden_history": True, "timestamp": "2026-11-01T01:40:00"}]
-    messages += summer[record.boundary:]
+    messages = summer[: record.boundary] + [
+        {
+            "role": "user",
+            "content": "Continue from the checkpoint.",
+            "_hidden_history": True,
+            "timestamp": "2026-11-01T01:40:00",
+        }
+    ]
+    messages += summer[record.boundary :]
     winter = conversation(10, start=datetime(2026, 11, 1, 1, 5), user="after the change, question {i}")
-    nanobot_home.write_session(KEY, messages + winter, last_archived=record.boundary,
-                               metadata={"_last_summary": {"text": record.summary, "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY,
+        messages + winter,
+        last_archived=record.boundary,
+        metadata={"_last_summary": {"text": record.summary, "last_active": "x"}},
+    )
     await redis.delete(TEST_KEYS.record(KEY))
     notes = await sent_as_new_and_noted(redis, deps, fake_llm, nanobot_home, "after the change")
     assert notes.count("question 3 about the deploy script") == 1, "the first hour is noted once"
 
 
 async def test_a_new_conversation_inside_the_repeated_hour_is_noted_though_its_times_and_positions_were(
-        in_new_york, redis, nanobot_home, fake_llm, deps_for):
+    in_new_york, redis, nanobot_home, fake_llm, deps_for
+):
     """`/new` inside the hour the clock repeats: the new conversation's positions start at 0 again and its times
     fall inside the span noted for the old one an hour before. Its generation (counted up by the hooks at `/new`)
     tells them apart: its messages are sent as new and noted."""
@@ -230,9 +274,20 @@ async def test_a_new_conversation_inside_the_repeated_hour_is_noted_though_its_t
 
 async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(redis, nanobot_home, deps_for):
     for key in ("telegram:gone", KEY):
-        await store_record(redis, SummaryRecord(session_key=key, summary="s", start=0, boundary=2,
-                                                boundary_timestamp="t", messages_before=4, messages_after=3,
-                                                tokens_before=10, tokens_after=5))
+        await store_record(
+            redis,
+            SummaryRecord(
+                session_key=key,
+                summary="s",
+                start=0,
+                boundary=2,
+                boundary_timestamp="t",
+                messages_before=4,
+                messages_after=3,
+                tokens_before=10,
+                tokens_after=5,
+            ),
+        )
     nanobot_home.write_session(KEY, conversation(3))
     assert 0 < await redis.ttl(TEST_KEYS.record(KEY))
     await daily_summaries({"deps": deps_for(), "redis": redis})
@@ -243,14 +298,29 @@ async def test_records_of_deleted_sessions_are_dropped_and_every_record_expires(
 
 # -- bad input, property-based -------------------------------------------------------------------
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
 MESSAGE = st.dictionaries(
-    st.sampled_from(["role", "content", "timestamp", "tool_calls", "tool_call_id", "name", "_hidden_history",
-                     "_command", "media", "reasoning_content"]),
+    st.sampled_from(
+        [
+            "role",
+            "content",
+            "timestamp",
+            "tool_calls",
+            "tool_call_id",
+            "name",
+            "_hidden_history",
+            "_command",
+            "media",
+            "reasoning_content",
+        ]
+    ),
     JSON | st.sampled_from(["user", "assistant", "tool", "system", "wizard", "2026-11-20T10:00:00"]),
-    max_size=6)
+    max_size=6,
+)
 
 
 @given(st.binary(max_size=400))
@@ -271,8 +341,13 @@ def test_odd_messages_never_break_reading_counting_or_planning(messages: list[di
     transcript(session.messages, cut.start, cut.boundary, estimate_tokens)
 
 
-FACT = st.builds(Fact, text=st.text(min_size=1, max_size=40), tag=st.sampled_from(["permanent", "durable"]),
-                 importance=st.integers(3, 5), category=st.sampled_from(["preferences", "people", None]))
+FACT = st.builds(
+    Fact,
+    text=st.text(min_size=1, max_size=40),
+    tag=st.sampled_from(["permanent", "durable"]),
+    importance=st.integers(3, 5),
+    category=st.sampled_from(["preferences", "people", None]),
+)
 
 
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
@@ -287,10 +362,18 @@ def test_merging_facts_twice_equals_merging_once(facts: list[Fact], user_text: s
 
 MODELS = [
     st.builds(SummarizeRequest, session_key=st.text(min_size=1, max_size=30)),
-    st.builds(SummaryRecord, session_key=st.text(max_size=30), summary=st.text(max_size=80),
-              boundary_timestamp=st.none() | st.text(max_size=20)),
-    st.builds(JobOutcome, session_key=st.text(max_size=30), detail=st.text(max_size=60),
-              spend=st.builds(Spend, cost=st.floats(0, 1e6))),
+    st.builds(
+        SummaryRecord,
+        session_key=st.text(max_size=30),
+        summary=st.text(max_size=80),
+        boundary_timestamp=st.none() | st.text(max_size=20),
+    ),
+    st.builds(
+        JobOutcome,
+        session_key=st.text(max_size=30),
+        detail=st.text(max_size=60),
+        spend=st.builds(Spend, cost=st.floats(0, 1e6)),
+    ),
     st.builds(Progress, running=st.text(max_size=60)),
     st.builds(Cooldown, reason=st.text(max_size=40)),
 ]

@@ -60,7 +60,8 @@ def provider_state_lines(home: NanobotHome, key: str) -> list[dict[str, Any]]:
 
 
 async def test_after_a_summary_the_next_responses_request_sends_the_summary_not_the_covered_items(
-        nanobot_exe, responses_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, responses_home, fake_llm, script, redis, redis_url, worker_deps
+):
     seeded = conversation(SEEDED_TURNS)
     responses_home.write_session(KEY, seeded)
     env = process_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0")
@@ -112,7 +113,8 @@ sys.exit(main())
 
 
 async def test_a_nanobot_whose_session_has_no_provider_state_runs_without_the_integration_and_says_so_once(
-        nanobot_exe, responses_home, fake_llm, script, redis, redis_url):
+    nanobot_exe, responses_home, fake_llm, script, redis, redis_url
+):
     env = process_env(responses_home, redis_url, NANOBOT_SUMMARY_INTERVAL="1")
     script.prompt_tokens = BIG_PROMPT
     python = [str(nanobot_python(nanobot_exe)), "-c", RENAMED_STATE_CLI]
@@ -126,15 +128,21 @@ async def test_a_nanobot_whose_session_has_no_provider_state_runs_without_the_in
 
 # -- the fake itself, through OpenAI's own client ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_the_fake_speaks_the_responses_api_to_openais_client(fake_llm, stream):
-    fake_llm.script(Reply("hello there", prompt_tokens=321),
-                    Reply("", tool_calls=[{"name": "recall", "arguments": {"query": "port"}}]))
+    fake_llm.script(
+        Reply("hello there", prompt_tokens=321),
+        Reply("", tool_calls=[{"name": "recall", "arguments": {"query": "port"}}]),
+    )
     client = openai.AsyncOpenAI(base_url=fake_llm.url, api_key="sk-fake")
     try:
         for expected in ("hello there", "recall"):
-            kwargs: dict[str, Any] = {"model": RESPONSES_MODEL, "instructions": "be brief",
-                                      "input": [{"role": "user", "content": "hi"}]}
+            kwargs: dict[str, Any] = {
+                "model": RESPONSES_MODEL,
+                "instructions": "be brief",
+                "input": [{"role": "user", "content": "hi"}],
+            }
             if stream:
                 events = [event async for event in await client.responses.create(**kwargs, stream=True)]
                 assert events[0].type == "response.created" and events[-1].type == "response.completed"

@@ -35,13 +35,16 @@ PASSWORD = "s3cret-ha-pw"
 def test_sentinel_urls_are_read_and_never_shown_with_their_password(monkeypatch) -> None:
     url = "redis+sentinel://bob:p%40ss@10.0.0.1:26379,[::1]:26380,sentinel-3/mymaster/2"
     assert SentinelTarget.parse(url) == SentinelTarget(
-        [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)], "mymaster", 2, "bob", "p@ss")
+        [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)], "mymaster", 2, "bob", "p@ss"
+    )
     assert redacted_url(url) == "redis+sentinel://bob:***@10.0.0.1:26379,[::1]:26380,sentinel-3/mymaster/2"
     primary = queue_client(url).connection_pool  # the client every side uses: asks these Sentinels for the primary
     assert primary.service_name == "mymaster"
     assert (primary.connection_kwargs["db"], primary.connection_kwargs["password"]) == (2, "p@ss")
-    assert [(s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
-            for s in primary.sentinel_manager.sentinels] == [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)]
+    assert [
+        (s.connection_pool.connection_kwargs["host"], s.connection_pool.connection_kwargs["port"])
+        for s in primary.sentinel_manager.sentinels
+    ] == [("10.0.0.1", 26379), ("::1", 26380), ("sentinel-3", 26379)]
     monkeypatch.setenv("REDIS_URL", "redis+sentinel://:hunter2@10.0.0.1:26379")
     with pytest.raises(SettingsError, match="service name") as caught:
         load_settings()
@@ -77,7 +80,8 @@ async def _summarized(redis, key: str) -> bool:
 
 
 async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_is_lost(
-        ha, nanobot_home, settings_for, deps_for, default_reply, monkeypatch, caplog) -> None:
+    ha, nanobot_home, settings_for, deps_for, default_reply, monkeypatch, caplog
+) -> None:
     caplog.set_level(logging.INFO)
     hook_lines: list[str] = []
     monkeypatch.setattr(logs, "warning", hook_lines.append)
@@ -85,8 +89,9 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
     url = ha.url()
     assert answers(url) and server_version(url), "the worker's start-up checks go through the Sentinel"
     deps = deps_for(redis_url=url)
-    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05,
-                             "handle_signals": False})
+    worker = SteadyWorker(
+        **{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05, "handle_signals": False}
+    )
     running = asyncio.create_task(worker.main())
     link = RedisLink(url, logs.Throttle(every=60.0), timeout=1.0, keys=deps.settings.keys)
     try:
@@ -95,8 +100,9 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
         await _retrying(link, "queueing", lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:1")))
         await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:1")), 30, "the first record")
         # The record is readable before the worker's WAIT returns; only a finished job was acknowledged.
-        await wait_until(lambda: link.call("outcome", lambda c: _summarized(c, "telegram:1")), 30,
-                         "the first job to finish")
+        await wait_until(
+            lambda: link.call("outcome", lambda c: _summarized(c, "telegram:1")), 30, "the first job to finish"
+        )
 
         # Acknowledged: the worker's WAIT saw the replica take the record, so the promoted replica has it.
         ha.primary.kill()
@@ -105,10 +111,16 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
         before = await _retrying(link, "reading after the failover", lambda c: load_record(c, "telegram:1"))
         assert isinstance(before, SummaryRecord) and before.session_key == "telegram:1"
         assert await link.call("listing", pending_sessions) == ["telegram:1"]
-        await _retrying(link, "queueing after the failover",
-                        lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:2")))
-        await wait_until(lambda: link.call("reading", lambda c: load_record(c, "telegram:2")), 30,
-                         "the job queued after the failover running on the promoted replica")
+        await _retrying(
+            link,
+            "queueing after the failover",
+            lambda c: enqueue_summary(c, SummarizeRequest(session_key="telegram:2")),
+        )
+        await wait_until(
+            lambda: link.call("reading", lambda c: load_record(c, "telegram:2")),
+            30,
+            "the job queued after the failover running on the promoted replica",
+        )
         assert await link.call("listing", pending_sessions) == ["telegram:1", "telegram:2"]
         assert ha.primary_port() == ha.replica.port, "all of it on the promoted replica"
     finally:
@@ -120,8 +132,17 @@ async def test_the_primary_dies_the_replica_takes_over_and_nothing_acknowledged_
 
 async def test_a_record_no_replica_confirmed_is_not_called_acknowledged(ha) -> None:
     link = RedisLink(ha.url(), logs.Throttle(every=60.0), timeout=5.0, keys=TEST_KEYS)
-    record = SummaryRecord(session_key="telegram:3", summary="s", start=0, boundary=2, boundary_timestamp="t",
-                           messages_before=4, messages_after=3, tokens_before=100, tokens_after=20)
+    record = SummaryRecord(
+        session_key="telegram:3",
+        summary="s",
+        start=0,
+        boundary=2,
+        boundary_timestamp="t",
+        messages_before=4,
+        messages_after=3,
+        tokens_before=100,
+        tokens_after=20,
+    )
     try:
         assert await link.call("storing", lambda c: store_record(c, record)) is True
         ha.replica.pause()  # connected but silent: WAIT gets no confirmation
@@ -134,7 +155,8 @@ async def test_a_record_no_replica_confirmed_is_not_called_acknowledged(ha) -> N
 
 
 async def test_connections_cut_while_the_worker_takes_a_job_neither_stop_it_nor_use_up_its_job_slots(
-        redis, redis_url, deps_for, nanobot_home, default_reply, caplog) -> None:
+    redis, redis_url, deps_for, nanobot_home, default_reply, caplog
+) -> None:
     """A failover (or a restart) cuts the worker's connections at any moment, also inside arq's WATCH of a job
     it is about to take: redis-py then raises a WatchError, which stopped the worker's loop for good (the cause
     of this file's failover test failing on a busy machine: the job queued after the failover never ran), and
@@ -148,8 +170,16 @@ async def test_connections_cut_while_the_worker_takes_a_job_neither_stop_it_nor_
         held = keys.job_id(f"telegram:held-{n}")
         await redis.zadd(keys.queue, {held: 1})
         await redis.set(f"arq:in-progress:{held}", b"1")
-    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01,
-                             "handle_signals": False, "max_jobs": 1, "queue_read_limit": 50})
+    worker = SteadyWorker(
+        **{
+            **worker_options(deps.settings),
+            "ctx": {"deps": deps},
+            "poll_delay": 0.01,
+            "handle_signals": False,
+            "max_jobs": 1,
+            "queue_read_limit": 50,
+        }
+    )
     running = asyncio.create_task(worker.main())
     killer = Redis.from_url(redis_url)
     try:

@@ -29,7 +29,7 @@ PREVIOUS_COMMIT = "e752fe6"
 
 # What the previous release's code does, run by its own Python with only its archive on the path (0.1.0 ran from a
 # checkout: the hooks at nanobot_hooks/, the worker at worker/), in this suite's venv (the same dependencies).
-DRIVER = '''
+DRIVER = """
 import asyncio, json, sys
 import nanobot_hooks, worker
 assert nanobot_hooks.__file__.startswith(sys.argv[1]) and worker.__file__.startswith(sys.argv[1]), "not the old code"
@@ -65,7 +65,7 @@ async def one(settings, redis, command, keys):
             print(json.dumps(found))
 
 asyncio.run(main(sys.argv[2:]))
-'''
+"""
 
 
 def previous_release(tmp_path: Path) -> Path:
@@ -73,8 +73,9 @@ def previous_release(tmp_path: Path) -> Path:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: the previous release is built from its tag")
     for name in (PREVIOUS, PREVIOUS_COMMIT):
-        rev = subprocess.run(["git", "rev-parse", "--verify", "-q", f"{name}^{{commit}}"], cwd=ROOT,
-                             capture_output=True, text=True)
+        rev = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", f"{name}^{{commit}}"], cwd=ROOT, capture_output=True, text=True
+        )
         if rev.returncode == 0:
             break
     else:
@@ -91,8 +92,14 @@ def previous_release(tmp_path: Path) -> Path:
 def old(release: Path, env: dict[str, str], *steps: str) -> list:
     """Steps of the previous release's code (`enqueue=KEY,KEY`, `burst`, `read=KEY,KEY`) in one process of its own,
     each step's answer in a list; its crash fails the test."""
-    done = subprocess.run([sys.executable, str(release / "driver.py"), str(release), *steps], cwd=release,
-                          env={**env, "PYTHONPATH": str(release)}, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(release / "driver.py"), str(release), *steps],
+        cwd=release,
+        env={**env, "PYTHONPATH": str(release)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, f"0.1.0's {steps} crashed:\n{done.stderr[-3000:]}"
     with (release / "previous.log").open("a") as log:  # its own lines, for a failing test's reader
         log.write(done.stderr)
@@ -101,7 +108,8 @@ def old(release: Path, env: dict[str, str], *steps: str) -> list:
 
 @pytest.mark.older_release_markers  # 0.2.0 marked spans noted without notes (issue 42)
 async def test_an_upgrade_from_the_previous_release_loses_no_record_and_applies_none_twice(
-        nanobot_home, default_reply, redis, redis_url, deps_for, tmp_path, caplog) -> None:
+    nanobot_home, default_reply, redis, redis_url, deps_for, tmp_path, caplog
+) -> None:
     release = previous_release(tmp_path)
     env = process_env(nanobot_home, redis_url, config=True)
     waiting, queued, later = "telegram:1", "telegram:2", "telegram:3"

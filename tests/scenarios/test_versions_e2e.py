@@ -23,8 +23,12 @@ async def test_the_gateway_says_a_worker_of_another_contract_once_and_answers_me
     await wait_until(lambda: "version mismatch" in gw.log(), 30, "the mismatch in the gateway's log")
     assert reply, "the turn is answered"
     [line] = [line for line in gw.log().splitlines() if "version mismatch" in line]
-    assert "WARNING" in line and f"nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker 9.0.0 " \
-                                 f"(contract {CONTRACT + 1}) speak different contracts" in line, line
+    assert (
+        "WARNING" in line
+        and f"nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker 9.0.0 "
+        f"(contract {CONTRACT + 1}) speak different contracts"
+        in line
+    ), line
     assert line.endswith("fix: nanobot-summary hooks install, then restart nanobot"), line
     [key] = await redis.keys(f"{TEST_KEYS.hooks_prefix}*")
     published = json.loads(await redis.get(key))

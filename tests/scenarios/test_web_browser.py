@@ -34,7 +34,8 @@ selenium = pytest.importorskip("selenium", reason="selenium is not installed (th
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
     reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
-    "installs them when it runs as root)")
+    "installs them when it runs as root)",
+)
 
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402
@@ -47,8 +48,14 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 def browser(tmp_path: Path) -> Iterator[Chrome]:
     options = ChromeOptions()
     options.binary_location = CHROMIUM or ""
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium'}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
         options.add_argument(flag)
     driver = Chrome(service=Service(executable_path=DRIVER), options=options)
     driver.set_page_load_timeout(30)
@@ -65,6 +72,7 @@ def shots(tmp_path: Path) -> Callable[[Chrome, str], None]:
 
     def take(driver: Chrome, name: str) -> None:
         assert driver.save_screenshot(str(folder / f"web-{name}.png"))
+
     return take
 
 
@@ -109,8 +117,11 @@ def after_click(driver: Chrome, button: Any, wanted: str) -> str:
 
 
 def new_page_loaded(driver: Chrome) -> bool:
-    return bool(driver.execute_script(
-        "return window.summaryTestBeforeClick === undefined && document.readyState === 'complete'"))
+    return bool(
+        driver.execute_script(
+            "return window.summaryTestBeforeClick === undefined && document.readyState === 'complete'"
+        )
+    )
 
 
 def forget_on_page(driver: Chrome, base: str, fact: str) -> str:
@@ -141,7 +152,8 @@ def recall_as(driver: Chrome, base: str, session: str, query: str, take: Callabl
 
 
 async def test_a_newcomer_reads_why_forgets_a_fact_undoes_it_and_recalls(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots
+):
     memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     before = memory.read_bytes()
     async with served(settings_for()) as page:
@@ -170,7 +182,8 @@ EVIL = """<!doctype html><form method="post" action="{target}/memory/forget">
 
 
 async def test_a_form_posted_from_another_site_changes_nothing(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser
+):
     memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     before = memory.read_bytes()
     async with served(settings_for()) as page:
@@ -198,7 +211,8 @@ async def test_a_form_posted_from_another_site_changes_nothing(
 
 
 async def test_a_browser_without_the_token_sees_nothing_and_the_first_visit_stays_on_the_page(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser
+):
     await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     async with served(settings_for(), login=False) as page:
         base = str(page.client.make_url("")).rstrip("/")
@@ -216,12 +230,15 @@ async def test_a_browser_without_the_token_sees_nothing_and_the_first_visit_stay
 LONG_KEY = "websocket:" + "3356daf50c1e4f7b9a54" * 6  # 130 characters and no place a line may break
 
 
-def widths(driver: Chrome, base: str, urls: list[str], width: int,
-           take: Callable[[Chrome, str], None] | None = None) -> dict[str, int]:
+def widths(
+    driver: Chrome, base: str, urls: list[str], width: int, take: Callable[[Chrome, str], None] | None = None
+) -> dict[str, int]:
     """Each page's document width in a window `width` CSS pixels wide (a phone's, emulated by Chromium itself);
     each page saved by `take` as `<width>-<n>-<page>`."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": width < 700})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": width < 700},
+    )
     found = {}
     for n, url in enumerate(urls):
         driver.get(base + url)
@@ -237,17 +254,23 @@ def actions_off_screen(driver: Chrome, base: str, width: int) -> list[str]:
     return driver.execute_script(
         "return [...document.querySelectorAll('button, details.edit summary')].filter(e => {"
         " const r = e.getBoundingClientRect(); return r.left < 0 || r.right > arguments[0]; })"
-        ".map(e => e.textContent.trim())", width)
+        ".map(e => e.textContent.trim())",
+        width,
+    )
 
 
 async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots
+):
     """At 390 px no page scrolls sideways and every action on the memory page is on the screen; one 130-character
     session key (listed, outcome and all) pushes nothing off a 1280 px screen."""
     await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     nanobot_home.write_session(LONG_KEY, [{"role": "user", "content": "hello from the web chat"}])
-    outcome = JobOutcome(session_key=LONG_KEY, status="failed", detail="the model answered 500 three times: "
-                         "https://example.invalid/" + "very-long-path-segment-" * 6)
+    outcome = JobOutcome(
+        session_key=LONG_KEY,
+        status="failed",
+        detail="the model answered 500 three times: https://example.invalid/" + "very-long-path-segment-" * 6,
+    )
     await redis.set(TEST_KEYS.outcome(LONG_KEY), outcome.model_dump_json())
     await redis.sadd(TEST_KEYS.index("outcomes"), LONG_KEY)  # as the worker indexes what it keeps
     urls = PAGES + [f"/session?key={quote(LONG_KEY, safe='')}", f"/recall?q=hello&session={quote(LONG_KEY, safe='')}"]
@@ -274,7 +297,8 @@ def click_action(driver: Chrome, base: str, url: str, button: str) -> str:
 
 
 async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_forgets_what_a_session_taught(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots
+):
     from tests.support.web import KEY
     from worker.state import budget
 
@@ -308,7 +332,8 @@ def reloads_by_itself(driver: Chrome, url: str) -> bool:
 
 
 async def test_the_overview_refreshes_itself_in_chromium_once_asked_under_a_csp_that_allows_no_script(
-        nanobot_home, settings_for, browser):
+    nanobot_home, settings_for, browser
+):
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
         await in_browser(browser.get, page.first_visit)
@@ -318,29 +343,34 @@ async def test_the_overview_refreshes_itself_in_chromium_once_asked_under_a_csp_
 
 
 # "The user lives in Haifa and works there", in Hebrew, with a right-to-left mark after the Latin name.
-HEBREW = ("\u05d4\u05de\u05e9\u05ea\u05de\u05e9 \u05d2\u05e8 \u05d1-Haifa\u200f "
-          "\u05d5\u05e2\u05d5\u05d1\u05d3 \u05e9\u05dd")
+HEBREW = (
+    "\u05d4\u05de\u05e9\u05ea\u05de\u05e9 \u05d2\u05e8 \u05d1-Haifa\u200f \u05d5\u05e2\u05d5\u05d1\u05d3 \u05e9\u05dd"
+)
 
 
 def edit_in_place(driver: Chrome, base: str, fact: str, old: str, new: str) -> tuple[str, str]:
     """Open the fact's Edit box on the memory page, select `old` in it and type `new` over it, as a user does;
     returns what the box held first and the notice of the page that answers Save."""
     driver.get(base + "/memory")
-    row = driver.find_element(By.XPATH, "//tr[td[@class='fact']][.//input[@name='text' and @value=$f]]"
-                              .replace("$f", "'" + fact + "'"))
+    row = driver.find_element(
+        By.XPATH, "//tr[td[@class='fact']][.//input[@name='text' and @value=$f]]".replace("$f", "'" + fact + "'")
+    )
     row.find_element(By.CSS_SELECTOR, "details.edit summary").click()
     box = row.find_element(By.CSS_SELECTOR, "details.edit textarea")
     held = box.get_attribute("value") or ""
     start = held.find(old)
-    driver.execute_script("arguments[0].focus(); arguments[0].setSelectionRange(arguments[1], arguments[2])",
-                          box, start, start + len(old))
+    driver.execute_script(
+        "arguments[0].focus(); arguments[0].setSelectionRange(arguments[1], arguments[2])", box, start, start + len(old)
+    )
     box.send_keys(new)
-    return held, after_click(driver, row.find_element(By.XPATH, ".//details//button[normalize-space()='Save']"),
-                             ".notice")
+    return held, after_click(
+        driver, row.find_element(By.XPATH, ".//details//button[normalize-space()='Save']"), ".notice"
+    )
 
 
 async def test_an_edit_in_chromium_keeps_a_hebrew_facts_right_to_left_mark_and_writes_no_stand_in(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots
+):
     """Changing "Haifa" to "Tel Aviv" in a Hebrew fact holding U+200F wrote a literal `[U+200F]` into MEMORY.md:
     the Edit box showed the page's stand-in. The box holds the exact text; MEMORY.md gets the mark, not the
     stand-in."""
@@ -408,7 +438,8 @@ def body_text(driver: Chrome, url: str) -> str:
 
 
 async def test_a_cookie_another_account_took_opens_nothing_after_expiry_or_sign_out(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, other_account):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, other_account
+):
     """A page served by another Unix user on another port of 127.0.0.1 gets the page's cookie from the browser and
     replays it: while the browser's sign-in lives it is a key (the limit, documented); once the sign-in has been
     idle too long, or the browser signed out, it opens nothing."""
@@ -419,8 +450,12 @@ async def test_a_cookie_another_account_took_opens_nothing_after_expiry_or_sign_
     guard = Guard.for_bind("127.0.0.1", signins=SignIns(idle=4))
     async with served(settings_for(), guard, login=False) as page:
         base = str(page.client.make_url("")).rstrip("/")
-        thief = subprocess.Popen(["/usr/bin/python3", "-c", THIEF, base + "/memory", "prefers dark mode"],
-                                 user=other_account, stdout=subprocess.PIPE, text=True)
+        thief = subprocess.Popen(
+            ["/usr/bin/python3", "-c", THIEF, base + "/memory", "prefers dark mode"],
+            user=other_account,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             port = int(await asyncio.to_thread(thief.stdout.readline))
             there = f"http://127.0.0.1:{port}/"
@@ -431,8 +466,11 @@ async def test_a_cookie_another_account_took_opens_nothing_after_expiry_or_sign_
             await in_browser(browser.get, page.first_visit)
             assert await in_browser(body_text, browser, there) == "replayed: 200 fact read"
             await in_browser(browser.get, base + "/memory")
-            signed_out = await in_browser(lambda: after_click(
-                browser, browser.find_element(By.XPATH, "//button[normalize-space()='Sign out']"), "main"))
+            signed_out = await in_browser(
+                lambda: after_click(
+                    browser, browser.find_element(By.XPATH, "//button[normalize-space()='Sign out']"), "main"
+                )
+            )
             assert "signed out" in signed_out, signed_out
             assert await in_browser(body_text, browser, there) == "replayed: 401 nothing read", "signed out"
             assert "needs its token" in await in_browser(body_text, browser, base + "/memory")

@@ -77,8 +77,9 @@ async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(dat
         assert (await page.post("/memory/forget", {"text": fact, "csrf": token}, headers=cross))[0] == 403
         # Another browser (no cookie of this one, the page's token given) cannot use this browser's CSRF token.
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {page.guard.token}"}) as stranger:
-            async with stranger.post(page.client.make_url("/memory/forget"), data={"text": fact, "csrf": token},
-                                     allow_redirects=False) as response:
+            async with stranger.post(
+                page.client.make_url("/memory/forget"), data={"text": fact, "csrf": token}, allow_redirects=False
+            ) as response:
                 assert response.status == 403
         assert data.read_bytes() == before
         # The same form with the token is acted on: the refusals above were the token's doing.
@@ -91,8 +92,9 @@ async def test_read_only_mode_shows_no_action_and_refuses_every_post(data, setti
     async with served(settings_for(), Guard.for_bind("127.0.0.1", read_only=True)) as page:
         status, body = await page.get("/memory")
         assert status == 200 and "read-only" in body and "Forget" not in body
-        token = page.guard.csrf_for(page.client.session.cookie_jar.filter_cookies(page.client.make_url("/"))
-                                    ["nanobot_summary_browser"].value)
+        token = page.guard.csrf_for(
+            page.client.session.cookie_jar.filter_cookies(page.client.make_url("/"))["nanobot_summary_browser"].value
+        )
         status, text = await page.post("/memory/forget", {"text": FACTS[1], "csrf": token})
         assert status == 403 and "read-only" in text
         assert data.read_bytes() == before
@@ -137,14 +139,23 @@ async def test_no_secret_reaches_any_page(data, settings_for, nanobot_home, fake
         assert API_KEY not in (await page.get("/recall?q=key+secret"))[1]
 
 
-async def test_the_command_prints_the_token_to_no_pipe_and_refuses_without_it(
-        redis, nanobot_home, redis_url, tmp_path):
+async def test_the_command_prints_the_token_to_no_pipe_and_refuses_without_it(redis, nanobot_home, redis_url, tmp_path):
     """Started with its output in a pipe (a service's journal), the page prints its address without the token;
     the token is in the token file, made 0600 at the first start, and `--url` prints the address with it."""
     env = process_env(nanobot_home, redis_url, config=True)
     token_file = tmp_path / "state" / "nanobot-summary" / "web-token"
-    command = [sys.executable, "-m", "worker", "web", "--host", "0.0.0.0", "--port", "0",
-               "--token-file", str(token_file)]
+    command = [
+        sys.executable,
+        "-m",
+        "worker",
+        "web",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        "--token-file",
+        str(token_file),
+    ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         line = await asyncio.to_thread(process.stdout.readline)
@@ -198,8 +209,11 @@ async def test_a_redis_password_never_reaches_a_page_even_when_redis_refuses(nan
 async def test_two_pages_on_one_host_keep_a_token_each_in_one_browser(data, settings_for):
     """Two nanobot instances' pages on one machine: a browser sends a host's cookies to every port."""
     first, second = Guard.for_bind("0.0.0.0"), Guard.for_bind("0.0.0.0")
-    async with served(settings_for(), first) as one, served(settings_for(), second) as two, \
-            aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+    async with (
+        served(settings_for(), first) as one,
+        served(settings_for(), second) as two,
+        aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser,
+    ):
         for page, guard in ((one, first), (two, second)):
             async with browser.get(page.client.make_url("/"), params={"token": guard.token}) as response:
                 assert response.status == 200
@@ -211,8 +225,11 @@ async def test_two_pages_on_one_host_keep_a_token_each_in_one_browser(data, sett
 async def test_the_workers_settings_are_shown_without_a_credential(data, settings_for, redis, worker_deps):
     """The running worker's report (worker.state.workers.publish, at each beat) carries its settings: a setting
     named for a credential, or a URL's password, never reaches the page, even if a version ever reports one."""
-    reported = {**settings_report(worker_deps().settings, "openai/summarizer", 300.0), "api_key": API_KEY,
-                "sentinel_url": "redis+sentinel://:pw-Hidden-77@10.0.0.5:26379/mymaster/0"}
+    reported = {
+        **settings_report(worker_deps().settings, "openai/summarizer", 300.0),
+        "api_key": API_KEY,
+        "sentinel_url": "redis+sentinel://:pw-Hidden-77@10.0.0.5:26379/mymaster/0",
+    }
     async with running_worker(worker_deps()), served(settings_for()) as page:
         await wait_until(lambda: redis.exists(TEST_KEYS.queue + health_check_key_suffix), what="arq's health line")
         await publish(redis, reported, utcnow(), version="0.1.0")
@@ -268,8 +285,9 @@ with urllib.request.urlopen(request) as answer:
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run a "
-                    "client as the user nobody")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run a client as the user nobody"
+)
 async def test_another_unix_user_can_read_neither_the_token_file_nor_the_page(data, nanobot_home, redis_url):
     """`nanobot-summary web` as this user (root here), its defaults but the state folder (XDG_STATE_HOME), whose
     folders everyone may enter: a client run as `nobody` cannot read the token file (its mode alone keeps it), and
@@ -279,25 +297,46 @@ async def test_another_unix_user_can_read_neither_the_token_file_nor_the_page(da
     for folder in (shared, shared / "nanobot-summary"):
         folder.chmod(0o755)
     env = {**process_env(nanobot_home, redis_url, config=True), "XDG_STATE_HOME": str(shared)}
-    process = subprocess.Popen([sys.executable, "-m", "worker", "web", "--port", "0"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "worker", "web", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = await asyncio.to_thread(process.stdout.readline)
         found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
         assert found, line
         token_file = shared / "nanobot-summary" / "web-token"
         token = token_file.read_text(encoding="utf-8").strip() if token_file.exists() else ""
-        client = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c",
-                  NOBODY_CLIENT, str(token_file), f"http://127.0.0.1:{found.group(1)}"]
-        result = await asyncio.to_thread(subprocess.run, client, input=token, capture_output=True, text=True,
-                                         timeout=120)
+        client = [
+            "setpriv",
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            NOBODY_CLIENT,
+            str(token_file),
+            f"http://127.0.0.1:{found.group(1)}",
+        ]
+        result = await asyncio.to_thread(
+            subprocess.run, client, input=token, capture_output=True, text=True, timeout=120
+        )
     finally:
         process.terminate()
         await asyncio.to_thread(process.communicate, timeout=20)
         shutil.rmtree(shared)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["file: refused", "page: 401 -", "page: 401 -", "forget: 401",
-                                          "with token: 200"], result.stdout
+    assert result.stdout.splitlines() == [
+        "file: refused",
+        "page: 401 -",
+        "page: 401 -",
+        "forget: 401",
+        "with token: 200",
+    ], result.stdout
     assert FACTS[1].encode() in data.read_bytes()
 
 
@@ -321,8 +360,14 @@ async def test_the_first_visit_redirect_stays_on_the_page(data, settings_for):
     """`//evil.example/?token=...` once answered `Location: //evil.example/`: another site to a browser."""
     async with served(settings_for(), login=False) as page:
         token = page.guard.token
-        for target in ("//evil.example/", "/\\evil.example/", "/%2F%2Fevil.example/", "/%5Cevil.example/",
-                       "/%09/evil.example/", "///evil.example/memory"):
+        for target in (
+            "//evil.example/",
+            "/\\evil.example/",
+            "/%2F%2Fevil.example/",
+            "/%5Cevil.example/",
+            "/%09/evil.example/",
+            "///evil.example/memory",
+        ):
             status, headers = await asyncio.to_thread(raw_get, page.client.port, f"{target}?token={token}")
             location = headers["location"]
             assert status == 303 and location.startswith("/") and location[1:2] not in ("/", "\\"), (target, location)
@@ -335,15 +380,19 @@ async def test_the_sign_in_cookie_holds_no_token_and_opens_only_its_own_port(dat
     """A browser sends a host's cookies to every port of it: the cookie is named with the port, holds a random
     sign-in of that page (never the token), and the cookie of one port opens no other page of the same token."""
     token = Guard.for_bind("127.0.0.1").token  # one user's two pages share the user's token file
-    async with served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as one, \
-            served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as two:
+    async with (
+        served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as one,
+        served(settings_for(), Guard.for_bind("127.0.0.1", token=token), login=False) as two,
+    ):
         async with one.client.get("/", params={"token": token}, allow_redirects=False) as response:
             cookie = response.cookies[f"nanobot_summary_session_{one.client.port}"]
         assert token not in cookie.value and cookie["httponly"] and cookie["samesite"] == "Strict"
         async with aiohttp.ClientSession() as other:
+
             async def status_of(page, port: int, value: str) -> int:
-                async with other.get(page.client.make_url("/memory"),
-                                     headers={"Cookie": f"nanobot_summary_session_{port}={value}"}) as response:
+                async with other.get(
+                    page.client.make_url("/memory"), headers={"Cookie": f"nanobot_summary_session_{port}={value}"}
+                ) as response:
                     return response.status
 
             assert await status_of(one, one.client.port, cookie.value) == 200
@@ -374,8 +423,9 @@ async def test_on_a_non_local_bind_the_sign_in_cookie_opens_the_page_from_the_br
 async def test_every_answer_carries_the_security_headers_413_and_500_included(data, settings_for):
     async with served(settings_for()) as page:
         csrf = await page.csrf()
-        async with page.client.post("/memory/edit", data={"csrf": csrf, "text": FACTS[1], "new": "x" * 70_000}) \
-                as response:
+        async with page.client.post(
+            "/memory/edit", data={"csrf": csrf, "text": FACTS[1], "new": "x" * 70_000}
+        ) as response:
             assert response.status == 413 and "nothing was changed" in await response.text()
             assert all(response.headers.get(name) == value for name, value in HEADERS.items()), response.headers
         for url, status in (("/no-such-page", 404), ("/", 200)):
@@ -388,8 +438,9 @@ async def test_every_answer_carries_the_security_headers_413_and_500_included(da
         raise RuntimeError("a bug")
 
     app.router.add_get("/broken", broken)
-    async with TestClient(TestServer(app, host="127.0.0.1"),
-                          headers={"Authorization": f"Bearer {app[GUARD].token}"}) as client:
+    async with TestClient(
+        TestServer(app, host="127.0.0.1"), headers={"Authorization": f"Bearer {app[GUARD].token}"}
+    ) as client:
         async with client.get("/broken") as response:
             assert response.status == 500 and "went wrong" in await response.text()
             assert all(response.headers.get(name) == value for name, value in HEADERS.items()), response.headers
@@ -432,8 +483,9 @@ async def test_an_edit_past_the_length_cap_is_refused_and_keeps_the_typed_text(d
         assert f'<textarea name="new" rows="8" aria-label="the fact\'s new text">{pasted}</textarea>' in body
         assert data.read_bytes() == before
         longest = "The user keeps " + "x" * (MAX_FACT_CHARS - 15)
-        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1],
-                                                            "new": longest})
+        status, location = await page.post(
+            "/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": longest}
+        )
         assert status == 303 and longest.encode() in data.read_bytes()
 
 
@@ -457,7 +509,8 @@ ACTIONS = ["/session/summarize", "/session/retry", "/session/end-rest", "/sessio
 
 
 async def test_the_session_actions_need_the_token_and_the_csrf_token_and_are_refused_read_only(
-        data, settings_for, redis):
+    data, settings_for, redis
+):
     """Summarize now, retry, end rest and forget-what-it-taught: nothing happens without the token (401), without
     this browser's CSRF token or from another site (403), or read-only (403, and no button is shown)."""
     from worker.state import budget

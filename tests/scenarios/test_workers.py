@@ -36,7 +36,8 @@ ANSWER_SECONDS = 0.4  # each summary call stays in flight this long: two at once
 
 
 async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session_twice_at_once(
-        nanobot_home, fake_llm, redis, redis_url, tmp_path) -> None:
+    nanobot_home, fake_llm, redis, redis_url, tmp_path
+) -> None:
     fake_llm.default = Reply(summary_json(), delay=ANSWER_SECONDS)
     keys = [f"telegram:{n}" for n in range(8)]
     for n, key in enumerate(keys):
@@ -46,8 +47,11 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
     workers = []
     for log in logs:
         with log.open("wb") as out:
-            workers.append(subprocess.Popen([sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=out,
-                                            stderr=subprocess.STDOUT))
+            workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            )
     try:
         deadline = time.monotonic() + 90
         # Past start-up (its log line names the queue): both are polling when the first job is queued.
@@ -65,8 +69,11 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
         for last in (False, True):  # every session's record stored, and no job queued or running any more
             while True:
                 records = [await load_record(redis, key) for key in keys]
-                if all(records) and not await redis.zcard(TEST_KEYS.queue) \
-                        and not await redis.keys("arq:in-progress:*"):
+                if (
+                    all(records)
+                    and not await redis.zcard(TEST_KEYS.queue)
+                    and not await redis.keys("arq:in-progress:*")
+                ):
                     break
                 assert time.monotonic() < deadline, [await load_outcome(redis, key) for key in keys]
                 await asyncio.sleep(0.2)
@@ -85,10 +92,12 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
         calls.setdefault(keys[int(found.group(1))], []).append(request.received_at)
     for key, times in calls.items():
         times.sort()
-        assert all(b - a >= ANSWER_SECONDS for a, b in zip(times, times[1:], strict=False)), \
+        assert all(b - a >= ANSWER_SECONDS for a, b in zip(times, times[1:], strict=False)), (
             f"{key}: two calls at once {times}"
-    assert sorted(calls) == sorted(keys) and all(len(times) == 1 for times in calls.values()), \
+        )
+    assert sorted(calls) == sorted(keys) and all(len(times) == 1 for times in calls.values()), (
         "every session summarized once: a later job finds the range covered"
+    )
     texts = [log.read_text(errors="replace") for log in logs]
     summarized = [text.count("summarized telegram:") for text in texts]
     assert sum(summarized) == len(keys), f"each session summarized once over both processes: {summarized}"
@@ -115,7 +124,8 @@ def _kill(worker: subprocess.Popen[bytes]) -> None:
 
 
 async def test_a_restarted_worker_replaces_the_one_killed_before_it_and_one_killed_for_good_is_still_reported(
-        nanobot_home, redis, redis_url, settings_for, capsys) -> None:
+    nanobot_home, redis, redis_url, settings_for, capsys
+) -> None:
     host = socket.gethostname()
     first = await start_worker(nanobot_home, redis, redis_url, "first.log")
     _kill(first)

@@ -24,8 +24,9 @@ from tests.support.dockerfile import run_with
 from tests.support.paths import ROOT
 
 # What a copy of a source folder leaves out: a local build's leftovers, caches, virtualenvs and git's own files.
-NOT_SOURCE = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".venv*", ".git", ".mypy_cache",
-                                    "node_modules", "dist")
+NOT_SOURCE = shutil.ignore_patterns(
+    "build", "*.egg-info", "__pycache__", ".venv*", ".git", ".mypy_cache", "node_modules", "dist"
+)
 WORKER_DOCKERFILE = ROOT / "deploy" / "worker" / "Dockerfile"
 # The fixtures that build once per run (these and the test modules' own: nanobot's fresh venv, nanobot's image's
 # wheel). Whichever test first needs one pays for the build in its set-up, minutes on a loaded machine, so the
@@ -52,8 +53,23 @@ def clean_copy(folder: Path, to: Path) -> Path:
 
 def build_wheels(folders: list[Path], out: Path) -> list[Path]:
     """The folders' wheels, without their dependencies (`pip wheel --no-deps`, as the README builds them)."""
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check",
-                            "-w", str(out), *map(str, folders)], capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            *map(str, folders),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     return sorted(out.glob("*.whl"))
 
@@ -80,10 +96,12 @@ def once_per_run(factory: pytest.TempPathFactory, name: str, make: Callable[[Pat
 @pytest.fixture(scope="session")
 def project_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder holding both wheels of this checkout (the hooks' and the worker's), from a clean copy."""
+
     def make(out: Path) -> None:
         source = clean_copy(ROOT, out / "source")
         build_wheels([source / "nanobot_hooks", source], out)
         shutil.rmtree(source)
+
     return once_per_run(tmp_path_factory, "wheels", make)
 
 
@@ -108,14 +126,26 @@ class InstalledWorker:
 @pytest.fixture(scope="session")
 def installed_worker(project_wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> InstalledWorker:
     """The one install of the worker (with litellm: minutes) that the image's and the packaging tests share."""
+
     def make(folder: Path) -> None:
         wheels = folder / "wheels"
         shutil.copytree(project_wheels, wheels, ignore=shutil.ignore_patterns(".built"))
-        script = (run_with(WORKER_DOCKERFILE, "pip install").replace("/opt/nanobot-summary", str(folder / "opt"))
-                  .replace("/tmp/wheels", str(wheels)).replace("python -m venv", f"{sys.executable} -m venv"))
-        done = subprocess.run(["sh", "-ec", script], cwd=folder, capture_output=True, text=True, timeout=900,
-                              env=process_env(test_defaults=False))
+        script = (
+            run_with(WORKER_DOCKERFILE, "pip install")
+            .replace("/opt/nanobot-summary", str(folder / "opt"))
+            .replace("/tmp/wheels", str(wheels))
+            .replace("python -m venv", f"{sys.executable} -m venv")
+        )
+        done = subprocess.run(
+            ["sh", "-ec", script],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=process_env(test_defaults=False),
+        )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         (folder / "output.txt").write_text(done.stdout, encoding="utf-8")
+
     folder = once_per_run(tmp_path_factory, "worker-venv", make)
     return InstalledWorker(folder / "opt", folder / "wheels", (folder / "output.txt").read_text(encoding="utf-8"))

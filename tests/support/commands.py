@@ -23,8 +23,9 @@ from worker.commands import cli
 from worker.service.logs import PAYLOAD_LOGGERS
 
 
-def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
-                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_in_process(
+    capsys: pytest.CaptureFixture[str], *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary ARGV` in this process: `env` (when given) is the whole environment, stdout and stderr are
     captured, argparse's exit is the exit code. From a test with a running loop call it through
     asyncio.to_thread (the commands start their own loop). The worker's `run` would raise this process's
@@ -44,8 +45,10 @@ def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
     root.addHandler(handler)
     root.setLevel(min(root.level, handler.level))
     try:
-        with mock.patch.dict(os.environ, env or {}, clear=env is not None), \
-                mock.patch("worker.commands.run.lower_priority", return_value=0):
+        with (
+            mock.patch.dict(os.environ, env or {}, clear=env is not None),
+            mock.patch("worker.commands.run.lower_priority", return_value=0),
+        ):
             try:
                 code = cli.main(list(argv))
             except SystemExit as exc:
@@ -60,12 +63,19 @@ def run_in_process(capsys: pytest.CaptureFixture[str], *argv: str,
     return subprocess.CompletedProcess(["nanobot-summary", *argv], code, out.out, out.err)
 
 
-async def doctor(capsys: pytest.CaptureFixture[str], home: NanobotHome, redis_url: str,
-                 **env: str) -> subprocess.CompletedProcess[str]:
+async def doctor(
+    capsys: pytest.CaptureFixture[str], home: NanobotHome, redis_url: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary doctor` in this process for `home`; the hooks' probe is pointed at this Python (which has
     no nanobot: that check FAILs, and the tests that use this look at other checks)."""
-    return await asyncio.to_thread(run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
-                                   env=process_env(home, redis_url, config=True, **env))
+    return await asyncio.to_thread(
+        run_in_process,
+        capsys,
+        "doctor",
+        "--nanobot-python",
+        sys.executable,
+        env=process_env(home, redis_url, config=True, **env),
+    )
 
 
 def check(out: str, words: str) -> tuple[str, str]:

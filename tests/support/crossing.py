@@ -32,8 +32,9 @@ async def seed_and_cross(exe, home: NanobotHome, redis_url: str, script: LLMScri
     return seeded, env
 
 
-async def seed_cross_and_summarize(exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str,
-                                   redis: ArqRedis, deps: Deps) -> tuple[list[dict], dict[str, str], SummaryRecord]:
+async def seed_cross_and_summarize(
+    exe, home: NanobotHome, redis_url: str, script: LLMScript, key: str, redis: ArqRedis, deps: Deps
+) -> tuple[list[dict], dict[str, str], SummaryRecord]:
     """`seed_and_cross`, then the worker's job for it: the seeded messages, nanobot's environment and the
     record waiting in Redis."""
     seeded, env = await seed_and_cross(exe, home, redis_url, script, key)

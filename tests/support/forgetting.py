@@ -31,8 +31,9 @@ def remembering(request: FakeRequest) -> Reply:
     return Reply(json.dumps(answer, ensure_ascii=False))
 
 
-async def therapist_remembered(redis: ArqRedis, home: NanobotHome, fake_llm: FakeLLM, deps: Deps,
-                               monkeypatch: pytest.MonkeyPatch, said_at: int = 2) -> recall_tool.RecallTool:
+async def therapist_remembered(
+    redis: ArqRedis, home: NanobotHome, fake_llm: FakeLLM, deps: Deps, monkeypatch: pytest.MonkeyPatch, said_at: int = 2
+) -> recall_tool.RecallTool:
     """KEY's 15 turns (message `said_at` SAID) summarized by a real job, which covers messages 0..19 (the tests keep
     the last 10); the recall tool as KEY asks it, which finds it."""
     fake_llm.responder = remembering

@@ -14,8 +14,9 @@ async def queued_jobs(redis: ArqRedis) -> int:
 
 async def queued_reason(redis: ArqRedis, key: str) -> str | None:
     """The reason of the session's queued summarize job, None when none is queued."""
-    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info()
+    info = await Job(
+        TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+    ).info()
     return info.args[0]["reason"] if info is not None else None
 
 

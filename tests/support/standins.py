@@ -42,8 +42,9 @@ class StandInSession:
     last_archived: int = 0
     provider_state: Any = None
 
-    def commit_summary_checkpoint(self, summary: str, *, insert_at: int | None = None,
-                                  last_active: datetime | None = None) -> None:
+    def commit_summary_checkpoint(
+        self, summary: str, *, insert_at: int | None = None, last_active: datetime | None = None
+    ) -> None:
         boundary = len(self.messages) if insert_at is None else insert_at
         self.messages.insert(boundary, {"role": "user", "content": MARKER_TEXT, "_hidden_history": True})
         self.metadata["_last_summary"] = {"text": summary, "last_active": "x"}
@@ -53,9 +54,15 @@ class StandInSession:
 def record_for(session: StandInSession, boundary: int, summary: str = "rolling summary") -> SummaryRecord:
     """A record of `session` up to `boundary`, signed as the instance's worker signs it."""
     return SummaryRecord(
-        session_key=session.key, summary=summary, start=session.last_archived, boundary=boundary,
-        boundary_timestamp=session.messages[boundary - 1]["timestamp"], messages_before=len(session.messages),
-        messages_after=len(session.messages) - boundary + 1, tokens_before=1000, tokens_after=300,
+        session_key=session.key,
+        summary=summary,
+        start=session.last_archived,
+        boundary=boundary,
+        boundary_timestamp=session.messages[boundary - 1]["timestamp"],
+        messages_before=len(session.messages),
+        messages_after=len(session.messages) - boundary + 1,
+        tokens_before=1000,
+        tokens_after=300,
     ).signed(record_key(SESSIONS_DIR))
 
 
@@ -167,10 +174,17 @@ class Loop:
 
 def surface_for(loop: Loop) -> Surface:
     return Surface(
-        loop=loop, hook_base=Hook, turn_started=TurnStarted, turn_persisted=TurnPersisted,
+        loop=loop,
+        hook_base=Hook,
+        turn_started=TurnStarted,
+        turn_persisted=TurnPersisted,
         request_context=lambda: None,
-        session_lock=lambda key: asyncio.Lock(), subscribe=loop.bus.subscribe, sessions=loop.sessions,
-        schedule_background=None, run=loop.run, aclose=loop.aclose,
+        session_lock=lambda key: asyncio.Lock(),
+        subscribe=loop.bus.subscribe,
+        sessions=loop.sessions,
+        schedule_background=None,
+        run=loop.run,
+        aclose=loop.aclose,
     )
 
 

@@ -31,16 +31,27 @@ KEY = "telegram:42"
 QUIET = "cli:direct"  # a session too short for a summary: its job does nothing, and says why
 SCRIPT = "<script>alert('x')</script>"
 API_KEY = "sk-proj-" + "Qw7" * 14
-FACTS = ["The user's cat is called Miso " + SCRIPT, "The user prefers dark mode in every editor",
-         "The user deploys with ./deploy.sh --env prod"]
+FACTS = [
+    "The user's cat is called Miso " + SCRIPT,
+    "The user prefers dark mode in every editor",
+    "The user deploys with ./deploy.sh --env prod",
+]
 # The user's own part of MEMORY.md: CRLF line ends, a byte that is not UTF-8, and no final newline.
 OWN_TOP = b"# My own notes\r\n- I like green tea\r\n- \xff odd byte kept as it is\r\n\r\n"
 OWN_BOTTOM = b"\n## Written after the worker's part\nKeep this line.\n(no newline at the end)"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 # Every page, with the real data's sessions and searches.
-PAGES = ["/", "/memory", "/sessions", f"/session?key={quote(KEY, safe='')}", f"/session?key={quote(QUIET, safe='')}",
-         f"/recall?q=nickname&session={quote(KEY, safe='')}", "/recall?q=deploy+script", "/notes",
-         "/notes?day=2026-11-20"]
+PAGES = [
+    "/",
+    "/memory",
+    "/sessions",
+    f"/session?key={quote(KEY, safe='')}",
+    f"/session?key={quote(QUIET, safe='')}",
+    f"/recall?q=nickname&session={quote(KEY, safe='')}",
+    "/recall?q=deploy+script",
+    "/notes",
+    "/notes?day=2026-11-20",
+]
 
 
 def escaped(text: str) -> str:
@@ -51,8 +62,10 @@ def escaped(text: str) -> str:
 def remembering(request: FakeRequest) -> Reply:
     """echo_memory's notes and summary (the user's lines), with FACTS as the facts it remembers."""
     answer = json.loads(echo_memory(request).content)
-    answer["facts"] = [{"text": text, "tag": "durable", "importance": 4, "source": "user", "category": category}
-                       for text, category in zip(FACTS, ("preference", "preference", "configuration"), strict=True)]
+    answer["facts"] = [
+        {"text": text, "tag": "durable", "importance": 4, "source": "user", "category": category}
+        for text, category in zip(FACTS, ("preference", "preference", "configuration"), strict=True)
+    ]
     return Reply(json.dumps(answer, ensure_ascii=False))
 
 
@@ -102,7 +115,6 @@ class Page:
     async def post(self, url: str, data: dict[str, str], **kwargs) -> tuple[int, str]:
         async with self.client.post(url, data=data, allow_redirects=False, **kwargs) as response:
             return response.status, response.headers.get("Location", "") or await response.text()
-
 
     @property
     def first_visit(self) -> str:

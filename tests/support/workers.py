@@ -59,8 +59,14 @@ BURST_SECONDS = 300.0
 
 async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
     """A real arq worker in this process, until the queue is empty (at most BURST_SECONDS)."""
-    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "burst": True, "poll_delay": 0.02,
-               "handle_signals": False, **worker_overrides}
+    options = {
+        **worker_options(deps.settings),
+        "ctx": {"deps": deps},
+        "burst": True,
+        "poll_delay": 0.02,
+        "handle_signals": False,
+        **worker_overrides,
+    }
     worker = Worker(**options)
     try:
         async with asyncio.timeout(BURST_SECONDS):
@@ -76,8 +82,13 @@ async def run_burst(deps: Deps, **worker_overrides: Any) -> Worker:
 @contextlib.asynccontextmanager
 async def running_worker(deps: Deps, **worker_overrides: Any) -> AsyncIterator[Worker]:
     """A real arq worker in this process, polling until the block ends (`run_burst` stops at an empty queue)."""
-    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02,
-               "handle_signals": False, **worker_overrides}
+    options = {
+        **worker_options(deps.settings),
+        "ctx": {"deps": deps},
+        "poll_delay": 0.02,
+        "handle_signals": False,
+        **worker_overrides,
+    }
     worker = Worker(**options)
     task = asyncio.create_task(worker.async_run())
     try:
@@ -114,8 +125,9 @@ async def stop_within_grace(worker: Worker) -> None:
         where = io.StringIO()
         for task in asyncio.all_tasks():  # the job's own task and what it awaits, not only arq's wrapper
             task.print_stack(file=where)
-        raise AssertionError(f"the worker did not stop within {STOP_GRACE_SECONDS:g} s; what runs:\n"
-                             f"{where.getvalue()}") from None
+        raise AssertionError(
+            f"the worker did not stop within {STOP_GRACE_SECONDS:g} s; what runs:\n{where.getvalue()}"
+        ) from None
 
 
 async def stop_worker(worker: Worker, task: asyncio.Task[Any]) -> None:
@@ -140,8 +152,9 @@ class Summarized:
     worker: Worker
 
 
-async def summarize_now(redis: ArqRedis, deps: Deps, key: str, reason: Reason = "manual",
-                        **worker_overrides: Any) -> Summarized:
+async def summarize_now(
+    redis: ArqRedis, deps: Deps, key: str, reason: Reason = "manual", **worker_overrides: Any
+) -> Summarized:
     """Queue a summarize job for `key` (it must be accepted: none queued or running), run a burst worker until
     the queue is empty, and load the session's outcome and record."""
     queued = await enqueue_summary(redis, SummarizeRequest(session_key=key, reason=reason))
@@ -159,14 +172,21 @@ class ProcfileWorker:
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        line = next(line for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines()
-                    if line.startswith("worker:"))
+        line = next(
+            line for line in (ROOT / "Procfile").read_text(encoding="utf-8").splitlines() if line.startswith("worker:")
+        )
         # Run as from an activated environment (the Procfile names the installed `nanobot-summary`): this Python's
         # bin folder first on PATH.
         env = {**self.env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])}
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(line.partition(":")[2].split(), cwd=ROOT, env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                line.partition(":")[2].split(),
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -182,14 +202,20 @@ class ProcfileWorker:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
 
 
-async def start_worker(home: NanobotHome, redis: ArqRedis, redis_url: str, log_name: str,
-                       **env: str) -> subprocess.Popen[bytes]:
+async def start_worker(
+    home: NanobotHome, redis: ArqRedis, redis_url: str, log_name: str, **env: str
+) -> subprocess.Popen[bytes]:
     """`nanobot-summary run` in a process (and session) of its own, returned once its first report is in Redis;
     the caller ends it (os.killpg)."""
     with (home.root / log_name).open("wb") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT,
-                                  stdout=log, stderr=log, start_new_session=True,
-                                  env=process_env(home, redis_url, config=True, **env))
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=process_env(home, redis_url, config=True, **env),
+        )
 
     async def reported() -> bool:
         return any(report.pid == worker.pid for report in await workers.reports(redis))

@@ -20,8 +20,10 @@ def main(args: argparse.Namespace) -> int:
         return refuse(exc)
     keys = settings.keys
     user = args.user or f"nanobot-{keys.namespace}"
-    print(f"# The Redis user of the nanobot instance of namespace {keys.namespace}: put it in redis.conf or the ACL "
-          "file (or the same words after ACL SETUSER), PASSWORD replaced, and the user and password in this "
-          "instance's REDIS_URL, for nanobot and its worker.")
+    print(
+        f"# The Redis user of the nanobot instance of namespace {keys.namespace}: put it in redis.conf or the ACL "
+        "file (or the same words after ACL SETUSER), PASSWORD replaced, and the user and password in this "
+        "instance's REDIS_URL, for nanobot and its worker."
+    )
     print(acl_line(user, keys.acl_rules()))
     return 0

@@ -56,5 +56,6 @@ def as_run_here(checks: list[Check]) -> list[Check]:
     command = command_here()
     if command == "nanobot-summary":
         return checks
-    return [replace(check, what=_COMMAND.sub(command, check.what), fix=_COMMAND.sub(command, check.fix))
-            for check in checks]
+    return [
+        replace(check, what=_COMMAND.sub(command, check.what), fix=_COMMAND.sub(command, check.fix)) for check in checks
+    ]

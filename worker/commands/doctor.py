@@ -29,8 +29,13 @@ from worker.settings import Settings, SettingsError, load_settings, unknown_vari
 def python_checks() -> list[Check]:
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info < (3, 11):
-        return [Check("FAIL", f"Python {version} ({sys.executable})", "use Python 3.11 or later: "
-                      "PYTHON=python3.12 scripts/run-worker")]
+        return [
+            Check(
+                "FAIL",
+                f"Python {version} ({sys.executable})",
+                "use Python 3.11 or later: PYTHON=python3.12 scripts/run-worker",
+            )
+        ]
     return [Check("ok", f"Python {version} ({sys.executable})")]
 
 
@@ -46,8 +51,13 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
         return [Check("FAIL", str(exc), f"fix the JSON of {path}, or point NANOBOT_CONFIG at nanobot's config")], None
     checks = []
     if not path.exists():
-        checks.append(Check("FAIL", f"nanobot config {path} not found",
-                            "run `nanobot onboard` (it writes the config), or set NANOBOT_CONFIG to its path"))
+        checks.append(
+            Check(
+                "FAIL",
+                f"nanobot config {path} not found",
+                "run `nanobot onboard` (it writes the config), or set NANOBOT_CONFIG to its path",
+            )
+        )
     else:
         checks.append(Check("ok", f"nanobot config {path}"))
     workspace = settings.summary_workspace or config.workspace
@@ -55,9 +65,13 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
         checks.append(Check("ok", f"sessions in {config.sessions_dir}; workspace {workspace}"))
     except NanobotConfigError as exc:
         if (pid := waiting_worker(path)) is not None:
-            checks.append(Check("warn", f"the worker (pid {pid}) runs and waits for nanobot's first turn: {exc}",
-                                "let nanobot run once with this config: nanobot agent -m hello (the worker then "
-                                "starts by itself)"))
+            checks.append(
+                Check(
+                    "warn",
+                    f"the worker (pid {pid}) runs and waits for nanobot's first turn: {exc}",
+                    "let nanobot run once with this config: nanobot agent -m hello (the worker then starts by itself)",
+                )
+            )
         else:
             checks.append(Check("FAIL", str(exc), "let nanobot run once with this config: nanobot agent -m hello"))
     return checks + own_summaries_checks(config, settings.auto_summary), config
@@ -73,21 +87,43 @@ def own_summaries_checks(config: NanobotConfig, auto_summary: bool) -> list[Chec
     dreams = dream.get("enabled", True) is not False
     where = f"under agents.defaults in {config.path}"
     if not auto_summary:
-        return [Check("ok", "automatic summaries are off (NANOBOT_AUTO_SUMMARY=false): only `nanobot-summary enqueue` "
-                            "makes summaries, and there is no daily run"),
-                Check("ok", f"nanobot's idle compaction is on ({idle} min): it summarizes idle sessions") if idle != 0
-                else Check("warn", "nothing summarizes idle sessions: automatic summaries and nanobot's idle "
-                                   "compaction are both off", f'set "idleCompactAfterMinutes": 15 {where}, or '
-                                                              "NANOBOT_AUTO_SUMMARY=true for nanobot and the worker"),
-                Check("ok", "nanobot's Dream is on: it keeps memory/MEMORY.md") if dreams
-                else Check("warn", "only jobs queued by hand write memory/MEMORY.md: automatic summaries and "
-                                   "nanobot's Dream are both off", f'set "dream": {{"enabled": true}} {where}, or '
-                                                                  "NANOBOT_AUTO_SUMMARY=true")]
-    return [Check("warn", f"nanobot's idle compaction is on ({idle} min): it replaces the worker's summaries",
-                  f'set "idleCompactAfterMinutes": 0 {where}') if idle != 0
-            else Check("ok", "nanobot's idle compaction is off"),
-            Check("warn", "nanobot's Dream is on: it rewrites memory/MEMORY.md every two hours too",
-                  f'set "dream": {{"enabled": false}} {where}') if dreams else Check("ok", "nanobot's Dream is off")]
+        return [
+            Check(
+                "ok",
+                "automatic summaries are off (NANOBOT_AUTO_SUMMARY=false): only `nanobot-summary enqueue` "
+                "makes summaries, and there is no daily run",
+            ),
+            Check("ok", f"nanobot's idle compaction is on ({idle} min): it summarizes idle sessions")
+            if idle != 0
+            else Check(
+                "warn",
+                "nothing summarizes idle sessions: automatic summaries and nanobot's idle compaction are both off",
+                f'set "idleCompactAfterMinutes": 15 {where}, or NANOBOT_AUTO_SUMMARY=true for nanobot and the worker',
+            ),
+            Check("ok", "nanobot's Dream is on: it keeps memory/MEMORY.md")
+            if dreams
+            else Check(
+                "warn",
+                "only jobs queued by hand write memory/MEMORY.md: automatic summaries and nanobot's Dream are both off",
+                f'set "dream": {{"enabled": true}} {where}, or NANOBOT_AUTO_SUMMARY=true',
+            ),
+        ]
+    return [
+        Check(
+            "warn",
+            f"nanobot's idle compaction is on ({idle} min): it replaces the worker's summaries",
+            f'set "idleCompactAfterMinutes": 0 {where}',
+        )
+        if idle != 0
+        else Check("ok", "nanobot's idle compaction is off"),
+        Check(
+            "warn",
+            "nanobot's Dream is on: it rewrites memory/MEMORY.md every two hours too",
+            f'set "dream": {{"enabled": false}} {where}',
+        )
+        if dreams
+        else Check("ok", "nanobot's Dream is off"),
+    ]
 
 
 def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
@@ -99,11 +135,17 @@ def model_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
     except NanobotConfigError as exc:
         what, _, fix = str(exc).rpartition(": ")
         return [Check("FAIL", what or str(exc), fix)]
-    shown = f"summary model {choice.model} (from {choice.source})" + \
-        (f" at {redacted_url(choice.api_base)}" if choice.api_base else "")
+    shown = f"summary model {choice.model} (from {choice.source})" + (
+        f" at {redacted_url(choice.api_base)}" if choice.api_base else ""
+    )
     if problem := routing_problem(choice.model):
-        return [Check("FAIL", f"{shown}: litellm cannot route it ({problem})",
-                      "name it as provider/model: NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")]
+        return [
+            Check(
+                "FAIL",
+                f"{shown}: litellm cannot route it ({problem})",
+                "name it as provider/model: NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat",
+            )
+        ]
     if problem := credentials_problem(choice):
         what, _, fix = problem.partition(": ")
         return [Check("FAIL", f"{shown}: no API key", fix)]
@@ -126,9 +168,14 @@ def redis_checks(settings: Settings) -> list[Check]:
     url = redacted_url(settings.redis_url)
     if problem := redis_problem(settings.redis_url, keys=settled_keys(settings), **settings.redis_options()):
         if problem.endswith("start it, or set REDIS_URL"):
-            return [Check("warn", problem.rsplit(": ", 1)[0],
-                          "`nanobot-summary run` starts an embedded one there; for a lasting one: "
-                          "sudo apt install redis-server, or set REDIS_URL")]
+            return [
+                Check(
+                    "warn",
+                    problem.rsplit(": ", 1)[0],
+                    "`nanobot-summary run` starts an embedded one there; for a lasting one: "
+                    "sudo apt install redis-server, or set REDIS_URL",
+                )
+            ]
         what, _, fix = problem.rpartition(": ")
         return [Check("FAIL", what, fix)]
     version = server_version(settings.redis_url, **settings.redis_options())
@@ -136,9 +183,15 @@ def redis_checks(settings: Settings) -> list[Check]:
         return [Check("FAIL", f"Redis at {url}: {problem}", "install Redis 5 or later")]
     if owner := embedded_owner(settings.redis_url):
         orphan = "which is gone" in owner
-        return [Check("warn" if orphan else "ok", f"Redis {version} at {url} answers: it is {owner}",
-                      "nanobot-summary run (it stops the orphan and starts its own)" if orphan
-                      else "for a lasting one: sudo apt install redis-server, or set REDIS_URL")]
+        return [
+            Check(
+                "warn" if orphan else "ok",
+                f"Redis {version} at {url} answers: it is {owner}",
+                "nanobot-summary run (it stops the orphan and starts its own)"
+                if orphan
+                else "for a lasting one: sudo apt install redis-server, or set REDIS_URL",
+            )
+        ]
     return [Check("ok", f"Redis {version} at {url} answers (credentials and database accepted)")]
 
 
@@ -150,26 +203,48 @@ def hooks_checks(given: str | None) -> list[Check]:
     try:
         found = probe(find_python(given))
     except NanobotEnvError as exc:
-        return [Check("FAIL" if given else "warn", str(exc),
-                      "nanobot-summary doctor --nanobot-python /path/to/nanobot's/bin/python")]
+        return [
+            Check(
+                "FAIL" if given else "warn",
+                str(exc),
+                "nanobot-summary doctor --nanobot-python /path/to/nanobot's/bin/python",
+            )
+        ]
     python, checks = found.python, []
     install = f"nanobot-summary hooks install --python {python}"
     if not found.nanobot:
         checks.append(Check("FAIL", f"{python} has no nanobot-ai", "name nanobot's own Python with --nanobot-python"))
     elif not found.nanobot.startswith("0.3."):
-        checks.append(Check("FAIL", f"nanobot {found.nanobot}: the hooks support 0.3.x only",
-                            f"{python} -m pip install 'nanobot-ai>=0.3.5,<0.4'"))
+        checks.append(
+            Check(
+                "FAIL",
+                f"nanobot {found.nanobot}: the hooks support 0.3.x only",
+                f"{python} -m pip install 'nanobot-ai>=0.3.5,<0.4'",
+            )
+        )
     if not found.hooks_load:
         checks.append(Check("FAIL", f"the hooks are not installed in nanobot's environment ({python})", install))
     elif found.errors:
-        checks.append(Check("FAIL", f"nanobot cannot load {', '.join(sorted(found.errors))} ({python}): "
-                            + "; ".join(found.errors.values()), install))
+        checks.append(
+            Check(
+                "FAIL",
+                f"nanobot cannot load {', '.join(sorted(found.errors))} ({python}): "
+                + "; ".join(found.errors.values()),
+                install,
+            )
+        )
     elif mismatch := version_mismatch(
-            (found.hooks or "", BEFORE_CONTRACT if found.contract is None else found.contract), (RELEASE, CONTRACT),
-            install=install):
-        checks.append(Check("FAIL" if mismatch.serious else "warn",
-                            f"installed in nanobot's environment ({python}) and this command: {mismatch.what}",
-                            mismatch.fix))
+        (found.hooks or "", BEFORE_CONTRACT if found.contract is None else found.contract),
+        (RELEASE, CONTRACT),
+        install=install,
+    ):
+        checks.append(
+            Check(
+                "FAIL" if mismatch.serious else "warn",
+                f"installed in nanobot's environment ({python}) and this command: {mismatch.what}",
+                mismatch.fix,
+            )
+        )
     elif not checks:
         checks.append(Check("ok", f"hooks {found.hooks} installed in nanobot {found.nanobot}'s environment ({python})"))
     return checks
@@ -198,13 +273,19 @@ def channel_checks(settings: Settings, config: NanobotConfig) -> list[Check]:
         if trusted == len(sessions):
             checks.append(Check("ok", f"{seen}, each writes MEMORY.md ({rule})"))
         elif trusted:
-            checks.append(Check("ok", f"{seen}, {trusted} of them write MEMORY.md ({rule}: the others are not "
-                                      "one-to-one chats)"))
+            checks.append(
+                Check("ok", f"{seen}, {trusted} of them write MEMORY.md ({rule}: the others are not one-to-one chats)")
+            )
         else:
             level: Level = "warn" if channel in WEB_CHANNELS else "ok"
-            checks.append(Check(level, f"{seen}, none writes MEMORY.md ({rule} does not trust them)",
-                                f"if only you use them: {rule},{channel}:* for nanobot and the worker "
-                                "(docs/memory-and-recall.md, Who may write long-term memory)"))
+            checks.append(
+                Check(
+                    level,
+                    f"{seen}, none writes MEMORY.md ({rule} does not trust them)",
+                    f"if only you use them: {rule},{channel}:* for nanobot and the worker "
+                    "(docs/memory-and-recall.md, Who may write long-term memory)",
+                )
+            )
     return checks
 
 
@@ -220,10 +301,15 @@ def notes_file_checks(workspace: Path) -> list[Check]:
     where = f"span(s) in the day files written in the last {NOTES_DAYS} days"
     if not fallback:
         return [Check("ok", f"daily notes: {total} {where}, none by the fallback")]
-    return [Check("warn", f"daily notes: {fallback} of {total} {where} were noted by the fallback (the user's own "
-                          "lines: the model's answer had no notes)",
-                  "use a summary model that answers JSON or the plain lines asked for (NANOBOT_SUMMARY_MODEL); "
-                  "`nanobot-summary status` says which model and why")]
+    return [
+        Check(
+            "warn",
+            f"daily notes: {fallback} of {total} {where} were noted by the fallback (the user's own "
+            "lines: the model's answer had no notes)",
+            "use a summary model that answers JSON or the plain lines asked for (NANOBOT_SUMMARY_MODEL); "
+            "`nanobot-summary status` says which model and why",
+        )
+    ]
 
 
 def memory_file_checks(workspace: Path) -> list[Check]:
@@ -234,10 +320,11 @@ def memory_file_checks(workspace: Path) -> list[Check]:
     if refused is None:
         return notes_file_checks(workspace)
     held = sum(len(h.batch.facts) for h in read_held(path))
-    read_only_check = Check("warn", f"{path}: {refused}: the worker leaves it alone; {held} fact(s) wait, held, in "
-                                    f"{pending_path(path).name}",
-                            f"chmod u+w {path} (the held facts go in at the next quiet moment), or leave it to keep "
-                            "it as it is")
+    read_only_check = Check(
+        "warn",
+        f"{path}: {refused}: the worker leaves it alone; {held} fact(s) wait, held, in {pending_path(path).name}",
+        f"chmod u+w {path} (the held facts go in at the next quiet moment), or leave it to keep it as it is",
+    )
     return [*notes_file_checks(workspace), read_only_check]
 
 

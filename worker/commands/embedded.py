@@ -50,9 +50,17 @@ def _note(embedded: EmbeddedRedis) -> None:
     path = embedded_record(embedded.url)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.write_text(json.dumps({"pid": embedded.process.pid, "worker": os.getpid(),
-                                    "folder": str(embedded.directory),
-                                    "started": datetime.now(UTC).isoformat(timespec="seconds")}), encoding="utf-8")
+        path.write_text(
+            json.dumps(
+                {
+                    "pid": embedded.process.pid,
+                    "worker": os.getpid(),
+                    "folder": str(embedded.directory),
+                    "started": datetime.now(UTC).isoformat(timespec="seconds"),
+                }
+            ),
+            encoding="utf-8",
+        )
     except OSError:
         pass  # a read-only home: the server still dies with its worker; only the record is missing
 
@@ -75,10 +83,14 @@ def embedded_owner(url: str) -> str | None:
     if not isinstance(pid, int) or not isinstance(worker, int) or not _is_server(pid, folder):
         return None
     if alive(worker):
-        return (f"the embedded redis-server (pid {pid}) of the worker pid {worker}, started {found.get('started')}: "
-                "a throwaway with no persistence, it stops with that worker")
-    return (f"the embedded redis-server (pid {pid}) left by the worker pid {worker}, which is gone: the next "
-            "`nanobot-summary run` stops it")
+        return (
+            f"the embedded redis-server (pid {pid}) of the worker pid {worker}, started {found.get('started')}: "
+            "a throwaway with no persistence, it stops with that worker"
+        )
+    return (
+        f"the embedded redis-server (pid {pid}) left by the worker pid {worker}, which is gone: the next "
+        "`nanobot-summary run` stops it"
+    )
 
 
 def adopt_orphan(url: str) -> str | None:

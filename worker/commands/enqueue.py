@@ -54,17 +54,25 @@ async def connect(settings: Settings) -> ArqRedis:
     return await open_pool(settings)
 
 
-async def dry_run(keys: list[str], settings: Settings, redis: ArqRedis | None, keep: str | None = None,
-                  since: str | None = None, force: bool = False) -> None:
+async def dry_run(
+    keys: list[str],
+    settings: Settings,
+    redis: ArqRedis | None,
+    keep: str | None = None,
+    since: str | None = None,
+    force: bool = False,
+) -> None:
     """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up
     (`since`), the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
     from worker.service.build import build_deps
     from worker.summarize.jobs import read_for_job
 
     deps = build_deps(settings)
-    print(f"model {deps.model.model} ({deps.model.source}); keep {keep or MANUAL_KEEP}"
-          f"{'' if keep else ' (a job queued by hand; --keep RULE for another)'}; "
-          f"input budget {settings.summary_input_tokens} tokens per call")
+    print(
+        f"model {deps.model.model} ({deps.model.source}); keep {keep or MANUAL_KEEP}"
+        f"{'' if keep else ' (a job queued by hand; --keep RULE for another)'}; "
+        f"input budget {settings.summary_input_tokens} tokens per call"
+    )
     for key in keys:
         req = manual_request(key, keep, since, force)
         # The catch-up reads as its job does: un-noted messages before the watermark are noted too.
@@ -87,17 +95,21 @@ def print_plan(deps: Deps, session: SessionFile, pending: SummaryRecord | None, 
 
     plan = plan_job(deps, session, pending, req)
     cut, settings = plan.cut, deps.settings
-    print(f"{session.key}: {cut.read} messages, {summarized_so_far(plan.start)}"
-          + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
-          + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else ""))
+    print(
+        f"{session.key}: {cut.read} messages, {summarized_so_far(plan.start)}"
+        + (" (a pending record not yet applied)" if plan.start != session.last_archived else "")
+        + (f", {session.skipped_lines} malformed lines skipped" if session.skipped_lines else "")
+    )
     if plan.skip is not None:
         print(f"  nothing to summarize: {plan.skip}; messages {cut.start}..{cut.read - 1} stay in context")
         return set()
-    kept = sum(plan.counts[cut.boundary:cut.read])
+    kept = sum(plan.counts[cut.boundary : cut.read])
     previous = deps.counter(plan.previous)
     calls = -(-(plan.covered_tokens + previous) // max(settings.summary_input_tokens, 1))
-    print(f"  would cover messages {cut.start}..{cut.boundary - 1} ({len(plan.entries)} of {cut.covered} "
-          f"messages shown to the model, {plan.covered_tokens:,} tokens) + previous summary ({previous:,} tokens)")
+    print(
+        f"  would cover messages {cut.start}..{cut.boundary - 1} ({len(plan.entries)} of {cut.covered} "
+        f"messages shown to the model, {plan.covered_tokens:,} tokens) + previous summary ({previous:,} tokens)"
+    )
     print(f"  would keep messages {cut.boundary}..{cut.read - 1} ({cut.kept} messages, {kept:,} tokens)")
     print(f"  about {max(calls, 1)} LLM call(s)")
     return {entry.index for entry in plan.entries}
@@ -118,11 +130,16 @@ def print_notes(deps: Deps, session: SessionFile, covered: set[int], since: str)
         return
     # The chunks the job's notes-only calls take (worker.summarize.notes_only): the budget less what every call
     # sends besides the messages.
-    overhead = (count_recurring(deps.counter, notes_system_prompt(detect_language(session.messages[session.first:])))
-                + count_recurring(deps.counter, "\n".join(known_facts(deps))) + PROMPT_SLACK_TOKENS)
+    overhead = (
+        count_recurring(deps.counter, notes_system_prompt(detect_language(session.messages[session.first :])))
+        + count_recurring(deps.counter, "\n".join(known_facts(deps)))
+        + PROMPT_SLACK_TOKENS
+    )
     calls = len(chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter))
-    print(f"  would note {len(entries)} more messages since {since} (not yet in the daily notes) in about "
-          f"{calls} notes-only LLM call(s)")
+    print(
+        f"  would note {len(entries)} more messages since {since} (not yet in the daily notes) in about "
+        f"{calls} notes-only LLM call(s)"
+    )
 
 
 async def wait_for(redis: ArqRedis, key: str, timeout: float) -> int:
@@ -159,8 +176,9 @@ async def run(args: argparse.Namespace) -> int:
     return status
 
 
-async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, since: str | None,
-                       force: bool = False) -> None:
+async def dry_run_here(
+    keys: list[str], settings: Settings, keep: str | None, since: str | None, force: bool = False
+) -> None:
     """The dry run, with the summaries waiting in Redis when it answers (planned as if none when not)."""
     redis = None
     if problem := redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()):
@@ -174,8 +192,7 @@ async def dry_run_here(keys: list[str], settings: Settings, keep: str | None, si
             await close_client(redis)
 
 
-async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None,
-                    force: bool = False) -> None:
+async def queue_all(redis: ArqRedis, keys: list[str], keep: str | None, since: str | None, force: bool = False) -> None:
     """A manual job per session (a notes catch-up from `since` when given), one line each."""
     with Progress(transient=True, disable=len(keys) < 10) as progress:
         task = progress.add_task("queueing", total=len(keys))

@@ -25,8 +25,10 @@ from worker.text.clock import zone_or_utc
 
 # The exit codes: done; nothing found to forget (nothing changed); the command could not do its work.
 DONE, NOT_FOUND, FAILED = 0, 1, 2
-SESSIONS_STAY = ("nanobot's session files still hold the conversation itself: they are nanobot's, and this command "
-                 "never changes them")
+SESSIONS_STAY = (
+    "nanobot's session files still hold the conversation itself: they are nanobot's, and this command "
+    "never changes them"
+)
 
 
 class Refused(Exception):
@@ -75,10 +77,16 @@ def elsewhere_lines(found: Elsewhere, removed: bool, dry_run: bool) -> list[str]
     words = " ".join(found.words)
     if not found.anywhere:
         if found.problem:
-            return [f"the recall index could not be searched now ({found.problem}): the recall tool may still find "
-                    "the text there", SESSIONS_STAY]
-        return [f"no daily note and no passage of the recall index holds each of the words \"{words}\" (a note may "
-                "say it in other words: give fewer words)", SESSIONS_STAY]
+            return [
+                f"the recall index could not be searched now ({found.problem}): the recall tool may still find "
+                "the text there",
+                SESSIONS_STAY,
+            ]
+        return [
+            f'no daily note and no passage of the recall index holds each of the words "{words}" (a note may '
+            "say it in other words: give fewer words)",
+            SESSIONS_STAY,
+        ]
     notes = ", ".join(day.removesuffix(".md") for day in found.notes)
     archived = sum(1 for _, kind, _ in found.passages if kind == "messages")
     sessions = ", ".join(found.archives)
@@ -88,26 +96,39 @@ def elsewhere_lines(found: Elsewhere, removed: bool, dry_run: bool) -> list[str]
         of = f" (archived messages of {sessions})" if sessions else ""
         # Before the notes change, the index still holds their lines too: a dry run counts the archive's alone.
         passages = archived if dry_run else len(found.passages)
-        done = [f"{verb} {found.note_lines} line(s) of the daily notes{days} and {passages} passage(s) of the "
-                f"recall index{of}, each holding the words \"{words}\""]
+        done = [
+            f"{verb} {found.note_lines} line(s) of the daily notes{days} and {passages} passage(s) of the "
+            f'recall index{of}, each holding the words "{words}"'
+        ]
         if not dry_run:
-            done.append("neither the recall tool nor the page's Recall returns it now; the archived messages stay out "
-                        "of the recall index when it indexes their session again")
+            done.append(
+                "neither the recall tool nor the page's Recall returns it now; the archived messages stay out "
+                "of the recall index when it indexes their session again"
+            )
         if found.unarchived:
-            done.append(f"{found.unarchived} message(s) holding it that no summary covered yet (nanobot still sends "
-                        f"them) {'would stay' if dry_run else 'stay'} out of the recall index when a summary archives "
-                        "them")
+            done.append(
+                f"{found.unarchived} message(s) holding it that no summary covered yet (nanobot still sends "
+                f"them) {'would stay' if dry_run else 'stay'} out of the recall index when a summary archives "
+                "them"
+            )
         return [*done, SESSIONS_STAY]
-    lines = [f"the worker still keeps the text elsewhere (each line or passage holding the words \"{words}\"), and "
-             "the recall tool finds it there:"]
-    lines += [f"  the daily notes of {day.removesuffix('.md')}: {len(held)} line(s)"
-              for day, held in found.notes.items()]
+    lines = [
+        f'the worker still keeps the text elsewhere (each line or passage holding the words "{words}"), and '
+        "the recall tool finds it there:"
+    ]
+    lines += [
+        f"  the daily notes of {day.removesuffix('.md')}: {len(held)} line(s)" for day, held in found.notes.items()
+    ]
     if archived:
         lines.append(f"  the recall index: {archived} archived message(s) of {sessions}")
     if found.problem:
         lines.append(f"  (the recall index could not be searched now: {found.problem})")
-    return [*lines, SESSIONS_STAY, "`nanobot-summary forget --everywhere TEXT` removes it there too (fewer words "
-            "catch a note that says it otherwise; --dry-run first shows what would go)"]
+    return [
+        *lines,
+        SESSIONS_STAY,
+        "`nanobot-summary forget --everywhere TEXT` removes it there too (fewer words "
+        "catch a note that says it otherwise; --dry-run first shows what would go)",
+    ]
 
 
 def refresh_index(place: Place) -> None:
@@ -117,8 +138,11 @@ def refresh_index(place: Place) -> None:
         if index.path.exists():
             index.refresh(place.sessions_dir)
     except (RecallIndexError, sqlite3.Error, OSError) as exc:
-        print(f"warning: the recall index did not follow MEMORY.md now ({type(exc).__name__}): the worker's next "
-              "job brings it up to date", file=sys.stderr)
+        print(
+            f"warning: the recall index did not follow MEMORY.md now ({type(exc).__name__}): the worker's next "
+            "job brings it up to date",
+            file=sys.stderr,
+        )
     finally:
         index.close()
 
@@ -133,21 +157,34 @@ def forget(place: Place, text: str, everywhere: bool, dry_run: bool) -> tuple[in
             fact = forget_fact(path, text, today)
             if fact is not None and not everywhere:
                 refresh_index(place)  # with --everywhere, where_else refreshes it
-        found = where_else(place.workspace, place.sessions_dir, place.tz, text, everywhere and not dry_run,
-                           unarchived=everywhere and dry_run)
+        found = where_else(
+            place.workspace,
+            place.sessions_dir,
+            place.tz,
+            text,
+            everywhere and not dry_run,
+            unarchived=everywhere and dry_run,
+        )
     except MemoryReadOnly as exc:
         raise Refused(f"{exc}: the worker leaves it alone (make it writable to forget a fact)") from None
     except (MemoryFilesError, Timeout, OSError) as exc:
         raise Refused(f"the memory files could not be changed now ({type(exc).__name__}: {exc}); try again") from None
     if everywhere and not dry_run and found.problem:
-        raise Refused(f"the notes' lines were removed but the recall index could not be changed now "
-                      f"({found.problem}); run this again")
+        raise Refused(
+            f"the notes' lines were removed but the recall index could not be changed now "
+            f"({found.problem}); run this again"
+        )
     lines = forgotten_line(fact, dry_run)
     if fact is None:
         near = near_facts(path, text, today)
-        lines.append(f"MEMORY.md holds no fact that reads {text!r}" + (
-            "; the nearest: " + "; ".join(repr(each) for each in near) if near else
-            " (`nanobot-summary web`'s memory page lists them all)"))
+        lines.append(
+            f"MEMORY.md holds no fact that reads {text!r}"
+            + (
+                "; the nearest: " + "; ".join(repr(each) for each in near)
+                if near
+                else " (`nanobot-summary web`'s memory page lists them all)"
+            )
+        )
     lines += elsewhere_lines(found, removed=everywhere and not dry_run, dry_run=dry_run and everywhere)
     if fact is None and not (everywhere and found.anywhere):
         return NOT_FOUND, [f"error: {lines[0]}", *lines[1:]]
@@ -157,8 +194,10 @@ def forget(place: Place, text: str, everywhere: bool, dry_run: bool) -> tuple[in
 def main(args: argparse.Namespace) -> int:
     text = " ".join(args.text).strip()
     if too_short(text):
-        print("error: give the fact's text (at least a few letters), as MEMORY.md or the web page shows it",
-              file=sys.stderr)
+        print(
+            "error: give the fact's text (at least a few letters), as MEMORY.md or the web page shows it",
+            file=sys.stderr,
+        )
         return FAILED
     try:
         code, lines = forget(Place.load(), text, args.everywhere, args.dry_run)

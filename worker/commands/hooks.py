@@ -69,10 +69,14 @@ def unwritable(site: str, owner: object) -> str:
             name = pwd.getpwuid(owner).pw_name
         except KeyError:
             name = f"uid {owner}"
-        return (f"cannot write nanobot's environment {site}: it is {name}'s; run this as its owner "
-                f"(sudo -u {name} nanobot-summary hooks install ...), or name another Python with --python")
-    return (f"cannot write nanobot's environment {site}: it is read-only (its mode or a read-only mount); make it "
-            "writable, or name another Python with --python")
+        return (
+            f"cannot write nanobot's environment {site}: it is {name}'s; run this as its owner "
+            f"(sudo -u {name} nanobot-summary hooks install ...), or name another Python with --python"
+        )
+    return (
+        f"cannot write nanobot's environment {site}: it is read-only (its mode or a read-only mount); make it "
+        "writable, or name another Python with --python"
+    )
 
 
 def conflict(output: str) -> str:
@@ -90,7 +94,8 @@ def conflict(output: str) -> str:
 def missing_distribution(output: str) -> str | None:
     """The distribution pip found no file of (`No matching distribution found for arq==0.28.*`), or None."""
     found = re.search(r"No matching distribution found for ([A-Za-z0-9][A-Za-z0-9._-]*)", output) or re.search(
-        r"Could not find a version that satisfies the requirement ([A-Za-z0-9][A-Za-z0-9._-]*)", output)
+        r"Could not find a version that satisfies the requirement ([A-Za-z0-9][A-Za-z0-9._-]*)", output
+    )
     return found.group(1) if found else None
 
 
@@ -101,8 +106,10 @@ def carried(folder: Path, held: dict[str, str]) -> list[str]:
     try:
         carried_wheels(HOOKS_DIST, folder, skip=held)
     except (NoWheelError, OSError) as exc:
-        raise NanobotEnvError(f"this worker cannot carry its hooks ({exc}): install them from a wheel, "
-                              "nanobot-summary hooks install --from nanobot_summary_hooks-*.whl") from exc
+        raise NanobotEnvError(
+            f"this worker cannot carry its hooks ({exc}): install them from a wheel, "
+            "nanobot-summary hooks install --from nanobot_summary_hooks-*.whl"
+        ) from exc
     return ["--no-index", "--find-links", str(folder)]
 
 
@@ -118,8 +125,12 @@ def put_in(python: Path, dists: dict[str, str], info: object, what: str, where: 
     with tempfile.TemporaryDirectory(prefix="nanobot-summary-hooks-") as folder:
         constraints = Path(folder) / "nanobot-packages.txt"
         # Every package nanobot's environment holds stays at its version: a conflict fails, nothing moves.
-        constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(dists.items())
-                                       if name not in (HOOKS_DIST, OLD_DIST)), encoding="utf-8")
+        constraints.write_text(
+            "".join(
+                f"{name}=={version}\n" for name, version in sorted(dists.items()) if name not in (HOOKS_DIST, OLD_DIST)
+            ),
+            encoding="utf-8",
+        )
         base = ["install", *where, "--constraint", str(constraints), what]
         # Not --quiet: the resolver's report names the conflict ("The conflict is caused by: ...").
         ok, output = pip(python, [*base[:1], "--dry-run", *base[1:]])
@@ -138,8 +149,9 @@ def put_in(python: Path, dists: dict[str, str], info: object, what: str, where: 
     if not ok:
         if earlier and isinstance(info, str) and Path(info).is_dir():
             (Path(info) / ADDED_FILE).write_text(json.dumps({"added": earlier}), encoding="utf-8")
-        raise NanobotEnvError(f"pip could not install the hooks into {python} (it undid its changes): "
-                              f"{last_line(output)}")
+        raise NanobotEnvError(
+            f"pip could not install the hooks into {python} (it undid its changes): {last_line(output)}"
+        )
     return earlier
 
 
@@ -150,17 +162,23 @@ def refusal(output: str, offline: bool) -> str:
     if "ResolutionImpossible" in output:
         missing = None  # a conflict: pip's lines about a version it could not find are part of it
     if missing and offline:
-        return (f"no wheel of {missing} for nanobot's Python is at hand (nothing was changed): the hooks {RELEASE} "
-                f"need it, nanobot's environment lacks it, and this worker's own environment holds none nanobot's "
-                f"Python can use; no package index was asked. Install {missing} into nanobot's environment, or "
-                "give the hooks' wheel and an index: --from nanobot_summary_hooks-*.whl")
+        return (
+            f"no wheel of {missing} for nanobot's Python is at hand (nothing was changed): the hooks {RELEASE} "
+            f"need it, nanobot's environment lacks it, and this worker's own environment holds none nanobot's "
+            f"Python can use; no package index was asked. Install {missing} into nanobot's environment, or "
+            "give the hooks' wheel and an index: --from nanobot_summary_hooks-*.whl"
+        )
     if missing:
-        return (f"no package index or folder holds {missing} (nothing was changed): pip's words: {last_line(output)}. "
-                "Leave out --from to install the hooks this worker carries, with no index")
+        return (
+            f"no package index or folder holds {missing} (nothing was changed): pip's words: {last_line(output)}. "
+            "Leave out --from to install the hooks this worker carries, with no index"
+        )
     if "ResolutionImpossible" in output or "conflicting dependencies" in output:
-        return (f"the hooks {RELEASE} cannot go into nanobot's environment without changing its packages (nothing "
-                f"was changed): {conflict(output)}. Install the hooks of a release made for those versions (--from), "
-                "or point --python at another nanobot")
+        return (
+            f"the hooks {RELEASE} cannot go into nanobot's environment without changing its packages (nothing "
+            f"was changed): {conflict(output)}. Install the hooks of a release made for those versions (--from), "
+            "or point --python at another nanobot"
+        )
     return f"pip refused to install the hooks into nanobot's environment (nothing was changed): {last_line(output)}"
 
 
@@ -188,9 +206,11 @@ def install(given_python: str | None, source: str | None) -> int:
     if isinstance(after["info"], str):
         (Path(after["info"]) / ADDED_FILE).write_text(json.dumps({"added": added}), encoding="utf-8")
     found = probe(python)
-    print(f"installed {HOOKS_DIST} {found.hooks} from {said} into nanobot {found.nanobot}'s environment ({python})"
-          + (f", with {', '.join(added)}" if added else ", with nothing else")
-          + "; none of nanobot's packages changed")
+    print(
+        f"installed {HOOKS_DIST} {found.hooks} from {said} into nanobot {found.nanobot}'s environment ({python})"
+        + (f", with {', '.join(added)}" if added else ", with nothing else")
+        + "; none of nanobot's packages changed"
+    )
     return report(found)
 
 
@@ -222,11 +242,12 @@ def uninstall(given_python: str | None) -> int:
     if record is not None and record.parent.is_dir() and not any(record.parent.iterdir()):
         record.parent.rmdir()
     kept = sorted(set(added) - set(removable))
-    print(f"removed {', '.join(ours + removable)} from {python}"
-          + (f"; kept {', '.join(kept)} (other packages need them)" if kept else "")
-          + ("" if added
-             else "; packages the hooks brought in before (arq, redis) are left: install did not record them")
-          + ". A running nanobot keeps its hooks until it restarts.")
+    print(
+        f"removed {', '.join(ours + removable)} from {python}"
+        + (f"; kept {', '.join(kept)} (other packages need them)" if kept else "")
+        + ("" if added else "; packages the hooks brought in before (arq, redis) are left: install did not record them")
+        + ". A running nanobot keeps its hooks until it restarts."
+    )
     return 0
 
 
@@ -250,10 +271,14 @@ def report(found: Probe) -> int:
     for name, error in sorted(found.errors.items()):
         print(f"FAIL nanobot cannot load its entry point {name}: {error}")
     if found.hooks_load and not found.errors:
-        print(f"ok hooks {found.hooks} load in nanobot {found.nanobot}'s environment ({found.python}): "
-              f"{', '.join(sorted(found.loaded))}")
+        print(
+            f"ok hooks {found.hooks} load in nanobot {found.nanobot}'s environment ({found.python}): "
+            f"{', '.join(sorted(found.loaded))}"
+        )
         return 0
     if not found.hooks_load:
-        print(f"FAIL the hooks are not installed in nanobot's environment ({found.python}): "
-              f"nanobot-summary hooks install --python {found.python}")
+        print(
+            f"FAIL the hooks are not installed in nanobot's environment ({found.python}): "
+            f"nanobot-summary hooks install --python {found.python}"
+        )
     return 1

@@ -93,8 +93,10 @@ def find_python(given: str | None) -> Path:
     """nanobot's interpreter: given, else the `nanobot` command's shebang, else a pipx or uv tool venv."""
     if given:
         if not Path(given).exists():
-            raise NanobotEnvError(f"{given} does not exist: name nanobot's Python with --python "
-                                  "(the first line of `head -1 $(command -v nanobot)`)")
+            raise NanobotEnvError(
+                f"{given} does not exist: name nanobot's Python with --python "
+                "(the first line of `head -1 $(command -v nanobot)`)"
+            )
         return Path(given)
     command = shutil.which("nanobot")
     if command and (python := shebang_python(Path(command))) and python.exists():
@@ -102,16 +104,17 @@ def find_python(given: str | None) -> Path:
     for venv in tool_venvs():
         if (venv / "bin" / "python").exists():
             return venv / "bin" / "python"
-    raise NanobotEnvError("nanobot's Python not found (no `nanobot` command on PATH, no pipx or uv tool venv): "
-                          "name it with --python /path/to/nanobot's/bin/python")
+    raise NanobotEnvError(
+        "nanobot's Python not found (no `nanobot` command on PATH, no pipx or uv tool venv): "
+        "name it with --python /path/to/nanobot's/bin/python"
+    )
 
 
 def run_isolated(python: Path, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """nanobot's interpreter with `-I` (no current folder, no PYTHON* variables, no user site) in an empty
     temporary folder: what it imports is what its environment holds, nothing else."""
     with tempfile.TemporaryDirectory(prefix="nanobot-summary-probe-") as neutral:
-        return subprocess.run([str(python), "-I", *args], capture_output=True, text=True, timeout=timeout,
-                              cwd=neutral)
+        return subprocess.run([str(python), "-I", *args], capture_output=True, text=True, timeout=timeout, cwd=neutral)
 
 
 def probe(python: Path) -> Probe:
@@ -120,8 +123,10 @@ def probe(python: Path) -> Probe:
         result = run_isolated(python, ["-c", PROBE])
         found: dict[str, Any] = json.loads(result.stdout)
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise NanobotEnvError(f"cannot run nanobot's Python {python} ({type(exc).__name__}): "
-                              "name the right one with --python") from exc
+        raise NanobotEnvError(
+            f"cannot run nanobot's Python {python} ({type(exc).__name__}): name the right one with --python"
+        ) from exc
     contract = found.get("contract")
-    return Probe(python, found["versions"], found["loaded"], found["errors"],
-                 contract if isinstance(contract, int) else None)
+    return Probe(
+        python, found["versions"], found["loaded"], found["errors"], contract if isinstance(contract, int) else None
+    )

@@ -60,8 +60,9 @@ def purge(memory: bool, venvs: bool) -> list[str]:
     except SettingsError as exc:
         raise PurgeRefused(f"{exc}: fix it, so the purge knows which Redis and nanobot are this instance's") from exc
     if (owner := embedded_owner(settings.redis_url)) and "which is gone" not in owner:
-        raise PurgeRefused(f"Redis at {redacted_url(settings.redis_url)} is {owner}: stop the worker first "
-                           "(nothing was removed)")
+        raise PurgeRefused(
+            f"Redis at {redacted_url(settings.redis_url)} is {owner}: stop the worker first (nothing was removed)"
+        )
     done: list[str] = []
     if adopted := adopt_orphan(settings.redis_url):
         done.append(adopted)
@@ -94,25 +95,28 @@ async def redis_keys(settings: Settings, nanobot: NanobotConfig) -> list[str]:
     try:
         alive = [report for report in await workers.reports(redis) if not workers.process_gone(report)]
         if alive:
-            raise PurgeRefused(f"a worker of this instance runs (pid {alive[0].pid}, reported "
-                               f"{alive[0].heartbeat_at}): stop it first, or it makes its keys again "
-                               "(nothing was removed)")
-        families = {family: [_text(m) for m in await reply(redis.smembers(keys.index(family)))]
-                    for family in FAMILIES}
+            raise PurgeRefused(
+                f"a worker of this instance runs (pid {alive[0].pid}, reported "
+                f"{alive[0].heartbeat_at}): stop it first, or it makes its keys again "
+                "(nothing was removed)"
+            )
+        families = {family: [_text(m) for m in await reply(redis.smembers(keys.index(family)))] for family in FAMILIES}
         sessions = set(await pending_sessions(redis)) | {m for f in SESSION_FAMILIES for m in families[f]}
         sessions.update(list_session_keys(nanobot.sessions_dir))
         found = instance_keys(keys, sessions, families)
         deleted = 0
         for start in range(0, len(found), 500):
-            deleted += int(await redis.delete(*found[start:start + 500]))
+            deleted += int(await redis.delete(*found[start : start + 500]))
     except PurgeRefused:
         raise
     except Exception as exc:  # noqa: BLE001 (an ACL that forbids DEL, a Redis gone: said, the rest goes on)
         return [f"kept the Redis keys {keys.prefix}*: {type(exc).__name__}: {exc}"]
     finally:
         await close_client(redis)
-    return [f"deleted {deleted} Redis key(s) {keys.prefix}* and arq's of its jobs (records, outcomes, spend, rests, "
-            f"reports) from {redacted_url(settings.redis_url)}"]
+    return [
+        f"deleted {deleted} Redis key(s) {keys.prefix}* and arq's of its jobs (records, outcomes, spend, rests, "
+        f"reports) from {redacted_url(settings.redis_url)}"
+    ]
 
 
 # The instance's index families (`worker/state/index.py`) and the names each member stands for.
@@ -125,16 +129,37 @@ def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, It
     """Every key this instance may have written, by name: its fixed keys, its index's families and their members'
     keys, and each session's keys with arq's for the session's jobs. arq's keys of a cron tick expire by themselves."""
     name_of: dict[str, Callable[[str], str]] = {
-        "workers": keys.worker, "hooks": keys.hooks, "formats": keys.notes_format, "spend": keys.spend,
-        "resting": keys.cooldown, "outcomes": keys.outcome}
-    names = [keys.queue, f"{keys.queue}{HEALTH_CHECK_SUFFIX}", keys.pending, keys.stats, keys.probe,
-             keys.cron(JOB_DAILY), keys.cron(JOB_FLUSH_MEMORY)]
+        "workers": keys.worker,
+        "hooks": keys.hooks,
+        "formats": keys.notes_format,
+        "spend": keys.spend,
+        "resting": keys.cooldown,
+        "outcomes": keys.outcome,
+    }
+    names = [
+        keys.queue,
+        f"{keys.queue}{HEALTH_CHECK_SUFFIX}",
+        keys.pending,
+        keys.stats,
+        keys.probe,
+        keys.cron(JOB_DAILY),
+        keys.cron(JOB_FLUSH_MEMORY),
+    ]
     for family, members in families.items():
         names += [keys.index(family), *(name_of[family](member) for member in members)]
     for session in sessions:
-        names += [keys.record(session), keys.context(session), keys.daily_flag(session), keys.cooldown(session),
-                  keys.failures(session), keys.progress(session), keys.running(session), keys.outcome(session),
-                  keys.spend(session), misses_key(keys, session)]
+        names += [
+            keys.record(session),
+            keys.context(session),
+            keys.daily_flag(session),
+            keys.cooldown(session),
+            keys.failures(session),
+            keys.progress(session),
+            keys.running(session),
+            keys.outcome(session),
+            keys.spend(session),
+            misses_key(keys, session),
+        ]
         names += [f"{kind}{job}" for job in (keys.job_id(session), keys.idle_job_id(session)) for kind in ARQ_JOBS]
     return sorted(set(names))
 
@@ -154,16 +179,20 @@ def session_files(nanobot: NanobotConfig) -> list[str]:
     if retired.is_dir():
         copies = sum(1 for entry in retired.iterdir() if entry.is_file())
         shutil.rmtree(retired)
-        done.append(f"removed {retired} ({copies} file(s): what sessions held when `/new` emptied them, kept for "
-                    "the notes and the recall tool)")
+        done.append(
+            f"removed {retired} ({copies} file(s): what sessions held when `/new` emptied them, kept for "
+            "the notes and the recall tool)"
+        )
     key = sessions / RECORD_KEY_FILE
     if key.exists():
         key.unlink()
         done.append(f"removed {key} (the key that signs the summaries' records)")
     marked = sum(unmark(path) for path in sorted(sessions.glob(f"*{SESSION_SUFFIX}")))
     if marked:
-        done.append(f"removed the worker's marks ({METADATA_KEY}, {METADATA_KEY}_generation) from line 1 of "
-                    f"{marked} session file(s); every message and nanobot's own metadata kept")
+        done.append(
+            f"removed the worker's marks ({METADATA_KEY}, {METADATA_KEY}_generation) from line 1 of "
+            f"{marked} session file(s); every message and nanobot's own metadata kept"
+        )
     return done
 
 
@@ -192,8 +221,11 @@ def workspace_files(workspace: Path, memory: bool) -> list[str]:
     folder = workspace.expanduser() / "memory"
     done = []
     index = workspace.expanduser() / RECALL_INDEX
-    gone = [path for path in (index, *(index.with_name(index.name + end) for end in ("-wal", "-shm", "-journal")))
-            if remove(path)]
+    gone = [
+        path
+        for path in (index, *(index.with_name(index.name + end) for end in ("-wal", "-shm", "-journal")))
+        if remove(path)
+    ]
     if gone:
         done.append(f"removed {index} (the recall tool's search index of the sessions and notes)")
     for name, holds in BOOKKEEPING.items():
@@ -211,8 +243,10 @@ def workspace_files(workspace: Path, memory: bool) -> list[str]:
         if (line := drop_part(folder / "MEMORY.md")) is not None:
             done.append(line)
     elif notes or (folder / "MEMORY.md").exists():
-        done.append(f"kept the memory made for you: {len(notes)} daily note(s) in {folder} and MEMORY.md's part "
-                    "between its nanobot-summary markers (--memory removes them; your own lines stay)")
+        done.append(
+            f"kept the memory made for you: {len(notes)} daily note(s) in {folder} and MEMORY.md's part "
+            "between its nanobot-summary markers (--memory removes them; your own lines stay)"
+        )
     return done
 
 
@@ -240,8 +274,10 @@ def state_files() -> list[str]:
     """The state folder (the page's token and address, the embedded Redis's record, a waiting worker's note) and
     the cache folder (the model checks' answers), each removed whole."""
     done = []
-    for folder, holds in ((state_folder(), "the page's token and address, the embedded Redis's record, a waiting "
-                                           "worker's note"), (cache_folder(), "the model checks' answers")):
+    for folder, holds in (
+        (state_folder(), "the page's token and address, the embedded Redis's record, a waiting worker's note"),
+        (cache_folder(), "the model checks' answers"),
+    ):
         if folder.exists():
             names = sorted(entry.name for entry in folder.iterdir())
             shutil.rmtree(folder)
@@ -267,4 +303,3 @@ def remove(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
-

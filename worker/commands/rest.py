@@ -40,12 +40,15 @@ async def run(args: argparse.Namespace) -> int:
                 print(f"{key}: not resting (the rest ran out, or a job ended it)")
                 continue
             if ended.paused:
-                print(f"{key}: pause ended ({ended.reason}); nanobot's trigger queues its jobs again from its next "
-                      "turn")
+                print(
+                    f"{key}: pause ended ({ended.reason}); nanobot's trigger queues its jobs again from its next turn"
+                )
                 continue
-            print(f"{key}: rest ended (it was to last until {moment_text(ended.until, tz, utcnow())}, after "
-                  f"{ended.failures} failure(s) in a row: {ended.reason}); nanobot's trigger queues its jobs again "
-                  "from its next turn")
+            print(
+                f"{key}: rest ended (it was to last until {moment_text(ended.until, tz, utcnow())}, after "
+                f"{ended.failures} failure(s) in a row: {ended.reason}); nanobot's trigger queues its jobs again "
+                "from its next turn"
+            )
     finally:
         await close_client(redis)
     return 0
@@ -69,8 +72,10 @@ async def pause(args: argparse.Namespace) -> int:
     try:
         for key in dict.fromkeys(args.keys):
             await budget.pause(redis, key, "paused by `nanobot-summary rest`")
-            print(f"{key}: paused: nanobot's trigger, the idle check and the daily run queue no summary for it until "
-                  f"`nanobot-summary end-rest {key}`")
+            print(
+                f"{key}: paused: nanobot's trigger, the idle check and the daily run queue no summary for it until "
+                f"`nanobot-summary end-rest {key}`"
+            )
     finally:
         await close_client(redis)
     return 0

@@ -41,8 +41,10 @@ def lower_priority(by: int) -> int:
 
 def run_worker(args: argparse.Namespace) -> int:
     """`nanobot-summary run`: check the set-up (one line per problem, exit code 2), then run the worker."""
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s [%(job)s] %(message)s",
+    )
     quiet_and_redacted()
     try:
         settings = load_settings()
@@ -51,8 +53,9 @@ def run_worker(args: argparse.Namespace) -> int:
     except (SettingsError, NanobotConfigError) as exc:
         return refuse(exc)
     problem = redis_at_start(settings, args.no_embedded_redis)
-    if problem is not None and (args.no_embedded_redis or port_taken(settings.redis_url)
-                                or not problem.endswith(REDIS_ABSENT)):
+    if problem is not None and (
+        args.no_embedded_redis or port_taken(settings.redis_url) or not problem.endswith(REDIS_ABSENT)
+    ):
         # A server that is there but refuses us (password, ACL, database) is never replaced by an embedded one.
         return refuse(problem)
     # Redis first, then nanobot's first turn: while the worker waits for it, the Redis it serves answers, and doctor
@@ -83,8 +86,9 @@ def run_worker(args: argparse.Namespace) -> int:
 def served_redis_problem(settings: Settings) -> str | None:
     """Why the instance's Redis (its namespace known now) cannot serve it: the probe reads the instance's own key (an
     ACL user of another instance fails there, before any other command is refused by its rules), then its version."""
-    return (redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options())
-            or version_problem(server_version(settings.redis_url, **settings.redis_options())))
+    return redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()) or version_problem(
+        server_version(settings.redis_url, **settings.redis_options())
+    )
 
 
 def nanobots_deps(settings: Settings) -> Deps:
@@ -104,8 +108,11 @@ def redis_at_start(settings: Settings, no_embedded: bool) -> str | None:
         log.warning("%s (killed before it could stop it)", adopted)
     problem = redis_problem(settings.redis_url, keys=None, **settings.redis_options())  # the namespace comes later
     if problem is None and (owner := embedded_owner(settings.redis_url)):
-        log.warning("Redis at %s is %s: this worker uses it; set REDIS_URL to use your own",
-                    redacted_url(settings.redis_url), owner)
+        log.warning(
+            "Redis at %s is %s: this worker uses it; set REDIS_URL to use your own",
+            redacted_url(settings.redis_url),
+            owner,
+        )
     return problem
 
 
@@ -118,9 +125,14 @@ def refuse(problem: object) -> int:
 def embedded_redis(settings: Settings) -> Callable[[], None]:
     """Start a redis-server at REDIS_URL (none answers there) and say so; returns what stops it."""
     embedded = start_recorded(settings.redis_url)
-    log.warning("Redis at %s did not answer: started an embedded redis-server there (pid %s, no persistence; "
-                "data in %s, removed on exit; it stops with this worker, however it ends). Set REDIS_URL to use "
-                "your own.", redacted_url(settings.redis_url), embedded.process.pid, embedded.directory)
+    log.warning(
+        "Redis at %s did not answer: started an embedded redis-server there (pid %s, no persistence; "
+        "data in %s, removed on exit; it stops with this worker, however it ends). Set REDIS_URL to use "
+        "your own.",
+        redacted_url(settings.redis_url),
+        embedded.process.pid,
+        embedded.directory,
+    )
     return lambda: stop_recorded(embedded)
 
 
@@ -135,9 +147,15 @@ def run_reloading(verbose: bool) -> int:
     os.environ["NANOBOT_SUMMARY_NICENESS"] = "0"  # watchfiles starts it with this process's environment
     # A worker's shutdown closes its Redis pool and cancels its jobs: on a busy machine that takes
     # longer than watchfiles' 5 s, whose SIGKILL then takes this process down with a traceback.
-    run_process(root / "worker", root / "nanobot_hooks", target=shlex.join(child),
-                target_type="command", watch_filter=PythonFilter(), sigint_timeout=30,
-                sigkill_timeout=10)  # a loaded machine may take more than watchfiles' 1 s to reap a killed child
+    run_process(
+        root / "worker",
+        root / "nanobot_hooks",
+        target=shlex.join(child),
+        target_type="command",
+        watch_filter=PythonFilter(),
+        sigint_timeout=30,
+        sigkill_timeout=10,
+    )  # a loaded machine may take more than watchfiles' 1 s to reap a killed child
     return 0
 
 

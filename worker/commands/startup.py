@@ -34,8 +34,9 @@ def refuse(reason: object) -> int:
     return 2
 
 
-def run_command(main: Coroutine[Any, Any, int], *errors: type[Exception],
-                on_refusal: Callable[[], None] | None = None) -> int:
+def run_command(
+    main: Coroutine[Any, Any, int], *errors: type[Exception], on_refusal: Callable[[], None] | None = None
+) -> int:
     """Run a command's coroutine; a startup error (or one of `errors`) refused in one line, then `on_refusal`
     (e.g. the metrics a scrape still needs)."""
     try:

@@ -22,15 +22,21 @@ from worker.text.clock import zone_or_utc
 def as_json(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `--json` prints it: arq's health line as named numbers (liveness.health_fields), and a
     cost no price is known for as null (`cost` 0.0 of calls litellm has no price for would read as free)."""
+
     def priced(spend: dict[str, Any]) -> dict[str, Any]:
         unknown = spend["calls"] and spend["unpriced_calls"] == spend["calls"]
         return {**spend, "cost": None} if unknown else spend
 
     spend = state["spend"]
-    return {**state, "worker": liveness.health_fields(state["worker"]),
-            "spend": {"total": priced(spend["total"]),
-                      "sessions": {key: priced(value) for key, value in spend["sessions"].items()}},
-            "outcomes": [{**outcome, "spend": priced(outcome["spend"])} for outcome in state["outcomes"]]}
+    return {
+        **state,
+        "worker": liveness.health_fields(state["worker"]),
+        "spend": {
+            "total": priced(spend["total"]),
+            "sessions": {key: priced(value) for key, value in spend["sessions"].items()},
+        },
+        "outcomes": [{**outcome, "spend": priced(outcome["spend"])} for outcome in state["outcomes"]],
+    }
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -50,8 +56,18 @@ async def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         print(prometheus(state), end="")
     elif args.json:
-        print(json.dumps({"redis": redacted_url(settings.redis_url), "embedded_redis": owner,
-                          "namespace": settings.summary_namespace, **as_json(state)}, ensure_ascii=False, indent=2))
+        print(
+            json.dumps(
+                {
+                    "redis": redacted_url(settings.redis_url),
+                    "embedded_redis": owner,
+                    "namespace": settings.summary_namespace,
+                    **as_json(state),
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
     else:
         # The running worker's settings come from its own report (status_text); the shell's are not shown.
         print(f"Redis {redacted_url(settings.redis_url)}, namespace {settings.summary_namespace}, times in {tz.key}")

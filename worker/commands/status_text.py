@@ -41,8 +41,7 @@ def entry(head: str, parts: list[str], width: int, long: str = "", after: str = 
     text = " ".join([shown(head).replace(" ", _GLUE) + after, "; ".join(glued)]).strip()
     if long:
         text += (": " if glued else " ") + shown(long)
-    lines = textwrap.wrap(text, width=width, initial_indent="  ", subsequent_indent=INDENT,
-                          break_on_hyphens=False)
+    lines = textwrap.wrap(text, width=width, initial_indent="  ", subsequent_indent=INDENT, break_on_hyphens=False)
     return [line.replace(_GLUE, " ") for line in lines]
 
 
@@ -78,11 +77,16 @@ def beat(line: str, last: str | None = None) -> list[str]:
     says "put off or retried". The last beat is `last` when given (a worker's own report, in the named zone), else
     arq's zoneless stamp."""
     fields = health_fields(line) or {}
-    done = ", ".join(f"{fields[name]} {label}" for name, label in (
-        ("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "put off or retried")) if name in fields)
-    return [f"last beat {last or fields.get('last_beat', line)}",
-            f"jobs since it started, idle checks and scheduled ones included: {done}" if done else "",
-            f"{fields['jobs_running']} running" if "jobs_running" in fields else ""]
+    done = ", ".join(
+        f"{fields[name]} {label}"
+        for name, label in (("jobs_done", "done"), ("jobs_failed", "failed"), ("jobs_retried", "put off or retried"))
+        if name in fields
+    )
+    return [
+        f"last beat {last or fields.get('last_beat', line)}",
+        f"jobs since it started, idle checks and scheduled ones included: {done}" if done else "",
+        f"{fields['jobs_running']} running" if "jobs_running" in fields else "",
+    ]
 
 
 def plural(number: int, word: str) -> str:
@@ -119,21 +123,28 @@ def _on(value: Any) -> str:
 
 
 SETTING_WORDS = {  # how a running worker's setting reads, in the order shown
-    "auto_summary": lambda v: f"automatic summaries {_on(v)}", "summary_model": lambda v: f"model {v}",
+    "auto_summary": lambda v: f"automatic summaries {_on(v)}",
+    "summary_model": lambda v: f"model {v}",
     "summary_keep": lambda v: f"a summary keeps {keep_words(v)}",
     "summary_threshold": lambda v: f"summarizes at {float(v):.0%} of the window",
     "summary_interval": lambda v: f"or every {plural(int(v), 'user message')}" if v else "no message-count trigger",
     "summary_idle": lambda v: f"idle summaries {_on(v)}",
     "summary_idle_keep": lambda v: f"an idle summary keeps {keep_words(v)}",
     "summary_cache_ttl": lambda v: f"quiet after {float(v):g} s (the prompt cache's life)",
-    "summary_pickup": lambda v: {"now": "applied before the next turn",
-                                 "idle": "applied once the prompt cache is cold"}.get(v, f"pickup {v}"),
-    "memory_write": lambda v: {"idle": "MEMORY.md written once every session is quiet",
-                               "now": "MEMORY.md written as each job ends"}.get(v, f"MEMORY.md writes {v}"),
+    "summary_pickup": lambda v: {
+        "now": "applied before the next turn",
+        "idle": "applied once the prompt cache is cold",
+    }.get(v, f"pickup {v}"),
+    "memory_write": lambda v: {
+        "idle": "MEMORY.md written once every session is quiet",
+        "now": "MEMORY.md written as each job ends",
+    }.get(v, f"MEMORY.md writes {v}"),
     "memory_sessions": lambda v: f"MEMORY.md learns from {_sessions_words(v)}",
     "summary_recall": lambda v: f"recall tool {_on(v)}",
-    "summary_recall_scope": lambda v: {"session": "recall searches the asking session",
-                                       "trusted": "recall searches every trusted session"}.get(v, f"recall {v}"),
+    "summary_recall_scope": lambda v: {
+        "session": "recall searches the asking session",
+        "trusted": "recall searches every trusted session",
+    }.get(v, f"recall {v}"),
     "summary_context_window": lambda v: f"context window {int(v):,} tokens" if v else "nanobot's context window",
     "job_timeout": lambda v: f"a job may run {float(v):g} s",
 }
@@ -142,11 +153,13 @@ SETTING_WORDS = {  # how a running worker's setting reads, in the order shown
 def setting_parts(settings: dict[str, Any]) -> list[str]:
     """The running worker's settings as words; names this version does not know, or a value it cannot read,
     are shown as they come."""
+
     def said(name: str, value: Any) -> str:
         try:
             return str(SETTING_WORDS[name](value))
         except (KeyError, TypeError, ValueError):
             return f"{name} {_on(value) if value is not None else 'none'}"
+
     known = [said(name, settings[name]) for name in SETTING_WORDS if name in settings]
     return known + [said(name, value) for name, value in settings.items() if name not in SETTING_WORDS]
 
@@ -164,19 +177,38 @@ def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: da
         return moment_text(value, tz, moment)
 
     lines = _overview(state, width, at) + memory_lines(state, width)
-    for title, entries in (("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
-                           ("records waiting for nanobot to apply them",
-                            [_record(record, width, at) for record in state["pending_records"]]),
-                           ("records of another version, kept for the version that reads them",
-                            [entry(key, [], width, "written by another version of the worker; this one cannot read it",
-                                   after="") for key in state.get("other_version_records") or []]),
-                           ("damaged records, dropped by nanobot's hooks at the session's next turn",
-                            [entry(key, [], width, "no record of any version (not JSON)", after="")
-                             for key in state.get("damaged_records") or []]),
-                           ("sessions resting (a failed or fruitless job) or paused (the trigger waits)",
-                            [_rest(rest, width, at) for rest in state["resting"]]),
-                           ("last job per session", [_outcome(outcome, state["spend"]["sessions"].get(
-                               outcome["session_key"]), width, at) for outcome in state["outcomes"]])):
+    for title, entries in (
+        ("jobs in flight", [_job(job, width) for job in state["in_flight"]]),
+        (
+            "records waiting for nanobot to apply them",
+            [_record(record, width, at) for record in state["pending_records"]],
+        ),
+        (
+            "records of another version, kept for the version that reads them",
+            [
+                entry(key, [], width, "written by another version of the worker; this one cannot read it", after="")
+                for key in state.get("other_version_records") or []
+            ],
+        ),
+        (
+            "damaged records, dropped by nanobot's hooks at the session's next turn",
+            [
+                entry(key, [], width, "no record of any version (not JSON)", after="")
+                for key in state.get("damaged_records") or []
+            ],
+        ),
+        (
+            "sessions resting (a failed or fruitless job) or paused (the trigger waits)",
+            [_rest(rest, width, at) for rest in state["resting"]],
+        ),
+        (
+            "last job per session",
+            [
+                _outcome(outcome, state["spend"]["sessions"].get(outcome["session_key"]), width, at)
+                for outcome in state["outcomes"]
+            ],
+        ),
+    ):
         lines += ["", f"{title}: {len(entries) or 'none'}"] + [line for one in entries for line in one]
     # A session's spend is told in its last job's entry; only the sessions without one get their own.
     listed = {outcome["session_key"] for outcome in state["outcomes"]}
@@ -191,8 +223,14 @@ def _overview(state: dict[str, Any], width: int, at: At) -> list[str]:
     health = state["worker"]
     # The newest live worker's own report dates its beat in UTC; arq's line is in the worker's local time, unnamed.
     beats = [report["heartbeat_at"] for report in state["workers"] if not report["dead"] and report.get("heartbeat_at")]
-    lines = entry("worker:", ["alive", *beat(health, at(beats[0]) if beats else None)] if health else
-                  ["NOT RUNNING: no health report (a live worker sends one every 30 s)"], width, after="")
+    lines = entry(
+        "worker:",
+        ["alive", *beat(health, at(beats[0]) if beats else None)]
+        if health
+        else ["NOT RUNNING: no health report (a live worker sends one every 30 s)"],
+        width,
+        after="",
+    )
     if state["worker_settings"] is not None:
         lines += entry("running with:", setting_parts(state["worker_settings"]), width, after="")
     elif health:
@@ -200,22 +238,43 @@ def _overview(state: dict[str, Any], width: int, at: At) -> list[str]:
     for report in state["workers"]:
         if report["dead"]:  # a dead worker a restarted one replaced is no longer news
             ended = "its process ended" if report.get("ended") else "it did not stop cleanly"
-            lines += entry(f"worker {report['host']}:{report['pid']}:", [
-                f"STALE, silent for {duration(report['silent_seconds'] or 0)}", ended], width, after="")
+            lines += entry(
+                f"worker {report['host']}:{report['pid']}:",
+                [f"STALE, silent for {duration(report['silent_seconds'] or 0)}", ended],
+                width,
+                after="",
+            )
     for mismatch in state.get("versions") or []:  # nanobot's hooks and the worker of different versions
         head = "VERSION MISMATCH:" if mismatch["serious"] else "versions differ:"
-        lines += entry(head, [], width, f"{mismatch['what']} (nanobot {mismatch['nanobot']}); fix: {mismatch['fix']}",
-                       after="")
+        lines += entry(
+            head, [], width, f"{mismatch['what']} (nanobot {mismatch['nanobot']}); fix: {mismatch['fix']}", after=""
+        )
     stale = sum(1 for job in state["in_flight"] if job["stale"])
     flying = f"{len(state['in_flight'])} in flight" + (f" ({stale} stale)" if stale else "")
-    lines += entry("queue:", [f"{plural(state['queued'], 'job')} waiting",
-                              f"{state['deferred']} of them deferred to a retry",
-                              f"{plural(state['idle_checks'], 'idle check')} waiting", flying], width, after="")
+    lines += entry(
+        "queue:",
+        [
+            f"{plural(state['queued'], 'job')} waiting",
+            f"{state['deferred']} of them deferred to a retry",
+            f"{plural(state['idle_checks'], 'idle check')} waiting",
+            flying,
+        ],
+        width,
+        after="",
+    )
     total = state["spend"]["total"]
     lines += entry("nanobot's pickups:", [counts(state["pickups"])], width, after="")
-    lines += entry("summarizing so far:", [plural(total["calls"], "call"), f"{total['prompt_tokens']:,} prompt tokens",
-                                           f"{total['completion_tokens']:,} completion tokens", money(total)],
-                   width, after="")
+    lines += entry(
+        "summarizing so far:",
+        [
+            plural(total["calls"], "call"),
+            f"{total['prompt_tokens']:,} prompt tokens",
+            f"{total['completion_tokens']:,} completion tokens",
+            money(total),
+        ],
+        width,
+        after="",
+    )
     return [line[2:] for line in lines]  # the overview starts at the margin; entries below are indented
 
 
@@ -223,8 +282,11 @@ def memory_lines(state: dict[str, Any], width: int) -> list[str]:
     """Where the daily notes and long-term facts are off or run on the fallback, and why
     (worker.state.formats.memory_off)."""
     reasons = memory_off(state.get("answer_formats") or {}, state["outcomes"])
-    return [line[2:] for reason in reasons
-            for line in entry("MEMORY OFF:" if "wrote no notes" in reason else "MEMORY:", [], width, reason, after="")]
+    return [
+        line[2:]
+        for reason in reasons
+        for line in entry("MEMORY OFF:" if "wrote no notes" in reason else "MEMORY:", [], width, reason, after="")
+    ]
 
 
 def _job(job: dict[str, Any], width: int) -> list[str]:
@@ -236,18 +298,30 @@ def _job(job: dict[str, Any], width: int) -> list[str]:
 
 
 def _record(record: dict[str, Any], width: int, at: At) -> list[str]:
-    return entry(record["session"], [f"made {at(record['created_at'])}", f"trigger {record['reason']}",
-                                     f"covers messages {record['start']}..{record['boundary'] - 1}",
-                                     arrow("tokens", record["tokens_before"], record["tokens_after"]),
-                                     arrow("messages", record["messages_before"], record["messages_after"])], width)
+    return entry(
+        record["session"],
+        [
+            f"made {at(record['created_at'])}",
+            f"trigger {record['reason']}",
+            f"covers messages {record['start']}..{record['boundary'] - 1}",
+            arrow("tokens", record["tokens_before"], record["tokens_after"]),
+            arrow("messages", record["messages_before"], record["messages_after"]),
+        ],
+        width,
+    )
 
 
 def _rest(rest: dict[str, Any], width: int, at: At) -> list[str]:
     if rest.get("paused"):
-        return entry(rest["session"], ["paused until resumed", f"nanobot-summary end-rest {rest['session']}"], width,
-                     rest["reason"])
-    return entry(rest["session"], [f"until {at(rest['until'])}",
-                                   f"{rest['failures']} failures in a row"], width, rest["reason"])
+        return entry(
+            rest["session"],
+            ["paused until resumed", f"nanobot-summary end-rest {rest['session']}"],
+            width,
+            rest["reason"],
+        )
+    return entry(
+        rest["session"], [f"until {at(rest['until'])}", f"{rest['failures']} failures in a row"], width, rest["reason"]
+    )
 
 
 def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int, at: At) -> list[str]:
@@ -259,13 +333,18 @@ def _outcome(outcome: dict[str, Any], session: dict[str, Any] | None, width: int
     took += f" (try {outcome['job_try']})" if took and outcome["job_try"] > 1 else ""
     if outcome.get("unknown"):  # written by another version of the worker
         status += f" (another version's: this one does not know its {outcome['unknown']})"
-    parts = [at(outcome["finished_at"]), f"trigger {outcome['reason']}",
-             arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
-             arrow("messages", outcome["messages_before"], outcome["messages_after"]), outcome["model"],
-             plural(spend["calls"], "call") if spend["calls"] else "",
-             f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
-             money(spend) if spend["calls"] else "",
-             took, _all_jobs(spend, session)]
+    parts = [
+        at(outcome["finished_at"]),
+        f"trigger {outcome['reason']}",
+        arrow("tokens", outcome["tokens_before"], outcome["tokens_after"]),
+        arrow("messages", outcome["messages_before"], outcome["messages_after"]),
+        outcome["model"],
+        plural(spend["calls"], "call") if spend["calls"] else "",
+        f"{spend['prompt_tokens'] + spend['completion_tokens']:,} tokens" if spend["calls"] else "",
+        money(spend) if spend["calls"] else "",
+        took,
+        _all_jobs(spend, session),
+    ]
     # The status after the key, the moment the first part: at 80 columns a long key and the two glued together
     # would push the status to the next line.
     return entry(outcome["session_key"], parts, width, outcome["detail"], after=f" - {status}")
@@ -280,6 +359,14 @@ def _all_jobs(last: dict[str, Any], session: dict[str, Any] | None) -> str:
 
 
 def _spend(key: str, spend: dict[str, Any], width: int) -> list[str]:
-    return entry(key, [plural(spend["calls"], "call"), f"{spend['prompt_tokens']:,} prompt tokens",
-                       f"{spend['completion_tokens']:,} completion tokens", f"{spend['cached_tokens']:,} cached",
-                       money(spend)], width)
+    return entry(
+        key,
+        [
+            plural(spend["calls"], "call"),
+            f"{spend['prompt_tokens']:,} prompt tokens",
+            f"{spend['completion_tokens']:,} completion tokens",
+            f"{spend['cached_tokens']:,} cached",
+            money(spend),
+        ],
+        width,
+    )

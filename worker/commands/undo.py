@@ -108,8 +108,10 @@ def signing_key(path: Path) -> bytes:
     try:
         return record_key(path.parent)
     except (OSError, ValueError) as exc:
-        raise Refused(f"the instance's record key cannot be read ({exc}): a running nanobot could not be told, "
-                      "so nothing was undone") from None
+        raise Refused(
+            f"the instance's record key cannot be read ({exc}): a running nanobot could not be told, "
+            "so nothing was undone"
+        ) from None
 
 
 async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: int) -> list[str]:
@@ -120,30 +122,39 @@ async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: i
     deadline = time.monotonic() + NANOBOT_WAIT_SECONDS
     while (waiting := await load_record(redis, undo.session_key)) is not None and waiting.stamp == undo.stamp:
         if time.monotonic() > deadline:
-            return [f"sent the undo to the running nanobot ({listening} process(es) listening): none took it in "
-                    f"{NANOBOT_WAIT_SECONDS:.0f} s, so none holds the session in memory now (the file is what it will "
-                    "read), or a turn of it is running (the undo is applied when that turn ends)"]
+            return [
+                f"sent the undo to the running nanobot ({listening} process(es) listening): none took it in "
+                f"{NANOBOT_WAIT_SECONDS:.0f} s, so none holds the session in memory now (the file is what it will "
+                "read), or a turn of it is running (the undo is applied when that turn ends)"
+            ]
         await asyncio.sleep(0.1)
     head = await asyncio.to_thread(read_line_one, path)
     if summary_text(head.get("metadata")) or watermark_of(head):
-        raise Refused("the running nanobot's session has another summary since (a new one, or nanobot's own "
-                      "compaction): that one was not undone; run undo again to undo it")
+        raise Refused(
+            "the running nanobot's session has another summary since (a new one, or nanobot's own "
+            "compaction): that one was not undone; run undo again to undo it"
+        )
     return ["the running nanobot that holds the session undid it there too (its next turn sends every message)"]
 
 
 async def undoable_record(redis: ArqRedis, keys: Keys, key: str) -> SummaryRecord | None:
     """The record waiting for `key` (None: none waits); Refused while a job is queued or running (it would store a
     record over the undone state) or when the record cannot be read."""
-    if await redis.exists(in_progress_key_prefix + keys.job_id(key)) or \
-            await redis.zscore(keys.queue, keys.job_id(key)) is not None:
-        raise Refused(f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), "
-                      "then run this again")
+    if (
+        await redis.exists(in_progress_key_prefix + keys.job_id(key))
+        or await redis.zscore(keys.queue, keys.job_id(key)) is not None
+    ):
+        raise Refused(
+            f"a summary job for {key!r} is queued or running: let it end (nanobot-summary status), then run this again"
+        )
     record = await read_waiting_record(redis, key)
     if isinstance(record, str):
         what = "damaged" if record == DAMAGED else "another version's, which this version cannot read"
-        raise Refused(f"the summary record waiting for {key!r} is {what}: nothing was undone; upgrade nanobot's "
-                      "hooks and the worker to one version (a damaged one is dropped at the session's next "
-                      "turn), then run this again")
+        raise Refused(
+            f"the summary record waiting for {key!r} is {what}: nothing was undone; upgrade nanobot's "
+            "hooks and the worker to one version (a damaged one is dropped at the session's next "
+            "turn), then run this again"
+        )
     return record
 
 
@@ -192,8 +203,9 @@ def forget_facts(key: str, dry_run: bool) -> list[str]:
         nanobot = NanobotConfig.load(settings.config_path)
     except NanobotConfigError as exc:
         raise Refused(str(exc)) from None
-    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace,
-                         zone_or_utc(settings.summary_timezone or nanobot.timezone).key)
+    memory = MemoryFiles(
+        settings.summary_workspace or nanobot.workspace, zone_or_utc(settings.summary_timezone or nanobot.timezone).key
+    )
     removed = memory.forget(key, dry_run)
     return [f"removed from MEMORY.md: {text}" for text in removed] or ["no fact of this session in MEMORY.md"]
 

@@ -77,8 +77,7 @@ def requirements(dist: metadata.Distribution, extras: frozenset[str]) -> list[Re
         except InvalidRequirement:
             continue
         marker = requirement.marker
-        if marker is None or any(marker.evaluate({"extra": extra})
-                                 for extra in (extras or {""})):
+        if marker is None or any(marker.evaluate({"extra": extra}) for extra in (extras or {""})):
             found.append(requirement)
     return found
 
@@ -101,8 +100,10 @@ def wheel_of(dist: metadata.Distribution, out: Path) -> Path:
         if text is not None:
             entries[f"{info}/{kept}"] = text.encode("utf-8")
     pure = "true" if all(tag.endswith("-none-any") for tag in tags) else "false"
-    entries[f"{info}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: nanobot-summary\nRoot-Is-Purelib: "
-                                f"{pure}\n" + "".join(f"Tag: {tag}\n" for tag in tags)).encode("utf-8")
+    entries[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: nanobot-summary\nRoot-Is-Purelib: "
+        f"{pure}\n" + "".join(f"Tag: {tag}\n" for tag in tags)
+    ).encode("utf-8")
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
     for relative, data in entries.items():
@@ -140,16 +141,23 @@ def installed_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
 
 
 def skipped_file(parts: tuple[str, ...]) -> bool:
-    return (not parts or parts[0] == ".." or parts[0].endswith((".dist-info", ".egg-info")) or "__pycache__" in parts
-            or parts[-1].endswith((".pyc", ".pth")))
+    return (
+        not parts
+        or parts[0] == ".."
+        or parts[0].endswith((".dist-info", ".egg-info"))
+        or "__pycache__" in parts
+        or parts[-1].endswith((".pyc", ".pth"))
+    )
 
 
 def editable_files(dist: metadata.Distribution) -> Iterator[tuple[str, Path]]:
     """The packages of an editable install, from where they are imported: its top_level.txt, else the packages
     its entry points name, else its own name."""
-    names = ((dist.read_text("top_level.txt") or "").split()
-             or sorted({entry.value.split(".")[0].split(":")[0] for entry in dist.entry_points})
-             or [re.sub(r"[-.]+", "_", dist.metadata["Name"])])
+    names = (
+        (dist.read_text("top_level.txt") or "").split()
+        or sorted({entry.value.split(".")[0].split(":")[0] for entry in dist.entry_points})
+        or [re.sub(r"[-.]+", "_", dist.metadata["Name"])]
+    )
     for top in names:
         spec = importlib.util.find_spec(top)
         if spec is None:

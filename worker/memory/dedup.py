@@ -104,8 +104,9 @@ def find_duplicate(norm: str, choices: Sequence[str], threshold: float = DEFAULT
     """Index of a choice (normalized) that `norm` duplicates, or None."""
     if not norm:
         return None
-    matches = process.extract(norm, choices, scorer=fuzz.ratio, processor=None,
-                              score_cutoff=threshold * 100, limit=None)
+    matches = process.extract(
+        norm, choices, scorer=fuzz.ratio, processor=None, score_cutoff=threshold * 100, limit=None
+    )
     signature = _signature(norm)
     for _, _, index in sorted(matches, key=lambda m: -m[1]):
         if choices[index] == norm or _signature(choices[index]) == signature:
@@ -129,23 +130,36 @@ def near_matches(norm: str, choices: Sequence[str], limit: int = 3, threshold: f
     order, and a part counts (a fact's few words find it)."""
     if not norm or not choices:
         return []
-    found = process.extract(norm, choices, scorer=fuzz.token_set_ratio, processor=None, limit=limit,
-                            score_cutoff=threshold * 100)
+    found = process.extract(
+        norm, choices, scorer=fuzz.token_set_ratio, processor=None, limit=limit, score_cutoff=threshold * 100
+    )
     return [int(index) for _, _, index in found]
 
 
 # The keyword rules (a score >= 2 is important), in English, Chinese, Japanese and Korean.
 # English words match whole (so "api" is not found in "rapid"); CJK words anywhere (they have no spaces).
 _RULES: dict[str, tuple[int, str, str]] = {
-    "remember": (3, r"remember(?:ed|s)?|memori[sz]e|note that|keep in mind|do(?:n'?t| not) forget",
-                 "记住|记录|记得|别忘|別忘|記住|記得|覚えて|覚えておい|忘れない|メモして|기억|잊지"),
-    "configuration": (2, r"api|config\w*|settings?|set up|setup|env(?:ironment)? var\w*|keys?|tokens?"
-                         r"|endpoints?|ports?|credentials?",
-                      "配置|密钥|设置|設置|设定|環境変数|設定|構成|キー|トークン|설정|구성|환경 ?변수|키|토큰"),
-    "preferences": (1, r"prefer\w*|likes?|liked|loves?|hates?|dislikes?|styles?|models?|favou?rites?|always|never",
-                    "喜欢|喜歡|偏好|风格|風格|模型|习惯|習慣|讨厌|好き|好み|嫌い|スタイル|モデル|좋아|선호|싫어|스타일|모델"),
-    "solutions": (2, r"problems?|solved|solutions?|solves?|fix\w*|bugs?|resolved|workarounds?|errors?",
-                  "问题|問題|解决|解決|修复|修復|报错|錯誤|错误|バグ|修正|エラー|문제|해결|수정|버그|오류|에러"),
+    "remember": (
+        3,
+        r"remember(?:ed|s)?|memori[sz]e|note that|keep in mind|do(?:n'?t| not) forget",
+        "记住|记录|记得|别忘|別忘|記住|記得|覚えて|覚えておい|忘れない|メモして|기억|잊지",
+    ),
+    "configuration": (
+        2,
+        r"api|config\w*|settings?|set up|setup|env(?:ironment)? var\w*|keys?|tokens?"
+        r"|endpoints?|ports?|credentials?",
+        "配置|密钥|设置|設置|设定|環境変数|設定|構成|キー|トークン|설정|구성|환경 ?변수|키|토큰",
+    ),
+    "preferences": (
+        1,
+        r"prefer\w*|likes?|liked|loves?|hates?|dislikes?|styles?|models?|favou?rites?|always|never",
+        "喜欢|喜歡|偏好|风格|風格|模型|习惯|習慣|讨厌|好き|好み|嫌い|スタイル|モデル|좋아|선호|싫어|스타일|모델",
+    ),
+    "solutions": (
+        2,
+        r"problems?|solved|solutions?|solves?|fix\w*|bugs?|resolved|workarounds?|errors?",
+        "问题|問題|解决|解決|修复|修復|报错|錯誤|错误|バグ|修正|エラー|문제|해결|수정|버그|오류|에러",
+    ),
 }
 # Latin-letter lookarounds, not \b: "API密钥" has no word boundary between "I" and "密".
 _RULE_PATTERNS = {

@@ -55,8 +55,9 @@ class Elsewhere:
         return bool(self.notes or self.passages or self.unarchived)
 
 
-def where_else(workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str, remove: bool = False,
-               unarchived: bool = False) -> Elsewhere:
+def where_else(
+    workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str, remove: bool = False, unarchived: bool = False
+) -> Elsewhere:
     """Elsewhere for `text` in `workspace`; with `remove`, its note lines are taken out of the day files and its
     passages out of the recall index, the archived messages' kept out of it for good, and so are the messages no
     summary covered yet (the index's tombstones: nanobot's session files still hold them, and a rebuild, a

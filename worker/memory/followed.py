@@ -83,8 +83,11 @@ class Followed(Generic[T]):
             data = text.encode("utf-8")
             if now is None or seen is None or (seen.stamp != before and not grew(seen.stamp, now)):
                 self._seen.pop(path, None)
-            elif seen.stamp == before and (before is None or before[0] == now[0]) \
-                    and now[1] == (before[1] if before else 0) + len(data):
+            elif (
+                seen.stamp == before
+                and (before is None or before[0] == now[0])
+                and now[1] == (before[1] if before else 0) + len(data)
+            ):
                 self._extend(seen.parsed, text)
                 self._remember(path, Seen(now, seen.parsed, (seen.edge + data)[-EDGE:]))
 
@@ -107,7 +110,7 @@ class Followed(Generic[T]):
         read_as = (info.st_ino, info.st_size, info.st_mtime_ns)
         if not data.startswith(seen.edge) or not data.endswith(b"\n") or stamp(path) != read_as:
             return False  # an edit in the known part, an append under way: read it whole
-        self._extend(seen.parsed, data[len(seen.edge):].decode("utf-8", errors="replace"))
+        self._extend(seen.parsed, data[len(seen.edge) :].decode("utf-8", errors="replace"))
         self._remember(path, Seen(read_as, seen.parsed, data[-EDGE:]))
         return True
 

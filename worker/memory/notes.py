@@ -75,11 +75,14 @@ class Span:
     def marker(self) -> str:
         def field(value: str | None) -> str:
             return quote_key(value) if value else "-"
+
         at = f" at={self.at[0]}-{self.at[1]}" if self.at else ""
         gen = f" gen={self.generation}" if self.generation else ""
         by = " by=fallback" if self.fallback else ""
-        return (f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
-                f" last={field(self.last)}{at}{gen}{by} digest={self.digest} -->")
+        return (
+            f"<!-- nanobot-summary:notes session={field(self.session)} first={field(self.first)}"
+            f" last={field(self.last)}{at}{gen}{by} digest={self.digest} -->"
+        )
 
 
 class Noted(NamedTuple):
@@ -109,8 +112,9 @@ def note_items(note: DailyNotes) -> dict[str, list[str]]:
     for part in NOTE_FIELDS:
         values = getattr(note, part)
         if part == "technical_issues":
-            lines = [f"{clean(v.problem)} → {clean(v.solution)}" if clean(v.solution) else clean(v.problem)
-                     for v in values]
+            lines = [
+                f"{clean(v.problem)} → {clean(v.solution)}" if clean(v.solution) else clean(v.problem) for v in values
+            ]
         else:
             lines = [clean(v) for v in values]
         items[part] = [line for line in lines if line]
@@ -125,9 +129,17 @@ def digest(items: dict[str, list[str]]) -> str:
 def _span(match: re.Match[str]) -> Span:
     def value(raw: str) -> str | None:
         return None if raw == "-" else unquote(raw)
+
     at = (int(match["at_first"]), int(match["at_last"])) if match["at_first"] else None
-    return Span(value(match["session"]) or "", value(match["first"]), value(match["last"]), match["digest"], at,
-                int(match["gen"] or 0), match["by"] == "fallback")
+    return Span(
+        value(match["session"]) or "",
+        value(match["first"]),
+        value(match["last"]),
+        match["digest"],
+        at,
+        int(match["gen"] or 0),
+        match["by"] == "fallback",
+    )
 
 
 def marker_session(line: str) -> str | None:
@@ -207,8 +219,15 @@ def note_date(note: DailyNotes, tz: ZoneInfo) -> str:
     return (moment or datetime.now(tz)).date().isoformat()
 
 
-def section(note: DailyNotes, session: str, language: str, existing: DayText, tz: ZoneInfo,
-            threshold: float = DEFAULT_THRESHOLD, held: DayText | None = None) -> str:
+def section(
+    note: DailyNotes,
+    session: str,
+    language: str,
+    existing: DayText,
+    tz: ZoneInfo,
+    threshold: float = DEFAULT_THRESHOLD,
+    held: DayText | None = None,
+) -> str:
     """The text to append to a day file holding `existing`, or "" when this span is already noted (in the
     day file, or in the markers `held` beside it).
 
@@ -219,10 +238,12 @@ def section(note: DailyNotes, session: str, language: str, existing: DayText, tz
     items = note_items(note)
     if not any(items.values()):
         raise NothingNoted(f"{session}: no notes for the span of {note.date}; it stays un-noted")
-    at = (note.first_position, note.last_position) if note.first_position is not None \
-        and note.last_position is not None else None
-    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at, note.generation,
-                note.verbatim)
+    at = (
+        (note.first_position, note.last_position)
+        if note.first_position is not None and note.last_position is not None
+        else None
+    )
+    span = Span(session, note.first_timestamp, note.last_timestamp, digest(items), at, note.generation, note.verbatim)
     if any(span.same(old) for day in (existing, held or DayText()) for old in day.spans.get(session, [])):
         return ""
     known = list(existing.items.get(session, []))
@@ -270,8 +291,14 @@ def has_notes(note: DailyNotes) -> bool:
     return any(note_items(note).values())
 
 
-def append_notes(memory_dir: Path, session: str, notes: list[DailyNotes], language: str, tz: ZoneInfo,
-                 threshold: float = DEFAULT_THRESHOLD) -> int:
+def append_notes(
+    memory_dir: Path,
+    session: str,
+    notes: list[DailyNotes],
+    language: str,
+    tz: ZoneInfo,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> int:
     """Appends each note that holds an item to its day's file; returns how many sections were added (markers alone
     count not). A note without items writes nothing, no marker either: its span stays un-noted."""
     memory_dir.mkdir(parents=True, exist_ok=True)
@@ -309,9 +336,12 @@ def noted_spans(memory_dir: Path, session_key: str, date: str, generation: int =
     notes (EMPTY_DIGEST, which older versions wrote for a model's empty answer) does not count: those messages
     were never noted, and are asked for again."""
     path = day_path(memory_dir, date)
-    return [Noted(span.first or span.last or "", span.last or span.first or "", span.at)
-            for day in (DAYS.get(path), DAYS.get(held_path(path))) for span in day.spans.get(session_key, [])
-            if (span.first or span.last) and span.generation == generation and span.digest != EMPTY_DIGEST]
+    return [
+        Noted(span.first or span.last or "", span.last or span.first or "", span.at)
+        for day in (DAYS.get(path), DAYS.get(held_path(path)))
+        for span in day.spans.get(session_key, [])
+        if (span.first or span.last) and span.generation == generation and span.digest != EMPTY_DIGEST
+    ]
 
 
 def count_spans(memory_dir: Path, since: float = 0.0) -> tuple[int, int]:
@@ -356,8 +386,10 @@ def _before(one: str, other: str) -> bool:
 
 
 # Words that say nothing of what a fact is about: a note line need not repeat them to hold the fact.
-_COMMON = frozenset("a an and are as at be been by for from has have he her his i in is it its my of on or our she "
-                    "that the their them they this to user users was were with you your".split())
+_COMMON = frozenset(
+    "a an and are as at be been by for from has have he her his i in is it its my of on or our she "
+    "that the their them they this to user users was were with you your".split()
+)
 
 
 def key_words(text: str) -> frozenset[str]:

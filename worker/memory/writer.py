@@ -39,8 +39,9 @@ class MemoryResult:
         if self.notes_fallback and not by_model:
             said = "notes: fallback (the model's answer had no notes)"
         elif self.notes_fallback:
-            said = (f"notes +{by_model} sections, +{self.notes_fallback} by the fallback (the model's answer had no "
-                    "notes)")
+            said = (
+                f"notes +{by_model} sections, +{self.notes_fallback} by the fallback (the model's answer had no notes)"
+            )
         elif self.notes_missing and not self.notes_sections:
             said = "notes: none yet (the model's answer had no notes; asked again at the next run)"
         else:
@@ -54,8 +55,10 @@ class MemoryResult:
             return f"{self.notes()}; {self.facts_held} facts held for MEMORY.md: {self.held_why}"
         if self.facts_held:
             return f"{self.notes()}; {self.facts_held} facts held for MEMORY.md until no session is active"
-        return (f"{self.notes()}; facts +{self.facts_added} added, "
-                f"{self.facts_replaced} replaced, {self.facts_skipped} skipped, {self.facts_evicted} evicted")
+        return (
+            f"{self.notes()}; facts +{self.facts_added} added, "
+            f"{self.facts_replaced} replaced, {self.facts_skipped} skipped, {self.facts_evicted} evicted"
+        )
 
 
 def last_session_write(sessions_dir: Path | None) -> float | None:
@@ -88,8 +91,14 @@ def quiet(last_write: float | None, now: float, cache_ttl: float) -> bool:
 class MemoryFiles:
     """`<workspace>/memory/YYYY-MM-DD.md` and `<workspace>/memory/MEMORY.md`, shared safely by many workers."""
 
-    def __init__(self, workspace: Path, timezone: str = "UTC", max_facts: int = 300,
-                 threshold: float = DEFAULT_THRESHOLD, hold: bool = False) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        timezone: str = "UTC",
+        max_facts: int = 300,
+        threshold: float = DEFAULT_THRESHOLD,
+        hold: bool = False,
+    ) -> None:
         self.tz = zone(timezone)
         if max_facts < 1:
             raise ValueError("max_facts must be at least 1")
@@ -109,22 +118,37 @@ class MemoryFiles:
     def today(self) -> str:
         return datetime.now(self.tz).date().isoformat()
 
-    async def write(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
-                    sessions_dir: Path | None = None, cache_ttl: float = 0.0,
-                    asked: float | None = None) -> MemoryResult:
+    async def write(
+        self,
+        session_key: str,
+        day_notes: list[DailyNotes],
+        facts: list[Fact],
+        language: str,
+        sessions_dir: Path | None = None,
+        cache_ttl: float = 0.0,
+        asked: float | None = None,
+    ) -> MemoryResult:
         """Writes notes and facts (`asked`: when their model call was made, epoch seconds); file work and locks
         run in a thread, off the event loop.
 
         Raises MemoryFilesError for what the file system refused (the caller reports it)."""
         try:
-            return await asyncio.to_thread(self.write_now, session_key, day_notes, facts, language, sessions_dir,
-                                           cache_ttl, asked)
+            return await asyncio.to_thread(
+                self.write_now, session_key, day_notes, facts, language, sessions_dir, cache_ttl, asked
+            )
         except (OSError, Timeout) as exc:
             raise MemoryFilesError(str(exc) or type(exc).__name__) from exc
 
-    def write_now(self, session_key: str, day_notes: list[DailyNotes], facts: list[Fact], language: str,
-                  sessions_dir: Path | None = None, cache_ttl: float = 0.0,
-                  asked: float | None = None) -> MemoryResult:
+    def write_now(
+        self,
+        session_key: str,
+        day_notes: list[DailyNotes],
+        facts: list[Fact],
+        language: str,
+        sessions_dir: Path | None = None,
+        cache_ttl: float = 0.0,
+        asked: float | None = None,
+    ) -> MemoryResult:
         """Facts, then notes. Facts are held while a session of `sessions_dir` was written within `cache_ttl`
         seconds (or no folder is given), else merged at once with whatever was held before. Facts first: the
         notes' markers say which messages are done, so a write the disk refuses leaves their span un-noted and
@@ -146,8 +170,16 @@ class MemoryFiles:
                 held, why = len(facts), f"{exc}; they wait until it is writable again"
         sections = notes.append_notes(self.memory_dir, session_key, day_notes, language, self.tz, self.threshold)
         verbatim = sum(1 for note in day_notes if note.verbatim and notes.has_notes(note))
-        return MemoryResult(sections, stats.added, stats.replaced, stats.skipped, stats.evicted, held, why,
-                            notes_fallback=min(verbatim, sections))
+        return MemoryResult(
+            sections,
+            stats.added,
+            stats.replaced,
+            stats.skipped,
+            stats.evicted,
+            held,
+            why,
+            notes_fallback=min(verbatim, sections),
+        )
 
     def held_since(self) -> float | None:
         """When the oldest batch still waiting for MEMORY.md was held (epoch seconds), or None."""

@@ -16,6 +16,7 @@ from worker.text.language import CATEGORIES
 
 log = logging.getLogger("worker.model.answer")
 
+
 @dataclass
 class Answer:
     summary: str
@@ -26,23 +27,35 @@ class Answer:
 
 def _schema(with_summary: bool) -> dict[str, Any]:
     """The answer's JSON schema, strict-mode ready (every property required, nothing else allowed)."""
+
     def strict(properties: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "properties": properties, "required": list(properties),
-                "additionalProperties": False}
+        return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
     strings = {"type": "array", "items": {"type": "string"}}
-    note = strict({"date": {"type": "string"}, **{name: strings for name in TEXT_FIELDS},
-                   "technical_issues": {"type": "array", "items": strict(
-                       {"problem": {"type": "string"}, "solution": {"type": "string"}})}})
-    fact = strict({"text": {"type": "string"},
-                   "tag": {"type": "string", "enum": ["permanent", "durable", "ephemeral", "correction"]},
-                   "importance": {"type": "integer"},
-                   "category": {"type": "string", "enum": list(CATEGORIES)},
-                   "replaces": {"type": ["string", "null"]},
-                   "source": {"type": "string", "enum": list(SOURCES)}})
+    note = strict(
+        {
+            "date": {"type": "string"},
+            **{name: strings for name in TEXT_FIELDS},
+            "technical_issues": {
+                "type": "array",
+                "items": strict({"problem": {"type": "string"}, "solution": {"type": "string"}}),
+            },
+        }
+    )
+    fact = strict(
+        {
+            "text": {"type": "string"},
+            "tag": {"type": "string", "enum": ["permanent", "durable", "ephemeral", "correction"]},
+            "importance": {"type": "integer"},
+            "category": {"type": "string", "enum": list(CATEGORIES)},
+            "replaces": {"type": ["string", "null"]},
+            "source": {"type": "string", "enum": list(SOURCES)},
+        }
+    )
     summary = {"summary": {"type": "string"}} if with_summary else {}
-    return strict({**summary, "daily_notes": {"type": "array", "items": note},
-                   "facts": {"type": "array", "items": fact}})
+    return strict(
+        {**summary, "daily_notes": {"type": "array", "items": note}, "facts": {"type": "array", "items": fact}}
+    )
 
 
 # What a summarizing call answers, and what a notes-only call answers.
@@ -67,7 +80,7 @@ def _json_text(text: str) -> str | None:
     opening = _OPENING.match(text)
     if opening is None:
         return None
-    body = text[opening.end():]
+    body = text[opening.end() :]
     if opening.group("fence"):
         body = body.split("```", 1)[0]
     start = body.find("{")
@@ -76,7 +89,7 @@ def _json_text(text: str) -> str | None:
     body = body[start:]
     end = body.rfind("}")
     # Chatter after the object goes; a truncated object (no closing brace) is left for the repair.
-    return body[:end + 1] if end > 0 else body
+    return body[: end + 1] if end > 0 else body
 
 
 def opens_with_json(text: str) -> bool:

@@ -26,13 +26,32 @@ _ERROR = re.compile(
     r"|\{\s*\"error\"|错误[:：]|エラー[:：]|오류[:：])"
 )
 _PLACEHOLDERS = {
-    "", "n/a", "na", "none", "null", "nothing", "no summary", "summary unavailable", "summary", "todo", "tbd",
-    "placeholder", "empty", "unknown", "无", "暂无", "没有", "なし", "없음",
+    "",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "nothing",
+    "no summary",
+    "summary unavailable",
+    "summary",
+    "todo",
+    "tbd",
+    "placeholder",
+    "empty",
+    "unknown",
+    "无",
+    "暂无",
+    "没有",
+    "なし",
+    "없음",
 }
 # A list item that says there is nothing: "none", "No new facts", "nothing to note".
-_NOTHING = re.compile(r"^(?:none|nothing|no(?: new)? (?:facts?|notes?|topics?|decisions?|tasks?|issues?|preferences?"
-                      r"|insights?|items?|entries))(?: (?:to (?:note|add|report)|noted|worth (?:noting|keeping)"
-                      r"|today|yet|so far|found|mentioned))?$")
+_NOTHING = re.compile(
+    r"^(?:none|nothing|no(?: new)? (?:facts?|notes?|topics?|decisions?|tasks?|issues?|preferences?"
+    r"|insights?|items?|entries))(?: (?:to (?:note|add|report)|noted|worth (?:noting|keeping)"
+    r"|today|yet|so far|found|mentioned))?$"
+)
 _TEMPLATE = re.compile(r"^[\[<{(]\s*[\w\s.-]{0,40}\s*[\]>})]$")  # "[summary]", "<summary here>", "{summary}"
 _REFUSAL_WINDOW = 200  # how far into the answer a refusal is looked for
 # A refusal or an error text is short; a real summary that happens to open with "Error handling..." or
@@ -99,10 +118,54 @@ def _scanner(text: str) -> re.Pattern[str]:
 _NAME = re.compile(r"(?<![.!?:\-*#>])(?<![.!?:] )(?<!- )(?<!\* )(?<!# )(?<!\n)\b[A-Z][a-z]{2,}\b")
 # Capitalized words that are sentence openers or our own section headings, not names.
 _COMMON = {
-    "the", "this", "that", "these", "those", "then", "there", "they", "what", "when", "where", "which", "who",
-    "user", "users", "assistant", "goals", "goal", "happened", "important", "details", "decisions", "decision",
-    "open", "tasks", "task", "summary", "previous", "new", "and", "but", "also", "for", "from", "with", "not",
-    "yes", "note", "notes", "topics", "key", "insights", "today", "tomorrow", "yesterday", "json", "ok", "api",
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "then",
+    "there",
+    "they",
+    "what",
+    "when",
+    "where",
+    "which",
+    "who",
+    "user",
+    "users",
+    "assistant",
+    "goals",
+    "goal",
+    "happened",
+    "important",
+    "details",
+    "decisions",
+    "decision",
+    "open",
+    "tasks",
+    "task",
+    "summary",
+    "previous",
+    "new",
+    "and",
+    "but",
+    "also",
+    "for",
+    "from",
+    "with",
+    "not",
+    "yes",
+    "note",
+    "notes",
+    "topics",
+    "key",
+    "insights",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "json",
+    "ok",
+    "api",
 }
 
 
@@ -151,6 +214,8 @@ def check(previous: str, new: str, min_carry: float) -> float | None:
     share = carry_forward(previous, new)
     if share is not None and share < min_carry:
         kept, total = kept_share(identifiers(previous), new)
-        raise ValueError(f"the new summary keeps {kept} of the previous one's {total} identifiers ({share:.0%}); "
-                         f"at least {min_carry:.0%} are required (NANOBOT_SUMMARY_MIN_CARRY)")
+        raise ValueError(
+            f"the new summary keeps {kept} of the previous one's {total} identifiers ({share:.0%}); "
+            f"at least {min_carry:.0%} are required (NANOBOT_SUMMARY_MIN_CARRY)"
+        )
     return share

@@ -22,8 +22,14 @@ from worker.model.answer import Answer, opens_with_json, parse_answer
 from worker.text.language import CATEGORIES, LANGUAGES, NOTE_FIELDS
 
 # The headings asked for, in the order asked; the parser reads these and the synonyms below.
-HEADINGS = {"topics": "TOPICS", "preferences": "PREFERENCES", "decisions": "DECISIONS", "tasks": "TASKS",
-            "technical_issues": "ISSUES", "insights": "INSIGHTS"}
+HEADINGS = {
+    "topics": "TOPICS",
+    "preferences": "PREFERENCES",
+    "decisions": "DECISIONS",
+    "tasks": "TASKS",
+    "technical_issues": "ISSUES",
+    "insights": "INSIGHTS",
+}
 FACTS = "FACTS"
 TAGS = ("permanent", "durable", "ephemeral", "correction")
 
@@ -32,38 +38,145 @@ def _section_names() -> dict[str, str]:
     """Every heading read as a section: the ones asked for, plain English variants, each language's own."""
     names = {word.casefold(): field for field, word in HEADINGS.items()}
     names.update({field.replace("_", " "): field for field in NOTE_FIELDS})
-    names.update({"topic": "topics", "user preferences": "preferences", "preference": "preferences",
-                  "decision": "decisions", "task": "tasks", "open tasks": "tasks", "todo": "tasks",
-                  "issue": "technical_issues", "problems": "technical_issues",
-                  "technical issues and solutions": "technical_issues", "key insights": "insights",
-                  "insight": "insights"})
+    names.update(
+        {
+            "topic": "topics",
+            "user preferences": "preferences",
+            "preference": "preferences",
+            "decision": "decisions",
+            "task": "tasks",
+            "open tasks": "tasks",
+            "todo": "tasks",
+            "issue": "technical_issues",
+            "problems": "technical_issues",
+            "technical issues and solutions": "technical_issues",
+            "key insights": "insights",
+            "insight": "insights",
+        }
+    )
     for language in LANGUAGES.values():
         names.update({heading.casefold(): field for field, heading in language.note_headings.items()})
-    names.update({word: "facts" for word in ("facts", "fact", "long-term facts", "long term facts",
-                                             "long-term memory", "事实", "长期事实", "事實", "事実", "사실")})
+    names.update(
+        {
+            word: "facts"
+            for word in (
+                "facts",
+                "fact",
+                "long-term facts",
+                "long term facts",
+                "long-term memory",
+                "事实",
+                "长期事实",
+                "事實",
+                "事実",
+                "사실",
+            )
+        }
+    )
     # What models write when they do not follow the shape asked for: a day's notes under a name of their own
     # (read as topics), the facts under another.
     names.update({word: "topics" for word in _NOTES_WORDS})
     names.update({word: "facts" for word in _FACTS_WORDS})
-    names.update({word: "summary" for word in ("summary", "overview", "tl;dr", "tldr", "résumé", "zusammenfassung",
-                                               "resumen", "摘要", "总结", "概要", "要約", "요약")})
+    names.update(
+        {
+            word: "summary"
+            for word in (
+                "summary",
+                "overview",
+                "tl;dr",
+                "tldr",
+                "résumé",
+                "zusammenfassung",
+                "resumen",
+                "摘要",
+                "总结",
+                "概要",
+                "要約",
+                "요약",
+            )
+        }
+    )
     return names
 
 
 _NOTES_WORDS = (
-    "notes", "note", "daily notes", "daily note", "day notes", "notes for today", "today's notes", "todays notes",
-    "key points", "main points", "key takeaways", "takeaways", "highlights", "today", "summary of the day",
-    "day summary", "daily summary", "summary of today", "what happened", "what happened today", "topics discussed",
-    "discussion", "discussed", "conversation notes", "session notes", "key topics", "main topics", "themes",
-    "notizen", "tagesnotizen", "stichpunkte", "notes du jour", "points clés", "notas", "notas del día",
-    "puntos clave", "笔记", "今日笔记", "每日笔记", "要点", "今日要点", "メモ", "今日のメモ", "메모",
+    "notes",
+    "note",
+    "daily notes",
+    "daily note",
+    "day notes",
+    "notes for today",
+    "today's notes",
+    "todays notes",
+    "key points",
+    "main points",
+    "key takeaways",
+    "takeaways",
+    "highlights",
+    "today",
+    "summary of the day",
+    "day summary",
+    "daily summary",
+    "summary of today",
+    "what happened",
+    "what happened today",
+    "topics discussed",
+    "discussion",
+    "discussed",
+    "conversation notes",
+    "session notes",
+    "key topics",
+    "main topics",
+    "themes",
+    "notizen",
+    "tagesnotizen",
+    "stichpunkte",
+    "notes du jour",
+    "points clés",
+    "notas",
+    "notas del día",
+    "puntos clave",
+    "笔记",
+    "今日笔记",
+    "每日笔记",
+    "要点",
+    "今日要点",
+    "メモ",
+    "今日のメモ",
+    "메모",
 )
 _FACTS_WORDS = (
-    "about the user", "what i learned about the user", "what we learned about the user", "learned about the user",
-    "user profile", "profile", "user facts", "facts about the user", "things to remember", "to remember",
-    "remember", "worth remembering", "memory", "memories", "key facts", "personal facts", "personal details",
-    "user information", "user info", "user details", "fakten", "über den nutzer", "über den benutzer", "faits",
-    "à propos de l'utilisateur", "hechos", "sobre el usuario", "关于用户", "用户信息", "用户资料", "ユーザーについて",
+    "about the user",
+    "what i learned about the user",
+    "what we learned about the user",
+    "learned about the user",
+    "user profile",
+    "profile",
+    "user facts",
+    "facts about the user",
+    "things to remember",
+    "to remember",
+    "remember",
+    "worth remembering",
+    "memory",
+    "memories",
+    "key facts",
+    "personal facts",
+    "personal details",
+    "user information",
+    "user info",
+    "user details",
+    "fakten",
+    "über den nutzer",
+    "über den benutzer",
+    "faits",
+    "à propos de l'utilisateur",
+    "hechos",
+    "sobre el usuario",
+    "关于用户",
+    "用户信息",
+    "用户资料",
+    "ユーザーについて",
     "사용자 정보",
 )
 
@@ -76,23 +189,32 @@ _COLON = re.compile(r"\s*[:：]\s*")
 _SOLUTION = re.compile(r"\s*(?:=>|⇒|→|\bsolution\s*[:：])\s*", re.IGNORECASE)
 _IMPORTANCE = re.compile(r"^(?:importance\s*)?([1-5])(?:\s*/\s*5)?$")
 _LABEL = re.compile(r"^(?:who|source|tag|kind|importance|category|group)\s*[:=]\s*", re.IGNORECASE)
-_SOURCE_WORDS = {**{word: word for word in SOURCES}, "the user": "user", "the assistant": "assistant",
-                 "tool result": "tool", "web page": "tool", "web": "tool"}
+_SOURCE_WORDS = {
+    **{word: word for word in SOURCES},
+    "the user": "user",
+    "the assistant": "assistant",
+    "tool result": "tool",
+    "web page": "tool",
+    "web": "tool",
+}
 
 
 def shape(language_name: str) -> str:
     """The answer's shape, for the system prompt."""
-    fields = "\n".join(f"{HEADINGS[field]}:\n"
-                       f"- {'the problem => its solution' if field == 'technical_issues' else '...'}"
-                       for field in NOTE_FIELDS)
-    return (f"Answer in plain text lines, no JSON, no table. For each calendar day of the messages:\n"
-            f"DAY YYYY-MM-DD\n{fields}\n"
-            f"Then, once, the long-term facts, one per line:\n{FACTS}:\n"
-            f"- who | tag | importance | category | the fact\n"
-            f"who: {', '.join(SOURCES)} (who stated it); tag: {', '.join(TAGS)}; importance: 1 to 5; "
-            f"category: {', '.join(CATEGORIES)}. A correction ends with \"| replaces: the old fact\".\n"
-            f"Leave out a heading with nothing under it. Keep the headings in English; write every other text in "
-            f"{language_name}, the language the user writes in.")
+    fields = "\n".join(
+        f"{HEADINGS[field]}:\n- {'the problem => its solution' if field == 'technical_issues' else '...'}"
+        for field in NOTE_FIELDS
+    )
+    return (
+        f"Answer in plain text lines, no JSON, no table. For each calendar day of the messages:\n"
+        f"DAY YYYY-MM-DD\n{fields}\n"
+        f"Then, once, the long-term facts, one per line:\n{FACTS}:\n"
+        f"- who | tag | importance | category | the fact\n"
+        f"who: {', '.join(SOURCES)} (who stated it); tag: {', '.join(TAGS)}; importance: 1 to 5; "
+        f'category: {", ".join(CATEGORIES)}. A correction ends with "| replaces: the old fact".\n'
+        f"Leave out a heading with nothing under it. Keep the headings in English; write every other text in "
+        f"{language_name}, the language the user writes in."
+    )
 
 
 def parse_lines(text: str, truncated: bool = False) -> Answer:
@@ -133,9 +255,11 @@ def _body(text: str) -> str:
 
 
 # A line of chatter around the notes ("Let me know if...", "Hope this helps!"): never an item, and it ends a section.
-_CHATTER = re.compile(r"(?i)^\W*(?:let me know|hope (?:this|that) helps|feel free|is there anything|anything else"
-                      r"|if you (?:need|want|have|would)|here (?:is|are)|sure[,!. ]|certainly|of course|happy to help"
-                      r"|i hope|thanks|thank you)")
+_CHATTER = re.compile(
+    r"(?i)^\W*(?:let me know|hope (?:this|that) helps|feel free|is there anything|anything else"
+    r"|if you (?:need|want|have|would)|here (?:is|are)|sure[,!. ]|certainly|of course|happy to help"
+    r"|i hope|thanks|thank you)"
+)
 
 
 def _read(lines: list[str]) -> tuple[list[DailyNotes], list[Fact], bool]:
@@ -232,8 +356,9 @@ def _add(fields: dict[str, list[Any]], facts: list[Fact], section: str, item: st
     elif section == "technical_issues":
         problem, *solution = _SOLUTION.split(item, maxsplit=1)
         if problem.strip():
-            fields.setdefault(section, []).append(TechnicalIssue(problem=problem.strip(),
-                                                                 solution=(solution or [""])[0].strip()))
+            fields.setdefault(section, []).append(
+                TechnicalIssue(problem=problem.strip(), solution=(solution or [""])[0].strip())
+            )
     elif section in TEXT_FIELDS or section == "summary":
         fields.setdefault(section, []).append(item)
 
@@ -261,9 +386,11 @@ def read_fact(item: str) -> Fact | None:
     return Fact(text=fact, **meta)
 
 
-_VERBS = (r"(?:has\s+)?(?:said|says|mentioned|mentions|stated|states|told\s+(?:me|us|the\s+assistant)|shared"
-          r"|noted|explained|wrote|writes|reported|confirmed|indicated|revealed|clarified|added|asked\s+(?:me\s+|us\s+)?"
-          r"to\s+remember)")
+_VERBS = (
+    r"(?:has\s+)?(?:said|says|mentioned|mentions|stated|states|told\s+(?:me|us|the\s+assistant)|shared"
+    r"|noted|explained|wrote|writes|reported|confirmed|indicated|revealed|clarified|added|asked\s+(?:me\s+|us\s+)?"
+    r"to\s+remember)"
+)
 # Who said a fact, in words: "The user said: ...", "User mentioned that ...", "User: ...", the user's own first
 # person in quotes; in the other languages models write too.
 _SAID = [
@@ -271,19 +398,44 @@ _SAID = [
     ("user", re.compile(rf"(?i)^(?:they|he|she)\s+{_VERBS}(?:\s+that)?\s*[:,\-–—]?\s*(?P<text>.+)$")),
     ("user", re.compile(r"(?i)^(?:the\s+)?user\s*(?:\(\w+\)\s*)?[:：\-–—]\s*(?P<text>.+)$")),
     ("user", re.compile(r"(?i)^(?:according\s+to|from|per)\s+the\s+user\s*[:,\-–—]?\s*(?P<text>.+)$")),
-    ("user", re.compile(r"^[\"“„«「『]\s*(?P<text>(?i:i|i'm|i’m|i've|i’ve|i'll|my|me|we|our|we're)\b[^\"”»」』]+)"
-                        r"[\"”»」』]\s*(?:[-–—,]\s*(?i:the\s+)?(?i:user))?\.?$")),
+    (
+        "user",
+        re.compile(
+            r"^[\"“„«「『]\s*(?P<text>(?i:i|i'm|i’m|i've|i’ve|i'll|my|me|we|our|we're)\b[^\"”»」』]+)"
+            r"[\"”»」』]\s*(?:[-–—,]\s*(?i:the\s+)?(?i:user))?\.?$"
+        ),
+    ),
     ("user", re.compile(r"^用户(?:说|提到|表示|称|告诉|说过|提到过)(?:了)?[:：，,]?\s*(?P<text>.+)$")),
     ("user", re.compile(r"^ユーザー(?:は|が)?(?:言った|述べた|話した)[:：、]?\s*(?P<text>.+)$")),
-    ("user", re.compile(r"(?i)^(?:der|die)\s+(?:nutzer|benutzer)(?:in)?\s+(?:sagte|erwähnte|hat\s+gesagt|"
-                        r"hat\s+erwähnt)[:,]?\s*(?:dass\s+)?(?P<text>.+)$")),
-    ("user", re.compile(r"(?i)^l['’]utilisat(?:eur|rice)\s+a\s+(?:dit|mentionné|indiqué|précisé)\s*(?:que\s+|qu['’])?"
-                        r"[:,]?\s*(?P<text>.+)$")),
-    ("user", re.compile(r"(?i)^(?:el|la)\s+usuari[oa]\s+(?:dijo|mencionó|comentó|indicó)\s*(?:que\s+)?[:,]?\s*"
-                        r"(?P<text>.+)$")),
+    (
+        "user",
+        re.compile(
+            r"(?i)^(?:der|die)\s+(?:nutzer|benutzer)(?:in)?\s+(?:sagte|erwähnte|hat\s+gesagt|"
+            r"hat\s+erwähnt)[:,]?\s*(?:dass\s+)?(?P<text>.+)$"
+        ),
+    ),
+    (
+        "user",
+        re.compile(
+            r"(?i)^l['’]utilisat(?:eur|rice)\s+a\s+(?:dit|mentionné|indiqué|précisé)\s*(?:que\s+|qu['’])?"
+            r"[:,]?\s*(?P<text>.+)$"
+        ),
+    ),
+    (
+        "user",
+        re.compile(
+            r"(?i)^(?:el|la)\s+usuari[oa]\s+(?:dijo|mencionó|comentó|indicó)\s*(?:que\s+)?[:,]?\s*"
+            r"(?P<text>.+)$"
+        ),
+    ),
     ("assistant", re.compile(rf"(?i)^(?:the\s+)?assistant\s+{_VERBS}(?:\s+that)?\s*[:,\-–—]?\s*(?P<text>.+)$")),
-    ("tool", re.compile(r"(?i)^(?:according\s+to\s+)?(?:a|the)\s+(?:tool|web\s+page|search\s+result)\b[^:]{0,40}"
-                        r"[:,]\s*(?P<text>.+)$")),
+    (
+        "tool",
+        re.compile(
+            r"(?i)^(?:according\s+to\s+)?(?:a|the)\s+(?:tool|web\s+page|search\s+result)\b[^:]{0,40}"
+            r"[:,]\s*(?P<text>.+)$"
+        ),
+    ),
 ]
 _FIRST_PERSON = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'll|my|me|mine)\b")
 
@@ -295,7 +447,7 @@ def said_by(text: str) -> tuple[str, str] | None:
         found = pattern.match(text.strip())
         if found is None:
             continue
-        fact = found.group("text").strip().strip("\"“”„«»「」『』").strip()
+        fact = found.group("text").strip().strip('"“”„«»「」『』').strip()
         if not fact:
             return None
         if source == "user" and _FIRST_PERSON.match(fact):

@@ -83,8 +83,26 @@ def model_problems(choice: ModelChoice) -> tuple[str | None, str | None]:
 CHECKS_CACHE = "model-checks.json"
 CHECKS_KEPT = 32
 # What the child's answers never depend on: this project's and the machine's own variables.
-_NOT_THE_PROVIDERS = ("NANOBOT_", "PYTEST_", "XDG_", "LC_", "REDIS_URL", "HOME", "PATH", "PWD", "OLDPWD", "TZ",
-                      "PYTHON", "TERM", "SHLVL", "USER", "LOGNAME", "SHELL", "LANG", "_")
+_NOT_THE_PROVIDERS = (
+    "NANOBOT_",
+    "PYTEST_",
+    "XDG_",
+    "LC_",
+    "REDIS_URL",
+    "HOME",
+    "PATH",
+    "PWD",
+    "OLDPWD",
+    "TZ",
+    "PYTHON",
+    "TERM",
+    "SHLVL",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "_",
+)
 
 
 def check_asked(choice: ModelChoice, environ: Any) -> str:
@@ -98,8 +116,15 @@ def check_asked(choice: ModelChoice, environ: Any) -> str:
     except Exception:  # noqa: BLE001 - not installed as a distribution: no answer is reused
         litellm_version = f"unknown {time.time()}"
     names = sorted(name for name, value in environ.items() if value and not name.startswith(_NOT_THE_PROVIDERS))
-    asked = [litellm_version, choice.model, choice.provider, choice.source, bool(choice.api_key),
-             bool(choice.api_base), names]
+    asked = [
+        litellm_version,
+        choice.model,
+        choice.provider,
+        choice.source,
+        bool(choice.api_key),
+        bool(choice.api_base),
+        names,
+    ]
     return hashlib.sha256(json.dumps(asked).encode("utf-8")).hexdigest()
 
 
@@ -125,9 +150,11 @@ def _cache_checks(asked: str, answers: tuple[str | None, str | None]) -> None:
         log.debug("the model checks' answers were not cached (%s)", type(exc).__name__)
 
 
-_CHILD = ("import json, sys\nfrom worker.model.llm import ModelChoice, credentials_problem, routing_problem\n"
-          "choice = ModelChoice(**json.load(sys.stdin))\n"
-          "print(json.dumps([routing_problem(choice.model), credentials_problem(choice)]))\n")
+_CHILD = (
+    "import json, sys\nfrom worker.model.llm import ModelChoice, credentials_problem, routing_problem\n"
+    "choice = ModelChoice(**json.load(sys.stdin))\n"
+    "print(json.dumps([routing_problem(choice.model), credentials_problem(choice)]))\n"
+)
 
 
 def _checked_in_child(choice: ModelChoice) -> tuple[str | None, str | None]:
@@ -136,13 +163,22 @@ def _checked_in_child(choice: ModelChoice) -> tuple[str | None, str | None]:
     root = str(Path(__file__).resolve().parents[2])  # where `worker` is, installed or a checkout
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(dataclasses.asdict(choice)),
-                              capture_output=True, text=True, timeout=300, env=env, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            input=json.dumps(dataclasses.asdict(choice)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=True,
+        )
         routing, credentials = json.loads(done.stdout.strip().splitlines()[-1])
         return routing, credentials
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
         log.debug("model checks in a child process failed (%s): made here", type(exc).__name__)
         return routing_problem(choice.model), _credentials_problem(choice)
+
+
 DEFAULT_WINDOW = 128_000
 
 JsonMode = Literal["auto", "json_schema", "json_object", "off"]
@@ -192,12 +228,18 @@ def _response_format(mode: str, schema: dict[str, Any] | None) -> dict[str, Any]
 
 def _rejects_format(exc: Exception) -> bool:
     text = str(exc).lower()
-    return any(word in text for word in ("response_format", "json_schema", "json_object", "json mode",
-                                          "structured output"))
+    return any(
+        word in text for word in ("response_format", "json_schema", "json_object", "json mode", "structured output")
+    )
 
 
-async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout: float,
-                   schema: dict[str, Any] | None = None, wanted: JsonMode = "auto") -> Completion:
+async def complete(
+    choice: ModelChoice,
+    messages: list[dict[str, str]],
+    timeout: float,
+    schema: dict[str, Any] | None = None,
+    wanted: JsonMode = "auto",
+) -> Completion:
     """One attempt, no hidden retries: arq's Retry is the layer that survives a crash.
 
     With `schema`, the answer is asked for as JSON (see json_mode). A server that rejects the
@@ -216,8 +258,9 @@ async def complete(choice: ModelChoice, messages: list[dict[str, str]], timeout:
             mode = _MODES[_MODES.index(mode) + 1]
 
 
-async def _call(choice: ModelChoice, messages: list[dict[str, str]], timeout: float,
-                response_format: dict[str, Any] | None) -> Completion:
+async def _call(
+    choice: ModelChoice, messages: list[dict[str, str]], timeout: float, response_format: dict[str, Any] | None
+) -> Completion:
     litellm = load_litellm()
     started = time.monotonic()
     extra = {"response_format": response_format} if response_format is not None else {}
@@ -268,8 +311,17 @@ def _completion(choice: ModelChoice, response: Any, seconds: float) -> Completio
 def _converted(exc: Exception) -> Exception:
     """litellm's exception as the worker's: what a retry may fix, and what it will not."""
     litellm = load_litellm()
-    if isinstance(exc, (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
-                        litellm.APIConnectionError, litellm.Timeout, litellm.BadGatewayError)):
+    if isinstance(
+        exc,
+        (
+            litellm.RateLimitError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+            litellm.APIConnectionError,
+            litellm.Timeout,
+            litellm.BadGatewayError,
+        ),
+    ):
         return TransientLLMError(f"{type(exc).__name__}: {_short(exc)}", _retry_after(exc))
     if isinstance(exc, litellm.BadRequestError):
         if "context" in str(exc).lower() and "length" in str(exc).lower():
@@ -289,8 +341,10 @@ def _missing_key(exc: Exception) -> bool:
 
 def key_fix(choice: ModelChoice, what: str) -> str:
     """One line: the key problem, where the key goes, and that nothing is retried until it is fixed."""
-    return (f"the provider refused the summary model's credentials ({what}); not retried: {where_key_goes(choice)}; "
-            "the session rests meanwhile, and `nanobot-summary enqueue KEY` makes a summary at once after the fix")
+    return (
+        f"the provider refused the summary model's credentials ({what}); not retried: {where_key_goes(choice)}; "
+        "the session rests meanwhile, and `nanobot-summary enqueue KEY` makes a summary at once after the fix"
+    )
 
 
 def where_key_goes(choice: ModelChoice, missing: list[str] | None = None) -> str:
@@ -322,15 +376,15 @@ def _credentials_problem(choice: ModelChoice) -> str | None:
     if choice.api_key:
         return None
     try:
-        found = load_litellm().validate_environment(model=choice.model, api_key=choice.api_key,
-                                                    api_base=choice.api_base)
+        found = load_litellm().validate_environment(
+            model=choice.model, api_key=choice.api_key, api_base=choice.api_base
+        )
     except Exception:  # noqa: BLE001 - an unknown provider: routing_problem reports it
         return None
     missing = [str(name) for name in found.get("missing_keys") or []]
     if found.get("keys_in_environment") or not missing:
         return None
-    return (f"summary model {choice.model} (from {choice.source}) has no API key: "
-            f"{where_key_goes(choice, missing)}")
+    return f"summary model {choice.model} (from {choice.source}) has no API key: {where_key_goes(choice, missing)}"
 
 
 def _encodable(text: str) -> str:
@@ -353,8 +407,10 @@ def _cost(response: Any) -> float | None:
 def _retry_after(exc: Exception) -> float | None:
     """The provider's Retry-After, in seconds. litellm keeps the real headers on the exception itself;
     `exc.response` is a stand-in without them."""
-    for headers in (getattr(exc, "litellm_response_headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None)):
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
         try:
             value = headers.get("retry-after") if headers is not None else None
             if value is not None:

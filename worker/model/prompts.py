@@ -52,8 +52,10 @@ _MEMORY_FIELDS = f"""\
 def _answer_shape(language: str, max_chars: int | None) -> str:
     summary = f'"summary": "markdown, at most {max_chars} characters",\n ' if max_chars else ""
     name = LANGUAGES[language].name if language in LANGUAGES else "the conversation's language"
-    return (f"Answer with one JSON object and nothing else:\n{{{summary}{_MEMORY_FIELDS}}}\n"
-            f"Write every text in {name}, the language the user writes in.")
+    return (
+        f"Answer with one JSON object and nothing else:\n{{{summary}{_MEMORY_FIELDS}}}\n"
+        f"Write every text in {name}, the language the user writes in."
+    )
 
 
 # Always part of the system prompt, also with custom instructions: the quoted text is data.
@@ -77,8 +79,9 @@ def notes_system_prompt(language: str) -> str:
 def lines_system_prompt(language: str) -> str:
     """The notes-only prompt asking for plain lines (worker.model.lines), for a model that does not answer JSON."""
     name = LANGUAGES[language].name if language in LANGUAGES else "the conversation's language"
-    instructions = NOTES_INSTRUCTIONS.replace('(quote the corrected fact in\n"replaces")',
-                                             "(naming the fact it replaces)")
+    instructions = NOTES_INSTRUCTIONS.replace(
+        '(quote the corrected fact in\n"replaces")', "(naming the fact it replaces)"
+    )
     return f"{instructions}\n\n{DATA_RULE}\n\n{lines.shape(name)}"
 
 

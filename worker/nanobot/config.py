@@ -21,35 +21,56 @@ DEFAULT_WORKSPACE = "~/.nanobot/workspace"
 # default base, used when the config names none. Any other name under `providers` is, for nanobot, an
 # OpenAI-compatible endpoint of the user's.
 NANOBOT_PROVIDERS: dict[str, tuple[str, str | None]] = {
-    "openai": ("", None), "anthropic": ("", None), "deepseek": ("", None), "gemini": ("", None),
-    "openrouter": ("", None), "groq": ("", None), "mistral": ("", None), "dashscope": ("", None),
-    "moonshot": ("", None), "bedrock": ("", None),
+    "openai": ("", None),
+    "anthropic": ("", None),
+    "deepseek": ("", None),
+    "gemini": ("", None),
+    "openrouter": ("", None),
+    "groq": ("", None),
+    "mistral": ("", None),
+    "dashscope": ("", None),
+    "moonshot": ("", None),
+    "bedrock": ("", None),
     "azure_openai": ("azure", None),
-    "custom": ("openai", None), "vllm": ("openai", None),
-    "ollama": ("openai", "http://localhost:11434/v1"), "lm_studio": ("openai", "http://localhost:1234/v1"),
-    "atomic_chat": ("openai", "http://localhost:1337/v1"), "ovms": ("openai", "http://localhost:8000/v3"),
-    "orcarouter": ("openai", "https://api.orcarouter.ai/v1"), "edenai": ("openai", "https://api.edenai.run/v3"),
-    "opencode": ("openai", "https://opencode.ai/zen/v1"), "opencode_zen": ("openai", "https://opencode.ai/zen/v1"),
+    "custom": ("openai", None),
+    "vllm": ("openai", None),
+    "ollama": ("openai", "http://localhost:11434/v1"),
+    "lm_studio": ("openai", "http://localhost:1234/v1"),
+    "atomic_chat": ("openai", "http://localhost:1337/v1"),
+    "ovms": ("openai", "http://localhost:8000/v3"),
+    "orcarouter": ("openai", "https://api.orcarouter.ai/v1"),
+    "edenai": ("openai", "https://api.edenai.run/v3"),
+    "opencode": ("openai", "https://opencode.ai/zen/v1"),
+    "opencode_zen": ("openai", "https://opencode.ai/zen/v1"),
     "opencode_go": ("openai", "https://opencode.ai/zen/go/v1"),
     "huggingface": ("openai", "https://router.huggingface.co/v1"),
-    "skywork": ("openai", "https://api.apifree.ai/agent/v1"), "aihubmix": ("openai", "https://aihubmix.com/v1"),
-    "siliconflow": ("openai", "https://api.siliconflow.cn/v1"), "novita": ("openai", "https://api.novita.ai/openai"),
+    "skywork": ("openai", "https://api.apifree.ai/agent/v1"),
+    "aihubmix": ("openai", "https://aihubmix.com/v1"),
+    "siliconflow": ("openai", "https://api.siliconflow.cn/v1"),
+    "novita": ("openai", "https://api.novita.ai/openai"),
     "volcengine": ("openai", "https://ark.cn-beijing.volces.com/api/v3"),
     "volcengine_coding_plan": ("openai", "https://ark.cn-beijing.volces.com/api/coding/v3"),
     "byteplus": ("openai", "https://ark.ap-southeast.bytepluses.com/api/v3"),
     "byteplus_coding_plan": ("openai", "https://ark.ap-southeast.bytepluses.com/api/coding/v3"),
     "zhipu": ("openai", "https://open.bigmodel.cn/api/paas/v4"),
     "modelscope": ("openai", "https://api-inference.modelscope.cn/v1"),
-    "minimax": ("openai", "https://api.minimax.io/v1"), "stepfun": ("openai", "https://api.stepfun.com/v1"),
+    "minimax": ("openai", "https://api.minimax.io/v1"),
+    "stepfun": ("openai", "https://api.stepfun.com/v1"),
     "xiaomi_mimo": ("openai", "https://api.xiaomimimo.com/v1"),
-    "longcat": ("openai", "https://api.longcat.chat/openai/v1"), "ant_ling": ("openai", "https://api.ant-ling.com/v1"),
-    "nvidia": ("openai", "https://integrate.api.nvidia.com/v1"), "qianfan": ("openai", "https://qianfan.baidubce.com/v2"),
+    "longcat": ("openai", "https://api.longcat.chat/openai/v1"),
+    "ant_ling": ("openai", "https://api.ant-ling.com/v1"),
+    "nvidia": ("openai", "https://integrate.api.nvidia.com/v1"),
+    "qianfan": ("openai", "https://qianfan.baidubce.com/v2"),
     "kimi_coding": ("anthropic", "https://api.kimi.com/coding/v1"),
     "minimax_anthropic": ("anthropic", "https://api.minimax.io/anthropic"),
 }
 # Providers nanobot reaches by a sign-in (OAuth) or that serve no chat: the worker has no key for them.
-NO_KEY_PROVIDERS = {"openai_codex": "signs in with OAuth", "xai_grok": "signs in with OAuth",
-                    "github_copilot": "signs in with OAuth", "assemblyai": "only transcribes speech"}
+NO_KEY_PROVIDERS = {
+    "openai_codex": "signs in with OAuth",
+    "xai_grok": "signs in with OAuth",
+    "github_copilot": "signs in with OAuth",
+    "assemblyai": "only transcribes speech",
+}
 
 
 @dataclass(frozen=True)
@@ -147,8 +168,11 @@ class NanobotConfig:
     def idle_compact_seconds(self) -> float:
         """nanobot's own idle compaction: after this many seconds quiet (plus up to its scan interval) it
         summarizes a session to the end; 0 = off. nanobot's default is on, at 15 minutes."""
-        minutes = self._get("idleCompactAfterMinutes", "idle_compact_after_minutes",
-                            self._get("sessionTtlMinutes", "session_ttl_minutes", 15))
+        minutes = self._get(
+            "idleCompactAfterMinutes",
+            "idle_compact_after_minutes",
+            self._get("sessionTtlMinutes", "session_ttl_minutes", 15),
+        )
         return float(minutes) * 60 if isinstance(minutes, (int, float)) and minutes > 0 else 0.0
 
     @property
@@ -184,17 +208,21 @@ class NanobotConfig:
             raise NanobotConfigError(
                 f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} {NO_KEY_PROVIDERS[prefix]}, "
                 "which the worker cannot: name a model with an API key, "
-                "e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
-        route, default_base = NANOBOT_PROVIDERS.get(prefix, ("openai" if entry and prefix not in _litellm_names()
-                                                             else "", None))
+                "e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat"
+            )
+        route, default_base = NANOBOT_PROVIDERS.get(
+            prefix, ("openai" if entry and prefix not in _litellm_names() else "", None)
+        )
         if not route:
-            return ModelChoice(model=model, api_key=api_key, api_base=api_base, source=source,
-                               provider=prefix if entry else "")
+            return ModelChoice(
+                model=model, api_key=api_key, api_base=api_base, source=source, provider=prefix if entry else ""
+            )
         base = api_base or default_base
         if base is None:
             raise NanobotConfigError(
                 f"summary model {model!r} (from {source}): nanobot's provider {prefix!r} needs its base URL: set "
-                f"providers.{_camel(prefix)}.apiBase in nanobot's config (e.g. http://127.0.0.1:8000/v1)")
+                f"providers.{_camel(prefix)}.apiBase in nanobot's config (e.g. http://127.0.0.1:8000/v1)"
+            )
         return ModelChoice(model=f"{route}/{rest}", api_key=api_key, api_base=base, source=source, provider=prefix)
 
     def main_model(self) -> ModelChoice | None:
@@ -215,7 +243,16 @@ class NanobotConfig:
 def _litellm_names() -> set[str]:
     """Provider prefixes litellm routes natively (for a user's own provider entry that shares one)."""
     return {name for name, (route, _) in NANOBOT_PROVIDERS.items() if not route} | {
-        "azure", "ollama", "together_ai", "fireworks_ai", "xai", "cohere", "perplexity", "cerebras", "sambanova"}
+        "azure",
+        "ollama",
+        "together_ai",
+        "fireworks_ai",
+        "xai",
+        "cohere",
+        "perplexity",
+        "cerebras",
+        "sambanova",
+    }
 
 
 def host_timezone() -> str:

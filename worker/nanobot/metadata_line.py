@@ -25,6 +25,7 @@ def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) ->
     """Set `metadata[name]` in line 1. A dict value is merged into a dict already there, so keys others keep in
     it (the hooks' `applied` marker) survive. False (nothing changed) when the file or its metadata line is
     missing."""
+
     def set_entry(record: dict[str, Any]) -> bool:
         metadata = found if isinstance(found := record.get("metadata"), dict) else {}
         current = metadata.get(name)

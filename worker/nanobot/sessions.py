@@ -84,8 +84,9 @@ class Tail(Sequence[dict[str, Any]]):
     """A session's messages from index `first` on, under the whole session's indices and length: a job reads
     from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
 
-    def __init__(self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0,
-                 resume: int | None = None) -> None:
+    def __init__(
+        self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0, resume: int | None = None
+    ) -> None:
         self.first, self.items, self.total = first, items, total
         self.visible_before = visible_before  # the visible messages before `first`: where positions go on from
         # A window of a file (`read_window`): the byte offset of the first line not held, and the file it is of
@@ -116,7 +117,7 @@ class Tail(Sequence[dict[str, Any]]):
                 return []
             self._check(start)
             self._check(stop - 1)
-            return self.items[start - self.first:stop - self.first]
+            return self.items[start - self.first : stop - self.first]
         if index < 0:
             index += self.total
         if not 0 <= index < self.total:
@@ -202,8 +203,12 @@ def read_metadata(path: Path) -> dict[str, Any]:
         raise SessionError(f"cannot read {path.name}: {exc}") from None
 
 
-def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
-                 keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
+def read_session(
+    sessions_dir: Path,
+    key: str,
+    from_watermark: bool = False,
+    keep_from: Callable[[dict[str, Any]], bool] | None = None,
+) -> SessionFile:
     """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
     the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB).
 
@@ -227,8 +232,15 @@ def read_session(sessions_dir: Path, key: str, from_watermark: bool = False,
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
 
 
-def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after: SessionFile | None = None,
-                path: Path | None = None, keep_from: Callable[[dict[str, Any]], bool] | None = None) -> SessionFile:
+def read_window(
+    sessions_dir: Path,
+    key: str,
+    start: int,
+    hold_bytes: int,
+    after: SessionFile | None = None,
+    path: Path | None = None,
+    keep_from: Callable[[dict[str, Any]], bool] | None = None,
+) -> SessionFile:
     """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
     file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
     the window before, ending at `start`; while the file is the same, this one is read on from where it ended.
@@ -241,8 +253,14 @@ def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after
             identity = (seen.st_ino, seen.st_size, seen.st_mtime_ns)
             session = _read_on(lines, after, start, hold_bytes, identity)
             if session is None:
-                session = parse_lines(key, path, lines, start=NOT_YET if keep_from else max(0, start - 1),
-                                      hold_bytes=hold_bytes, keep_from=keep_from)
+                session = parse_lines(
+                    key,
+                    path,
+                    lines,
+                    start=NOT_YET if keep_from else max(0, start - 1),
+                    hold_bytes=hold_bytes,
+                    keep_from=keep_from,
+                )
             if isinstance(session.messages, Tail):
                 session.messages.identity = identity
             return session
@@ -252,13 +270,20 @@ def read_window(sessions_dir: Path, key: str, start: int, hold_bytes: int, after
         raise SessionError(f"cannot read session {key!r}: {exc}") from None
 
 
-def _read_on(lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes: int,
-             identity: tuple[int, int, int]) -> SessionFile | None:
+def _read_on(
+    lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes: int, identity: tuple[int, int, int]
+) -> SessionFile | None:
     """The next window, read from where `after` ended (its last message carried over); None when the file
     changed since, or `after` is not the window just before `start`."""
     before = after.messages if after is not None else None
-    if (after is None or not isinstance(before, Tail) or before.resume is None or before.identity != identity
-            or before.held_end != start or not before.items):
+    if (
+        after is None
+        or not isinstance(before, Tail)
+        or before.resume is None
+        or before.identity != identity
+        or before.held_end != start
+        or not before.items
+    ):
         return None
     lines.seek(before.resume)
     rest = parse_lines(after.key, after.path, lines, start=0, hold_bytes=hold_bytes)
@@ -266,8 +291,13 @@ def _read_on(lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes:
     items = read.items if isinstance(read, Tail) else list(read)
     visible = before.visible_before + sum(0 if is_hidden(message) else 1 for message in before.items[:-1])
     resume = read.resume if isinstance(read, Tail) else None
-    window = Tail(start - 1, [before.items[-1], *items], start + len(read), visible,
-                  None if resume is None else before.resume + resume)
+    window = Tail(
+        start - 1,
+        [before.items[-1], *items],
+        start + len(read),
+        visible,
+        None if resume is None else before.resume + resume,
+    )
     return SessionFile(after.key, after.path, after.metadata_record, window, rest.skipped_lines, rest.skipped_reasons)
 
 
@@ -315,15 +345,21 @@ def bounded_lines(lines: Iterable[bytes], limit: int = MESSAGE_BYTES) -> Iterato
         size, tail = len(line), line[-half:]
         while more := stream.readline(_READ_BYTES):
             size += len(more)
-            tail = more[-half:] if len(more) >= half else tail[len(more) - half:] + more
+            tail = more[-half:] if len(more) >= half else tail[len(more) - half :] + more
             if more.endswith(b"\n"):
                 break
         yield LongLine(line[:half], tail, size)
 
 
-def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bool = False,
-                keep_from: Callable[[dict[str, Any]], bool] | None = None, start: int | None = None,
-                hold_bytes: int | None = None) -> SessionFile:
+def parse_lines(
+    key: str,
+    path: Path,
+    lines: Iterable[bytes],
+    from_watermark: bool = False,
+    keep_from: Callable[[dict[str, Any]], bool] | None = None,
+    start: int | None = None,
+    hold_bytes: int | None = None,
+) -> SessionFile:
     """The session in these lines; a line that is not a JSON object is skipped and counted, never fatal.
 
     `from_watermark`: with the metadata record first (as nanobot writes it), messages before its watermark
@@ -358,8 +394,9 @@ def parse_lines(key: str, path: Path, lines: Iterable[bytes], from_watermark: bo
                 resume = offset - len(line)
             count += 1
     whole = not first and len(messages) == count
-    held_messages: Sequence[dict[str, Any]] = (messages if whole else
-                                               Tail(min(first, count), messages, count, visible, resume))
+    held_messages: Sequence[dict[str, Any]] = (
+        messages if whole else Tail(min(first, count), messages, count, visible, resume)
+    )
     return SessionFile(key, path, metadata, held_messages, len(skipped), skipped)
 
 
@@ -403,8 +440,12 @@ def excerpt(line: LongLine) -> dict[str, Any]:
             if isinstance(data, dict):
                 return data
     found: dict[str, Any] = {"content": left_out_note(line.size)}
-    for name, text in (("_type", head), ("role", head), ("timestamp", line.tail.decode("utf-8", "ignore")),
-                       ("timestamp", head)):
+    for name, text in (
+        ("_type", head),
+        ("role", head),
+        ("timestamp", line.tail.decode("utf-8", "ignore")),
+        ("timestamp", head),
+    ):
         match = re.search(rf'"{name}"\s*:\s*"([^"\\]{{1,64}})"', text)
         if match and name not in found:
             found[name] = match.group(1)
@@ -418,7 +459,7 @@ def _string_end(text: str) -> int | None:
     while index < len(text):
         char = text[index]
         if in_string and char == "\\":
-            index += 6 if text[index + 1:index + 2] == "u" else 2
+            index += 6 if text[index + 1 : index + 2] == "u" else 2
             safe = index if index <= len(text) else safe
             continue
         if char == '"':
@@ -445,8 +486,12 @@ class Retired:
         """Its name without the noted mark: what it stays known by."""
         return self.path.name.removesuffix(NOTED_SUFFIX)
 
-    def read(self, as_key: str | None = None, keep_from: Callable[[dict[str, Any]], bool] | None = None,
-             hold_bytes: int | None = None) -> SessionFile:
+    def read(
+        self,
+        as_key: str | None = None,
+        keep_from: Callable[[dict[str, Any]], bool] | None = None,
+        hold_bytes: int | None = None,
+    ) -> SessionFile:
         """Its messages (under `as_key`: the recall index keeps it apart from the live session), line by line: held
         from the first one `keep_from` is true of (the notes' day; none when none is), or the first `hold_bytes`
         of their lines (a window, read on with `read_window(..., path=)`); the others counted, not kept."""

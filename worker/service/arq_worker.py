@@ -36,23 +36,44 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
     return {
         # One pickup more than our tries: after a crash or a timeout in the last try the job still runs,
         # to leave its outcome ("gave up"), instead of arq failing it unseen.
-        "functions": [func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1),
-                      # The idle check re-defers itself (a Retry) for as long as its session stays active. Its
-                      # timeout, like the crons', is never longer than a job's (see below).
-                      func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS,
-                           timeout=min(60, job_timeout(settings))),
-                      # Its timeout under the jobs': arq's in-progress marks last the longest function timeout + 10 s,
-                      # and a mark left by a killed worker must not outlive the job timeout's (test_faults).
-                      func(unread_job, name=UNREAD_JOB, max_tries=1, timeout=min(10, job_timeout(settings)))],
+        "functions": [
+            func(summarize_session, name=JOB_SUMMARIZE, max_tries=settings.summary_max_tries + 1),
+            # The idle check re-defers itself (a Retry) for as long as its session stays active. Its
+            # timeout, like the crons', is never longer than a job's (see below).
+            func(idle_summary, name=JOB_IDLE, max_tries=MAX_DEFERRALS, timeout=min(60, job_timeout(settings))),
+            # Its timeout under the jobs': arq's in-progress marks last the longest function timeout + 10 s,
+            # and a mark left by a killed worker must not outlive the job timeout's (test_faults).
+            func(unread_job, name=UNREAD_JOB, max_tries=1, timeout=min(10, job_timeout(settings))),
+        ],
         # unique: two workers of one instance never both run a tick; named under the instance's namespace
         # (arq's job id is the name and the tick), so workers of other instances on the Redis run theirs. arq
         # re-runs a killed worker's job after the longest timeout of any function, the crons' and the idle
         # check's included: never longer than a job's.
-        "cron_jobs": [cron(daily_summaries, name=settings.keys.cron(JOB_DAILY), hour=hour, minute=minute,
-                           second=second, unique=True, timeout=min(60, job_timeout(settings)))] + (
+        "cron_jobs": [
+            cron(
+                daily_summaries,
+                name=settings.keys.cron(JOB_DAILY),
+                hour=hour,
+                minute=minute,
+                second=second,
+                unique=True,
+                timeout=min(60, job_timeout(settings)),
+            )
+        ]
+        + (
             # Every minute, and at start-up (held facts a stopped worker left behind).
-            [cron(flush_memory, name=settings.keys.cron(JOB_FLUSH_MEMORY), run_at_startup=True, unique=True,
-                  timeout=min(60, job_timeout(settings)))] if settings.memory_write == "idle" else []),
+            [
+                cron(
+                    flush_memory,
+                    name=settings.keys.cron(JOB_FLUSH_MEMORY),
+                    run_at_startup=True,
+                    unique=True,
+                    timeout=min(60, job_timeout(settings)),
+                )
+            ]
+            if settings.memory_write == "idle"
+            else []
+        ),
         "timezone": tz,
         "after_job_end": requeue_flagged,
         "queue_name": settings.keys.queue,
@@ -75,8 +96,11 @@ async def unread_job(ctx: dict[str, Any]) -> dict[str, str]:
     job_id = str(ctx.get("job_id", ""))
     keys: Keys = Keys.of(ctx["redis"])
     session = keys.session_of_job(job_id) or job_id.removeprefix(keys.idle_job_id(""))
-    log.warning("%s: a queued job written by another version (not JSON: version 0.1.0 pickled its jobs) was ended "
-                "unread; the session's next trigger queues it again", session)
+    log.warning(
+        "%s: a queued job written by another version (not JSON: version 0.1.0 pickled its jobs) was ended "
+        "unread; the session's next trigger queues it again",
+        session,
+    )
     return {"status": "unread", "session": session}
 
 
@@ -114,9 +138,13 @@ class SteadyWorker(Worker):
         if due and "deps" in self.ctx:
             deps = self.ctx["deps"]
             running = [job_id for job_id, task in self.tasks.items() if not task.done()]
-            await workers.publish(self.pool, workers.settings_report(deps.settings, deps.model.model,
-                                                                     job_timeout(deps.settings)),
-                                  self.started_at, running=running, beat_seconds=self.health_check_interval)
+            await workers.publish(
+                self.pool,
+                workers.settings_report(deps.settings, deps.model.model, job_timeout(deps.settings)),
+                self.started_at,
+                running=running,
+                beat_seconds=self.health_check_interval,
+            )
 
     async def close(self) -> None:
         """A clean stop withdraws the report: none is left to age into an alarm about a dead worker. A stop while

@@ -25,12 +25,17 @@ def build_deps(settings: Settings) -> Deps:
     nanobot = NanobotConfig.load(settings.config_path)
     settings = settings.for_workspace(nanobot.workspace)  # this instance's namespace: its queue and keys
     model = resolve_model(settings.summary_model, nanobot)
-    fallback = nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL") \
-        if settings.summary_fallback_model else None
+    fallback = (
+        nanobot.with_credentials(settings.summary_fallback_model, "NANOBOT_SUMMARY_FALLBACK_MODEL")
+        if settings.summary_fallback_model
+        else None
+    )
     for choice in (model, fallback):
         if choice is not None and (problem := model_problems(choice)[0]):
-            raise SettingsError(f"summary model {choice.model!r} (from {choice.source}) cannot be used: {problem} "
-                                "Name it as provider/model, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat")
+            raise SettingsError(
+                f"summary model {choice.model!r} (from {choice.source}) cannot be used: {problem} "
+                "Name it as provider/model, e.g. NANOBOT_SUMMARY_MODEL=deepseek/deepseek-chat"
+            )
     instructions = None
     if settings.summary_prompt_file is not None:
         try:
@@ -38,11 +43,24 @@ def build_deps(settings: Settings) -> Deps:
         except OSError as exc:
             raise SettingsError(f"NANOBOT_SUMMARY_PROMPT_FILE: cannot read it ({exc})") from None
     tz = notes_timezone(settings, nanobot)
-    memory = MemoryFiles(settings.summary_workspace or nanobot.workspace, tz.key, settings.memory_max_facts,
-                         hold=settings.memory_write == "idle")
-    return Deps(settings=settings, nanobot=nanobot, model=model, fallback=fallback, counter=best_counter(), tz=tz,
-                instructions=instructions, memory=memory, job_timeout=job_timeout(settings),
-                recall=RecallIndex(memory.workspace, tz, passage_embedder(settings)))
+    memory = MemoryFiles(
+        settings.summary_workspace or nanobot.workspace,
+        tz.key,
+        settings.memory_max_facts,
+        hold=settings.memory_write == "idle",
+    )
+    return Deps(
+        settings=settings,
+        nanobot=nanobot,
+        model=model,
+        fallback=fallback,
+        counter=best_counter(),
+        tz=tz,
+        instructions=instructions,
+        memory=memory,
+        job_timeout=job_timeout(settings),
+        recall=RecallIndex(memory.workspace, tz, passage_embedder(settings)),
+    )
 
 
 def passage_embedder(settings: Settings) -> Embedder | None:
@@ -50,9 +68,14 @@ def passage_embedder(settings: Settings) -> Embedder | None:
     if not settings.summary_embedding_model:
         return None
     key = settings.summary_embedding_api_key
-    return Embedder(settings.summary_embedding_model,
-                    litellm_embed(settings.summary_embedding_model, settings.summary_embedding_api_base,
-                                  key.get_secret_value() if key is not None else None))
+    return Embedder(
+        settings.summary_embedding_model,
+        litellm_embed(
+            settings.summary_embedding_model,
+            settings.summary_embedding_api_base,
+            key.get_secret_value() if key is not None else None,
+        ),
+    )
 
 
 def job_timeout(settings: Settings) -> int:

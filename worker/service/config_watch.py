@@ -41,8 +41,9 @@ class ConfigWatch:
         self.stamp = config_stamp(deps.settings.config_path)
         # Named by NANOBOT_SUMMARY_NAMESPACE (the settings read the environment only): it stays whatever the
         # workspace. Else the namespace is the workspace's.
-        self.namespace_named = bool(os.environ.get("NANOBOT_SUMMARY_NAMESPACE")) if namespace_named is None \
-            else namespace_named
+        self.namespace_named = (
+            bool(os.environ.get("NANOBOT_SUMMARY_NAMESPACE")) if namespace_named is None else namespace_named
+        )
         self.moved = False
 
     def current(self) -> Deps:
@@ -52,19 +53,27 @@ class ConfigWatch:
         self.stamp = stamp
         try:
             settings = self.deps.settings
-            fresh = build_deps(settings if self.namespace_named else settings.model_copy(
-                update={"summary_namespace": None}))
+            fresh = build_deps(
+                settings if self.namespace_named else settings.model_copy(update={"summary_namespace": None})
+            )
         except (SettingsError, NanobotConfigError) as exc:
-            log.warning("nanobot config %s changed, but cannot be used (%s): keeping the previous one",
-                        self.deps.settings.config_path, exc)
+            log.warning(
+                "nanobot config %s changed, but cannot be used (%s): keeping the previous one",
+                self.deps.settings.config_path,
+                exc,
+            )
             return self.deps
         if fresh.settings.keys != self.deps.settings.keys:
             # arq polls one queue for the worker's life: the new workspace's jobs are queued under its own
             # namespace, which this worker does not read. Serving its files from the old queue would summarize
             # nothing nanobot asked for, silently: stop, and start again serving the new one.
-            log.warning("nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
-                        "stopping to start again, serving it", fresh.nanobot.workspace, fresh.settings.keys.queue,
-                        self.deps.settings.keys.queue)
+            log.warning(
+                "nanobot's workspace changed to %s, whose jobs are queued under %s; this worker serves %s: "
+                "stopping to start again, serving it",
+                fresh.nanobot.workspace,
+                fresh.settings.keys.queue,
+                self.deps.settings.keys.queue,
+            )
             self.moved = True
             # Once arq has shut down and the process is exiting (its connections closed, an embedded Redis
             # stopped), whichever command started it: `nanobot-summary run` or `arq worker.app.WorkerSettings`.

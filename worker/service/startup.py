@@ -33,17 +33,25 @@ async def startup(ctx: dict[str, Any]) -> None:
     deps: Deps = ctx["deps"]
     if problem := version_problem(str((await ctx["redis"].info("server")).get("redis_version", ""))):
         raise SettingsError(problem)  # `arq worker.app.WorkerSettings` stops here; `python -m worker` earlier
-    log.info("summary model %s (from %s); keep %s; sessions in %s; queue %s", deps.model.model, deps.model.source,
-             deps.settings.summary_keep, deps.nanobot.sessions_root, deps.settings.keys.queue)
+    log.info(
+        "summary model %s (from %s); keep %s; sessions in %s; queue %s",
+        deps.model.model,
+        deps.model.source,
+        deps.settings.summary_keep,
+        deps.nanobot.sessions_root,
+        deps.settings.keys.queue,
+    )
     if not deps.nanobot.path.exists():
         log.warning("nanobot config %s not found: using nanobot's defaults (set NANOBOT_CONFIG)", deps.nanobot.path)
     if deps.settings.summary_timezone is None and deps.tz is not None and utc_by_default(deps.nanobot, str(deps.tz)):
         # Said of "the zone this worker sees": the marker files that tell a container may sit on a machine that
         # its user does not think of as one (a VM's image, a sandbox), so the line does not call it a container.
-        log.warning("notes are dated in UTC: nanobot's config leaves the zone to the host (timezoneMode auto) and "
-                    "the zone this worker sees is UTC, with no TZ set; to date them in yours, give nanobot's config "
-                    "\"timezoneMode\": \"manual\" and \"timezone\" (agents.defaults), or set NANOBOT_SUMMARY_TIMEZONE "
-                    "(e.g. Asia/Shanghai), or pass TZ in (deploy/docker-compose.yml does)")
+        log.warning(
+            "notes are dated in UTC: nanobot's config leaves the zone to the host (timezoneMode auto) and "
+            "the zone this worker sees is UTC, with no TZ set; to date them in yours, give nanobot's config "
+            '"timezoneMode": "manual" and "timezone" (agents.defaults), or set NANOBOT_SUMMARY_TIMEZONE '
+            "(e.g. Asia/Shanghai), or pass TZ in (deploy/docker-compose.yml does)"
+        )
     try:
         _ = deps.nanobot.sessions_dir
     except NanobotConfigError as exc:

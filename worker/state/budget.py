@@ -35,9 +35,14 @@ class Spend(BaseModel):
 
     @classmethod
     def of(cls, completion: Completion) -> Spend:
-        return cls(calls=1, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-                   cached_tokens=completion.cached_tokens, cost=completion.cost or 0.0,
-                   unpriced_calls=0 if completion.cost is not None else 1)
+        return cls(
+            calls=1,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cached_tokens=completion.cached_tokens,
+            cost=completion.cost or 0.0,
+            unpriced_calls=0 if completion.cost is not None else 1,
+        )
 
     @classmethod
     def from_hash(cls, raw: dict[Any, Any]) -> Spend:
@@ -51,8 +56,10 @@ class Spend(BaseModel):
         cost = f"${self.cost:.6f}" + (f" (+{self.unpriced_calls} calls unpriced)" if self.unpriced_calls else "")
         if self.unpriced_calls == self.calls:
             cost = "cost unknown (model not in litellm's price table)"
-        return (f"{self.calls} LLM call(s), {self.prompt_tokens} prompt + {self.completion_tokens} completion "
-                f"tokens, {cost}")
+        return (
+            f"{self.calls} LLM call(s), {self.prompt_tokens} prompt + {self.completion_tokens} completion "
+            f"tokens, {cost}"
+        )
 
 
 async def record_call(redis: ArqRedis, session_key: str, completion: Completion, day: str) -> None:
@@ -102,8 +109,9 @@ async def start_job(redis: ArqRedis, session_key: str) -> Cooldown | None:
     return _cooldown(raw)
 
 
-async def over_cap(redis: ArqRedis, session_key: str, day: str, per_session: int | None,
-                   overall: int | None) -> str | None:
+async def over_cap(
+    redis: ArqRedis, session_key: str, day: str, per_session: int | None, overall: int | None
+) -> str | None:
     """Why no more summarizing tokens may be spent today, or None."""
     if per_session is None and overall is None:
         return None
@@ -159,8 +167,9 @@ def _cooldown(raw: bytes | str | None) -> Cooldown | None:
         return Cooldown(until=datetime.now(timezone.utc), reason="unreadable cooldown record")
 
 
-async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float, longest: float,
-                    seconds: float | None = None) -> Cooldown | None:
+async def cool_down(
+    redis: ArqRedis, session_key: str, reason: str, base: float, longest: float, seconds: float | None = None
+) -> Cooldown | None:
     """Start a rest: `seconds` if given (a cap until tomorrow), else the failure streak's doubling time."""
     keys = Keys.of(redis)
     failures = 0
@@ -170,8 +179,7 @@ async def cool_down(redis: ArqRedis, session_key: str, reason: str, base: float,
         seconds = cooldown_seconds(failures, base, longest)
     if seconds <= 0:
         return None
-    cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason,
-                        failures=failures)
+    cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason, failures=failures)
     async with redis.pipeline(transaction=False) as pipe:
         pipe.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
         index.remember(pipe, keys, "resting", session_key)

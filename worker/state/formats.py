@@ -64,15 +64,20 @@ def memory_off(formats: dict[str, dict[str, Any]], outcomes: list[dict[str, Any]
     """Where the daily notes and long-term facts are off or run on the fallback, and why, one line each: a model
     that follows no notes format, and each session whose last job wrote none (its `memory_skipped`) or whose notes
     the fallback wrote (its `notes_fallback`)."""
-    lines = [f"memory runs on the fallback for model {model}: it answered neither JSON nor the plain lines asked for "
-             f"({known['reason']}), so the day's notes are the user's own lines and no facts are taken; "
-             f"asked again after {known['until'][:16].replace('T', ' ')} UTC"
-             for model, known in formats.items() if known.get("format") == "off"]
+    lines = [
+        f"memory runs on the fallback for model {model}: it answered neither JSON nor the plain lines asked for "
+        f"({known['reason']}), so the day's notes are the user's own lines and no facts are taken; "
+        f"asked again after {known['until'][:16].replace('T', ' ')} UTC"
+        for model, known in formats.items()
+        if known.get("format") == "off"
+    ]
     for outcome in outcomes:
         key, skipped = outcome["session_key"], outcome.get("memory_skipped")
         if outcome.get("notes_fallback"):
-            lines.append(f"{key}: notes: fallback, the user's own lines ({outcome['notes_fallback']})"
-                         + (f"; facts skipped ({skipped})" if skipped else ""))
+            lines.append(
+                f"{key}: notes: fallback, the user's own lines ({outcome['notes_fallback']})"
+                + (f"; facts skipped ({skipped})" if skipped else "")
+            )
         elif skipped:
             lines.append(f"{key}: its last job wrote no notes or facts ({skipped})")
     return lines

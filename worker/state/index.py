@@ -49,7 +49,7 @@ async def members(redis: ArqRedis, family: str, name_of: Callable[[str], str]) -
     found = sorted(_text(member) for member in await reply(redis.smembers(index)))
     live: list[str] = []
     for start in range(0, len(found), SLICE):
-        part = found[start:start + SLICE]
+        part = found[start : start + SLICE]
         names = [index, *(name_of(member) for member in part)]
         kept = await reply(redis.eval(_KEEP_LIVE, len(names), *names, *part))
         live += [_text(member) for member in cast(list[Any], kept)]

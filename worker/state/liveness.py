@@ -37,8 +37,13 @@ async def health_line(redis: ArqRedis) -> str | None:
 
 # arq's health line's counters, as `status --json` names them: every job the worker process ran since it started,
 # summaries, idle checks and scheduled ticks alike.
-HEALTH_FIELDS = {"j_complete": "jobs_done", "j_failed": "jobs_failed", "j_retried": "jobs_retried",
-                 "j_ongoing": "jobs_running", "queued": "queued"}
+HEALTH_FIELDS = {
+    "j_complete": "jobs_done",
+    "j_failed": "jobs_failed",
+    "j_retried": "jobs_retried",
+    "j_ongoing": "jobs_running",
+    "queued": "queued",
+}
 
 
 def health_fields(line: str | None) -> dict[str, Any] | None:
@@ -58,9 +63,9 @@ def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
     if (session := keys.session_of_job(job_id)) is not None:
         return "summary", session
     if job_id.startswith(keys.idle_job_id("")):
-        return "idle check", job_id[len(keys.idle_job_id("")):]
+        return "idle check", job_id[len(keys.idle_job_id("")) :]
     if job_id.startswith(keys.cron("")):
-        return "scheduled", job_id[len(keys.cron("")):].rpartition(":")[0] or job_id[len(keys.cron("")):]
+        return "scheduled", job_id[len(keys.cron("")) :].rpartition(":")[0] or job_id[len(keys.cron("")) :]
     return "scheduled", job_id.removeprefix(keys.prefix)
 
 
@@ -83,10 +88,17 @@ async def in_flight(redis: ArqRedis, alive: bool, found: Sequence[WorkerReport] 
         if kind == "scheduled" and 0 <= left_ms <= keep_cronjob_progress * 1000:
             # A finished cron tick: arq keeps its mark this long so no other worker runs the tick again.
             continue
-        jobs.append({"job_id": job_id, "kind": kind, "session": name if kind != "scheduled" else None,
-                     "name": name, "try": int(tries) if tries else None,
-                     "rerun_in_seconds": round(left_ms / 1000) if left_ms >= 0 else None,
-                     "stale": stale_because(job_id, left_ms, alive, found)})
+        jobs.append(
+            {
+                "job_id": job_id,
+                "kind": kind,
+                "session": name if kind != "scheduled" else None,
+                "name": name,
+                "try": int(tries) if tries else None,
+                "rerun_in_seconds": round(left_ms / 1000) if left_ms >= 0 else None,
+                "stale": stale_because(job_id, left_ms, alive, found),
+            }
+        )
     return sorted(jobs, key=lambda job: job["job_id"])
 
 
@@ -105,8 +117,10 @@ def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[Worker
         return None  # a worker that does not say what it runs: only the rules above can tell
     lifetime = max(float(r.settings["job_timeout"]) for r in live) + PAST_TIMEOUT_MS / 1000
     started = now.timestamp() - (lifetime - max(left_ms, 0) / 1000)
-    if all(r.heartbeat_at is not None and r.heartbeat_at.timestamp() > started and job_id not in (r.running or [])
-           for r in live):
+    if all(
+        r.heartbeat_at is not None and r.heartbeat_at.timestamp() > started and job_id not in (r.running or [])
+        for r in live
+    ):
         return "no live worker runs it: its worker was killed or froze"
     return None
 
@@ -122,6 +136,7 @@ def successors(found: Sequence[WorkerReport], is_dead: Callable[[WorkerReport], 
     first), each taking at most one place. Maps a dead worker's id to its successor's; a dead worker with no
     successor (gone for good, or the second of two killed when one restarted) is not in it. A successor that
     died too is reported in its place, so a worker killed at every restart is one dead worker, not many."""
+
     def start(report: WorkerReport) -> float:
         return report.started_at.timestamp() if report.started_at else float("inf")
 
@@ -162,11 +177,17 @@ def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
         "alive": alive,
         "health": line if alive else None,
         # A clean stop withdraws the report: one left while no worker beats belongs to a worker that died.
-        "reports": [{**report.model_dump(mode="json"), "silent_seconds": report.silent_for(now),
-                     "stale": is_dead[report.worker_id] or not alive,
-                     "ended": gone[report.worker_id], "superseded_by": replaced.get(report.worker_id),
-                     "dead": (is_dead[report.worker_id] or not alive) and report.worker_id not in replaced}
-                    for report in found],
+        "reports": [
+            {
+                **report.model_dump(mode="json"),
+                "silent_seconds": report.silent_for(now),
+                "stale": is_dead[report.worker_id] or not alive,
+                "ended": gone[report.worker_id],
+                "superseded_by": replaced.get(report.worker_id),
+                "dead": (is_dead[report.worker_id] or not alive) and report.worker_id not in replaced,
+            }
+            for report in found
+        ],
         "settings": live[0].settings if live and alive else None,
     }
 
@@ -204,9 +225,13 @@ def version_mismatches(reports: list[dict[str, Any]], hooks: list[dict[str, Any]
             pair = versions_of(nanobot), versions_of(report)
             if pair in found or (mismatch := version_mismatch(*pair)) is None:
                 continue
-            found[pair] = {"serious": mismatch.serious, "what": mismatch.what, "fix": mismatch.fix,
-                           "nanobot": f"{nanobot.get('host')}:{nanobot.get('pid')}",
-                           "worker": f"{report['host']}:{report['pid']}"}
+            found[pair] = {
+                "serious": mismatch.serious,
+                "what": mismatch.what,
+                "fix": mismatch.fix,
+                "nanobot": f"{nanobot.get('host')}:{nanobot.get('pid')}",
+                "worker": f"{report['host']}:{report['pid']}",
+            }
     return list(found.values())
 
 

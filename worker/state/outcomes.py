@@ -69,8 +69,13 @@ class JobOutcome(BaseModel):
 
 
 # How each status reads in a log line.
-VERBS = {"summarized": "summarized", "noted": "noted", "noop": "skipped", "failed": "failed",
-         "unknown": "ended in a way this version does not know:"}
+VERBS = {
+    "summarized": "summarized",
+    "noted": "noted",
+    "noop": "skipped",
+    "failed": "failed",
+    "unknown": "ended in a way this version does not know:",
+}
 
 
 def headline(outcome: JobOutcome) -> str:
@@ -83,8 +88,9 @@ def _notice(outcome: JobOutcome) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
-async def keep_outcome(redis: ArqRedis, outcome: JobOutcome, delete: Sequence[str] = (),
-                       keep_seconds: int = KEEP_SECONDS) -> None:
+async def keep_outcome(
+    redis: ArqRedis, outcome: JobOutcome, delete: Sequence[str] = (), keep_seconds: int = KEEP_SECONDS
+) -> None:
     """Deletes `delete` (a rest that ended), keeps the outcome (redacted) for status, and tells nanobot's
     listeners (their log) how the job ended, in one round trip; nobody listening is fine."""
     keys = Keys.of(redis)
@@ -104,8 +110,9 @@ def read_outcome(raw: bytes | str, session_key: str) -> JobOutcome:
     try:
         return JobOutcome.model_validate_json(raw)
     except (ValidationError, ValueError):
-        return JobOutcome(session_key=session_key, status="unknown",
-                          unknown="an outcome this version of the worker cannot read")
+        return JobOutcome(
+            session_key=session_key, status="unknown", unknown="an outcome this version of the worker cannot read"
+        )
 
 
 async def load_outcome(redis: ArqRedis, session_key: str) -> JobOutcome | None:

@@ -38,14 +38,22 @@ class Progress(BaseModel):
     @classmethod
     def begin(cls, start: int, boundary: int, boundary_timestamp: str | None, previous: str) -> Progress:
         """A new run: nothing done yet, the summary so far the one folded in."""
-        return cls(start=start, boundary=boundary, boundary_timestamp=boundary_timestamp, previous=digest(previous),
-                   done=start, running=previous)
+        return cls(
+            start=start,
+            boundary=boundary,
+            boundary_timestamp=boundary_timestamp,
+            previous=digest(previous),
+            done=start,
+            running=previous,
+        )
 
     def continues(self, new: Progress) -> bool:
         """Is this kept run the same as `new` (same range, same messages, same summary folded in)?"""
         same = (self.start, self.boundary, self.boundary_timestamp, self.previous)
-        return same == (new.start, new.boundary, new.boundary_timestamp, new.previous) and \
-            new.start <= self.done <= new.boundary
+        return (
+            same == (new.start, new.boundary, new.boundary_timestamp, new.previous)
+            and new.start <= self.done <= new.boundary
+        )
 
 
 async def resume_progress(redis: ArqRedis, session_key: str, new: Progress) -> Progress:

@@ -33,8 +33,9 @@ return 0
 async def take(redis: ArqRedis, session_key: str, job_timeout: float) -> str | None:
     """The session's run lock taken: its token, or None while another run holds it."""
     token = secrets.token_hex(16)
-    taken = await redis.set(Keys.of(redis).running(session_key), token, nx=True,
-                            px=int((job_timeout + LOCK_MARGIN) * 1000))
+    taken = await redis.set(
+        Keys.of(redis).running(session_key), token, nx=True, px=int((job_timeout + LOCK_MARGIN) * 1000)
+    )
     return token if taken else None
 
 

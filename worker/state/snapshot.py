@@ -30,13 +30,18 @@ async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
     in_flight = await liveness.in_flight(redis, workers["alive"], reports)
     running = {job["job_id"] for job in in_flight}
     now_ms = utcnow().timestamp() * 1000
-    queue = [(_text(job), score) for job, score in await redis.zrange(keys.queue, 0, -1, withscores=True)
-             if _text(job) not in running]
+    queue = [
+        (_text(job), score)
+        for job, score in await redis.zrange(keys.queue, 0, -1, withscores=True)
+        if _text(job) not in running
+    ]
     # Idle checks wait by design (one per recently active session, until it has been quiet long enough).
     idle_checks = sum(1 for job, _ in queue if job.startswith(keys.idle_job_id("")))
     waiting = [score for job, score in queue if not job.startswith(keys.idle_job_id(""))]
-    spend = {key: budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))).model_dump()
-             for key in await index.members(redis, "spend", lambda session: keys.spend(f"session:{session}"))}
+    spend = {
+        key: budget.Spend.from_hash(await reply(redis.hgetall(keys.spend(f"session:{key}")))).model_dump()
+        for key in await index.members(redis, "spend", lambda session: keys.spend(f"session:{session}"))
+    }
     stats = {_text(k): int(v) for k, v in (await reply(redis.hgetall(keys.stats))).items()}
     return {
         "worker": workers["health"],
@@ -52,8 +57,10 @@ async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
         **(await records(redis, await pending_sessions(redis)) if lists else {}),
         **({"resting": await rests(redis, await resting_sessions(redis))} if lists else {}),
         "outcomes": await _outcomes(redis),
-        "spend": {"total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
-                  "sessions": spend},
+        "spend": {
+            "total": budget.Spend.from_hash(await reply(redis.hgetall(keys.spend("total")))).model_dump(),
+            "sessions": spend,
+        },
         "pickups": stats,
         "answer_formats": await formats.all_learned(redis),
     }
@@ -71,10 +78,19 @@ async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
         elif isinstance(record, str):
             others.append(key)
         elif record is not None:
-            found.append({"session": key, "reason": record.reason, "start": record.start,
-                            "boundary": record.boundary, "tokens_before": record.tokens_before,
-                            "tokens_after": record.tokens_after, "messages_before": record.messages_before,
-                            "messages_after": record.messages_after, "created_at": record.created_at.isoformat()})
+            found.append(
+                {
+                    "session": key,
+                    "reason": record.reason,
+                    "start": record.start,
+                    "boundary": record.boundary,
+                    "tokens_before": record.tokens_before,
+                    "tokens_after": record.tokens_after,
+                    "messages_before": record.messages_before,
+                    "messages_after": record.messages_after,
+                    "created_at": record.created_at.isoformat(),
+                }
+            )
     return {"pending_records": found, "other_version_records": others, "damaged_records": damaged}
 
 
@@ -101,8 +117,11 @@ async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
         return []
     raws = await redis.mget([keys.outcome(key) for key in sessions])
     streaks = await redis.mget([keys.failures(key) for key in sessions])
-    return [{**_outcome_fields(key, raw), "failures_in_a_row": int(streak or 0)}
-            for key, raw, streak in zip(sessions, raws, streaks, strict=True) if raw]
+    return [
+        {**_outcome_fields(key, raw), "failures_in_a_row": int(streak or 0)}
+        for key, raw, streak in zip(sessions, raws, streaks, strict=True)
+        if raw
+    ]
 
 
 # Each outcome as last read, by its stored bytes: parsing 1,000 outcomes was most of the web page's overview

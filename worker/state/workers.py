@@ -74,9 +74,24 @@ class WorkerReport(BaseModel):
 
 # The settings a worker reports (names as in worker.settings.Settings): what changes what it does, and every
 # setting the hooks publish too (doctor compares the two sides).
-REPORTED_SETTINGS = tuple(dict.fromkeys((
-    "auto_summary", "summary_keep", "summary_interval", "summary_threshold", "summary_idle", "summary_idle_keep",
-    "summary_cache_ttl", "summary_pickup", "memory_write", "memory_sessions", "summary_recall", *SHARED_SETTINGS)))
+REPORTED_SETTINGS = tuple(
+    dict.fromkeys(
+        (
+            "auto_summary",
+            "summary_keep",
+            "summary_interval",
+            "summary_threshold",
+            "summary_idle",
+            "summary_idle_keep",
+            "summary_cache_ttl",
+            "summary_pickup",
+            "memory_write",
+            "memory_sessions",
+            "summary_recall",
+            *SHARED_SETTINGS,
+        )
+    )
+)
 
 
 def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, Any]:
@@ -91,14 +106,30 @@ def this_worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def publish(redis: ArqRedis, settings: dict[str, Any], started_at: datetime, running: list[str] | None = None,
-                  beat_seconds: float = BEAT_SECONDS, version: str = RELEASE, contract: int = CONTRACT) -> None:
+async def publish(
+    redis: ArqRedis,
+    settings: dict[str, Any],
+    started_at: datetime,
+    running: list[str] | None = None,
+    beat_seconds: float = BEAT_SECONDS,
+    version: str = RELEASE,
+    contract: int = CONTRACT,
+) -> None:
     """Called by the worker at every heartbeat: its report, rewritten, for another REPORT_SECONDS."""
     host, _, pid = this_worker().rpartition(":")
-    report = WorkerReport(host=host, pid=int(pid), started_at=started_at, heartbeat_at=utcnow(),
-                          version=version, contract=contract,
-                          beat_seconds=beat_seconds, running=running, settings=settings,
-                          process=process_identity(os.getpid()) or "", runner=runner())
+    report = WorkerReport(
+        host=host,
+        pid=int(pid),
+        started_at=started_at,
+        heartbeat_at=utcnow(),
+        version=version,
+        contract=contract,
+        beat_seconds=beat_seconds,
+        running=running,
+        settings=settings,
+        process=process_identity(os.getpid()) or "",
+        runner=runner(),
+    )
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=False) as pipe:
         pipe.set(keys.worker(report.worker_id), report.model_dump_json(), ex=REPORT_SECONDS)
@@ -151,4 +182,3 @@ def process_gone(report: WorkerReport) -> bool:
     if not report.process or mine is None or report.process.rsplit(":", 1)[0] != mine.rsplit(":", 1)[0]:
         return False
     return process_identity(report.pid) != report.process
-

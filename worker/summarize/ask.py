@@ -20,8 +20,9 @@ log = logging.getLogger("worker.summarize.ask")
 PROMPT_SLACK_TOKENS = 200
 
 
-async def ask(run: Run, system: str, prompt: str, schema: dict[str, Any] | None, need_summary: bool = True,
-              previous: str = "") -> Answer:
+async def ask(
+    run: Run, system: str, prompt: str, schema: dict[str, Any] | None, need_summary: bool = True, previous: str = ""
+) -> Answer:
     """The summary model, then the fallback model once the first keeps failing or cannot work. With no `schema`,
     the answer is notes and facts in plain lines (worker.model.lines), asked for without a response format.
 
@@ -56,8 +57,9 @@ def _guard(previous: str, summary: str, min_carry: float) -> None:
         raise BadAnswer(str(refused)) from None
 
 
-async def _answer(run: Run, choice: ModelChoice, messages: list[dict[str, str]], schema: dict[str, Any] | None,
-                  need_summary: bool) -> Answer:
+async def _answer(
+    run: Run, choice: ModelChoice, messages: list[dict[str, str]], schema: dict[str, Any] | None, need_summary: bool
+) -> Answer:
     settings = run.deps.settings
     for firm in (False, True):
         await run.before_call()

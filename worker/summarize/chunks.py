@@ -41,8 +41,9 @@ class Frame:
 KeepChunk = Callable[[Answer, list[Entry], Progress], Awaitable[None]]
 
 
-async def summarize_entries(run: Run, entries: list[Entry], fresh: set[int], language: str, progress: Progress,
-                            keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
+async def summarize_entries(
+    run: Run, entries: list[Entry], fresh: set[int], language: str, progress: Progress, keep: KeepChunk
+) -> tuple[Answer, int, list[Entry]]:
     """One call when the input fits the budget; otherwise chunks from where `progress` stands, each folding in the
     summary so far, each finished one but the last handed to `keep`.
 
@@ -63,13 +64,15 @@ def _frame(run: Run, fresh: set[int], language: str) -> Frame:
     deps = run.deps
     system = system_prompt(language, deps.settings.summary_max_chars, deps.instructions)
     known = known_facts(deps)
-    fixed = (count_recurring(deps.counter, system) + count_recurring(deps.counter, "\n".join(known))
-             + PROMPT_SLACK_TOKENS)
+    fixed = (
+        count_recurring(deps.counter, system) + count_recurring(deps.counter, "\n".join(known)) + PROMPT_SLACK_TOKENS
+    )
     return Frame(system, known, fixed, language, fresh)
 
 
-async def _run_chain(run: Run, frame: Frame, progress: Progress, entries: list[Entry], budget_tokens: int,
-                     keep: KeepChunk) -> tuple[Answer, int, list[Entry]]:
+async def _run_chain(
+    run: Run, frame: Frame, progress: Progress, entries: list[Entry], budget_tokens: int, keep: KeepChunk
+) -> tuple[Answer, int, list[Entry]]:
     counter = run.deps.counter
     while True:
         remaining = [e for e in entries if e.index >= progress.done]
@@ -79,8 +82,14 @@ async def _run_chain(run: Run, frame: Frame, progress: Progress, entries: list[E
         last = len(this_chunk) == len(remaining)
         progress.calls += 1
         if progress.calls > 1 or not last:  # long work says where it is: a big backlog takes many calls
-            log.info("%s chunk %d: messages %d..%d (%d left after it)", run.key, progress.calls,
-                     this_chunk[0].index, this_chunk[-1].index, len(remaining) - len(this_chunk))
+            log.info(
+                "%s chunk %d: messages %d..%d (%d left after it)",
+                run.key,
+                progress.calls,
+                this_chunk[0].index,
+                this_chunk[-1].index,
+                len(remaining) - len(this_chunk),
+            )
         answer, noted = await _ask_chunk(run, frame, progress, this_chunk, last)
         if last:
             return answer, progress.calls, noted
@@ -88,8 +97,9 @@ async def _run_chain(run: Run, frame: Frame, progress: Progress, entries: list[E
         await keep(answer, noted, progress)
 
 
-async def _ask_chunk(run: Run, frame: Frame, progress: Progress, this_chunk: list[Entry], last: bool
-                     ) -> tuple[Answer, list[Entry]]:
+async def _ask_chunk(
+    run: Run, frame: Frame, progress: Progress, this_chunk: list[Entry], last: bool
+) -> tuple[Answer, list[Entry]]:
     """The chunk's answer, and the entries whose notes it holds."""
     prompt = user_prompt(progress.running, this_chunk, progress.calls, last=last, known_facts=frame.known)
     answer = await ask(run, frame.system, prompt, ANSWER_SCHEMA, previous=progress.running)

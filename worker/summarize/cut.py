@@ -113,8 +113,14 @@ def saves_enough(saving: int, floor: float) -> bool:
 KEEP_NOTHING = KeepRule("messages", 0)
 
 
-def cut_by(messages: Sequence[dict[str, Any]], start: int, counts: list[int], keep: KeepRule, window: int,
-           explicit: bool = False) -> Cut:
+def cut_by(
+    messages: Sequence[dict[str, Any]],
+    start: int,
+    counts: list[int],
+    keep: KeepRule,
+    window: int,
+    explicit: bool = False,
+) -> Cut:
     """The cut for `keep`, with the rules plan_cut does not read itself: turns:N (the last N user turns and what
     followed them), and keeping nothing when the job's request asks for exactly that (an idle
     summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""

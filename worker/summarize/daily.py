@@ -77,8 +77,11 @@ async def flag_for_try(ctx: dict[str, Any], key: str) -> AsyncIterator[str | Non
 def recent_sessions(sessions_dir: Path) -> list[str]:
     """The sessions whose files changed within RECENT_SECONDS, nanobot's internal ones left out."""
     cutoff = time.time() - RECENT_SECONDS
-    return [k for k in list_session_keys(sessions_dir)
-            if not is_internal_session(k) and _modified_since(session_path(sessions_dir, k), cutoff)]
+    return [
+        k
+        for k in list_session_keys(sessions_dir)
+        if not is_internal_session(k) and _modified_since(session_path(sessions_dir, k), cutoff)
+    ]
 
 
 async def flag_sessions(redis: ArqRedis, keys: list[str], since: str, reason: Reason = "daily") -> None:
@@ -103,8 +106,11 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
     deps: Deps = ctx["deps"]
     removed = await asyncio.to_thread(remove_expired, deps.sessions_dir, deps.settings.summary_retired_days)
     if removed:
-        log.info("daily run: removed %d copies kept at /new, noted and older than %g days", len(removed),
-                 deps.settings.summary_retired_days)
+        log.info(
+            "daily run: removed %d copies kept at /new, noted and older than %g days",
+            len(removed),
+            deps.settings.summary_retired_days,
+        )
     if not deps.settings.auto_summary:
         return 0
     # Yesterday too: a run missed while the worker was down is caught up by the next one.
@@ -134,7 +140,8 @@ async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> st
     try:
         since = await asyncio.to_thread(memory.held_since) if max_hold is not None else None
         force = deps.settings.memory_write == "now" or (
-            since is not None and max_hold is not None and time.time() - since >= max_hold)
+            since is not None and max_hold is not None and time.time() - since >= max_hold
+        )
         stats = await asyncio.to_thread(memory.flush, sessions_dir, deps.settings.summary_cache_ttl, force)
     except MemoryReadOnly as exc:
         _read_only(memory.memory_path, str(exc))
@@ -145,8 +152,13 @@ async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> st
     _read_only(memory.memory_path, None)
     if stats is None:
         return "nothing written"
-    log.info("MEMORY.md: held facts written: +%d added, %d replaced, %d skipped, %d evicted",
-             stats.added, stats.replaced, stats.skipped, stats.evicted)
+    log.info(
+        "MEMORY.md: held facts written: +%d added, %d replaced, %d skipped, %d evicted",
+        stats.added,
+        stats.replaced,
+        stats.skipped,
+        stats.evicted,
+    )
     return f"+{stats.added} facts"
 
 
@@ -160,8 +172,11 @@ def _read_only(path: Path, reason: str | None) -> None:
     if reason == _said_read_only.get(path):
         return
     if reason is not None:
-        log.warning("MEMORY.md: held facts not written: %s; the worker leaves it alone and the facts stay held "
-                    "until it is writable again", reason)
+        log.warning(
+            "MEMORY.md: held facts not written: %s; the worker leaves it alone and the facts stay held "
+            "until it is writable again",
+            reason,
+        )
         _said_read_only[path] = reason
     else:
         log.info("MEMORY.md is writable again: the held facts go in at the next quiet moment")

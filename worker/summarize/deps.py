@@ -23,8 +23,16 @@ class Memory(Protocol):
 
     def known_facts(self, limit: int | None = None) -> list[str]: ...
 
-    async def write(self, session_key: str, notes: list[DailyNotes], facts: list[Fact], language: str,
-                    sessions_dir: Path | None = None, cache_ttl: float = 0.0, asked: float | None = None) -> object:
+    async def write(
+        self,
+        session_key: str,
+        notes: list[DailyNotes],
+        facts: list[Fact],
+        language: str,
+        sessions_dir: Path | None = None,
+        cache_ttl: float = 0.0,
+        asked: float | None = None,
+    ) -> object:
         """Returns what it did; its str() goes into the job's outcome."""
 
 

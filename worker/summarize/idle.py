@@ -73,8 +73,9 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
     CURRENT_JOB.set(f"{key} {ctx.get('job_id', '-')} idle check")
     settings = deps.settings
     ttl = settings.summary_cache_ttl
-    keep = idle_keep(settings.summary_idle_keep, ttl, deps.nanobot.idle_compact_seconds,
-                     deps.nanobot.idle_compact_scan_seconds)
+    keep = idle_keep(
+        settings.summary_idle_keep, ttl, deps.nanobot.idle_compact_seconds, deps.nanobot.idle_compact_scan_seconds
+    )
     if not settings.auto_summary or not settings.summary_idle or is_internal_session(key):
         return {"status": "off"}
     if keep is None:
@@ -102,6 +103,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
         log.debug("%s quiet for %.0f s: %s", key, quiet, plan.skip)
         return {"status": "noop", "detail": plan.skip}
     queued = await enqueue_summary(redis, summary) is not None
-    log.info("%s quiet for %.0f s: %s", key, quiet,
-             "summary queued" if queued else "a summary is already queued or running")
+    log.info(
+        "%s quiet for %.0f s: %s", key, quiet, "summary queued" if queued else "a summary is already queued or running"
+    )
     return {"status": "queued" if queued else "running"}

@@ -69,8 +69,12 @@ async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dic
             if job_try >= deps.settings.summary_max_tries:
                 log.warning("%s: Redis went away during try %d, the last (%s)", req.session_key, job_try, exc)
                 raise
-            log.warning("%s: Redis went away during try %d (%s): the try runs again once Redis answers",
-                        req.session_key, job_try, exc)
+            log.warning(
+                "%s: Redis went away during try %d (%s): the try runs again once Redis answers",
+                req.session_key,
+                job_try,
+                exc,
+            )
             if not await redis_back(redis, REDIS_WAIT_SECONDS):
                 raise
             if (held := ctx.pop(RUN_LOCK, None)) is not None:
@@ -85,8 +89,11 @@ async def locked_try(ctx: dict[str, Any], deps: Deps, redis: ArqRedis, req: Summ
     ctx[RUN_LOCK] = token
     if token is None:
         wait = await running.held_for(redis, req.session_key)
-        log.warning("%s is being summarized by another run (arq's in-progress mark was lost): this start waits "
-                    "%.0f s", req.session_key, wait)
+        log.warning(
+            "%s is being summarized by another run (arq's in-progress mark was lost): this start waits %.0f s",
+            req.session_key,
+            wait,
+        )
         # The other run's end removes the job from the queue, this deferred start with it.
         raise Retry(defer=min(wait + 1.0, deps.job_timeout + running.LOCK_MARGIN))
     try:
@@ -135,8 +142,11 @@ def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
     # A retry (job_try > 1) belongs to a job already admitted: only a new job waits for the rest.
     if run.req.reason != "manual" and rest is not None:
         # In the zone the pages and notes use, named: the page shows this beside its own times.
-        detail = (f"paused until resumed (nanobot-summary end-rest {key}): {rest.reason}" if rest.paused
-                  else f"resting until {in_zone(rest.until, run.deps.tz)}: {rest.reason}")
+        detail = (
+            f"paused until resumed (nanobot-summary end-rest {key}): {rest.reason}"
+            if rest.paused
+            else f"resting until {in_zone(rest.until, run.deps.tz)}: {rest.reason}"
+        )
         return JobOutcome(session_key=key, status="noop", detail=detail)
     return None
 
@@ -177,20 +187,30 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
     redis, key, settings = run.redis, run.key, run.deps.settings
     spend = await budget.job_spend(redis, key)
     # Details quote models and providers: redacted like every other text the worker keeps.
-    skipped = (f"{'facts' if run.notes_fallback else 'notes and facts'} skipped: {run.notes_skipped}"
-               if run.notes_skipped else "")
+    skipped = (
+        f"{'facts' if run.notes_fallback else 'notes and facts'} skipped: {run.notes_skipped}"
+        if run.notes_skipped
+        else ""
+    )
     detail = redact("; ".join(p for p in (outcome.detail, skipped, spend.describe()) if p))
-    outcome = outcome.model_copy(update={
-        "seconds": round(time.monotonic() - started, 3), "job_try": run.job_try, "reason": run.req.reason,
-        "model": run.deps.model.model, "spend": spend, "detail": detail,
-        "memory_skipped": redact(run.notes_skipped or run.memory_unwritten),
-        "notes_fallback": redact(run.notes_fallback),
-    })
+    outcome = outcome.model_copy(
+        update={
+            "seconds": round(time.monotonic() - started, 3),
+            "job_try": run.job_try,
+            "reason": run.req.reason,
+            "model": run.deps.model.model,
+            "spend": spend,
+            "detail": detail,
+            "memory_skipped": redact(run.notes_skipped or run.memory_unwritten),
+            "notes_fallback": redact(run.notes_fallback),
+        }
+    )
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
     if fruitless and rest and outcome.cooldown_until is None:
-        cooldown = await budget.cool_down(redis, key, outcome.detail[:200], settings.summary_cooldown,
-                                          settings.summary_cooldown_max)
+        cooldown = await budget.cool_down(
+            redis, key, outcome.detail[:200], settings.summary_cooldown, settings.summary_cooldown_max
+        )
         if cooldown is not None:
             outcome.cooldown_until = cooldown.until
     # The work is done: no rest, and the next failure starts the doubling afresh.
@@ -217,8 +237,12 @@ async def run_job(run: Run) -> JobOutcome:
     # From the watermark: older messages of a daily run's day are noted in windows of their own (note_before).
     session = read_session(deps.sessions_dir, req.session_key, from_watermark=True)
     if session.skipped_lines:
-        log.warning("%s: skipped %d malformed lines (%s)", req.session_key, session.skipped_lines,
-                    "; ".join(session.skipped_reasons[:3]))
+        log.warning(
+            "%s: skipped %d malformed lines (%s)",
+            req.session_key,
+            session.skipped_lines,
+            "; ".join(session.skipped_reasons[:3]),
+        )
     lines = Lines(session.messages)  # rendered once for the summary's transcript and the recall index
     outcome, covered = await summarize_range(run, session, pending, lines)
     if req.notes_through_end:
@@ -240,8 +264,9 @@ def read_for_job(deps: Deps, req: SummarizeRequest) -> SessionFile:
     since = req.notes_since if req.notes_through_end else None
     if req.notes_through_end and since is None:
         return read_session(deps.sessions_dir, req.session_key)
-    return read_session(deps.sessions_dir, req.session_key, from_watermark=True,
-                        keep_from=dated_from(since, deps.tz) if since else None)
+    return read_session(
+        deps.sessions_dir, req.session_key, from_watermark=True, keep_from=dated_from(since, deps.tz) if since else None
+    )
 
 
 async def index_for_recall(deps: Deps, session: SessionFile, boundary: int | None, lines: Lines | None = None) -> None:

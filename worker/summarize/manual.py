@@ -23,8 +23,14 @@ def manual_request(key: str, keep: str | None, since: str | None = None, force: 
     """The request of a job queued by hand; with `since`, as the job sees it once it took the catch-up flag
     (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans; `force`:
     the model is called even when the plan says no summary could shrink the context."""
-    return SummarizeRequest(session_key=key, reason="manual", keep=keep or MANUAL_KEEP,
-                            notes_through_end=since is not None, notes_since=since, force=force)
+    return SummarizeRequest(
+        session_key=key,
+        reason="manual",
+        keep=keep or MANUAL_KEEP,
+        notes_through_end=since is not None,
+        notes_since=since,
+        force=force,
+    )
 
 
 def check_key(sessions_dir: Path, key: str) -> None:
@@ -41,8 +47,9 @@ def check_key(sessions_dir: Path, key: str) -> None:
         raise NotSummarized(f"no session {key!r} in {sessions_dir} (known: {known})") from None
 
 
-async def queue_one(redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None,
-                    force: bool = False) -> bool:
+async def queue_one(
+    redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None, force: bool = False
+) -> bool:
     """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry");
     False when one is already queued or running (single flight)."""
     from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too

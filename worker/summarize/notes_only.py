@@ -32,8 +32,9 @@ async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> st
     return "; ".join(part for part in done if part)
 
 
-async def note_before(run: Run, session: SessionFile, covered: set[int], since: str | None
-                      ) -> tuple[list[str], bool, bool]:
+async def note_before(
+    run: Run, session: SessionFile, covered: set[int], since: str | None
+) -> tuple[list[str], bool, bool]:
     """Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the
     job's read does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a
     200 MB day is never held whole. What was done, and whether every window was asked (once the model could not
@@ -44,8 +45,13 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
     if not session.first:
         return done, True, False
     deps = run.deps
-    window = read_window(deps.sessions_dir, run.key, 0, WINDOW_BYTES,
-                         keep_from=dated_from(since, deps.tz) if since else (lambda message: True))
+    window = read_window(
+        deps.sessions_dir,
+        run.key,
+        0,
+        WINDOW_BYTES,
+        keep_from=dated_from(since, deps.tz) if since else (lambda message: True),
+    )
     begin = window.first
     if begin < session.first and held_end(window.messages) >= len(window.messages):
         done.append((await note_unnoted(run, window, covered, since, begin))[0])
@@ -67,8 +73,14 @@ async def note_before(run: Run, session: SessionFile, covered: set[int], since: 
     return done, True, False
 
 
-async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since: str | None,
-                       begin: int | None = None, end: int | None = None) -> tuple[str, bool]:
+async def note_unnoted(
+    run: Run,
+    session: SessionFile,
+    covered: set[int],
+    since: str | None,
+    begin: int | None = None,
+    end: int | None = None,
+) -> tuple[str, bool]:
     """Notes of the session's messages [begin, end) (all it holds by default) from `since` on that are neither
     covered nor noted yet, and whether every one of them is noted now (a written file included: a refused
     write leaves its span un-noted)."""
@@ -86,19 +98,24 @@ async def note_unnoted(run: Run, session: SessionFile, covered: set[int], since:
     written, _ = await write_notes(run, notes, facts, asked, language, session.generation)
     of = "" if len(asked) == len(entries) else f" of {len(entries)}"
     complete = len(asked) == len(entries) and not any(
-        user_said(entry) for entry in unnoted(deps, key, asked, session.generation))
+        user_said(entry) for entry in unnoted(deps, key, asked, session.generation)
+    )
     return f"noted {len(asked)}{of} more messages: {written}", complete
 
 
-async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
-                         ) -> tuple[list[DailyNotes], list[Fact], list[Entry]]:
+async def _ask_in_chunks(
+    run: Run, entries: list[Entry], language: str
+) -> tuple[list[DailyNotes], list[Fact], list[Entry]]:
     """The notes and facts of `entries`, one call per chunk, and the entries asked for: up to the first chunk the
     model could not note, that one included (it counts as asked: worker.summarize.remember.settle_notes; the
     chunks noted so far are paid for; the rest waits for a later run)."""
     deps = run.deps
     known = known_facts(deps)
-    overhead = (count_recurring(deps.counter, notes_system_prompt(language))
-                + count_recurring(deps.counter, "\n".join(known)) + PROMPT_SLACK_TOKENS)
+    overhead = (
+        count_recurring(deps.counter, notes_system_prompt(language))
+        + count_recurring(deps.counter, "\n".join(known))
+        + PROMPT_SLACK_TOKENS
+    )
     chunks = chunk(entries, deps.settings.summary_input_tokens - overhead, deps.counter)
     notes: list[DailyNotes] = []
     facts: list[Fact] = []
@@ -114,8 +131,15 @@ async def _ask_in_chunks(run: Run, entries: list[Entry], language: str
     return notes, facts, noted
 
 
-async def ask_notes(run: Run, entries: list[Entry], language: str, known: list[str], number: int = 1,
-                    last: bool = True, prose_seen: bool = False) -> Answer | None:
+async def ask_notes(
+    run: Run,
+    entries: list[Entry],
+    language: str,
+    known: list[str],
+    number: int = 1,
+    last: bool = True,
+    prose_seen: bool = False,
+) -> Answer | None:
     """A notes-only call; None (and the reason kept for the outcome) when the model cannot give notes.
 
     Asked as JSON first; as plain lines (worker.model.lines) once the model answered prose where JSON was asked

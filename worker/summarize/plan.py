@@ -56,33 +56,43 @@ class JobPlan:
     skip: str | None = None  # the outcome's detail when nothing is to be summarized
 
 
-def plan_job(deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest,
-             lines: Lines | None = None) -> JobPlan:
+def plan_job(
+    deps: Deps, session: SessionFile, pending: SummaryRecord | None, req: SummarizeRequest, lines: Lines | None = None
+) -> JobPlan:
     start, previous = chain_start(session, pending)
     cut, counts = plan_for(deps, session, start, req)
     window = window_for(deps, req)
     floor = saving_floor(req.reason, window, deps.settings.summary_min_saving, deps.settings.summary_idle_min_tokens)
-    plan = JobPlan(start, previous, cut, counts, window, floor, sum(counts[cut.start:cut.boundary]))
+    plan = JobPlan(start, previous, cut, counts, window, floor, sum(counts[cut.start : cut.boundary]))
     if cut.covered == 0:
         plan.skip = "nothing to cover beyond the keep rule"
     elif not saves_enough(plan.covered_tokens, floor):
-        plan.skip = (f"too little to summarize ({plan.covered_tokens:,} of {floor:,.0f} tokens "
-                     + ("NANOBOT_SUMMARY_IDLE_MIN_TOKENS" if req.reason == "idle" else "NANOBOT_SUMMARY_MIN_SAVING")
-                     + " asks a summary to take out of the context)")
+        plan.skip = (
+            f"too little to summarize ({plan.covered_tokens:,} of {floor:,.0f} tokens "
+            + ("NANOBOT_SUMMARY_IDLE_MIN_TOKENS" if req.reason == "idle" else "NANOBOT_SUMMARY_MIN_SAVING")
+            + " asks a summary to take out of the context)"
+        )
     else:
         # Rendered only when it will be used (a 100,000-message session renders for long); hidden rows
         # (nanobot's checkpoint marker) and command messages drop out here, so a cut of only those is empty.
         plan.entries = transcript(session.messages, cut.start, cut.boundary, deps.counter, deps.tz, lines=lines)
         if not plan.entries:
-            plan.skip = (f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
-                         "nanobot's hidden or command rows)")
-        elif req.reason == "manual" and not req.force and not saves_enough(
-                plan.covered_tokens + deps.counter(previous) - MIN_SUMMARY_TOKENS, max(floor / 2, 1)):
-            plan.skip = (f"a summary would not shrink the context: the messages to cover hold "
-                         f"{plan.covered_tokens:,} tokens" + (f" and the previous summary {deps.counter(previous):,}"
-                                                              if previous else "")
-                         + f", and a summary takes {MIN_SUMMARY_TOKENS} or more; no model was called (wait for more "
-                         "messages, or enqueue --force to ask anyway)")
+            plan.skip = (
+                f"nothing to cover beyond the keep rule (messages {cut.start}..{cut.boundary - 1} are "
+                "nanobot's hidden or command rows)"
+            )
+        elif (
+            req.reason == "manual"
+            and not req.force
+            and not saves_enough(plan.covered_tokens + deps.counter(previous) - MIN_SUMMARY_TOKENS, max(floor / 2, 1))
+        ):
+            plan.skip = (
+                f"a summary would not shrink the context: the messages to cover hold "
+                f"{plan.covered_tokens:,} tokens"
+                + (f" and the previous summary {deps.counter(previous):,}" if previous else "")
+                + f", and a summary takes {MIN_SUMMARY_TOKENS} or more; no model was called (wait for more "
+                "messages, or enqueue --force to ask anyway)"
+            )
     return plan
 
 

@@ -47,7 +47,7 @@ def fallback_note(note: DailyNotes, entries: list[Entry]) -> DailyNotes:
             continue
         text = clean(" ".join(said[1].split()))  # redacted, one line
         if len(text) > FALLBACK_CHARS:
-            text = text[:FALLBACK_CHARS - 1].rstrip() + "…"
+            text = text[: FALLBACK_CHARS - 1].rstrip() + "…"
         if text:
             lines.append(f"{said[0]} {text}".strip())
     return note.model_copy(update={"topics": lines, "verbatim": True})
@@ -69,11 +69,12 @@ async def _count(redis: ArqRedis, key: str, missed: list[str], done: list[str]) 
         if done:
             pipe.hdel(key, *done)
         counts = await pipe.execute()
-    return [int(n) for n in counts[:len(missed)]]
+    return [int(n) for n in counts[: len(missed)]]
 
 
-async def settle_notes(run: Run, notes: list[DailyNotes], entries: list[Entry], generation: int = 0
-                       ) -> tuple[list[DailyNotes], int]:
+async def settle_notes(
+    run: Run, notes: list[DailyNotes], entries: list[Entry], generation: int = 0
+) -> tuple[list[DailyNotes], int]:
     """The notes to write for `entries`, dated by their messages, and how many days stay un-noted.
 
     A day the answer gave no notes for, holding messages of the user's, is written by nobody: no marker says it
@@ -81,8 +82,9 @@ async def settle_notes(run: Run, notes: list[DailyNotes], entries: list[Entry], 
     format at all (worker.state.formats: asking again is paying for nothing), the fallback writes the user's own
     lines (`fallback_note`). A day without a message of the user's and without notes is left as it is."""
     dated = dated_notes(notes, entries, generation)
-    empty = [note for note in dated if not has_notes(note)
-             and any(user_said(e) for e in entries if e.date == note.date)]
+    empty = [
+        note for note in dated if not has_notes(note) and any(user_said(e) for e in entries if e.date == note.date)
+    ]
     redis, key = run.redis, misses_key(Keys.of(run.redis), run.key)
     done = [f"{generation}:{note.date}" for note in dated if has_notes(note)]
     counts = await _count(redis, key, [f"{generation}:{note.date}" for note in empty], done)
@@ -90,19 +92,27 @@ async def settle_notes(run: Run, notes: list[DailyNotes], entries: list[Entry], 
         return dated, 0
     learned = await formats.learned(redis, run.deps.model.model)
     off = learned is not None and learned.format == "off"
-    written = {note.date: fallback_note(note, entries) for note, misses in zip(empty, counts, strict=True)
-               if off or misses >= NOTES_TRIES}
+    written = {
+        note.date: fallback_note(note, entries)
+        for note, misses in zip(empty, counts, strict=True)
+        if off or misses >= NOTES_TRIES
+    }
     if written:
         await _count(redis, key, [], [f"{generation}:{date}" for date in written])
         why = run.notes_skipped or "its answers held no notes for the user's messages"
         run.notes_fallback = f"{NO_NOTES}: {why}"
-        log.info("%s: notes of %d day(s) written by the fallback, the user's own lines: %s", run.key, len(written),
-                 run.notes_fallback)
+        log.info(
+            "%s: notes of %d day(s) written by the fallback, the user's own lines: %s",
+            run.key,
+            len(written),
+            run.notes_fallback,
+        )
     return [written.get(note.date, note) for note in dated], len(empty) - len(written)
 
 
-async def write_notes(run: Run, notes: list[DailyNotes], facts: list[Fact], entries: list[Entry], language: str,
-                      generation: int = 0) -> tuple[str, list[DailyNotes]]:
+async def write_notes(
+    run: Run, notes: list[DailyNotes], facts: list[Fact], entries: list[Entry], language: str, generation: int = 0
+) -> tuple[str, list[DailyNotes]]:
     """The answer's notes and facts for `entries` written (`settle_notes`, then `write_memory`): what was done,
     and the notes written."""
     dated, missing = await settle_notes(run, notes, entries, generation)
@@ -118,15 +128,19 @@ async def write_memory(run: Run, notes: list[DailyNotes], facts: list[Fact], lan
     trusted = deps.is_trusted(key)
     admitted = [fact for fact in facts if fact.source == "user"] if trusted else []
     left_out = len(facts) - len(admitted)
-    why = "" if not left_out else (
-        f"; {left_out} facts left out ({'not stated by the user' if trusted else 'an untrusted session'})")
+    why = (
+        ""
+        if not left_out
+        else (f"; {left_out} facts left out ({'not stated by the user' if trusted else 'an untrusted session'})")
+    )
     try:
         sessions_dir = deps.sessions_dir
     except NanobotConfigError:
         sessions_dir = None  # facts are held then, as while a session is active
     try:
-        written = await deps.memory.write(key, notes, admitted, language, sessions_dir,
-                                          deps.settings.summary_cache_ttl, asked)
+        written = await deps.memory.write(
+            key, notes, admitted, language, sessions_dir, deps.settings.summary_cache_ttl, asked
+        )
         if isinstance(written, MemoryResult):
             written = replace(written, notes_missing=missing)
         return str(written) + why

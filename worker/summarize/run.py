@@ -42,8 +42,9 @@ class Run:
 
     async def before_call(self) -> None:
         settings = self.deps.settings
-        reason = await budget.over_cap(self.redis, self.key, self.day, settings.summary_daily_tokens,
-                                       settings.summary_daily_tokens_total)
+        reason = await budget.over_cap(
+            self.redis, self.key, self.day, settings.summary_daily_tokens, settings.summary_daily_tokens_total
+        )
         if reason is not None:
             raise OverBudget(reason)
         # Every try makes at least one call, so a try always moves the work on.

@@ -33,15 +33,16 @@ log = logging.getLogger("worker.summarize.summary")
 ALREADY_NOTED = "(in notes) "
 
 
-async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord | None, lines: Lines | None = None
-                          ) -> tuple[JobOutcome, set[int]]:
+async def summarize_range(
+    run: Run, session: SessionFile, pending: SummaryRecord | None, lines: Lines | None = None
+) -> tuple[JobOutcome, set[int]]:
     """Returns the outcome and the indices whose notes this stage took care of."""
     deps, key = run.deps, run.key
     plan = plan_job(deps, session, pending, run.req, lines)
     if plan.skip is not None:
         return JobOutcome(session_key=key, status="noop", detail=plan.skip), set()
     cut = plan.cut
-    language = detect_language(session.messages[cut.start:cut.read])
+    language = detect_language(session.messages[cut.start : cut.read])
     answer, calls, last_noted = await _summarize(run, session, plan, language)
     tokens_before, tokens_after = _tokens(run, session, plan, answer.summary)
     await clear_progress(run.redis, key)
@@ -55,13 +56,14 @@ async def summarize_range(run: Run, session: SessionFile, pending: SummaryRecord
     # Memory was written first: a crash before the record is stored re-runs the range, and notes are
     # idempotent. Its failures are reported, never fatal: the summary does not wait on a broken workspace.
     await _store(run, session, record)
-    detail = (f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} "
-              f"tokens; {memory}")
+    detail = (
+        f"messages {cut.start}..{cut.boundary - 1} in {calls} call(s); {tokens_before} -> {tokens_after} "
+        f"tokens; {memory}"
+    )
     return _summarized(record, detail, plan, answer, notes), {e.index for e in plan.entries}
 
 
-async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: str
-                     ) -> tuple[Answer, int, list[Entry]]:
+async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: str) -> tuple[Answer, int, list[Entry]]:
     """The plan's entries summarized; those already in the notes are marked, so no call notes them again."""
     cut = plan.cut
     fresh = {e.index for e in unnoted(run.deps, run.key, plan.entries, session.generation)}
@@ -80,13 +82,14 @@ async def _summarize(run: Run, session: SessionFile, plan: JobPlan, language: st
 def _tokens(run: Run, session: SessionFile, plan: JobPlan, summary: str) -> tuple[int, int]:
     """What the context replays from the watermark on, before and after the summary."""
     counter, counts, cut = run.deps.counter, plan.counts, plan.cut
-    before = counter(session.previous_summary) + sum(counts[session.last_archived:cut.read])
-    after = counter(summary) + sum(counts[cut.boundary:cut.read])
+    before = counter(session.previous_summary) + sum(counts[session.last_archived : cut.read])
+    after = counter(summary) + sum(counts[cut.boundary : cut.read])
     return before, after
 
 
-def _record(run: Run, session: SessionFile, plan: JobPlan, summary: str, tokens_before: int, tokens_after: int
-            ) -> SummaryRecord:
+def _record(
+    run: Run, session: SessionFile, plan: JobPlan, summary: str, tokens_before: int, tokens_after: int
+) -> SummaryRecord:
     cut = plan.cut
     record = SummaryRecord(
         session_key=run.key,
@@ -111,8 +114,10 @@ async def waiting_record(redis: ArqRedis, sessions_dir: Path, key: str) -> Summa
     session alone); damaged bytes, no record of any version, are dropped."""
     record = await load_waiting_record(redis, key)
     if record == UNREADABLE:
-        raise RecordOfAnotherVersion(f"{key}: a summary record written by another version of the worker waits for "
-                                     "nanobot's pickup; kept for that version, no summary made over it")
+        raise RecordOfAnotherVersion(
+            f"{key}: a summary record written by another version of the worker waits for "
+            "nanobot's pickup; kept for that version, no summary made over it"
+        )
     if record == DAMAGED:
         log.warning("%s: dropped a damaged summary record (not a record of any version)", key)
         return None
@@ -121,8 +126,10 @@ async def waiting_record(redis: ArqRedis, sessions_dir: Path, key: str) -> Summa
     if record.authentic(record_key(sessions_dir)):
         return record
     await drop_record(redis, record)
-    log.warning("%s: dropped a waiting summary record not signed with this instance's key (forged, or from an "
-                "older version)", key)
+    log.warning(
+        "%s: dropped a waiting summary record not signed with this instance's key (forged, or from an older version)",
+        key,
+    )
     return None
 
 
@@ -139,12 +146,18 @@ async def _store(run: Run, session: SessionFile, record: SummaryRecord) -> None:
         log.warning("the record of %s is on the primary only: no replica confirmed it in time", key)
 
 
-def _summarized(record: SummaryRecord, detail: str, plan: JobPlan, answer: Answer, notes: list[DailyNotes]
-                ) -> JobOutcome:
+def _summarized(
+    record: SummaryRecord, detail: str, plan: JobPlan, answer: Answer, notes: list[DailyNotes]
+) -> JobOutcome:
     return JobOutcome(
-        session_key=record.session_key, status="summarized", detail=detail, boundary=record.boundary,
-        tokens_before=record.tokens_before, tokens_after=record.tokens_after,
-        messages_before=record.messages_before, messages_after=record.messages_after,
+        session_key=record.session_key,
+        status="summarized",
+        detail=detail,
+        boundary=record.boundary,
+        tokens_before=record.tokens_before,
+        tokens_after=record.tokens_after,
+        messages_before=record.messages_before,
+        messages_after=record.messages_after,
         carry_forward=guards.carry_forward(plan.previous, answer.summary),
         covered_kept=covered_kept(plan.entries, answer.summary, notes, answer.facts),
     )

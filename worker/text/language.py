@@ -54,8 +54,10 @@ class Language:
 
 def _load(path: Path) -> dict[str, Language]:
     table = tomllib.loads(path.read_text(encoding="utf-8"))
-    return {code: Language(code, row["name"], row["memory_title"], tuple(row["notes"]), tuple(row["groups"]))
-            for code, row in table.items()}
+    return {
+        code: Language(code, row["name"], row["memory_title"], tuple(row["notes"]), tuple(row["groups"]))
+        for code, row in table.items()
+    }
 
 
 LANGUAGES: dict[str, Language] = _load(Path(__file__).with_name("languages.toml"))

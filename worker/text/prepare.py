@@ -63,9 +63,9 @@ def cut_middle(text: str, max_chars: int, clean: Callable[[str], str] | None = N
     if read_out := _LEFT_OUT.search(text, head, len(text) - tail):  # what the read left out goes on being said
         note += read_out.group() + "\n"
     if clean is None:
-        return text[:head] + note + text[len(text) - tail:]
+        return text[:head] + note + text[len(text) - tail :]
     # The margin (max_chars) is far longer than a secret, so the window's own edges fall in what goes.
-    return clean(text[:head + max_chars])[:head] + note + clean(text[max(0, len(text) - tail - max_chars):])[-tail:]
+    return clean(text[: head + max_chars])[:head] + note + clean(text[max(0, len(text) - tail - max_chars) :])[-tail:]
 
 
 def _tool_call_text(call: Any) -> str:
@@ -151,8 +151,13 @@ class Lines:
 
 
 def transcript(
-    messages: Sequence[dict[str, Any]], start: int, end: int, counter: Counter, tz: tzinfo | None = None,
-    since: str | None = None, lines: Lines | None = None,
+    messages: Sequence[dict[str, Any]],
+    start: int,
+    end: int,
+    counter: Counter,
+    tz: tzinfo | None = None,
+    since: str | None = None,
+    lines: Lines | None = None,
 ) -> list[Entry]:
     """Entries of messages[start:end]; with `since` (YYYY-MM-DD), only those dated that day or later.
 
@@ -170,8 +175,9 @@ def transcript(
         if line is not None:
             # render(message, moment) is the same line with its time in front.
             text = moment.strftime("[%Y-%m-%d %H:%M] ") + line if moment else line
-            entries.append(Entry(index, date, stamp if isinstance(stamp, str) else None, text,
-                                 position=lines.position(index)))
+            entries.append(
+                Entry(index, date, stamp if isinstance(stamp, str) else None, text, position=lines.position(index))
+            )
     return entries
 
 
@@ -227,7 +233,7 @@ def detect_language(messages: Sequence[dict[str, Any]]) -> str:
     size = 0
     for message in messages:
         if message.get("role") == "user" and not is_hidden(message):
-            parts.append(content_text(message.get("content"))[:LANGUAGE_SAMPLE_CHARS - size])
+            parts.append(content_text(message.get("content"))[: LANGUAGE_SAMPLE_CHARS - size])
             size += len(parts[-1])
             if size >= LANGUAGE_SAMPLE_CHARS:
                 break

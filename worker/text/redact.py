@@ -78,9 +78,7 @@ _STRONG_SEP = r"\\?[\"']?\s*(?:=|:|：|=>|->)\s*"
 _SOFT_SEP = r"\s*(?:\bis\b|\bwas\b|\bto\b|是|为|為|は|が|는|은|이|가)\s*"
 _BARE = r"[^\s\"'，。；、]+"  # sentence punctuation at its end is handed back by _split_trailing
 
-_PASSWORD_STRONG = re.compile(
-    rf"(?P<head>(?i:{_NAME}(?:{_PASSWORD_WORDS})){_STRONG_SEP})(?P<value>{_QUOTED}|{_BARE})"
-)
+_PASSWORD_STRONG = re.compile(rf"(?P<head>(?i:{_NAME}(?:{_PASSWORD_WORDS})){_STRONG_SEP})(?P<value>{_QUOTED}|{_BARE})")
 _PASSWORD_SOFT = re.compile(rf"(?P<head>(?i:{_NAME}(?:{_PASSWORD_WORDS})){_SOFT_SEP})(?P<value>[!-~]+)")
 _KEY_ANY = re.compile(
     rf"(?P<head>(?i:{_NAME}(?:{_KEY_WORDS})(?:[\s_\-]*(?:{_KEY_WORDS}))*)(?:{_STRONG_SEP}|{_SOFT_SEP}|\s+))"
@@ -97,7 +95,8 @@ _TRAILING = ".,;:!?)]}>'\"。，；：！？）】"
 # (`websocket:wschat2` was redacted, `telegram:42`, too short, was not).
 _SESSION_KEY = re.compile(
     r"(?:cli|telegram|slack|whatsapp|feishu|dingtalk|napcat|discord|matrix|mattermost|msteams|qq|email|signal"
-    r"|websocket|api|wecom|weixin|mochat|cron|dream|heartbeat)(?:\.[\w-]+)?:[\w@.:+-]*")
+    r"|websocket|api|wecom|weixin|mochat|cron|dream|heartbeat)(?:\.[\w-]+)?:[\w@.:+-]*"
+)
 
 
 def _looks_like_token(value: str) -> bool:
@@ -120,7 +119,7 @@ def _split_trailing(value: str) -> tuple[str, str]:
     if value[:1] in "\"'\\":
         return value, ""
     core = value.rstrip(_TRAILING)
-    return core, value[len(core):]
+    return core, value[len(core) :]
 
 
 def _replace_value(match: re.Match[str], check: bool) -> str:
@@ -130,8 +129,10 @@ def _replace_value(match: re.Match[str], check: bool) -> str:
         quote, value = '\\"', value[2:-2]  # quoted inside a JSON string
     if not value or _REFERENCE.match(value) or value.startswith("[REDACTED"):
         return match.group(0)
-    if check and (not _looks_like_token(value)
-                  or ("session" in match.group("head").lower() and _SESSION_KEY.fullmatch(value.strip("\"'")))):
+    if check and (
+        not _looks_like_token(value)
+        or ("session" in match.group("head").lower() and _SESSION_KEY.fullmatch(value.strip("\"'")))
+    ):
         return match.group(0)
     if not quote and value[0] in "\"'" and value[-1] == value[0] and len(value) > 1:
         quote = value[0]
@@ -166,11 +167,60 @@ _TRIGGER = re.compile(
 # cannot match it. The re module also equates İ, ı (with i) and ſ (with s): a text holding one of
 # those is left to _TRIGGER itself.
 _TRIGGER_WORDS = (
-    "://", "sk-", "sk_", "rk_", "akia", "asia", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-",
-    "xox", "aiza", "hf_", "npm_", ":aa", "eyj", "bearer", "mysql", "mariadb", "redis-cli", "docker", "podman",
-    "nerdctl", "sshpass", "curl", "pass", "key", "token", "secret", "credential", "auth", "密码", "密碼", "口令",
-    "パスワード", "暗証番号", "비밀번호", "암호", "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン",
-    "シークレット", "秘密鍵", "キー", "토큰", "키", "시크릿",
+    "://",
+    "sk-",
+    "sk_",
+    "rk_",
+    "akia",
+    "asia",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "aiza",
+    "hf_",
+    "npm_",
+    ":aa",
+    "eyj",
+    "bearer",
+    "mysql",
+    "mariadb",
+    "redis-cli",
+    "docker",
+    "podman",
+    "nerdctl",
+    "sshpass",
+    "curl",
+    "pass",
+    "key",
+    "token",
+    "secret",
+    "credential",
+    "auth",
+    "密码",
+    "密碼",
+    "口令",
+    "パスワード",
+    "暗証番号",
+    "비밀번호",
+    "암호",
+    "密钥",
+    "密鑰",
+    "秘钥",
+    "私钥",
+    "令牌",
+    "凭证",
+    "トークン",
+    "シークレット",
+    "秘密鍵",
+    "キー",
+    "토큰",
+    "키",
+    "시크릿",
 )
 _FOLDED_ELSEWHERE = ("\u0130", "\u0131", "\u017f")
 
@@ -211,8 +261,13 @@ _SECRET_NAME = re.compile(
 
 
 def _named_secret(name: str, value: Any) -> bool:
-    return (isinstance(value, str) and bool(value) and bool(_SECRET_NAME.search(name))
-            and not _REFERENCE.match(value) and not value.startswith("[REDACTED"))
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and bool(_SECRET_NAME.search(name))
+        and not _REFERENCE.match(value)
+        and not value.startswith("[REDACTED")
+    )
 
 
 def redact_json(value: Any, name: str = "", shorten: Callable[[str], str] | None = None) -> Any:

@@ -56,7 +56,8 @@ _FACE, _OTHER_EMOJI, _ZWJ = 2, 3, 2
 _P = r"\x00-\x08\x0e-\x1f!-/:-@\[-`{-~\x7f"  # ASCII punctuation and control characters
 _PIECE = re.compile(  # the guard lets the scan skip non-ASCII text instead of trying every alternative there
     rf"(?=[\x00-\x7f])(?:[{_P}](?<![ \t{_P}][{_P}])[A-Za-z]+|[A-Za-z]+|[0-9]{{1,3}}| ?[{_P}]+[\r\n]*"
-    rf"|[ \t]*[\r\n]+|[ \t]+(?=[ \t]|\Z)|[ \t](?=[0-9]))")
+    rf"|[ \t]*[\r\n]+|[ \t]+(?=[ \t]|\Z)|[ \t](?=[0-9]))"
+)
 # (Lookbehinds come after a first character class: a regex that starts with a class is scanned much faster.)
 _GLUED_PUNCT = re.compile(rf"[{_P}](?<![ \t{_P}][{_P}])(?=[A-Za-z])")
 _LONG_WORD = re.compile(r"[a-z]{7,}")
@@ -71,8 +72,7 @@ _SYMBOL_CHAR = re.compile(r"[\u2070-\u24ff\u2580-\u2bff]")
 _FACE_CHAR = re.compile(r"[\U0001f600-\U0001f64f]")
 _EMOJI_CHAR = re.compile(r"[\U00010000-\U0010ffff]")
 _ZWJ_CHAR = re.compile("\u200d")
-_ONE_TOKEN_CHAR = re.compile(
-    f"[^\x00-\x7f{HAN}{KANA}{HANGUL}\u0400-\u04ff\u200d\u2070-\u2bff\U00010000-\U0010ffff]")
+_ONE_TOKEN_CHAR = re.compile(f"[^\x00-\x7f{HAN}{KANA}{HANGUL}\u0400-\u04ff\u200d\u2070-\u2bff\U00010000-\U0010ffff]")
 
 
 def _extra(pattern: re.Pattern[str], text: str, free: int) -> int:
@@ -125,8 +125,13 @@ class _Script:
 
     def chars(self, text: str) -> int:
         """The tokens of the script's characters in `text` (runs joined by "|", with spaces), merging none."""
-        return (len(text) - text.count(" ") - text.count("|") + len(self.not_single.findall(text))
-                + len(self.three.findall(text)))
+        return (
+            len(text)
+            - text.count(" ")
+            - text.count("|")
+            + len(self.not_single.findall(text))
+            + len(self.three.findall(text))
+        )
 
     def cost(self, wide: str) -> int:
         if not self.present.search(wide):
@@ -146,9 +151,14 @@ def estimate_tokens(text: str) -> int:
     """A pure, dependency-free estimate of cl100k's count (within 10% on chat, code, JSON and CJK text)."""
     if not text:
         return 0
-    tokens = (len(_PIECE.findall(text)) + _extra(_LONG_WORD, text, 6) * _TAIL + _extra(_CAPITALS, text, 2) * _UPPER
-              + len(_CAMEL_STEP.findall(text)) * _CAMEL + len(_GLUED_PUNCT.findall(text)) * _GLUED
-              + _extra(_LONG_PUNCT, text, 2) * _PUNCT_RUN)
+    tokens = (
+        len(_PIECE.findall(text))
+        + _extra(_LONG_WORD, text, 6) * _TAIL
+        + _extra(_CAPITALS, text, 2) * _UPPER
+        + len(_CAMEL_STEP.findall(text)) * _CAMEL
+        + len(_GLUED_PUNCT.findall(text)) * _GLUED
+        + _extra(_LONG_PUNCT, text, 2) * _PUNCT_RUN
+    )
     if not text.isascii():
         wide = "|".join(_WIDE.findall(text))
         tokens += sum(script.cost(wide) for script in _SCRIPTS)
@@ -156,8 +166,12 @@ def estimate_tokens(text: str) -> int:
         boxes = _BOX.findall(wide)
         tokens += len(boxes) + (sum(map(len, boxes)) - len(boxes)) * _BOX_RUN
         faces, emoji = len(_FACE_CHAR.findall(wide)), len(_EMOJI_CHAR.findall(wide))
-        tokens += (len(_SYMBOL_CHAR.findall(wide)) * _SYMBOL + faces * _FACE + (emoji - faces) * _OTHER_EMOJI
-                   + len(_ZWJ_CHAR.findall(wide)) * _ZWJ)
+        tokens += (
+            len(_SYMBOL_CHAR.findall(wide)) * _SYMBOL
+            + faces * _FACE
+            + (emoji - faces) * _OTHER_EMOJI
+            + len(_ZWJ_CHAR.findall(wide)) * _ZWJ
+        )
     return max(1, round(tokens))  # cl100k spells any text with one token at least
 
 
@@ -256,18 +270,14 @@ _KANA_1 = (
     "あいうえおかがきくけこごさざしじすせそただちっつてでとどなにのはばまみめもやよらりるれろわをんアィイ"
     "ウェエオカキクグコサシジスズセタダチッテデトドナニバパビピフブプペポマムメャュョラリルレロン・ー"
 )
-_KANA_3 = (
-    "ㇰ-ㇿ"
-)
+_KANA_3 = "ㇰ-ㇿ"
 _KANA_MERGES = (
     "・・ ・・・ ます です して ック この ント また する から した あり その ース います ール さい ード "
     "しか ット こん ださい スト ください でも メント イン って ござ では それ ログ します とう ージ イト "
     "ました そして しかし され ート これ ありが ちは ありがとう こんに こんにちは コメント ただ ピー ラン ング "
     "いう ありがとうござ さん"
 ).split()
-_KANA_SPACED = (
-    "・ コ ス ア を の"
-).split()
+_KANA_SPACED = ("・ コ ス ア を の").split()
 _HANGUL_1 = (
     "가간값개거게결경고공과구그글기나내는능니다당대도동되된드든들디라래러력로록료류른를름리만메면명목문미"
     "버번보복부분비사산상색생서성세션소수스습시식신아야어에여열오와요용우운원위으은을음의이인일임입자작장"
@@ -279,8 +289,7 @@ _HANGUL_3 = (
     "횀-힯ᄀ-ᇿ㄰-ㄿㆀ-㆏"
 )
 _HANGUL_MERGES = (
-    "니다 습니다 으로 하는 세요 한다 스트 에서 합니다 하기 번호 입니다 로그 하여 하지 래스 으면 하세요 "
-    "주세요 해서"
+    "니다 습니다 으로 하는 세요 한다 스트 에서 합니다 하기 번호 입니다 로그 하여 하지 래스 으면 하세요 주세요 해서"
 ).split()
 _HANGUL_SPACED = (
     "이 수 사 있 가 정 입 사용 입력 경 시 값 위 변 없 생 아 경우 다 않 함 메 생성 문 때 하 모 기 "

@@ -47,8 +47,9 @@ def when(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Whe
         relative = "just now"
     else:
         relative = f"{duration(whole)} ago" if whole > 0 else f"in {duration(-whole)}"
-    return When(found.astimezone(tz).strftime(ABSOLUTE), relative,
-                found.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return When(
+        found.astimezone(tz).strftime(ABSOLUTE), relative, found.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
 
 
 def moment_text(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> str:

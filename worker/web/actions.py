@@ -24,22 +24,21 @@ from worker.web.render import INSTANCE, REFRESH_SECONDS, refreshing, render
 # What each action did, by the code its redirect carries: fixed sentences, so a link cannot put words on the page.
 SAID = {
     "queued": "Queued: a summary job for this session, made by hand (whatever it saves, without waiting for a rest, "
-              "keeping the last exchange verbatim). A running worker takes it; its outcome shows here when it ends.",
+    "keeping the last exchange verbatim). A running worker takes it; its outcome shows here when it ends.",
     "retried": "Queued again: the failed job's session has a new job, made by hand (it does not wait for the rest "
-               "the failure started). Its outcome shows here when it ends.",
+    "the failure started). Its outcome shows here when it ends.",
     "queued-no-worker": "Queued, but no worker is running: the summary job waits in the queue, and nothing happens "
-                        "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
+    "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
     "retried-no-worker": "Queued again, but no worker is running: the job waits in the queue, and nothing happens "
-                         "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
-    "already": "Not queued: a job for this session is queued or running already; its outcome shows here when it "
-               "ends.",
+    "until a worker starts (`nanobot-summary run`, or its service); its outcome shows here then.",
+    "already": "Not queued: a job for this session is queued or running already; its outcome shows here when it ends.",
     "not-failed": "Not retried: the session's last job did not fail (another job ended meanwhile); use Summarize "
-                  "now for a new summary.",
+    "now for a new summary.",
     "rest-ended": "Rest ended: nanobot's trigger queues this session's jobs again from its next turn, and its "
-                  "failure streak starts afresh.",
+    "failure streak starts afresh.",
     "no-rest": "Nothing to end: the session was not resting (the rest ran out, or a job ended it meanwhile).",
     "forgot": "Forgotten: {n} fact(s) this session taught MEMORY.md (held ones included); the file's own lines "
-              "and other sessions' facts are as they were. This cannot be undone here.",
+    "and other sessions' facts are as they were. This cannot be undone here.",
     "forgot-none": "Nothing forgotten: MEMORY.md holds no fact learned in this session, and none is held.",
 }
 
@@ -54,8 +53,9 @@ def said(done: str, count: str = "") -> str | None:
 async def _back(request: web.Request, key: str, done: str, count: int | None = None) -> web.Response:
     """The session's page saying what the action did; refreshing itself when the form's page did."""
     again = f"&refresh={REFRESH_SECONDS}" if refreshing(await form_of(request)) else ""
-    return see_other(f"/session?key={quote(key, safe='')}&done={done}" + (f"&n={count}" if count is not None else "")
-                     + again)
+    return see_other(
+        f"/session?key={quote(key, safe='')}&done={done}" + (f"&n={count}" if count is not None else "") + again
+    )
 
 
 def _refused(request: web.Request, status: int, title: str, message: str) -> web.Response:
@@ -84,8 +84,12 @@ async def _target(request: web.Request, queue: bool) -> tuple[str, ArqRedis] | w
     instance = request.app[INSTANCE]
     redis = await instance.client()
     if redis is None:
-        return _refused(request, 503, "Redis cannot be reached",
-                        f"Nothing was done: Redis cannot be read ({instance.redis_problem}).")
+        return _refused(
+            request,
+            503,
+            "Redis cannot be reached",
+            f"Nothing was done: Redis cannot be read ({instance.redis_problem}).",
+        )
     return key, redis
 
 

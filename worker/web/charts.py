@@ -43,8 +43,19 @@ def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[
     for row, outcome in enumerate(done):
         before, after = int(outcome["tokens_before"]), int(outcome["tokens_after"])
         key = str(outcome["session_key"])
-        bars.append(Bar(key, key, row * ROW, max(1, round(before * scale)), max(1, round(after * scale)),
-                        f"{before:,} → {after:,} tokens", key, before, after))
+        bars.append(
+            Bar(
+                key,
+                key,
+                row * ROW,
+                max(1, round(before * scale)),
+                max(1, round(after * scale)),
+                f"{before:,} → {after:,} tokens",
+                key,
+                before,
+                after,
+            )
+        )
     ticks = [(LABEL + round(tokens * scale), f"{tokens:,}") for tokens in range(0, top + 1, step)]
     return labelled(bars), len(bars) * ROW + 4 + AXIS, ticks
 
@@ -56,8 +67,10 @@ def labelled(bars: list[Bar]) -> list[Bar]:
     """Each bar's label, its name cut to LABEL_CHARS (pure); names that would read the same cut so (six "question
     0 of..." bars) are cut in the middle instead, keeping their ends, which differ."""
     cut = [shortened(bar.name, LABEL_CHARS) for bar in bars]
-    return [replace(bar, label=label if cut.count(label) == 1 else middle(bar.name)) for bar, label in zip(bars, cut,
-                                                                                                            strict=True)]
+    return [
+        replace(bar, label=label if cut.count(label) == 1 else middle(bar.name))
+        for bar, label in zip(bars, cut, strict=True)
+    ]
 
 
 def middle(name: str, limit: int = LABEL_CHARS) -> str:
@@ -66,7 +79,7 @@ def middle(name: str, limit: int = LABEL_CHARS) -> str:
     if len(name) <= limit:
         return name
     head = (limit - 1) // 2
-    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head) :]
 
 
 def named(bars: list[Bar], names: dict[str, str]) -> list[Bar]:
@@ -77,8 +90,24 @@ def named(bars: list[Bar], names: dict[str, str]) -> list[Bar]:
 SAW_HEIGHT = 200
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 12, 34  # px around the plot: the token axis's labels, the time axis's
 # Steps of the time axis, in seconds: the first giving at most 6 ticks over the chart's span is used.
-TIME_STEPS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 2 * 86400, 7 * 86400,
-              30 * 86400)
+TIME_STEPS = (
+    1,
+    5,
+    10,
+    30,
+    60,
+    300,
+    600,
+    1800,
+    3600,
+    3 * 3600,
+    6 * 3600,
+    12 * 3600,
+    86400,
+    2 * 86400,
+    7 * 86400,
+    30 * 86400,
+)
 
 
 @dataclass(frozen=True)
@@ -170,8 +199,18 @@ def sawtooth(history: list[dict[str, Any]], tz: tzinfo = timezone.utc) -> Sawtoo
             last = entry
     y_ticks = [(y(tokens), f"{tokens:,}") for tokens in range(0, top + 1, step)]
     x_ticks = [(x(at), label) for at, label in time_ticks(start, end, tz)]
-    return Sawtooth(" ".join(points), marks, WIDTH, SAW_HEIGHT, top, len(turns), y_ticks, x_ticks,
-                    (left, upper, right, lower), turns[-1]["tokens"])
+    return Sawtooth(
+        " ".join(points),
+        marks,
+        WIDTH,
+        SAW_HEIGHT,
+        top,
+        len(turns),
+        y_ticks,
+        x_ticks,
+        (left, upper, right, lower),
+        turns[-1]["tokens"],
+    )
 
 
 def applied_label(before: int | None, after: int | None, whole: int | None) -> str:

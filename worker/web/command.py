@@ -36,11 +36,14 @@ def start_lines(host: str, port: int, token: str, token_file: Path, terminal: bo
     service's journal, which other accounts may read) the URL without it, and where the token is."""
     mode = " (read-only)" if read_only else ""
     if terminal:
-        return [f"nanobot-summary web{mode}: open {address(host, port, token)}",
-                f"The token (in {token_file}, readable by you only) lets whoever has it read and change the memory."]
-    return [f"nanobot-summary web{mode}: listening on {address(host, port, None)}",
-            f"It needs the token in {token_file}: run `nanobot-summary web --url` as this user for the address "
-            "to open."]
+        return [
+            f"nanobot-summary web{mode}: open {address(host, port, token)}",
+            f"The token (in {token_file}, readable by you only) lets whoever has it read and change the memory.",
+        ]
+    return [
+        f"nanobot-summary web{mode}: listening on {address(host, port, None)}",
+        f"It needs the token in {token_file}: run `nanobot-summary web --url` as this user for the address to open.",
+    ]
 
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8766
@@ -134,12 +137,15 @@ def main(args: argparse.Namespace) -> int:
             return 0
         if args.sign_out_all:
             sign_out_all(token_file)
-            print("Every browser is signed out of every page using this token file: each needs the address with "
-                  "the token again (`nanobot-summary web --url`).")
+            print(
+                "Every browser is signed out of every page using this token file: each needs the address with "
+                "the token again (`nanobot-summary web --url`)."
+            )
             return 0
         instance = Instance.load()
-        guard = Guard.for_bind(host, read_only=args.read_only, token=token,
-                               signins=SignIns(signed_out_file=signed_out_path(token_file)))
+        guard = Guard.for_bind(
+            host, read_only=args.read_only, token=token, signins=SignIns(signed_out_file=signed_out_path(token_file))
+        )
     except (SettingsError, NanobotConfigError, Refused, TokenFileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

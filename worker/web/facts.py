@@ -30,8 +30,9 @@ async def add(request: web.Request) -> web.Response:
     importance = int(form["importance"]) if form.get("importance", "") in {"1", "2", "3", "4", "5"} else 4
     problem = length_problem(text) if text else "Type the fact to add"
     if problem is not None or group not in GROUPS:
-        return await answer(request, 400, Said(f"Not added: {problem or 'choose one of the headings'}", text),
-                            retry=(None, text))
+        return await answer(
+            request, 400, Said(f"Not added: {problem or 'choose one of the headings'}", text), retry=(None, text)
+        )
     try:
         done = await write_memory(add_fact, instance.memory.memory_path, text, group, importance, instance.today())
     except NotWritten as exc:
@@ -60,8 +61,15 @@ async def forget_many(request: web.Request) -> web.Response:
 def row_record(row: FactRow) -> dict[str, object]:
     """A fact with its provenance, as the export writes it (pure)."""
     added = row.session == ADDED_ON_PAGE
-    return {"text": row.text, "heading": row.heading, "importance": row.importance, "learned": row.date,
-            "session": None if added else row.session, "added_on_the_page": added, "pinned": row.pinned}
+    return {
+        "text": row.text,
+        "heading": row.heading,
+        "importance": row.importance,
+        "learned": row.date,
+        "session": None if added else row.session,
+        "added_on_the_page": added,
+        "pinned": row.pinned,
+    }
 
 
 def markdown(rows: list[FactRow]) -> str:
@@ -70,8 +78,13 @@ def markdown(rows: list[FactRow]) -> str:
     for heading in dict.fromkeys(row.heading for row in rows):
         lines += [f"## {heading}", ""]
         for row in (r for r in rows if r.heading == heading):
-            where = "added on the page" if row.session == ADDED_ON_PAGE else \
-                f"session {row.session}" if row.session else "session not recorded"
+            where = (
+                "added on the page"
+                if row.session == ADDED_ON_PAGE
+                else f"session {row.session}"
+                if row.session
+                else "session not recorded"
+            )
             pin = ", pinned" if row.pinned else ""
             lines.append(f"- {row.text} (importance {row.importance}, learned {row.date}, {where}{pin})")
         lines.append("")
@@ -83,9 +96,13 @@ async def export(request: web.Request) -> web.Response:
     instance = request.app[INSTANCE]
     rows, _ = await asyncio.to_thread(read_facts_again, instance.memory.memory_path, instance.today())
     if request.path.endswith(".json"):
-        body, kind, name = json.dumps({"facts": [row_record(row) for row in rows]}, ensure_ascii=False, indent=1), \
-            "application/json", "memory-facts.json"
+        body, kind, name = (
+            json.dumps({"facts": [row_record(row) for row in rows]}, ensure_ascii=False, indent=1),
+            "application/json",
+            "memory-facts.json",
+        )
     else:
         body, kind, name = markdown(rows), "text/markdown", "memory-facts.md"
-    return web.Response(text=body, content_type=kind, charset="utf-8",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return web.Response(
+        text=body, content_type=kind, charset="utf-8", headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )

@@ -43,7 +43,7 @@ CSRF_FIELD = "csrf"
 MAX_BODY = 64 * 1024  # bytes of a POST: the forms carry one fact's text at most
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",  # no-referrer would make a browser send `Origin: null` with our forms
@@ -56,12 +56,16 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A path of this page: one slash, then no second slash or backslash (`//host`, `/\host` are other sites to a
 # browser) and nothing a browser drops or reads as a separator (controls, spaces, backslashes).
 _OWN_PATH = re.compile(r"/(?![/\\])[^\x00-\x20\x7f\\]*\Z")
-_PAGE = Markup('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-               '<meta name="viewport" content="width=device-width, initial-scale=1">'
-               '<title>{title} · nanobot summary</title><link rel="stylesheet" href="/style.css"></head>\n'
-               '<body><main><h1>{title}</h1>\n<p>{text}</p></main></body></html>\n')
-NO_TOKEN = ("This page answers only to the user who runs it. Open the address `nanobot-summary web` printed when "
-            "it started (it carries the token), or run `nanobot-summary web --url` as that user to print it.")
+_PAGE = Markup(
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+    '<meta name="viewport" content="width=device-width, initial-scale=1">'
+    '<title>{title} · nanobot summary</title><link rel="stylesheet" href="/style.css"></head>\n'
+    "<body><main><h1>{title}</h1>\n<p>{text}</p></main></body></html>\n"
+)
+NO_TOKEN = (
+    "This page answers only to the user who runs it. Open the address `nanobot-summary web` printed when "
+    "it started (it carries the token), or run `nanobot-summary web --url` as that user to print it."
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -103,15 +107,19 @@ class Guard:
     signins: SignIns = field(default_factory=SignIns, repr=False)
 
     @classmethod
-    def for_bind(cls, host: str, read_only: bool = False, token: str | None = None,
-                 signins: SignIns | None = None) -> Guard:
+    def for_bind(
+        cls, host: str, read_only: bool = False, token: str | None = None, signins: SignIns | None = None
+    ) -> Guard:
         """The guard of a page bound to `host`, asking for `token` (the token file's; a new one when None)."""
         token = secrets.token_urlsafe(32) if token is None else token
         if len(token) < MIN_TOKEN:
-            raise Refused(f"the page needs a token of at least {MIN_TOKEN} characters: anyone who can reach it "
-                          "could read the memory otherwise")
-        return cls(local=is_loopback(host), read_only=read_only, token=token,
-                   signins=SignIns() if signins is None else signins)
+            raise Refused(
+                f"the page needs a token of at least {MIN_TOKEN} characters: anyone who can reach it "
+                "could read the memory otherwise"
+            )
+        return cls(
+            local=is_loopback(host), read_only=read_only, token=token, signins=SignIns() if signins is None else signins
+        )
 
     def csrf_for(self, browser: str) -> str:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
@@ -158,8 +166,9 @@ async def form_of(request: web.Request) -> dict[str, str]:
 
 def refusal(status: int, text: str, title: str = "Refused") -> web.Response:
     """A small page of its own: nothing of the instance on it (it answers those without the token too)."""
-    return web.Response(status=status, text=_PAGE.format(title=title, text=text), content_type="text/html",
-                        charset="utf-8")
+    return web.Response(
+        status=status, text=_PAGE.format(title=title, text=text), content_type="text/html", charset="utf-8"
+    )
 
 
 def see_other(location: str) -> web.Response:
@@ -204,12 +213,19 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await _guarded(request, handler, guard)
     except web.HTTPRequestEntityTooLarge:
-        return refusal(413, f"The form was larger than {MAX_BODY // 1024} KB, so nothing was changed. Go back: "
-                       "your text is still in the form.", title="Too long")
+        return refusal(
+            413,
+            f"The form was larger than {MAX_BODY // 1024} KB, so nothing was changed. Go back: "
+            "your text is still in the form.",
+            title="Too long",
+        )
     except Exception:
         log.exception("the page failed at %s %s", request.method, request.path)
-        return refusal(500, "This page failed; the log of `nanobot-summary web` says why. Reload to see what "
-                       "is there now.", title="Something went wrong")
+        return refusal(
+            500,
+            "This page failed; the log of `nanobot-summary web` says why. Reload to see what is there now.",
+            title="Something went wrong",
+        )
 
 
 def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
@@ -217,8 +233,13 @@ def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
     this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
     query = {k: v for k, v in request.query.items() if k != "token"}
     response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
-    response.set_cookie(session_cookie(request), guard.signins.issue(guard.address_of(request)), httponly=True,
-                        samesite="Strict", path="/")
+    response.set_cookie(
+        session_cookie(request),
+        guard.signins.issue(guard.address_of(request)),
+        httponly=True,
+        samesite="Strict",
+        path="/",
+    )
     return response
 
 
@@ -227,8 +248,10 @@ async def sign_out(request: web.Request) -> web.Response:
     guard = request.app[GUARD]
     if request.path == "/sign-out-all":
         guard.signins.end_all()
-        text = ("Every browser is signed out of this page: each needs the address with the token again "
-                "(`nanobot-summary web --url`).")
+        text = (
+            "Every browser is signed out of this page: each needs the address with the token again "
+            "(`nanobot-summary web --url`)."
+        )
     else:
         guard.signins.end(request.cookies.get(session_cookie(request), ""))
         text = "This browser is signed out: open the address with the token again (`nanobot-summary web --url`)."

@@ -69,8 +69,9 @@ class Instance:
             return self.redis
         # A quick probe first: arq's pool retries a refused connection for seconds, and a page must not wait.
         settings = self.settings
-        problem = await asyncio.to_thread(redis_problem, settings.redis_url, PROBE_SECONDS, keys=settings.keys,
-                                          **settings.redis_options())
+        problem = await asyncio.to_thread(
+            redis_problem, settings.redis_url, PROBE_SECONDS, keys=settings.keys, **settings.redis_options()
+        )
         try:
             if problem is None:
                 self.redis = await open_pool(settings)

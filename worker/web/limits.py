@@ -17,8 +17,10 @@ def length_problem(text: str) -> str | None:
     length = len(fact_text(text))
     if length <= MAX_FACT_CHARS:
         return None
-    return (f"The new text has {length:,} characters; a fact holds at most {MAX_FACT_CHARS:,}, because every "
-            "fact goes into every prompt. Nothing was changed: shorten it below and save again.")
+    return (
+        f"The new text has {length:,} characters; a fact holds at most {MAX_FACT_CHARS:,}, because every "
+        "fact goes into every prompt. Nothing was changed: shorten it below and save again."
+    )
 
 
 def fact_too_long(request: web.Request, form: dict[str, str]) -> web.Response | None:
@@ -27,5 +29,11 @@ def fact_too_long(request: web.Request, form: dict[str, str]) -> web.Response | 
     problem = length_problem(form.get("new", ""))
     if problem is None:
         return None
-    return render(request, "error.html", status=400, title="The fact is too long", message=problem,
-                  again={"text": form.get("text", ""), "new": form.get("new", "")})
+    return render(
+        request,
+        "error.html",
+        status=400,
+        title="The fact is too long",
+        message=problem,
+        again={"text": form.get("text", ""), "new": form.get("new", "")},
+    )

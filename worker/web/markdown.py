@@ -82,8 +82,9 @@ class _Blocks:
 
     def close(self) -> None:
         if self.items:
-            self.out.append(Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i)
-                                                                          for i in self.items)))
+            self.out.append(
+                Markup("<ul>{}</ul>").format(Markup("").join(Markup("<li>{}</li>").format(i) for i in self.items))
+            )
             self.items.clear()
         if self.lines:
             self.out.append(Markup("<p>{}</p>").format(Markup("<br>").join(self.lines)))

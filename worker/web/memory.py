@@ -56,11 +56,13 @@ def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
     span = locate(text)
     if span is None:
         return [], len(own_lines(text))
-    part = parse(text[span[0]:span[1]], today, meta=load_meta(sidecar_path(path)))
+    part = parse(text[span[0] : span[1]], today, meta=load_meta(sidecar_path(path)))
     headings = language_table(part.language).memory_groups
-    rows = [FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session,
-                    line.pinned) for line in part.lines]
-    return rows, len(own_lines(text[:span[0]]) + own_lines(text[span[1]:]))
+    rows = [
+        FactRow(line.text, headings.get(line.group, line.group), line.importance, line.date, line.session, line.pinned)
+        for line in part.lines
+    ]
+    return rows, len(own_lines(text[: span[0]]) + own_lines(text[span[1] :]))
 
 
 # The last reading of each MEMORY.md, under what its file and sidecar were then (inode, size, mtime): parsing
@@ -99,8 +101,9 @@ async def page(request: web.Request) -> web.Response:
     return await answer(request)
 
 
-async def answer(request: web.Request, status: int = 200, said: Said | None = None,
-                 retry: tuple[str | None, str] | None = None) -> web.Response:
+async def answer(
+    request: web.Request, status: int = 200, said: Said | None = None, retry: tuple[str | None, str] | None = None
+) -> web.Response:
     """The memory page; after a change that was not made (or an undo), what happened (`said`), and the text the user
     typed shown back in its form (`retry`: the fact it would now edit, or None, and the typed text)."""
     instance = request.app[INSTANCE]
@@ -108,24 +111,48 @@ async def answer(request: web.Request, status: int = 200, said: Said | None = No
     rows, own = await asyncio.to_thread(read_facts_again, path, instance.today())
     query = request.query.get("q", "").strip()
     shown = [row for row in rows if matches(query, row.text, row.heading, row.date, row.session)]
-    held = [(fact.text, h.batch.session, h.held_at, normalize(fact.text) in h.batch.pinned)
-            for h in await asyncio.to_thread(read_held, path)
-            for fact in h.batch.facts if matches(query, fact.text, h.batch.session)]
+    held = [
+        (fact.text, h.batch.session, h.held_at, normalize(fact.text) in h.batch.pinned)
+        for h in await asyncio.to_thread(read_held, path)
+        for fact in h.batch.facts
+        if matches(query, fact.text, h.batch.session)
+    ]
     params = {"q": query, "page": request.query.get("page", ""), "held": request.query.get("held", "")}
     pager = window(FACTS_PER_PAGE, len(shown), "/memory", params)
     held_pager = window(FACTS_PER_PAGE, len(held), "/memory", params, name="held")
     ticket = request.query.get("undo", "")
     change = request.app[UNDO].peek(BROWSER.get(), ticket)
     # After a forget: where else its text lives (the day's notes, the recall index), to forget it there too.
-    elsewhere = await asyncio.to_thread(where_else, instance.workspace, instance.sessions_dir, instance.tz,
-                                        change.text) if isinstance(change, Forgot) else None
-    return render(request, "memory.html", status=status, facts=shown[pager.start:pager.stop], pager=pager,
-                  matched=len(shown), total=len(rows), query=query, held=held[held_pager.start:held_pager.stop],
-                  held_pager=held_pager, own_lines=own, undo=describe(change) if change else None, ticket=ticket,
-                  note=request.query.get("note", ""), max_facts=instance.settings.memory_max_facts, said=said,
-                  retry=retry, refused=await asyncio.to_thread(read_only, path), elsewhere=elsewhere,
-                  everywhere=everywhere_said(request.query), done=done_said(request.query), added=ADDED_ON_PAGE,
-                  groups=language_table("en").memory_groups)
+    elsewhere = (
+        await asyncio.to_thread(where_else, instance.workspace, instance.sessions_dir, instance.tz, change.text)
+        if isinstance(change, Forgot)
+        else None
+    )
+    return render(
+        request,
+        "memory.html",
+        status=status,
+        facts=shown[pager.start : pager.stop],
+        pager=pager,
+        matched=len(shown),
+        total=len(rows),
+        query=query,
+        held=held[held_pager.start : held_pager.stop],
+        held_pager=held_pager,
+        own_lines=own,
+        undo=describe(change) if change else None,
+        ticket=ticket,
+        note=request.query.get("note", ""),
+        max_facts=instance.settings.memory_max_facts,
+        said=said,
+        retry=retry,
+        refused=await asyncio.to_thread(read_only, path),
+        elsewhere=elsewhere,
+        everywhere=everywhere_said(request.query),
+        done=done_said(request.query),
+        added=ADDED_ON_PAGE,
+        groups=language_table("en").memory_groups,
+    )
 
 
 async def forget(request: web.Request) -> web.Response:
@@ -206,16 +233,20 @@ async def undo(request: web.Request) -> web.Response:
 
 def done_said(query: Any) -> str | None:
     """The sentence after adding a fact or forgetting several, from its redirect's code and numbers only (pure)."""
-    added = {"added": "Added: the fact is in MEMORY.md's managed part, its provenance \"added on the page\"",
-             "already": "Not added: MEMORY.md holds that fact already",
-             "no-part": "Not added: MEMORY.md has no part of the worker's yet (its first job makes it); "
-                        "add the line to the file itself meanwhile"}
+    added = {
+        "added": 'Added: the fact is in MEMORY.md\'s managed part, its provenance "added on the page"',
+        "already": "Not added: MEMORY.md holds that fact already",
+        "no-part": "Not added: MEMORY.md has no part of the worker's yet (its first job makes it); "
+        "add the line to the file itself meanwhile",
+    }
     if query.get("added") in added:
         return added[query["added"]] + "."
     forgot, of = query.get("forgot", ""), query.get("of", "")
     if forgot.isdigit() and of.isdigit():
-        return (f"Forgotten: {int(forgot)} of the {int(of)} fact(s) ticked (each with its held copies; one changed "
-                "meanwhile is left as it reads now). This cannot be undone here.")
+        return (
+            f"Forgotten: {int(forgot)} of the {int(of)} fact(s) ticked (each with its held copies; one changed "
+            "meanwhile is left as it reads now). This cannot be undone here."
+        )
     return None
 
 
@@ -224,12 +255,18 @@ def everywhere_said(query: Any) -> str | None:
     lines, passages, live = query.get("lines", ""), query.get("passages", ""), query.get("live", "0")
     if query.get("everywhere") != "1" or not lines.isdigit() or not passages.isdigit() or not live.isdigit():
         return None
-    unarchived = (f" {int(live)} message(s) holding it that no summary covered yet stay out of the recall index "
-                  "when a summary archives them." if int(live) else "")
-    return (f"Forgotten everywhere the worker keeps it: {int(lines)} line(s) of the daily notes and "
-            f"{int(passages)} passage(s) of the recall index removed; neither the recall tool nor Recall here "
-            f"returns it now.{unarchived} nanobot's session files still hold the conversation itself: they are "
-            "nanobot's, and this page never changes them.")
+    unarchived = (
+        f" {int(live)} message(s) holding it that no summary covered yet stay out of the recall index "
+        "when a summary archives them."
+        if int(live)
+        else ""
+    )
+    return (
+        f"Forgotten everywhere the worker keeps it: {int(lines)} line(s) of the daily notes and "
+        f"{int(passages)} passage(s) of the recall index removed; neither the recall tool nor Recall here "
+        f"returns it now.{unarchived} nanobot's session files still hold the conversation itself: they are "
+        "nanobot's, and this page never changes them."
+    )
 
 
 async def forget_everywhere(request: web.Request) -> web.Response:
@@ -242,13 +279,24 @@ async def forget_everywhere(request: web.Request) -> web.Response:
     try:
         done = await asyncio.to_thread(where_else, instance.workspace, instance.sessions_dir, instance.tz, text, True)
     except (Timeout, OSError) as exc:
-        return await answer(request, 503, Said(f"Nothing removed: the notes could not be written now "
-                                               f"({type(exc).__name__}); try again", text))
+        return await answer(
+            request,
+            503,
+            Said(f"Nothing removed: the notes could not be written now ({type(exc).__name__}); try again", text),
+        )
     if done.problem:
-        return await answer(request, 503, Said(f"The notes' lines were removed but the recall index could not be "
-                                               f"changed now ({done.problem}); try again", text))
-    return see_other(f"/memory?everywhere=1&lines={done.note_lines}&passages={len(done.passages)}"
-                     f"&live={done.unarchived}")
+        return await answer(
+            request,
+            503,
+            Said(
+                f"The notes' lines were removed but the recall index could not be "
+                f"changed now ({done.problem}); try again",
+                text,
+            ),
+        )
+    return see_other(
+        f"/memory?everywhere=1&lines={done.note_lines}&passages={len(done.passages)}&live={done.unarchived}"
+    )
 
 
 class NotWritten(Exception):

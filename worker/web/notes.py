@@ -69,5 +69,16 @@ async def page(request: web.Request) -> web.Response:
     html = await asyncio.to_thread(notes_html, text, session_url) if text is not None else None
     sessions = list(dict.fromkeys(span.session for span in spans(text or "") if span.session))
     named = await asyncio.to_thread(session_names, request.app[INSTANCE].sessions_dir, sessions)
-    return render(request, "notes.html", days=listed[pager.start:pager.stop], day=day, text=text, pager=pager,
-                  before=before, after=after, html=html, sessions=sessions, names=named)
+    return render(
+        request,
+        "notes.html",
+        days=listed[pager.start : pager.stop],
+        day=day,
+        text=text,
+        pager=pager,
+        before=before,
+        after=after,
+        html=html,
+        sessions=sessions,
+        names=named,
+    )

@@ -46,18 +46,27 @@ async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
     """Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps, and this
     month's tokens and cost."""
     keys = instance.settings.keys
-    raw = {(k.decode() if isinstance(k, bytes) else k): int(v)
-           for k, v in (await redis.hgetall(keys.spend(f"day:{instance.today()}"))).items()}
-    sessions = {k[len("tokens:"):]: v for k, v in raw.items() if k.startswith("tokens:")}
+    raw = {
+        (k.decode() if isinstance(k, bytes) else k): int(v)
+        for k, v in (await redis.hgetall(keys.spend(f"day:{instance.today()}"))).items()
+    }
+    sessions = {k[len("tokens:") :]: v for k, v in raw.items() if k.startswith("tokens:")}
     busiest = max(sessions.items(), key=lambda item: item[1]) if sessions else None
     month_tokens, month_cost = await budget.month_spend(redis, instance.today()[:7])
-    return {"tokens": raw.get("tokens", 0), "cap_total": instance.settings.summary_daily_tokens_total,
-            "cap_session": instance.settings.summary_daily_tokens, "busiest": busiest,
-            "month": instance.today()[:7], "month_tokens": month_tokens, "month_cost": month_cost}
+    return {
+        "tokens": raw.get("tokens", 0),
+        "cap_total": instance.settings.summary_daily_tokens_total,
+        "cap_session": instance.settings.summary_daily_tokens,
+        "busiest": busiest,
+        "month": instance.today()[:7],
+        "month_tokens": month_tokens,
+        "month_cost": month_cost,
+    }
 
 
-def outcome_page(outcomes: list[dict[str, Any]], params: dict[str, str]) -> tuple[list[dict[str, Any]], Window,
-                                                                                   dict[str, int]]:
+def outcome_page(
+    outcomes: list[dict[str, Any]], params: dict[str, str]
+) -> tuple[list[dict[str, Any]], Window, dict[str, int]]:
     """The outcomes one page of the overview lists: failures first, then the newest first; only those with the
     status `params["outcome"]` when it names one; and the count of each status, for the filter's choices."""
     counts: dict[str, int] = {}
@@ -68,17 +77,19 @@ def outcome_page(outcomes: list[dict[str, Any]], params: dict[str, str]) -> tupl
     chosen.sort(key=lambda o: o.get("finished_at") or "", reverse=True)
     chosen.sort(key=lambda o: o["status"] != "failed")  # stable: each group stays newest first
     pager = window(OUTCOMES_PER_PAGE, len(chosen), "/", params)
-    return chosen[pager.start:pager.stop], pager, dict(sorted(counts.items()))
+    return chosen[pager.start : pager.stop], pager, dict(sorted(counts.items()))
 
 
 async def listed(redis: Any, state: dict[str, Any], params: dict[str, str]) -> dict[str, Window]:
     """The page of the waiting records and of the resting sessions the overview shows, read into `state` (only
     those: 1,000 waiting records, each read, made the page 361 KB and 2.6 s); their pagers."""
     waiting, resting = await pending_sessions(redis), await resting_sessions(redis)
-    pagers = {"waiting": window(LISTED_PER_PAGE, len(waiting), "/", params, name="waiting"),
-              "resting": window(LISTED_PER_PAGE, len(resting), "/", params, name="resting")}
-    state.update(await records(redis, waiting[pagers["waiting"].start:pagers["waiting"].stop]))
-    state["resting"] = await rests(redis, resting[pagers["resting"].start:pagers["resting"].stop])
+    pagers = {
+        "waiting": window(LISTED_PER_PAGE, len(waiting), "/", params, name="waiting"),
+        "resting": window(LISTED_PER_PAGE, len(resting), "/", params, name="resting"),
+    }
+    state.update(await records(redis, waiting[pagers["waiting"].start : pagers["waiting"].stop]))
+    state["resting"] = await rests(redis, resting[pagers["resting"].start : pagers["resting"].stop])
     return pagers
 
 
@@ -95,10 +106,23 @@ async def overview_data(instance: Instance, params: dict[str, str]) -> dict[str,
     bars, height, ticks = context_bars(state["outcomes"])
     off = memory_off(state["answer_formats"], state["outcomes"])
     state["outcomes"], pager, counts = outcome_page(state["outcomes"], params)
-    return {"state": state, "problem": None, "today": today, "memory_off": off, "pager": pager, "counts": counts,
-            "wanted": params["outcome"], "total": budget.Spend(**state["spend"]["total"]),
-            "settings": shown_settings(state["worker_settings"]), "health": health_fields(state["worker"]),
-            "bars": bars, "chart_height": height, "chart_width": WIDTH, "ticks": ticks, "pagers": pagers}
+    return {
+        "state": state,
+        "problem": None,
+        "today": today,
+        "memory_off": off,
+        "pager": pager,
+        "counts": counts,
+        "wanted": params["outcome"],
+        "total": budget.Spend(**state["spend"]["total"]),
+        "settings": shown_settings(state["worker_settings"]),
+        "health": health_fields(state["worker"]),
+        "bars": bars,
+        "chart_height": height,
+        "chart_width": WIDTH,
+        "ticks": ticks,
+        "pagers": pagers,
+    }
 
 
 async def page(request: web.Request) -> web.Response:

@@ -39,8 +39,16 @@ def window(size: int, total: int, path: str, params: Mapping[str, str], name: st
     nearby = sorted({1, pages, *range(max(1, page - 2), min(pages, page + 2) + 1)})
     links = tuple((str(n), None if n == page else url(n)) for n in nearby) if pages > 1 else ()
     start = (page - 1) * size
-    return Window(page=page, pages=pages, start=start, stop=min(total, start + size), total=total, links=links,
-                  previous=url(page - 1) if page > 1 else None, next=url(page + 1) if page < pages else None)
+    return Window(
+        page=page,
+        pages=pages,
+        start=start,
+        stop=min(total, start + size),
+        total=total,
+        links=links,
+        previous=url(page - 1) if page > 1 else None,
+        next=url(page + 1) if page < pages else None,
+    )
 
 
 def _number(requested: str | None, pages: int) -> int:

@@ -20,11 +20,13 @@ OFFERED = 50  # sessions offered in the form's list; any other is typed (1,000 o
 
 def recent_sessions(sessions_dir: Path, limit: int = OFFERED) -> list[str]:
     """The `limit` sessions whose files changed last, the most recent first."""
+
     def changed(key: str) -> float:
         try:  # a listed key's file is already checked to be inside the folder: no second resolve
             return (sessions_dir / storage_name(key)).stat().st_mtime
         except OSError:
             return 0.0
+
     return sorted(session_keys(sessions_dir), key=changed, reverse=True)[:limit]
 
 
@@ -37,11 +39,26 @@ async def page(request: web.Request) -> web.Response:
     answer = None
     if query:
         try:
-            answer = await asyncio.to_thread(search.search, instance.workspace, query, asker or None,
-                                             settings.is_trusted, settings.summary_recall_scope)
+            answer = await asyncio.to_thread(
+                search.search,
+                instance.workspace,
+                query,
+                asker or None,
+                settings.is_trusted,
+                settings.summary_recall_scope,
+            )
         except ValueError as exc:  # a bad date, the search's only error
             answer = str(exc)
     named = await asyncio.to_thread(names, instance.sessions_dir, [*sessions, asker] if asker else sessions)
-    return render(request, "recall.html", query=query, asker=asker, sessions=sessions, answer=answer, names=named,
-                  scope=settings.summary_recall_scope, trusted=bool(asker) and settings.is_trusted(asker),
-                  enabled=settings.summary_recall)
+    return render(
+        request,
+        "recall.html",
+        query=query,
+        asker=asker,
+        sessions=sessions,
+        answer=answer,
+        names=named,
+        scope=settings.summary_recall_scope,
+        trusted=bool(asker) and settings.is_trusted(asker),
+        enabled=settings.summary_recall,
+    )

@@ -37,8 +37,13 @@ _TAG_OR_TEXT = re.compile(r"(<textarea\b[^>]*>[^<]*</textarea>|<[^>]*>)|([^<]+)"
 
 def environment(tz: tzinfo) -> jinja2.Environment:
     """The templates' environment; every moment is written in `tz`, the instance's zone (worker.text.when)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["when"] = lambda value: moment_html(value, tz, datetime.now(timezone.utc))
     env.filters["duration"] = duration
     env.filters["number"] = lambda value: "—" if value is None else f"{value:,}"
@@ -60,7 +65,8 @@ def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime)
     if found is None:
         return Markup("—") if value is None else escape(str(value))
     return Markup('<time datetime="{}">{}</time> <small class="ago">({})</small>').format(
-        found.iso, found.absolute, found.relative)
+        found.iso, found.absolute, found.relative
+    )
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,18 @@ def refreshing(form: Mapping[str, str]) -> bool:
 
 def render(request: web.Request, template: str, status: int = 200, **context: Any) -> web.Response:
     instance = request.app[INSTANCE]
-    page = request.app[JINJA].get_template(template).render(
-        csrf=request.app[GUARD].csrf_for(BROWSER.get()), read_only=request.app[GUARD].read_only, path=request.path,
-        namespace=instance.settings.summary_namespace, refresh=refresh(request.path, request.query), **context)
+    page = (
+        request.app[JINJA]
+        .get_template(template)
+        .render(
+            csrf=request.app[GUARD].csrf_for(BROWSER.get()),
+            read_only=request.app[GUARD].read_only,
+            path=request.path,
+            namespace=instance.settings.summary_namespace,
+            refresh=refresh(request.path, request.query),
+            **context,
+        )
+    )
     return web.Response(status=status, text=visible_bidi(page), content_type="text/html", charset="utf-8")
 
 

@@ -58,11 +58,21 @@ async def index(request: web.Request) -> web.Response:
     params = {name: request.query.get(name, "").strip() for name in ("channel", "q", "page")}
     keys = chosen(every, params["channel"], params["q"])
     pager = window(SESSIONS_PER_PAGE, len(keys), "/sessions", params)
-    keys = keys[pager.start:pager.stop]
+    keys = keys[pager.start : pager.stop]
     outcomes, problem = await instance.read(lambda redis: last_outcomes(redis, keys))
     named = await asyncio.to_thread(names, instance.sessions_dir, keys)
-    return render(request, "sessions.html", sessions=keys, outcomes=outcomes or {}, problem=problem, pager=pager,
-                  names=named, channels=sorted({channel(key) for key in every}), wanted=params, every=len(every))
+    return render(
+        request,
+        "sessions.html",
+        sessions=keys,
+        outcomes=outcomes or {},
+        problem=problem,
+        pager=pager,
+        names=named,
+        channels=sorted({channel(key) for key in every}),
+        wanted=params,
+        every=len(every),
+    )
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
@@ -104,10 +114,23 @@ async def page(request: web.Request) -> web.Response:
     try:
         session_path(instance.sessions_dir, key)
     except SessionKeyError:
-        return render(request, "error.html", status=404, title="No such session",
-                      message="That is not a session key of this nanobot.")
+        return render(
+            request,
+            "error.html",
+            status=404,
+            title="No such session",
+            message="That is not a session key of this nanobot.",
+        )
     file = await asyncio.to_thread(line_one, instance, key)
     state, problem = await instance.read(lambda redis: redis_view(redis, key, instance.tz))
     name = await asyncio.to_thread(session_name, instance.sessions_dir, key)
-    return render(request, "session.html", key=key, name=name, file=file, state=state, problem=problem,
-                  said=said(request.query.get("done", ""), request.query.get("n", "")))
+    return render(
+        request,
+        "session.html",
+        key=key,
+        name=name,
+        file=file,
+        state=state,
+        problem=problem,
+        said=said(request.query.get("done", ""), request.query.get("n", "")),
+    )

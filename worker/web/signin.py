@@ -50,8 +50,13 @@ def _digest(value: str) -> str:
 class SignIns:
     """The sign-ins of one running page."""
 
-    def __init__(self, idle: float = IDLE_SECONDS, lifetime: float = LIFETIME_SECONDS,
-                 signed_out_file: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        idle: float = IDLE_SECONDS,
+        lifetime: float = LIFETIME_SECONDS,
+        signed_out_file: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.idle, self.lifetime, self.clock = idle, lifetime, clock
         self.signed_out_file = signed_out_file
         self._signins: dict[str, _SignIn] = {}
@@ -106,7 +111,10 @@ class SignIns:
 
     def _prune(self) -> None:
         now = self.clock()
-        self._signins = {key: one for key, one in self._signins.items()
-                         if now - one.issued <= self.lifetime and now - one.seen <= self.idle}
+        self._signins = {
+            key: one
+            for key, one in self._signins.items()
+            if now - one.issued <= self.lifetime and now - one.seen <= self.idle
+        }
         while len(self._signins) >= MAX_SIGNINS:
             del self._signins[min(self._signins, key=lambda key: self._signins[key].issued)]

@@ -39,8 +39,9 @@ def load_or_create(path: Path) -> str:
             raise TokenFileError(f"the token file {path} {problem}")
         token = file.read().strip()
     if len(token) < MIN_TOKEN:
-        raise TokenFileError(f"the token file {path} holds fewer than {MIN_TOKEN} characters: delete it and start "
-                             "again for a new token")
+        raise TokenFileError(
+            f"the token file {path} holds fewer than {MIN_TOKEN} characters: delete it and start again for a new token"
+        )
     return token
 
 

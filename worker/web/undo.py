@@ -54,8 +54,11 @@ def changed_meanwhile(path: Path, verb: str, text: str, today: str) -> Said:
     """The fact `text` is neither written nor held as it was: what it reads now, if a fact is close to it."""
     now = now_reads(path, text, today)
     if now is None:
-        return Said(f"Not {verb}: no fact of MEMORY.md reads like this any more (forgotten, or changed meanwhile), "
-                    "and none is held", text)
+        return Said(
+            f"Not {verb}: no fact of MEMORY.md reads like this any more (forgotten, or changed meanwhile), "
+            "and none is held",
+            text,
+        )
     return Said(f"Not {verb}: the fact changed meanwhile", text, now)
 
 
@@ -67,8 +70,11 @@ def put_back(path: Path, change: Undoable, today: str) -> Said:
             done = undo_edit(path, change, today)
         except EditRefused as exc:
             return Said(f"Not undone: {exc}", change.new)
-        return Said("Undone: the fact reads as before", change.old) if done else \
-            changed_meanwhile(path, "undone", change.new, today)
+        return (
+            Said("Undone: the fact reads as before", change.old)
+            if done
+            else changed_meanwhile(path, "undone", change.new, today)
+        )
     if isinstance(change, Pinned):
         if pin_fact(path, change.text, not change.pinned, today) is None:
             return changed_meanwhile(path, "undone", change.text, today)
@@ -77,10 +83,15 @@ def put_back(path: Path, change: Undoable, today: str) -> Said:
     if restored == "again":
         return Said("Nothing to put back: MEMORY.md holds the fact again already (written meanwhile)", change.text)
     if restored == "no part":
-        return Said("Not undone: MEMORY.md has no part of the worker's any more (removed by hand?), nothing to put "
-                    "the fact back in", change.text)
-    return Said("Undone: the fact is back as it was" if change.written is not None else
-                "Undone: the fact is held again", change.text)
+        return Said(
+            "Not undone: MEMORY.md has no part of the worker's any more (removed by hand?), nothing to put "
+            "the fact back in",
+            change.text,
+        )
+    return Said(
+        "Undone: the fact is back as it was" if change.written is not None else "Undone: the fact is held again",
+        change.text,
+    )
 
 
 class UndoShelf:

@@ -20,8 +20,17 @@ KEY = "telegram:42"
 
 
 def record(summary: str) -> SummaryRecord:
-    return SummaryRecord(session_key=KEY, summary=summary, start=0, boundary=4, boundary_timestamp="t",
-                         messages_before=6, messages_after=3, tokens_before=100, tokens_after=40)
+    return SummaryRecord(
+        session_key=KEY,
+        summary=summary,
+        start=0,
+        boundary=4,
+        boundary_timestamp="t",
+        messages_before=6,
+        messages_after=3,
+        tokens_before=100,
+        tokens_after=40,
+    )
 
 
 async def test_dropping_an_old_record_keeps_the_newer_one(redis) -> None:
@@ -60,7 +69,7 @@ async def test_a_record_of_another_version_is_kept_for_the_version_that_reads_it
 
 
 async def test_damaged_bytes_are_dropped_they_are_no_record_of_any_version(redis) -> None:
-    await redis.set(TEST_KEYS.record(KEY), b'\x80\x04not json at all')
+    await redis.set(TEST_KEYS.record(KEY), b"\x80\x04not json at all")
     await redis.sadd(TEST_KEYS.pending, KEY)
     assert await load_waiting_record(redis, KEY) == DAMAGED
     assert not await redis.exists(TEST_KEYS.record(KEY)) and await pending_sessions(redis) == []

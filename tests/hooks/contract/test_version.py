@@ -23,14 +23,17 @@ def test_the_same_versions_are_no_mismatch() -> None:
     assert version_mismatch(("0.3.1", 2), ("0.3.1", 2)) is None
 
 
-@pytest.mark.parametrize(("hooks", "worker", "fix"), [
-    (("0.2.0", 1), ("0.3.0", 2), HOOKS_INSTALL),  # the hooks older: the hooks of the worker's version
-    (("0.3.0", 2), ("0.2.0", 1), f"{UPGRADE_WORKER} 0.3.0"),  # the worker older: upgrade it to the hooks'
-    (("0.1.0", BEFORE_CONTRACT), ("0.2.0", 1), HOOKS_INSTALL),  # hooks from before the contract had a number
-    (("", BEFORE_CONTRACT), ("0.2.0", 1), HOOKS_INSTALL),  # hooks that do not say: older
-    (("0.2.0", 1), ("", BEFORE_CONTRACT), f"{UPGRADE_WORKER} 0.2.0"),  # a worker that does not say: older
-    (("0.10.0", 2), ("0.9.0", 1), f"{UPGRADE_WORKER} 0.10.0"),  # ordered by number, not as text
-])
+@pytest.mark.parametrize(
+    ("hooks", "worker", "fix"),
+    [
+        (("0.2.0", 1), ("0.3.0", 2), HOOKS_INSTALL),  # the hooks older: the hooks of the worker's version
+        (("0.3.0", 2), ("0.2.0", 1), f"{UPGRADE_WORKER} 0.3.0"),  # the worker older: upgrade it to the hooks'
+        (("0.1.0", BEFORE_CONTRACT), ("0.2.0", 1), HOOKS_INSTALL),  # hooks from before the contract had a number
+        (("", BEFORE_CONTRACT), ("0.2.0", 1), HOOKS_INSTALL),  # hooks that do not say: older
+        (("0.2.0", 1), ("", BEFORE_CONTRACT), f"{UPGRADE_WORKER} 0.2.0"),  # a worker that does not say: older
+        (("0.10.0", 2), ("0.9.0", 1), f"{UPGRADE_WORKER} 0.10.0"),  # ordered by number, not as text
+    ],
+)
 def test_another_contract_is_serious_and_the_older_side_is_moved(hooks, worker, fix) -> None:
     mismatch = version_mismatch(hooks, worker)
     assert mismatch is not None and mismatch.serious

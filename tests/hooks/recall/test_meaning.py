@@ -79,8 +79,15 @@ def embedding_requests(llm: FakeLLM) -> int:
 
 
 def ask(home: NanobotHome, query: str, llm: FakeLLM | None = None) -> str:
-    tool = meaning.embedder(HookSettings(summary_embedding_model=MODEL, summary_embedding_api_base=llm.url,
-                                         summary_embedding_api_key=KEY)) if llm else None
+    tool = (
+        meaning.embedder(
+            HookSettings(
+                summary_embedding_model=MODEL, summary_embedding_api_base=llm.url, summary_embedding_api_key=KEY
+            )
+        )
+        if llm
+        else None
+    )
     return search(home.workspace, query, DM, is_direct_chat, meaning=tool)
 
 
@@ -191,8 +198,9 @@ async def test_the_tool_finds_by_meaning_with_the_setting(home, fake_llm, monkey
     RecallIndex(home.workspace, UTC, embedder(fake_llm)).refresh(home.sessions_dir)
     monkeypatch.setattr(recall_tool, "_asking_session", lambda: DM)
     words = recall_tool.RecallTool(home.workspace, HookSettings())
-    both = recall_tool.RecallTool(home.workspace, HookSettings(summary_embedding_model=MODEL,
-                                                               summary_embedding_api_base=fake_llm.url))
+    both = recall_tool.RecallTool(
+        home.workspace, HookSettings(summary_embedding_model=MODEL, summary_embedding_api_base=fake_llm.url)
+    )
     assert "sunset canvas" not in await words.execute(query="painting")
     assert "sunset canvas" in await both.execute(query="painting")
 
@@ -201,8 +209,12 @@ def test_the_retrieval_benchmark_measures_with_an_embedding_model(fake_llm, monk
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     bench = load_bench("bench_retrieval")
     monkeypatch.setattr(bench, "QUERY_EMBEDDER", None)
-    assert bench.main(["--smoke", "--today", "2026-12-01", "--embedding-model", MODEL,
-                       "--embedding-api-base", fake_llm.url]) == 0
+    assert (
+        bench.main(
+            ["--smoke", "--today", "2026-12-01", "--embedding-model", MODEL, "--embedding-api-base", fake_llm.url]
+        )
+        == 0
+    )
     stdout = capsys.readouterr().out
     assert "recall@5" in stdout and '"figures"' in stdout
     asked = [r.body["input"] for r in fake_llm.requests if r.path.endswith("/embeddings")]

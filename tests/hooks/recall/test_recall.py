@@ -88,10 +88,12 @@ def home(tmp_path: Path) -> NanobotHome:
     """A DM with 6 archived messages (one still in context), another DM, a group, notes and MEMORY.md."""
     home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
     home.write_session(DM, _messages(DM_MESSAGES), last_archived=6)
-    home.write_session(OTHER_DM, _messages([("2026-11-20T12:00:00", "user", "另一个私聊：备份端口 6000")]),
-                       last_archived=1)
-    home.write_session(GROUP, _messages([("2026-11-20T11:00:00", "user", "群聊：团建在杭州西湖，端口 7777")]),
-                       last_archived=1)
+    home.write_session(
+        OTHER_DM, _messages([("2026-11-20T12:00:00", "user", "另一个私聊：备份端口 6000")]), last_archived=1
+    )
+    home.write_session(
+        GROUP, _messages([("2026-11-20T11:00:00", "user", "群聊：团建在杭州西湖，端口 7777")]), last_archived=1
+    )
     memory = home.workspace / "memory"
     memory.mkdir()
     (memory / "2026-11-20.md").write_text(DAY_NOTES, encoding="utf-8")
@@ -161,8 +163,9 @@ def test_a_date_range_keeps_only_passages_of_those_days(home, index):
     assert "2026-11-21 09:00" in later and "2026-11-20" not in later.split("\n", 1)[1]
     assert "between 2026-11-21 and 2026-11-21" in later
     assert ask(home, "端口", date_to="2026-11-19").startswith("Nothing found")
-    assert "MEMORY.md" in ask(home, "Hugo", date_from="2026-11-21") and \
-        ask(home, "Hugo", date_to="2026-11-20").startswith("Nothing found"), "facts are dated by when they were learned"
+    assert "MEMORY.md" in ask(home, "Hugo", date_from="2026-11-21") and ask(
+        home, "Hugo", date_to="2026-11-20"
+    ).startswith("Nothing found"), "facts are dated by when they were learned"
     with pytest.raises(ValueError, match="date_from must be a date written YYYY-MM-DD"):
         ask(home, "端口", date_from="last tuesday")
 
@@ -180,8 +183,13 @@ def test_a_session_never_sees_what_it_must_not(home, index):
 
 
 def test_visible_sources_is_the_rule_in_one_place():
-    sources = [Source(1, "messages", DM), Source(2, "notes", DM), Source(3, "memory", ""), Source(4, "messages", GROUP),
-               Source(5, "messages", OTHER_DM)]
+    sources = [
+        Source(1, "messages", DM),
+        Source(2, "notes", DM),
+        Source(3, "memory", ""),
+        Source(4, "messages", GROUP),
+        Source(5, "messages", OTHER_DM),
+    ]
     ids = lambda *args: [p.id for p in visible_sources(sources, *args)]  # noqa: E731
     assert ids(DM, trusted, "session") == [1, 2, 3]
     assert ids(DM, trusted, "trusted") == [1, 2, 3, 5]
@@ -252,16 +260,18 @@ def _passages(home: NanobotHome) -> tuple[list[tuple], list[tuple]]:
         held: dict[int, tuple] = {}
         for (packed,) in db.execute("SELECT passages FROM blocks"):
             held.update(unpack(packed))
-        listed = sorted(rowid for number, data in db.execute("SELECT id, lengths FROM blocks")
-                        for rowid in lengths(number, data).rowids())
+        listed = sorted(
+            rowid
+            for number, data in db.execute("SELECT id, lengths FROM blocks")
+            for rowid in lengths(number, data).rowids()
+        )
         rows = [(rowid, *held.pop(rowid)) for rowid in listed]
         assert not held, "no text is kept of a passage that went"
         db.execute("CREATE VIRTUAL TABLE temp.words USING fts5vocab(main, passages, 'instance')")
         return rows, db.execute("SELECT term, doc, col, offset FROM temp.words ORDER BY 1, 2, 3, 4").fetchall()
 
 
-def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(
-        home, index, monkeypatch):
+def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_is_read_whole(home, index, monkeypatch):
     from worker.memory.recall_index import memory_files
 
     read: list[str] = []
@@ -280,14 +290,15 @@ def test_a_day_file_that_grew_has_only_its_new_sections_read_and_an_edited_one_i
 
     # An edit before the indexed point (same size, so only the digest can tell), with a section appended.
     read.clear()
-    day.write_text(day.read_text(encoding="utf-8").replace("54329", "54330") + APPENDED.replace("7731", "7732"),
-                   encoding="utf-8")
+    day.write_text(
+        day.read_text(encoding="utf-8").replace("54329", "54330") + APPENDED.replace("7731", "7732"), encoding="utf-8"
+    )
     index.refresh(home.sessions_dir)
     assert len(read) == 1 and read[0].startswith("# 2026-11-20"), "the edited file is read whole"
     notes = from_notes(ask(home, "预发数据库端口定为"))
     assert "54330" in notes and "54329" not in notes
     # Text appended under the last section (no marker of its own), then a file truncated: read whole.
-    for change in (lambda text: text + "- 追加在最后一节里 6061\n", lambda text: text[:len(text) // 2]):
+    for change in (lambda text: text + "- 追加在最后一节里 6061\n", lambda text: text[: len(text) // 2]):
         read.clear()
         day.write_text(change(day.read_text(encoding="utf-8")), encoding="utf-8")
         index.refresh(home.sessions_dir)
@@ -317,8 +328,11 @@ def test_a_job_that_read_from_the_watermark_still_indexes_what_came_before_it(ho
 
 
 def test_an_update_killed_midway_leaves_a_usable_index_and_the_next_refresh_completes(home, index):
-    long = [(f"2026-11-25T{h:02d}:{m:02d}:00", "user", f"kill test line {h * 60 + m} 端口") for h in range(3)
-            for m in range(60)]
+    long = [
+        (f"2026-11-25T{h:02d}:{m:02d}:00", "user", f"kill test line {h * 60 + m} 端口")
+        for h in range(3)
+        for m in range(60)
+    ]
     home.write_session(DM, _messages(DM_MESSAGES + long), last_archived=len(DM_MESSAGES) + len(long))
     crash = f"""
 import os, sys
@@ -363,8 +377,14 @@ def test_a_huge_sessions_first_fill_holds_one_window_of_it_at_a_time_and_indexes
     # The window shrunk with the file: the windowing is what is tested (bench/bench_bigsession.py, 200 MB).
     monkeypatch.setattr(messages, "WINDOW_BYTES", HUGE_WINDOW)
     monkeypatch.setattr(messages, "MESSAGES_PER_TRANSACTION", 50)
-    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user",
-             f"huge line {i} zq{i}q " + "端口 deploy " * 40) for i in range(HUGE_ROWS)]
+    rows = [
+        (
+            f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00",
+            "user",
+            f"huge line {i} zq{i}q " + "端口 deploy " * 40,
+        )
+        for i in range(HUGE_ROWS)
+    ]
     path = home.write_session(DM, _messages(rows), last_archived=len(rows) - 10)
     session = read_session(home.sessions_dir, DM, from_watermark=True)  # as the job reads it
     fresh = RecallIndex(home.workspace, UTC)
@@ -394,8 +414,14 @@ def test_the_search_stops_at_its_time_budget_and_says_so(home, index):
 def test_a_passage_holding_every_term_comes_first_however_many_newer_passages_hold_one(home, index):
     old = [("2026-10-01T09:00:00", "user", "zx00007 lives on the staging server, rack 4")]
     start = datetime(2026, 11, 1, 8, 0)
-    newer = [((start + i * (datetime(2026, 11, 1, 8, 1) - start)).isoformat(), "assistant",
-              f"zx00007 build log line {i}" if i % 2 else f"the server restarted, line {i}") for i in range(800)]
+    newer = [
+        (
+            (start + i * (datetime(2026, 11, 1, 8, 1) - start)).isoformat(),
+            "assistant",
+            f"zx00007 build log line {i}" if i % 2 else f"the server restarted, line {i}",
+        )
+        for i in range(800)
+    ]
     home.write_session(DM, _messages(old + newer), last_archived=1 + len(newer))
     index.refresh(home.sessions_dir)
     both = ask(home, "zx00007 server")
@@ -410,13 +436,20 @@ def test_a_passage_holding_every_term_comes_first_however_many_newer_passages_ho
 
 def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_question_comes_too(home, index):
     start = datetime(2026, 6, 1, 9, 0)
-    said = ["Did you go to the audition for the musical yesterday?", "I did! They offered me the lead role.",
-            "小明，你的面试怎么样？", "面试通过了，下周一入职。", "我家的猫叫咪咪。",
-            "Going to an art show always comforts me; the last one impressed my sister.",
-            "My sister was there too. " + "And more. " * 40 + "Her brother is a sculptor."]
+    said = [
+        "Did you go to the audition for the musical yesterday?",
+        "I did! They offered me the lead role.",
+        "小明，你的面试怎么样？",
+        "面试通过了，下周一入职。",
+        "我家的猫叫咪咪。",
+        "Going to an art show always comforts me; the last one impressed my sister.",
+        "My sister was there too. " + "And more. " * 40 + "Her brother is a sculptor.",
+    ]
     chat = [f"Bye Anna! See you {n}" if n % 2 else f"小明，早上好 {n}" for n in range(300)]
-    rows = [((start + n * (datetime(2026, 6, 1, 9, 1) - start)).isoformat(), ("user", "assistant")[n % 2], text)
-            for n, text in enumerate(said + chat)]
+    rows = [
+        ((start + n * (datetime(2026, 6, 1, 9, 1) - start)).isoformat(), ("user", "assistant")[n % 2], text)
+        for n, text in enumerate(said + chat)
+    ]
     archive(home, index, rows)
     first = ask(home, "Anna audition").split("\n")
     assert first[1].endswith("message 0 (user)"), "the one rare word, not the newest of 150 'Bye Anna!'"
@@ -424,7 +457,8 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
     assert ask(home, "What did I tell you about the audition?").split("\n")[1].endswith("message 0 (user)")
     assert ask(home, "小明面试").split("\n")[1].endswith("message 2 (user)"), "Chinese: the rare word too"
     assert [line for line in ask(home, "小明面试怎么样").split("\n") if NUMBERED.match(line)][1].endswith(
-        "message 3 (assistant)")
+        "message 3 (assistant)"
+    )
     assert "咪咪" in ask(home, "猫"), "a one-letter Chinese word"
     shows = ask(home, "What does she find comforting about going to art shows?").split("\n")
     assert shows[1].endswith("message 5 (assistant)"), "inflections: shows/show, comforting/comforts"
@@ -435,38 +469,55 @@ def test_a_rare_word_outranks_a_name_found_everywhere_and_the_answer_after_the_q
 
 
 def test_a_neighbour_is_shown_under_its_hit_not_as_a_passage_unless_it_holds_the_words(home, index):
-    said = ["Where does the staging database run?", "ok reply 1", "filler two", "ok reply 3",
-            "The staging database runs on port 54329.", "ok reply 5", "filler six", "the port of staging is fixed",
-            "noted, staging it is"] + [f"filler {n}" for n in range(9, 40)]
+    said = [
+        "Where does the staging database run?",
+        "ok reply 1",
+        "filler two",
+        "ok reply 3",
+        "The staging database runs on port 54329.",
+        "ok reply 5",
+        "filler six",
+        "the port of staging is fixed",
+        "noted, staging it is",
+    ] + [f"filler {n}" for n in range(9, 40)]
     rows = [(f"2026-06-01T09:{n:02d}:00", ("user", "assistant")[n % 2], text) for n, text in enumerate(said)]
     archive(home, index, rows)
     lines = ask(home, "staging database").split("\n")
     headers = [line for line in lines if NUMBERED.match(line)]
-    assert [h.rsplit("message ", 1)[1] for h in headers] == ["0 (user)", "4 (user)", "8 (user)", "7 (assistant)"], \
+    assert [h.rsplit("message ", 1)[1] for h in headers] == ["0 (user)", "4 (user)", "8 (user)", "7 (assistant)"], (
         "the passages holding the words, and only those"
+    )
     context = [line.strip() for line in lines if line.startswith("   ") and " it, message " in line]
-    assert context == ["after it, message 1 (assistant): ok reply 1", "before it, message 3 (assistant): ok reply 3",
-                       "after it, message 5 (assistant): ok reply 5", "after it, message 9 (assistant): filler 9",
-                       "before it, message 6 (user): filler six"], \
-        "the neighbours of every message hit shown, once each, not the one that holds a word itself (7 and 8)"
+    assert context == [
+        "after it, message 1 (assistant): ok reply 1",
+        "before it, message 3 (assistant): ok reply 3",
+        "after it, message 5 (assistant): ok reply 5",
+        "after it, message 9 (assistant): filler 9",
+        "before it, message 6 (user): filler six",
+    ], "the neighbours of every message hit shown, once each, not the one that holds a word itself (7 and 8)"
     assert lines.index("   after it, message 1 (assistant): ok reply 1") == lines.index(headers[0]) + 2, "under its hit"
 
 
 def test_a_chinese_word_said_otherwise_is_found_by_its_letters_after_the_exact_word(home, index):
-    rows = [("2026-11-18T10:00:00", "user", "昨晚去看了告五人的演唱会，人生最佳！"),
-            ("2026-11-18T10:01:00", "assistant", "哇，太棒了！"),
-            ("2026-11-19T10:00:00", "user", "周末的演出票还没买到。")]
+    rows = [
+        ("2026-11-18T10:00:00", "user", "昨晚去看了告五人的演唱会，人生最佳！"),
+        ("2026-11-18T10:01:00", "assistant", "哇，太棒了！"),
+        ("2026-11-19T10:00:00", "user", "周末的演出票还没买到。"),
+    ]
     archive(home, index, rows)
     lines = ask(home, "演出").split("\n")
     assert lines[1].endswith("message 2 (user)"), "the exact word first"
-    assert any(line.endswith("message 0 (user)") for line in lines[3:] if NUMBERED.match(line)), \
+    assert any(line.endswith("message 0 (user)") for line in lines[3:] if NUMBERED.match(line)), (
         "演唱会 shares 演 with 演出"
+    )
 
 
 def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home, index):
-    rows = [("2026-10-05T10:00:00", "user", "the deploy of the blog went fine"),
-            ("2026-11-18T10:00:00", "user", "the deploy of the shop failed twice"),
-            ("2026-11-18T10:05:00", "user", "部署商店的时候报错了")]
+    rows = [
+        ("2026-10-05T10:00:00", "user", "the deploy of the blog went fine"),
+        ("2026-11-18T10:00:00", "user", "the deploy of the shop failed twice"),
+        ("2026-11-18T10:05:00", "user", "部署商店的时候报错了"),
+    ]
     archive(home, index, rows)
     today = datetime(2026, 11, 25).date()
 
@@ -485,8 +536,9 @@ def test_days_named_in_the_query_narrow_the_search_unless_nothing_is_there(home,
 
 
 def test_words_too_common_to_rank_give_the_newest_passages_holding_them_all(home, index, monkeypatch):
-    rows = [(f"2026-11-20T10:{n:02d}:00", "user", f"deploy note {n}" + (" nginx" if n % 3 == 0 else ""))
-            for n in range(40)]
+    rows = [
+        (f"2026-11-20T10:{n:02d}:00", "user", f"deploy note {n}" + (" nginx" if n % 3 == 0 else "")) for n in range(40)
+    ]
     archive(home, index, rows)
     monkeypatch.setattr(recall, "ROWS_BUDGET", 5)  # a 100,000-message archive's common words, in small
     lines = ask(home, "deploy nginx").split("\n")
@@ -506,7 +558,8 @@ class SlowClock:
 
 
 def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_the_budget_runs_out(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")
     for n in range(120):  # indexed first: their sources come before the asker's in the index
         lines = [(f"2026-11-2{n % 5}T10:{m:02d}:00", "user", f"zx00007 deploy log {n}.{m}") for m in range(30)]
@@ -525,8 +578,12 @@ def test_with_many_trusted_sessions_the_askers_own_material_is_searched_before_t
 
 
 def test_pure_search_order_and_the_best_hits_each_once():
-    sources = [Source(1, "messages", OTHER_DM), Source(2, "memory", ""), Source(3, "notes", DM),
-               Source(4, "messages", DM)]
+    sources = [
+        Source(1, "messages", OTHER_DM),
+        Source(2, "memory", ""),
+        Source(3, "notes", DM),
+        Source(4, "messages", DM),
+    ]
     assert [[p.id for p in group] for group in visible.search_order(sources, DM)] == [[2, 3, 4], [1]]
     assert [[p.id for p in group] for group in visible.search_order(sources, None)] == [[2], [1, 3, 4]]
     own, memory = sources[3], sources[1]
@@ -534,10 +591,16 @@ def test_pure_search_order_and_the_best_hits_each_once():
     def hit(source, position, score, day="2026-11-20", matched=True):
         return Hit(source, position, score, day, None, "user", f"text {position}", matched)
 
-    hits = [hit(own, 5, 2.0), hit(own, 6, 1.0, matched=False), hit(own, 6, 3.0), hit(memory, 1, 2.0),
-            hit(own, 1, 2.0, day="2026-11-01")]
+    hits = [
+        hit(own, 5, 2.0),
+        hit(own, 6, 1.0, matched=False),
+        hit(own, 6, 3.0),
+        hit(memory, 1, 2.0),
+        hit(own, 1, 2.0, day="2026-11-01"),
+    ]
     assert [(h.position, h.score) for h in rank.best(hits)] == [(6, 3.0), (5, 2.0), (1, 2.0), (1, 2.0)]
     assert rank.best(hits)[3].source is memory, "of equal score MEMORY.md comes last, the newest first"
+
     def plan(held: dict[str, int], budget: int = 4000) -> tuple[list[str], bool]:
         counted.clear()
         return rank.plan_terms(list(held), lambda t, cap: counted.append(cap) or min(held[t], cap), budget)
@@ -552,27 +615,34 @@ def test_pure_search_order_and_the_best_hits_each_once():
     notes = Source(5, "notes", DM)
     summaries = [hit(notes, n, 9.0 - n) for n in range(4)] + [hit(memory, 9, 8.5)]
     chosen = rank.choose(summaries + [hit(own, 40 + n, 1.0) for n in range(4)])
-    assert [h.source.kind for h in chosen] == ["notes", "memory", "messages", "messages", "messages"], \
+    assert [h.source.kind for h in chosen] == ["notes", "memory", "messages", "messages", "messages"], (
         "two notes or MEMORY.md lines at most while messages are left"
+    )
     assert len(rank.choose(summaries + [hit(own, 40, 1.0)])) == 5, "too few messages: notes fill the rest"
     near = rank.choose(summaries + [hit(own, 40, 9.5), hit(own, 41, 4.0, matched=False)])
-    assert [h.source.kind for h in near] == ["messages", "notes", "memory", "notes", "notes"], \
+    assert [h.source.kind for h in near] == ["messages", "notes", "memory", "notes", "notes"], (
         "a message shown only as a hit's neighbour holds no notes line back"
+    )
     assert [n.position for n in near[0].context] == [41], "it is shown under its hit"
     merged = rank.best([hit(own, 7, 0.5), hit(own, 7, 1.5, matched=False)])
     assert [(h.score, h.matched) for h in merged] == [(1.5, True)], "a neighbour's score, a hit's own words"
-    assert [(h.position, p) for h, p in rank.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0),
-                                                                             (1, 2)]
+    assert [(h.position, p) for h, p in rank.neighbours(hits)] == [(6, 5), (6, 7), (5, 4), (5, 6), (1, 0), (1, 2)]
 
 
 def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert terms('"端口" nginx, NGINX 端 a ポート') == ('"端口"', '"nginx"', '"端"*', '"ポー"', '"ート"')
     assert terms("What does Maria find comforting about going to art shows?") == (
-        '"maria"', '"find"', '"comforting"', '"art"', '"shows"'), "stop words out, nothing cut"
+        '"maria"',
+        '"find"',
+        '"comforting"',
+        '"art"',
+        '"shows"',
+    ), "stop words out, nothing cut"
     assert terms("what is it") == ('"what"', '"is"', '"it"'), "a query of stop words alone is searched as it is"
     assert terms("玛丽亚为什么喜欢去看画展？") == ('"玛丽"', '"丽亚"', '"喜欢"', '"欢去"', '"去看"', '"看画"', '"画展"')
-    assert terms("子豪最近买了什么？") == ('"子豪"', '"豪最"', '"最近"', '"近买"', '"买了"'), \
+    assert terms("子豪最近买了什么？") == ('"子豪"', '"豪最"', '"最近"', '"近买"', '"买了"'), (
         "买了 as the answer says it"
+    )
     assert terms("我的猫叫什么名字") == ('"的猫"', '"猫叫"', '"名字"'), "我的 alone is no term"
     asked = read_query("李娜上周的演出", datetime(2026, 11, 25).date())
     assert asked.terms == ('"李娜"', '"的演"', '"演出"') and (asked.since, asked.until) == ("2026-11-16", "2026-11-22")
@@ -590,15 +660,23 @@ def test_pure_parts_terms_snippets_index_text_and_file_rows():
     assert rank.bm25([2.0], 5, 10.0) > rank.bm25([2.0], 20, 10.0), "a shorter passage first"
     rows = note_rows(DAY_NOTES, "2026-11-20", UTC)
     assert [(session, row.label, row.body) for session, row in rows] == [
-        (DM, "重要决定", "预发数据库端口定为 54329"), (GROUP, "主要话题", "群里讨论团建地点：杭州西湖")]
+        (DM, "重要决定", "预发数据库端口定为 54329"),
+        (GROUP, "主要话题", "群里讨论团建地点：杭州西湖"),
+    ]
     assert [(r.position, r.day, r.body) for r in memory_rows(MEMORY)] == [
-        (2, None, "I live in Hangzhou. (written by the user)"), (8, "2026-11-21", "The blog is built with Hugo 0.139")]
+        (2, None, "I live in Hangzhou. (written by the user)"),
+        (8, "2026-11-21", "The blog is built with Hugo 0.139"),
+    ]
 
 
 async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.default = Reply(summary_json("## What happened\n- talk about a deploy"))
-    messages = conversation(12, start=datetime(2026, 11, 20, 9, 0), user="question {i} about the 部署脚本",
-                            assistant="answer {i}: use flag --zone-{i}")
+    messages = conversation(
+        12,
+        start=datetime(2026, 11, 20, 9, 0),
+        user="question {i} about the 部署脚本",
+        assistant="answer {i}: use flag --zone-{i}",
+    )
     nanobot_home.write_session(DM, messages)
     await summarize_now(redis, deps_for(summary_keep="messages:4"), DM)
     found = search(nanobot_home.workspace, "zone-3", DM, trusted)
@@ -608,8 +686,7 @@ async def test_a_summary_job_indexes_what_it_archived(redis, nanobot_home, fake_
     assert "部署脚本" in search(nanobot_home.workspace, "部署", DM, trusted)
 
 
-async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for,
-                                                                 monkeypatch):
+async def test_an_index_that_cannot_be_kept_never_fails_a_summary(redis, nanobot_home, fake_llm, deps_for, monkeypatch):
     from worker.memory.recall_index import index
 
     monkeypatch.setattr(index, "fts_problem", lambda: "no FTS5 here")
@@ -675,22 +752,52 @@ def test_the_benchmark_runs_in_its_smoke_size(capsys):
     assert "query latency, all (60)" in stdout and "queries with passages found: 40 of 60" in stdout
 
 
-CHAT_WORDS = ("the", "deploy", "server", "config", "Redis", "port", "timeout", "backup", "we", "asked", "about",
-              "logs", "nginx", "restart", "error", "fixed", "Friday", "staging", "database", "migration", "to", "is",
-              "部署", "服务器", "端口", "日志")
+CHAT_WORDS = (
+    "the",
+    "deploy",
+    "server",
+    "config",
+    "Redis",
+    "port",
+    "timeout",
+    "backup",
+    "we",
+    "asked",
+    "about",
+    "logs",
+    "nginx",
+    "restart",
+    "error",
+    "fixed",
+    "Friday",
+    "staging",
+    "database",
+    "migration",
+    "to",
+    "is",
+    "部署",
+    "服务器",
+    "端口",
+    "日志",
+)
 
 
 def _index_bytes(path: Path) -> int:
-    return sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal")
-               if Path(f"{path}{suffix}").exists())
+    return sum(Path(f"{path}{suffix}").stat().st_size for suffix in ("", "-wal") if Path(f"{path}{suffix}").exists())
 
 
 def test_the_index_is_no_larger_than_the_text_it_indexes(home):
     import random
 
     rng = random.Random(3)  # short chat messages, as most are: a passage's own compression would not do
-    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user" if i % 2 else "assistant",
-             f"note {i}: " + " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 60)))) for i in range(6_000)]
+    rows = [
+        (
+            f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00",
+            "user" if i % 2 else "assistant",
+            f"note {i}: " + " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 60))),
+        )
+        for i in range(6_000)
+    ]
     home.write_session(DM, _messages(rows), last_archived=len(rows))
     built = RecallIndex(home.workspace, UTC)
     built.refresh(home.sessions_dir)
@@ -707,9 +814,14 @@ def test_an_index_of_a_few_thousand_short_turns_is_no_larger_than_their_text(tmp
 
     home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")  # this conversation alone
     rng = random.Random(11)  # turns of a few words, as most chat turns are (42 bytes on average here)
-    rows = [(f"2026-{1 + i // 300:02d}-{1 + i // 12 % 25:02d}T{8 + i % 12:02d}:{i % 60:02d}:00",
-             "user" if i % 2 else "assistant", " ".join(rng.choices(CHAT_WORDS, k=rng.randint(3, 11))))
-            for i in range(3_000)]
+    rows = [
+        (
+            f"2026-{1 + i // 300:02d}-{1 + i // 12 % 25:02d}T{8 + i % 12:02d}:{i % 60:02d}:00",
+            "user" if i % 2 else "assistant",
+            " ".join(rng.choices(CHAT_WORDS, k=rng.randint(3, 11))),
+        )
+        for i in range(3_000)
+    ]
     home.write_session(DM, _messages(rows), last_archived=len(rows))
     built = RecallIndex(home.workspace, UTC)
     built.refresh(home.sessions_dir)
@@ -725,8 +837,14 @@ def test_an_index_filled_job_by_job_stays_no_larger_than_its_text_while_the_work
 
     home = NanobotHome.create(tmp_path, "http://127.0.0.1:9/v1")  # this conversation alone
     rng = random.Random(5)
-    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user" if i % 2 else "assistant",
-             " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 40)))) for i in range(6_000)]
+    rows = [
+        (
+            f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00",
+            "user" if i % 2 else "assistant",
+            " ".join(rng.choices(CHAT_WORDS, k=rng.randint(8, 40))),
+        )
+        for i in range(6_000)
+    ]
     built = RecallIndex(home.workspace, UTC)
     for end in range(200, len(rows) + 1, 200):  # one summary job's archive at a time, the writer kept open
         home.write_session(DM, _messages(rows[:end]), last_archived=end)
@@ -741,15 +859,27 @@ def test_an_index_filled_job_by_job_stays_no_larger_than_its_text_while_the_work
 
 
 def test_a_turn_whose_neighbour_holds_the_rest_of_the_query_comes_before_one_alone_with_the_same_words(home, index):
-    said = ["Hi Anna!", "Hi Jon", "I went to an audition for Lady Macbeth!", "Wow, that's amazing, Anna!",
-            "the weather is gloomy", "same here", "My cousin has an audition coming up too", "I need a vacation",
-            "Bye Anna!", "Bye Jon"]
-    archive(home, index, [(f"2026-06-01T09:{n:02d}:00", ("user", "assistant")[n % 2], text)
-                          for n, text in enumerate(said)])
+    said = [
+        "Hi Anna!",
+        "Hi Jon",
+        "I went to an audition for Lady Macbeth!",
+        "Wow, that's amazing, Anna!",
+        "the weather is gloomy",
+        "same here",
+        "My cousin has an audition coming up too",
+        "I need a vacation",
+        "Bye Anna!",
+        "Bye Jon",
+    ]
+    archive(
+        home, index, [(f"2026-06-01T09:{n:02d}:00", ("user", "assistant")[n % 2], text) for n, text in enumerate(said)]
+    )
     headers = [line for line in ask(home, "Anna audition").split("\n") if NUMBERED.match(line)]
     assert headers[0].endswith("message 2 (user)"), "the newer lone 'audition' (message 6) ties without its neighbour"
     assert rank.around({10: ['"a"'], 11: ['"b"'], 12: ['"a"', '"b"'], 20: ['"a"']}, {'"a"': 1.0, '"b"': 2.0}) == {
-        10: rank.EVIDENCE_SHARE * 2.0, 11: rank.EVIDENCE_SHARE * 1.0}, "only words a turn lacks, from next to it"
+        10: rank.EVIDENCE_SHARE * 2.0,
+        11: rank.EVIDENCE_SHARE * 1.0,
+    }, "only words a turn lacks, from next to it"
 
 
 # The recall index as schema 3 made it (each passage's text twice: the words and the shown text).
@@ -794,7 +924,8 @@ PRAGMA user_version = 4;
 
 @pytest.mark.parametrize("schema", [SCHEMA_3, SCHEMA_4], ids=["schema 3", "schema 4"])
 def test_an_index_of_the_old_schema_is_answered_with_a_clear_message_and_rebuilt_to_the_same_answers(
-        home, index, schema):
+    home, index, schema
+):
     before = [ask(home, query) for query in ("数据库 端口", "nginx timeout", "Hugo")]
     path = home.workspace / RECALL_INDEX
     index.discard()
@@ -819,8 +950,14 @@ def test_a_huge_copy_kept_at_new_is_indexed_one_window_at_a_time_every_message(h
 
     monkeypatch.setattr(messages, "WINDOW_BYTES", HUGE_WINDOW)
     monkeypatch.setattr(messages, "MESSAGES_PER_TRANSACTION", 50)
-    rows = [(f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00", "user",
-             f"kept line {i} zk{i}k " + "端口 deploy " * 40) for i in range(HUGE_ROWS)]
+    rows = [
+        (
+            f"2026-11-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00",
+            "user",
+            f"kept line {i} zk{i}k " + "端口 deploy " * 40,
+        )
+        for i in range(HUGE_ROWS)
+    ]
     folder = home.sessions_dir / RETIRED_FOLDER
     folder.mkdir()
     path = home.write_session(DM, _messages(rows), last_archived=len(rows) - 10)
@@ -843,12 +980,14 @@ def test_a_block_gives_back_every_passage_as_it_was_packed_and_its_directory_the
     from nanobot_hooks.contract.recall import Passage, directory, lengths, pack, read_block, unpack
 
     first = 7 << 32
-    held = {first: Passage("hi \x1e \x1d \"quoted\" 端口", "2026-11-20", "2026-11-20 10:00", "user"),
-            first + 2: Passage("after midnight, UTC", "2026-11-21", "2026-11-20 23:59", "assistant"),
-            first + 3: Passage("a MEMORY.md line", "2026-01-01", None, ""),
-            first + 9: Passage("undated", None, None, "## heading"),
-            first + 4096: Passage("an odd time", None, "yesterday noon", "x"),
-            first + 4100: Passage("earlier than the one before", "2025-02-03", "2025-02-03 07:05", "user")}
+    held = {
+        first: Passage('hi \x1e \x1d "quoted" 端口', "2026-11-20", "2026-11-20 10:00", "user"),
+        first + 2: Passage("after midnight, UTC", "2026-11-21", "2026-11-20 23:59", "assistant"),
+        first + 3: Passage("a MEMORY.md line", "2026-01-01", None, ""),
+        first + 9: Passage("undated", None, None, "## heading"),
+        first + 4096: Passage("an odd time", None, "yesterday noon", "x"),
+        first + 4100: Passage("earlier than the one before", "2025-02-03", "2025-02-03 07:05", "user"),
+    }
     assert unpack(pack(held)) == held
     block = read_block(pack(held))
     assert block.passage(first + 1) is None and block.passage(first + 9) == held[first + 9]

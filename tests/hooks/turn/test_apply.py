@@ -91,8 +91,9 @@ def interval_fires(session: StandInSession, interval: int = 10) -> bool:
     """What the integration decides after a turn, for the every-N-user-messages rule alone."""
     start = count_from(session.messages, session.last_archived, session.metadata)
     turns = user_turns_since(session.messages, start, enough=interval)
-    return decide(prompt_tokens=None, context_window=None, threshold=0.6, user_turns=turns,
-                  interval=interval) is not None
+    return (
+        decide(prompt_tokens=None, context_window=None, threshold=0.6, user_turns=turns, interval=interval) is not None
+    )
 
 
 def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages():
@@ -106,10 +107,18 @@ def test_after_a_summary_is_applied_the_interval_waits_for_n_new_user_messages()
 
 
 def test_a_record_without_a_boundary_timestamp_is_never_applied():
-    session = StandInSession("telegram:1", [{k: v for k, v in m.items() if k != "timestamp"}
-                                            for m in conversation(10)])
-    record = SummaryRecord(session_key=session.key, summary="s", start=0, boundary=12, boundary_timestamp=None,
-                           messages_before=20, messages_after=9, tokens_before=1000, tokens_after=300)
+    session = StandInSession("telegram:1", [{k: v for k, v in m.items() if k != "timestamp"} for m in conversation(10)])
+    record = SummaryRecord(
+        session_key=session.key,
+        summary="s",
+        start=0,
+        boundary=12,
+        boundary_timestamp=None,
+        messages_before=20,
+        messages_after=9,
+        tokens_before=1000,
+        tokens_after=300,
+    )
     assert not record.fits(0, 20, None)
     assert apply_record(session, record) == ("stale", False)
     assert session.last_archived == 0 and len(session.messages) == 20
@@ -118,10 +127,14 @@ def test_a_record_without_a_boundary_timestamp_is_never_applied():
 # -- the marker in line 1, as both sides read it ------------------------------------------------------
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
-JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                         max_size=3), max_leaves=12)
-MARKER_FIELDS = st.sampled_from(["pending", "applied", "undone", "created_at", "boundary", "through", "session_key",
-                                "x"])
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+MARKER_FIELDS = st.sampled_from(
+    ["pending", "applied", "undone", "created_at", "boundary", "through", "session_key", "x"]
+)
 
 
 @given(st.dictionaries(MARKER_FIELDS, JSON | st.dictionaries(MARKER_FIELDS, JSON, max_size=4), max_size=3) | JSON)
@@ -149,8 +162,9 @@ def test_the_marker_writers_round_trip_through_its_reader():
     at = datetime(2026, 5, 1, 12, 0)
     SessionMarker.mark_applied(metadata, record, through=21, at=at)
     assert SessionMarker.from_metadata(metadata).applied == AppliedMark(record.stamp, 12, 21, "manual", at.isoformat())
-    assert SessionMarker.from_metadata({METADATA_KEY: {"applied": {"through": True, "boundary": "12"}}}).applied == \
-        AppliedMark(None, None, None), "a boolean or a string is no message index"
+    assert SessionMarker.from_metadata(
+        {METADATA_KEY: {"applied": {"through": True, "boundary": "12"}}}
+    ).applied == AppliedMark(None, None, None), "a boolean or a string is no message index"
     assert SessionMarker.remove(metadata) and metadata == {"other": 1} and not SessionMarker.remove(metadata)
 
 
@@ -194,8 +208,10 @@ def test_a_record_expired_or_older_than_the_one_applied_is_refused_and_an_unread
     newer = record_for(session, 6)
     earlier = record_for(session, 6, summary="made first").model_copy(update={"created_at": now - timedelta(hours=1)})
     assert apply_record(session, newer) == ("applied", True)
-    assert SessionMarker.from_metadata(session.metadata).refusal(earlier, now) == \
-        "replayed: older than the summary applied since"
+    assert (
+        SessionMarker.from_metadata(session.metadata).refusal(earlier, now)
+        == "replayed: older than the summary applied since"
+    )
     # A hand-edited or another version's marker: a stamp that is no time is no refusal, never an error.
     marker = SessionMarker({"applied": {"created_at": "yesterday"}, "undone": {"created_at": 5}})
     assert marker.refusal(newer, now) is None and marker.undone is None

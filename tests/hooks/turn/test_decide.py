@@ -9,8 +9,11 @@ from nanobot_hooks.contract.marker import METADATA_KEY
 from nanobot_hooks.contract.session_format import is_internal_session, is_user_turn, last_context_tokens
 from nanobot_hooks.turn.decide import count_from, decide, pickup_due, user_turns_since
 
-MARKER = {"role": "user", "content": "Continue the active task from the working-memory checkpoint above.",
-          "_hidden_history": True}
+MARKER = {
+    "role": "user",
+    "content": "Continue the active task from the working-memory checkpoint above.",
+    "_hidden_history": True,
+}
 
 
 def test_tokens_fire_at_the_threshold_share_of_the_window():
@@ -61,10 +64,19 @@ def test_hidden_and_command_rows_are_not_user_turns():
     assert not is_user_turn({"role": "assistant", "content": "hi"})
 
 
-@pytest.mark.parametrize("key, internal", [
-    ("dream:20261120-101010", True), ("cron:job-1", True), ("heartbeat", True),
-    ("", True), (None, True), ("telegram:42", False), ("cli:direct", False), ("websocket:abc", False),
-])
+@pytest.mark.parametrize(
+    "key, internal",
+    [
+        ("dream:20261120-101010", True),
+        ("cron:job-1", True),
+        ("heartbeat", True),
+        ("", True),
+        (None, True),
+        ("telegram:42", False),
+        ("cli:direct", False),
+        ("websocket:abc", False),
+    ],
+)
 def test_internal_sessions_are_recognised(key, internal):
     assert is_internal_session(key) is internal
 
@@ -109,12 +121,24 @@ def test_new_resets_the_count_even_once_the_fresh_session_is_longer_than_the_old
     assert user_turns_since(fresh, count_from(fresh, 0, metadata), enough=10) == 10
 
 
-@pytest.mark.parametrize("applied", [
-    {"boundary": 10, "through": "21"}, {"boundary": 10, "through": True}, {"boundary": 10, "through": None},
-    {"boundary": 10, "through": 10}, {"boundary": 10, "through": 22}, {"boundary": 10, "through": -1},
-    {"boundary": "10", "through": 21}, {"boundary": -1, "through": 21}, {"boundary": 11, "through": 21},
-    {"boundary": 4, "through": 21}, {"through": 21}, "applied", None,
-])
+@pytest.mark.parametrize(
+    "applied",
+    [
+        {"boundary": 10, "through": "21"},
+        {"boundary": 10, "through": True},
+        {"boundary": 10, "through": None},
+        {"boundary": 10, "through": 10},
+        {"boundary": 10, "through": 22},
+        {"boundary": 10, "through": -1},
+        {"boundary": "10", "through": 21},
+        {"boundary": -1, "through": 21},
+        {"boundary": 11, "through": 21},
+        {"boundary": 4, "through": 21},
+        {"through": 21},
+        "applied",
+        None,
+    ],
+)
 def test_odd_markers_fall_back_to_the_watermark(applied):
     messages, _, through = applied_session()
     assert through == 21
@@ -126,8 +150,9 @@ IDLE = dict(mode="idle", cache_ttl=300.0, context_window=100_000, threshold=0.6)
 
 
 def test_now_pickup_is_always_due():
-    assert pickup_due(mode="now", idle_seconds=0.0, cache_ttl=300.0, prompt_tokens=1, context_window=100_000,
-                      threshold=0.6)
+    assert pickup_due(
+        mode="now", idle_seconds=0.0, cache_ttl=300.0, prompt_tokens=1, context_window=100_000, threshold=0.6
+    )
 
 
 def test_idle_pickup_waits_for_a_cold_cache_or_a_context_near_the_window():

@@ -53,9 +53,15 @@ def routine(monkeypatch) -> list[str]:
 
 
 async def test_a_worker_of_another_contract_is_said_once_at_start_up_with_the_command_that_fixes_it(
-        make, redis, quiet, routine) -> None:
-    dead = WorkerReport(host="gone", pid=1, heartbeat_at=utcnow() - timedelta(seconds=MISSED_BEATS * 30 + 60),
-                        version="0.0.1", contract=CONTRACT + 5)
+    make, redis, quiet, routine
+) -> None:
+    dead = WorkerReport(
+        host="gone",
+        pid=1,
+        heartbeat_at=utcnow() - timedelta(seconds=MISSED_BEATS * 30 + 60),
+        version="0.0.1",
+        contract=CONTRACT + 5,
+    )
     await redis.set(TEST_KEYS.worker("gone:1"), dead.model_dump_json())  # a killed worker's report, left to age
     await redis.set(TEST_KEYS.worker("other:2"), b"not a report")
     for writer in ("gone:1", "other:2", "nobody:3"):  # the line's last writer: dead, unreadable, without a report
@@ -67,9 +73,11 @@ async def test_a_worker_of_another_contract_is_said_once_at_start_up_with_the_co
     integration = make(loop)
     running = asyncio.create_task(loop.run())  # nanobot's run(): the listener starts in the background
     await wait_until(lambda: quiet, 10, "the mismatch in nanobot's log")
-    assert quiet == [f"version mismatch: nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker 9.0.0 "
-                     f"(contract {CONTRACT + 1}) speak different contracts: summaries, jobs and records between them "
-                     "may be refused or left waiting; fix: nanobot-summary hooks install, then restart nanobot"]
+    assert quiet == [
+        f"version mismatch: nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker 9.0.0 "
+        f"(contract {CONTRACT + 1}) speak different contracts: summaries, jobs and records between them "
+        "may be refused or left waiting; fix: nanobot-summary hooks install, then restart nanobot"
+    ]
     # Said once: again at every rescan and reconnect, nothing more.
     await check_workers(integration.ctx.link.client())
     integration.stop_listener()
@@ -80,7 +88,8 @@ async def test_a_worker_of_another_contract_is_said_once_at_start_up_with_the_co
 
 
 async def test_another_release_of_the_same_contract_is_a_routine_line_and_the_same_version_none(
-        redis, quiet, routine) -> None:
+    redis, quiet, routine
+) -> None:
     await beat(redis)  # this version's worker
     await check_workers(redis)
     assert quiet == [] and routine == []
@@ -90,8 +99,10 @@ async def test_another_release_of_the_same_contract_is_a_routine_line_and_the_sa
     await check_workers(redis)
     await check_workers(redis)
     assert quiet == [] and len(routine) == 1, routine
-    assert routine[0].startswith(f"version mismatch: nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker "
-                                 f"{older} (contract {CONTRACT}) are different releases of the same contract")
+    assert routine[0].startswith(
+        f"version mismatch: nanobot's hooks {RELEASE} (contract {CONTRACT}) and the worker "
+        f"{older} (contract {CONTRACT}) are different releases of the same contract"
+    )
     assert routine[0].endswith(f"fix: upgrade the worker to {RELEASE} and restart it (docs/operations.md, Upgrading)")
 
 
@@ -101,6 +112,7 @@ async def test_the_hooks_record_carries_their_versions(make, redis) -> None:
 
     async def published() -> list[bytes]:
         return [key async for key in redis.scan_iter(match=f"{TEST_KEYS.hooks_prefix}*")]
+
     await wait_until(published, 10, "the hooks' record")
     record = json.loads(await redis.get((await published())[0]))
     assert record["version"] == RELEASE and record["contract"] == CONTRACT

@@ -33,8 +33,9 @@ async def test_new_keeps_the_saved_session_and_counts_a_generation_before_nanobo
     assert retired_key(kept.name) == (KEY, 0) and kept.read_bytes() == path.read_bytes()
     assert SessionMarker.generation(session.metadata) == 1, "nanobot's save after the clear writes it"
     after = path.stat()
-    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size), \
+    assert (after.st_mtime_ns, after.st_size) == (before.st_mtime_ns, before.st_size), (
         "the session file is left as it was (nanobot's recovery file stays valid)"
+    )
     await wait_until(lambda: queued_reason(redis, KEY), what="the job queued at /new")
     assert await queued_reason(redis, KEY) == "new"
 

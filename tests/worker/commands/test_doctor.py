@@ -46,8 +46,14 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
     key until it expires (at most 31 s: checked, then shortened, as if those seconds had passed)."""
     fake_llm.default = Hang(120)
     log = (nanobot_home.root / "worker.log").open("wb")
-    worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=log, stderr=log,
-                              env=process_env(nanobot_home, redis_url, config=True), start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker", "run"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=log,
+        env=process_env(nanobot_home, redis_url, config=True),
+        start_new_session=True,
+    )
     try:
         await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
@@ -64,7 +70,8 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
 
 @pytest.mark.slow  # worker processes
 async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_job_as_status_does(
-        nanobot_home, fake_llm, redis, redis_url, capsys) -> None:
+    nanobot_home, fake_llm, redis, redis_url, capsys
+) -> None:
     """A second after `kill -9` arq's health key still says alive for up to 31 s: the killed worker's own report,
     published on this machine, says its process is gone, so doctor FAILs at once; and the job it left marked
     running is listed by doctor as status lists it, before and after the health key expires."""
@@ -83,8 +90,11 @@ async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_jo
     finally:
         worker.wait(30)
     assert workers.process_gone(killed)
-    [report] = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                                   env=process_env(redis_url=redis_url))).stdout)["workers"]
+    [report] = json.loads(
+        (
+            await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url))
+        ).stdout
+    )["workers"]
     assert report["version"] == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"], report
     for moment in ("a second after the kill", "once arq's key expired"):
         if moment == "a second after the kill":  # as if its last beat were just now: arq's key lives 31 s more
@@ -98,8 +108,11 @@ async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_jo
         assert level == "FAIL" and f"({KEY})" in line and "run-worker" in line, (moment, line)
         if moment == "a second after the kill":
             await just_beaten(redis, worker.pid)
-        text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
-            redis_url=redis_url, COLUMNS="300"))).stdout
+        text = (
+            await asyncio.to_thread(
+                run_in_process, capsys, "status", env=process_env(redis_url=redis_url, COLUMNS="300")
+            )
+        ).stdout
         assert "1 in flight (1 stale)" in text and "NOT RUNNING" in text, text
         await redis.pexpire(HEALTH, 1)
         await wait_until(lambda: _gone(redis, HEALTH), 10, "the health key's expiry")
@@ -116,22 +129,30 @@ async def just_beaten(redis, pid: int) -> None:
     key = TEST_KEYS.worker(f"{socket.gethostname()}:{pid}")
     report = json.loads(await redis.get(key))
     report["heartbeat_at"] = utcnow().isoformat()
-    line = await redis.get(HEALTH) or (b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"
-                                       b" worker=%s:%d" % (socket.gethostname().encode(), pid))
+    line = await redis.get(HEALTH) or (
+        b"Nov-28 09:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=1 queued=0"
+        b" worker=%s:%d" % (socket.gethostname().encode(), pid)
+    )
     assert line.endswith(b" worker=%s:%d" % (socket.gethostname().encode(), pid)), line
     await redis.set(HEALTH, line, px=31_000)
     await redis.set(key, json.dumps(report), keepttl=True)
 
 
 @pytest.mark.slow  # worker processes
-async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_stopped(nanobot_home, redis,
-                                                                                    redis_url) -> None:
+async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_stopped(
+    nanobot_home, redis, redis_url
+) -> None:
     """`nanobot-summary run` itself (SteadyWorker) reports the settings it runs with at its first beat, and a
     SIGTERM's clean stop leaves no report behind to age into an alarm."""
     log = (nanobot_home.root / "worker.log").open("wb")
-    worker = subprocess.Popen([sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT, stdout=log,
-                              stderr=log, env=process_env(nanobot_home, redis_url, config=True,
-                                                          NANOBOT_SUMMARY_KEEP="turns:2"), start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=log,
+        env=process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="turns:2"),
+        start_new_session=True,
+    )
     try:
         await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
         [report] = await workers.reports(redis)
@@ -149,7 +170,8 @@ async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_sto
 
 @pytest.mark.slow  # worker processes
 async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a_healthy_one(
-        nanobot_home, fake_llm, redis, redis_url, deps_for, capsys) -> None:
+    nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+) -> None:
     nanobot_home.write_session(KEY, conversation(15))
     never = await doctor(capsys, nanobot_home, redis_url)
     assert never.returncode == 1
@@ -161,8 +183,11 @@ async def test_doctor_tells_a_worker_never_started_from_one_killed_mid_job_and_a
     assert killed.returncode == 1
     level, line = check(killed.stdout, "no worker alive")
     assert level == "FAIL" and "killed" in line and "see" in line and "log" in line, killed.stdout
-    status = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                                 env=process_env(redis_url=redis_url))).stdout)
+    status = json.loads(
+        (
+            await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url))
+        ).stdout
+    )
     [job] = status["in_flight"]
     assert job["session"] == KEY and "no worker is alive" in job["stale"]
 
@@ -186,17 +211,33 @@ async def _gone(redis, key: str) -> bool:
 
 
 async def test_doctor_fails_on_a_stuck_queue_recent_failures_and_a_full_redis_and_warns_on_eviction_and_old_records(
-        nanobot_home, redis, redis_url, capsys) -> None:
+    nanobot_home, redis, redis_url, capsys
+) -> None:
     nanobot_home.write_session(KEY, conversation(3))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     await redis.zadd(TEST_KEYS.queue, {TEST_KEYS.job_id(KEY): (utcnow().timestamp() - 3600) * 1000})  # an hour ago
     await keep_outcome(redis, JobOutcome(session_key="telegram:1", status="failed", detail="the key was refused"))
-    await keep_outcome(redis, JobOutcome(session_key="telegram:2", status="failed", detail="timed out",
-                                         finished_at=utcnow() - timedelta(hours=3)))
-    await store_record(redis, SummaryRecord(session_key="telegram:3", summary="s", start=0, boundary=4,
-                                            boundary_timestamp="t", messages_before=9, messages_after=6,
-                                            tokens_before=900, tokens_after=300,
-                                            created_at=utcnow() - timedelta(hours=2)))
+    await keep_outcome(
+        redis,
+        JobOutcome(
+            session_key="telegram:2", status="failed", detail="timed out", finished_at=utcnow() - timedelta(hours=3)
+        ),
+    )
+    await store_record(
+        redis,
+        SummaryRecord(
+            session_key="telegram:3",
+            summary="s",
+            start=0,
+            boundary=4,
+            boundary_timestamp="t",
+            messages_before=9,
+            messages_after=6,
+            tokens_before=900,
+            tokens_after=300,
+            created_at=utcnow() - timedelta(hours=2),
+        ),
+    )
     used = int((await redis.info("memory"))["used_memory"])
     try:
         await redis.config_set("maxmemory", str(used * 50))
@@ -220,27 +261,47 @@ async def test_doctor_fails_on_a_stuck_queue_recent_failures_and_a_full_redis_an
     assert level == "warn" and "hooks" in line
 
 
-async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobot_home, redis, redis_url, deps_for,
-                                                                         capsys) -> None:
+async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(
+    nanobot_home, redis, redis_url, deps_for, capsys
+) -> None:
     """The service's own Worker (SteadyWorker) publishes its report at each beat and withdraws it at a clean
     stop; status shows the settings it runs with."""
     deps = deps_for(auto_summary=False, summary_keep="tokens:123", memory_sessions="direct,web:*")
     # A beat every second: arq's health key then expires 2 s after the last one (31 s with the worker's 30).
-    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
-               "health_check_interval": 1}
+    options = {
+        **worker_options(deps.settings),
+        "ctx": {"deps": deps},
+        "poll_delay": 0.02,
+        "handle_signals": False,
+        "health_check_interval": 1,
+    }
     for stop in ("kill", "clean"):
         worker = SteadyWorker(**options)
         task = asyncio.create_task(worker.async_run())
         try:
             await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
-            shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                                        env=process_env(redis_url=redis_url))).stdout)
-            assert shown["worker_settings"] == {**shown["worker_settings"], "auto_summary": False,
-                                                "summary_keep": "tokens:123", "memory_sessions": "direct,web:*"}
-            text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
-                redis_url=redis_url, COLUMNS="300"))).stdout
-            assert "running with: automatic summaries off; model " in text \
-                and "a summary keeps the last 123 tokens" in text, text
+            shown = json.loads(
+                (
+                    await asyncio.to_thread(
+                        run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url)
+                    )
+                ).stdout
+            )
+            assert shown["worker_settings"] == {
+                **shown["worker_settings"],
+                "auto_summary": False,
+                "summary_keep": "tokens:123",
+                "memory_sessions": "direct,web:*",
+            }
+            text = (
+                await asyncio.to_thread(
+                    run_in_process, capsys, "status", env=process_env(redis_url=redis_url, COLUMNS="300")
+                )
+            ).stdout
+            assert (
+                "running with: automatic summaries off; model " in text
+                and "a summary keeps the last 123 tokens" in text
+            ), text
             if stop == "kill":  # doctor's advice follows its own shell: it says when the worker's differs
                 level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "the running worker has")
                 assert level == "warn" and "automatic summaries off, this shell on" in line, line
@@ -255,8 +316,11 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
             level, line = check(out, "no worker alive: the last one")
             assert level == "FAIL" and f"({socket.gethostname()}:{os.getpid()}) went silent" in line, out
             assert "without stopping cleanly (killed, or frozen)" in line
-            metrics = (await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus",
-                                               env=process_env(redis_url=redis_url))).stdout
+            metrics = (
+                await asyncio.to_thread(
+                    run_in_process, capsys, "status", "--prometheus", env=process_env(redis_url=redis_url)
+                )
+            ).stdout
             assert "\nnanobot_summary_dead_workers 1\n" in metrics and "\nnanobot_summary_worker_up 0\n" in metrics
             await worker.close()  # what is left of it, closed for the next round
         else:
@@ -264,14 +328,20 @@ async def test_a_workers_report_tells_one_killed_from_one_stopped_cleanly(nanobo
 
 
 async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_worker_lives(
-        nanobot_home, fake_llm, redis, redis_url, deps_for, capsys) -> None:
+    nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+) -> None:
     """A worker killed mid-job, another one alive: the job's mark stays until the job timeout + 10 s, and only the
     live workers' reports (the jobs each ran at its last beat) tell that none of them runs it."""
     fake_llm.default = Hang(120)
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for()
-    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.02, "handle_signals": False,
-               "health_check_interval": 1}
+    options = {
+        **worker_options(deps.settings),
+        "ctx": {"deps": deps},
+        "poll_delay": 0.02,
+        "handle_signals": False,
+        "health_check_interval": 1,
+    }
     dead, live = SteadyWorker(**options), SteadyWorker(**options)
     dead_task = asyncio.create_task(dead.async_run())
     live_task = None
@@ -283,10 +353,16 @@ async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_
         live_task = asyncio.create_task(live.async_run())
 
         async def stale() -> bool:
-            shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                                        env=process_env(redis_url=redis_url))).stdout)
+            shown = json.loads(
+                (
+                    await asyncio.to_thread(
+                        run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url)
+                    )
+                ).stdout
+            )
             return shown["worker"] is not None and [job["stale"] for job in shown["in_flight"]] == [
-                "no live worker runs it: its worker was killed or froze"]
+                "no live worker runs it: its worker was killed or froze"
+            ]
 
         await wait_until(stale, 30, "the dead worker's job marked stale")
         level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "marked running that no live")
@@ -300,14 +376,16 @@ async def test_a_job_its_dead_worker_left_marked_running_is_stale_while_another_
 
 
 async def test_doctor_names_the_side_whose_shared_setting_differs_from_the_running_nanobots(
-        nanobot_home, gateway, redis, redis_url, capsys) -> None:
+    nanobot_home, gateway, redis, redis_url, capsys
+) -> None:
     """NANOBOT_AUTO_SUMMARY=false given to the worker but not to nanobot (the gateway kept queuing, the worker kept
     running them): the gateway's hooks publish the settings both sides act on, doctor compares them with the
     running worker's and names the side changed from the default, with where its setting goes for how it is run
     (a worker started from a terminal or a script has no /etc/nanobot-summary-worker.env)."""
     running = await gateway()
-    worker = await start_worker(nanobot_home, redis, redis_url, "worker.log", NANOBOT_AUTO_SUMMARY="false",
-                                INVOCATION_ID="")
+    worker = await start_worker(
+        nanobot_home, redis, redis_url, "worker.log", NANOBOT_AUTO_SUMMARY="false", INVOCATION_ID=""
+    )
     try:
         await wait_until(lambda: redis.keys(f"{TEST_KEYS.prefix}hooks:*"), 60, "the gateway's hooks' settings")
         [key] = await redis.keys(f"{TEST_KEYS.prefix}hooks:*")
@@ -331,12 +409,19 @@ def test_doctor_tells_a_worker_waiting_for_nanobots_first_turn_from_no_redis(nan
     (nanobot_home.workspace / ".nanobot" / "workspace-id").unlink()
     url = f"redis://127.0.0.1:{free_port()}/0"
     # No namespace set, as a user's: the worker waits for the id nanobot writes at its first run.
-    env = process_env(nanobot_home, url, test_defaults=False, config=True, NANOBOT_SUMMARY_NICENESS="0",
-                      XDG_STATE_HOME=str(tmp_path / "state"))
+    env = process_env(
+        nanobot_home,
+        url,
+        test_defaults=False,
+        config=True,
+        NANOBOT_SUMMARY_NICENESS="0",
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env,
-                                  start_new_session=True)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env, start_new_session=True
+        )
         try:
             deadline = time.monotonic() + 90
             while "waiting for it" not in (text := log.read_text(errors="replace")):

@@ -26,8 +26,9 @@ from tests.support.workers import running_worker, summarize_now
 KEY = "telegram:42"
 
 
-async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home, fake_llm, redis, redis_url,
-                                                                    capsys) -> None:
+async def test_doctors_advice_follows_automatic_summaries_being_off(
+    nanobot_home, fake_llm, redis, redis_url, capsys
+) -> None:
     on = (await doctor(capsys, nanobot_home, redis_url)).stdout  # the sandbox's nanobot: idle compaction and Dream off
     assert check(on, "nanobot's idle compaction is off")[0] == "ok" and check(on, "Dream is off")[0] == "ok"
     off = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_AUTO_SUMMARY="false")).stdout
@@ -43,8 +44,10 @@ async def test_doctors_advice_follows_automatic_summaries_being_off(nanobot_home
     assert '"idleCompactAfterMinutes": 0' not in own and '"enabled": false' not in own, own
     assert "no health report in Redis\n" in own, "nanobot queues nothing: no alarm about it"
 
+
 async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_setting_that_changes_it(
-        nanobot_home, redis, redis_url, capsys) -> None:
+    nanobot_home, redis, redis_url, capsys
+) -> None:
     for key in ("cli:direct", "telegram:42", "telegram:-100123", "websocket:0f3c9a", "dream:nightly"):
         nanobot_home.write_session(key, conversation(2))
     out = (await doctor(capsys, nanobot_home, redis_url)).stdout
@@ -61,9 +64,11 @@ async def test_doctor_lists_each_channel_and_whether_it_writes_memory_with_the_s
     trusted = (await doctor(capsys, nanobot_home, redis_url, NANOBOT_MEMORY_SESSIONS="direct,websocket:*")).stdout
     assert check(trusted, "websocket: 1 session(s), each writes MEMORY.md")[0] == "ok"
 
+
 @pytest.mark.slow  # a worker process, nanobot's python or a pip run
-async def test_doctor_passes_a_healthy_setup_with_a_running_worker(nanobot_home, fake_llm, redis, redis_url, deps_for
-                                                                   ) -> None:
+async def test_doctor_passes_a_healthy_setup_with_a_running_worker(
+    nanobot_home, fake_llm, redis, redis_url, deps_for
+) -> None:
     nanobot_python = os.environ.get("NANOBOT_PYTHON")
     if not nanobot_python:
         pytest.skip("needs nanobot's environment (scripts/test makes it)")
@@ -72,16 +77,31 @@ async def test_doctor_passes_a_healthy_setup_with_a_running_worker(nanobot_home,
     await summarize_now(redis, deps_for(), KEY)
     async with running_worker(deps_for()):  # doctor checks the running worker too
         await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
-        healthy = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "worker", "doctor", "--nanobot-python",
-                                                           nanobot_python], cwd=ROOT, capture_output=True, text=True,
-                                          timeout=120, env=process_env(nanobot_home, redis_url, config=True))
+        healthy = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "worker", "doctor", "--nanobot-python", nanobot_python],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=process_env(nanobot_home, redis_url, config=True),
+        )
     print(healthy.stdout)  # an example for the docs and the report
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "FAIL" not in healthy.stdout and "warn" not in healthy.stdout and healthy.stdout.endswith("all good\n")
-    for words in ("Python 3.", f"nanobot config {nanobot_home.config_path}", f"sessions in {nanobot_home.sessions_dir}",
-                  "summary model openai/fake-model (from nanobot config) at http", "a key from nanobot's config",
-                  "credentials and database accepted", "idle compaction is off", "Dream is off",
-                  "hooks 0.2.0 installed in nanobot 0.3.5's environment", "worker alive", "summarized telegram:42"):
+    for words in (
+        "Python 3.",
+        f"nanobot config {nanobot_home.config_path}",
+        f"sessions in {nanobot_home.sessions_dir}",
+        "summary model openai/fake-model (from nanobot config) at http",
+        "a key from nanobot's config",
+        "credentials and database accepted",
+        "idle compaction is off",
+        "Dream is off",
+        "hooks 0.2.0 installed in nanobot 0.3.5's environment",
+        "worker alive",
+        "summarized telegram:42",
+    ):
         assert words in healthy.stdout, (words, healthy.stdout)
     assert "sk-fake" not in healthy.stdout
 
@@ -93,19 +113,39 @@ def locked_redis(tmp_path):
     server.stop()
 
 
-async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(locked_redis, tmp_path, monkeypatch,
-                                                                      capsys) -> None:
+async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(
+    locked_redis, tmp_path, monkeypatch, capsys
+) -> None:
     # nanobot never ran with this workspace, its own compaction and Dream on, a model without a key, a Redis
     # refusing the password, a misspelled variable, and a Python without nanobot.
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     broken_config = tmp_path / "broken" / "config.json"
     broken_config.parent.mkdir()
-    broken_config.write_text(json.dumps({"agents": {"defaults": {
-        "workspace": str(tmp_path / "never-ran"), "model": "openai/gpt-4o-mini", "idleCompactAfterMinutes": 15}}}))
+    broken_config.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "defaults": {
+                        "workspace": str(tmp_path / "never-ran"),
+                        "model": "openai/gpt-4o-mini",
+                        "idleCompactAfterMinutes": 15,
+                    }
+                }
+            }
+        )
+    )
     broken = await asyncio.to_thread(
-        run_in_process, capsys, "doctor", "--nanobot-python", sys.executable,
-        env=process_env(redis_url=locked_redis.url(":wrong-password"), NANOBOT_CONFIG=str(broken_config),
-                        NANOBOT_SUMMARY_INTERVALL="2"))
+        run_in_process,
+        capsys,
+        "doctor",
+        "--nanobot-python",
+        sys.executable,
+        env=process_env(
+            redis_url=locked_redis.url(":wrong-password"),
+            NANOBOT_CONFIG=str(broken_config),
+            NANOBOT_SUMMARY_INTERVALL="2",
+        ),
+    )
     assert broken.returncode == 1, broken.stdout + broken.stderr
     out = broken.stdout
     expected = [
@@ -113,8 +153,10 @@ async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(locked_r
         ("has nanobot run with this workspace?", "nanobot agent -m hello"),
         ("idle compaction is on (15 min)", '"idleCompactAfterMinutes": 0'),
         ("Dream is on", '"dream": {"enabled": false}'),
-        ("summary model openai/gpt-4o-mini (from nanobot config): no API key",
-         "OPENAI_API_KEY in the worker's environment"),
+        (
+            "summary model openai/gpt-4o-mini (from nanobot config): no API key",
+            "OPENAI_API_KEY in the worker's environment",
+        ),
         ("refused the credentials", "put the right user and password in REDIS_URL"),
         (f"{sys.executable} has no nanobot-ai", "--nanobot-python"),
     ]
@@ -124,16 +166,20 @@ async def test_doctor_shows_each_problem_of_a_broken_setup_with_its_fix(locked_r
     assert "wrong-password" not in out and out.rstrip().endswith("warning(s)")
 
 
-async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_facts_wait(nanobot_home, redis_url,
-                                                                                         capsys) -> None:
+async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_facts_wait(
+    nanobot_home, redis_url, capsys
+) -> None:
     from worker.memory import longterm
     from worker.memory.entries import Fact
 
     path = nanobot_home.workspace / "memory" / "MEMORY.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("# mine\n", encoding="utf-8")
-    longterm.hold_facts(path, longterm.Batch([Fact(text="Remember: the NAS is in the basement", source="user")],
-                                             "en", "2026-11-20", KEY), 0.0)
+    longterm.hold_facts(
+        path,
+        longterm.Batch([Fact(text="Remember: the NAS is in the basement", source="user")], "en", "2026-11-20", KEY),
+        0.0,
+    )
     assert "MEMORY.md is read-only" not in (await doctor(capsys, nanobot_home, redis_url)).stdout
     path.chmod(0o444)
     level, line = check((await doctor(capsys, nanobot_home, redis_url)).stdout, "MEMORY.md is read-only (mode 0444)")
@@ -151,11 +197,17 @@ def test_doctor_in_the_checkout_suggests_the_command_as_it_runs_there(nanobot_ho
     if not command.exists():
         pytest.skip("needs the worker's venv with its console script (scripts/test makes it)")
     venv.EnvBuilder(with_pip=False).create(tmp_path / "bare")
-    env = process_env(nanobot_home, redis_url, config=True, PATH="/usr/bin:/bin",
-                      NANOBOT_PYTHON=str(tmp_path / "bare" / "bin" / "python"))
+    env = process_env(
+        nanobot_home,
+        redis_url,
+        config=True,
+        PATH="/usr/bin:/bin",
+        NANOBOT_PYTHON=str(tmp_path / "bare" / "bin" / "python"),
+    )
     here = command.parent.parent.parent  # the folder holding the venv: the checkout
-    result = subprocess.run([str(command.relative_to(here)), "doctor"], cwd=here, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [str(command.relative_to(here)), "doctor"], cwd=here, env=env, capture_output=True, text=True, timeout=120
+    )
     level, line = check(result.stdout, "the hooks are not installed in nanobot's environment")
     shown = f"{command.relative_to(here)} hooks install --python {tmp_path / 'bare' / 'bin' / 'python'}"
     assert level == "FAIL" and f"fix: {shown}" in line, result.stdout

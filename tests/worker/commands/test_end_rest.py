@@ -17,8 +17,9 @@ from worker.state import budget
 KEY, OTHER = "telegram:42", "cli:direct"
 
 
-async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did(nanobot_home, redis, redis_url,
-                                                                                  capsys) -> None:
+async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did(
+    nanobot_home, redis, redis_url, capsys
+) -> None:
     for _ in range(3):
         await budget.cool_down(redis, KEY, "the model answered 500", 900, 3600)
     await budget.cool_down(redis, OTHER, "the model answered nothing useful", 900, 3600)
@@ -32,9 +33,12 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
 
         done = await end_rest(KEY)
         assert done.returncode == 0, done.stderr
-        assert re.fullmatch(rf"{KEY}: rest ended \(it was to last until \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d "
-                            r"\(in (59 min[^)]*|1 h)\), after 3 failure\(s\) in a row: the model answered 500\); "
-                            r"nanobot's trigger queues its jobs again from its next turn\n", done.stdout), done.stdout
+        assert re.fullmatch(
+            rf"{KEY}: rest ended \(it was to last until \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d "
+            r"\(in (59 min[^)]*|1 h)\), after 3 failure\(s\) in a row: the model answered 500\); "
+            r"nanobot's trigger queues its jobs again from its next turn\n",
+            done.stdout,
+        ), done.stdout
         assert await budget.cooling(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
         assert await budget.cooling(redis, OTHER) is not None, "only the session named"
         again = await end_rest(KEY)
@@ -52,7 +56,8 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
 
 
 async def test_rest_pauses_a_session_until_end_rest_and_status_doctor_and_the_jobs_say_so(
-        nanobot_home, redis, redis_url, deps_for, capsys) -> None:
+    nanobot_home, redis, redis_url, deps_for, capsys
+) -> None:
     """`rest KEY` keeps a session unsummarized until resumed: no expiry, the trigger's key set (nanobot's hooks
     queue nothing while it exists), an automatic job refused with why, and status and doctor name it."""
     from harness.transcripts import conversation
@@ -76,8 +81,11 @@ async def test_rest_pauses_a_session_until_end_rest_and_status_doctor_and_the_jo
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="interval"))
     await run_burst(deps_for())
     outcome = await load_outcome(redis, KEY)
-    assert outcome is not None and outcome.status == "noop" and outcome.detail.startswith(
-        f"paused until resumed (nanobot-summary end-rest {KEY})"), outcome
+    assert (
+        outcome is not None
+        and outcome.status == "noop"
+        and outcome.detail.startswith(f"paused until resumed (nanobot-summary end-rest {KEY})")
+    ), outcome
     resumed = await asyncio.to_thread(run_in_process, capsys, "end-rest", KEY, env=env)
     assert resumed.stdout.startswith(f"{KEY}: pause ended (paused by `nanobot-summary rest`)"), resumed.stdout
     assert await budget.cooling(redis, KEY) is None

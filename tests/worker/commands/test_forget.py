@@ -21,7 +21,8 @@ def forget(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProc
 
 
 async def test_forget_then_everywhere_leaves_nothing_the_recall_tool_returns(
-        redis, redis_url, nanobot_home, fake_llm, worker_deps, monkeypatch, capsys):
+    redis, redis_url, nanobot_home, fake_llm, worker_deps, monkeypatch, capsys
+):
     tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch)
     memory_dir = nanobot_home.workspace / "memory"
     memory = memory_dir / "MEMORY.md"
@@ -35,8 +36,9 @@ async def test_forget_then_everywhere_leaves_nothing_the_recall_tool_returns(
     assert f"would forget from MEMORY.md: {FACT}" in dry.stdout
     assert "would remove 1 line(s) of the daily notes (2026-11-20) and" in dry.stdout
     assert "1 passage(s) of the recall index (archived messages of telegram:42)" in dry.stdout, dry.stdout
-    assert {path.name: path.read_bytes() for path in memory_dir.iterdir() if path.is_file()} == before, \
+    assert {path.name: path.read_bytes() for path in memory_dir.iterdir() if path.is_file()} == before, (
         "a mistyped text and a dry run change nothing"
+    )
 
     done = await asyncio.to_thread(forget, capsys, nanobot_home, redis_url, FACT)
     assert done.returncode == 0, done
@@ -58,9 +60,14 @@ async def test_forget_then_everywhere_leaves_nothing_the_recall_tool_returns(
     assert SAID.encode() in nanobot_home.session_file("telegram:42").read_bytes(), "the session file is nanobot's"
 
     # As users run it (its own process): nothing left anywhere is a "not found", with the code scripts can test.
-    again = subprocess.run([sys.executable, "-m", "worker", "forget", "--everywhere", FACT], cwd=ROOT,
-                           capture_output=True, text=True, env=process_env(nanobot_home, redis_url, config=True),
-                           timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "worker", "forget", "--everywhere", FACT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=process_env(nanobot_home, redis_url, config=True),
+        timeout=60,
+    )
     assert again.returncode == 1, again
     assert "no daily note and no passage of the recall index holds each of the words" in again.stderr
 

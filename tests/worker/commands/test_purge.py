@@ -20,28 +20,43 @@ from worker.state import workers
 
 KEY = "telegram:42"
 OWN_TOP = b"# My notes\r\n- I like green tea\r\n\r\n"
-PART = (b"<!-- nanobot-summary:begin lang=en -->\n## Facts\n- The user's cat is called Miso\n"
-        b"<!-- nanobot-summary:end -->\n")
+PART = (
+    b"<!-- nanobot-summary:begin lang=en -->\n## Facts\n- The user's cat is called Miso\n<!-- nanobot-summary:end -->\n"
+)
 OWN_BOTTOM = b"\n## After the worker's part\nKeep this line."
 
 
 def left_behind(home, tmp_path: Path) -> dict[str, Path]:
     """What a season of summaries leaves: every file the purge should take, by what it is."""
-    session = home.write_session(KEY, conversation(4), last_archived=6,
-                                 metadata={"_last_summary": {"text": "nanobot's own"},
-                                           "_summary_worker": {"applied": {"stamp": "x"}},
-                                           "_summary_worker_generation": 1})
+    session = home.write_session(
+        KEY,
+        conversation(4),
+        last_archived=6,
+        metadata={
+            "_last_summary": {"text": "nanobot's own"},
+            "_summary_worker": {"applied": {"stamp": "x"}},
+            "_summary_worker_generation": 1,
+        },
+    )
     retired = home.sessions_dir / ".summary-worker-retired"
     retired.mkdir()
     (retired / "telegram_42.2026-11-20T10-00-00.jsonl").write_text("{}\n")
     memory = home.workspace / "memory"
     memory.mkdir(exist_ok=True)
-    files = {"session": session, "retired": retired, "key": home.sessions_dir / ".summary-records.key",
-             "recall": memory / ".recall.sqlite", "meta": memory / ".MEMORY.meta.json",
-             "pending": memory / ".MEMORY.pending.jsonl", "noted": memory / ".2026-11-20.noted",
-             "lock": memory / ".notes.lock", "note": memory / "2026-11-20.md", "memory": memory / "MEMORY.md",
-             "forgotten": memory / ".recall.forgotten.json",
-             "token": tmp_path / "state" / "nanobot-summary" / "web-token"}
+    files = {
+        "session": session,
+        "retired": retired,
+        "key": home.sessions_dir / ".summary-records.key",
+        "recall": memory / ".recall.sqlite",
+        "meta": memory / ".MEMORY.meta.json",
+        "pending": memory / ".MEMORY.pending.jsonl",
+        "noted": memory / ".2026-11-20.noted",
+        "lock": memory / ".notes.lock",
+        "note": memory / "2026-11-20.md",
+        "memory": memory / "MEMORY.md",
+        "forgotten": memory / ".recall.forgotten.json",
+        "token": tmp_path / "state" / "nanobot-summary" / "web-token",
+    }
     for name in ("key", "recall", "meta", "pending", "noted", "lock", "forgotten"):
         files[name].write_bytes(b"x" * 40)
     files["note"].write_text("# 2026-11-20\n- talked about cats\n")
@@ -51,8 +66,9 @@ def left_behind(home, tmp_path: Path) -> dict[str, Path]:
     return files
 
 
-async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(nanobot_home, redis, redis_url,
-                                                                            tmp_path, capsys) -> None:
+async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(
+    nanobot_home, redis, redis_url, tmp_path, capsys
+) -> None:
     files = left_behind(nanobot_home, tmp_path)
     messages = files["session"].read_bytes().split(b"\n")[1:]
     await redis.set(TEST_KEYS.outcome(KEY), "{}")
@@ -60,15 +76,28 @@ async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(nan
     theirs = queue_client(redis_url, Keys("other").queue)
     await theirs.set(Keys("other").outcome(KEY), "{}")
     venv.EnvBuilder(with_pip=False).create(tmp_path / "nanobot-venv")
-    env = process_env(nanobot_home, redis_url, config=True, XDG_STATE_HOME=str(tmp_path / "state"),
-                      XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = process_env(
+        nanobot_home,
+        redis_url,
+        config=True,
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     checks = tmp_path / "cache" / "nanobot-summary" / "model-checks.json"
     checks.parent.mkdir(parents=True)
     checks.write_text("{}")
 
     def purge(*more: str):
-        return run_in_process(capsys, "hooks", "uninstall", "--purge", "--python",
-                              str(tmp_path / "nanobot-venv" / "bin" / "python"), *more, env=env)
+        return run_in_process(
+            capsys,
+            "hooks",
+            "uninstall",
+            "--purge",
+            "--python",
+            str(tmp_path / "nanobot-venv" / "bin" / "python"),
+            *more,
+            env=env,
+        )
 
     try:
         await workers.publish(redis, {}, utcnow())  # a worker of this instance alive: nothing is removed

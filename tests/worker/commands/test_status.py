@@ -65,7 +65,7 @@ def strict_parse(text: str) -> tuple[Series, dict[str, str]]:
                 label = _LABEL.match(rest)
                 assert label, f"bad labels in {line!r}"
                 labels.append((label.group(1), re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], label.group(2))))
-                rest = rest[label.end():]
+                rest = rest[label.end() :]
             key = tuple(sorted(labels))
             assert key not in series[family], f"series twice: {line!r}"
             series[family][key] = float(match.group(3))
@@ -85,8 +85,9 @@ def metrics(text: str) -> tuple[Series, dict[str, str]]:
 
 async def status(capsys, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary status ARGS` in this process (test_commands; the help test runs the real one)."""
-    return await asyncio.to_thread(run_in_process, capsys, "status", *args,
-                                   env=process_env(redis_url=redis_url, COLUMNS="250"))
+    return await asyncio.to_thread(
+        run_in_process, capsys, "status", *args, env=process_env(redis_url=redis_url, COLUMNS="250")
+    )
 
 
 def value(series: Series, name: str, **labels: str) -> float:
@@ -104,8 +105,9 @@ class Gate:
         return Reply(summary_json())
 
 
-async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nanobot_home, fake_llm, redis, redis_url,
-                                                                          deps_for, capsys):
+async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(
+    nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+):
     gate = fake_llm.responder = Gate()
     nanobot_home.write_session(KEY, conversation(15))
     async with running_worker(deps_for(summary_timeout=60.0)):
@@ -114,8 +116,9 @@ async def test_a_job_through_a_real_worker_shows_in_flight_then_its_outcome(nano
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
         try:
             during = json.loads((await status(capsys, redis_url, "--json")).stdout)
-            assert [(job["job_id"], job["kind"], job["session"], job["try"], job["stale"])
-                    for job in during["in_flight"]] == [(TEST_KEYS.job_id(KEY), "summary", KEY, 1, None)]
+            assert [
+                (job["job_id"], job["kind"], job["session"], job["try"], job["stale"]) for job in during["in_flight"]
+            ] == [(TEST_KEYS.job_id(KEY), "summary", KEY, 1, None)]
             assert during["queued"] == 0 and during["outcomes"] == []
             # arq's health line as named numbers: what it counts says the same in the JSON as in the text.
             assert during["worker"]["jobs_done"] == 0 and "last_beat" in during["worker"], during["worker"]
@@ -138,14 +141,13 @@ async def outcome_shown_everywhere(capsys, redis_url: str, outcome: JobOutcome, 
     result = await status(capsys, redis_url, "--prometheus")
     assert result.returncode == 0, result.stderr
     series, kinds = metrics(result.stdout)
-    assert {value(series, "last_outcome_status", session=KEY, status=s)
-            for s in ("noted", "noop", "failed")} == {0} and value(
-        series, "last_outcome_status", session=KEY, status="summarized") == 1
+    assert {value(series, "last_outcome_status", session=KEY, status=s) for s in ("noted", "noop", "failed")} == {
+        0
+    } and value(series, "last_outcome_status", session=KEY, status="summarized") == 1
     assert value(series, "last_outcome_seconds", session=KEY) == outcome.seconds
     assert value(series, "last_outcome_tokens_before", session=KEY) == outcome.tokens_before
     assert value(series, "last_outcome_tokens_after", session=KEY) == outcome.tokens_after
-    assert value(series, "last_outcome_finished_timestamp_seconds", session=KEY) == \
-        outcome.finished_at.timestamp()
+    assert value(series, "last_outcome_finished_timestamp_seconds", session=KEY) == outcome.finished_at.timestamp()
     assert value(series, "pending_records") == 1 and value(series, "jobs_in_flight") == 0
     assert value(series, "llm_calls_total") == outcome.spend.calls >= 1
     assert value(series, "prompt_tokens_total") == outcome.spend.prompt_tokens > 0
@@ -169,10 +171,31 @@ async def _gone(redis, key: str) -> bool:
 
 
 async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_every_output(redis, redis_url, capsys):
-    await keep_outcome(redis, JobOutcome(session_key=ODD, status="failed", detail="broke on [red]x[/]",
-                                         seconds=1.25, reason="interval", model="openai/m"))
-    await store_record(redis, SummaryRecord(session_key=ODD, summary="s", start=0, boundary=4, boundary_timestamp="t",
-                                            messages_before=9, messages_after=6, tokens_before=900, tokens_after=300))
+    await keep_outcome(
+        redis,
+        JobOutcome(
+            session_key=ODD,
+            status="failed",
+            detail="broke on [red]x[/]",
+            seconds=1.25,
+            reason="interval",
+            model="openai/m",
+        ),
+    )
+    await store_record(
+        redis,
+        SummaryRecord(
+            session_key=ODD,
+            summary="s",
+            start=0,
+            boundary=4,
+            boundary_timestamp="t",
+            messages_before=9,
+            messages_after=6,
+            tokens_before=900,
+            tokens_after=300,
+        ),
+    )
     await budget.cool_down(redis, ODD, "it failed", base=60, longest=600)
 
     result = await status(capsys, redis_url, "--prometheus")
@@ -192,11 +215,13 @@ async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_
 
 
 def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics(capsys) -> None:
-    helped = subprocess.run([sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=60).stdout
+    helped = subprocess.run(
+        [sys.executable, "-m", "worker", "status", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    ).stdout
     assert "text for people" in helped and "--json" in helped and "--prometheus" in helped and "0.0.4" in helped
-    dead = run_in_process(capsys, "status", "--prometheus",
-                          env=process_env(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    dead = run_in_process(
+        capsys, "status", "--prometheus", env=process_env(redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    )
     assert dead.returncode == 2 and "does not answer" in dead.stderr
     series, _ = metrics(dead.stdout)
     assert series == {"nanobot_summary_redis_up": {(): 0.0}}
@@ -205,18 +230,37 @@ def test_help_explains_the_three_outputs_and_a_dead_redis_still_gives_metrics(ca
 async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redis) -> None:
     from worker.model.llm import Completion
 
-    priced = Completion(text="", model="m", prompt_tokens=100, completion_tokens=20, cached_tokens=0, cost=0.25,
-                        finish_reason="stop", seconds=0.1)
-    unpriced = Completion(text="", model="m", prompt_tokens=7, completion_tokens=0, cached_tokens=3, cost=None,
-                          finish_reason="stop", seconds=0.1)
+    priced = Completion(
+        text="",
+        model="m",
+        prompt_tokens=100,
+        completion_tokens=20,
+        cached_tokens=0,
+        cost=0.25,
+        finish_reason="stop",
+        seconds=0.1,
+    )
+    unpriced = Completion(
+        text="",
+        model="m",
+        prompt_tokens=7,
+        completion_tokens=0,
+        cached_tokens=3,
+        cost=None,
+        finish_reason="stop",
+        seconds=0.1,
+    )
     await budget.start_job(redis, KEY)
     await budget.record_call(redis, KEY, unpriced, "2026-11-20")
     assert set(await redis.hgetall(TEST_KEYS.spend(f"job:{KEY}"))) == {
-        b"calls", b"prompt_tokens", b"cached_tokens", b"unpriced_calls"}, "a field at zero is sent no command"
+        b"calls",
+        b"prompt_tokens",
+        b"cached_tokens",
+        b"unpriced_calls",
+    }, "a field at zero is sent no command"
     for completion in (priced, priced):
         await budget.record_call(redis, KEY, completion, "2026-11-20")
-    wanted = budget.Spend(calls=3, prompt_tokens=207, completion_tokens=40, cached_tokens=3, cost=0.5,
-                          unpriced_calls=1)
+    wanted = budget.Spend(calls=3, prompt_tokens=207, completion_tokens=40, cached_tokens=3, cost=0.5, unpriced_calls=1)
     assert await budget.job_spend(redis, KEY) == wanted
     keys = TEST_KEYS
     assert budget.Spend.from_hash(await redis.hgetall(keys.spend("total"))) == wanted
@@ -225,8 +269,9 @@ async def test_spend_adds_up_over_calls_whatever_fields_a_call_left_at_zero(redi
     assert await budget.over_cap(redis, KEY, "2026-11-20", 248, None) is None
 
 
-async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(nanobot_home, fake_llm, redis, redis_url,
-                                                                             deps_for, capsys) -> None:
+async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(
+    nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+) -> None:
     """Two instances on one Redis, a job of each running: each one's status lists its own job only (another
     instance's session keys name people, e.g. an email address)."""
     fake_llm.default = Hang(120)  # both jobs wait for the model (asynchronously: the fake serves both)
@@ -235,16 +280,23 @@ async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(nan
     nanobot_home.write_session(other_key, conversation(15))
     other = queue_client(redis_url, Keys("other").queue)
     try:
-        async with running_worker(deps_for(summary_timeout=60.0)), \
-                running_worker(deps_for(summary_timeout=60.0, summary_namespace="other")):
+        async with (
+            running_worker(deps_for(summary_timeout=60.0)),
+            running_worker(deps_for(summary_timeout=60.0, summary_namespace="other")),
+        ):
             await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
             await enqueue_summary(other, SummarizeRequest(session_key=other_key))
             await asyncio.to_thread(fake_llm.wait_for_requests, 2, 60)
             shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
             series, _ = metrics((await status(capsys, redis_url, "--prometheus")).stdout)
             text = (await status(capsys, redis_url)).stdout
-            theirs = await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(
-                redis_url=redis_url, NANOBOT_SUMMARY_NAMESPACE="other"))
+            theirs = await asyncio.to_thread(
+                run_in_process,
+                capsys,
+                "status",
+                "--json",
+                env=process_env(redis_url=redis_url, NANOBOT_SUMMARY_NAMESPACE="other"),
+            )
     finally:
         await other.aclose()
     assert [job["session"] for job in shown["in_flight"]] == [KEY]
@@ -253,8 +305,9 @@ async def test_status_and_its_metrics_see_only_this_instances_jobs_in_flight(nan
     assert [job["session"] for job in json.loads(theirs.stdout)["in_flight"]] == [other_key]
 
 
-async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_settings(nanobot_home, fake_llm, redis,
-                                                                                   redis_url, deps_for, capsys) -> None:
+async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_settings(
+    nanobot_home, fake_llm, redis, redis_url, deps_for, capsys
+) -> None:
     """One entry per session, whole parts wrapped at the terminal's width (no table of one-word columns), counts
     in words, and the settings of the running worker (its report), not those of the shell status runs in."""
     fake_llm.default = Reply(summary_json())
@@ -265,15 +318,27 @@ async def test_status_reads_at_80_columns_and_wide_with_the_running_workers_sett
         await wait_until(lambda: load_outcome(redis, key), 60, "the job's outcome")
         await redis.hincrby(TEST_KEYS.stats, "applied", 4)  # the hooks' counter of records nanobot applied
         # The report the running worker publishes at each beat (worker/state/workers.py).
-        await workers.publish(redis, {"auto_summary": False, "summary_keep": "turns:2", "memory_write": "idle"},
-                              utcnow())
-        narrow, wide = [(await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
-            redis_url=redis_url, COLUMNS=str(columns), NANOBOT_AUTO_SUMMARY="true"))).stdout for columns in (80, 200)]
+        await workers.publish(
+            redis, {"auto_summary": False, "summary_keep": "turns:2", "memory_write": "idle"}, utcnow()
+        )
+        narrow, wide = [
+            (
+                await asyncio.to_thread(
+                    run_in_process,
+                    capsys,
+                    "status",
+                    env=process_env(redis_url=redis_url, COLUMNS=str(columns), NANOBOT_AUTO_SUMMARY="true"),
+                )
+            ).stdout
+            for columns in (80, 200)
+        ]
     for text, columns in ((narrow, 80), (wide, 200)):
         assert max(len(line) for line in text.splitlines()) <= columns, text
         assert "pickups: 4 applied" in text and "{'" not in text and "': " not in text, text
-        assert "running with: automatic summaries off; a summary keeps the last 2 user turns; MEMORY.md written " \
-               "once every session is quiet" in " ".join(line.strip() for line in text.splitlines()), text
+        assert (
+            "running with: automatic summaries off; a summary keeps the last 2 user turns; MEMORY.md written "
+            "once every session is quiet" in " ".join(line.strip() for line in text.splitlines())
+        ), text
         assert "fraction:" not in text and "turns:2" not in text and "writes idle" not in text, text
         assert "auto summary on" not in text
     last = wide.split("last job per session: 1\n")[1].split("\n\n")[0].splitlines()
@@ -292,9 +357,11 @@ async def test_a_finished_cron_tick_is_not_in_flight(nanobot_home, redis, redis_
     """arq keeps a finished cron tick's in-progress mark 60 s (no other worker runs the tick again): the minute's
     MEMORY.md check was always listed in flight, also after its worker was gone."""
     async with running_worker(deps_for(memory_write="idle")):  # its flush_memory runs at start, then every minute
+
         async def tick_done() -> bool:
             marks = [k async for k in redis.scan_iter(match=f"{in_progress_key_prefix}{TEST_KEYS.cron('')}*")]
             return bool(marks) and 0 < await redis.pttl(marks[0]) <= 60_000
+
         await wait_until(tick_done, 60, "the minute's check to run once")
         shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
     assert shown["in_flight"] == [], shown["in_flight"]
@@ -304,12 +371,21 @@ async def test_json_says_null_for_a_cost_no_price_is_known_for(redis, redis_url,
     """Calls of a model litellm has no price for: their cost is unknown (null), not $0.00; the text says so too."""
     from worker.model.llm import Completion
 
-    unpriced = Completion(text="", model="m", prompt_tokens=700, completion_tokens=50, cached_tokens=0, cost=None,
-                          finish_reason="stop", seconds=0.1)
+    unpriced = Completion(
+        text="",
+        model="m",
+        prompt_tokens=700,
+        completion_tokens=50,
+        cached_tokens=0,
+        cost=None,
+        finish_reason="stop",
+        seconds=0.1,
+    )
     await budget.start_job(redis, KEY)
     await budget.record_call(redis, KEY, unpriced, "2026-11-20")
-    await keep_outcome(redis, JobOutcome(session_key=KEY, status="summarized", detail="ok",
-                                         spend=await budget.job_spend(redis, KEY)))
+    await keep_outcome(
+        redis, JobOutcome(session_key=KEY, status="summarized", detail="ok", spend=await budget.job_spend(redis, KEY))
+    )
     shown = json.loads((await status(capsys, redis_url, "--json")).stdout)
     assert shown["spend"]["total"]["cost"] is None and shown["spend"]["total"]["unpriced_calls"] == 1
     assert shown["spend"]["sessions"][KEY]["cost"] is None and shown["outcomes"][0]["spend"]["cost"] is None
@@ -330,17 +406,48 @@ async def test_status_writes_moments_and_lengths_as_the_page_does_in_one_named_z
     zone = ZoneInfo("Asia/Shanghai")
     now = utcnow()
     finished = now - timedelta(hours=2, minutes=5)
-    await keep_outcome(redis, JobOutcome(session_key=KEY, status="failed", detail="the model answered 500",
-                                         seconds=295.3, reason="interval", model="openai/m", finished_at=finished))
-    await store_record(redis, SummaryRecord(session_key=KEY, summary="s", start=0, boundary=4, boundary_timestamp="t",
-                                            messages_before=9, messages_after=6, tokens_before=900, tokens_after=300,
-                                            created_at=now - timedelta(minutes=3)))
+    await keep_outcome(
+        redis,
+        JobOutcome(
+            session_key=KEY,
+            status="failed",
+            detail="the model answered 500",
+            seconds=295.3,
+            reason="interval",
+            model="openai/m",
+            finished_at=finished,
+        ),
+    )
+    await store_record(
+        redis,
+        SummaryRecord(
+            session_key=KEY,
+            summary="s",
+            start=0,
+            boundary=4,
+            boundary_timestamp="t",
+            messages_before=9,
+            messages_after=6,
+            tokens_before=900,
+            tokens_after=300,
+            created_at=now - timedelta(minutes=3),
+        ),
+    )
     rest = await budget.cool_down(redis, KEY, "it failed", base=600, longest=600)
-    await redis.set(TEST_KEYS.queue + health_check_key_suffix, "Nov-28 07:35:13 j_complete=3 j_failed=1 j_retried=0 "
-                    "j_ongoing=0 queued=0", ex=60)
+    await redis.set(
+        TEST_KEYS.queue + health_check_key_suffix,
+        "Nov-28 07:35:13 j_complete=3 j_failed=1 j_retried=0 j_ongoing=0 queued=0",
+        ex=60,
+    )
     await workers.publish(redis, {}, now)
-    text = (await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(
-        redis_url=redis_url, COLUMNS="250", NANOBOT_SUMMARY_TIMEZONE="Asia/Shanghai"))).stdout
+    text = (
+        await asyncio.to_thread(
+            run_in_process,
+            capsys,
+            "status",
+            env=process_env(redis_url=redis_url, COLUMNS="250", NANOBOT_SUMMARY_TIMEZONE="Asia/Shanghai"),
+        )
+    ).stdout
 
     def written(moment) -> str:
         return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")

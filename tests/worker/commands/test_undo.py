@@ -44,8 +44,14 @@ KEY = "telegram:42"
 
 def undo_process(home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary undo` in its own process (the first test: the command as users run it)."""
-    return subprocess.run([sys.executable, "-m", "worker", "undo", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=process_env(home, redis_url, config=True), timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "worker", "undo", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=process_env(home, redis_url, config=True),
+        timeout=60,
+    )
 
 
 def undo(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -56,8 +62,12 @@ def undo(capsys, home, redis_url: str, *args: str) -> subprocess.CompletedProces
 def only_the_undo(metadata: dict) -> bool:
     """The project's part of line 1 after an undo: no waiting copy, no applied mark, only the undo's stamp."""
     marker = SessionMarker.from_metadata(metadata)
-    return marker.pending is None and marker.applied is None and marker.undone is not None \
+    return (
+        marker.pending is None
+        and marker.applied is None
+        and marker.undone is not None
         and set(metadata[METADATA_KEY]) == {"undone"}
+    )
 
 
 def message_lines(path: Path) -> list[bytes]:
@@ -65,10 +75,12 @@ def message_lines(path: Path) -> list[bytes]:
 
 
 async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fresh_one_starts_at_zero(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = "telegram:7"
-    seeded, env, record = await seed_cross_and_summarize(nanobot_exe, agent_home, redis_url, script, key, redis,
-                                                         worker_deps())
+    seeded, env, record = await seed_cross_and_summarize(
+        nanobot_exe, agent_home, redis_url, script, key, redis, worker_deps()
+    )
     assert record.boundary > 0
     script.prompt_tokens = SMALL_PROMPT
     await turn(nanobot_exe, agent_home, env, key, "turn that applies the summary")
@@ -101,7 +113,8 @@ async def test_undoing_an_applied_summary_replays_the_covered_messages_and_a_fre
 
 
 async def test_undo_while_the_gateway_holds_the_session_reaches_it_and_the_next_turn_sends_every_message(
-        gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps
+):
     key = f"websocket:{CHAT}"
     seeded, gw, _ = await gateway_cross(gateway, nanobot_home, script, redis, "crossing turn")
     await run_burst(worker_deps())
@@ -126,7 +139,8 @@ async def test_undo_while_the_gateway_holds_the_session_reaches_it_and_the_next_
 
 
 async def test_a_record_stored_again_after_undo_is_refused_and_every_message_is_sent_also_after_a_restart(
-        gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps):
+    gateway, nanobot_home, fake_llm, script, redis, redis_url, worker_deps
+):
     """A client of the shared Redis that saw the genuine record once stores the same bytes again after the undo: the
     gateway refuses it in one line and counts it, the next turn sends every message, and a restarted gateway (which
     knows the session only from its file) refuses it too."""
@@ -179,7 +193,8 @@ async def test_a_record_stored_again_after_undo_is_refused_and_every_message_is_
 
 
 async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_key_change_nothing(
-        nanobot_home, default_reply, redis, redis_url, deps_for, capsys):
+    nanobot_home, default_reply, redis, redis_url, deps_for, capsys
+):
     path = nanobot_home.write_session(KEY, conversation(15))
     await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
     queued = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY)
@@ -207,18 +222,31 @@ async def test_a_waiting_summary_is_dropped_and_a_queued_job_dry_run_or_unknown_
     assert unknown.returncode == 2 and "no session 'telegram:43'" in unknown.stderr
 
 
-def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(nanobot_home, redis_url,
-                                                                                capsys) -> None:
+def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
+    nanobot_home, redis_url, capsys
+) -> None:
     from worker.memory.entries import Fact
     from worker.memory.longterm import write_facts
 
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
     memory.parent.mkdir(parents=True, exist_ok=True)
     memory.write_text("# Long-term Memory\n- my own line\n", encoding="utf-8")
-    write_facts(memory, [Fact(text="Remember: the staging host is stage-7", source="user")], "en", "2026-11-20", 300,
-                session=KEY)
-    write_facts(memory, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-20", 300,
-                session="cli:direct")
+    write_facts(
+        memory,
+        [Fact(text="Remember: the staging host is stage-7", source="user")],
+        "en",
+        "2026-11-20",
+        300,
+        session=KEY,
+    )
+    write_facts(
+        memory,
+        [Fact(text="Remember: prefers short answers", source="user")],
+        "en",
+        "2026-11-20",
+        300,
+        session="cli:direct",
+    )
     before = memory.read_bytes()
     listed = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", "--dry-run", KEY)
     assert listed.returncode == 0, listed.stderr
@@ -227,15 +255,19 @@ def test_forget_facts_removes_one_sessions_facts_from_memory_and_keeps_the_rest(
     done = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert done.returncode == 0, done.stderr
     text = memory.read_text(encoding="utf-8")
-    assert "stage-7" not in text and "prefers short answers" in text \
+    assert (
+        "stage-7" not in text
+        and "prefers short answers" in text
         and text.startswith("# Long-term Memory\n- my own line\n")
+    )
     again = undo(capsys, nanobot_home, redis_url, "--forget-facts", "--keep-summary", KEY)
     assert "no fact of this session in MEMORY.md" in again.stdout
     assert undo(capsys, nanobot_home, redis_url, "--keep-summary", KEY).returncode == 2
 
 
 def test_facts_forgotten_by_the_command_are_not_brought_back_by_a_job_that_asked_its_model_before(
-        nanobot_home, redis_url, capsys) -> None:
+    nanobot_home, redis_url, capsys
+) -> None:
     """As the page's Forget: `undo --forget-facts` keeps the digests of what it took out, so a batch whose model
     call was made before (merged at once, or held and flushed later) cannot write the fact back; a dry run keeps
     none, and a batch asked for after the forget may."""
@@ -273,7 +305,9 @@ async def test_undo_pause_keeps_the_session_unsummarized_until_resumed(nanobot_h
     assert f"{KEY}: would pause its summaries" in dry.stdout and await budget.cooling(redis, KEY) is None, dry.stdout
     done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY, "--pause")
     assert done.returncode == 0, done.stderr
-    assert f"{KEY}: paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {KEY}`" in \
-        done.stdout and "moved the watermark from 6 to 0" in done.stdout, done.stdout
+    assert (
+        f"{KEY}: paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {KEY}`" in done.stdout
+        and "moved the watermark from 6 to 0" in done.stdout
+    ), done.stdout
     rest = await budget.cooling(redis, KEY)
     assert rest is not None and rest.paused and await redis.ttl(TEST_KEYS.cooldown(KEY)) == -1

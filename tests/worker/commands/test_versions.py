@@ -22,8 +22,16 @@ from tests.support.web import served
 from worker.commands.doctor import hooks_checks
 from worker.state import workers
 
-NEWER = {"host": "nb-new", "pid": 11, "started": 0, "written": 0, "runner": "", "settings": {},
-         "version": "9.0.0", "contract": CONTRACT + 1}
+NEWER = {
+    "host": "nb-new",
+    "pid": 11,
+    "started": 0,
+    "written": 0,
+    "runner": "",
+    "settings": {},
+    "version": "9.0.0",
+    "contract": CONTRACT + 1,
+}
 # A nanobot whose hooks predate the handshake: their record names no version.
 OLDER = {"host": "nb-old", "pid": 12, "started": 1, "written": 0, "runner": "", "settings": {}}
 
@@ -33,27 +41,37 @@ def one_line(text: str) -> str:
 
 
 async def test_doctor_status_and_the_page_say_each_running_nanobots_hooks_of_another_version(
-        nanobot_home, redis, redis_url, deps_for, settings_for, capsys) -> None:
+    nanobot_home, redis, redis_url, deps_for, settings_for, capsys
+) -> None:
     """A live worker (arq's health line, as a worker writes it every 30 s, and the report the service's worker
     publishes at each beat, worker/state/workers.publish: test_doctor.py checks that a real `nanobot-summary run`
     process's carries the versions) beside two running nanobots' hooks records of other versions."""
     # No worker runs in this process: an in-process arq worker's stop now and then hung this test under load.
-    await redis.set(f"{TEST_KEYS.queue}:health-check", "Nov-29 01:19:55 j_complete=0 j_failed=0 j_retried=0 "
-                                                       "j_ongoing=0 queued=0", ex=600)
+    await redis.set(
+        f"{TEST_KEYS.queue}:health-check",
+        "Nov-29 01:19:55 j_complete=0 j_failed=0 j_retried=0 j_ongoing=0 queued=0",
+        ex=600,
+    )
     await workers.publish(redis, {}, utcnow())
     [key] = await redis.keys(f"{TEST_KEYS.worker_prefix}*")
     record = json.loads(await redis.get(key))
-    same = (await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                    env=process_env(redis_url=redis_url))).stdout
+    same = (
+        await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url))
+    ).stdout
     for nanobot in (NEWER, OLDER):  # as two running nanobots' listeners publish them
         await redis.set(TEST_KEYS.hooks(f"{nanobot['host']}:{nanobot['pid']}"), json.dumps(nanobot), ex=600)
         await redis.sadd(TEST_KEYS.index("hooks"), f"{nanobot['host']}:{nanobot['pid']}")  # as the listener indexes it
-    shown = json.loads((await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                                env=process_env(redis_url=redis_url))).stdout)
-    text = (await asyncio.to_thread(run_in_process, capsys, "status",
-                                    env=process_env(redis_url=redis_url, COLUMNS="300"))).stdout
-    metrics = (await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus",
-                                       env=process_env(redis_url=redis_url))).stdout
+    shown = json.loads(
+        (
+            await asyncio.to_thread(run_in_process, capsys, "status", "--json", env=process_env(redis_url=redis_url))
+        ).stdout
+    )
+    text = (
+        await asyncio.to_thread(run_in_process, capsys, "status", env=process_env(redis_url=redis_url, COLUMNS="300"))
+    ).stdout
+    metrics = (
+        await asyncio.to_thread(run_in_process, capsys, "status", "--prometheus", env=process_env(redis_url=redis_url))
+    ).stdout
     out = (await doctor(capsys, nanobot_home, redis_url)).stdout
     async with served(settings_for()) as page:
         status, body = await page.get("/")
@@ -97,26 +115,42 @@ def fake_nanobot_env(folder: Path, dist: str, version: str, contract: int | None
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {ver}\n")
     (site / f"{dist.replace('-', '_')}-{version}.dist-info" / "entry_points.txt").write_text(
-        "[nanobot.tools]\nsummary_worker = nanobot_hooks.plugin:SummaryWorkerHooks\n")
+        "[nanobot.tools]\nsummary_worker = nanobot_hooks.plugin:SummaryWorkerHooks\n"
+    )
     (site / "nanobot_hooks" / "contract").mkdir(parents=True)
     (site / "nanobot_hooks" / "__init__.py").write_text("")
     (site / "nanobot_hooks" / "plugin.py").write_text("class SummaryWorkerHooks:\n    pass\n")
     if contract is not None:
         (site / "nanobot_hooks" / "contract" / "__init__.py").write_text("")
         (site / "nanobot_hooks" / "contract" / "version.py").write_text(
-            f"RELEASE = {version!r}\nCONTRACT = {contract}\n")
+            f"RELEASE = {version!r}\nCONTRACT = {contract}\n"
+        )
     return folder / "bin" / "python"
 
 
-@pytest.mark.parametrize(("dist", "version", "contract", "level", "fix"), [
-    ("nanobot-summary-worker", "0.1.0", None, "FAIL", "nanobot-summary hooks install --python {python}, then restart "
-                                                      "nanobot"),
-    ("nanobot-summary-hooks", "9.0.0", CONTRACT + 1, "FAIL", "upgrade the worker to 9.0.0 and restart it"),
-    ("nanobot-summary-hooks", "0.0.1", CONTRACT, "warn", "nanobot-summary hooks install --python {python}, then "
-                                                          "restart nanobot"),
-])
+@pytest.mark.parametrize(
+    ("dist", "version", "contract", "level", "fix"),
+    [
+        (
+            "nanobot-summary-worker",
+            "0.1.0",
+            None,
+            "FAIL",
+            "nanobot-summary hooks install --python {python}, then restart nanobot",
+        ),
+        ("nanobot-summary-hooks", "9.0.0", CONTRACT + 1, "FAIL", "upgrade the worker to 9.0.0 and restart it"),
+        (
+            "nanobot-summary-hooks",
+            "0.0.1",
+            CONTRACT,
+            "warn",
+            "nanobot-summary hooks install --python {python}, then restart nanobot",
+        ),
+    ],
+)
 def test_doctor_compares_the_hooks_installed_in_nanobots_environment_with_its_own_version(
-        tmp_path: Path, dist, version, contract, level, fix) -> None:
+    tmp_path: Path, dist, version, contract, level, fix
+) -> None:
     python = fake_nanobot_env(tmp_path / "nanobot", dist, version, contract)
     checks = hooks_checks(str(python))
     [found] = [c for c in checks if "installed in nanobot's environment" in c.what]

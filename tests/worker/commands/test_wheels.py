@@ -29,15 +29,19 @@ def test_the_hooks_wheel_holds_their_package_entry_points_and_needs(tmp_path: Pa
         info = f"nanobot_summary_hooks-{RELEASE}.dist-info"
         assert "nanobot_hooks/plugin.py" in listed and "nanobot_hooks/contract/version.py" in listed, listed
         assert not [name for name in listed if name.endswith(".pyc") or "__editable__" in name], listed
-        assert "summary_worker = nanobot_hooks.plugin:SummaryWorkerHooks" in wheel.read(
-            f"{info}/entry_points.txt").decode()
+        assert (
+            "summary_worker = nanobot_hooks.plugin:SummaryWorkerHooks"
+            in wheel.read(f"{info}/entry_points.txt").decode()
+        )
         record = wheel.read(f"{info}/RECORD").decode()
         assert all(name in record for name in listed), "every file in the RECORD, as pip checks it"
 
 
 def test_a_compressed_tag_set_names_every_platform() -> None:
-    assert compressed(["cp311-cp311-manylinux_2_17_x86_64", "cp311-cp311-manylinux2014_x86_64"]) == \
-        "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+    assert (
+        compressed(["cp311-cp311-manylinux_2_17_x86_64", "cp311-cp311-manylinux2014_x86_64"])
+        == "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+    )
     assert compressed(["py3-none-any"]) == "py3-none-any"
 
 
@@ -58,15 +62,29 @@ def test_hooks_install_needs_no_package_index(tmp_path: Path) -> None:
     env = {key: value for key, value in process_env(test_defaults=False).items() if not key.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL="http://127.0.0.1:9/simple")
     command = [sys.executable, "-m", "worker", "hooks"]
-    installed = subprocess.run([*command, "install", "--python", str(python)], capture_output=True, text=True,
-                               timeout=600, cwd=tmp_path, env=env)
+    installed = subprocess.run(
+        [*command, "install", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    assert installed.stdout.startswith(f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment "
-                                       "(no package index)"), installed.stdout
+    assert installed.stdout.startswith(
+        f"installed nanobot-summary-hooks {RELEASE} from this worker's own environment (no package index)"
+    ), installed.stdout
     assert f"ok hooks {RELEASE} load in nanobot 0.3.5's environment" in installed.stdout, installed.stdout
-    removed = subprocess.run([*command, "uninstall", "--python", str(python)], capture_output=True, text=True,
-                             timeout=600, cwd=tmp_path, env=env)
+    removed = subprocess.run(
+        [*command, "uninstall", "--python", str(python)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
+    )
     assert removed.returncode == 0 and "removed nanobot-summary-hooks, " in removed.stdout, removed.stdout
-    check = subprocess.run([*command, "check", "--python", str(python)], capture_output=True, text=True, timeout=120,
-                           cwd=tmp_path, env=env)
+    check = subprocess.run(
+        [*command, "check", "--python", str(python)], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
     assert check.returncode == 1 and "the hooks are not installed" in check.stdout, check.stdout

@@ -36,14 +36,17 @@ def test_full_width_and_case_variants_normalize_alike(text: str) -> None:
     assert normalize(text.upper()) == normalize(text.lower())
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    ("User prefers Python 3.12, not Java.", "user prefers python 3.12 not java"),
-    ("User prefers Python 3.12, not Java.", "Ｕｓｅｒ ｐｒｅｆｅｒｓ Ｐｙｔｈｏｎ ３．１２，ｎｏｔ Ｊａｖａ．"),
-    ("用户偏好：Python，不用 Java。", "用户偏好:Python,不用Java."),
-    ("「設定」は ~/.config/app にある", "“設定”は~/.config/appにある"),
-    ("저는 파이썬을 좋아합니다.", "저는 파이썬을 좋아합니다"),
-    ("I don't like tea", "I dont like TEA!"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("User prefers Python 3.12, not Java.", "user prefers python 3.12 not java"),
+        ("User prefers Python 3.12, not Java.", "Ｕｓｅｒ ｐｒｅｆｅｒｓ Ｐｙｔｈｏｎ ３．１２，ｎｏｔ Ｊａｖａ．"),
+        ("用户偏好：Python，不用 Java。", "用户偏好:Python,不用Java."),
+        ("「設定」は ~/.config/app にある", "“設定”は~/.config/appにある"),
+        ("저는 파이썬을 좋아합니다.", "저는 파이썬을 좋아합니다"),
+        ("I don't like tea", "I dont like TEA!"),
+    ],
+)
 def test_punctuation_width_case_and_spacing_differences_vanish(a: str, b: str) -> None:
     assert normalize(a) == normalize(b)
 
@@ -78,25 +81,28 @@ def test_find_duplicate_returns_the_matching_index() -> None:
     assert find_duplicate("", choices) is None
 
 
-@pytest.mark.parametrize(("text", "rules"), [
-    ("Remember that the standup is at 9", ["remember"]),
-    ("记住我的生日是五月一日", ["remember"]),
-    ("会議は9時だと覚えておいて", ["remember"]),
-    ("회의는 9시라고 기억해 줘", ["remember"]),
-    ("The DeepSeek API key is set in providers.deepseek.apiKey", ["configuration"]),
-    ("配置文件在 ~/.nanobot/config.json", ["configuration"]),
-    ("設定ファイルは ~/.config にある", ["configuration"]),
-    ("설정 파일은 홈 폴더에 있다", ["configuration"]),
-    ("The user prefers dark mode", ["preferences"]),
-    ("用户喜欢简洁的回答", ["preferences"]),
-    ("ユーザーは短い答えが好き", ["preferences"]),
-    ("사용자는 짧은 답변을 선호한다", ["preferences"]),
-    ("Fixed the login bug by clearing the cache", ["solutions"]),
-    ("登录问题已通过清除缓存解决", ["solutions"]),
-    ("ログインのバグはキャッシュ削除で解決", ["solutions"]),
-    ("로그인 문제는 캐시 삭제로 해결", ["solutions"]),
-    ("rapid growth of the garden", []),
-])
+@pytest.mark.parametrize(
+    ("text", "rules"),
+    [
+        ("Remember that the standup is at 9", ["remember"]),
+        ("记住我的生日是五月一日", ["remember"]),
+        ("会議は9時だと覚えておいて", ["remember"]),
+        ("회의는 9시라고 기억해 줘", ["remember"]),
+        ("The DeepSeek API key is set in providers.deepseek.apiKey", ["configuration"]),
+        ("配置文件在 ~/.nanobot/config.json", ["configuration"]),
+        ("設定ファイルは ~/.config にある", ["configuration"]),
+        ("설정 파일은 홈 폴더에 있다", ["configuration"]),
+        ("The user prefers dark mode", ["preferences"]),
+        ("用户喜欢简洁的回答", ["preferences"]),
+        ("ユーザーは短い答えが好き", ["preferences"]),
+        ("사용자는 짧은 답변을 선호한다", ["preferences"]),
+        ("Fixed the login bug by clearing the cache", ["solutions"]),
+        ("登录问题已通过清除缓存解决", ["solutions"]),
+        ("ログインのバグはキャッシュ削除で解決", ["solutions"]),
+        ("로그인 문제는 캐시 삭제로 해결", ["solutions"]),
+        ("rapid growth of the garden", []),
+    ],
+)
 def test_seed_keyword_rules_in_four_languages(text: str, rules: list[str]) -> None:
     assert keyword_hits(text) == rules
 

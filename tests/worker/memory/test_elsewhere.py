@@ -25,7 +25,8 @@ UTC = ZoneInfo("UTC")
 
 
 async def test_a_text_forgotten_everywhere_is_not_indexed_again_after_new_or_a_rebuild(
-        redis, nanobot_home, fake_llm, worker_deps, monkeypatch):
+    redis, nanobot_home, fake_llm, worker_deps, monkeypatch
+):
     tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch)
     workspace, sessions = nanobot_home.workspace, nanobot_home.sessions_dir
     assert forget_fact(workspace / "memory" / "MEMORY.md", FACT, "2026-11-20") is not None
@@ -43,8 +44,11 @@ async def test_a_text_forgotten_everywhere_is_not_indexed_again_after_new_or_a_r
     index = RecallIndex(workspace, UTC)
     try:
         index.refresh(sessions)  # the worker's sweep: the emptied session, the kept copy whole
-        copies = index.connect().execute("SELECT through FROM sources WHERE session = ?",
-                                         (retired_source(KEY, kept.name),)).fetchall()
+        copies = (
+            index.connect()
+            .execute("SELECT through FROM sources WHERE session = ?", (retired_source(KEY, kept.name),))
+            .fetchall()
+        )
         assert copies == [(30,)], "the copy was indexed, every message of it"
         assert (await tool.execute(query=QUERY)).startswith("Nothing found"), "back from the copy kept at /new"
 
@@ -57,7 +61,8 @@ async def test_a_text_forgotten_everywhere_is_not_indexed_again_after_new_or_a_r
 
 
 async def test_a_message_no_summary_covered_yet_stays_out_when_a_later_summary_archives_it(
-        redis, nanobot_home, fake_llm, worker_deps, monkeypatch):
+    redis, nanobot_home, fake_llm, worker_deps, monkeypatch
+):
     tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch, said_at=26)
     workspace, sessions = nanobot_home.workspace, nanobot_home.sessions_dir
     assert forget_fact(workspace / "memory" / "MEMORY.md", FACT, "2026-11-20") is not None

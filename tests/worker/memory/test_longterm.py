@@ -26,7 +26,7 @@ def facts_in(text: str) -> list[str]:
     """The fact lines of the managed part, in order."""
     span = locate(text)
     assert span is not None
-    return [line for line in text[span[0]:span[1]].split("\n")[1:-1] if line.strip() and not line.startswith("#")]
+    return [line for line in text[span[0] : span[1]].split("\n")[1:-1] if line.strip() and not line.startswith("#")]
 
 
 def meta_of(path: Path, fact: str) -> Meta:
@@ -53,28 +53,33 @@ def test_nothing_to_add_creates_no_file(tmp_path: Path) -> None:
     assert stats.skipped == 2 and not path.exists()
 
 
-@pytest.mark.parametrize("user_text", [
-    "# Long-term Memory\n\n## Preferences\n\n(User preferences learned over time)\n",
-    "no newline at the end",
-    "ends with a blank line\n\n",
-])
+@pytest.mark.parametrize(
+    "user_text",
+    [
+        "# Long-term Memory\n\n## Preferences\n\n(User preferences learned over time)\n",
+        "no newline at the end",
+        "ends with a blank line\n\n",
+    ],
+)
 def test_without_markers_the_part_is_appended_after_every_existing_byte(tmp_path: Path, user_text: str) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_bytes(user_text.encode())
     write(path, [Fact(text="Deploys run from the ci branch", category="decisions")])
     data = path.read_bytes()
     assert data.startswith(user_text.encode())
-    rest = data[len(user_text.encode()):].decode()
+    rest = data[len(user_text.encode()) :].decode()
     assert rest.lstrip("\n").startswith(BEGIN) and rest.endswith(END + "\n")
     assert "\n\n" + BEGIN in data.decode(), "a blank line separates the user's text from the part"
 
 
 def test_the_same_write_twice_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    facts = [Fact(text="The user prefers short answers", category="preferences", importance=4),
-             Fact(text="Gateway runs on port 18790", category="configuration"),
-             Fact(text="Fixed the Hugo build by pinning 0.139", category="solutions"),
-             Fact(text="Ada now prefers long answers", tag="correction", replaces="The user prefers short answers")]
+    facts = [
+        Fact(text="The user prefers short answers", category="preferences", importance=4),
+        Fact(text="Gateway runs on port 18790", category="configuration"),
+        Fact(text="Fixed the Hugo build by pinning 0.139", category="solutions"),
+        Fact(text="Ada now prefers long answers", tag="correction", replaces="The user prefers short answers"),
+    ]
     write(path, facts)
     before = path.read_bytes()
     mtime = path.stat().st_mtime_ns
@@ -83,12 +88,15 @@ def test_the_same_write_twice_changes_nothing(tmp_path: Path) -> None:
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime, "not even rewritten"
 
 
-@pytest.mark.parametrize("variant", [
-    "user prefers python 3.12, NOT java",
-    "Ｕｓｅｒ ｐｒｅｆｅｒｓ Ｐｙｔｈｏｎ ３．１２，ｎｏｔ Ｊａｖａ．",
-    "User prefers Python 3.12 — not Java!",
-    "  User prefers\tPython 3.12, not Java  ",
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "user prefers python 3.12, NOT java",
+        "Ｕｓｅｒ ｐｒｅｆｅｒｓ Ｐｙｔｈｏｎ ３．１２，ｎｏｔ Ｊａｖａ．",
+        "User prefers Python 3.12 — not Java!",
+        "  User prefers\tPython 3.12, not Java  ",
+    ],
+)
 def test_a_fact_differing_only_by_punctuation_width_or_case_is_not_added_twice(tmp_path: Path, variant: str) -> None:
     path = tmp_path / "MEMORY.md"
     write(path, [Fact(text="User prefers Python 3.12, not Java.", category="preferences")])
@@ -100,8 +108,14 @@ def test_a_fact_differing_only_by_punctuation_width_or_case_is_not_added_twice(t
 def test_chinese_punctuation_and_width_variants_are_one_fact(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     write(path, [Fact(text="用户偏好：Python，不用 Java。", category="preferences")], language="zh")
-    stats = write(path, [Fact(text="用户偏好:Python,不用Java.", category="preferences"),
-                         Fact(text="用户偏好：Ｐｙｔｈｏｎ，不用Ｊａｖａ", category="preferences")], language="zh")
+    stats = write(
+        path,
+        [
+            Fact(text="用户偏好:Python,不用Java.", category="preferences"),
+            Fact(text="用户偏好：Ｐｙｔｈｏｎ，不用Ｊａｖａ", category="preferences"),
+        ],
+        language="zh",
+    )
     assert stats.added == 0
     assert facts_in(path.read_text(encoding="utf-8")) == ["用户偏好：Python，不用 Java。"]
 
@@ -109,29 +123,46 @@ def test_chinese_punctuation_and_width_variants_are_one_fact(tmp_path: Path) -> 
 def test_near_duplicates_are_skipped_but_different_numbers_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     write(path, [Fact(text="The gateway listens on port 18790", category="configuration")])
-    stats = write(path, [Fact(text="The gateway listens on port 18790 by default"),
-                         Fact(text="The gateway listens on port 18791")])
+    stats = write(
+        path,
+        [Fact(text="The gateway listens on port 18790 by default"), Fact(text="The gateway listens on port 18791")],
+    )
     assert (stats.added, stats.skipped) == (1, 1)
-    assert facts_in(path.read_text(encoding="utf-8")) == ["The gateway listens on port 18790",
-                                                          "The gateway listens on port 18791"]
+    assert facts_in(path.read_text(encoding="utf-8")) == [
+        "The gateway listens on port 18790",
+        "The gateway listens on port 18791",
+    ]
 
 
 def test_duplicates_of_user_lines_outside_the_part_are_not_added(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("# Long-term Memory\n\n## Preferences\n- Prefers dark mode in every editor.\n", encoding="utf-8")
-    stats = write(path, [Fact(text="prefers dark mode in every editor", category="preferences"),
-                         Fact(text="Prefers tabs over spaces", category="preferences")])
+    stats = write(
+        path,
+        [
+            Fact(text="prefers dark mode in every editor", category="preferences"),
+            Fact(text="Prefers tabs over spaces", category="preferences"),
+        ],
+    )
     assert (stats.added, stats.skipped) == (1, 1)
     assert facts_in(path.read_text(encoding="utf-8")) == ["Prefers tabs over spaces"]
 
 
 def test_a_correction_replaces_the_old_fact_in_place(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    write(path, [Fact(text="Lives in Berlin", category="people"),
-                 Fact(text="Prefers tea over coffee", category="preferences"),
-                 Fact(text="Uses Neovim with LazyVim", category="preferences")], today="2026-11-01")
-    stats = write(path, [Fact(text="Prefers coffee over tea since November", tag="correction",
-                              replaces="prefers tea over coffee.")])
+    write(
+        path,
+        [
+            Fact(text="Lives in Berlin", category="people"),
+            Fact(text="Prefers tea over coffee", category="preferences"),
+            Fact(text="Uses Neovim with LazyVim", category="preferences"),
+        ],
+        today="2026-11-01",
+    )
+    stats = write(
+        path,
+        [Fact(text="Prefers coffee over tea since November", tag="correction", replaces="prefers tea over coffee.")],
+    )
     text = path.read_text(encoding="utf-8")
     assert stats.replaced == 1 and stats.added == 0
     assert "Prefers tea over coffee" not in text
@@ -142,8 +173,11 @@ def test_a_correction_replaces_the_old_fact_in_place(tmp_path: Path) -> None:
 
 def test_a_correction_without_a_usable_quote_finds_its_fact_by_its_own_text(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    write(path, [Fact(text="用户喜欢咖啡", category="preferences"), Fact(text="用户住在上海", category="people")],
-          language="zh")
+    write(
+        path,
+        [Fact(text="用户喜欢咖啡", category="preferences"), Fact(text="用户住在上海", category="people")],
+        language="zh",
+    )
     stats = write(path, [Fact(text="用户不喜欢咖啡", tag="correction", replaces=None)], language="zh")
     assert stats.replaced == 1
     assert facts_in(path.read_text(encoding="utf-8")) == ["用户不喜欢咖啡", "用户住在上海"]
@@ -158,9 +192,14 @@ def test_a_correction_with_nothing_to_correct_is_added(tmp_path: Path) -> None:
 
 def test_ephemeral_and_unimportant_facts_stay_out(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    stats = write(path, [Fact(text="Remember: the build is red today", tag="ephemeral", importance=5),
-                         Fact(text="The cat is grey", importance=2),
-                         Fact(text="Proxy is configured in ~/.npmrc", importance=2)])
+    stats = write(
+        path,
+        [
+            Fact(text="Remember: the build is red today", tag="ephemeral", importance=5),
+            Fact(text="The cat is grey", importance=2),
+            Fact(text="Proxy is configured in ~/.npmrc", importance=2),
+        ],
+    )
     assert (stats.added, stats.skipped) == (1, 2)
     assert facts_in(path.read_text(encoding="utf-8")) == ["Proxy is configured in ~/.npmrc"]
 
@@ -177,8 +216,12 @@ def test_headings_are_stable_and_in_the_files_language(tmp_path: Path) -> None:
 
 def test_the_cap_holds_with_ten_thousand_candidates(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    candidates = [Fact(text=f"candidate fact number {i} about topic {i * 7919 % 10007}",
-                       importance=i % 5 + 1, category="projects") for i in range(10_000)]
+    candidates = [
+        Fact(
+            text=f"candidate fact number {i} about topic {i * 7919 % 10007}", importance=i % 5 + 1, category="projects"
+        )
+        for i in range(10_000)
+    ]
     stats = write(path, candidates, max_facts=300)
     text = path.read_text(encoding="utf-8")
     levels = [meta_of(path, fact).importance for fact in facts_in(text)]
@@ -219,8 +262,10 @@ def _outside(data: bytes) -> tuple[bytes, bytes]:
     text = data.decode("utf-8", errors="surrogateescape")
     span = locate(text)
     assert span is not None
-    return (text[:span[0]].encode("utf-8", errors="surrogateescape"),
-            text[span[1]:].encode("utf-8", errors="surrogateescape"))
+    return (
+        text[: span[0]].encode("utf-8", errors="surrogateescape"),
+        text[span[1] :].encode("utf-8", errors="surrogateescape"),
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -233,8 +278,13 @@ def test_user_bytes_outside_the_part_survive_byte_for_byte(before: bytes, after:
         assert path.read_bytes().startswith(before)
         path.write_bytes(path.read_bytes() + b"\n" + after)  # the user writes below our part as well
         outside = _outside(path.read_bytes())
-        write(path, [Fact(text=fact, importance=5), Fact(text="Ada prefers rust", tag="correction",
-                                                         replaces="Seed fact: the user's name is Ada")])
+        write(
+            path,
+            [
+                Fact(text=fact, importance=5),
+                Fact(text="Ada prefers rust", tag="correction", replaces="Seed fact: the user's name is Ada"),
+            ],
+        )
         data = path.read_bytes()
         assert _outside(data) == outside
         assert data.startswith(before) and data.endswith(b"\n" + after)
@@ -269,8 +319,9 @@ def test_an_orphan_begin_marker_is_left_alone(tmp_path: Path) -> None:
     assert facts_in(text) == ["Prefers tea", "Lives in Berlin"]
 
 
-def test_an_external_edit_between_read_and_replace_is_merged_not_lost(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_external_edit_between_read_and_replace_is_merged_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("# Memory\n- my own line\n", encoding="utf-8")
     real = longterm.store.temp_beside
@@ -300,8 +351,13 @@ def test_known_facts_lists_ours_by_importance_then_the_users_bullets(tmp_path: P
     path = tmp_path / "MEMORY.md"
     assert known_facts(path) == []
     path.write_text("# Memory\n(placeholder)\n- Speaks Portuguese\n", encoding="utf-8")
-    write(path, [Fact(text="Lives in Berlin", category="people", importance=3),
-                 Fact(text="Remember: allergic to peanuts", category="people", importance=5)])
+    write(
+        path,
+        [
+            Fact(text="Lives in Berlin", category="people", importance=3),
+            Fact(text="Remember: allergic to peanuts", category="people", importance=5),
+        ],
+    )
     assert known_facts(path) == ["Remember: allergic to peanuts", "Lives in Berlin", "Speaks Portuguese"]
     assert known_facts(path, limit=1) == ["Remember: allergic to peanuts"]
 
@@ -319,8 +375,12 @@ def _worker_process(workspace: str, number: int, rounds: int, ready: Any) -> Non
     memory = MemoryFiles(Path(workspace), "UTC", max_facts=10_000)
     ready.wait()  # every process imported and ready: they start writing together
     for i in range(rounds):
-        note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T{number:02d}:{i:02d}:00",
-                          last_timestamp=f"{TODAY}T{number:02d}:{i:02d}:30", topics=[f"topic w{number} r{i}"])
+        note = DailyNotes(
+            date=TODAY,
+            first_timestamp=f"{TODAY}T{number:02d}:{i:02d}:00",
+            last_timestamp=f"{TODAY}T{number:02d}:{i:02d}:30",
+            topics=[f"topic w{number} r{i}"],
+        )
         facts = [Fact(text=text.format(n=number, i=i), importance=4) for text in KINDS]
         memory.write_now(f"cli:w{number}", [note], facts, "en")
 
@@ -330,8 +390,9 @@ def test_worker_processes_on_one_day_file_and_memory_lose_nothing(tmp_path: Path
     context = multiprocessing.get_context("spawn")
     workers, rounds = 4, 25
     ready = context.Barrier(workers)
-    processes = [context.Process(target=_worker_process, args=(str(tmp_path), n, rounds, ready))
-                 for n in range(workers)]
+    processes = [
+        context.Process(target=_worker_process, args=(str(tmp_path), n, rounds, ready)) for n in range(workers)
+    ]
     for process in processes:
         process.start()
     for process in processes:
@@ -367,8 +428,12 @@ async def test_concurrent_jobs_in_one_worker_process_lose_nothing(tmp_path: Path
     memory = MemoryFiles(tmp_path, "UTC", max_facts=10_000)
 
     def job(number: int) -> Any:
-        note = DailyNotes(date=TODAY, first_timestamp=f"{TODAY}T10:{number:02d}:00",
-                          last_timestamp=f"{TODAY}T10:{number:02d}:30", topics=[f"topic of job {number}"])
+        note = DailyNotes(
+            date=TODAY,
+            first_timestamp=f"{TODAY}T10:{number:02d}:00",
+            last_timestamp=f"{TODAY}T10:{number:02d}:30",
+            topics=[f"topic of job {number}"],
+        )
         facts = [Fact(text=text.format(n=number, i=number), importance=4) for text in KINDS]
         return memory.write(f"cli:j{number}", [note], facts, "en")
 
@@ -389,8 +454,13 @@ def test_a_symlinked_memory_file_stays_a_symlink(tmp_path: Path) -> None:
     link = tmp_path / "memory" / "MEMORY.md"
     link.parent.mkdir()
     link.symlink_to(real)
-    write_facts(link, [Fact(text="Prefers short answers, remember this", tag="permanent", importance=5)],
-                "en", "2026-11-20", 300)
+    write_facts(
+        link,
+        [Fact(text="Prefers short answers, remember this", tag="permanent", importance=5)],
+        "en",
+        "2026-11-20",
+        300,
+    )
     assert link.is_symlink() and link.resolve() == real
     text = real.read_text(encoding="utf-8")
     assert text.startswith("# mine\n") and "Prefers short answers" in text
@@ -421,8 +491,13 @@ def test_a_file_with_line_comments_migrates_on_its_first_write(tmp_path: Path) -
     text = path.read_text(encoding="utf-8")
     assert _outside(path.read_bytes()) == outside, "every byte outside the part is the user's"
     assert "<!-- i" not in text and f"{BEGIN} lang=en -->\n" in text
-    assert facts_in(text) == ["Prefers short answers", "Speaks Portuguese", "Uses Neovim with LazyVim",
-                              "Gateway listens on port 18790", "Odd key"]
+    assert facts_in(text) == [
+        "Prefers short answers",
+        "Speaks Portuguese",
+        "Uses Neovim with LazyVim",
+        "Gateway listens on port 18790",
+        "Odd key",
+    ]
     assert meta_of(path, "Prefers short answers") == Meta(5, "2026-11-02", "telegram:42")
     assert meta_of(path, "Gateway listens on port 18790") == Meta(4, "2026-11-03", "cli:direct")
     assert meta_of(path, "Odd key") == Meta(3, "2026-11-04", "slack:T1:U x")
@@ -435,13 +510,19 @@ def test_a_file_with_line_comments_migrates_on_its_first_write(tmp_path: Path) -
 
 def test_an_edited_fact_keeps_its_record(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
-    write_facts(path, [Fact(text="Remember: the gateway listens on port 18790", category="configuration")],
-                "en", "2026-11-01", 300, session="telegram:42")
-    path.write_text(path.read_text(encoding="utf-8").replace("port 18790", "port 18790 behind Caddy"),
-                    encoding="utf-8")
+    write_facts(
+        path,
+        [Fact(text="Remember: the gateway listens on port 18790", category="configuration")],
+        "en",
+        "2026-11-01",
+        300,
+        session="telegram:42",
+    )
+    path.write_text(path.read_text(encoding="utf-8").replace("port 18790", "port 18790 behind Caddy"), encoding="utf-8")
     write(path, [Fact(text="Prefers tea", category="preferences")], today="2026-11-22")
-    assert meta_of(path, "Remember: the gateway listens on port 18790 behind Caddy") == \
-        Meta(4, "2026-11-01", "telegram:42")
+    assert meta_of(path, "Remember: the gateway listens on port 18790 behind Caddy") == Meta(
+        4, "2026-11-01", "telegram:42"
+    )
 
 
 def test_an_unreadable_sidecar_costs_the_metadata_not_the_facts(tmp_path: Path) -> None:
@@ -457,39 +538,65 @@ def test_the_part_at_the_cap_is_facts_and_headings(tmp_path: Path) -> None:
     """Markers, bullets and metadata are at most 5% of the part's tokens (nanobot sends it in every prompt)."""
     from worker.text.tokens import best_counter
 
-    words = ("the user", "prefers", "deploys", "the staging server", "on port", "with Redis", "every Friday",
-             "backups to", "Hugo", "用户喜欢简洁的回答", "配置", "dark mode", "fixed the bug in", "cron")
-    facts = [Fact(text=" ".join(words[(i * k) % len(words)] for k in range(1, 3 + i % 6)) + f" #{i}",
-                  importance=3 + i % 3, category=("preferences", "configuration", "projects", "people")[i % 4])
-             for i in range(300)]
+    words = (
+        "the user",
+        "prefers",
+        "deploys",
+        "the staging server",
+        "on port",
+        "with Redis",
+        "every Friday",
+        "backups to",
+        "Hugo",
+        "用户喜欢简洁的回答",
+        "配置",
+        "dark mode",
+        "fixed the bug in",
+        "cron",
+    )
+    facts = [
+        Fact(
+            text=" ".join(words[(i * k) % len(words)] for k in range(1, 3 + i % 6)) + f" #{i}",
+            importance=3 + i % 3,
+            category=("preferences", "configuration", "projects", "people")[i % 4],
+        )
+        for i in range(300)
+    ]
     path = tmp_path / "MEMORY.md"
     for n in range(0, 300, 100):
-        write_facts(path, facts[n:n + 100], "en", TODAY, 300, session=f"telegram:{n}")
+        write_facts(path, facts[n : n + 100], "en", TODAY, 300, session=f"telegram:{n}")
     text = path.read_text(encoding="utf-8")
     span = locate(text)
     assert span is not None and len(facts_in(text)) == 300
-    share = longterm.markup_share(text[span[0]:span[1]], best_counter())
+    share = longterm.markup_share(text[span[0] : span[1]], best_counter())
     assert share <= 0.05, f"{share:.1%} of the part is neither fact nor heading"
     # The old format, for comparison: the same part with each fact's comment, over half of it.
-    old = longterm.markup_share(OLD_FORMAT[OLD_FORMAT.index(BEGIN):OLD_FORMAT.index(END) + len(END)], best_counter())
+    old = longterm.markup_share(OLD_FORMAT[OLD_FORMAT.index(BEGIN) : OLD_FORMAT.index(END) + len(END)], best_counter())
     assert old > 0.3
 
 
 def test_one_sessions_facts_are_found_and_removed(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text(OLD_FORMAT, encoding="utf-8")
-    write_facts(path, [Fact(text="Owns a Raspberry Pi 5", category="projects")], "en", TODAY, 300,
-                session="telegram:42")
+    write_facts(
+        path, [Fact(text="Owns a Raspberry Pi 5", category="projects")], "en", TODAY, 300, session="telegram:42"
+    )
     write_facts(path, [Fact(text="Works at a bakery", category="people")], "en", TODAY, 300, session="cli:direct")
     before = path.read_bytes()
     assert longterm.forget_session(path, "telegram:42", TODAY, dry_run=True) == [
-        "Prefers short answers", "Owns a Raspberry Pi 5"]
+        "Prefers short answers",
+        "Owns a Raspberry Pi 5",
+    ]
     assert path.read_bytes() == before, "a dry run changes nothing"
     outside = _outside(before)
     assert longterm.forget_session(path, "telegram:42", TODAY) == ["Prefers short answers", "Owns a Raspberry Pi 5"]
     assert _outside(path.read_bytes()) == outside
     assert facts_in(path.read_text(encoding="utf-8")) == [
-        "Speaks Portuguese", "Gateway listens on port 18790", "Odd key", "Works at a bakery"]
+        "Speaks Portuguese",
+        "Gateway listens on port 18790",
+        "Odd key",
+        "Works at a bakery",
+    ]
     assert longterm.forget_session(path, "telegram:42", TODAY) == []
     assert longterm.forget_session(tmp_path / "none.md", "telegram:42", TODAY) == []
 
@@ -501,5 +608,6 @@ def test_the_recall_index_dates_facts_from_the_sidecar(tmp_path: Path) -> None:
     dated = {line: learned for _, _, line, learned in longterm.dated_lines(text, load_meta(sidecar_path(path)))}
     assert dated["Lives in Berlin"] == "2026-11-03"
     assert longterm.dated_lines(OLD_FORMAT)[2][3] is None  # the user's own line
-    assert ("Gateway listens on port 18790", "2026-11-03") in [(t, d) for _, _, t, d
-                                                                in longterm.dated_lines(OLD_FORMAT)]
+    assert ("Gateway listens on port 18790", "2026-11-03") in [
+        (t, d) for _, _, t, d in longterm.dated_lines(OLD_FORMAT)
+    ]

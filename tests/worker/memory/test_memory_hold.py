@@ -46,13 +46,13 @@ def seeded_memory(home: NanobotHome) -> Path:
     path = home.workspace / "memory" / "MEMORY.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(USER_FILE, encoding="utf-8")
-    longterm.write_facts(path, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-19", 300,
-                         session=OTHER)
+    longterm.write_facts(
+        path, [Fact(text="Remember: prefers short answers", source="user")], "en", "2026-11-19", 300, session=OTHER
+    )
     return path
 
 
-async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redis, nanobot_home, fake_llm,
-                                                                            deps_for):
+async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = echo_memory
     path = seeded_memory(nanobot_home)
     pending = longterm.pending_path(path)
@@ -68,15 +68,18 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
     assert path.read_bytes() == before, "an active conversation: MEMORY.md's bytes do not change"
     assert FACT in pending.read_text(encoding="utf-8")
     assert "question 0 about the deploy script" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(
-        encoding="utf-8"), \
-        "daily notes are written as before"
+        encoding="utf-8"
+    ), "daily notes are written as before"
     assert FACT in MemoryFiles(nanobot_home.workspace).known_facts(), "the next job's model knows it is kept"
 
     # The user edits MEMORY.md meanwhile, inside the part and around it.
     text = before.decode()
-    edited = (text.replace("- my own line\n", "- my own line\n- a line added meanwhile\n")
-              .replace("Remember: prefers short answers", "Remember: prefers short answers, in German")
-              + "\nbelow the part\n")
+    edited = (
+        text.replace("- my own line\n", "- my own line\n- a line added meanwhile\n").replace(
+            "Remember: prefers short answers", "Remember: prefers short answers, in German"
+        )
+        + "\nbelow the part\n"
+    )
     path.write_text(edited, encoding="utf-8")
 
     backdate(nanobot_home, 120, [KEY])  # one session is quiet, the other still active: still held
@@ -103,7 +106,8 @@ async def test_facts_wait_until_every_session_is_quiet_and_are_written_once(redi
 
 
 async def test_a_jobs_facts_go_in_at_once_when_every_session_is_quiet_and_wait_while_one_is_active(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     fake_llm.responder = echo_memory
     path = seeded_memory(nanobot_home)
     pending = longterm.pending_path(path)
@@ -138,12 +142,14 @@ async def test_the_idle_check_writes_what_was_held_before_it_queues_the_summary(
     assert FACT not in path.read_text(encoding="utf-8")
     backdate(nanobot_home, 120)
     assert (await idle_summary(ctx, request))["status"] == "queued"
-    assert FACT in path.read_text(encoding="utf-8") and not longterm.pending_path(path).exists(), \
+    assert FACT in path.read_text(encoding="utf-8") and not longterm.pending_path(path).exists(), (
         "written at the cold moment, before the summary's pickup writes the session file"
+    )
 
 
-async def test_a_worker_killed_between_hold_and_flush_loses_nothing(redis, agent_home, fake_llm, deps_for,
-                                                                    procfile_worker):
+async def test_a_worker_killed_between_hold_and_flush_loses_nothing(
+    redis, agent_home, fake_llm, deps_for, procfile_worker
+):
     fake_llm.responder = echo_memory
     path = seeded_memory(agent_home)
     pending = longterm.pending_path(path)
@@ -179,8 +185,9 @@ async def test_the_daily_run_writes_what_waited_a_day_even_while_a_session_is_ac
     longterm.hold_facts(path, fresh, time.time())
     await daily_summaries({"deps": deps, "redis": redis})
     assert "Mochi" not in path.read_text(encoding="utf-8"), "held for less than a day: still waits"
-    old = longterm.Batch([Fact(text="Remember: backups go to the NAS in the basement", source="user")],
-                         "en", "2026-11-19", KEY)
+    old = longterm.Batch(
+        [Fact(text="Remember: backups go to the NAS in the basement", source="user")], "en", "2026-11-19", KEY
+    )
     longterm.hold_facts(path, old, time.time() - 25 * 3600)
     await daily_summaries({"deps": deps, "redis": redis})
     text = path.read_text(encoding="utf-8")
@@ -282,7 +289,8 @@ def test_the_busy_day_benchmark_runs_in_its_smoke_size(capsys, workers):
 
 @pytest.mark.parametrize("requires_token", [True, False])
 async def test_nanobots_web_chat_writes_memory_when_its_channel_asks_for_a_token(
-        redis, nanobot_home, fake_llm, deps_for, requires_token):
+    redis, nanobot_home, fake_llm, deps_for, requires_token
+):
     """The first chat most users have is nanobot's web UI (`websocket:<id>`): onboard sets a password for it,
     so with the default NANOBOT_MEMORY_SESSIONS=direct its facts reach MEMORY.md; an open channel's do not."""
     config = json.loads(nanobot_home.config_path.read_text(encoding="utf-8"))
@@ -301,7 +309,8 @@ async def test_nanobots_web_chat_writes_memory_when_its_channel_asks_for_a_token
 
 
 async def test_a_read_only_memory_md_is_left_alone_its_facts_held_until_it_is_writable_and_the_reason_logged_once(
-        redis, nanobot_home, fake_llm, deps_for, caplog):
+    redis, nanobot_home, fake_llm, deps_for, caplog
+):
     fake_llm.responder = echo_memory
     path = seeded_memory(nanobot_home)
     pending = longterm.pending_path(path)
@@ -315,7 +324,8 @@ async def test_a_read_only_memory_md_is_left_alone_its_facts_held_until_it_is_wr
     assert path.read_bytes() == before and (path.stat().st_mode & 0o7777) == 0o444, "not a byte, not the mode"
     assert FACT in pending.read_text(encoding="utf-8"), "held, not lost"
     assert "question 0 about the deploy script" in (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(
-        encoding="utf-8"), "the notes are written as ever"
+        encoding="utf-8"
+    ), "the notes are written as ever"
 
     idle = deps_for(memory_write="idle", summary_cache_ttl=60)
     backdate(nanobot_home, 120)

@@ -35,14 +35,24 @@ def test_the_shape_asked_for_is_read_into_days_and_facts() -> None:
     assert first.date == "2026-11-20" and first.topics == ["the deploy script ./deploy.sh and its flags"]
     assert first.decisions == ["deploy to stage-7 first"]
     assert (first.technical_issues[0].problem, first.technical_issues[0].solution) == (
-        "the deploy timed out", "raised the timeout to 600 s")
+        "the deploy timed out",
+        "raised the timeout to 600 s",
+    )
     assert second.date == "2026-11-21" and second.tasks == ["rotate the staging certificate"]
     host, build, correction = answer.facts
     assert (host.text, host.source, host.tag, host.importance, host.category) == (
-        "The staging host is stage-7.example.com", "user", "durable", 4, "configuration")
+        "The staging host is stage-7.example.com",
+        "user",
+        "durable",
+        4,
+        "configuration",
+    )
     assert (build.source, build.tag, build.importance) == ("assistant", "ephemeral", 2)
     assert (correction.tag, correction.replaces, correction.text) == (
-        "correction", "The user prefers scp", "The user prefers rsync now")
+        "correction",
+        "The user prefers scp",
+        "The user prefers rsync now",
+    )
     assert answer.summary == "" and not answer.prose
 
 
@@ -95,8 +105,10 @@ def test_a_fence_keeps_the_chatter_around_it_out() -> None:
 
 
 def test_the_languages_own_headings_are_read() -> None:
-    answer = parse_lines("DAY 2026-11-20\n主要话题：\n- 部署脚本\n待办事项\n- 更新证书\n事实：\n- user | durable | 4 | "
-                         "configuration | 预发布主机是 stage-7")
+    answer = parse_lines(
+        "DAY 2026-11-20\n主要话题：\n- 部署脚本\n待办事项\n- 更新证书\n事实：\n- user | durable | 4 | "
+        "configuration | 预发布主机是 stage-7"
+    )
     (day,) = answer.notes
     assert day.topics == ["部署脚本"] and day.tasks == ["更新证书"]
     assert answer.facts[0].text == "预发布主机是 stage-7" and answer.facts[0].source == "user"
@@ -115,40 +127,54 @@ def test_a_heading_with_its_item_on_the_same_line() -> None:
 
 
 def test_json_sent_after_all_is_read_as_json() -> None:
-    body = {"daily_notes": [{"date": "2026-11-20", "topics": ["deploys"]}],
-            "facts": [{"text": "The user deploys with Ansible", "source": "user"}]}
+    body = {
+        "daily_notes": [{"date": "2026-11-20", "topics": ["deploys"]}],
+        "facts": [{"text": "The user deploys with Ansible", "source": "user"}],
+    }
     answer = parse_lines(f"Here is the JSON:\n```json\n{json.dumps(body)}\n```")
     assert answer.notes[0].topics == ["deploys"] and answer.facts[0].source == "user"
 
 
 def test_a_truncated_answer_loses_its_last_line_only() -> None:
-    cut = OBEDIENT[:OBEDIENT.index("The user prefers rsync") + 10]
+    cut = OBEDIENT[: OBEDIENT.index("The user prefers rsync") + 10]
     answer = parse_lines(cut, truncated=True)
-    assert [fact.text for fact in answer.facts] == ["The staging host is stage-7.example.com",
-                                                    "The build took 4 minutes today"]
+    assert [fact.text for fact in answer.facts] == [
+        "The staging host is stage-7.example.com",
+        "The build took 4 minutes today",
+    ]
     assert answer.notes[1].tasks == ["rotate the staging certificate"]
 
 
-@pytest.mark.parametrize("text, prose", [
-    ("", False), ("   \n", False),
-    ("I'm sorry, I can't help with that.", False), ("抱歉，我无法完成这个请求。", False),
-    ("Error: 500 internal server error", False), ("N/A", False),
-    ("The user talked about deploys and the staging host, and decided to use rsync.", True),
-], ids=["empty", "blank", "refusal", "refusal-zh", "error-text", "placeholder", "prose"])
+@pytest.mark.parametrize(
+    "text, prose",
+    [
+        ("", False),
+        ("   \n", False),
+        ("I'm sorry, I can't help with that.", False),
+        ("抱歉，我无法完成这个请求。", False),
+        ("Error: 500 internal server error", False),
+        ("N/A", False),
+        ("The user talked about deploys and the staging host, and decided to use rsync.", True),
+    ],
+    ids=["empty", "blank", "refusal", "refusal-zh", "error-text", "placeholder", "prose"],
+)
 def test_an_answer_without_the_lines_is_refused_and_only_prose_says_so(text: str, prose: bool) -> None:
     with pytest.raises(BadAnswer) as raised:
         parse_lines(text)
     assert raised.value.prose is prose
 
 
-@pytest.mark.parametrize("line, expected", [
-    ("user | durable | 4 | configuration | The host is stage-7", ("The host is stage-7", "user", "durable", 4)),
-    ("The host is stage-7 | source: user | importance: 5", ("The host is stage-7", "user", "durable", 5)),
-    ("(tool, ephemeral, 2) The build is green", ("The build is green", "tool", "ephemeral", 2)),
-    ("The user's name is Ana (user)", ("The user's name is Ana", "user", "durable", 3)),
-    ("The host (stage-7) is up", ("The host (stage-7) is up", "unknown", "durable", 3)),
-    ("The user said: ship it | who: the user | 4/5", ("The user said: ship it", "user", "durable", 4)),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("user | durable | 4 | configuration | The host is stage-7", ("The host is stage-7", "user", "durable", 4)),
+        ("The host is stage-7 | source: user | importance: 5", ("The host is stage-7", "user", "durable", 5)),
+        ("(tool, ephemeral, 2) The build is green", ("The build is green", "tool", "ephemeral", 2)),
+        ("The user's name is Ana (user)", ("The user's name is Ana", "user", "durable", 3)),
+        ("The host (stage-7) is up", ("The host (stage-7) is up", "unknown", "durable", 3)),
+        ("The user said: ship it | who: the user | 4/5", ("The user said: ship it", "user", "durable", 4)),
+    ],
+)
 def test_a_facts_parts_are_read_in_any_order(line: str, expected: tuple[str, str, str, int]) -> None:
     fact = read_fact(line)
     assert fact is not None and (fact.text, fact.source, fact.tag, fact.importance) == expected
@@ -191,19 +217,40 @@ The user stated that they are allergic to peanuts.
 """
 
 
-@pytest.mark.parametrize("text, topics, facts", [
-    (MARKDOWN, ["a trip to Lisbon in March", "the ticket ABC-1234 for the VPN"],
-     ["The user said: my ticket is ABC-1234", "Their daughter is called Mia"]),
-    (BOLD_LABELS, ["a trip to Lisbon in March", "renewing the passport"],
-     ["The user said: I am allergic to peanuts", "The user said: my daughter is called Mia"]),
-    (PARAGRAPHS, ["The user planned a trip to Lisbon in March.", "They also asked how to renew a passport."],
-     ["They are allergic to peanuts."]),
-    ("### 今日笔记\n* a trip to Lisbon\n\n**Fakten:**\n- 用户说：我对花生过敏", ["a trip to Lisbon"], ["我对花生过敏"]),
-    ("## Notes for 2026-11-21\n- a trip to Lisbon\n### 1. Profile\n- “I live in Porto” — the user",
-     ["a trip to Lisbon"], ["The user said: I live in Porto"]),
-], ids=["markdown", "bold-labels", "paragraphs", "mixed-languages", "dated-numbered-quoted"])
+@pytest.mark.parametrize(
+    "text, topics, facts",
+    [
+        (
+            MARKDOWN,
+            ["a trip to Lisbon in March", "the ticket ABC-1234 for the VPN"],
+            ["The user said: my ticket is ABC-1234", "Their daughter is called Mia"],
+        ),
+        (
+            BOLD_LABELS,
+            ["a trip to Lisbon in March", "renewing the passport"],
+            ["The user said: I am allergic to peanuts", "The user said: my daughter is called Mia"],
+        ),
+        (
+            PARAGRAPHS,
+            ["The user planned a trip to Lisbon in March.", "They also asked how to renew a passport."],
+            ["They are allergic to peanuts."],
+        ),
+        (
+            "### 今日笔记\n* a trip to Lisbon\n\n**Fakten:**\n- 用户说：我对花生过敏",
+            ["a trip to Lisbon"],
+            ["我对花生过敏"],
+        ),
+        (
+            "## Notes for 2026-11-21\n- a trip to Lisbon\n### 1. Profile\n- “I live in Porto” — the user",
+            ["a trip to Lisbon"],
+            ["The user said: I live in Porto"],
+        ),
+    ],
+    ids=["markdown", "bold-labels", "paragraphs", "mixed-languages", "dated-numbered-quoted"],
+)
 def test_what_models_really_write_is_read_and_a_source_said_in_words_is_the_users(
-        text: str, topics: list[str], facts: list[str]) -> None:
+    text: str, topics: list[str], facts: list[str]
+) -> None:
     answer = parse_lines(text)
     assert [item for note in answer.notes for item in note.topics] == topics
     assert [(fact.text, fact.source) for fact in answer.facts] == [(fact, "user") for fact in facts]
@@ -213,20 +260,26 @@ def test_what_models_really_write_is_read_and_a_source_said_in_words_is_the_user
 def test_a_summary_section_alone_or_bullets_alone_are_the_days_notes() -> None:
     assert parse_lines("## Summary\n- the deploy to stage-7\n").notes[0].topics == ["the deploy to stage-7"]
     assert parse_lines("Here:\n- the deploy to stage-7\n- the rollback\n").notes[0].topics == [
-        "the deploy to stage-7", "the rollback"]
+        "the deploy to stage-7",
+        "the rollback",
+    ]
     with_notes = parse_lines("## Summary\n- a long day\n## Key points\n- the deploy\n")
     assert with_notes.notes[0].topics == ["the deploy"], "a summary beside the notes is not repeated in them"
 
 
-@pytest.mark.parametrize("fact, source", [
-    ("The assistant said: the build is green", "assistant"),
-    ("According to a web page: Lisbon has 545,000 people", "tool"),
-    ("The user is allergic to peanuts", "unknown"),
-    ("I'm sorry, I can't list facts about people.", None),
-    ("User: N/A", None),
-])
-def test_only_what_the_user_said_is_the_users_and_no_refusal_or_placeholder_is_a_fact(fact: str,
-                                                                                     source: str | None) -> None:
+@pytest.mark.parametrize(
+    "fact, source",
+    [
+        ("The assistant said: the build is green", "assistant"),
+        ("According to a web page: Lisbon has 545,000 people", "tool"),
+        ("The user is allergic to peanuts", "unknown"),
+        ("I'm sorry, I can't list facts about people.", None),
+        ("User: N/A", None),
+    ],
+)
+def test_only_what_the_user_said_is_the_users_and_no_refusal_or_placeholder_is_a_fact(
+    fact: str, source: str | None
+) -> None:
     answer = parse_lines(f"DAY 2026-11-20\nTOPICS:\n- deploys\nFACTS:\n- {fact}")
     assert [f.source for f in answer.facts] == ([source] if source else [])
 

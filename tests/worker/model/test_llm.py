@@ -33,8 +33,9 @@ print(json.dumps([loaded, routing, credentials, "litellm" in sys.modules]))
 def test_a_light_start_builds_and_checks_the_model_without_loading_litellm_and_says_the_same(nanobot_home) -> None:
     env = process_env(nanobot_home, "redis://127.0.0.1:1/0", config=True)
     env.pop("DEEPSEEK_API_KEY", None)
-    done = subprocess.run([sys.executable, "-c", LIGHT_START], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", LIGHT_START], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     loaded, routing, credentials, loaded_at_end = json.loads(done.stdout.strip().splitlines()[-1])
     assert not loaded and not loaded_at_end, "the worker at rest does without litellm"
@@ -47,24 +48,35 @@ def test_a_light_start_builds_and_checks_the_model_without_loading_litellm_and_s
 def test_what_the_model_checks_depend_on_names_no_key_and_no_value() -> None:
     from worker.model.llm import check_asked
 
-    choice = ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="http://127.0.0.1:1/v1",
-                         provider="openai")
+    choice = ModelChoice(
+        model="openai/summarizer", api_key="sk-one", api_base="http://127.0.0.1:1/v1", provider="openai"
+    )
     environ = {"OPENAI_API_KEY": "sk-env-one", "NANOBOT_SUMMARY_MODEL": "x", "HOME": "/home/a"}
     asked = check_asked(choice, environ)
     # Another key's value, another base URL, this project's or the machine's own variables: the same answers.
-    assert check_asked(ModelChoice(model="openai/summarizer", api_key="sk-two", api_base="http://other/v1",
-                                   provider="openai"), environ) == asked
+    assert (
+        check_asked(
+            ModelChoice(model="openai/summarizer", api_key="sk-two", api_base="http://other/v1", provider="openai"),
+            environ,
+        )
+        == asked
+    )
     assert check_asked(choice, {**environ, "OPENAI_API_KEY": "sk-env-two", "NANOBOT_X": "1", "HOME": "/b"}) == asked
     # Another model, provider, no key, no base URL, a provider's variable set or emptied: other answers.
-    others = [check_asked(ModelChoice(model="openai/other", api_key="sk-one", api_base="b", provider="openai"),
-                          environ),
-              check_asked(ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="b"), environ),
-              check_asked(ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="b", provider="openai",
-                                      source="nanobot config"), environ),
-              check_asked(ModelChoice(model="openai/summarizer", api_base="b", provider="openai"), environ),
-              check_asked(ModelChoice(model="openai/summarizer", api_key="k", provider="openai"), environ),
-              check_asked(choice, {**environ, "ANTHROPIC_API_KEY": "a"}),
-              check_asked(choice, {**environ, "OPENAI_API_KEY": ""})]
+    others = [
+        check_asked(ModelChoice(model="openai/other", api_key="sk-one", api_base="b", provider="openai"), environ),
+        check_asked(ModelChoice(model="openai/summarizer", api_key="sk-one", api_base="b"), environ),
+        check_asked(
+            ModelChoice(
+                model="openai/summarizer", api_key="sk-one", api_base="b", provider="openai", source="nanobot config"
+            ),
+            environ,
+        ),
+        check_asked(ModelChoice(model="openai/summarizer", api_base="b", provider="openai"), environ),
+        check_asked(ModelChoice(model="openai/summarizer", api_key="k", provider="openai"), environ),
+        check_asked(choice, {**environ, "ANTHROPIC_API_KEY": "a"}),
+        check_asked(choice, {**environ, "OPENAI_API_KEY": ""}),
+    ]
     assert len({asked, *others}) == 1 + len(others)
     assert "sk-" not in asked
 
@@ -90,7 +102,7 @@ def test_a_start_after_the_first_reuses_its_model_checks_and_the_cache_holds_no_
     monkeypatch.setattr(llm, "_CHECKED", {})  # the next start of the worker
     assert llm.model_problems(choice) == (None, "no key for it (a test)")
     assert len(asked_child) == 1, "the second start asked no child"
-    cached = (tmp_path / "cache" / "nanobot-summary" / llm.CHECKS_CACHE)
+    cached = tmp_path / "cache" / "nanobot-summary" / llm.CHECKS_CACHE
     assert "secret" not in cached.read_text(encoding="utf-8") and cached.stat().st_mode & 0o077 == 0
     monkeypatch.setattr(llm, "_CHECKED", {})
     llm.model_problems(ModelChoice(model="openai/another", provider="openai"))

@@ -29,16 +29,19 @@ def test_keep_rule_forms() -> None:
             KeepRule.parse(bad)
 
 
-@pytest.mark.parametrize("name,value,accepts", [
-    ("NANOBOT_SUMMARY_THRESHOLD", "1.5", "prompt share"),
-    ("NANOBOT_SUMMARY_INTERVAL", "-1", "user messages"),
-    ("NANOBOT_AUTO_SUMMARY", "maybe", "summarize on its own"),
-    ("NANOBOT_SUMMARY_DAILY_AT", "25:00", "HH:MM"),
-    ("NANOBOT_SUMMARY_DAILY_AT", "12:00:60", "HH:MM"),
-    ("NANOBOT_SUMMARY_DAILY_AT", "12:00:00:00", "HH:MM"),
-    ("NANOBOT_SUMMARY_TIMEZONE", "Mars/Olympus", "IANA"),
-    ("REDIS_URL", "localhost:6379", "redis://"),
-])
+@pytest.mark.parametrize(
+    "name,value,accepts",
+    [
+        ("NANOBOT_SUMMARY_THRESHOLD", "1.5", "prompt share"),
+        ("NANOBOT_SUMMARY_INTERVAL", "-1", "user messages"),
+        ("NANOBOT_AUTO_SUMMARY", "maybe", "summarize on its own"),
+        ("NANOBOT_SUMMARY_DAILY_AT", "25:00", "HH:MM"),
+        ("NANOBOT_SUMMARY_DAILY_AT", "12:00:60", "HH:MM"),
+        ("NANOBOT_SUMMARY_DAILY_AT", "12:00:00:00", "HH:MM"),
+        ("NANOBOT_SUMMARY_TIMEZONE", "Mars/Olympus", "IANA"),
+        ("REDIS_URL", "localhost:6379", "redis://"),
+    ],
+)
 def test_a_bad_value_names_the_variable_and_what_it_accepts(monkeypatch, name, value, accepts) -> None:
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError) as caught:
@@ -77,9 +80,12 @@ def test_defaults_are_the_users(monkeypatch) -> None:
 
 
 def test_model_order_environment_then_ours_then_nanobots_then_default(tmp_path: Path) -> None:
-    data = {"agents": {"defaults": {"model": "claude-opus-4-5", "provider": "anthropic",
-                                    "summaryModel": "deepseek/deepseek-chat"}},
-            "providers": {"anthropic": {"apiKey": "sk-ant-x"}, "deepseek": {"apiKey": "sk-ds", "apiBase": "https://ds"}}}
+    data = {
+        "agents": {
+            "defaults": {"model": "claude-opus-4-5", "provider": "anthropic", "summaryModel": "deepseek/deepseek-chat"}
+        },
+        "providers": {"anthropic": {"apiKey": "sk-ant-x"}, "deepseek": {"apiKey": "sk-ds", "apiBase": "https://ds"}},
+    }
     cfg = config(tmp_path, data)
     env = resolve_model("openai/gpt-4o-mini", cfg)
     assert (env.model, env.source, env.api_key) == ("openai/gpt-4o-mini", "NANOBOT_SUMMARY_MODEL", None)
@@ -92,8 +98,13 @@ def test_model_order_environment_then_ours_then_nanobots_then_default(tmp_path: 
 
 
 def test_a_custom_openai_compatible_provider_uses_its_base_url(tmp_path: Path) -> None:
-    cfg = config(tmp_path, {"agents": {"defaults": {"model": "qwen-max", "provider": "custom"}},
-                            "providers": {"custom": {"apiBase": "http://127.0.0.1:9/v1", "apiKey": "k"}}})
+    cfg = config(
+        tmp_path,
+        {
+            "agents": {"defaults": {"model": "qwen-max", "provider": "custom"}},
+            "providers": {"custom": {"apiBase": "http://127.0.0.1:9/v1", "apiKey": "k"}},
+        },
+    )
     choice = resolve_model(None, cfg)
     assert (choice.model, choice.api_base, choice.api_key) == ("openai/qwen-max", "http://127.0.0.1:9/v1", "k")
 
@@ -135,6 +146,7 @@ def test_timezone_is_resolved_as_nanobot_does(tmp_path: Path, monkeypatch) -> No
         from zoneinfo import ZoneInfo
 
         from worker.text.clock import local_time
+
         moment = local_time("2026-11-21T07:30:00", ZoneInfo("Europe/Berlin"))
         assert moment is not None and moment.strftime("%Y-%m-%d %H:%M") == "2026-11-21 00:30"
     finally:
@@ -149,18 +161,41 @@ def test_a_model_litellm_cannot_route_stops_start_up_in_one_line(nanobot_home) -
         build_deps(Settings(config=nanobot_home.config_path))
     assert "\n" not in str(caught.value)
     with pytest.raises(SettingsError, match="NANOBOT_SUMMARY_FALLBACK_MODEL"):
-        build_deps(Settings(config=nanobot_home.config_path, summary_model="deepseek/deepseek-chat",
-                            summary_fallback_model="nonsense-model"))
+        build_deps(
+            Settings(
+                config=nanobot_home.config_path,
+                summary_model="deepseek/deepseek-chat",
+                summary_fallback_model="nonsense-model",
+            )
+        )
 
 
-@pytest.mark.parametrize("key, direct", [
-    ("cli:direct", True), ("telegram:42", True), ("telegram:-1001234", False), ("telegram:-100:topic:7", False),
-    ("telegram.work:42", True), ("slack:D0123ABC", True), ("slack:C0123ABC", False),
-    ("whatsapp:8613800000000@s.whatsapp.net", True), ("whatsapp:1203630@g.us", False),
-    ("feishu:ou_abc", True), ("feishu:oc_abc", False), ("dingtalk:staff1", True), ("dingtalk:group:c1", False),
-    ("napcat:private:1", True), ("napcat:group:1", False), ("discord:123", False), ("matrix:!room:x", False),
-    ("email:someone@example.com", False), ("websocket:6f1c", False), ("api:default", False), ("qq:abc", False),
-])
+@pytest.mark.parametrize(
+    "key, direct",
+    [
+        ("cli:direct", True),
+        ("telegram:42", True),
+        ("telegram:-1001234", False),
+        ("telegram:-100:topic:7", False),
+        ("telegram.work:42", True),
+        ("slack:D0123ABC", True),
+        ("slack:C0123ABC", False),
+        ("whatsapp:8613800000000@s.whatsapp.net", True),
+        ("whatsapp:1203630@g.us", False),
+        ("feishu:ou_abc", True),
+        ("feishu:oc_abc", False),
+        ("dingtalk:staff1", True),
+        ("dingtalk:group:c1", False),
+        ("napcat:private:1", True),
+        ("napcat:group:1", False),
+        ("discord:123", False),
+        ("matrix:!room:x", False),
+        ("email:someone@example.com", False),
+        ("websocket:6f1c", False),
+        ("api:default", False),
+        ("qq:abc", False),
+    ],
+)
 def test_direct_chats_are_told_by_their_key(key, direct) -> None:
     from nanobot_hooks.contract.session_format import is_direct_chat
 
@@ -190,10 +225,12 @@ def test_notes_dated_in_utc_by_default_are_worth_a_word_only_in_a_container(tmp_
     from worker.nanobot.config import NanobotConfig, utc_by_default
 
     monkeypatch.delenv("TZ", raising=False)
-    onboard = NanobotConfig(tmp_path / "config.json", {"agents": {"defaults": {"timezone": "UTC",
-                                                                               "timezoneMode": "auto"}}})
-    named = NanobotConfig(tmp_path / "config.json", {"agents": {"defaults": {"timezone": "Asia/Shanghai",
-                                                                             "timezoneMode": "manual"}}})
+    onboard = NanobotConfig(
+        tmp_path / "config.json", {"agents": {"defaults": {"timezone": "UTC", "timezoneMode": "auto"}}}
+    )
+    named = NanobotConfig(
+        tmp_path / "config.json", {"agents": {"defaults": {"timezone": "Asia/Shanghai", "timezoneMode": "manual"}}}
+    )
     assert not utc_by_default(onboard, "UTC", contained=False)
     assert utc_by_default(onboard, "UTC", contained=True)
     assert not utc_by_default(named, "UTC", contained=True) and not utc_by_default(onboard, "Asia/Shanghai", True)

@@ -56,12 +56,22 @@ def test_keys_that_would_escape_are_refused(tmp_path: Path) -> None:
 
 def test_tolerant_parse_of_every_message_shape(nanobot_home) -> None:
     messages = [
-        {"role": "user",
-         "content": [{"type": "text", "text": "看这张图"}, {"type": "image_url", "image_url": {"url": "x"}}],
-         "timestamp": "2026-11-20T10:00:00", "media": ["a.png"], "_runtime_context": {"channel": "telegram"}},
-        {"role": "assistant", "content": "", "reasoning_content": "thinking...", "thinking_blocks": [{"x": 1}],
-         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
-         "timestamp": "2026-11-20T10:00:01", "latency_ms": 12},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "看这张图"}, {"type": "image_url", "image_url": {"url": "x"}}],
+            "timestamp": "2026-11-20T10:00:00",
+            "media": ["a.png"],
+            "_runtime_context": {"channel": "telegram"},
+        },
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "thinking...",
+            "thinking_blocks": [{"x": 1}],
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
+            "timestamp": "2026-11-20T10:00:01",
+            "latency_ms": 12,
+        },
         {"role": "tool", "tool_call_id": "c1", "name": "exec", "content": "ok", "timestamp": "2026-11-20T10:00:02"},
         {"role": "user", "content": "/status", "_command": True, "timestamp": "2026-11-20T10:00:03"},
         {"role": "mystery", "content": None, "unknown_key": [1, 2], "timestamp": "2026-11-20T10:00:04"},
@@ -124,8 +134,9 @@ def test_reading_a_big_session_holds_its_messages_not_its_bytes(nanobot_home) ->
         tracemalloc.stop()
     size = path.stat().st_size
     assert len(session.messages) == 20_000
-    assert peak - kept < size / 4, \
+    assert peak - kept < size / 4, (
         f"{(peak - kept) / 2**20:.1f} MB beyond the messages for a {size / 2**20:.0f} MB file"
+    )
 
 
 def test_a_read_from_the_watermark_holds_only_what_follows_it_under_the_sessions_own_indices(nanobot_home) -> None:
@@ -189,7 +200,7 @@ def test_a_window_of_a_huge_session_holds_about_its_bytes_and_says_where_it_ends
     with pytest.raises(ValueError, match="where this window of the session ended"):
         window.messages[end]
     with pytest.raises(ValueError):
-        window.messages[600:end + 1]
+        window.messages[600 : end + 1]
     whole = read_window(nanobot_home.sessions_dir, "telegram:9", 0, 1 << 30)
     assert held_end(whole.messages) == 2_000 and list(whole.messages) == messages
     # The next window goes on from where this one ended, under the same indices and positions.
@@ -198,13 +209,13 @@ def test_a_window_of_a_huge_session_holds_about_its_bytes_and_says_where_it_ends
     following = read_window(nanobot_home.sessions_dir, "telegram:9", end, 50_000, after=window)
     later = held_end(following.messages)
     assert following.first == end - 1 and len(following.messages) == 2_000 and end + 100 < later < end + 300
-    assert following.messages[end - 1:later] == messages[end - 1:later]
+    assert following.messages[end - 1 : later] == messages[end - 1 : later]
     assert Lines(following.messages).position(later - 1) == Lines(whole.messages).position(later - 1)
     # Once the file changed, the next window is read from the start again, not from a stale offset.
     messages.insert(0, {"role": "user", "content": "one more at the start", "timestamp": "2026-11-19T10:00:00"})
     nanobot_home.write_session("telegram:9", messages, last_archived=2_001)
     again = read_window(nanobot_home.sessions_dir, "telegram:9", later, 50_000, after=following)
-    assert again.messages[later - 1:held_end(again.messages)] == messages[later - 1:held_end(again.messages)]
+    assert again.messages[later - 1 : held_end(again.messages)] == messages[later - 1 : held_end(again.messages)]
 
 
 def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermark_or_the_start(nanobot_home):
@@ -214,8 +225,9 @@ def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermar
 
     messages = conversation(30)
     for at in (50, 20):  # two applied summaries, each with its hidden marker at its boundary
-        messages.insert(at, {"role": "user", "content": "Continue.", "_hidden_history": True,
-                             "timestamp": "2026-11-20T11:00:00"})
+        messages.insert(
+            at, {"role": "user", "content": "Continue.", "_hidden_history": True, "timestamp": "2026-11-20T11:00:00"}
+        )
     nanobot_home.write_session("telegram:9", messages, last_archived=51)
     whole = read_session(nanobot_home.sessions_dir, "telegram:9")
     tail = read_session(nanobot_home.sessions_dir, "telegram:9", from_watermark=True)
@@ -224,8 +236,9 @@ def test_a_messages_position_skips_hidden_rows_and_is_the_same_from_the_watermar
     assert [part.position(i) for i in range(50, 62)] == [full.position(i) for i in range(50, 62)]
     assert [full.position(i) for i in (19, 20, 21, 52)] == [19, 20, 20, 50]
     visible = [m for m in messages if not m.get("_hidden_history")]
-    assert all(visible[full.position(i)] is messages[i] for i in range(len(messages))
-               if not messages[i].get("_hidden_history"))
+    assert all(
+        visible[full.position(i)] is messages[i] for i in range(len(messages)) if not messages[i].get("_hidden_history")
+    )
 
 
 def test_a_read_from_an_out_of_range_watermark_reads_every_message(nanobot_home) -> None:
@@ -262,8 +275,9 @@ def test_the_replaced_file_is_freed_after_the_lock_is_released(nanobot_home) -> 
     # Freeing a big file's blocks takes milliseconds that nanobot's saves must not wait for.
     path = nanobot_home.write_session("telegram:8", conversation(3))
     lock = WatchedLock(path, FileLock(str(nanobot_home.sessions_dir / SESSION_FILES_LOCK)))
-    done, result = edit_attempt(path, lambda record: record.setdefault("metadata", {}).update(b=1) or True,
-                                  lock, hold=False)  # type: ignore[arg-type]
+    done, result = edit_attempt(
+        path, lambda record: record.setdefault("metadata", {}).update(b=1) or True, lock, hold=False
+    )  # type: ignore[arg-type]
     assert done and result
     assert lock.open_at_release and path.stat().st_ino != lock.inode
 
@@ -327,7 +341,7 @@ def _run_concurrently(nanobot_home, key: str, command: list[str], rounds: int) -
     assert lines[-1] == b""
     messages = lines[1:-1]
     assert messages[: len(original)] == original, "no original message line lost or changed"
-    appended = [json.loads(m)["content"] for m in messages[len(original):]]
+    appended = [json.loads(m)["content"] for m in messages[len(original) :]]
     assert appended == [f"appended {i}" for i in range(rounds)], "every concurrent append survived, in order"
     return messages
 
@@ -336,18 +350,31 @@ def test_line_one_rewrites_race_a_nanobot_style_writer(nanobot_home) -> None:
     key = "telegram:99"
     script = nanobot_home.root / "writer.py"
     script.write_text(NANOBOT_STYLE_WRITER)
-    _run_concurrently(nanobot_home, key,
-                      [sys.executable, str(script), str(nanobot_home.sessions_dir), storage_name(key), "300"], 300)
+    _run_concurrently(
+        nanobot_home, key, [sys.executable, str(script), str(nanobot_home.sessions_dir), storage_name(key), "300"], 300
+    )
 
 
-@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"),
-                    reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+@pytest.mark.skipif(
+    not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv"
+)
 def test_line_one_rewrites_race_the_real_nanobot_store(nanobot_home) -> None:
     key = "telegram:100"
     script = nanobot_home.root / "real_writer.py"
     script.write_text(REAL_NANOBOT_WRITER)
-    _run_concurrently(nanobot_home, key, [os.environ["NANOBOT_PYTHON"], str(script), str(nanobot_home.workspace),
-                                          str(nanobot_home.root / "sessions"), key, "150"], 150)
+    _run_concurrently(
+        nanobot_home,
+        key,
+        [
+            os.environ["NANOBOT_PYTHON"],
+            str(script),
+            str(nanobot_home.workspace),
+            str(nanobot_home.root / "sessions"),
+            key,
+            "150",
+        ],
+        150,
+    )
 
 
 RECOVERY = textwrap.dedent('''
@@ -372,17 +399,28 @@ RECOVERY = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.skipif(not os.environ.get("NANOBOT_PYTHON"),
-                    reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv")
+@pytest.mark.skipif(
+    not os.environ.get("NANOBOT_PYTHON"), reason="NANOBOT_PYTHON (set by scripts/test) names nanobot's venv"
+)
 def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobot_home) -> None:
     key = "telegram:101"
     script = nanobot_home.root / "recovery.py"
     script.write_text(RECOVERY)
 
     def nanobot(step: str) -> dict:
-        done = subprocess.run([os.environ["NANOBOT_PYTHON"], str(script), str(nanobot_home.workspace),
-                               str(nanobot_home.root / "sessions"), key, step], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [
+                os.environ["NANOBOT_PYTHON"],
+                str(script),
+                str(nanobot_home.workspace),
+                str(nanobot_home.root / "sessions"),
+                key,
+                step,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -400,8 +438,9 @@ def test_a_line_one_write_during_a_long_turn_keeps_nanobots_recovery_file(nanobo
 
 @pytest.mark.slow  # the benchmark's child processes, each importing the worker
 def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
-    done = subprocess.run([sys.executable, "bench/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "bench/bench_bigsession.py", "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2,000 messages" in done.stdout and "peak memory:" in done.stdout, done.stdout
     assert "max RSS, the tokens job" in done.stdout and "max RSS, the daily job" in done.stdout, done.stdout
@@ -411,8 +450,14 @@ def test_the_big_session_benchmark_runs_in_its_smoke_size() -> None:
 
 def _huge_session(nanobot_home, key: str = "telegram:9") -> tuple[Path, list[dict]]:
     """About 6 MB: 6,000 messages of the days before 2026-11-25, then 50 of that day."""
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"old {i} " + "y" * 1_000,
-                 "timestamp": f"2026-11-{1 + i // 250:02d}T{i // 10 % 24:02d}:{i % 60:02d}:00"} for i in range(6_000)]
+    messages = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"old {i} " + "y" * 1_000,
+            "timestamp": f"2026-11-{1 + i // 250:02d}T{i // 10 % 24:02d}:{i % 60:02d}:00",
+        }
+        for i in range(6_000)
+    ]
     messages += [{"role": "user", "content": f"today {i}", "timestamp": f"2026-11-25T10:{i:02d}:00"} for i in range(50)]
     return nanobot_home.write_session(key, messages, last_archived=6_000), messages
 
@@ -452,7 +497,7 @@ def test_a_copy_kept_at_new_is_read_from_its_notes_day_on_holding_no_earlier_mes
     assert len(copy.read().messages) == 6_050, "read whole, without a day"
 
 
-def _pasted(size: int, head: str = "START of the log ", row: str = "INFO 部署 \"quoted\" back\\slash\tline\n") -> str:
+def _pasted(size: int, head: str = "START of the log ", row: str = 'INFO 部署 "quoted" back\\slash\tline\n') -> str:
     """A pasted log of about `size` bytes as JSON writes it: escapes and CJK all through, known ends."""
     return head + row * (size // len(json.dumps(row, ensure_ascii=False))) + " END of the log"
 
@@ -471,7 +516,7 @@ def test_a_message_longer_than_a_read_holds_is_an_excerpt_with_its_size_and_keep
     long = read[2]
     assert long["role"] == "user" and long["timestamp"] == "2026-11-20T10:02:30"
     text = long["content"]
-    assert text.startswith("START of the log INFO 部署 \"quoted\" back\\slash\tline\n")
+    assert text.startswith('START of the log INFO 部署 "quoted" back\\slash\tline\n')
     assert text.endswith("back\\slash\tline\n END of the log")
     assert len(text.encode()) < MESSAGE_BYTES
     note = re.search(r"\[\.\.\. ([\d,]+) bytes of this message left out \.\.\.\]", text)

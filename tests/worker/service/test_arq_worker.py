@@ -19,8 +19,9 @@ from worker.service.config_watch import follow_config
 from worker.state.outcomes import load_outcome
 
 
-async def test_a_stop_while_a_finished_job_runs_its_after_job_end_is_quiet(redis, deps_for, nanobot_home,
-                                                                             default_reply) -> None:
+async def test_a_stop_while_a_finished_job_runs_its_after_job_end_is_quiet(
+    redis, deps_for, nanobot_home, default_reply
+) -> None:
     """arq's close cancels the running jobs, then gathers them without return_exceptions: a job cancelled inside
     after_job_end (a Redis call, slow on a busy machine) made the worker's stop raise CancelledError."""
     deps = deps_for()
@@ -30,8 +31,15 @@ async def test_a_stop_while_a_finished_job_runs_its_after_job_end_is_quiet(redis
         in_after_job_end.set()
         await asyncio.sleep(60)
 
-    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01,
-                             "handle_signals": False, "after_job_end": slow_after_job_end})
+    worker = SteadyWorker(
+        **{
+            **worker_options(deps.settings),
+            "ctx": {"deps": deps},
+            "poll_delay": 0.01,
+            "handle_signals": False,
+            "after_job_end": slow_after_job_end,
+        }
+    )
     running = asyncio.create_task(worker.main())
     try:
         nanobot_home.write_session("telegram:1", conversation(12))
@@ -62,8 +70,13 @@ async def jobs_whose_marks_are_lost(redis, deps, fake_llm, nanobot_home, second_
         starts[ctx["job_id"]] = starts.get(ctx["job_id"], 0) + 1
         await follow_config(ctx)
 
-    options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01, "handle_signals": False,
-               "on_job_start": counting_start}
+    options = {
+        **worker_options(deps.settings),
+        "ctx": {"deps": deps},
+        "poll_delay": 0.01,
+        "handle_signals": False,
+        "on_job_start": counting_start,
+    }
     workers = [SteadyWorker(**options)]
     tasks = [asyncio.create_task(workers[0].main())]
     try:
@@ -88,14 +101,16 @@ async def jobs_whose_marks_are_lost(redis, deps, fake_llm, nanobot_home, second_
 
 
 async def test_a_worker_stops_within_its_grace_while_its_job_waits_on_a_model_that_never_answers(
-        redis, deps_for, nanobot_home, fake_llm) -> None:
+    redis, deps_for, nanobot_home, fake_llm
+) -> None:
     """The deployments give a stopping worker 60 s before they kill it (deploy/: TimeoutStopSec,
     stop_grace_period). A job waiting on a model that does not answer within that, its call bound longer still,
     is cancelled: the stop ends well within the grace, the job says it was cut short and waits in the queue."""
     fake_llm.default = Hang(300)
     deps = deps_for(summary_timeout=120.0)
-    worker = SteadyWorker(**{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01,
-                             "handle_signals": False})
+    worker = SteadyWorker(
+        **{**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.01, "handle_signals": False}
+    )
     running = asyncio.create_task(worker.main())
     try:
         nanobot_home.write_session("telegram:1", conversation(15))
@@ -112,7 +127,8 @@ async def test_a_worker_stops_within_its_grace_while_its_job_waits_on_a_model_th
 
 
 async def test_a_job_whose_in_progress_mark_is_lost_is_not_started_again_in_its_worker(
-        redis, worker_deps, fake_llm, nanobot_home) -> None:
+    redis, worker_deps, fake_llm, nanobot_home
+) -> None:
     """arq tells a running job by its mark alone: with the marks lost, each of 4 jobs in flight was started
     again at the next poll, beside itself (8 starts), and paid its model call twice."""
     starts = await jobs_whose_marks_are_lost(redis, worker_deps(), fake_llm, nanobot_home, second_worker=False)
@@ -123,7 +139,8 @@ async def test_a_job_whose_in_progress_mark_is_lost_is_not_started_again_in_its_
 
 
 async def test_a_job_whose_mark_is_lost_waits_in_another_worker_while_its_run_holds_the_session(
-        redis, worker_deps, fake_llm, nanobot_home) -> None:
+    redis, worker_deps, fake_llm, nanobot_home
+) -> None:
     """Another worker of the instance starts the jobs whose marks were lost: the session's run lock defers each
     such start, with no model call and no write, and is given back when the run ends."""
     starts = await jobs_whose_marks_are_lost(redis, worker_deps(), fake_llm, nanobot_home, second_worker=True)
@@ -145,7 +162,8 @@ class _Planted:
 
 
 async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_worker_goes_on(
-        redis, deps_for, nanobot_home, default_reply, tmp_path, caplog) -> None:
+    redis, deps_for, nanobot_home, default_reply, tmp_path, caplog
+) -> None:
     """Jobs travel as JSON: a job written pickled (by an older version, or anyone who can write to the queue) is
     never unpickled, so it runs no code; it ends in one line saying whose it was (no traceback), its id is free for the
     session's next trigger, and the next job runs."""
@@ -156,8 +174,9 @@ async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_wo
 
     deps = deps_for()
     planted = tmp_path / "unpickled"
-    pickled = pickle.dumps({"t": 1, "f": "summarize_session", "a": [_Planted(str(planted))], "k": {},
-                            "et": int(time.time() * 1000)})
+    pickled = pickle.dumps(
+        {"t": 1, "f": "summarize_session", "a": [_Planted(str(planted))], "k": {}, "et": int(time.time() * 1000)}
+    )
     keys = Keys.of(redis)
     job_id = keys.job_id("telegram:pickled")
     await redis.set(f"arq:job:{job_id}", pickled, ex=600)
@@ -167,8 +186,10 @@ async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_wo
     await run_burst(deps)
     assert not planted.exists(), "the pickled job was unpickled: its payload ran"
     said = [r.getMessage() for r in caplog.records if "ended unread" in r.getMessage()]
-    assert said == ["telegram:pickled: a queued job written by another version (not JSON: version 0.1.0 pickled its "
-                    "jobs) was ended unread; the session's next trigger queues it again"], caplog.text
+    assert said == [
+        "telegram:pickled: a queued job written by another version (not JSON: version 0.1.0 pickled its "
+        "jobs) was ended unread; the session's next trigger queues it again"
+    ], caplog.text
     assert "Traceback" not in caplog.text and "deserializing job" not in caplog.text, "one line, not a traceback"
     assert await load_outcome(redis, "telegram:1") is not None, "the worker went on to the next job"
     assert await load_outcome(redis, "telegram:pickled") is None, "the pickled job ran nothing"

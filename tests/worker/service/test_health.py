@@ -18,18 +18,26 @@ HEAVY = ("litellm", "openai", "tiktoken", "worker.app", "worker.model", "worker.
 
 
 def run_check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "worker.service.health"], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "worker.service.health"], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_health_check_imports_nothing_heavy(nanobot_home, redis_url) -> None:
     """Its module and everything it imports, listed by the interpreter that ran it: no litellm, no worker app."""
-    probe = ("import json, sys, runpy; sys.argv = ['health']\n"
-             "try:\n    runpy.run_module('worker.service.health', run_name='__main__')\n"
-             "except SystemExit:\n    pass\n"
-             "print(json.dumps(sorted(sys.modules)))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                          env=process_env(nanobot_home, redis_url, config=True))
+    probe = (
+        "import json, sys, runpy; sys.argv = ['health']\n"
+        "try:\n    runpy.run_module('worker.service.health', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=process_env(nanobot_home, redis_url, config=True),
+    )
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert {"worker.settings", "nanobot_hooks.contract.client", "redis"} <= set(loaded), "the check ran"
     assert "unhealthy: no worker of queue" in done.stderr, done.stderr
@@ -59,7 +67,8 @@ def test_a_silent_redis_or_a_missing_config_is_unhealthy_in_one_line(nanobot_hom
     assert down.stderr.startswith("unhealthy: Redis at redis://127.0.0.1:1/0 does not answer")
     assert "Traceback" not in down.stderr
 
-    missing = run_check(process_env(nanobot_home, "redis://127.0.0.1:1/0",
-                                    NANOBOT_CONFIG=str(tmp_path / "nowhere" / "config.json")))
+    missing = run_check(
+        process_env(nanobot_home, "redis://127.0.0.1:1/0", NANOBOT_CONFIG=str(tmp_path / "nowhere" / "config.json"))
+    )
     assert missing.returncode == 1
     assert missing.stderr.startswith("unhealthy: ") and "Traceback" not in missing.stderr

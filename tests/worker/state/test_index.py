@@ -14,8 +14,9 @@ async def test_members_are_the_ones_whose_key_exists_and_the_others_leave_the_in
         await pipe.execute()
     await redis.delete(TEST_KEYS.outcome("telegram:2"))
     assert await index.members(redis, "outcomes", TEST_KEYS.outcome) == ["telegram:1", "telegram:3"]
-    assert sorted(await redis.smembers(TEST_KEYS.index("outcomes"))) == [b"telegram:1", b"telegram:3"], \
+    assert sorted(await redis.smembers(TEST_KEYS.index("outcomes"))) == [b"telegram:1", b"telegram:3"], (
         "a member whose key is gone is dropped: the index never outgrows the keys it names"
+    )
     assert await index.members(redis, "resting", TEST_KEYS.cooldown) == []
 
 

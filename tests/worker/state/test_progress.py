@@ -26,8 +26,15 @@ def test_a_new_run_starts_at_its_range_with_the_summary_folded_in() -> None:
 
 async def test_the_kept_json_is_the_format_earlier_versions_wrote_and_resumes(redis) -> None:
     """As the version before progress had one home wrote it: a retry across an upgrade still resumes."""
-    kept = {"start": 10, "boundary": 40, "boundary_timestamp": STAMP, "previous": digest(PREVIOUS), "done": 25,
-            "running": "the summary so far", "calls": 3}
+    kept = {
+        "start": 10,
+        "boundary": 40,
+        "boundary_timestamp": STAMP,
+        "previous": digest(PREVIOUS),
+        "done": 25,
+        "running": "the summary so far",
+        "calls": 3,
+    }
     await redis.set(TEST_KEYS.progress(KEY), json.dumps(kept))
     resumed = await resume_progress(redis, KEY, begun())
     assert resumed.model_dump() == kept
@@ -36,9 +43,15 @@ async def test_the_kept_json_is_the_format_earlier_versions_wrote_and_resumes(re
     assert json.loads(await redis.get(TEST_KEYS.progress(KEY))) == {**kept, "done": 31, "calls": 4}
 
 
-@pytest.mark.parametrize("other", [
-    begun(previous="another summary"), begun(boundary=45), begun(stamp="2026-11-21T09:00:00"), begun(stamp=None),
-])
+@pytest.mark.parametrize(
+    "other",
+    [
+        begun(previous="another summary"),
+        begun(boundary=45),
+        begun(stamp="2026-11-21T09:00:00"),
+        begun(stamp=None),
+    ],
+)
 async def test_only_the_same_run_resumes_a_kept_one(redis, other: Progress) -> None:
     """Another summary folded in, another cut, or a session that changed under the same positions: a new run."""
     kept = begun()

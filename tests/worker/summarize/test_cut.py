@@ -14,8 +14,10 @@ from worker.summarize.cut import orphaned_results, plan_cut, saves_enough, savin
 def turn(i: int, tools: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"u{i}"}]
     if tools:
-        calls = [{"id": f"c{i}_{t}", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
-                 for t in range(tools)]
+        calls = [
+            {"id": f"c{i}_{t}", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+            for t in range(tools)
+        ]
         messages.append({"role": "assistant", "content": "", "tool_calls": calls})
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": "r"} for c in calls]
     messages.append({"role": "assistant", "content": f"a{i}"})
@@ -34,8 +36,12 @@ keep_rules = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(shape=st.lists(st.integers(0, 3), min_size=0, max_size=25), keep=keep_rules,
-       start_at=st.integers(0, 100), counts_seed=st.integers(1, 30))
+@given(
+    shape=st.lists(st.integers(0, 3), min_size=0, max_size=25),
+    keep=keep_rules,
+    start_at=st.integers(0, 100),
+    counts_seed=st.integers(1, 30),
+)
 def test_cut_properties(shape: list[int], keep: KeepRule, start_at: int, counts_seed: int) -> None:
     messages = session(shape)
     counts = [1 + (i * counts_seed) % 17 for i in range(len(messages))]

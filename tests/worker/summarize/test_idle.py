@@ -52,6 +52,7 @@ IDLE = {"summary_idle": True, "summary_cache_ttl": TTL, "summary_idle_keep": Kee
 
 # -- the keep rule of an idle summary, beside nanobot's own idle compaction ---------------------------
 
+
 def test_idle_keep_stands_aside_for_nanobots_idle_compaction_or_leaves_it_nothing():
     turns = KeepRule("turns", 1)
     assert idle_keep(turns, cache_ttl=300, nanobot_idle=0) == turns, "nanobot's idle compaction off: ours"
@@ -86,9 +87,15 @@ def test_at_a_large_window_a_pause_is_summarized_where_a_warm_trigger_would_wait
 
 def test_the_idle_keep_rules_cut(nanobot_home, deps_for):
     messages = conversation(10)
-    messages[-1:-1] = [{"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
-                        "function": {"name": "exec", "arguments": "{}"}}], "timestamp": messages[-1]["timestamp"]},
-                       {"role": "tool", "tool_call_id": "c1", "content": "ok", "timestamp": messages[-1]["timestamp"]}]
+    messages[-1:-1] = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}],
+            "timestamp": messages[-1]["timestamp"],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok", "timestamp": messages[-1]["timestamp"]},
+    ]
     nanobot_home.write_session(KEY, messages)
     session = read_session(nanobot_home.sessions_dir, KEY)
     deps = deps_for()
@@ -106,14 +113,14 @@ def test_the_idle_keep_rules_cut(nanobot_home, deps_for):
 
 # -- the worker's idle check, in a real arq worker -----------------------------------------------------
 
+
 @pytest.fixture
 async def worker(redis) -> AsyncIterator[Any]:
     """A factory: `await worker(deps)` starts a real arq worker (not burst: deferred jobs must run)."""
     running: list[tuple[Worker, asyncio.Task[None]]] = []
 
     async def start(deps: Deps) -> Worker:
-        options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05,
-                   "handle_signals": False}
+        options = {**worker_options(deps.settings), "ctx": {"deps": deps}, "poll_delay": 0.05, "handle_signals": False}
         instance = Worker(**options)
         running.append((instance, asyncio.create_task(instance.main())))
         return instance
@@ -131,6 +138,7 @@ def idle_deps(deps_for, fake_llm):
         deps.model = summarizer(fake_llm.url)
         deps.fallback = None
         return deps
+
     return build
 
 
@@ -144,7 +152,8 @@ def saved_now(path: os.PathLike[str]) -> None:
 
 
 async def test_a_quiet_session_is_summarized_once_the_cache_lifetime_has_passed(
-        redis, nanobot_home, fake_llm, idle_deps, worker):
+    redis, nanobot_home, fake_llm, idle_deps, worker
+):
     fake_llm.default = Reply(summary_json("## What happened\n- deploy questions, summarized while idle"))
     messages = conversation(12)
     saved_now(nanobot_home.write_session(KEY, messages))
@@ -177,7 +186,8 @@ def test_nanobots_idle_compaction_is_read_from_its_config_on_by_default(tmp_path
 
 
 async def test_beside_nanobots_own_idle_compaction_the_idle_summary_leaves_it_nothing(
-        redis, nanobot_home, fake_llm, idle_deps, worker):
+    redis, nanobot_home, fake_llm, idle_deps, worker
+):
     fake_llm.default = Reply(summary_json())
     nanobot_home.write_config(fake_llm.url, idleCompactAfterMinutes=15)  # nanobot's default: on
     messages = conversation(12)
@@ -191,7 +201,8 @@ async def test_beside_nanobots_own_idle_compaction_the_idle_summary_leaves_it_no
 
 
 async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause(
-        redis, nanobot_home, fake_llm, idle_deps, worker):
+    redis, nanobot_home, fake_llm, idle_deps, worker
+):
     fake_llm.default = Reply(summary_json())
     path = nanobot_home.write_session(KEY, conversation(12))
     saved_now(path)
@@ -203,24 +214,29 @@ async def test_an_active_session_is_not_summarized_its_check_waits_for_the_pause
         saved_now(path)
         await asyncio.sleep(0.3)
     assert summary_calls(fake_llm) == 0 and not await redis.exists(TEST_KEYS.record(KEY))
-    assert await Job(TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info() is not None, \
-        "the check deferred itself to the last activity + the cache lifetime"
+    assert (
+        await Job(
+            TEST_KEYS.idle_job_id(KEY), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+        ).info()
+        is not None
+    ), "the check deferred itself to the last activity + the cache lifetime"
 
     await wait_until(lambda: load_record(redis, KEY), 20)  # the pause after the last turn
     assert summary_calls(fake_llm) == 1
 
 
 async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
-        redis, nanobot_home, fake_llm, idle_deps, worker):
+    redis, nanobot_home, fake_llm, idle_deps, worker
+):
     fake_llm.default = Reply(summary_json())
     saved_now(nanobot_home.write_session(KEY, conversation(3)))
     assert await enqueue_idle_check(redis, KEY, TTL)
     await worker(idle_deps(summary_min_saving=0.05, summary_idle_min_tokens=2_000))  # far more than 3 exchanges
 
     async def check_done() -> bool:
-        return not await redis.zcard(TEST_KEYS.queue) \
-            and not await redis.exists(f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}")
+        return not await redis.zcard(TEST_KEYS.queue) and not await redis.exists(
+            f"arq:in-progress:{TEST_KEYS.idle_job_id(KEY)}"
+        )
 
     await wait_until(check_done, 20)
     await asyncio.sleep(0.3)
@@ -229,7 +245,8 @@ async def test_nothing_is_asked_when_the_summary_would_not_be_worth_it(
 
 
 async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
-        redis, nanobot_home, fake_llm, idle_deps, worker):
+    redis, nanobot_home, fake_llm, idle_deps, worker
+):
     fake_llm.default = Reply(summary_json())
     saved_now(nanobot_home.write_session(KEY, conversation(12)))
     os.utime(nanobot_home.session_file(KEY), (time.time() - 10, time.time() - 10))  # quiet already
@@ -240,8 +257,9 @@ async def test_an_idle_check_leaves_the_session_to_a_summary_job_already_queued(
 
     await wait_until(lambda: _gone(redis, TEST_KEYS.idle_job_id(KEY)), 20)
     assert summary_calls(fake_llm) == 0
-    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info()
+    info = await Job(
+        TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+    ).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "single flight: the queued job stays the one"
 
 
@@ -250,6 +268,7 @@ async def _gone(redis, job: str) -> bool:
 
 
 # -- the hooks: one idle check per session after each saved turn ----------------------------------------
+
 
 async def test_each_saved_turn_makes_sure_one_idle_check_waits(make, redis):
     integration = make(summary_idle=True, summary_cache_ttl=300, summary_interval=0)
@@ -290,9 +309,9 @@ async def test_no_idle_check_when_idle_summaries_are_off(make, redis):
 
 # -- idle pickup: a held record is re-checked, and a stale one no longer blocks the trigger --------------
 
+
 async def held_then_new(make, redis) -> tuple[Any, Any]:
-    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000,
-                       summary_interval=0)
+    integration = make(summary_pickup="idle", summary_cache_ttl=300, summary_context_window=100_000, summary_interval=0)
     session = idle_session(prompt_tokens=65_000, quiet_for=0)
     integration.ctx.nanobot.sessions.cached[KEY] = session
     await store_record(redis, record_for(session, 12))
@@ -312,8 +331,9 @@ async def test_after_new_the_trigger_drops_the_held_stale_record_and_queues_a_jo
     assert KEY not in integration.pickups.held and not integration.pickups.timed()
     assert not await redis.exists(TEST_KEYS.record(KEY))
     assert (await redis.hgetall(TEST_KEYS.stats)).get(b"stale") == b"1"
-    info = await Job(TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info()
+    info = await Job(
+        TEST_KEYS.job_id(KEY), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+    ).info()
     assert info is not None and info.args[0]["reason"] == "tokens", "the trigger queues the fresh session"
     assert session.last_archived == 0
 
@@ -329,6 +349,7 @@ async def test_a_held_record_that_went_stale_is_dropped_at_the_next_turn_start(m
 
 # -- end to end with the real nanobot ---------------------------------------------------------------
 
+
 def assert_starts_from_the_idle_summary(fake_llm, seeded: list[dict[str, Any]], kept: list[str]) -> None:
     request = chat_requests(fake_llm)[-1]
     system, history = system_text(request), history_text(request)
@@ -338,16 +359,25 @@ def assert_starts_from_the_idle_summary(fake_llm, seeded: list[dict[str, Any]], 
 
 
 async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_starts_from_the_summary(
-        nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps, worker):
+    nanobot_exe, agent_home, fake_llm, script, redis, redis_url, worker_deps, worker
+):
     key = "telegram:77"
     seeded = conversation(10)
     agent_home.write_session(key, seeded)
-    env = process_env(agent_home, redis_url, NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true",
-                      NANOBOT_SUMMARY_CACHE_TTL=str(TTL))
+    env = process_env(
+        agent_home,
+        redis_url,
+        NANOBOT_SUMMARY_INTERVAL="0",
+        NANOBOT_SUMMARY_IDLE="true",
+        NANOBOT_SUMMARY_CACHE_TTL=str(TTL),
+    )
     await turn(nanobot_exe, agent_home, env, key, "the last question before the pause")
-    assert await Job(TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info() is not None, \
-        "the process queued the session's idle check before it exited"
+    assert (
+        await Job(
+            TEST_KEYS.idle_job_id(key), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+        ).info()
+        is not None
+    ), "the process queued the session's idle check before it exited"
     assert not await redis.exists(f"arq:job:{TEST_KEYS.job_id(key)}"), "no threshold job: the prompt was small"
 
     await worker(worker_deps(**IDLE))  # the pause: no nanobot process is alive
@@ -357,24 +387,31 @@ async def test_nanobot_agent_a_pause_past_the_cache_lifetime_and_the_next_turn_s
     assert summary_calls(fake_llm) == 1
 
     await turn(nanobot_exe, agent_home, env, key, "back after the pause")
-    assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",
-                                                           "back after the pause"])
+    assert_starts_from_the_idle_summary(
+        fake_llm, seeded, ["the last question before the pause", "reply number 1", "back after the pause"]
+    )
 
 
 async def test_gateway_a_pause_past_the_cache_lifetime_applies_the_idle_summary_before_the_next_turn(
-        gateway, nanobot_home, fake_llm, script, redis, worker_deps, worker):
+    gateway, nanobot_home, fake_llm, script, redis, worker_deps, worker
+):
     key = f"websocket:{CHAT}"
     seeded = conversation(10)
     nanobot_home.write_session(key, seeded)
-    gw = await gateway(NANOBOT_SUMMARY_INTERVAL="0", NANOBOT_SUMMARY_IDLE="true", NANOBOT_SUMMARY_CACHE_TTL=str(TTL),
-                       NANOBOT_SUMMARY_PICKUP="idle")
+    gw = await gateway(
+        NANOBOT_SUMMARY_INTERVAL="0",
+        NANOBOT_SUMMARY_IDLE="true",
+        NANOBOT_SUMMARY_CACHE_TTL=str(TTL),
+        NANOBOT_SUMMARY_PICKUP="idle",
+    )
     await worker(worker_deps(**IDLE))
     await gw.say(CHAT, "the last question before the pause")
     await wait_until(lambda: applied(redis, key), 30, "the gateway applying the record during the pause")
     assert summary_calls(fake_llm) == 1
     await gw.say(CHAT, "back after the pause")
-    assert_starts_from_the_idle_summary(fake_llm, seeded, ["the last question before the pause", "reply number 1",
-                                                           "back after the pause"])
+    assert_starts_from_the_idle_summary(
+        fake_llm, seeded, ["the last question before the pause", "reply number 1", "back after the pause"]
+    )
 
 
 def summary_calls_named(fake_llm, model: str) -> int:
@@ -403,7 +440,8 @@ async def test_status_counts_idle_checks_apart_from_queued_summary_jobs(redis, r
     import json
 
     assert await enqueue_idle_check(redis, KEY, 300)
-    shown = await asyncio.to_thread(run_in_process, capsys, "status", "--json",
-                                    env={**os.environ, "REDIS_URL": redis_url})
+    shown = await asyncio.to_thread(
+        run_in_process, capsys, "status", "--json", env={**os.environ, "REDIS_URL": redis_url}
+    )
     state = json.loads(shown.stdout)
     assert state["idle_checks"] == 1 and state["queued"] == 0 and state["deferred"] == 0

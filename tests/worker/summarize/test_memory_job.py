@@ -66,8 +66,9 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert outcome is not None and outcome.status == "summarized" and "noted 12 more messages" in outcome.detail
     day = today.strftime("%Y-%m-%d")
     notes = (nanobot_home.workspace / "memory" / f"{day}.md").read_text(encoding="utf-8")
-    assert max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) \
-        == messages[-1]["timestamp"]
+    assert (
+        max(span.last for span in noted_spans(nanobot_home.workspace / "memory", KEY, day)) == messages[-1]["timestamp"]
+    )
     for i in range(20):
         assert notes.count(f"- daily item {i}\n") == 1, f"daily item {i} is noted exactly once"
 
@@ -82,8 +83,11 @@ async def test_daily_run_notes_every_message_once_whatever_the_keep_rule(redis, 
     assert after.startswith(before), "append only"
     assert after.count("daily item 19") == before.count("daily item 19")
     assert "afternoon 0" in after
-    assert re.search(r"^\(in notes\) \[.*\] user: daily item 19$",
-                     fake_llm.requests[calls].body["messages"][-1]["content"], re.MULTILINE)
+    assert re.search(
+        r"^\(in notes\) \[.*\] user: daily item 19$",
+        fake_llm.requests[calls].body["messages"][-1]["content"],
+        re.MULTILINE,
+    )
 
     # The daily run notes the new tail; run again with nothing new, it calls no model and changes no file.
     await redis.delete(TEST_KEYS.record(KEY))
@@ -133,8 +137,9 @@ async def test_a_flag_set_while_the_job_runs_gets_its_own_job_afterwards(redis, 
     assert outcome is not None and outcome.status == "noted" and "noted 10 more messages" in outcome.detail
 
 
-async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_noted(redis, nanobot_home, fake_llm,
-                                                                                    deps_for):
+async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_noted(
+    redis, nanobot_home, fake_llm, deps_for
+):
     """A `/new` while the session's job runs finds the job's id taken; the copy it kept gets one more job, which
     notes what the first job did not (the kept tail, the turns said meanwhile)."""
     fake_llm.responder = echo_memory
@@ -163,8 +168,9 @@ async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_not
     await drain(redis, deps)  # after_job_end queued one more job
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.reason == "new" and "before /new" in outcome.detail, outcome
-    assert [path.name for path in (nanobot_home.sessions_dir / RETIRED_FOLDER).iterdir()] == \
-        [retired_name(KEY, 0, 1) + NOTED_SUFFIX]
+    assert [path.name for path in (nanobot_home.sessions_dir / RETIRED_FOLDER).iterdir()] == [
+        retired_name(KEY, 0, 1) + NOTED_SUFFIX
+    ]
     day = (nanobot_home.workspace / "memory" / f"{datetime.now().date().isoformat()}.md").read_text(encoding="utf-8")
     assert all(f"said before the reset {i}" in day for i in range(3)), day
     assert all(f"question {i} about the deploy script" in day for i in range(15)), "the kept tail too"
@@ -173,15 +179,36 @@ async def test_a_copy_kept_at_new_while_the_job_runs_gets_its_own_job_and_is_not
 async def test_planted_secrets_reach_no_memory_file(redis, nanobot_home, fake_llm, deps_for):
     def leaky(request: FakeRequest) -> Reply:
         secret_text = f"API key {API_KEY}, password: {PASSWORD}, key {PRIVATE_KEY}"
-        return Reply(json.dumps({
-            "summary": f"## Important details\n- the user pasted {secret_text}",
-            "daily_notes": [{"date": "2026-11-20", "decisions": [f"store {secret_text}"],
-                             "tasks": [f"rotate password={PASSWORD}"]}],
-            "facts": [{"text": f"The DeepSeek API key is {API_KEY} in providers.deepseek.apiKey", "tag": "durable",
-                       "importance": 5, "category": "configuration", "source": "user"},
-                      {"text": f"Server private key: {PRIVATE_KEY}", "tag": "durable", "importance": 5,
-                       "source": "user"}],
-        }))
+        return Reply(
+            json.dumps(
+                {
+                    "summary": f"## Important details\n- the user pasted {secret_text}",
+                    "daily_notes": [
+                        {
+                            "date": "2026-11-20",
+                            "decisions": [f"store {secret_text}"],
+                            "tasks": [f"rotate password={PASSWORD}"],
+                        }
+                    ],
+                    "facts": [
+                        {
+                            "text": f"The DeepSeek API key is {API_KEY} in providers.deepseek.apiKey",
+                            "tag": "durable",
+                            "importance": 5,
+                            "category": "configuration",
+                            "source": "user",
+                        },
+                        {
+                            "text": f"Server private key: {PRIVATE_KEY}",
+                            "tag": "durable",
+                            "importance": 5,
+                            "source": "user",
+                        },
+                    ],
+                }
+            )
+        )
+
     fake_llm.responder = leaky
     nanobot_home.write_session(KEY, conversation(15, user=f"my key is {API_KEY} {{i}}"))
     await summarize_now(redis, deps_for(), KEY)
@@ -238,10 +265,21 @@ async def test_broken_memory_files_never_block_the_summary(redis, nanobot_home, 
 
 
 async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fake_llm, deps_for):
-    fake_llm.default = Reply(json.dumps({
-        "summary": "## What happened\n- the user asked about the deploy script", "facts": [],
-        "daily_notes": [{"date": "2026-11-20", "topics": ["kept topic", {"odd": 1}],
-                         "technical_issues": ["a plain string issue", {"problem": "p", "solution": "s"}, 7]}]}))
+    fake_llm.default = Reply(
+        json.dumps(
+            {
+                "summary": "## What happened\n- the user asked about the deploy script",
+                "facts": [],
+                "daily_notes": [
+                    {
+                        "date": "2026-11-20",
+                        "topics": ["kept topic", {"odd": 1}],
+                        "technical_issues": ["a plain string issue", {"problem": "p", "solution": "s"}, 7],
+                    }
+                ],
+            }
+        )
+    )
     nanobot_home.write_session(KEY, conversation(15))
     await summarize_now(redis, deps_for(), KEY)
     notes = (nanobot_home.workspace / "memory" / "2026-11-20.md").read_text(encoding="utf-8")
@@ -249,14 +287,22 @@ async def test_one_odd_item_does_not_cost_the_days_notes(redis, nanobot_home, fa
 
 
 async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_marks(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     calls = 0
 
     def disobedient(request: FakeRequest) -> Reply:
         nonlocal calls
         calls += 1
-        return Reply(json.dumps({"summary": "## What happened\n- the user asked about the deploy script", "facts": [],
-                                 "daily_notes": [{"date": "2026-11-20", "topics": [f"wording {calls}"]}]}))
+        return Reply(
+            json.dumps(
+                {
+                    "summary": "## What happened\n- the user asked about the deploy script",
+                    "facts": [],
+                    "daily_notes": [{"date": "2026-11-20", "topics": [f"wording {calls}"]}],
+                }
+            )
+        )
 
     fake_llm.responder = disobedient
     nanobot_home.write_session(KEY, conversation(15))
@@ -270,7 +316,8 @@ async def test_a_rerun_adds_no_notes_even_when_the_model_ignores_the_in_notes_ma
 
 
 async def test_the_daily_run_is_off_with_auto_summary_false_and_skips_internal_sessions(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
     nanobot_home.write_session("heartbeat", conversation(15, start=datetime.now().replace(hour=8)))
     assert await daily_summaries({"deps": deps_for(auto_summary=False), "redis": redis}) == 0
@@ -294,7 +341,8 @@ def test_the_daily_run_is_an_arq_cron_at_the_configured_time(settings_for):
 
 @pytest.mark.slow  # three daily runs under tracemalloc
 async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_notes_every_message(
-        redis, nanobot_home, fake_llm, deps_for, monkeypatch):
+    redis, nanobot_home, fake_llm, deps_for, monkeypatch
+):
     """The worst case: the day is the whole session (everything summarized, nothing noted yet). A day twice as
     long costs the job no more memory (its model calls cost the same whatever the day's length)."""
     import tracemalloc
@@ -319,8 +367,13 @@ async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_no
     # The first daily run's one-off allocations (the job's first note, caches) outweigh a small day's windows:
     # a first day is run unmeasured, then a day and one twice as long are compared.
     for key, turns in (("telegram:6", 150), ("telegram:8", 150), ("telegram:9", 300)):
-        messages = conversation(turns, start=today, step=timedelta(seconds=10), user=f"{key} day {{i}}",
-                                assistant="answer {i}: " + "z" * 2_000)
+        messages = conversation(
+            turns,
+            start=today,
+            step=timedelta(seconds=10),
+            user=f"{key} day {{i}}",
+            assistant="answer {i}: " + "z" * 2_000,
+        )
         sizes.append(nanobot_home.write_session(key, messages, last_archived=len(messages) - 10).stat().st_size)
         assert await daily_summaries({"deps": deps, "redis": redis}) >= 1
         tracemalloc.start()
@@ -338,19 +391,24 @@ async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_no
     # file and the run's other state add.
     assert grown < (sizes[1] - sizes[0]) / 2, (
         f"{peaks[0] / 2**20:.1f} MB at the peak for a {sizes[0] / 2**20:.1f} MB day, {peaks[1] / 2**20:.1f} MB "
-        f"for {sizes[1] / 2**20:.1f} MB")
+        f"for {sizes[1] / 2**20:.1f} MB"
+    )
 
 
 async def test_the_daily_run_removes_copies_kept_at_new_once_noted_and_older_than_the_setting(
-        redis, nanobot_home, deps_for):
+    redis, nanobot_home, deps_for
+):
     import os
     import time
 
     folder = nanobot_home.sessions_dir / RETIRED_FOLDER
     folder.mkdir()
     copies = {}
-    for name, key, days, noted in (("old noted", "telegram:1", 40, True), ("recent noted", "telegram:2", 5, True),
-                                   ("old not noted", "telegram:3", 100, False)):
+    for name, key, days, noted in (
+        ("old noted", "telegram:1", 40, True),
+        ("recent noted", "telegram:2", 5, True),
+        ("old not noted", "telegram:3", 100, False),
+    ):
         path = nanobot_home.write_session(key, conversation(2))
         target = folder / (retired_name(key, 0, 1) + (NOTED_SUFFIX if noted else ""))
         path.rename(target)

@@ -20,8 +20,9 @@ def entries() -> list[Entry]:
         "[2026-11-21 00:10] user: the next day",
         "user: no time at all",
     ]
-    return [Entry(i, text[1:11] if text.startswith("[") else None, None, text, position=i)
-            for i, text in enumerate(texts)]
+    return [
+        Entry(i, text[1:11] if text.startswith("[") else None, None, text, position=i) for i, text in enumerate(texts)
+    ]
 
 
 def test_the_fallback_writes_the_users_own_lines_of_the_day_redacted_trimmed_with_their_times() -> None:

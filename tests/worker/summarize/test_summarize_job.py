@@ -66,8 +66,9 @@ async def test_summary_record_is_stored_published_and_written_to_line_one(redis,
 async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.default = Reply(summary_json("second summary"))
     messages = conversation(20)
-    nanobot_home.write_session(KEY, messages, last_archived=10,
-                               metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY, messages, last_archived=10, metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}}
+    )
     record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and (record.start, record.boundary) == (10, 30)
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
@@ -75,9 +76,12 @@ async def test_previous_summary_is_folded_in_and_nothing_is_covered_twice(redis,
     assert "question 4 " not in prompt and "question 5 " in prompt
 
     # A second job before nanobot applied the first chains from the pending record.
-    nanobot_home.write_session(KEY, messages + conversation(10, user="later {i}", assistant="ok {i}"),
-                               last_archived=10,
-                               metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY,
+        messages + conversation(10, user="later {i}", assistant="ok {i}"),
+        last_archived=10,
+        metadata={"_last_summary": {"text": "EARLIER-SUMMARY-XYZ", "last_active": "x"}},
+    )
     second = (await summarize_now(redis, deps_for(), KEY)).record
     assert second is not None and second.start == 30 and second.boundary == 50
     prompt = fake_llm.requests[-1].body["messages"][-1]["content"]
@@ -93,8 +97,9 @@ async def test_nothing_to_cover_is_a_noop_without_an_llm_call(redis, nanobot_hom
 
 
 @pytest.mark.parametrize("reason", ["tokens", "interval", "daily"])
-async def test_a_saving_under_the_minimum_asks_nothing_and_rests_nothing(redis, nanobot_home, fake_llm, deps_for,
-                                                                        reason):
+async def test_a_saving_under_the_minimum_asks_nothing_and_rests_nothing(
+    redis, nanobot_home, fake_llm, deps_for, reason
+):
     fake_llm.default = Reply(summary_json("a summary"))
     nanobot_home.write_session(KEY, conversation(15))  # ~20 covered messages of ~15 tokens
     deps = deps_for(summary_min_saving=0.05, summary_context_window=32_000)  # asks for 1,600 tokens
@@ -118,8 +123,9 @@ async def test_a_summary_that_hardly_shrinks_the_context_is_not_committed(redis,
     nanobot_home.write_session(KEY, conversation(15))
     counts = [count_message(m, cl100k_counter()) for m in conversation(15)[:20]]
     fake_llm.default = Reply(summary_json("word " * (sum(counts) - 5)))
-    deps = deps_for(summary_min_saving=0.5 * sum(counts) / 32_000, summary_context_window=32_000,
-                    summary_max_chars=100_000)
+    deps = deps_for(
+        summary_min_saving=0.5 * sum(counts) / 32_000, summary_context_window=32_000, summary_max_chars=100_000
+    )
     outcome = (await summarize_now(redis, deps, KEY, "tokens")).outcome
     assert outcome is not None and outcome.status == "noop" and "would not shrink" in outcome.detail
     assert await load_record(redis, KEY) is None
@@ -128,15 +134,29 @@ async def test_a_summary_that_hardly_shrinks_the_context_is_not_committed(redis,
 async def test_huge_session_is_summarized_in_chunks_within_the_input_budget(redis, nanobot_home, fake_llm, deps_for):
     messages = conversation(150, user="历史问题 {i}：请检查部署脚本", assistant="回答 {i}")
     log = "\n".join(f"2026-11-20 10:00:{i % 60:02d} INFO worker line {i} processed item {i * 7}" for i in range(5000))
-    messages[41] = {"role": "assistant", "content": "", "timestamp": messages[41]["timestamp"],
-                    "tool_calls": [{"id": "call_1", "type": "function",
-                                    "function": {"name": "exec", "arguments": "{\"cmd\": \"cat big.log\"}"}}]}
-    messages.insert(42, {"role": "tool", "tool_call_id": "call_1", "name": "exec", "content": log,
-                         "timestamp": messages[41]["timestamp"]})
+    messages[41] = {
+        "role": "assistant",
+        "content": "",
+        "timestamp": messages[41]["timestamp"],
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "exec", "arguments": '{"cmd": "cat big.log"}'}}
+        ],
+    }
+    messages.insert(
+        42,
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "name": "exec",
+            "content": log,
+            "timestamp": messages[41]["timestamp"],
+        },
+    )
     messages.insert(43, {"role": "assistant", "content": "日志看起来正常", "timestamp": messages[41]["timestamp"]})
     assert len(messages) == 302
-    nanobot_home.write_session(KEY, messages,
-                               metadata={"_last_summary": {"text": "OLD-SUMMARY-42", "last_active": "x"}})
+    nanobot_home.write_session(
+        KEY, messages, metadata={"_last_summary": {"text": "OLD-SUMMARY-42", "last_active": "x"}}
+    )
     fake_llm.responder = lambda req: Reply(summary_json(f"running summary after {len(fake_llm.requests)} parts"))
     budget = 3000
     deps = deps_for(summary_input_tokens=budget)
@@ -173,8 +193,9 @@ async def test_second_enqueue_is_refused_while_the_job_runs_and_accepted_after(r
     assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY)) is not None, "accepted after it ended"
 
 
-async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(redis, nanobot_home, fake_llm,
-                                                                                  deps_for):
+async def test_failed_or_empty_answers_commit_nothing_and_the_next_run_succeeds(
+    redis, nanobot_home, fake_llm, deps_for
+):
     path = nanobot_home.write_session(KEY, conversation(15))
     before = path.read_bytes()
     fake_llm.script(Reply(""), Error.server())
@@ -211,8 +232,12 @@ async def test_context_length_error_shrinks_the_input_and_retries(redis, nanobot
 
 async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(15))
-    fake_llm.script(Reply('```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", '
-                          '"source": "user", "tag": "permanent",'))
+    fake_llm.script(
+        Reply(
+            '```json\n{"summary": "repaired summary", "facts": [{"text": "user likes tea", '
+            '"source": "user", "tag": "permanent",'
+        )
+    )
     record = (await summarize_now(redis, deps_for(), KEY)).record
     assert record is not None and record.summary == "repaired summary"
     memory = (nanobot_home.workspace / "memory" / "MEMORY.md").read_text(encoding="utf-8")
@@ -227,8 +252,9 @@ async def test_broken_json_is_repaired_and_prose_is_accepted(redis, nanobot_home
 
 async def test_fallback_model_takes_over_when_the_summary_model_keeps_failing(redis, nanobot_home, fake_llm, deps_for):
     nanobot_home.write_session(KEY, conversation(15))
-    fake_llm.responder = lambda req: (Error.server() if req.body["model"] == "bad-model"
-                                      else Reply(summary_json(f"by {req.body['model']}")))
+    fake_llm.responder = lambda req: (
+        Error.server() if req.body["model"] == "bad-model" else Reply(summary_json(f"by {req.body['model']}"))
+    )
     deps = deps_for(summary_model="openai/bad-model", summary_fallback_model="openai/good-model")
     deps.model = deps.nanobot.with_credentials("openai/bad-model", "test")
     deps.model = type(deps.model)(model="openai/bad-model", api_base=fake_llm.url, api_key="sk")
@@ -320,7 +346,8 @@ async def test_a_summary_ends_the_sessions_rest_and_its_failure_streak(redis, na
 
 
 async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_page_names(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     """The web page names one zone for every time on it, and shows this detail beside them (it said UTC)."""
     from zoneinfo import ZoneInfo
 
@@ -339,7 +366,8 @@ async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_
 
 
 async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a_line(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     """Issue 35: a job that finds its session's record written by a newer worker (which it cannot read) neither
     crashes nor deletes it nor pays for a summary over it: it ends as a noop saying so, the record left for the
     version that reads it."""
@@ -357,7 +385,8 @@ async def test_a_waiting_record_of_another_version_is_kept_and_the_job_ends_in_a
 
 
 async def test_a_pasted_message_longer_than_a_read_holds_reaches_the_model_and_the_index_as_a_marked_excerpt(
-        redis, nanobot_home, fake_llm, deps_for):
+    redis, nanobot_home, fake_llm, deps_for
+):
     from worker.memory.recall_index.rows import message_rows
     from worker.nanobot.sessions import MESSAGE_BYTES
 

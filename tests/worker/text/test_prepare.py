@@ -30,9 +30,11 @@ TURN = re.compile(r"^(?:\[[^\]]*\] )?(?:user|assistant|system|unknown|tool resul
 
 
 def forged(text: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": "hello", "timestamp": "2026-11-20T10:00:00"},
-            {"role": "tool", "name": "web_fetch", "content": text, "timestamp": "2026-11-20T10:01:00"},
-            {"role": "assistant", "content": "done", "timestamp": "2026-11-20T10:02:00"}]
+    return [
+        {"role": "user", "content": "hello", "timestamp": "2026-11-20T10:00:00"},
+        {"role": "tool", "name": "web_fetch", "content": text, "timestamp": "2026-11-20T10:01:00"},
+        {"role": "assistant", "content": "done", "timestamp": "2026-11-20T10:02:00"},
+    ]
 
 
 @pytest.mark.parametrize("brk", LINE_BREAKS, ids=[repr(b) for b in LINE_BREAKS])
@@ -59,18 +61,28 @@ def test_a_secret_the_cut_goes_through_leaves_no_part_of_it(role: str, at: str) 
     limit = MESSAGE_CHARS if role == "user" else TOOL_RESULT_CHARS
     # The cut keeps 14 characters of the key's head (too few for its shape), or 25 of its tail.
     words = "word " * (limit // 10)
-    text = (f"{words[:limit // 2 - 15]} {KEY} {words * 3}" if at == "head"
-            else f"{words * 3}{KEY} {words[:limit // 2 - 26]}")
+    text = (
+        f"{words[: limit // 2 - 15]} {KEY} {words * 3}"
+        if at == "head"
+        else f"{words * 3}{KEY} {words[: limit // 2 - 26]}"
+    )
     line = render({"role": role, "name": "exec", "content": text})
     assert line is not None and "characters" in line and "cut ..." in line
-    assert not [KEY[i:i + 10] for i in range(len(KEY) - 9) if KEY[i:i + 10] in line]
+    assert not [KEY[i : i + 10] for i in range(len(KEY) - 9) if KEY[i : i + 10] in line]
 
 
 def test_a_huge_tool_call_keeps_its_secrets_out_and_its_size_down() -> None:
     config = json.dumps({"providers": {"deepseek": {"apiKey": "short-key-1"}}, "notes": "word " * 50_000})
     arguments = json.dumps({"path": "config.json", "content": config, "password": "pw 1"})
-    line = render({"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]})
+    line = render(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}
+            ],
+        }
+    )
     assert line is not None and len(line) < 2 * TOOL_ARGS_CHARS
     assert "short-key-1" not in line and "pw 1" not in line
 
@@ -78,15 +90,19 @@ def test_a_huge_tool_call_keeps_its_secrets_out_and_its_size_down() -> None:
 PIECES = ["部署失败了", "check the logs ", "\n", "🙂", "ключ ", "<|endoftext|>", "x" * 40, "데이터 ", "1234567 "]
 
 
-@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), min_size=1, max_size=12),
-       st.integers(min_value=200, max_value=900))
+@given(
+    st.lists(st.lists(st.sampled_from(PIECES), max_size=30).map("".join), min_size=1, max_size=12),
+    st.integers(min_value=200, max_value=900),
+)
 def test_chunks_are_the_same_whether_or_not_the_entries_are_counted(texts: list[str], budget: int) -> None:
     # cl100k entries whose bytes fit the budget are not counted at all; a counter chunk cannot recognize counts
     # every entry. Both must cut the same chunks.
     exact = cl100k_counter()
     assert exact is not None
-    messages = [{"role": "user", "content": text or ".", "timestamp": f"2026-11-20T10:{i:02d}:00"}
-                for i, text in enumerate(texts)]
+    messages = [
+        {"role": "user", "content": text or ".", "timestamp": f"2026-11-20T10:{i:02d}:00"}
+        for i, text in enumerate(texts)
+    ]
     fast = chunk(transcript(messages, 0, len(messages), exact), budget, exact)
     counted = chunk(transcript(messages, 0, len(messages), exact), budget, lambda text: exact(text))
     assert [[e.index for e in part] for part in fast] == [[e.index for e in part] for part in counted]
@@ -106,8 +122,10 @@ def test_telling_a_windows_language_holds_a_bounded_sample_not_a_string_per_lett
     # A 4 MB window of a huge session (the daily job's worst case) was joined whole and cut into a string per letter,
     # each CJK one an object of its own: tens of MB a window, and the job's memory grew ~120 MB over the worker at
     # rest. Here 1.5 MB of Chinese in 3,000 messages: what telling its language holds stays under 3 MB.
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": "部署服务器的配置端口日志备份" * 36}
-                for i in range(6_000)]
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": "部署服务器的配置端口日志备份" * 36}
+        for i in range(6_000)
+    ]
     tracemalloc.start()
     try:
         assert detect_language(messages) == "zh"

@@ -25,38 +25,46 @@ PRIVATE_KEY = (
 KEY_BODY = "QyNTUxOQAAACBQmZ3ZXJ0eXVpb3Bhc2RmZ2hqa2x6eGN2Ym5tMTIzNDU2Nzg5MA"
 
 
-@pytest.mark.parametrize(("text", "secret"), [
-    (f'providers: {{"deepseek": {{"apiKey": "{API_KEY}"}}}}', API_KEY),
-    (f"export OPENAI_API_KEY={API_KEY}", API_KEY),
-    ("Set OPENAI_API_KEY to abcdefABCDEF1234567890", "abcdefABCDEF1234567890"),
-    ("mysql -u root -pS3cretPass shop", "S3cretPass"),
-    ("redis-cli -h cache -a MyRedisPass123 ping", "MyRedisPass123"),
-    ("pg_dump --password hunter2x", "hunter2x"),
-    ("set the password to hunter2", "hunter2"),
-    ("AWS access key AKIAIOSFODNN7EXAMPLE in ~/.aws", "AKIAIOSFODNN7EXAMPLE"),
-    ("push with ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
-    ("slack bot xoxb-123456789012-abcdefghijklmnop", "xoxb-123456789012-abcdefghijklmnop"),
-    ("maps key AIzaSyA1234567890abcdefghijklmnopqrstu", "AIzaSyA1234567890abcdefghijklmnopqrstu"),
-    ("telegram bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
-    ("curl -H 'Authorization: Bearer abc123.def456.ghi789'", "abc123.def456.ghi789"),
-    ("session jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "dozjgNryP4J3jVmNHl0w5N"),
-    (f"password={PASSWORD} then restart", PASSWORD),
-    ("db password: letmein", "letmein"),
-    ("my password is hunter2.", "hunter2"),
-    ("webhook token 0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
-    ("client_secret = 'c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA='", "c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA="),
-    ("数据库密码是Abc12345，记得换", "Abc12345"),
-    ("密码：hunter2", "hunter2"),
-    ("服务的密钥 f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6", "f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6"),
-    ("パスワードは hunter2です", "hunter2"),
-    ("トークン: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
-    ("비밀번호는 hunter2 입니다", "hunter2"),
-    ("postgres://admin:s3cr3t-pw@db.example.com:5432/app", "s3cr3t-pw"),
-    ("redis://:pw-9x7@localhost:6379/0", "pw-9x7"),
-    (PRIVATE_KEY + "\nused for the deploy box", KEY_BODY),
-    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ==",  # unterminated
-     "MIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ"),
-])
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f'providers: {{"deepseek": {{"apiKey": "{API_KEY}"}}}}', API_KEY),
+        (f"export OPENAI_API_KEY={API_KEY}", API_KEY),
+        ("Set OPENAI_API_KEY to abcdefABCDEF1234567890", "abcdefABCDEF1234567890"),
+        ("mysql -u root -pS3cretPass shop", "S3cretPass"),
+        ("redis-cli -h cache -a MyRedisPass123 ping", "MyRedisPass123"),
+        ("pg_dump --password hunter2x", "hunter2x"),
+        ("set the password to hunter2", "hunter2"),
+        ("AWS access key AKIAIOSFODNN7EXAMPLE in ~/.aws", "AKIAIOSFODNN7EXAMPLE"),
+        ("push with ghp_abcdefghijklmnopqrstuvwxyz0123456789", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        ("slack bot xoxb-123456789012-abcdefghijklmnop", "xoxb-123456789012-abcdefghijklmnop"),
+        ("maps key AIzaSyA1234567890abcdefghijklmnopqrstu", "AIzaSyA1234567890abcdefghijklmnopqrstu"),
+        ("telegram bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"),
+        ("curl -H 'Authorization: Bearer abc123.def456.ghi789'", "abc123.def456.ghi789"),
+        (
+            "session jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N",
+            "dozjgNryP4J3jVmNHl0w5N",
+        ),
+        (f"password={PASSWORD} then restart", PASSWORD),
+        ("db password: letmein", "letmein"),
+        ("my password is hunter2.", "hunter2"),
+        ("webhook token 0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
+        ("client_secret = 'c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA='", "c2VjcmV0LXZhbHVlLTEyMzQ1Njc4OTA="),
+        ("数据库密码是Abc12345，记得换", "Abc12345"),
+        ("密码：hunter2", "hunter2"),
+        ("服务的密钥 f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6", "f3a9c2e4b5d6a7b8c9d0e1f2a3b4c5d6"),
+        ("パスワードは hunter2です", "hunter2"),
+        ("トークン: 9f8e7d6c5b4a39281706f5e4d3c2b1a0", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+        ("비밀번호는 hunter2 입니다", "hunter2"),
+        ("postgres://admin:s3cr3t-pw@db.example.com:5432/app", "s3cr3t-pw"),
+        ("redis://:pw-9x7@localhost:6379/0", "pw-9x7"),
+        (PRIVATE_KEY + "\nused for the deploy box", KEY_BODY),
+        (
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ==",  # unterminated
+            "MIIEowIBAAKCAQEAvX9zY2xhc3MgUHJpdmF0ZUtleQ",
+        ),
+    ],
+)
 def test_secret_values_are_removed(text: str, secret: str) -> None:
     out = redact(text)
     assert secret not in out
@@ -66,34 +74,40 @@ def test_secret_values_are_removed(text: str, secret: str) -> None:
 ESCAPED = json.dumps({"path": "config.json", "content": json.dumps({"apiKey": "Zk39fLw02QmXr8TyVb61"}, indent=2)})
 
 
-@pytest.mark.parametrize(("text", "secret"), [
-    ("curl -u admin:Pa55-w0rd_x https://api.example.com", "Pa55-w0rd_x"),
-    ("curl -s --user 'deploy:hunter2x' -X POST https://ci.example.com", "hunter2x"),
-    ("curl --user=deploy:s3cr3t-pw https://ci.example.com", "s3cr3t-pw"),
-    ("docker login -u me -p Tr0ub4dor registry.example.com", "Tr0ub4dor"),
-    ("docker login --password hunter22x ghcr.io", "hunter22x"),
-    ("docker login --password=hunter22x ghcr.io", "hunter22x"),
-    ('docker login -p "two words9" ghcr.io', "two words9"),
-    ("sshpass -p 'Hunter2&x' ssh root@10.0.0.7", "Hunter2&x"),
-    ("sshpass -pHunter2x ssh root@10.0.0.7", "Hunter2x"),
-    ("curl -H 'authorization: basic dXNlcjpwYXNzd29yZA=='", "dXNlcjpwYXNzd29yZA=="),
-    ("AUTHORIZATION: BASIC dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
-    ("authorization: bearer abcdefgh12345678", "abcdefgh12345678"),
-    (ESCAPED, "Zk39fLw02QmXr8TyVb61"),  # the raw arguments of a write_file call, quoted inside a string
-    ('"{\\"password\\": \\"p w1\\"}"', "p w1"),
-])
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("curl -u admin:Pa55-w0rd_x https://api.example.com", "Pa55-w0rd_x"),
+        ("curl -s --user 'deploy:hunter2x' -X POST https://ci.example.com", "hunter2x"),
+        ("curl --user=deploy:s3cr3t-pw https://ci.example.com", "s3cr3t-pw"),
+        ("docker login -u me -p Tr0ub4dor registry.example.com", "Tr0ub4dor"),
+        ("docker login --password hunter22x ghcr.io", "hunter22x"),
+        ("docker login --password=hunter22x ghcr.io", "hunter22x"),
+        ('docker login -p "two words9" ghcr.io', "two words9"),
+        ("sshpass -p 'Hunter2&x' ssh root@10.0.0.7", "Hunter2&x"),
+        ("sshpass -pHunter2x ssh root@10.0.0.7", "Hunter2x"),
+        ("curl -H 'authorization: basic dXNlcjpwYXNzd29yZA=='", "dXNlcjpwYXNzd29yZA=="),
+        ("AUTHORIZATION: BASIC dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+        ("authorization: bearer abcdefgh12345678", "abcdefgh12345678"),
+        (ESCAPED, "Zk39fLw02QmXr8TyVb61"),  # the raw arguments of a write_file call, quoted inside a string
+        ('"{\\"password\\": \\"p w1\\"}"', "p w1"),
+    ],
+)
 def test_command_line_and_escaped_secrets_are_removed(text: str, secret: str) -> None:
     out = redact(text)
     assert secret not in out and MARK in out
     assert redact(out) == out
 
 
-@pytest.mark.parametrize("text", [
-    "docker login --password-stdin < token.txt",
-    "curl -u admin https://host.example.com:8080/health",
-    "open the login page and check the Authorization header",
-    "the basic idea is to bear with it",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker login --password-stdin < token.txt",
+        "curl -u admin https://host.example.com:8080/health",
+        "open the login page and check the Authorization header",
+        "the basic idea is to bear with it",
+    ],
+)
 def test_command_lines_without_a_secret_value_survive(text: str) -> None:
     assert redact(text) == text
 
@@ -101,11 +115,20 @@ def test_command_lines_without_a_secret_value_survive(text: str) -> None:
 def test_tool_call_arguments_lose_secret_values_by_name_and_by_shape() -> None:
     from worker.text.redact import redact_arguments
 
-    config = json.dumps({"providers": {"x": {"apiKey": "short1"}}, "db": {"password": "pw 1"}, "theme": "dark"},
-                        indent=2)
-    arguments = json.dumps({"path": "config.json", "content": config, "token": "abc",
-                            "headers": {"Authorization": "Basic zzz"}, "env": {"DEEPSEEK_API_KEY": "${KEY}"},
-                            "command": "curl -u bob:Pa55word9 https://x", "max_tokens": "1000"})
+    config = json.dumps(
+        {"providers": {"x": {"apiKey": "short1"}}, "db": {"password": "pw 1"}, "theme": "dark"}, indent=2
+    )
+    arguments = json.dumps(
+        {
+            "path": "config.json",
+            "content": config,
+            "token": "abc",
+            "headers": {"Authorization": "Basic zzz"},
+            "env": {"DEEPSEEK_API_KEY": "${KEY}"},
+            "command": "curl -u bob:Pa55word9 https://x",
+            "max_tokens": "1000",
+        }
+    )
     out = redact_arguments(arguments)
     for secret in ("short1", "pw 1", '"abc"', "zzz", "Pa55word9"):
         assert secret not in out, secret
@@ -116,18 +139,21 @@ def test_tool_call_arguments_lose_secret_values_by_name_and_by_shape() -> None:
     assert redact_arguments("not json: password=hunter2") == f"not json: password={MARK}"
 
 
-@pytest.mark.parametrize("text", [
-    "the key to success is patience",
-    "the DeepSeek API key is set in providers.deepseek.apiKey",
-    "DeepSeek API 密钥配置在 providers.deepseek.apiKey",
-    "APIキーは providers.openai.apiKey に設定",
-    "the password is stored in the vault",
-    "DB password is in $DB_PASSWORD",
-    "commit 3f2a9c1d0e8b7a6f5e4d3c2b1a0f9e8d7c6b5a49 fixed the login bug",
-    "session 550e8400-e29b-41d4-a716-446655440000 on https://example.com/a@b",
-    "the key to success is patience; token budget is 4000",
-    "run ./deploy.sh --env prod on port 8080",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the key to success is patience",
+        "the DeepSeek API key is set in providers.deepseek.apiKey",
+        "DeepSeek API 密钥配置在 providers.deepseek.apiKey",
+        "APIキーは providers.openai.apiKey に設定",
+        "the password is stored in the vault",
+        "DB password is in $DB_PASSWORD",
+        "commit 3f2a9c1d0e8b7a6f5e4d3c2b1a0f9e8d7c6b5a49 fixed the login bug",
+        "session 550e8400-e29b-41d4-a716-446655440000 on https://example.com/a@b",
+        "the key to success is patience; token budget is 4000",
+        "run ./deploy.sh --env prod on port 8080",
+    ],
+)
 def test_where_a_secret_lives_and_plain_identifiers_survive(text: str) -> None:
     assert redact(text) == text
 
@@ -173,15 +199,22 @@ async def test_planted_secrets_appear_in_no_memory_file(tmp_path: Path) -> None:
     memory = MemoryFiles(tmp_path, "UTC", max_facts=50)
     result = await memory.write(
         "telegram:42",
-        [DailyNotes(
-            date="2026-11-20", first_timestamp="2026-11-20T10:00:00", last_timestamp="2026-11-20T10:30:00",
-            topics=[f"set up the DeepSeek key {API_KEY}"],
-            decisions=[f"use password={PASSWORD} for the staging db"],
-            technical_issues=[TechnicalIssue(problem="ssh login failed", solution=f"installed key\n{PRIVATE_KEY}")],
-        )],
         [
-            Fact(text=f"The DeepSeek API key is set in providers.deepseek.apiKey (value {API_KEY})",
-                 importance=4, category="configuration"),
+            DailyNotes(
+                date="2026-11-20",
+                first_timestamp="2026-11-20T10:00:00",
+                last_timestamp="2026-11-20T10:30:00",
+                topics=[f"set up the DeepSeek key {API_KEY}"],
+                decisions=[f"use password={PASSWORD} for the staging db"],
+                technical_issues=[TechnicalIssue(problem="ssh login failed", solution=f"installed key\n{PRIVATE_KEY}")],
+            )
+        ],
+        [
+            Fact(
+                text=f"The DeepSeek API key is set in providers.deepseek.apiKey (value {API_KEY})",
+                importance=4,
+                category="configuration",
+            ),
             Fact(text=f"Staging database password: {PASSWORD}", importance=4, category="configuration"),
             Fact(text=f"Deploy key for the build box: {PRIVATE_KEY}", importance=4, category="configuration"),
         ],
@@ -200,11 +233,61 @@ async def test_planted_secrets_appear_in_no_memory_file(tmp_path: Path) -> None:
 
 # One text per alternative of the trigger, in its order: a new alternative fails the count until it has one.
 TRIGGER_EXAMPLES = [
-    "PRIVATE KEY", "://", "sk-", "rk_", "AKIA", "ASIA", "ghs_", "github_pat_", "glpat-", "xox", "AIza", "hf_",
-    "npm_", ":AA", "eyJ", "bearer", "mysql", "mysqldump", "mariadb", "redis-cli", "--pass", "docker", "podman",
-    "nerdctl", "sshpass", "curl", "Authorization", "passphrase", "密码", "密碼", "口令", "パスワード", "暗証番号",
-    "비밀번호", "암호", "api key", "key", "token", "secret", "credentials", "auth", "access-key", "private_key",
-    "密钥", "密鑰", "秘钥", "私钥", "令牌", "凭证", "トークン", "シークレット", "秘密鍵", "キー", "토큰", "키",
+    "PRIVATE KEY",
+    "://",
+    "sk-",
+    "rk_",
+    "AKIA",
+    "ASIA",
+    "ghs_",
+    "github_pat_",
+    "glpat-",
+    "xox",
+    "AIza",
+    "hf_",
+    "npm_",
+    ":AA",
+    "eyJ",
+    "bearer",
+    "mysql",
+    "mysqldump",
+    "mariadb",
+    "redis-cli",
+    "--pass",
+    "docker",
+    "podman",
+    "nerdctl",
+    "sshpass",
+    "curl",
+    "Authorization",
+    "passphrase",
+    "密码",
+    "密碼",
+    "口令",
+    "パスワード",
+    "暗証番号",
+    "비밀번호",
+    "암호",
+    "api key",
+    "key",
+    "token",
+    "secret",
+    "credentials",
+    "auth",
+    "access-key",
+    "private_key",
+    "密钥",
+    "密鑰",
+    "秘钥",
+    "私钥",
+    "令牌",
+    "凭证",
+    "トークン",
+    "シークレット",
+    "秘密鍵",
+    "キー",
+    "토큰",
+    "키",
     "시크릿",
 ]
 
@@ -227,6 +310,7 @@ def _top_level_alternatives(pattern: str) -> int:
 
 def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> None:
     from worker.text.redact import _TRIGGER, may_hold_secret
+
     assert _top_level_alternatives(_TRIGGER.pattern.removeprefix("(?i)")) == len(TRIGGER_EXAMPLES)
     for example in TRIGGER_EXAMPLES:
         for shown in (example, example.upper(), example.lower(), example.swapcase()):
@@ -235,11 +319,17 @@ def test_the_fast_secret_check_answers_as_the_trigger_on_every_alternative() -> 
             assert may_hold_secret(text), text
 
 
-@given(st.text(alphabet=st.sampled_from(list("aAsSkKiI_-:/ pwhdtoenyJ") + ["\u0130", "\u0131", "\u017f", "\u212a",
-                                                                          "密", "码", "キ", "ー", "키"]),
-               max_size=40))
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("aAsSkKiI_-:/ pwhdtoenyJ") + ["\u0130", "\u0131", "\u017f", "\u212a", "密", "码", "キ", "ー", "키"]
+        ),
+        max_size=40,
+    )
+)
 def test_the_fast_secret_check_never_misses_what_the_trigger_finds(text: str) -> None:
     from worker.text.redact import _TRIGGER, may_hold_secret
+
     assert may_hold_secret(text) is (_TRIGGER.search(text) is not None)
 
 

@@ -27,14 +27,18 @@ CHINESE = (
 SAMPLES = {
     "zh": CHINESE,
     "ja": "このプロジェクトでは、会話の古い部分を要約するバックグラウンドワーカーを作ります。"
-          "設定ファイルは /etc/app.yaml です。",
+    "設定ファイルは /etc/app.yaml です。",
     "ko": "이 프로젝트는 대화의 오래된 부분을 요약하는 백그라운드 작업자를 만듭니다. 설정 파일은 /etc/app.yaml 입니다.",
     "en": "The worker summarizes the older part of a conversation into a rolling summary, so long sessions "
-          "stay inside the context window. Paths like /srv/app/config.yaml and ids such as 12345 stay verbatim.",
+    "stay inside the context window. Paths like /srv/app/config.yaml and ids such as 12345 stay verbatim.",
     "mixed": "好的，我来帮你检查 config.json 文件。The error says: KeyError: 'api_key' at line 42. 请确认已经设置。",
 }
-EVERY_TEXT = {**CORPORA, **REPEATED, **{f"sample {name}": text for name, text in SAMPLES.items()},
-              "bench_worker.py": BENCH_SOURCE.read_text(encoding="utf-8")}
+EVERY_TEXT = {
+    **CORPORA,
+    **REPEATED,
+    **{f"sample {name}": text for name, text in SAMPLES.items()},
+    "bench_worker.py": BENCH_SOURCE.read_text(encoding="utf-8"),
+}
 
 
 def exact(text: str) -> int:
@@ -98,12 +102,14 @@ def test_the_vocabulary_tables_are_cl100ks() -> None:
 
     for ranges, prefix in ((HAN, "_HAN"), (KANA, "_KANA"), (HANGUL, "_HANGUL")):
         script = re.compile(f"[{ranges}]+")
-        assert getattr(tokens, prefix + "_1") == "".join(sorted(t for t in vocabulary
-                                                               if len(t) == 1 and script.fullmatch(t)))
+        assert getattr(tokens, prefix + "_1") == "".join(
+            sorted(t for t in vocabulary if len(t) == 1 and script.fullmatch(t))
+        )
         assert getattr(tokens, prefix + "_3") == no_token_for_the_first_two_bytes(ranges)
         assert getattr(tokens, prefix + "_MERGES") == [t for t in vocabulary if len(t) > 1 and script.fullmatch(t)]
-        assert getattr(tokens, prefix + "_SPACED") == [t[1:] for t in vocabulary
-                                                       if t[:1] == " " and script.fullmatch(t[1:])]
+        assert getattr(tokens, prefix + "_SPACED") == [
+            t[1:] for t in vocabulary if t[:1] == " " and script.fullmatch(t[1:])
+        ]
 
 
 @given(st.text(max_size=60))
@@ -114,19 +120,32 @@ def test_any_text_gets_a_count(text: str) -> None:
 
 def test_long_runs_of_one_kind_are_counted() -> None:
     # Long runs of one kind are where a regex backtracks, if it does: quadratic work here would not finish.
-    texts = [" " * 200_000 + "x", "a" * 200_000, "!" * 200_000, "用户" * 100_000, "\n" * 200_000, "ab " * 70_000,
-             "加" * 200_000, "😀" * 100_000]
+    texts = [
+        " " * 200_000 + "x",
+        "a" * 200_000,
+        "!" * 200_000,
+        "用户" * 100_000,
+        "\n" * 200_000,
+        "ab " * 70_000,
+        "加" * 200_000,
+        "😀" * 100_000,
+    ]
     for text in texts:
         assert estimate_tokens(text) > 0
 
 
 def test_message_counting_includes_blocks_tool_calls_and_reasoning() -> None:
     plain = count_message({"role": "user", "content": "x"}, estimate_tokens)
-    blocks = count_message({"role": "user",
-                            "content": [{"type": "text", "text": "检查配置文件"}, {"type": "image_url"}]},
-                           estimate_tokens)
-    calls = count_message({"role": "assistant", "content": "",
-                           "tool_calls": [{"function": {"name": "exec", "arguments": "{\"cmd\": \"ls -la /tmp\"}"}}]},
-                          estimate_tokens)
+    blocks = count_message(
+        {"role": "user", "content": [{"type": "text", "text": "检查配置文件"}, {"type": "image_url"}]}, estimate_tokens
+    )
+    calls = count_message(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "exec", "arguments": '{"cmd": "ls -la /tmp"}'}}],
+        },
+        estimate_tokens,
+    )
     assert blocks > plain and calls > plain
     assert estimate_tokens("") == 0

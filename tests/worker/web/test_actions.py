@@ -32,13 +32,15 @@ async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
 
 async def queued_request(redis, key: str) -> dict | None:
     """The arguments of the session's summary job waiting in the instance's queue, or None."""
-    info = await Job(TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue,
-                     _deserializer=redis.job_deserializer).info()
+    info = await Job(
+        TEST_KEYS.job_id(key), redis, _queue_name=TEST_KEYS.queue, _deserializer=redis.job_deserializer
+    ).info()
     return info.args[0] if info is not None else None
 
 
 async def test_summarize_now_queues_the_command_lines_manual_job_which_a_worker_runs_and_the_page_says_so(
-        data, settings_for, redis, worker_deps):
+    data, settings_for, redis, worker_deps
+):
     async with served(settings_for()) as page:
         _, body = await page.get(SESSION)
         assert "Summarize now" in body
@@ -88,8 +90,11 @@ async def test_retry_runs_a_failed_sessions_job_again_through_its_rest(data, set
 
 async def a_live_worker(redis) -> None:
     """arq's health line, as a running worker keeps it (every 30 s, expiring after 31 s)."""
-    await redis.set(TEST_KEYS.queue + health_check_key_suffix, "Dec-07 04:00:00 j_complete=0 j_failed=0 "
-                    "j_retried=0 j_ongoing=0 queued=0", ex=31)
+    await redis.set(
+        TEST_KEYS.queue + health_check_key_suffix,
+        "Dec-07 04:00:00 j_complete=0 j_failed=0 j_retried=0 j_ongoing=0 queued=0",
+        ex=31,
+    )
 
 
 async def test_summarize_now_and_retry_say_on_the_page_when_no_worker_is_alive(data, settings_for, redis):
@@ -113,8 +118,7 @@ async def test_summarize_now_and_retry_say_on_the_page_when_no_worker_is_alive(d
         assert "No worker is running" not in body
 
 
-async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_there_was_none(
-        data, settings_for, redis):
+async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_there_was_none(data, settings_for, redis):
     for _ in range(3):
         await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
     assert await budget.cooling(redis, KEY) is not None
@@ -141,13 +145,15 @@ async def test_an_action_taken_on_a_refreshing_page_answers_on_a_page_that_refre
         assert overview.count(refresh_field) == overview.count('action="/session/') > 0, "every action's form"
         _, body = await page.get(f"{SESSION}&refresh=10")
         assert body.count(refresh_field) == body.count('action="/session/') > 0
-        status, location = await page.post("/session/end-rest",
-                                           {"csrf": await page.csrf(), "key": KEY, "refresh": "10"})
+        status, location = await page.post(
+            "/session/end-rest", {"csrf": await page.csrf(), "key": KEY, "refresh": "10"}
+        )
         assert status == 303 and location == f"{SESSION}&done=rest-ended&refresh=10", location
         _, body = await page.get(location)
         assert escaped(SAID["rest-ended"]) in body
-        assert f'<meta http-equiv="refresh" content="10; url={escaped(SESSION)}&amp;refresh=10">' in body, \
+        assert f'<meta http-equiv="refresh" content="10; url={escaped(SESSION)}&amp;refresh=10">' in body, (
             "it reloads the session's page, the answer said once"
+        )
         # From a page that does not refresh, the answer's page does not either.
         status, location = await page.post("/session/summarize", {"csrf": await page.csrf(), "key": KEY})
         assert location == f"{SESSION}&done=queued-no-worker"
@@ -176,7 +182,8 @@ async def test_forgetting_what_a_session_taught_removes_its_facts_only_and_says_
 
 
 async def test_with_redis_down_a_job_is_not_queued_and_the_page_says_why_while_forgetting_still_works(
-        nanobot_home, settings_for):
+    nanobot_home, settings_for
+):
     from harness.redis_server import free_port
     from tests.support.web import write_sessions
 

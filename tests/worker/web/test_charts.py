@@ -25,8 +25,10 @@ def test_axes_have_round_ticks_from_zero_and_the_time_axis_reads_in_the_zone() -
     assert nice_top(3_012) == (4_000, 1_000) and nice_top(18_000) == (20_000, 5_000) and nice_top(7) == (8, 2)
     ticks = time_ticks(MORNING, MORNING + 3600, SHANGHAI)
     assert [label for _, label in ticks] == ["10:00", "10:10", "10:20", "10:30", "10:40", "10:50", "11:00"]
-    assert [label for _, label in time_ticks(MORNING, MORNING + 5 * 86400, SHANGHAI)][:2] == ["2026-11-29",
-                                                                                              "2026-11-30"]
+    assert [label for _, label in time_ticks(MORNING, MORNING + 5 * 86400, SHANGHAI)][:2] == [
+        "2026-11-29",
+        "2026-11-30",
+    ]
 
 
 def history() -> list[dict]:
@@ -45,8 +47,9 @@ def test_the_sawtooth_says_what_a_summary_took_out_in_the_sessions_figures_and_t
     ys = [y for y, _ in saw.y_ticks]
     assert ys == sorted(ys, reverse=True) and ys[0] == saw.plot[3], "0 at the bottom of the plot"
     [mark] = saw.marks
-    assert mark.label == ("summary applied: the replayed history 704 → 324 tokens (−380); the whole prompt about "
-                          "3,012 → 2,632")
+    assert mark.label == (
+        "summary applied: the replayed history 704 → 324 tokens (−380); the whole prompt about 3,012 → 2,632"
+    )
     xs = [int(point.split(",")[0]) for point in saw.points.split()]
     assert xs[2] < mark.x < xs[3] and xs == sorted(xs), "on the time axis, between the turns it parted"
 
@@ -57,8 +60,9 @@ async def test_the_session_page_charts_with_axes_and_its_token_figures_agree(nan
     key = "cli:direct"
     nanobot_home.write_session(key, conversation(6))
     await note_context(redis, [(key, entry) for entry in history()])
-    outcome = JobOutcome(session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)", tokens_before=704,
-                         tokens_after=324)
+    outcome = JobOutcome(
+        session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)", tokens_before=704, tokens_after=324
+    )
     await redis.set(TEST_KEYS.outcome(key), outcome.model_dump_json())
     await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     async with served(settings_for(summary_timezone="Asia/Shanghai")) as page:
@@ -68,15 +72,17 @@ async def test_the_session_page_charts_with_axes_and_its_token_figures_agree(nan
         assert re.search(rf'<text class="tick"[^>]*>{tick}</text>', body), tick
     assert re.search(r'<text class="tick"[^>]*>10:00</text>', body), "the time axis, in the page's zone"
     assert ">tokens</text>" in body and ">time (Asia/Shanghai)</text>" in body
-    assert ("<li>summary applied: the replayed history 704 → 324 tokens (−380); "
-            "the whole prompt about 3,012 → 2,632</li>") in body
+    assert (
+        "<li>summary applied: the replayed history 704 → 324 tokens (−380); the whole prompt about 3,012 → 2,632</li>"
+    ) in body
     # The session's own figures say what they count, and agree with the chart beside them.
     assert "<th>prompt tokens</th>" not in body
     assert re.search(r"<th>replayed history, tokens</th><td>704 → 324", body)
     assert "the whole prompt: about 3,012 → 2,632" in body
     # The overview's bars: a token axis, its unit named.
-    assert re.search(r'<text class="tick"[^>]*>0</text>', overview) \
-        and "tokens of the replayed history</text>" in overview
+    assert (
+        re.search(r'<text class="tick"[^>]*>0</text>', overview) and "tokens of the replayed history</text>" in overview
+    )
 
 
 def test_the_overviews_bars_stand_on_a_token_axis_from_zero() -> None:
@@ -92,8 +98,13 @@ async def test_the_overviews_bars_are_told_apart_by_label_tooltip_link_and_a_tab
     for n, key in enumerate(keys):
         first = f"question 0 of the deploy script for the {['alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta'][n]} box"
         nanobot_home.write_session(key, [{"role": "user", "content": first}])
-        outcome = JobOutcome(session_key=key, status="summarized", detail="messages 0..3 in 1 call(s)",
-                             tokens_before=10_000 + n, tokens_after=3_000 + n)
+        outcome = JobOutcome(
+            session_key=key,
+            status="summarized",
+            detail="messages 0..3 in 1 call(s)",
+            tokens_before=10_000 + n,
+            tokens_after=3_000 + n,
+        )
         await redis.set(TEST_KEYS.outcome(key), outcome.model_dump_json())
         await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     async with served(settings_for()) as page:
@@ -102,9 +113,13 @@ async def test_the_overviews_bars_are_told_apart_by_label_tooltip_link_and_a_tab
     labels = re.findall(r'<text x="0" y="\d+">([^<]+)</text>', chart)
     assert len(labels) == 6 and len(set(labels)) == 6, labels
     assert all(len(label) <= 28 for label in labels) and any(label.endswith("beta box") for label in labels)
-    assert "<title>question 0 of the deploy script for the gamma box (websocket:0002): 10,002 → 3,002 tokens</title>" \
+    assert (
+        "<title>question 0 of the deploy script for the gamma box (websocket:0002): 10,002 → 3,002 tokens</title>"
         in chart
+    )
     assert chart.count('<a href="/session?key=websocket%3A') == 6
     table = overview.split('<table class="visually-hidden">', 1)[1].split("</table>", 1)[0]
-    assert ('<th scope="row"><a href="/session?key=websocket%3A0005">question 0 of the deploy script for the zeta '
-            'box</a></th><td>10,005</td><td>3,005</td>') in table
+    assert (
+        '<th scope="row"><a href="/session?key=websocket%3A0005">question 0 of the deploy script for the zeta '
+        "box</a></th><td>10,005</td><td>3,005</td>"
+    ) in table

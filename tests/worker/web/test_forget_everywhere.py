@@ -12,7 +12,8 @@ from tests.support.web import served
 
 
 async def test_forget_everywhere_leaves_nothing_the_recall_tool_or_the_page_can_return(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for, monkeypatch):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for, monkeypatch
+):
     tool = await therapist_remembered(redis, nanobot_home, fake_llm, worker_deps(), monkeypatch)
     memory_dir = nanobot_home.workspace / "memory"
     recall = f"/recall?q=therapist+Rowe&session={quote(KEY, safe='')}"
@@ -25,8 +26,7 @@ async def test_forget_everywhere_leaves_nothing_the_recall_tool_or_the_page_can_
         assert re.search(r"archive of 1 session\(s\): <a href=\"/session\?key=telegram%3A42\">", body), body
         assert 'action="/memory/forget-everywhere"' in body and "they are nanobot's" in body
         assert "Thursdays" in await tool.execute(query=QUERY), "a forget alone leaves the notes"
-        status, location = await page.post("/memory/forget-everywhere",
-                                           {"csrf": await page.csrf(), "text": FACT})
+        status, location = await page.post("/memory/forget-everywhere", {"csrf": await page.csrf(), "text": FACT})
         found = re.fullmatch(r"/memory\?everywhere=1&lines=(\d+)&passages=(\d+)&live=0", location)
         assert status == 303 and found and int(found[1]) >= 1 and int(found[2]) >= 1, location
         status, body = await page.get(location)

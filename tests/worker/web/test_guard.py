@@ -17,8 +17,21 @@ from worker.web.render import visible_bidi
 from worker.web.tokenfile import TokenFileError, load_or_create
 
 
-@pytest.mark.parametrize("location", ["//evil.example/", "/\\evil.example/", "///evil.example", "http://evil.example/",
-                                      "/\t/evil.example", " /x", "evil.example", "", "/a b", "javascript:alert(1)"])
+@pytest.mark.parametrize(
+    "location",
+    [
+        "//evil.example/",
+        "/\\evil.example/",
+        "///evil.example",
+        "http://evil.example/",
+        "/\t/evil.example",
+        " /x",
+        "evil.example",
+        "",
+        "/a b",
+        "javascript:alert(1)",
+    ],
+)
 def test_a_redirect_never_leaves_the_page(location: str) -> None:
     assert own_path(location) == "/"
 
@@ -78,13 +91,14 @@ def test_a_typed_fact_is_capped_by_what_would_be_written() -> None:
 
 def test_spoofing_bidi_controls_are_shown_in_text_and_kept_in_tags() -> None:
     page = '<option value="telegram:\u202e1337">telegram:\u202e1337</option><td>a\u2067b\u2069\u200f</td>'
-    assert visible_bidi(page) == ('<option value="telegram:\u202e1337">telegram:[U+202E]1337</option>'
-                                  '<td>a[U+2067]b[U+2069]\u200f</td>'), "a right-to-left mark spoofs nothing"
+    assert visible_bidi(page) == (
+        '<option value="telegram:\u202e1337">telegram:[U+202E]1337</option><td>a[U+2067]b[U+2069]\u200f</td>'
+    ), "a right-to-left mark spoofs nothing"
     assert visible_bidi("<p>plain</p>") == "<p>plain</p>"
 
 
 def test_an_edit_box_holds_the_facts_exact_text() -> None:
     """What a textarea holds is what its form saves: a mark shown there would be written into MEMORY.md."""
     box = '<textarea name="new" rows="3">\u05d7\u05d9\u05e4\u05d4\u200f a\u202eb</textarea>'
-    page = f'<td>x\u202ey</td><form>{box}</form><p>\u2066z</p>'
-    assert visible_bidi(page) == f'<td>x[U+202E]y</td><form>{box}</form><p>[U+2066]z</p>'
+    page = f"<td>x\u202ey</td><form>{box}</form><p>\u2066z</p>"
+    assert visible_bidi(page) == f"<td>x[U+202E]y</td><form>{box}</form><p>[U+2066]z</p>"

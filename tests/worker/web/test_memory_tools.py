@@ -23,8 +23,9 @@ async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
 
 async def test_a_fact_added_by_hand_is_written_trusted_with_its_provenance_and_exported(data, settings_for):
     async with served(settings_for()) as page:
-        status, location = await page.post("/memory/add", {"csrf": await page.csrf(), "new": f"  {ADDED}\n",
-                                                           "group": "people", "importance": "3"})
+        status, location = await page.post(
+            "/memory/add", {"csrf": await page.csrf(), "new": f"  {ADDED}\n", "group": "people", "importance": "3"}
+        )
         assert status == 303 and location == "/memory?added=added", location
         written = data.read_bytes()
         assert ADDED.encode() in written and written.startswith(OWN_TOP) and written.endswith(OWN_BOTTOM)
@@ -32,19 +33,32 @@ async def test_a_fact_added_by_hand_is_written_trusted_with_its_provenance_and_e
         assert "Added: the fact is in MEMORY.md" in body
         row = body.split(f'dir="auto">{ADDED.replace(chr(39), "&#39;")}', 1)[1].split("</tr>", 1)[0]
         assert "<td>People</td>" in row and ">3</td>" in row and "added on the page" in row, row
-        status, location = await page.post("/memory/add", {"csrf": await page.csrf(), "new": ADDED,
-                                                           "group": "people", "importance": "3"})
+        status, location = await page.post(
+            "/memory/add", {"csrf": await page.csrf(), "new": ADDED, "group": "people", "importance": "3"}
+        )
         assert location == "/memory?added=already"
-        for form in ({"new": "x" * (MAX_FACT_CHARS + 1), "group": "people"}, {"new": "fine", "group": "nonsense"},
-                     {"new": "   ", "group": "people"}):
+        for form in (
+            {"new": "x" * (MAX_FACT_CHARS + 1), "group": "people"},
+            {"new": "fine", "group": "nonsense"},
+            {"new": "   ", "group": "people"},
+        ):
             status, body = await page.post("/memory/add", {"csrf": await page.csrf(), **form})
             assert status == 400 and "Not added" in body, form
         async with page.client.get("/memory/export.json") as response:
             assert response.headers["Content-Disposition"] == 'attachment; filename="memory-facts.json"'
             exported = json.loads(await response.text())["facts"]
         mine = [fact for fact in exported if fact["text"] == ADDED]
-        assert mine == [{"text": ADDED, "heading": "People", "importance": 3, "learned": mine[0]["learned"],
-                         "session": None, "added_on_the_page": True, "pinned": False}]
+        assert mine == [
+            {
+                "text": ADDED,
+                "heading": "People",
+                "importance": 3,
+                "learned": mine[0]["learned"],
+                "session": None,
+                "added_on_the_page": True,
+                "pinned": False,
+            }
+        ]
         assert {fact["text"] for fact in exported} == {ADDED, *FACTS}
         assert all(fact["session"] == KEY for fact in exported if fact["text"] in FACTS)
         status, markdown = await page.get("/memory/export.md")
@@ -56,9 +70,11 @@ async def test_several_ticked_facts_are_forgotten_at_once(data, settings_for):
     async with served(settings_for()) as page:
         _, body = await page.get("/memory")
         assert body.count('form="bulk"') == len(FACTS) and 'action="/memory/forget-many"' in body
-        async with page.client.post("/memory/forget-many", allow_redirects=False,
-                                    data=[("csrf", await page.csrf()), ("text", FACTS[1]), ("text", FACTS[2]),
-                                          ("text", "a fact nobody has")]) as response:
+        async with page.client.post(
+            "/memory/forget-many",
+            allow_redirects=False,
+            data=[("csrf", await page.csrf()), ("text", FACTS[1]), ("text", FACTS[2]), ("text", "a fact nobody has")],
+        ) as response:
             location = response.headers["Location"]
         assert location == "/memory?forgot=2&of=3", location
         written = data.read_bytes()

@@ -18,12 +18,16 @@ FIRST = "Can you help me plan the garden beds for spring, with tomatoes, beans a
 
 def test_a_name_is_the_title_else_a_web_chats_first_words_of_the_user() -> None:
     assert name_from(TITLED, {"title": "<think>naming it</think>Trip to Lisbon"}, []) == "Trip to Lisbon"
-    assert name_from(TITLED, {"title": "<think>kept</think> as typed", "title_user_edited": True}, []) == \
-        "<think>kept</think> as typed"
+    assert (
+        name_from(TITLED, {"title": "<think>kept</think> as typed", "title_user_edited": True}, [])
+        == "<think>kept</think> as typed"
+    )
     hidden = {"role": "user", "content": "Continue the active task", "_hidden_history": True}
     blocks = {"role": "user", "content": [{"type": "text", "text": FIRST}]}
-    assert name_from(UNTITLED, {}, [hidden, {"role": "assistant", "content": "hi"}, blocks]) == \
-        "Can you help me plan the garden beds for spring, with…"
+    assert (
+        name_from(UNTITLED, {}, [hidden, {"role": "assistant", "content": "hi"}, blocks])
+        == "Can you help me plan the garden beds for spring, with…"
+    )
     assert name_from("telegram:42", {}, [blocks]) is None, "a chat's own key says who it is"
     assert name_from(UNTITLED, {"title": "  "}, []) is None
     assert shortened("a" * 80) == "a" * 60 + "…" and shortened("two  words\n") == "two words"
@@ -34,8 +38,9 @@ async def test_web_chats_are_listed_by_their_names_with_the_key_small_beside(nan
     nanobot_home.write_session(UNTITLED, [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "Yes"}])
     nanobot_home.write_session("telegram:42", [{"role": "user", "content": "hello"}])
     for key in (TITLED, UNTITLED):
-        await redis.set(TEST_KEYS.outcome(key),
-                        JobOutcome(session_key=key, status="noop", detail="too little").model_dump_json())
+        await redis.set(
+            TEST_KEYS.outcome(key), JobOutcome(session_key=key, status="noop", detail="too little").model_dump_json()
+        )
         await redis.sadd(TEST_KEYS.index("outcomes"), key)  # as the worker indexes what it keeps
     garden = "Can you help me plan the garden beds for spring, with…"
     async with served(settings_for()) as page:
@@ -54,8 +59,9 @@ async def test_web_chats_are_listed_by_their_names_with_the_key_small_beside(nan
 
 async def test_the_overviews_chart_labels_a_web_chat_by_its_name(nanobot_home, settings_for, redis):
     nanobot_home.write_session(UNTITLED, [{"role": "user", "content": FIRST}])
-    done = JobOutcome(session_key=UNTITLED, status="summarized", detail="messages 0..9", tokens_before=704,
-                      tokens_after=324)
+    done = JobOutcome(
+        session_key=UNTITLED, status="summarized", detail="messages 0..9", tokens_before=704, tokens_after=324
+    )
     await redis.set(TEST_KEYS.outcome(UNTITLED), done.model_dump_json())
     await redis.sadd(TEST_KEYS.index("outcomes"), UNTITLED)
     async with served(settings_for()) as page:
@@ -76,6 +82,8 @@ async def test_the_recall_page_offers_and_names_web_chats_by_their_names(nanobot
         assert f'<option value="{TITLED}">Trip {escaped(SCRIPT)}</option>' in body
         assert '<option value="telegram:42">telegram:42</option>' in body, "a session without a name: its key"
         _, body = await page.get(f"/recall?q=garden&session={quote(UNTITLED, safe='')}")
-        assert f'Asking as <a href="/session?key={quote(UNTITLED, safe="")}">{garden}</a> ' \
-               f'<small class="session-key">{UNTITLED}</small>' in body
+        assert (
+            f'Asking as <a href="/session?key={quote(UNTITLED, safe="")}">{garden}</a> '
+            f'<small class="session-key">{UNTITLED}</small>' in body
+        )
         assert "<script" not in body.lower()

@@ -12,8 +12,10 @@ from markupsafe import Markup
 from tests.support.web import served
 from worker.web.markdown import inline, notes_html
 
-MARKER = ("<!-- nanobot-summary:notes session=telegram:42 first=2026-11-20T10:00:00 last=2026-11-20T10:19:00 "
-          "at=0-19 digest=b3c1028bb683 -->")
+MARKER = (
+    "<!-- nanobot-summary:notes session=telegram:42 first=2026-11-20T10:00:00 last=2026-11-20T10:19:00 "
+    "at=0-19 digest=b3c1028bb683 -->"
+)
 DAY = f"""# 2026-11-20
 
 {MARKER}
@@ -62,7 +64,10 @@ async def test_the_notes_page_renders_the_day_with_its_sessions_and_neighbours(n
         status, body = await page.get("/notes?day=2026-11-20")
     assert status == 200
     assert '<h3><a href="/session?key=telegram%3A42">telegram:42 · 10:00–10:19</a></h3>' in body
-    assert re.search(r'Sessions noted this day: <a href="/session\?key=telegram%3A42">Deploys</a> '
-                     r'<small class="session-key">telegram:42</small>', body)
+    assert re.search(
+        r'Sessions noted this day: <a href="/session\?key=telegram%3A42">Deploys</a> '
+        r'<small class="session-key">telegram:42</small>',
+        body,
+    )
     assert 'href="/notes?day=2026-11-19" rel="prev"' in body and 'href="/notes?day=2026-11-21" rel="next"' in body
     assert "<script" not in body.lower() and "<img" not in body.lower() and "nanobot-summary:notes" not in body

@@ -17,8 +17,14 @@ OTHER = "telegram:7"  # a session whose outcome this version cannot read at all
 
 
 async def plant(redis) -> None:
-    newer = {"session_key": KEY, "status": "deferred", "reason": "webhook", "detail": "waiting for the webhook",
-             "a_field_of_a_newer_version": [1, 2], "finished_at": "2026-11-28T07:35:13+00:00"}
+    newer = {
+        "session_key": KEY,
+        "status": "deferred",
+        "reason": "webhook",
+        "detail": "waiting for the webhook",
+        "a_field_of_a_newer_version": [1, 2],
+        "finished_at": "2026-11-28T07:35:13+00:00",
+    }
     await redis.set(TEST_KEYS.outcome(KEY), json.dumps(newer))
     await redis.set(TEST_KEYS.outcome(OTHER), json.dumps({"session_key": OTHER, "status": "noop", "spend": "much"}))
     await redis.sadd(TEST_KEYS.index("outcomes"), KEY, OTHER)  # as every version's worker indexes what it keeps
@@ -60,14 +66,21 @@ async def test_status_and_its_metrics_work_with_outcomes_of_another_version(caps
 
 async def plant_record(redis) -> None:
     """A waiting summary record a newer worker wrote: a reason this version does not know, a field it lacks."""
-    newer = {"session_key": KEY, "reason": "webhook", "start": 0, "boundary": 4, "summary": "the newer summary",
-             "a_field_of_a_newer_version": True}
+    newer = {
+        "session_key": KEY,
+        "reason": "webhook",
+        "start": 0,
+        "boundary": 4,
+        "summary": "the newer summary",
+        "a_field_of_a_newer_version": True,
+    }
     await redis.set(TEST_KEYS.record(KEY), json.dumps(newer))
     await redis.sadd(TEST_KEYS.pending, KEY)
 
 
 async def test_a_waiting_record_of_another_version_leaves_status_and_every_page_working_and_stays(
-        capsys, settings_for, redis, redis_url, nanobot_home):
+    capsys, settings_for, redis, redis_url, nanobot_home
+):
     nanobot_home.write_session(KEY, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
     await plant_record(redis)
     async with served(settings_for()) as page:
@@ -86,7 +99,8 @@ async def test_a_waiting_record_of_another_version_leaves_status_and_every_page_
 
 
 async def test_a_damaged_record_is_shown_as_damaged_not_as_another_versions(
-        capsys, settings_for, redis, redis_url, nanobot_home):
+    capsys, settings_for, redis, redis_url, nanobot_home
+):
     """Bytes that are no record of any version are told apart from another version's record: the hooks drop the
     former at the next turn, and keep the latter for the version that reads it."""
     nanobot_home.write_session(KEY, [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])

@@ -24,13 +24,16 @@ MAX_PAGE = 300_000  # bytes of HTML, the issue's bound for every page
 
 def links(body: str, label: str) -> list[str]:
     """The own-path links of a page whose text is `label` (as a browser follows them: HTML entities undone)."""
-    return [html.unescape(url) for url, text in re.findall(r'<a href="([^"]+)"[^>]*>([^<]*)</a>', body)
-            if text == label]
+    return [
+        html.unescape(url) for url, text in re.findall(r'<a href="([^"]+)"[^>]*>([^<]*)</a>', body) if text == label
+    ]
 
 
 def facts(count: int, prefix: str) -> list[Fact]:
-    return [Fact(text=f"{prefix} {i}", tag="durable", importance=4, source="user", category="preference")
-            for i in range(count)]
+    return [
+        Fact(text=f"{prefix} {i}", tag="durable", importance=4, source="user", category="preference")
+        for i in range(count)
+    ]
 
 
 def test_a_window_is_the_slice_of_its_page_with_links_that_keep_the_filters() -> None:
@@ -45,8 +48,9 @@ def test_a_window_is_the_slice_of_its_page_with_links_that_keep_the_filters() ->
     assert window(10, 1000, "/", {"page": "50"}).links[0] == ("1", "/"), "page 1's link has no page number"
 
 
-async def test_five_thousand_facts_are_shown_a_hundred_a_page_and_the_search_finds_held_ones(nanobot_home,
-                                                                                               settings_for):
+async def test_five_thousand_facts_are_shown_a_hundred_a_page_and_the_search_finds_held_ones(
+    nanobot_home, settings_for
+):
     nanobot_home.write_facts(5_000)
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
     held = Batch(facts(3, "The held fact about the garden"), "en", "2026-11-20", "telegram:2")
@@ -80,8 +84,7 @@ async def keep_outcomes(page, count: int) -> list[str]:
     return keys
 
 
-async def test_the_overview_lists_outcomes_a_page_at_a_time_failures_first_with_a_filter(nanobot_home,
-                                                                                          settings_for):
+async def test_the_overview_lists_outcomes_a_page_at_a_time_failures_first_with_a_filter(nanobot_home, settings_for):
     async with served(settings_for()) as page:
         keys = await keep_outcomes(page, 300)
         status, first = await page.get("/")
@@ -101,8 +104,9 @@ async def test_the_overview_lists_outcomes_a_page_at_a_time_failures_first_with_
         assert set(re.findall(r'<tr class="(\w+)">', skipped)) == {"noop"}
 
 
-async def test_sessions_are_listed_a_page_at_a_time_by_channel_and_recall_offers_the_recent_ones(nanobot_home,
-                                                                                                  settings_for):
+async def test_sessions_are_listed_a_page_at_a_time_by_channel_and_recall_offers_the_recent_ones(
+    nanobot_home, settings_for
+):
     keys = [f"telegram:{100 + n}" for n in range(180)] + [f"cli:user{n}" for n in range(40)]
     for n, key in enumerate(keys):
         path = nanobot_home.write_session(key, conversation(1, user="hello {i}"))
@@ -119,8 +123,9 @@ async def test_sessions_are_listed_a_page_at_a_time_by_channel_and_recall_offers
         assert status == 200 and len(shown) == 40 and all(key.startswith("cli%3A") for key in shown)
         assert "40 of 220 sessions" in cli
         _, found = await page.get("/sessions?q=user3")
-        assert sorted(re.findall(r'<td><a href="/session\?key=cli%3A(user\d+)"', found)) == ["user3"] + \
-            [f"user{n}" for n in range(30, 40)]
+        assert sorted(re.findall(r'<td><a href="/session\?key=cli%3A(user\d+)"', found)) == ["user3"] + [
+            f"user{n}" for n in range(30, 40)
+        ]
         status, recall = await page.get("/recall")
         offered = re.findall(r'<option value="([^"]+)">', recall)
         assert status == 200 and "<select" not in recall and len(offered) == 50
@@ -129,8 +134,9 @@ async def test_sessions_are_listed_a_page_at_a_time_by_channel_and_recall_offers
         assert 'name="session" value="telegram:100"' in typed, "a session not offered is typed"
 
 
-async def test_notes_show_one_day_with_the_day_before_and_after_and_the_days_a_month_at_a_time(nanobot_home,
-                                                                                              settings_for):
+async def test_notes_show_one_day_with_the_day_before_and_after_and_the_days_a_month_at_a_time(
+    nanobot_home, settings_for
+):
     memory = nanobot_home.workspace / "memory"
     memory.mkdir(parents=True, exist_ok=True)
     first = date(2025, 11, 25)
@@ -151,8 +157,9 @@ async def test_notes_show_one_day_with_the_day_before_and_after_and_the_days_a_m
         assert links(old, "previous day (2025-11-30)") and "the note of 2025-12-01" in old
 
 
-async def test_the_memory_page_reads_a_changed_file_again_even_edited_in_place_at_the_same_size(nanobot_home,
-                                                                                                 settings_for):
+async def test_the_memory_page_reads_a_changed_file_again_even_edited_in_place_at_the_same_size(
+    nanobot_home, settings_for
+):
     """The page keeps its last reading of MEMORY.md while the file and its sidecar are unchanged; a change by
     hand (in place, the same size, as an editor may save it) is read at the next load."""
     nanobot_home.write_facts(300)
@@ -175,7 +182,8 @@ async def commands(redis, name: str) -> int:
 
 
 async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_time_read_in_one_round_trip(
-        nanobot_home, settings_for, redis):
+    nanobot_home, settings_for, redis
+):
     """1,000 waiting records and 300 rests made `/` 361 KB and 2.6 s: one GET each, every one listed."""
     from nanobot_hooks.contract.queue import store_record
     from nanobot_hooks.contract.records import SummaryRecord
@@ -184,9 +192,21 @@ async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_tim
     nanobot_home.write_session("websocket:abc", [{"role": "user", "content": "plan the garden beds"}])
     keys = ["websocket:abc"] + [f"telegram:{100 + n}" for n in range(129)]
     for key in keys:
-        await store_record(redis, SummaryRecord(session_key=key, summary="- the deploy", start=0, boundary=40,
-                                                boundary_timestamp=None, messages_before=60, messages_after=21,
-                                                tokens_before=40_000, tokens_after=9_000, reason="tokens"))
+        await store_record(
+            redis,
+            SummaryRecord(
+                session_key=key,
+                summary="- the deploy",
+                start=0,
+                boundary=40,
+                boundary_timestamp=None,
+                messages_before=60,
+                messages_after=21,
+                tokens_before=40_000,
+                tokens_after=9_000,
+                reason="tokens",
+            ),
+        )
     for key in keys[:70]:
         await budget.cool_down(redis, key, "the model answered 500", 600, 3600)
     async with served(settings_for()) as page:
@@ -206,7 +226,8 @@ async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_tim
 
 
 async def test_the_session_listing_is_kept_while_the_folder_is_unchanged_and_read_again_when_it_changes(
-        nanobot_home, settings_for, monkeypatch):
+    nanobot_home, settings_for, monkeypatch
+):
     from worker.web import names
 
     for n in range(30):
@@ -223,8 +244,9 @@ async def test_the_session_listing_is_kept_while_the_folder_is_unchanged_and_rea
         assert len(listed) == 2 and "cli%3Anew" in body, "a new file changes the folder: listed again"
 
 
-async def test_the_overview_parses_an_outcome_again_only_when_its_bytes_change(nanobot_home, settings_for, redis,
-                                                                              monkeypatch):
+async def test_the_overview_parses_an_outcome_again_only_when_its_bytes_change(
+    nanobot_home, settings_for, redis, monkeypatch
+):
     """Parsing 1,000 outcomes on every load was most of the overview's time once the lists were paged."""
     from worker.state import snapshot
 

@@ -26,10 +26,12 @@ from worker.web.render import moment_html, refresh
 NOW = datetime(2026, 11, 28, 7, 35, 13, 123456, tzinfo=timezone.utc)
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # What no page may show: ISO with microseconds, a UTC offset, arq's zoneless stamp, seconds past 10 with a tenth.
-NOT_SHOWN = {"microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d"),
-             "an offset": re.compile(r"\d{2}:\d{2}[+-]\d{2}:\d{2}"),
-             "arq's stamp": re.compile(r"\b[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2}"),
-             "seconds with a tenth": re.compile(r"\b\d{2,}\.\d+ s\b")}
+NOT_SHOWN = {
+    "microseconds": re.compile(r"\d{2}:\d{2}:\d{2}\.\d"),
+    "an offset": re.compile(r"\d{2}:\d{2}[+-]\d{2}:\d{2}"),
+    "arq's stamp": re.compile(r"\b[A-Z][a-z]{2}-\d{2} \d{2}:\d{2}:\d{2}"),
+    "seconds with a tenth": re.compile(r"\b\d{2,}\.\d+ s\b"),
+}
 
 
 def test_a_length_of_time_reads_in_its_two_largest_units() -> None:
@@ -40,9 +42,12 @@ def test_a_length_of_time_reads_in_its_two_largest_units() -> None:
 
 
 def test_a_moment_reads_in_the_named_zone_beside_how_long_ago_it_was() -> None:
-    for value in (NOW - timedelta(minutes=3, seconds=12), (NOW - timedelta(minutes=3, seconds=12)).isoformat(),
-                  (NOW - timedelta(minutes=3, seconds=12)).timestamp(),
-                  (NOW - timedelta(minutes=3, seconds=12)).replace(tzinfo=None).isoformat()):
+    for value in (
+        NOW - timedelta(minutes=3, seconds=12),
+        (NOW - timedelta(minutes=3, seconds=12)).isoformat(),
+        (NOW - timedelta(minutes=3, seconds=12)).timestamp(),
+        (NOW - timedelta(minutes=3, seconds=12)).replace(tzinfo=None).isoformat(),
+    ):
         found = when(value, SHANGHAI, NOW)
         assert found is not None, value
         assert (found.absolute, found.relative) == ("2026-11-28 15:32:01", "3 min 12 s ago"), value
@@ -55,8 +60,10 @@ def test_a_moment_reads_in_the_named_zone_beside_how_long_ago_it_was() -> None:
     # A job's own text (a rest's end in its outcome) names the zone it is written in.
     assert in_zone(NOW, SHANGHAI) == "2026-11-28 15:35:13 Asia/Shanghai"
     assert in_zone(NOW, None) == "2026-11-28 07:35:13 UTC"
-    assert str(moment_html(NOW, SHANGHAI, NOW)) == \
-        '<time datetime="2026-11-28T07:35:13Z">2026-11-28 15:35:13</time> <small class="ago">(just now)</small>'
+    assert (
+        str(moment_html(NOW, SHANGHAI, NOW))
+        == '<time datetime="2026-11-28T07:35:13Z">2026-11-28 15:35:13</time> <small class="ago">(just now)</small>'
+    )
     assert str(moment_html("<b>", SHANGHAI, NOW)) == "&lt;b&gt;", "a value that is no moment is text, escaped"
 
 
@@ -66,7 +73,8 @@ async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
 
 
 async def test_every_page_names_the_zone_and_writes_each_moment_and_length_one_way(
-        data, settings_for, redis, worker_deps):
+    data, settings_for, redis, worker_deps
+):
     rest = await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
     assert rest is not None
     urls = PAGES + ["/memory?held=1"]
@@ -80,8 +88,9 @@ async def test_every_page_names_the_zone_and_writes_each_moment_and_length_one_w
             assert shown == {}, (url, shown)
         _, session = await page.get(f"/session?key={quote(KEY, safe='')}")
         until = rest.until.astimezone(SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
-        assert re.search(rf'Resting until <time datetime="[^"]+Z">{until}</time> <small class="ago">\(in \d+ min',
-                         session)
+        assert re.search(
+            rf'Resting until <time datetime="[^"]+Z">{until}</time> <small class="ago">\(in \d+ min', session
+        )
         assert re.search(r"it ran (under 0\.1|\d+(\.\d)?) s", session), "the job's time, as a length"
         _, overview = await page.get("/")
         assert f"{until}</time>" in overview, "the resting sessions' list"

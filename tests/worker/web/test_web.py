@@ -163,7 +163,8 @@ def test_the_web_unit_verifies_with_systemd_analyze(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # a worker process, nanobot's python or a pip run
 async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_its_token_file(
-        nanobot_home, redis_url, tmp_path) -> None:
+    nanobot_home, redis_url, tmp_path
+) -> None:
     """The unit's own command line: loopback only, the token file in the unit's state folder, made 0600 at the
     first start; the journal (not a terminal) gets the address without the token, `--url` gives it."""
     line = next(line for line in UNIT.read_text(encoding="utf-8").splitlines() if line.startswith("ExecStart="))
@@ -188,8 +189,9 @@ async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_i
         async with aiohttp.ClientSession() as browser:
             async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory") as response:
                 assert response.status == 401
-            async with browser.get(f"http://127.0.0.1:{found.group(1)}/memory",
-                                   headers={"Authorization": f"Bearer {token}"}) as response:
+            async with browser.get(
+                f"http://127.0.0.1:{found.group(1)}/memory", headers={"Authorization": f"Bearer {token}"}
+            ) as response:
                 assert response.status == 200
     finally:
         process.terminate()
@@ -203,8 +205,9 @@ async def test_web_url_names_the_running_page_not_the_default_port(nanobot_home,
     page records its address in the state folder, and `--url` names it (the default again once it stopped)."""
     env = process_env(nanobot_home, redis_url, config=True, XDG_STATE_HOME=str(tmp_path / "state"))
     command = [sys.executable, "-m", "worker", "web"]
-    process = subprocess.Popen(command + ["--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command + ["--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         line = await asyncio.to_thread(process.stdout.readline)
         found = re.search(r"listening on http://127\.0\.0\.1:(\d+)/$", line.strip())
@@ -223,7 +226,8 @@ async def test_web_url_names_the_running_page_not_the_default_port(nanobot_home,
 
 
 async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_and_undo_holds_it_again(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for
+):
     """NANOBOT_MEMORY_WRITE=idle (the default): a job's facts wait in memory/.MEMORY.pending.jsonl while a session
     is active; a user may want one gone before it is ever written."""
     memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps(memory_write="idle"))
@@ -245,14 +249,21 @@ async def test_a_fact_still_held_for_memory_md_is_forgotten_from_the_held_file_a
 def test_the_page_benchmark_runs_at_its_smoke_size_and_times_every_page(capsys) -> None:
     assert load_bench("bench_web").main(["--smoke"]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert {page.split("?")[0] for page in figures["pages"]} == {"/", "/memory", "/notes", "/sessions", "/session",
-                                                                 "/recall"}
+    assert {page.split("?")[0] for page in figures["pages"]} == {
+        "/",
+        "/memory",
+        "/notes",
+        "/sessions",
+        "/session",
+        "/recall",
+    }
     assert all(ms > 0 for ms in figures["pages"].values()) and figures["slowest_ms"] > 0
     assert figures["forget_everywhere"]["removal_ms"] > 0 and figures["forget_everywhere"]["passages"] >= 1
 
 
 async def test_an_edited_fact_keeps_its_record_survives_the_next_job_and_undo_restores_every_byte(
-        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    data, settings_for, redis, nanobot_home, fake_llm, worker_deps
+):
     before = data.read_bytes()
     old, new = FACTS[1], "The user prefers a light theme on sunny days"
     async with served(settings_for()) as page:
@@ -292,11 +303,14 @@ NEW_FACT = "The user's build server runs Debian 12"
 
 def learning(text: str):
     """echo_memory's notes and summary, remembering one new fact."""
+
     def answer(request):
         reply = json.loads(echo_memory(request).content)
-        reply["facts"] = [{"text": text, "tag": "durable", "importance": 4, "source": "user",
-                           "category": "configuration"}]
+        reply["facts"] = [
+            {"text": text, "tag": "durable", "importance": 4, "source": "user", "category": "configuration"}
+        ]
         return Reply(json.dumps(reply))
+
     return answer
 
 
@@ -310,7 +324,8 @@ async def test_the_overview_shows_a_running_worker_alive_with_its_health_line(da
 
 
 async def test_a_pinned_fact_outlives_the_caps_eviction_in_the_next_job_and_undo_unpins(
-        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    data, settings_for, redis, nanobot_home, fake_llm, worker_deps
+):
     before = data.read_bytes()
     oldest = FACTS[1]  # among facts of one importance and day, the cap evicts the oldest first: this one
     async with served(settings_for()) as page:
@@ -334,8 +349,12 @@ async def test_a_pinned_fact_outlives_the_caps_eviction_in_the_next_job_and_undo
 
 async def test_the_session_page_shows_the_summary_nanobot_sends_now_from_line_one(nanobot_home, settings_for):
     summary = "## Earlier\n- the user set up <b>staging</b> on port 8443"
-    nanobot_home.write_session("cli:direct", conversation(6), last_archived=8,
-                               metadata={LAST_SUMMARY: {"text": summary, "last_active": "2026-11-20T10:07:00"}})
+    nanobot_home.write_session(
+        "cli:direct",
+        conversation(6),
+        last_archived=8,
+        metadata={LAST_SUMMARY: {"text": summary, "last_active": "2026-11-20T10:07:00"}},
+    )
     async with served(settings_for()) as page:
         status, body = await page.get(f"/session?key={quote('cli:direct', safe='')}")
     assert status == 200 and "12 messages; nanobot replays them from message 8 on." in body
@@ -343,7 +362,8 @@ async def test_the_session_page_shows_the_summary_nanobot_sends_now_from_line_on
 
 
 async def test_the_session_page_draws_the_context_sawtooth_a_point_per_turn_and_a_mark_per_applied_summary(
-        nanobot_home, settings_for, redis):
+    nanobot_home, settings_for, redis
+):
     """The history nanobot's hooks keep (tests/hooks/test_plugin.py writes it through the hooks): each turn's prompt
     tokens rising, then a summary applied, then lower."""
     from nanobot_hooks.contract.queue import note_context
@@ -372,8 +392,9 @@ def _text(body: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", "", body).split())
 
 
-async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(nanobot_home, settings_for,
-                                                                              redis) -> None:
+async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(
+    nanobot_home, settings_for, redis
+) -> None:
     """Read as words: "cli:direct STALE", "vm:28572, last beat" (was "cli:directSTALE", "vm:28572 , last beat")."""
     report = workers.WorkerReport(host="vm", pid=28572, started_at=utcnow(), heartbeat_at=utcnow() - timedelta(hours=1))
     await redis.set(TEST_KEYS.worker(report.worker_id), report.model_dump_json(), ex=600)
@@ -388,8 +409,9 @@ async def test_the_overview_spaces_a_stale_job_and_a_report_without_a_version(na
     assert "vm:28572, last beat" in words, words
 
 
-async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_own(nanobot_home, nanobot_exe,
-                                                                                    settings_for) -> None:
+async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_own(
+    nanobot_home, nanobot_exe, settings_for
+) -> None:
     """MEMORY.md as `nanobot onboard` writes it (nanobot's own template file), one line of the user's added."""
     [template] = nanobot_exe.resolve().parents[1].glob("lib/python3*/site-packages/nanobot/templates/memory/MEMORY.md")
     memory = nanobot_home.workspace / "memory" / "MEMORY.md"
@@ -398,8 +420,12 @@ async def test_the_memory_page_counts_no_line_of_nanobots_template_as_the_users_
     async with served(settings_for()) as page:
         status, body = await page.get("/memory")
     assert len(template.read_text().splitlines()) >= 15, "nanobot's template: a score of lines, none the user's"
-    assert status == 200 and "The file's 0 line(s) of your own (nanobot's template's headings and placeholders " \
-        "are nobody's, and not counted)" in _text(body), _text(body)
+    assert (
+        status == 200
+        and "The file's 0 line(s) of your own (nanobot's template's headings and placeholders "
+        "are nobody's, and not counted)"
+        in _text(body)
+    ), _text(body)
     memory.write_bytes(template.read_bytes() + b"\n- I like green tea\n")
     async with served(settings_for()) as page:
         status, body = await page.get("/memory")
@@ -422,7 +448,8 @@ async def held_again(redis, home, deps) -> None:
 
 
 async def test_an_edit_or_forget_on_the_page_is_not_undone_by_held_copies_of_the_old_text_at_the_next_flush(
-        data, settings_for, redis, nanobot_home, worker_deps):
+    data, settings_for, redis, nanobot_home, worker_deps
+):
     idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
     await held_again(redis, nanobot_home, idle)
     assert FACTS[1] in pending_path(data).read_text(encoding="utf-8")
@@ -441,7 +468,8 @@ async def test_an_edit_or_forget_on_the_page_is_not_undone_by_held_copies_of_the
 
 @pytest.mark.parametrize("write", ["now", "idle"])
 async def test_a_job_past_its_model_call_when_the_user_forgets_or_edits_cannot_bring_the_old_text_back(
-        write, data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    write, data, settings_for, redis, nanobot_home, fake_llm, worker_deps
+):
     """The page's change lands while the job waits for its model's answer, which still holds the old facts."""
     new = "The user prefers a light theme on sunny days"
     changed: list[object] = []
@@ -470,7 +498,8 @@ async def test_a_job_past_its_model_call_when_the_user_forgets_or_edits_cannot_b
 
 
 async def test_a_held_fact_the_flush_just_wrote_is_forgotten_from_memory_md_and_a_held_one_can_be_edited(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for
+):
     idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
     memory = await made_by_jobs(redis, nanobot_home, fake_llm, idle)
     held = pending_path(memory)
@@ -487,8 +516,7 @@ async def test_a_held_fact_the_flush_just_wrote_is_forgotten_from_memory_md_and_
         backdate(nanobot_home, 120)
         await run_burst(idle)  # the flush writes what the page showed as held a moment ago
         assert FACTS[1] in memory.read_text(encoding="utf-8", errors="replace") and not held.exists()
-        status, location = await page.post("/memory/forget",
-                                           {"csrf": await page.csrf(), "text": FACTS[1], "held": "1"})
+        status, location = await page.post("/memory/forget", {"csrf": await page.csrf(), "text": FACTS[1], "held": "1"})
         assert status == 303 and location.startswith("/memory?undo="), location
         assert FACTS[1] not in memory.read_text(encoding="utf-8", errors="replace"), "forgotten where it is now"
         # The edit's undo finds the fact written now, and gives it its text back there.
@@ -499,7 +527,8 @@ async def test_a_held_fact_the_flush_just_wrote_is_forgotten_from_memory_md_and_
 
 
 async def test_a_held_fact_pinned_on_the_page_is_written_pinned_and_outlives_the_cap_edited_or_not(
-        redis, nanobot_home, fake_llm, worker_deps, settings_for):
+    redis, nanobot_home, fake_llm, worker_deps, settings_for
+):
     """A held fact could be forgotten and edited but not pinned: its pin now rides in the pending file, follows an
     edit, is undone like any pin, and the flush writes the fact pinned, so the cap evicts every other one first."""
     idle = worker_deps(memory_write="idle", summary_cache_ttl=60)
@@ -529,20 +558,30 @@ async def test_a_held_fact_pinned_on_the_page_is_written_pinned_and_outlives_the
 
 def correcting(old: str, text: str):
     """echo_memory's notes and summary, correcting the fact `old` into `text`."""
+
     def answer(request):
         reply = json.loads(echo_memory(request).content)
-        reply["facts"] = [{"text": text, "tag": "correction", "replaces": old, "importance": 4, "source": "user",
-                           "category": "preference"}]
+        reply["facts"] = [
+            {
+                "text": text,
+                "tag": "correction",
+                "replaces": old,
+                "importance": 4,
+                "source": "user",
+                "category": "preference",
+            }
+        ]
         return Reply(json.dumps(reply))
+
     return answer
 
 
 async def test_undo_and_an_edit_or_pin_after_a_job_changed_the_fact_say_so_and_keep_the_typed_text(
-        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    data, settings_for, redis, nanobot_home, fake_llm, worker_deps
+):
     edited, corrected = "The user prefers a light theme on sunny days", "The user prefers a light theme on rainy days"
     async with served(settings_for()) as page:
-        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1],
-                                                            "new": edited})
+        status, location = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": FACTS[1], "new": edited})
         assert status == 303
         # A job merges the user's own correction of the edited fact.
         nanobot_home.write_session(KEY, conversation(18, user="more about the deploy script {i}"))
@@ -551,10 +590,9 @@ async def test_undo_and_an_edit_or_pin_after_a_job_changed_the_fact_say_so_and_k
         outcome = (await summarize_now(redis, worker_deps(), KEY)).outcome
         assert outcome is not None and "1 replaced" in outcome.detail, outcome
         before = data.read_bytes()
-        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(),
-                                                        "ticket": location.split("=", 1)[1]})
+        status, body = await page.post("/memory/undo", {"csrf": await page.csrf(), "ticket": location.split("=", 1)[1]})
         assert status == 409 and "Not undone: the fact changed meanwhile" in body, body
-        assert f"It now reads: <q class=\"now\">{corrected}</q>" in body and "back as it was" not in body
+        assert f'It now reads: <q class="now">{corrected}</q>' in body and "back as it was" not in body
         assert data.read_bytes() == before and corrected.encode() in before and FACTS[1].encode() not in before
         # An edit of the text the page showed before: not made, the typed text shown back, for the fact as it is now.
         typed = "The user prefers the solarized theme <always>"
@@ -563,8 +601,7 @@ async def test_undo_and_an_edit_or_pin_after_a_job_changed_the_fact_say_so_and_k
         assert f'<input type="hidden" name="text" value="{corrected}">' in body
         assert f'aria-label="your text, not saved yet">{escaped(typed)}</textarea>' in body
         # A refused edit keeps the typed text too.
-        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": corrected,
-                                                        "new": FACTS[2]})
+        status, body = await page.post("/memory/edit", {"csrf": await page.csrf(), "text": corrected, "new": FACTS[2]})
         assert status == 400 and "MEMORY.md holds that fact already" in body
         assert f'aria-label="your text, not saved yet">{escaped(FACTS[2])}</textarea>' in body
         # A pin of the old text: not pinned, and said so.
@@ -589,7 +626,8 @@ async def test_a_read_only_memory_md_is_shown_as_such_and_the_page_leaves_it_alo
 
 
 async def test_the_undo_of_a_pin_or_a_forget_after_a_job_changed_the_fact_says_what_it_is_now(
-        data, settings_for, redis, nanobot_home, fake_llm, worker_deps):
+    data, settings_for, redis, nanobot_home, fake_llm, worker_deps
+):
     corrected = "The user prefers dark mode in every editor and terminal"
     async with served(settings_for()) as page:
         _, pinned = await page.post("/memory/pin", {"csrf": await page.csrf(), "text": FACTS[1], "pin": "1"})
@@ -599,8 +637,9 @@ async def test_the_undo_of_a_pin_or_a_forget_after_a_job_changed_the_fact_says_w
 
         def answer(request):
             reply = json.loads(correcting(FACTS[1], corrected)(request).content)
-            reply["facts"].append({"text": FACTS[2], "tag": "durable", "importance": 4, "source": "user",
-                                   "category": "configuration"})
+            reply["facts"].append(
+                {"text": FACTS[2], "tag": "durable", "importance": 4, "source": "user", "category": "configuration"}
+            )
             return Reply(json.dumps(reply))
 
         fake_llm.responder = answer

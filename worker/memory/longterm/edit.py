@@ -63,6 +63,7 @@ def pin_fact(path: Path, text: str, pinned: bool, today: str) -> str | None:
     """Pins the fact whose text is `text` against the cap's eviction (or unpins it), written or held (a held one is
     pinned when the flush writes it); the fact's text as it stands, or None when neither is found. Held copies
     of a written fact follow its pin: an unpinned fact's held copy must not pin it again at the flush."""
+
     def change(line: Line, lines: list[Line]) -> None:
         line.pinned = pinned
 
@@ -76,6 +77,7 @@ def pin_fact(path: Path, text: str, pinned: bool, today: str) -> str | None:
 def undo_edit(path: Path, edit: Edit, today: str) -> bool:
     """The edited fact back as it was: its text and its record (heading, importance, day, session), written or
     held (the flush may have written a held one since); False when no fact has the edit's text any more."""
+
     def change(line: Line, lines: list[Line]) -> None:
         original = edit.before
         line.text = edit.old
@@ -103,4 +105,3 @@ def _check_free(memory: _MemoryFile, edit: Edit, today: str) -> None:
 
 def _refuse_again(line: Line, lines: list[Line]) -> None:
     raise EditRefused(f"MEMORY.md holds the old text again already: {line.text}")
-

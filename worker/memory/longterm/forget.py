@@ -71,8 +71,9 @@ def forget_fact(path: Path, text: str, today: str) -> Forgot | None:
     return Forgot(found, held)
 
 
-def change_fact(memory: _MemoryFile, text: str, today: str,
-                change: Callable[[Line, list[Line]], None]) -> Forgotten | None:
+def change_fact(
+    memory: _MemoryFile, text: str, today: str, change: Callable[[Line, list[Line]], None]
+) -> Forgotten | None:
     """`change(line, lines)` applied to the fact whose text is `text` (compared normalized), the lock held;
     the fact as it was before, or None when the part holds no such fact."""
     key = normalize(text)
@@ -94,14 +95,20 @@ def change_fact(memory: _MemoryFile, text: str, today: str,
 def drop_record(memory: _MemoryFile, key: str, today: str) -> None:
     """Once the file is written (the lock held): the sidecar's record of a fact the file no longer holds goes,
     its text being the record's key."""
-    memory._update(lambda content, meta: Merged(content, {k: v for k, v in meta.items() if k != key}
-                                                if _absent(content, key, today, meta) else meta, MergeStats()))
+    memory._update(
+        lambda content, meta: Merged(
+            content,
+            {k: v for k, v in meta.items() if k != key} if _absent(content, key, today, meta) else meta,
+            MergeStats(),
+        )
+    )
 
 
 def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
     span = locate(content)
-    return span is None or all(normalize(line.text) != key
-                               for line in parse(content[span[0]:span[1]], today, "en", meta).lines)
+    return span is None or all(
+        normalize(line.text) != key for line in parse(content[span[0] : span[1]], today, "en", meta).lines
+    )
 
 
 def drop_held(memory: _MemoryFile, key: str) -> list[Held]:
@@ -129,8 +136,9 @@ def rename_held(memory: _MemoryFile, key: str, text: str) -> int:
     renamed = 0
     lines: list[bytes] = []
     for h in read_held(memory.given):
-        facts = [fact.model_copy(update={"text": text}) if normalize(fact.text) == key else fact
-                 for fact in h.batch.facts]
+        facts = [
+            fact.model_copy(update={"text": text}) if normalize(fact.text) == key else fact for fact in h.batch.facts
+        ]
         renamed += sum(1 for fact in h.batch.facts if normalize(fact.text) == key)
         pinned = h.batch.pinned - {key} | {normalize(text)} if key in h.batch.pinned else h.batch.pinned
         lines.append(held_line(replace(h.batch, facts=facts, pinned=pinned), h.held_at))
@@ -174,7 +182,7 @@ def fact_texts(path: Path, today: str) -> list[str]:
     raw = read_bytes(path)
     content = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(content)
-    texts = [] if span is None else [line.text for line in parse(content[span[0]:span[1]], today).lines]
+    texts = [] if span is None else [line.text for line in parse(content[span[0] : span[1]], today).lines]
     return texts + [one_line(fact.text) for h in read_held(path) for fact in h.batch.facts]
 
 

@@ -42,8 +42,9 @@ def load_forgotten(path: Path) -> dict[str, float]:
     try:
         return {str(key): float(value) for key, value in json.loads(raw.decode("utf-8"))["forgotten"].items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        log.warning("%s is not readable (%s): a job may write back a fact the user just forgot",
-                    forgotten_path(path).name, exc)
+        log.warning(
+            "%s is not readable (%s): a job may write back a fact the user just forgot", forgotten_path(path).name, exc
+        )
         return {}
 
 

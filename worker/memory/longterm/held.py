@@ -32,15 +32,29 @@ class Held:
 
 def held_line(batch: Batch, held_at: float) -> bytes:
     # Redacted now: the pending file is on disk as long as no quiet moment comes.
-    facts = [fact.model_copy(update={"text": one_line(fact.text),
-                                     "replaces": one_line(fact.replaces) if fact.replaces else None})
-             for fact in batch.facts]
+    facts = [
+        fact.model_copy(
+            update={"text": one_line(fact.text), "replaces": one_line(fact.replaces) if fact.replaces else None}
+        )
+        for fact in batch.facts
+    ]
     # "pinned" only when the user pinned one of its facts: other lines read as they always have.
     pinned = {"pinned": sorted(batch.pinned)} if batch.pinned else {}
-    return (json.dumps({"held_at": held_at, "asked_at": held_at if batch.asked is None else batch.asked,
-                        "session": batch.session, "language": batch.language, "today": batch.today,
-                        "facts": [fact.model_dump(mode="json") for fact in facts], **pinned},
-                       ensure_ascii=False) + "\n").encode("utf-8")
+    return (
+        json.dumps(
+            {
+                "held_at": held_at,
+                "asked_at": held_at if batch.asked is None else batch.asked,
+                "session": batch.session,
+                "language": batch.language,
+                "today": batch.today,
+                "facts": [fact.model_dump(mode="json") for fact in facts],
+                **pinned,
+            },
+            ensure_ascii=False,
+        )
+        + "\n"
+    ).encode("utf-8")
 
 
 def read_held(path: Path) -> list[Held]:
@@ -51,9 +65,14 @@ def read_held(path: Path) -> list[Held]:
         try:
             data = json.loads(line)
             # A line held before the model call's time was kept: its model was asked before it was held.
-            batch = Batch([Fact.model_validate(fact) for fact in data["facts"]], str(data["language"]),
-                          str(data["today"]), data.get("session"), float(data.get("asked_at", data["held_at"])),
-                          frozenset(str(text) for text in data.get("pinned", ())))
+            batch = Batch(
+                [Fact.model_validate(fact) for fact in data["facts"]],
+                str(data["language"]),
+                str(data["today"]),
+                data.get("session"),
+                float(data.get("asked_at", data["held_at"])),
+                frozenset(str(text) for text in data.get("pinned", ())),
+            )
             found.append(Held(batch, float(data["held_at"])))
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("%s: a held batch is unreadable and skipped (%s)", pending_path(path).name, exc)

@@ -55,8 +55,17 @@ def _candidates(facts: Sequence[Fact], stats: MergeStats) -> list[_Candidate]:
         if level is None:  # ephemeral, unimportant or empty
             stats.skipped += 1
             continue
-        found.append(_Candidate(text, normalize(text), level, category(fact), order,
-                                fact.tag == "correction", one_line(fact.replaces or "")))
+        found.append(
+            _Candidate(
+                text,
+                normalize(text),
+                level,
+                category(fact),
+                order,
+                fact.tag == "correction",
+                one_line(fact.replaces or ""),
+            )
+        )
     return found
 
 
@@ -75,7 +84,7 @@ class _Known:
         return cls(norms, len(norms) - len(lines), len(lines), Counter(norms))
 
     def managed(self) -> list[str]:
-        return self.norms[self.offset:self.offset + self.count]
+        return self.norms[self.offset : self.offset + self.count]
 
     def replace(self, target: int, norm: str) -> None:
         self.exact[self.norms[self.offset + target]] -= 1
@@ -91,9 +100,16 @@ class _Known:
         self.exact[norm] += 1
 
 
-def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD, session: str | None = None,
-          pinned: AbstractSet[str] = frozenset()) -> MergeStats:
+def merge(
+    part: Part,
+    outside: Sequence[str],
+    facts: Sequence[Fact],
+    today: str,
+    max_facts: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    session: str | None = None,
+    pinned: AbstractSet[str] = frozenset(),
+) -> MergeStats:
     """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap. A fact
     whose normalized text is in `pinned` (the user pinned it while it was held) is pinned where it lands."""
     stats = MergeStats()
@@ -110,8 +126,15 @@ def merge(part: Part, outside: Sequence[str], facts: Sequence[Fact], today: str,
     return stats
 
 
-def _correct(lines: list[Line], known: _Known, candidates: list[_Candidate], today: str, threshold: float,
-             session: str | None, stats: MergeStats) -> list[_Candidate]:
+def _correct(
+    lines: list[Line],
+    known: _Known,
+    candidates: list[_Candidate],
+    today: str,
+    threshold: float,
+    session: str | None,
+    stats: MergeStats,
+) -> list[_Candidate]:
     """Applies the corrections to the lines they correct, in place; returns the candidates still to add."""
     regular: list[_Candidate] = []
     for cand in candidates:
@@ -136,9 +159,17 @@ def _correct(lines: list[Line], known: _Known, candidates: list[_Candidate], tod
     return regular
 
 
-def _admit(lines: list[Line], known: _Known, regular: list[_Candidate], today: str, max_facts: int,
-           threshold: float, session: str | None, stats: MergeStats,
-           pinned: AbstractSet[str] = frozenset()) -> list[tuple[_Candidate, Line]]:
+def _admit(
+    lines: list[Line],
+    known: _Known,
+    regular: list[_Candidate],
+    today: str,
+    max_facts: int,
+    threshold: float,
+    session: str | None,
+    stats: MergeStats,
+    pinned: AbstractSet[str] = frozenset(),
+) -> list[tuple[_Candidate, Line]]:
     """The new facts that are no duplicate and that the cap would keep, in the order the model gave them."""
     # Most important first (a pinned one before all: it ranks above every unpinned line), so a candidate the cap
     # would evict anyway needs no fuzzy search.
@@ -158,8 +189,9 @@ def _admit(lines: list[Line], known: _Known, regular: list[_Candidate], today: s
     return accepted
 
 
-def _capped(lines: list[Line], accepted: list[tuple[_Candidate, Line]], max_facts: int,
-            stats: MergeStats) -> list[Line]:
+def _capped(
+    lines: list[Line], accepted: list[tuple[_Candidate, Line]], max_facts: int, stats: MergeStats
+) -> list[Line]:
     """The old lines and the accepted new ones, the least important dropped beyond `max_facts`."""
     merged = lines + [line for _, line in accepted]
     if len(merged) > max_facts:
@@ -195,8 +227,13 @@ class Merged:
     stats: MergeStats
 
 
-def merge_text(text: str, batches: Sequence[Batch], max_facts: int, threshold: float = DEFAULT_THRESHOLD,
-               meta: Mapping[str, Meta] | None = None) -> Merged:
+def merge_text(
+    text: str,
+    batches: Sequence[Batch],
+    max_facts: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    meta: Mapping[str, Meta] | None = None,
+) -> Merged:
     """Merges batches, in order, into the file's text: only the managed part differs (or is appended when
     the file had none). Pure: `meta` is the sidecar as read."""
     stats = MergeStats()
@@ -208,8 +245,8 @@ def merge_text(text: str, batches: Sequence[Batch], max_facts: int, threshold: f
         part = Part(first.language if first.language in LANGUAGES else "en")
         outside, before = outside_lines(text), {}
     else:
-        part = parse(text[span[0]:span[1]], first.today, first.language, meta, threshold)
-        outside = outside_lines(text[:span[0]]) + outside_lines(text[span[1]:])
+        part = parse(text[span[0] : span[1]], first.today, first.language, meta, threshold)
+        outside = outside_lines(text[: span[0]]) + outside_lines(text[span[1] :])
         before = metas(part)
     for batch in batches:
         done = merge(part, outside, batch.facts, batch.today, max_facts, threshold, batch.session, batch.pinned)
@@ -222,11 +259,18 @@ def merge_text(text: str, batches: Sequence[Batch], max_facts: int, threshold: f
             return Merged(text, {}, stats)
         separator = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
         return Merged(f"{text}{separator}{render(part)}\n", metas(part), stats)
-    return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, stats)
+    return Merged(text[: span[0]] + render(part) + text[span[1] :], {**before, **metas(part)}, stats)
 
 
-def apply(text: str, facts: Sequence[Fact], language: str, today: str, max_facts: int,
-          threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> tuple[str, MergeStats]:
+def apply(
+    text: str,
+    facts: Sequence[Fact],
+    language: str,
+    today: str,
+    max_facts: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    session: str | None = None,
+) -> tuple[str, MergeStats]:
     """The whole file's new text after one batch (no sidecar: lines without a comment get the defaults)."""
     merged = merge_text(text, [Batch(facts, language, today, session)], max_facts, threshold)
     return merged.text, merged.stats

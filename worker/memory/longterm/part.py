@@ -25,8 +25,10 @@ _BEGIN_LINE = re.compile(r"^<!-- nanobot-summary:begin\b[^\n]*-->[ \t\r]*$", re.
 _END_LINE = re.compile(r"^<!-- nanobot-summary:end\b[^\n]*?-->(?=[ \t\r]*$)", re.MULTILINE)
 _LANG = re.compile(r"\blang=([a-z]{2})\b")
 # The per-line comment of files written before the sidecar: read once, moved to the sidecar on the next write.
-_META = re.compile(r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})"
-                   r"(?:\s+(?P<session>[^\s<>]+))?\s*-->\s*$")
+_META = re.compile(
+    r"\s*<!--\s*i(?P<importance>[1-5])\s+(?P<date>\d{4}-\d{2}-\d{2})"
+    r"(?:\s+(?P<session>[^\s<>]+))?\s*-->\s*$"
+)
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _HEADING = re.compile(r"^\s*(#{1,6})\s+(.*?)\s*#*\s*$")
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
@@ -66,8 +68,13 @@ def locate(text: str) -> tuple[int, int] | None:
     return chosen
 
 
-def parse(body: str, today: str, default_language: str = "en", meta: Mapping[str, Meta] | None = None,
-          threshold: float = DEFAULT_THRESHOLD) -> Part:
+def parse(
+    body: str,
+    today: str,
+    default_language: str = "en",
+    meta: Mapping[str, Meta] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> Part:
     """The facts of a managed part (begin and end lines included), with their metadata from `meta` (the
     sidecar) or an old-style line comment. A line someone edited inherits the record of the text it was
     edited from; a line with no record at all (added by hand) gets importance 3, today, no session."""
@@ -174,11 +181,22 @@ def outside_lines(text: str) -> list[str]:
 
 # nanobot's MEMORY.md as `nanobot onboard` writes it (nanobot/templates/memory/MEMORY.md, 0.3.5), its text lines as
 # outside_lines reads them: its headings and placeholders, which are nobody's facts.
-NANOBOT_TEMPLATE_LINES = frozenset((
-    "Long-term Memory", "This file stores important information that should persist across sessions.",
-    "User Information", "(Important facts about the user)", "Preferences", "(User preferences learned over time)",
-    "Project Context", "(Information about ongoing projects)", "Important Notes", "(Things to remember)", "---",
-    "*This file is automatically updated by nanobot when important information should be remembered.*"))
+NANOBOT_TEMPLATE_LINES = frozenset(
+    (
+        "Long-term Memory",
+        "This file stores important information that should persist across sessions.",
+        "User Information",
+        "(Important facts about the user)",
+        "Preferences",
+        "(User preferences learned over time)",
+        "Project Context",
+        "(Information about ongoing projects)",
+        "Important Notes",
+        "(Things to remember)",
+        "---",
+        "*This file is automatically updated by nanobot when important information should be remembered.*",
+    )
+)
 
 
 def own_lines(text: str) -> list[str]:
@@ -210,5 +228,8 @@ def dated_lines(text: str, meta: Mapping[str, Meta] | None = None) -> list[tuple
 
 def bullets(text: str) -> list[str]:
     """The texts of the list items in `text`, bullet taken off."""
-    return [_BULLET.sub("", raw, count=1).strip() for raw in text.split("\n")
-            if _BULLET.match(raw) and _BULLET.sub("", raw, count=1).strip()]
+    return [
+        _BULLET.sub("", raw, count=1).strip()
+        for raw in text.split("\n")
+        if _BULLET.match(raw) and _BULLET.sub("", raw, count=1).strip()
+    ]

@@ -38,9 +38,15 @@ def load_meta(path: Path) -> dict[str, Meta]:
         return {}
     try:
         facts = json.loads(raw.decode("utf-8"))["facts"]
-        return {str(key): Meta(int(value["importance"]), str(value["learned"]),
-                               str(value["session"]) if value.get("session") else None, bool(value.get("pinned")))
-                for key, value in facts.items()}
+        return {
+            str(key): Meta(
+                int(value["importance"]),
+                str(value["learned"]),
+                str(value["session"]) if value.get("session") else None,
+                bool(value.get("pinned")),
+            )
+            for key, value in facts.items()
+        }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("%s is not readable (%s): its facts get default importance and day", path.name, exc)
         return {}
@@ -49,8 +55,17 @@ def load_meta(path: Path) -> dict[str, Meta]:
 def dump_meta(meta: Mapping[str, Meta]) -> bytes:
     """The sidecar's bytes: one fact per line, so `grep telegram:42` finds a session's facts."""
     # "pinned" only when set: the records of unpinned facts read as they always have.
-    rows = [f"{json.dumps(key, ensure_ascii=False)}: " + json.dumps(
-        {"importance": m.importance, "learned": m.date, "session": m.session, **({"pinned": True} if m.pinned else {})},
-        ensure_ascii=False)
-        for key, m in meta.items()]
+    rows = [
+        f"{json.dumps(key, ensure_ascii=False)}: "
+        + json.dumps(
+            {
+                "importance": m.importance,
+                "learned": m.date,
+                "session": m.session,
+                **({"pinned": True} if m.pinned else {}),
+            },
+            ensure_ascii=False,
+        )
+        for key, m in meta.items()
+    ]
     return (f'{{"format": {META_FORMAT}, "facts": {{\n' + ",\n".join(rows) + "\n}}\n").encode("utf-8")

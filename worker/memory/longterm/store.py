@@ -118,7 +118,8 @@ class _MemoryFile:
                 return None
             try:
                 merged = self._update(
-                    lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta))
+                    lambda text, meta: merge_text(text, held + list(batches), max_facts, threshold, meta)
+                )
             except MemoryReadOnly:
                 for batch in batches:
                     self.hold(batch, time.time())
@@ -140,15 +141,23 @@ def flush(path: Path, max_facts: int, threshold: float = DEFAULT_THRESHOLD) -> M
     return _MemoryFile(path).commit([], max_facts, threshold)
 
 
-def write_batches(path: Path, batches: Sequence[Batch], max_facts: int,
-                  threshold: float = DEFAULT_THRESHOLD) -> MergeStats:
+def write_batches(
+    path: Path, batches: Sequence[Batch], max_facts: int, threshold: float = DEFAULT_THRESHOLD
+) -> MergeStats:
     """Merges batches (after any held ones) into the file atomically: lock, read, merge, temp file, compare,
     replace."""
     return _MemoryFile(path).commit(batches, max_facts, threshold) or MergeStats()
 
 
-def write_facts(path: Path, facts: Sequence[Fact], language: str, today: str, max_facts: int,
-                threshold: float = DEFAULT_THRESHOLD, session: str | None = None) -> MergeStats:
+def write_facts(
+    path: Path,
+    facts: Sequence[Fact],
+    language: str,
+    today: str,
+    max_facts: int,
+    threshold: float = DEFAULT_THRESHOLD,
+    session: str | None = None,
+) -> MergeStats:
     """One job's facts into the file (write_batches with one batch)."""
     return write_batches(path, [Batch(facts, language, today, session)], max_facts, threshold)
 
@@ -158,15 +167,17 @@ def in_part(today: str, edit: Callable[[Part], bool]) -> Callable[[str, dict[str
     place and says whether it did. Every byte outside the part stays; the sidecar keeps the records from before
     and after (a crash between its write and the file's leaves each fact with its record). A file without
     the part is left as it is."""
+
     def change(text: str, meta: dict[str, Meta]) -> Merged:
         span = locate(text)
         if span is None:
             return Merged(text, meta, MergeStats())
-        part = parse(text[span[0]:span[1]], today, "en", meta)
+        part = parse(text[span[0] : span[1]], today, "en", meta)
         before = metas(part)
         if not edit(part):
             return Merged(text, meta, MergeStats())
-        return Merged(text[:span[0]] + render(part) + text[span[1]:], {**before, **metas(part)}, MergeStats())
+        return Merged(text[: span[0]] + render(part) + text[span[1] :], {**before, **metas(part)}, MergeStats())
+
     return change
 
 
@@ -233,9 +244,9 @@ def known_facts(path: Path, limit: int | None = None) -> list[str]:
     ours: list[str] = []
     rest = text
     if span is not None:
-        part = parse(text[span[0]:span[1]], "0000-00-00", meta=load_meta(sidecar_path(path)))
+        part = parse(text[span[0] : span[1]], "0000-00-00", meta=load_meta(sidecar_path(path)))
         ours = [line.text for line in sorted(part.lines, key=Line.rank, reverse=True)]
-        rest = text[:span[0]] + "\n" + text[span[1]:]
+        rest = text[: span[0]] + "\n" + text[span[1] :]
     theirs = bullets(rest)
     # The first `limit` of them, each once: the held facts grow all day, the prompt takes a hundred.
     return list(islice(_unique(chain(ours, HELD.get(pending_path(path)).texts, theirs)), limit))

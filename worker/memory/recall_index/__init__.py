@@ -13,5 +13,4 @@ leaves the last committed state (which readers keep using) and the next refresh 
 from worker.memory.recall_index.index import RecallIndex, RecallIndexError, Refreshed
 from worker.memory.recall_index.rows import Row, archived_through, memory_rows, note_rows
 
-__all__ = ["RecallIndex", "RecallIndexError", "Refreshed", "Row", "archived_through", "memory_rows",
-           "note_rows"]
+__all__ = ["RecallIndex", "RecallIndexError", "Refreshed", "Row", "archived_through", "memory_rows", "note_rows"]

@@ -81,8 +81,13 @@ class RecallIndex:
         self._lock = threading.Lock()
         self._known_complete = False  # the writer saw the `complete` mark: it is never taken back
 
-    def refresh(self, sessions_dir: Path, session: SessionFile | None = None, through: int | None = None,
-                lines: Lines | None = None) -> Refreshed:
+    def refresh(
+        self,
+        sessions_dir: Path,
+        session: SessionFile | None = None,
+        through: int | None = None,
+        lines: Lines | None = None,
+    ) -> Refreshed:
         """Index `session` (as the job read it, `lines` as the job rendered them) up to `through`, then every
         memory file that changed.
 
@@ -125,8 +130,9 @@ class RecallIndex:
                     add_tombstones(self.memory_dir, bodies)
         return len(bodies)
 
-    def _refresh(self, sessions_dir: Path, session: SessionFile | None, through: int | None,
-                 lines: Lines | None = None) -> Refreshed:
+    def _refresh(
+        self, sessions_dir: Path, session: SessionFile | None, through: int | None, lines: Lines | None = None
+    ) -> Refreshed:
         db = self._connection()
         done = Refreshed(rebuilt=not self._complete(db))
         forgotten = self.tombstones  # what the user forgot everywhere is never indexed again (looked at per step)
@@ -188,11 +194,13 @@ class RecallIndex:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version not in (0, RECALL_SCHEMA_VERSION):
                 db.close()
-                log.info("recall index %s has schema %s, not %s: rebuilding it", self.path, version,
-                         RECALL_SCHEMA_VERSION)
+                log.info(
+                    "recall index %s has schema %s, not %s: rebuilding it", self.path, version, RECALL_SCHEMA_VERSION
+                )
                 self.discard()
-                db = sqlite3.connect(self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None,
-                                     check_same_thread=False)
+                db = sqlite3.connect(
+                    self.path, timeout=WRITE_WAIT_SECONDS, isolation_level=None, check_same_thread=False
+                )
             if version != RECALL_SCHEMA_VERSION:
                 db.execute(f"PRAGMA page_size={PAGE_BYTES}")  # a new file: before anything is written to it
             db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer, nor it for them
@@ -202,8 +210,7 @@ class RecallIndex:
             db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
             db.execute(f"PRAGMA journal_size_limit={WAL_BYTES}")
             if version != RECALL_SCHEMA_VERSION:
-                db.executescript(f"BEGIN IMMEDIATE;{RECALL_TABLES};PRAGMA user_version={RECALL_SCHEMA_VERSION};"
-                                 "COMMIT;")
+                db.executescript(f"BEGIN IMMEDIATE;{RECALL_TABLES};PRAGMA user_version={RECALL_SCHEMA_VERSION};COMMIT;")
             else:
                 db.execute(VECTORS_TABLE)  # an index of this version made before vectors were kept
             return db

@@ -28,8 +28,10 @@ _INDEXED = "indexed:"
 def sync_memory_files(db: sqlite3.Connection, memory_dir: Path, tz: tzinfo | None) -> int:
     """Re-index each day file and MEMORY.md whose size or modification time differs from last time."""
     current = _memory_files(memory_dir)
-    known = {name: (size, mtime) for name, size, mtime in
-             db.execute("SELECT name, size, mtime_ns FROM files WHERE name NOT LIKE 'sessions/%'")}
+    known = {
+        name: (size, mtime)
+        for name, size, mtime in db.execute("SELECT name, size, mtime_ns FROM files WHERE name NOT LIKE 'sessions/%'")
+    }
     changed = sorted(name for name in set(current) | set(known) if current.get(name) != known.get(name))
     for name in changed:
         if name != MEMORY_FILE and name in current and _append_day(db, memory_dir, name, current[name], tz):
@@ -74,8 +76,7 @@ def _read_whole(db: sqlite3.Connection, memory_dir: Path, name: str, data: bytes
         db.execute("INSERT INTO state(name, value) VALUES(?, ?)", (_INDEXED + name, f"{len(data)} {digest(data)}"))
 
 
-def _append_day(db: sqlite3.Connection, memory_dir: Path, name: str, seen: tuple[int, int],
-                tz: tzinfo | None) -> bool:
+def _append_day(db: sqlite3.Connection, memory_dir: Path, name: str, seen: tuple[int, int], tz: tzinfo | None) -> bool:
     """Index only what was appended to a day file since it was last indexed; False (nothing done) when
     that cannot be told apart: never indexed, shorter, changed before the indexed point, or an
     appended part that does not open a section of its own."""
@@ -104,8 +105,10 @@ def _append_day(db: sqlite3.Connection, memory_dir: Path, name: str, seen: tuple
     with transaction(db):
         sessions = {span.session for span in notes.spans(text)}
         _insert_notes(db, note_rows(text, day, tz, note_counts(db, day, sessions)))
-        db.execute("UPDATE state SET value = ? WHERE name = ?",
-                   (f"{indexed + len(tail)} {hashed.hexdigest()}", _INDEXED + name))
+        db.execute(
+            "UPDATE state SET value = ? WHERE name = ?",
+            (f"{indexed + len(tail)} {hashed.hexdigest()}", _INDEXED + name),
+        )
         remember(db, name, *seen)
     return True
 
@@ -115,8 +118,11 @@ def _index_day(db: sqlite3.Connection, day: str, text: str, tz: tzinfo | None) -
         first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
     except ValueError:
         return  # 2026-13-45.md: not a day file
-    for (source,) in db.execute("SELECT days.source FROM days JOIN sources ON sources.id = days.source "
-                              "WHERE sources.kind = 'notes' AND days.day = ?", (day,)).fetchall():
+    for (source,) in db.execute(
+        "SELECT days.source FROM days JOIN sources ON sources.id = days.source "
+        "WHERE sources.kind = 'notes' AND days.day = ?",
+        (day,),
+    ).fetchall():
         drop(db, source, first, first | ((1 << NOTE_LINE_BITS) - 1))
     _insert_notes(db, note_rows(text, day, tz))
 

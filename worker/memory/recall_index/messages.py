@@ -36,8 +36,9 @@ MESSAGES_PER_TRANSACTION = 2_000  # a long history is indexed in steps: short wr
 WINDOW_BYTES = 4 * 2**20
 
 
-def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None,
-          forgotten: Tombstones | None = None) -> int:
+def sweep(
+    db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None, forgotten: Tombstones | None = None
+) -> int:
     """Every session whose file changed since it was last read here; files that went are forgotten. `forgotten`:
     the tombstones of the message passages the user forgot everywhere (forget.py), never indexed again."""
     added = 0
@@ -66,8 +67,9 @@ def sweep(db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzin
     return added
 
 
-def _sweep_retired(db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None,
-                   forgotten: Tombstones | None) -> int:
+def _sweep_retired(
+    db: sqlite3.Connection, kept: dict[str, Retired], skip: str | None, tz: tzinfo | None, forgotten: Tombstones | None
+) -> int:
     """What sessions held before `/new` (the copies the hooks keep), each indexed once, whole."""
     added = 0
     for name, copy in kept.items():
@@ -95,8 +97,14 @@ def _forget_gone(db: sqlite3.Connection, keys: list[str], skip: str | None) -> N
                 db.execute("DELETE FROM files WHERE name = ?", (f"sessions/{storage_name(key)}",))
 
 
-def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz: tzinfo | None,
-                 lines: Lines | None = None, forgotten: Tombstones | None = None) -> int:
+def sync_session(
+    db: sqlite3.Connection,
+    session: SessionFile,
+    through: int,
+    tz: tzinfo | None,
+    lines: Lines | None = None,
+    forgotten: Tombstones | None = None,
+) -> int:
     """Messages [indexed, through) of the session, but those forgotten everywhere (`forgotten`: their
     tombstones); a session that was reset (`/new`) is indexed anew. What the read does not hold (the job's read
     starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
@@ -114,15 +122,20 @@ def sync_session(db: sqlite3.Connection, session: SessionFile, through: int, tz:
                 messages = session.messages
             through = min(through, len(messages))  # a window read later may find the file shorter
             if through <= done:
-                db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
-                           (done, timestamp_before(messages, done), source))
+                db.execute(
+                    "UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
+                    (done, timestamp_before(messages, done), source),
+                )
                 return added
             end = min(through, done + MESSAGES_PER_TRANSACTION, held_end(messages))
-            rows = unforgotten(message_rows(messages, done, end, tz, lines),
-                               forgotten.current() if forgotten is not None else frozenset())
+            rows = unforgotten(
+                message_rows(messages, done, end, tz, lines),
+                forgotten.current() if forgotten is not None else frozenset(),
+            )
             insert(db, source, rows)
-            db.execute("UPDATE sources SET through = ?, stamp = ? WHERE id = ?",
-                       (end, timestamp_before(messages, end), source))
+            db.execute(
+                "UPDATE sources SET through = ?, stamp = ? WHERE id = ?", (end, timestamp_before(messages, end), source)
+            )
             added += len(rows)
             if end >= through:
                 return added

@@ -34,8 +34,9 @@ def _local(stamp: Any, tz: tzinfo | None) -> tuple[str | None, str | None]:
     return (moment.date().isoformat(), moment.strftime("%Y-%m-%d %H:%M")) if moment else (None, None)
 
 
-def message_rows(messages: Sequence[dict[str, Any]], start: int, end: int, tz: tzinfo | None,
-                 lines: Lines | None = None) -> list[Row]:
+def message_rows(
+    messages: Sequence[dict[str, Any]], start: int, end: int, tz: tzinfo | None, lines: Lines | None = None
+) -> list[Row]:
     """Messages [start, end) as the summarizer read them (hidden rows and empty ones left out), redacted.
     `lines`: those the job already rendered of these messages."""
     if lines is None or lines.messages is not messages:
@@ -52,8 +53,7 @@ def message_rows(messages: Sequence[dict[str, Any]], start: int, end: int, tz: t
     return rows
 
 
-def note_rows(text: str, day: str, tz: tzinfo | None, counts: dict[str, int] | None = None
-              ) -> list[tuple[str, Row]]:
+def note_rows(text: str, day: str, tz: tzinfo | None, counts: dict[str, int] | None = None) -> list[tuple[str, Row]]:
     """(session, row) for every bullet of a day file's sections; a session's lines keep their order.
 
     `counts`: how many lines each session already has that day (for text appended to an indexed file)."""
@@ -81,8 +81,9 @@ def starts_a_section(text: str) -> bool:
 
 def memory_rows(text: str, meta: Mapping[str, longterm.Meta] | None = None) -> list[Row]:
     """Every text line of MEMORY.md, dated by the day it was learned when its sidecar record (`meta`) says so."""
-    return [Row(number, learned, None, heading, line)
-            for number, heading, line, learned in longterm.dated_lines(text, meta)]
+    return [
+        Row(number, learned, None, heading, line) for number, heading, line, learned in longterm.dated_lines(text, meta)
+    ]
 
 
 def archived_through(session: SessionFile) -> int:

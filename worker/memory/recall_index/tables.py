@@ -66,8 +66,11 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
     first = Date.fromisoformat(day).toordinal() << NOTE_LINE_BITS
     counts = {}
     for session in sessions:
-        row = db.execute("SELECT days.high FROM sources JOIN days ON days.source = sources.id WHERE sources.kind = "
-                         "'notes' AND sources.session = ? AND days.day = ?", (session, day)).fetchone()
+        row = db.execute(
+            "SELECT days.high FROM sources JOIN days ON days.source = sources.id WHERE sources.kind = "
+            "'notes' AND sources.session = ? AND days.day = ?",
+            (session, day),
+        ).fetchone()
         if row is not None:
             counts[session] = (row[0] & FULL) - first + 1
     return counts
@@ -76,21 +79,26 @@ def note_counts(db: sqlite3.Connection, day: str, sessions: set[str]) -> dict[st
 def insert(db: sqlite3.Connection, source: int, rows: Sequence[Row]) -> None:
     """A source's rows, after those it holds (or in place of rows dropped): their words, and their text in blocks."""
     base = source << SOURCE_BITS
-    db.executemany("INSERT INTO passages(rowid, terms) VALUES(?, ?)",
-                   [(base | r.position, index_text(r.body)) for r in rows])
+    db.executemany(
+        "INSERT INTO passages(rowid, terms) VALUES(?, ?)", [(base | r.position, index_text(r.body)) for r in rows]
+    )
     for block in _blocks(rows):
         _put(db, {base | r.position: Passage(r.body, r.day, r.at, r.label) for r in block})
     # Each day's positions: a date range becomes a rowid range that FTS5 filters by itself.
-    db.executemany("INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
-                   "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
-                   [(source, r.day, r.position, r.position) for r in rows if r.day])
+    db.executemany(
+        "INSERT INTO days(source, day, low, high) VALUES(?, ?, ?, ?) ON CONFLICT(source, day) "
+        "DO UPDATE SET low = min(low, excluded.low), high = max(high, excluded.high)",
+        [(source, r.day, r.position, r.position) for r in rows if r.day],
+    )
 
 
 def _put(db: sqlite3.Connection, passages: dict[int, Passage]) -> None:
     """One block, named by its first rowid (blocks.id)."""
     first = min(passages)
-    db.execute("INSERT INTO blocks(id, last, n, lengths, passages) VALUES(?, ?, ?, ?, ?)",
-               (first, max(passages), len(passages), directory(first, passages), pack(passages)))
+    db.execute(
+        "INSERT INTO blocks(id, last, n, lengths, passages) VALUES(?, ?, ?, ?, ?)",
+        (first, max(passages), len(passages), directory(first, passages), pack(passages)),
+    )
 
 
 def _blocks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
@@ -111,13 +119,18 @@ def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) ->
     base = source << SOURCE_BITS
     first, last = base | low, base | high
     # The blocks that begin in the range, and the one before it when it reaches into the range.
-    held = db.execute("SELECT id, passages FROM blocks WHERE id BETWEEN ? AND ? UNION ALL "
-                      "SELECT id, passages FROM blocks WHERE id = (SELECT max(id) FROM blocks WHERE id < ?) "
-                      "AND last >= ?", (first, last, first, first)).fetchall()
+    held = db.execute(
+        "SELECT id, passages FROM blocks WHERE id BETWEEN ? AND ? UNION ALL "
+        "SELECT id, passages FROM blocks WHERE id = (SELECT max(id) FROM blocks WHERE id < ?) "
+        "AND last >= ?",
+        (first, last, first, first),
+    ).fetchall()
     for number, packed in held:
         passages = unpack(packed)
-        db.executemany("INSERT INTO passages(passages, rowid, terms) VALUES('delete', ?, ?)",
-                       [(rowid, index_text(p.body)) for rowid, p in passages.items() if first <= rowid <= last])
+        db.executemany(
+            "INSERT INTO passages(passages, rowid, terms) VALUES('delete', ?, ?)",
+            [(rowid, index_text(p.body)) for rowid, p in passages.items() if first <= rowid <= last],
+        )
         db.execute("DELETE FROM blocks WHERE id = ?", (number,))
         kept = {rowid: p for rowid, p in passages.items() if not first <= rowid <= last}
         if kept:  # named again by its first passage left, so that blocks never overlap

@@ -33,8 +33,7 @@ class Refused(Exception):
     """The model refused these texts for what they are (a 400): asking again the same would fail the same."""
 
 
-def litellm_embed(model: str, api_base: str | None = None, api_key: str | None = None,
-                  timeout: float = 30.0) -> Embed:
+def litellm_embed(model: str, api_base: str | None = None, api_key: str | None = None, timeout: float = 30.0) -> Embed:
     """The texts' embeddings from litellm (one call); Refused for a request the model rejects, any other
     exception for trouble of the moment."""
 
@@ -42,8 +41,9 @@ def litellm_embed(model: str, api_base: str | None = None, api_key: str | None =
         import litellm  # the worker's, imported when first needed
 
         try:
-            answer: Any = litellm.embedding(model=model, input=texts, api_base=api_base, api_key=api_key,
-                                            timeout=timeout, num_retries=0)
+            answer: Any = litellm.embedding(
+                model=model, input=texts, api_base=api_base, api_key=api_key, timeout=timeout, num_retries=0
+            )
         except (litellm.BadRequestError, litellm.ContextWindowExceededError) as exc:
             raise Refused(type(exc).__name__) from None
         data = sorted(answer.data, key=lambda item: _get(item, "index"))
@@ -84,14 +84,19 @@ class Embedder:
         for start in range(0, len(pending), BATCH):
             if clock() > stop:
                 break
-            batch = pending[start:start + BATCH]
+            batch = pending[start : start + BATCH]
             try:
                 stored += self._store(db, batch)
             except Exception as exc:  # noqa: BLE001 - the model's trouble never fails a job
                 self.pause = min(MAX_PAUSE_SECONDS, self.pause * 2 or PAUSE_SECONDS)
                 self.pause_until = clock() + self.pause
-                log.warning("recall index: embedding with %s failed (%s); %d passages left for later (pause %.0f s)",
-                            self.model, type(exc).__name__, len(pending) - start, self.pause)
+                log.warning(
+                    "recall index: embedding with %s failed (%s); %d passages left for later (pause %.0f s)",
+                    self.model,
+                    type(exc).__name__,
+                    len(pending) - start,
+                    self.pause,
+                )
                 return stored
         self.pause = 0.0
         return stored
@@ -112,10 +117,11 @@ class Embedder:
 def _write(db: sqlite3.Connection, batch: Sequence[tuple[int, int, str]], vectors: Sequence[bytes]) -> None:
     with transaction(db):
         # A passage dropped (or replaced: its block is another then) while the model answered gets no vector.
-        db.executemany("INSERT OR REPLACE INTO vectors(rowid, v) SELECT ?, ? WHERE EXISTS "
-                       "(SELECT 1 FROM blocks WHERE id = ? AND last >= ?)",
-                       [(rowid, vector, block, rowid)
-                        for (rowid, block, _), vector in zip(batch, vectors, strict=True)])
+        db.executemany(
+            "INSERT OR REPLACE INTO vectors(rowid, v) SELECT ?, ? WHERE EXISTS "
+            "(SELECT 1 FROM blocks WHERE id = ? AND last >= ?)",
+            [(rowid, vector, block, rowid) for (rowid, block, _), vector in zip(batch, vectors, strict=True)],
+        )
 
 
 def _forget_other_model(db: sqlite3.Connection, model: str) -> None:
@@ -132,16 +138,19 @@ def _pending(db: sqlite3.Connection, limit: int) -> list[tuple[int, int, str]]:
     from the blocks that hold more passages than vectors."""
     found: list[tuple[int, int, str]] = []
     # Read as needed, not fetched at once: a backlog's blocks are many.
-    blocks = db.execute("SELECT id, last, passages FROM blocks WHERE n > (SELECT count(*) FROM vectors "
-                        "WHERE vectors.rowid BETWEEN blocks.id AND blocks.last) ORDER BY id")
+    blocks = db.execute(
+        "SELECT id, last, passages FROM blocks WHERE n > (SELECT count(*) FROM vectors "
+        "WHERE vectors.rowid BETWEEN blocks.id AND blocks.last) ORDER BY id"
+    )
     for block, last, packed in blocks:
         try:
             held = unpack(packed)
         except Exception:  # noqa: BLE001 - a damaged block: its passages are not searched either
             continue
-        have = {rowid for (rowid,) in db.execute("SELECT rowid FROM vectors WHERE rowid BETWEEN ? AND ?",
-                                                 (block, last))}
-        found += [(rowid, block, held[rowid].body) for rowid in sorted(held) if rowid not in have][:limit - len(found)]
+        have = {
+            rowid for (rowid,) in db.execute("SELECT rowid FROM vectors WHERE rowid BETWEEN ? AND ?", (block, last))
+        }
+        found += [(rowid, block, held[rowid].body) for rowid in sorted(held) if rowid not in have][: limit - len(found)]
         if len(found) >= limit:
             break
     return found
