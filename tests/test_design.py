@@ -394,16 +394,20 @@ def test_the_tests_mirror_the_packages() -> None:
 
 
 # The bar every function is held to, the benchmarks' and the harness's too: a reader takes one in at a glance.
-MAX_FUNCTION_LINES = 40
+# Counted in statements (the lines one starts on), so that `ruff format`'s breaks inside a long call or signature do
+# not count: 35 is what 40 physical lines held before the formatter.
+MAX_FUNCTION_STATEMENTS = 35
 
 
-def test_no_function_is_over_forty_lines() -> None:
+def test_no_function_is_over_thirty_five_statements() -> None:
     long = []
     for folder in ("worker", "nanobot_hooks", "bench", "harness"):
         for path in sources(folder):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                    if lines > MAX_FUNCTION_LINES:
-                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+                    starts = {
+                        inner.lineno for inner in ast.walk(node) if isinstance(inner, ast.stmt) and inner is not node
+                    }
+                    if len(starts) > MAX_FUNCTION_STATEMENTS:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({len(starts)} statements)")
     assert not long, long
