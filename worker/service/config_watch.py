@@ -16,6 +16,7 @@ from worker.errors import NanobotConfigError
 from worker.model.llm import credentials_problem, litellm_loaded, load_litellm
 from worker.service.build import build_deps
 from worker.settings import SettingsError
+from worker.summarize.daily import JOB_FLUSH_MEMORY
 from worker.summarize.deps import Deps
 from worker.text.redact import redact
 
@@ -119,9 +120,19 @@ def config_changes(old: Deps, new: Deps) -> str:
 
 async def follow_config(ctx: dict[str, Any]) -> None:
     """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx). The first job
-    loads litellm (a worker at rest does without it), off the event loop, before the config's checks need it."""
-    if not litellm_loaded():
+    that may call the model loads litellm (a worker at rest does without it), off the event loop, before the
+    config's checks need it."""
+    if not litellm_loaded() and not without_model(ctx):
         await asyncio.to_thread(load_litellm)
     watch = ctx.get("config_watch")
     if watch is not None:
         ctx["deps"] = watch.current()
+
+
+def without_model(ctx: dict[str, Any]) -> bool:
+    """Is the job one that never calls the model (pure)? The minute's flush of held facts, which also runs at
+    start-up: loading litellm for it would end the worker's rest (~50 MB, not ~240 MB) in its first second. arq
+    names a unique cron job's id after the cron (`Keys.cron`)."""
+    deps = ctx.get("deps")
+    job_id = str(ctx.get("job_id") or "")
+    return isinstance(deps, Deps) and job_id.startswith(deps.settings.keys.cron(JOB_FLUSH_MEMORY) + ":")

@@ -195,3 +195,18 @@ async def test_a_pickled_job_in_the_queue_is_ended_unread_in_one_line_and_the_wo
     assert await load_outcome(redis, "telegram:pickled") is None, "the pickled job ran nothing"
     assert await redis.zscore(keys.queue, job_id) is None, "the pickled job left the queue"
     assert await enqueue_summary(redis, SummarizeRequest(session_key="telegram:pickled")), "its id is free again"
+
+
+async def test_the_minutes_flush_of_held_facts_loads_no_litellm_and_a_summary_job_does(deps_for, monkeypatch) -> None:
+    """The flush runs at start-up and every minute: a worker at rest stays without litellm through it."""
+    from worker.service import config_watch
+    from worker.summarize.daily import JOB_FLUSH_MEMORY
+
+    loads: list[int] = []
+    monkeypatch.setattr(config_watch, "litellm_loaded", lambda: False)
+    monkeypatch.setattr(config_watch, "load_litellm", lambda: loads.append(1))
+    deps = deps_for()
+    await config_watch.follow_config({"deps": deps, "job_id": f"{deps.settings.keys.cron(JOB_FLUSH_MEMORY)}:17650"})
+    assert loads == []
+    await config_watch.follow_config({"deps": deps, "job_id": "0f3a9c2b7d"})  # a summary job's (arq's uuid)
+    assert loads == [1]
