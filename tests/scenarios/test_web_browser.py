@@ -259,10 +259,28 @@ def actions_off_screen(driver: Chrome, base: str, width: int) -> list[str]:
     )
 
 
+def narrow_fields(driver: Chrome, base: str, urls: list[str], width: int) -> dict[str, list[str]]:
+    """Each page's text and search fields narrower than half the window (a phone's squeezed box shows a few
+    letters of what is typed), by their names."""
+    found = {}
+    for url in urls:
+        driver.get(base + url)
+        narrow = driver.execute_script(
+            "return [...document.querySelectorAll('input[type=search], input[type=text]')]"
+            ".filter(e => e.offsetParent !== null && e.getBoundingClientRect().width < arguments[0] / 2)"
+            ".map(e => e.name || e.id)",
+            width,
+        )
+        if narrow:
+            found[url] = narrow
+    return found
+
+
 async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
     redis, nanobot_home, fake_llm, worker_deps, settings_for, browser, shots
 ):
-    """At 390 px no page scrolls sideways and every action on the memory page is on the screen; one 130-character
+    """At 390 px no page scrolls sideways, every action on the memory page is on the screen and no field is squeezed
+    to a few letters; one 130-character
     session key (listed, outcome and all) pushes nothing off a 1280 px screen."""
     await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     nanobot_home.write_session(LONG_KEY, [{"role": "user", "content": "hello from the web chat"}])
@@ -279,10 +297,12 @@ async def test_every_page_fits_a_phone_and_a_long_key_fits_a_desktop(
         await in_browser(browser.get, page.first_visit)
         phone = await in_browser(widths, browser, base, urls, 390, shots)
         off = await in_browser(actions_off_screen, browser, base, 390)
+        narrow = await in_browser(narrow_fields, browser, base, urls, 390)
         await in_browser(shots, browser, "phone-memory")
         desktop = await in_browser(widths, browser, base, urls, 1280, shots)
     assert {url: px for url, px in phone.items() if px > 390} == {}, phone
     assert off == [], off
+    assert narrow == {}, narrow
     assert {url: px for url, px in desktop.items() if px > 1280} == {}, desktop
 
 
