@@ -52,6 +52,7 @@ from harness.redis_server import RedisServer, free_port  # noqa: E402
 from harness.sandbox import NanobotHome  # noqa: E402
 from nanobot_hooks.contract.keys import WORKSPACE_ID_FILE, Keys, default_namespace  # noqa: E402
 from nanobot_hooks.contract.marker import SessionMarker  # noqa: E402
+from nanobot_hooks.link import CALL_TIMEOUT  # noqa: E402
 from worker.text.tokens import cl100k_counter  # noqa: E402
 
 if TYPE_CHECKING:
@@ -456,15 +457,19 @@ async def run_one(
         try:  # the worker is stopped even when the gateway does not start, or its folder cannot be removed
             await gateway.start()
             if worker is not None:
-                await worker_ready(redis_url, home_queue(home), worker, folder / "worker.log")
+                await worker_ready(redis_url, home_keys(home).queue, worker, folder / "worker.log")
             latencies, waited = await converse(name, script, args, gateway, provider, home, applied)
             if worker is not None:
-                await drained(redis_url, home_queue(home))
+                await drained(redis_url, home_keys(home))
         finally:
             await gateway.stop()
             if worker is not None:
                 await stop_worker(worker)
         note_applied(home, applied)
+        if worker is not None and not any(call.kind == "summary" for call in provider.calls):
+            print(f"warning: {name}: the worker asked the model for no summary; the logs' ends:", file=sys.stderr)
+            for log in ("worker.log", "gateway.log"):
+                print(f"--- {log}\n{(folder / log).read_text(errors='replace')[-4000:]}", file=sys.stderr)
         final = provider.last_prompt
         facts = {t.fact: t.fact in final for t in script if t.fact}
         return Run(
@@ -479,9 +484,9 @@ async def run_one(
         )
 
 
-def home_queue(home: NanobotHome) -> str:
-    """The queue of this nanobot home's instance, as its worker names it unconfigured (its workspace id)."""
-    return Keys(default_namespace((home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip())).queue
+def home_keys(home: NanobotHome) -> Keys:
+    """The key names of this nanobot home's instance, as its worker names them unconfigured (its workspace id)."""
+    return Keys(default_namespace((home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip()))
 
 
 async def worker_ready(
@@ -497,13 +502,20 @@ async def worker_ready(
             await asyncio.sleep(0.5)
 
 
-async def drained(redis_url: str, queue: str, timeout: float = 120.0) -> None:
-    """Wait, at most `timeout` seconds, for the jobs the turns queued to end: arq keeps a job in its queue until
-    it ends, so none due is left (an idle check deferred to later is not waited for). On a loaded machine the last
-    turn can come before the worker's first job, whose cost is the run's all the same."""
+async def drained(redis_url: str, keys: Keys, timeout: float = 120.0) -> None:
+    """Wait, at most `timeout` seconds, for the summary jobs the turns queued to end, retries deferred to later
+    included: arq keeps a job in its queue until it ends (an idle check, deferred by design, is not waited for).
+    The last turn's reply can reach the bench before nanobot saved the turn, and the hooks queue its job after
+    that, within their Redis timeout: the queue is first read once that much time has passed. On a loaded
+    machine the last turn can come before the worker's first job, whose cost is the run's all the same."""
+    await asyncio.sleep(CALL_TIMEOUT + 1.0)
     deadline = time.monotonic() + timeout
+    summary_job = keys.job_id("")
     with Redis.from_url(redis_url) as client:
-        while client.zcount(queue, "-inf", time.time() * 1000) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            waiting = [job for job in client.zrange(keys.queue, 0, -1) if job.decode().startswith(summary_job)]
+            if not waiting:
+                return
             await asyncio.sleep(0.5)
 
 

@@ -142,7 +142,8 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     figures = window["figures"]
     alone, off, ours = figures["alone"], figures["alone-idle-off"], figures["ours"]
     assert alone["turns"] == off["turns"] == ours["turns"] == 8 and alone["main_calls"] >= 8
-    assert alone["summary_calls"] == 0 and ours["summary_calls"] >= 1, "the worker summarized"
+    assert alone["summary_calls"] == 0, "nanobot alone runs no worker"
+    assert ours["summary_calls"] >= 1, f"the worker summarized nothing:\n{done.stderr[-9000:]}"
     assert alone["nanobot_compactions"] >= 1, "the smoke conversation is long enough for nanobot to compact"
     assert 0 < alone["cached_share"] < 1 and alone["main_input_cost"] < alone["main_prompt_tokens"]
     assert ours["all_input_cost"] > ours["main_input_cost"], "the worker's input at a tenth is added"
