@@ -369,7 +369,7 @@ async def test_a_daily_job_on_a_huge_day_holds_one_window_of_it_at_a_time_and_no
     # a first day is run unmeasured, then days of two lengths, twice each. A run's peak also holds what else the
     # process allocates meanwhile (the fake model's server is a thread of it): up to 0.2 MB more in one run than in
     # the next, so each length's smaller peak is compared.
-    days = (("telegram:6", 150), ("telegram:8", 150), ("telegram:9", 300), ("telegram:10", 150), ("telegram:11", 300))
+    days = (("telegram:6", 30), ("telegram:8", 150), ("telegram:9", 300), ("telegram:10", 150), ("telegram:11", 300))
     for n, (key, turns) in enumerate(days):
         messages = conversation(
             turns,
