@@ -1,5 +1,7 @@
-"""What the integration's parts share inside one AgentLoop: nanobot's objects, the settings, the Redis link,
-counters, background tasks, and the log line an unexpected error leaves."""
+"""What the integration's parts share inside one AgentLoop.
+
+nanobot's objects, the settings, the Redis link, counters, background tasks, and the log line an unexpected error
+leaves."""
 
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ MAX_SESSIONS = 256
 
 
 class Context:
-    """What the integration's parts share inside one AgentLoop, handed to each part: nanobot's objects (the
-    Surface the plugin probed), the settings, the Redis link, the counters, and the tasks spawned."""
+    """What the integration's parts share inside one AgentLoop, handed to each part.
+
+    nanobot's objects (the Surface the plugin probed), the settings, the Redis link, the counters, and the tasks
+    spawned."""
 
     def __init__(self, nanobot: Surface, settings: HookSettings) -> None:
         self.nanobot = nanobot
@@ -43,8 +47,9 @@ class Context:
         task.add_done_callback(self._tasks.discard)
 
     def pending(self) -> list[asyncio.Task[Any]]:
-        """The tasks `spawn` started itself (not those handed to nanobot's schedule_background) still running:
-        what a close waits for, and what a test awaits to see a turn's background work done."""
+        """The tasks `spawn` started itself (not those handed to nanobot's schedule_background) still running.
+
+        What a close waits for, and what a test awaits to see a turn's background work done."""
         return [task for task in self._tasks if not task.done()]
 
     def bug(self, doing: str, exc: BaseException) -> None:

@@ -1,5 +1,7 @@
-"""Setting the integration up inside one nanobot AgentLoop, and closing it: the triggering (turn/trigger.py) and
-the pickup scheduler (turn/pickup.py) hooked into nanobot, the listener of the worker's notices started.
+"""Setting the integration up inside one nanobot AgentLoop, and closing it.
+
+The triggering (turn/trigger.py) and the pickup scheduler (turn/pickup.py) hooked into nanobot, the listener of the
+worker's notices started.
 
 The parts go in where nanobot already calls out: its hook factories (after every LLM call), its bus
 (a turn started, a turn saved) and its `run`/`aclose`. When `run()` returns and when nanobot closes the
@@ -104,8 +106,9 @@ class Integration:
         self._undo.append(lambda: setattr(loop, name, original) if getattr(loop, name) is wrapper else None)
 
     async def close(self) -> None:
-        """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis
-        connections. Never raises (but a cancel of the caller still propagates)."""
+        """Cancel and await the listener, let our own background tasks finish (bounded), close the Redis connections.
+
+        Never raises (but a cancel of the caller still propagates)."""
         task, self._listener = self._listener, None
         self.pickups.cancel_timers()
         try:

@@ -1,5 +1,7 @@
-"""Redis from inside nanobot: one lazy client per event loop, every call bounded, trouble rate-limited, and the
-Redis host's name resolved in a thread of our own, its address kept."""
+"""Redis from inside nanobot.
+
+One lazy client per event loop, every call bounded, trouble rate-limited, and the Redis host's name resolved in a thread
+of our own, its address kept."""
 
 from __future__ import annotations
 
@@ -64,8 +66,9 @@ class Resolver:
         return entry[0] if entry is not None else None
 
     async def resolve(self, host: str, port: int, timeout: float) -> str:
-        """`host`'s address: the kept one, or a look-up's awaited at most `timeout` from its start. Raises
-        redis-py's ConnectionError (what the link catches) when there is none in time."""
+        """`host`'s address: the kept one, or a look-up's awaited at most `timeout` from its start.
+
+        Raises redis-py's ConnectionError (what the link catches) when there is none in time."""
         if (address := self.known(host)) is not None:
             if not _is_address(host) and time.monotonic() - self._known[host][1] > ADDRESS_SECONDS:
                 self._look_up(host, port)  # looked up again in the background; the kept one serves
@@ -85,9 +88,10 @@ class Resolver:
             raise RedisConnectionError(f"{host} does not resolve ({exc})") from None
 
     async def resolve_any(self, hosts: list[tuple[str, int]], timeout: float) -> None:
-        """One of `hosts` resolved, the others looked up meanwhile: a Sentinel whose name hangs is skipped (its
-        connection fails at once, see _ResolvedAddress) while another answers. Raises the last failure when none
-        resolves in time."""
+        """One of `hosts` resolved, the others looked up meanwhile.
+
+        A Sentinel whose name hangs is skipped (its connection fails at once, see _ResolvedAddress) while another
+        answers. Raises the last failure when none resolves in time."""
         waits = [asyncio.ensure_future(self.resolve(host, port, timeout)) for host, port in hosts]
         failure: RedisConnectionError | None = None
         try:
@@ -103,8 +107,9 @@ class Resolver:
         raise failure or RedisConnectionError("no host to look up")
 
     def look_up_soon(self, host: str, port: int) -> None:
-        """Start looking `host` up now, without waiting: its first call then finds the address, or a hung look-up
-        already past the call's bound."""
+        """Start looking `host` up now, without waiting.
+
+        Its first call then finds the address, or a hung look-up already past the call's bound."""
         if self.known(host) is None and time.monotonic() - self._failed.get(host, float("-inf")) >= RETRY_SECONDS:
             self._look_up(host, port)
 
@@ -139,8 +144,10 @@ RESOLVER = Resolver()
 
 
 class _ResolvedAddress(Connection):
-    """A redis-py connection to the address RESOLVER keeps for its host: never a look-up in asyncio's default
-    thread pool. With TLS the host's name is still the one sent (SNI) and checked."""
+    """A redis-py connection to the address RESOLVER keeps for its host.
+
+    Never a look-up in asyncio's default thread pool. With TLS the host's name is still the one sent (SNI) and
+    checked."""
 
     def _connection_arguments(self) -> dict[str, Any]:
         arguments = dict(super()._connection_arguments())
@@ -187,8 +194,9 @@ RESOLVED: dict[type[AbstractConnection], type[AbstractConnection]] = {
 
 
 def _through_resolver(pool: Any) -> None:
-    """`pool`'s TCP connections (a Unix socket's need no name) go to the addresses RESOLVER keeps; behind
-    Sentinel, the Sentinels' own connections too."""
+    """`pool`'s TCP connections (a Unix socket's need no name) go to the addresses RESOLVER keeps.
+
+    Behind Sentinel, the Sentinels' own connections too."""
     pool.connection_class = RESOLVED.get(pool.connection_class, pool.connection_class)
     if isinstance(pool, SentinelConnectionPool):
         for sentinel in pool.sentinel_manager.sentinels:
@@ -196,8 +204,10 @@ def _through_resolver(pool: Any) -> None:
 
 
 def _hosts_to_resolve(url: str) -> list[tuple[str, int]]:
-    """The names a client of `url` connects to: the Sentinels behind Sentinel, else the Redis host (a Unix socket:
-    none). Read as redis-py reads the URL; one that cannot be read gives none (its client's first call says why)."""
+    """The names a client of `url` connects to.
+
+    The Sentinels behind Sentinel, else the Redis host (a Unix socket: none). Read as redis-py reads the URL; one that
+    cannot be read gives none (its client's first call says why)."""
     try:
         target = sentinel_target(url)
         if target is not None:
@@ -209,8 +219,10 @@ def _hosts_to_resolve(url: str) -> list[tuple[str, int]]:
 
 
 class RedisLink:
-    """Connects on first use and again after any failure, so a Redis that comes back is used again
-    without anyone restarting nanobot."""
+    """A Redis client that connects on first use and again after any failure.
+
+    Connects on first use and again after any failure, so a Redis that comes back is used again without anyone
+    restarting nanobot."""
 
     def __init__(
         self,
@@ -239,15 +251,18 @@ class RedisLink:
         return self._client
 
     def look_up_soon(self) -> None:
-        """The Redis host's name (behind Sentinel: each Sentinel's) looked up from now on, in the background. Started
-        as nanobot sets up: a `nanobot agent -m` whose Redis name hangs then finds that look-up past its bound by its
-        first call, instead of waiting it out before it exits."""
+        """The Redis host's name (behind Sentinel: each Sentinel's) looked up from now on, in the background.
+
+        Started as nanobot sets up: a `nanobot agent -m` whose Redis name hangs then finds that look-up past its bound
+        by its first call, instead of waiting it out before it exits."""
         for host, port in self._hosts:
             RESOLVER.look_up_soon(host, port)
 
     async def resolved(self) -> None:
-        """The Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before any
-        connection is made to it."""
+        """The Redis host resolved off asyncio's shared pool before any connection is made to it.
+
+        The Redis host (behind Sentinel: one of the Sentinels) resolved off asyncio's shared pool before any connection
+        is made to it."""
         if len(self._hosts) == 1:
             await RESOLVER.resolve(*self._hosts[0], self.timeout)
         elif self._hosts:
@@ -269,10 +284,11 @@ class RedisLink:
         return result
 
     def call_apart(self, doing: str, work: Callable[[ArqRedis], Awaitable[Any]]) -> threading.Thread:
-        """`work` on a client of its own, in an event loop and a thread of their own, within the timeout: for a
-        call that must not wait on nanobot's event loop (nanobot's own `/new` work can hold it for seconds, past
-        the bound of any call made there). Its trouble is logged as `call`'s. Not a daemon thread: a `nanobot agent
-        -m` process lets it end (within the timeout) before it exits."""
+        """`work` on a client of its own, in an event loop and a thread of their own, within the timeout.
+
+        For a call that must not wait on nanobot's event loop (nanobot's own `/new` work can hold it for seconds, past
+        the bound of any call made there). Its trouble is logged as `call`'s. Not a daemon thread: a `nanobot agent -m`
+        process lets it end (within the timeout) before it exits."""
 
         async def run() -> None:
             async with asyncio.timeout(self.timeout):
@@ -311,6 +327,7 @@ class RedisLink:
 
     async def close(self) -> None:
         """Close the connections of this event loop's client (a client of another loop is just dropped).
+
         Never raises."""
         client, loop, self._client, self._loop = self._client, self._loop, None, None
         if client is None:

@@ -72,8 +72,9 @@ class Throttle:
         return True
 
     def recovered(self, kind: str) -> bool:
-        """True once after a warning of `kind` was shown (so the caller can say it is over). Unlike
-        `clear`, the rate limit stays: the next failure within the window is counted, not shown."""
+        """True once after a warning of `kind` was shown (so the caller can say it is over).
+
+        Unlike `clear`, the rate limit stays: the next failure within the window is counted, not shown."""
         if kind in self._shown:
             self._shown.discard(kind)
             return True

@@ -1,5 +1,7 @@
-"""The entry nanobot loads (group `nanobot.tools`) that installs the integration (the `recall` tool, the other
-entry, is in recall/tool.py), and the nanobot version check both entries make.
+"""The entry nanobot loads that installs the integration.
+
+The entry nanobot loads (group `nanobot.tools`) that installs the integration (the `recall` tool, the other entry, is in
+recall/tool.py), and the nanobot version check both entries make.
 
 nanobot has no hook entry point; it calls `Tool.enabled(ctx)` of every tool plugin once per
 AgentLoop. SummaryWorkerHooks uses that call to install the integration and answers False, so it

@@ -121,8 +121,10 @@ class HookSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _demo_preset(cls, data: Any) -> Any:
-        """NANOBOT_SUMMARY_DEMO's values over the ones it names (the worker's among them: its settings extend these,
-        and these ignore what they do not hold)."""
+        """NANOBOT_SUMMARY_DEMO's values over the ones it names.
+
+        NANOBOT_SUMMARY_DEMO's values over the ones it names (the worker's among them: its settings extend these, and
+        these ignore what they do not hold)."""
         if isinstance(data, dict) and str(data.get("summary_demo", "")).strip().lower() in ("1", "true", "yes", "on"):
             return {**data, **DEMO_PRESET}
         return data
@@ -150,8 +152,10 @@ class HookSettings(BaseSettings):
         return None if isinstance(value, str) and not value.strip() else value
 
     def for_workspace(self, workspace: Path) -> Self:
-        """These settings with the namespace settled: NANOBOT_SUMMARY_NAMESPACE, else from the id nanobot keeps in
-        `workspace` (it names nanobot's sessions folder: the worker reading those sessions serves this queue)."""
+        """These settings with the namespace settled.
+
+        NANOBOT_SUMMARY_NAMESPACE, else from the id nanobot keeps in `workspace` (it names nanobot's sessions folder:
+        the worker reading those sessions serves this queue)."""
         if self.summary_namespace is not None:
             return self
         marker = Path(workspace).expanduser().resolve(strict=False) / WORKSPACE_ID_FILE
@@ -174,15 +178,17 @@ class HookSettings(BaseSettings):
         return Keys(self.summary_namespace)
 
     def redis_options(self) -> dict[str, Any]:
-        """Extra keyword arguments of redis-py's `from_url` for this Redis: the CA file, for TLS only
-        (a plain connection takes no TLS options)."""
+        """Extra keyword arguments of redis-py's `from_url` for this Redis.
+
+        The CA file, for TLS only (a plain connection takes no TLS options)."""
         if self.redis_ca_file is None or not self.redis_url.startswith("rediss://"):
             return {}
         return {"ssl_ca_certs": str(self.redis_ca_file.expanduser())}
 
     def is_trusted(self, session_key: str, private_web: bool = False) -> bool:
-        """May this session's user write long-term memory, and recall what other sessions said? `private_web`:
-        nanobot's web chat asks for a token, so `direct` takes in its sessions
+        """May this session's user write long-term memory, and recall what other sessions said?
+
+        `private_web`: nanobot's web chat asks for a token, so `direct` takes in its sessions
         (contract.session_format.is_direct_chat)."""
         return any(
             is_direct_chat(session_key, private_web) if pattern == "direct" else fnmatchcase(session_key, pattern)
@@ -224,8 +230,10 @@ SHARED_SETTINGS = (
 
 
 def plain_setting(value: Any) -> Any:
-    """A setting as a JSON value both sides write alike: a plain sequence as its items joined by commas (a named
-    tuple, such as a keep rule, reads as its text), anything else not JSON's as its text."""
+    """A setting as a JSON value both sides write alike.
+
+    A plain sequence as its items joined by commas (a named tuple, such as a keep rule, reads as its text), anything
+    else not JSON's as its text."""
     if type(value) in (tuple, list):
         return ",".join(map(str, value))
     return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
@@ -236,9 +244,11 @@ def shared_settings(settings: HookSettings) -> dict[str, Any]:
 
 
 def runner() -> str:
-    """How this process is run, which says where its settings are set: under systemd (it sets INVOCATION_ID
-    for a unit's processes), from a terminal, or "" (another manager). A container is not told apart: its
-    marker files also sit on machines their users do not think of as containers (a VM's image, a sandbox)."""
+    """How this process is run, which says where its settings are set.
+
+    Under systemd (it sets INVOCATION_ID for a unit's processes), from a terminal, or "" (another manager). A container
+    is not told apart: its marker files also sit on machines their users do not think of as containers (a VM's image, a
+    sandbox)."""
     if os.environ.get("INVOCATION_ID"):
         return "systemd"
     return "terminal" if any(os.isatty(fd) for fd in (0, 1, 2)) else ""

@@ -1,6 +1,8 @@
-"""Every touch of nanobot's internals, in one place: the names the integration needs, looked up and checked
-once (the probe) into a Surface, the nanobot version check, and the two readings of a running turn that
-nanobot offers no API for (its context window, and whether the turn is ordinary: the frame scan).
+"""Every touch of nanobot's internals, in one place.
+
+The names the integration needs, looked up and checked once (the probe) into a Surface, the nanobot version check, and
+the two readings of a running turn that nanobot offers no API for (its context window, and whether the turn is ordinary:
+the frame scan).
 
 When a name is missing (a nanobot outside 0.3.x) the lookup raises Off, whose message is the one log line
 saying why the integration is off; nanobot then runs exactly as if this package were not installed."""
@@ -157,8 +159,10 @@ def compacting(surface: Surface, key: str) -> bool:
 
 
 def compaction_lock(surface: Surface, key: str) -> contextlib.AbstractAsyncContextManager[Any]:
-    """nanobot's idle-compaction lock of the session, to hold while a record is applied (none in a nanobot
-    without one: nothing to race)."""
+    """nanobot's idle-compaction lock of the session, to hold while a record is applied.
+
+    nanobot's idle-compaction lock of the session, to hold while a record is applied (none in a nanobot without one:
+    nothing to race)."""
     return surface.compaction_lock(key) if surface.compaction_lock is not None else contextlib.nullcontext()
 
 
@@ -180,9 +184,10 @@ TURN_FRAMES = 16
 
 
 def ordinary_turn(session: Any) -> bool:
-    """False for an ephemeral turn and for a slash command. SessionTurnStarted carries neither, but nanobot
-    publishes it from inside the turn (`_restore_turn`), whose `ctx` (a TurnContext) is on the call stack.
-    Only looked at when a record is waiting, so an ordinary turn pays nothing."""
+    """False for an ephemeral turn and for a slash command.
+
+    SessionTurnStarted carries neither, but nanobot publishes it from inside the turn (`_restore_turn`), whose `ctx` (a
+    TurnContext) is on the call stack. Only looked at when a record is waiting, so an ordinary turn pays nothing."""
     policy = getattr(session, "policy", None)
     if policy is not None and getattr(policy, "persist", True) is False:
         return False
@@ -208,10 +213,12 @@ def add_hook_factory(loop: Any, factory: Callable[[Any], Any]) -> Callable[[], N
 
 
 def wrap_command(loop: Any, command: str, before: Callable[[Any], None]) -> Callable[[], None] | None:
-    """Runs `before(ctx)` ahead of nanobot's handler of an exact slash command (`/new`), with nanobot's
-    CommandContext; what takes it off again. None while the AgentLoop has no router yet (nanobot makes it after
-    loading the tools, so after the plugin), and when its router has no such handler (one log line). `before` must
-    not raise; whatever it does raise is swallowed, so nanobot's command always runs."""
+    """Runs `before(ctx)` ahead of nanobot's handler of a slash command; returns what takes it off again.
+
+    Runs `before(ctx)` ahead of nanobot's handler of an exact slash command (`/new`), with nanobot's CommandContext;
+    what takes it off again. None while the AgentLoop has no router yet (nanobot makes it after loading the tools, so
+    after the plugin), and when its router has no such handler (one log line). `before` must not raise; whatever it does
+    raise is swallowed, so nanobot's command always runs."""
     router = getattr(loop, "commands", None)
     if router is None:
         return None

@@ -1,6 +1,7 @@
-"""Text helpers both sides share: the letters of Chinese, Japanese and Korean, which the recall index and its
-search cut into the same tokens (contract/recall.py's index_text, recall/query.py) and the worker's token
-estimates and name guards recognize."""
+"""Text helpers both sides share.
+
+The letters of Chinese, Japanese and Korean, which the recall index and its search cut into the same tokens
+(contract/recall.py's index_text, recall/query.py) and the worker's token estimates and name guards recognize."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ CJK_RUN = re.compile(f"[{CJK_LETTERS}]+")
 
 
 def cjk_grams(run: str) -> list[str]:
-    """The tokens a run of CJK letters is indexed as: its overlapping bigrams and its last letter alone, so
-    that every letter starts a token (a one-letter word is found as a prefix: `"猫"*`)."""
+    """The tokens a run of CJK letters is indexed as.
+
+    Its overlapping bigrams and its last letter alone, so that every letter starts a token (a one-letter word is found
+    as a prefix: `"猫"*`)."""
     return [run[i : i + 2] for i in range(len(run) - 1)] + [run[-1]]

@@ -1,5 +1,7 @@
-"""`arq worker.app.WorkerSettings`: the worker's arq options, read from the environment when arq asks for them
-(`nanobot-summary run` is the other way in: worker.commands.run)."""
+"""`arq worker.app.WorkerSettings`.
+
+The worker's arq options, read from the environment when arq asks for them (`nanobot-summary run` is the other way in:
+worker.commands.run)."""
 
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ def __getattr__(name: str) -> Any:
 
 
 def check_settings(client: ArqRedis) -> RedisSettings:
-    """arq's settings for its `--check` (the compose health check), which makes a client of its own from them alone:
-    taken from the worker's client as redis-py read the URL (contract.open_client), not from a second reading."""
+    """arq's settings for its `--check` (the compose health check), which makes a client of its own from them alone.
+
+    Taken from the worker's client as redis-py read the URL (contract.open_client), not from a second reading."""
     pool = client.connection_pool
     kwargs = pool.connection_kwargs
     if isinstance(pool, SentinelConnectionPool):

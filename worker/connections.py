@@ -41,16 +41,20 @@ REDIS_GONE = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
 def redis_gone(exc: BaseException) -> bool:
-    """Whether `exc` says Redis went away. A connection lost while arq watches a job's key (its WATCH before
-    taking the job, at every poll that finds one due) comes as redis-py's WatchError raised over the
-    ConnectionError, not as a ConnectionError: a failover at that moment stopped the worker for good."""
+    """Whether `exc` says Redis went away.
+
+    A connection lost while arq watches a job's key (its WATCH before taking the job, at every poll that finds one due)
+    comes as redis-py's WatchError raised over the ConnectionError, not as a ConnectionError: a failover at that moment
+    stopped the worker for good."""
     if isinstance(exc, redis.WatchError):
         return isinstance(exc.__context__, REDIS_GONE)
     return isinstance(exc, REDIS_GONE)
 
 
 def redis_cut(exc: BaseException) -> bool:
-    """Whether `exc` is redis-py's word that a call's connection was lost (a restart, a failover, a cut network), as
+    """Whether `exc` is redis-py's word that a call's connection was lost.
+
+    Whether `exc` is redis-py's word that a call's connection was lost (a restart, a failover, a cut network), as
     opposed to a file's OSError: the job that met it runs its try again once Redis answers (summarize.jobs)."""
     if isinstance(exc, redis.WatchError):
         return isinstance(exc.__context__, (redis.ConnectionError, redis.TimeoutError))
@@ -72,8 +76,10 @@ async def redis_back(client: Any, seconds: float, every: float = 0.5) -> bool:
 
 
 def queue_client(url: str, queue: str | None = None, timeout: float = CALL_TIMEOUT, **options: Any) -> ArqRedis:
-    """A client of the Redis at `url` (contract.open_client: the one way every client is made), enqueuing on
-    `queue` (arq's default queue when None); `options` as redis-py's `from_url` takes them (`ssl_ca_certs`)."""
+    """A client of the Redis at `url`, enqueuing on `queue`.
+
+    A client of the Redis at `url` (contract.open_client: the one way every client is made), enqueuing on `queue` (arq's
+    default queue when None); `options` as redis-py's `from_url` takes them (`ssl_ca_certs`)."""
     client = open_client(url, timeout, options)
     if queue is not None:
         client.default_queue_name = queue
@@ -81,8 +87,10 @@ def queue_client(url: str, queue: str | None = None, timeout: float = CALL_TIMEO
 
 
 async def open_pool(settings: HookSettings) -> ArqRedis:
-    """A client of the configured Redis for scripts, bound to the instance's namespace (settled settings:
-    `for_workspace`), failing at once when Redis does not answer."""
+    """A client of the configured Redis for scripts, bound to the instance's namespace.
+
+    A client of the configured Redis for scripts, bound to the instance's namespace (settled settings: `for_workspace`),
+    failing at once when Redis does not answer."""
     client = open_client(settings.redis_url, CALL_TIMEOUT, settings.redis_options(), settings.keys)
     try:
         await client.ping()
@@ -106,10 +114,12 @@ def answers(url: str, timeout: float = 1.0, **options: Any) -> bool:
 
 
 def redis_problem(url: str, timeout: float = 2.0, *, keys: Keys | None, **options: Any) -> str | None:
-    """Why this Redis cannot be used by the instance of `keys`, in one line with its fix, or None when it answers
-    PING and a read of the instance's own probe key (`Keys.probe`) in the URL's database. Tells a server that is not
-    there from one that refuses us (password, ACL user or rights, a database number it does not have): only the
-    first may be replaced by an embedded Redis. Without `keys` (the namespace is not known yet) only PING is tried."""
+    """Why this Redis cannot be used by the instance of `keys`, in one line with its fix, or None.
+
+    Why this Redis cannot be used by the instance of `keys`, in one line with its fix, or None when it answers PING and
+    a read of the instance's own probe key (`Keys.probe`) in the URL's database. Tells a server that is not there from
+    one that refuses us (password, ACL user or rights, a database number it does not have): only the first may be
+    replaced by an embedded Redis. Without `keys` (the namespace is not known yet) only PING is tried."""
     shown = redacted_url(url)
     client = sync_client(url, timeout, **options)
     try:
@@ -161,8 +171,10 @@ def redact_secrets(text: str) -> str:
 
 
 def port_taken(url: str, timeout: float = 0.5) -> bool:
-    """Does something already listen on the URL's local port? (Then no embedded Redis may be started
-    there: it would fail, or worse, the error would hide why the real one refused us.)"""
+    """Does something already listen on the URL's local port?
+
+    (Then no embedded Redis may be started there: it would fail, or worse, the error would hide why the real one refused
+    us.)"""
     parts = urlsplit(url)
     try:
         with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), timeout=timeout):
@@ -243,8 +255,10 @@ PR_SET_PDEATHSIG = 1
 
 
 def dies_with(parent: int) -> Callable[[], None]:
-    """What the forked child runs before redis-server: SIGTERM it when the worker `parent` dies, whatever kills
-    the worker (SIGKILL, the OOM killer), so no embedded Redis outlives its worker, reparented to init."""
+    """What the forked child runs before redis-server.
+
+    SIGTERM it when the worker `parent` dies, whatever kills the worker (SIGKILL, the OOM killer), so no embedded Redis
+    outlives its worker, reparented to init."""
 
     def arm() -> None:
         try:
@@ -258,8 +272,10 @@ def dies_with(parent: int) -> Callable[[], None]:
 
 
 def start_embedded(url: str, wait_seconds: float = 10.0) -> EmbeddedRedis:
-    """Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache), which dies
-    with this process.
+    """Start a throwaway redis-server on the URL's local port, which dies with this process.
+
+    Start a throwaway redis-server on the URL's local port (no persistence: the queue is a cache), which dies with this
+    process.
 
     A user and password in the URL are required by the server too; they go into its config file (mode
     0600), never onto its command line, where any local user could read them."""

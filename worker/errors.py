@@ -42,8 +42,9 @@ class ContextTooLong(LLMError):
 
 
 class BadAnswer(LLMError, RetryableError):
-    """The model answered, but nothing usable: empty, unreadable, oversized, a refusal, or a summary that lost
-    what the previous one held."""
+    """The model answered, but nothing usable.
+
+    Empty, unreadable, oversized, a refusal, or a summary that lost what the previous one held."""
 
     def __init__(self, message: str, oversized: int | None = None, prose: bool = False) -> None:
         super().__init__(message)
@@ -65,8 +66,9 @@ class SummaryFailed(WorkerError):
 
 
 class RecordOfAnotherVersion(WorkerError):
-    """The session's waiting record was written by another version of the worker and this one cannot read it: it is
-    kept for the version that can, and this job makes no summary over it (nothing paid, no rest)."""
+    """The session's waiting record was written by another version of the worker and this one cannot read it.
+
+    It is kept for the version that can, and this job makes no summary over it (nothing paid, no rest)."""
 
 
 class NanobotConfigError(WorkerError):
@@ -90,8 +92,9 @@ class NotSummarized(SessionError):
 
 
 class MemoryFilesError(WorkerError):
-    """The memory folder could not be written (full disk, read-only, a lock held too long, a file that
-    kept changing). Reported in the outcome; never fails a summary."""
+    """The memory folder could not be written (full disk, read-only, a lock held too long, a file that kept changing).
+
+    Reported in the outcome; never fails a summary."""
 
 
 class MemoryReadOnly(MemoryFilesError):

@@ -1,6 +1,7 @@
-"""Writing a user's file safely: the new content in a temporary file beside it, synced to disk, with its mode,
-and the temporary files of writes that were killed removed; whether the user made a file read-only; how long a
-writer waits for a memory file's lock."""
+"""Writing a user's file safely.
+
+The new content in a temporary file beside it, synced to disk, with its mode, and the temporary files of writes that
+were killed removed; whether the user made a file read-only; how long a writer waits for a memory file's lock."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ _swept: dict[Path, float] = {}
 
 
 def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: BinaryIO | None = None) -> Path:
-    """A synced temporary file in `path`'s folder holding `content` (then what is left of `rest`), ready for
+    """A synced temporary file in `path`'s folder holding `content`, ready for `os.replace(temp, path)`.
+
+    A synced temporary file in `path`'s folder holding `content` (then what is left of `rest`), ready for
     `os.replace(temp, path)`; the stale ones of earlier writes in that folder are removed first (at most every
     SWEEP_SECONDS).
 
@@ -73,10 +76,11 @@ def temp_beside(path: Path, content: bytes, mode: int | None = None, rest: Binar
 
 
 def remove_stale_temps(folder: Path) -> int:
-    """Removes from `folder` this project's temporary files whose write will never finish (its process was
-    killed mid-write: such a file is as large as the session it copied). Files of nanobot or anyone else, and
-    writes in progress, are left alone; a file that cannot be removed is left for the next time. Returns how
-    many were removed."""
+    """Removes this project's temporary files whose write will never finish from `folder`.
+
+    Removes from `folder` this project's temporary files whose write will never finish (its process was killed
+    mid-write: such a file is as large as the session it copied). Files of nanobot or anyone else, and writes in
+    progress, are left alone; a file that cannot be removed is left for the next time. Returns how many were removed."""
     try:
         with os.scandir(folder) as scan:
             stale = [entry.path for entry in scan if TEMP_MARK in entry.name and _stale(entry)]
@@ -111,15 +115,17 @@ def _stale(entry: os.DirEntry[str]) -> bool:
 
 
 def state_folder() -> Path:
-    """This user's folder of the project's own state (the page's token and address, the embedded Redis's
-    record): `$XDG_STATE_HOME/nanobot-summary`, else `~/.local/state/nanobot-summary`."""
+    """This user's folder of the project's own state (the page's token and address, the embedded Redis's record).
+
+    `$XDG_STATE_HOME/nanobot-summary`, else `~/.local/state/nanobot-summary`."""
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "nanobot-summary"
 
 
 def cache_folder() -> Path:
-    """This user's folder of what the worker may forget at any time and work out again (the model checks'
-    answers): `$XDG_CACHE_HOME/nanobot-summary`, else `~/.cache/nanobot-summary`."""
+    """This user's folder of what the worker may forget at any time and work out again (the model checks' answers).
+
+    `$XDG_CACHE_HOME/nanobot-summary`, else `~/.cache/nanobot-summary`."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "nanobot-summary"
 
@@ -148,9 +154,10 @@ def read_bytes(path: Path) -> bytes | None:
 
 
 def read_only(path: Path) -> str | None:
-    """Why the user's file at `path` must not be replaced, or None: its mode gives no one the right to write it
-    (`chmod 0444`: a rename beside it would ignore that, even for root), or this user may not write it. A file
-    that does not exist yet may be made."""
+    """Why the user's file at `path` must not be replaced, or None.
+
+    Its mode gives no one the right to write it (`chmod 0444`: a rename beside it would ignore that, even for root), or
+    this user may not write it. A file that does not exist yet may be made."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -163,8 +170,10 @@ def read_only(path: Path) -> str | None:
 
 
 def append_whole(path: Path, data: bytes) -> None:
-    """Appends all of `data` or nothing: a write the disk refused part-way (full, over quota) is cut off
-    again, so the day file never ends in half a section. Unbuffered, so nothing is written again on close."""
+    """Appends all of `data` or nothing.
+
+    A write the disk refused part-way (full, over quota) is cut off again, so the day file never ends in half a section.
+    Unbuffered, so nothing is written again on close."""
     with path.open("ab", buffering=0) as handle:
         size = handle.seek(0, os.SEEK_END)
         try:

@@ -1,6 +1,8 @@
-"""The keep rule: how much recent history stays verbatim after a summary (`messages:N`, `tokens:N`, `fraction:F`,
-`turns:N`), read from its text. A foundation module: the settings validate with it and the cut planner plans with it,
-neither importing the other."""
+"""The keep rule.
+
+How much recent history stays verbatim after a summary (`messages:N`, `tokens:N`, `fraction:F`, `turns:N`), read from
+its text. A foundation module: the settings validate with it and the cut planner plans with it, neither importing the
+other."""
 
 from __future__ import annotations
 

@@ -217,8 +217,10 @@ OWN_PREFIXES = ("NANOBOT_SUMMARY_", "NANOBOT_MEMORY_")
 
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
-    """One line per NANOBOT_SUMMARY_* / NANOBOT_MEMORY_* variable no setting reads (a misspelling is
-    otherwise ignored without a word), with the nearest known name."""
+    """One line per NANOBOT_SUMMARY_* / NANOBOT_MEMORY_* variable no setting reads.
+
+    One line per NANOBOT_SUMMARY_* / NANOBOT_MEMORY_* variable no setting reads (a misspelling is otherwise ignored
+    without a word), with the nearest known name."""
     environ = os.environ if environ is None else environ
     known = {Settings.env_name(field) for field in Settings.model_fields}
     lines = []

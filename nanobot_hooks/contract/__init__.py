@@ -1,6 +1,8 @@
-"""The one contract between nanobot and the worker: what both sides must read and write alike, a module each,
-imported directly (`from nanobot_hooks.contract.keys import Keys`); each module's `__all__` is what the worker may
-use, pinned in tests/test_design.py (CONTRACT), and a name outside it is the module's own business.
+"""The one contract between nanobot and the worker.
+
+What both sides must read and write alike, a module each, imported directly (`from nanobot_hooks.contract.keys import
+Keys`); each module's `__all__` is what the worker may use, pinned in tests/test_design.py (CONTRACT), and a name
+outside it is the module's own business.
 
 - `version`: the release and the contract's own version.
 - `keys`: every Redis name (keys, arq's queue and job names, namespaces).

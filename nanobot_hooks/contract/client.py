@@ -1,9 +1,10 @@
-"""Redis clients of both sides, made in one place: every connect and call bounded, and behind Sentinel
-(`redis+sentinel://`) the primary asked for at each new connection, so after a failover the next call reaches
-the promoted replica. The hooks, the worker (arq's own pool), its jobs, commands and page use the asyncio
-client; the worker's checks (a ping before start, doctor) the synchronous one. arq's jobs travel as JSON, never
-pickled: a job another program (or version 0.1.0) wrote pickled is read as UNREAD_JOB, its bytes never looked
-into, so no bytes in Redis can run code in the worker."""
+"""Redis clients of both sides, made in one place.
+
+Every connect and call bounded, and behind Sentinel (`redis+sentinel://`) the primary asked for at each new connection,
+so after a failover the next call reaches the promoted replica. The hooks, the worker (arq's own pool), its jobs,
+commands and page use the asyncio client; the worker's checks (a ping before start, doctor) the synchronous one. arq's
+jobs travel as JSON, never pickled: a job another program (or version 0.1.0) wrote pickled is read as UNREAD_JOB, its
+bytes never looked into, so no bytes in Redis can run code in the worker."""
 
 from __future__ import annotations
 
@@ -34,8 +35,10 @@ UNREAD_JOB = "unread_job"
 
 
 def job_from_json(raw: bytes) -> dict[str, Any]:
-    """arq's job (or result) read back from JSON. Anything else (a pickle) is never unpickled: it is read as a job of
-    UNREAD_JOB without arguments, so the worker ends it in one line instead of arq failing it with a traceback."""
+    """arq's job (or result) read back from JSON.
+
+    Anything else (a pickle) is never unpickled: it is read as a job of UNREAD_JOB without arguments, so the worker ends
+    it in one line instead of arq failing it with a traceback."""
     try:
         data = json.loads(raw)
     except ValueError:  # UnicodeDecodeError and JSONDecodeError both are
@@ -67,8 +70,10 @@ def open_client(url: str, timeout: float, options: dict[str, Any] | None = None,
 
 
 async def close_client(client: Redis) -> None:
-    """Close `client`'s connections; behind Sentinel the Sentinels' own too, which redis-py's `aclose` leaves open
-    (they were only collected, with a ResourceWarning each)."""
+    """Close `client`'s connections.
+
+    Behind Sentinel the Sentinels' own too, which redis-py's `aclose` leaves open (they were only collected, with a
+    ResourceWarning each)."""
     pool = client.connection_pool
     try:
         await client.aclose()

@@ -36,17 +36,20 @@ NAMESPACE_FROM_ID = 12  # hex digits of the workspace id: 48 bits, no collision 
 
 
 def default_namespace(workspace_id: str) -> str:
-    """The namespace of a nanobot instance: the start of its workspace id, so its hooks (which read the id
-    from nanobot's session manager) and its worker (from the file in the workspace) agree unconfigured,
-    and an operator matches a namespace to its sessions folder by eye."""
+    """The namespace of a nanobot instance.
+
+    The start of its workspace id, so its hooks (which read the id from nanobot's session manager) and its worker (from
+    the file in the workspace) agree unconfigured, and an operator matches a namespace to its sessions folder by eye."""
     return workspace_id[:NAMESPACE_FROM_ID]
 
 
 @dataclass(frozen=True)
 class Keys:
-    """Every Redis name of one nanobot instance, in one place: the queue, arq's job ids, the records, the
-    notice channel, and the worker's own keys, all under `nanobot-summary:<namespace>:`. Any number of
-    nanobot instances (and their workers) share one Redis database, each in its own namespace.
+    """Every Redis name of one nanobot instance, in one place.
+
+    The queue, arq's job ids, the records, the notice channel, and the worker's own keys, all under
+    `nanobot-summary:<namespace>:`. Any number of nanobot instances (and their workers) share one Redis database, each
+    in its own namespace.
 
     A client is bound to one namespace by arq's own `default_queue_name` (arq's Worker hands every job a
     client made with its queue's name), so the functions taking a client name their keys with
@@ -72,15 +75,15 @@ class Keys:
         return f"{KEY_PREFIX}:{self.namespace}:"
 
     def acl_rules(self) -> list[str]:
-        """The Redis ACL rules (after `ACL SETUSER <user> on ><password>`) that confine a client to this instance:
-        its keys (every one under the prefix, arq's through the job ids), its channels (`ready`, `outcome`), every
+        """The Redis ACL rules (after `ACL SETUSER <user> on ><password>`) that confine a client to this instance.
+
+        Its keys (every one under the prefix, arq's through the job ids), its channels (`ready`, `outcome`), every
         command but the dangerous ones (MONITOR, KEYS, CONFIG, FLUSHALL, ...) and those that name keys or channels
-        beyond the patterns (listing keys or channels: scan, randomkey, pubsub); nothing of the project needs them
-        (it lists what it wrote from `index`). INFO stays: the worker checks the server's version.
-        A namespace has no glob characters (NAMESPACE_PATTERN), so a pattern matches this instance's names only.
-        One key of arq's is shared by every instance and cannot be renamed: its set of jobs to abort, from which
-        a worker removes each job it finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not
-        allow aborts, arq's default)."""
+        beyond the patterns (listing keys or channels: scan, randomkey, pubsub); nothing of the project needs them (it
+        lists what it wrote from `index`). INFO stays: the worker checks the server's version. A namespace has no glob
+        characters (NAMESPACE_PATTERN), so a pattern matches this instance's names only. One key of arq's is shared by
+        every instance and cannot be renamed: its set of jobs to abort, from which a worker removes each job it
+        finishes; write-only (Redis 7's `%W~`), nobody reads it (the worker does not allow aborts, arq's default)."""
         return [
             "resetkeys",
             f"~{self.prefix}*",
@@ -99,15 +102,19 @@ class Keys:
 
     @property
     def probe(self) -> str:
-        """Read (never written) by every command and the worker at start-up: a user whose ACL allows PING but not
-        this instance's keys is told apart there, and a user confined to them (`acl_rules`) passes."""
+        """A key read (never written) by every command and the worker at start-up, to check the ACL user.
+
+        Read (never written) by every command and the worker at start-up: a user whose ACL allows PING but not this
+        instance's keys is told apart there, and a user confined to them (`acl_rules`) passes."""
         return f"{self.prefix}probe"
 
     def index(self, family: str) -> str:
-        """The instance's own index of one family of its keys whose names it cannot know in advance (a set of
-        the part after the family's prefix: a session key, a worker's id, a model): what status, doctor and the
-        page read instead of SCAN, which `acl_rules` forbids. Families: `workers`, `hooks` (each running nanobot's
-        report, also the presence of its listener), `formats`, `spend`, `resting`, `outcomes`."""
+        """The instance's own index of one family of its keys, read instead of SCAN.
+
+        The instance's own index of one family of its keys whose names it cannot know in advance (a set of the part
+        after the family's prefix: a session key, a worker's id, a model): what status, doctor and the page read instead
+        of SCAN, which `acl_rules` forbids. Families: `workers`, `hooks` (each running nanobot's report, also the
+        presence of its listener), `formats`, `spend`, `resting`, `outcomes`."""
         return f"{self.prefix}index:{family}"
 
     @property
@@ -122,8 +129,10 @@ class Keys:
 
     @property
     def outcome_channel(self) -> str:
-        """Published by the worker at the end of every job (payload: JSON with `session`, `status` and `line`,
-        the outcome in one line), so that why a summary was or was not made shows in nanobot's own log."""
+        """The channel the worker publishes every job's outcome on.
+
+        Published by the worker at the end of every job (payload: JSON with `session`, `status` and `line`, the outcome
+        in one line), so that why a summary was or was not made shows in nanobot's own log."""
         return f"{self.prefix}outcome"
 
     @property
@@ -133,10 +142,11 @@ class Keys:
 
     @property
     def stats(self) -> str:
-        """Counters kept by nanobot_hooks (a hash): records "applied", "stale" (dropped, the session had
-        changed), "duplicate" (already applied elsewhere), "forged" (not signed with the instance's key: refused),
-        "replayed" (signed, but expired, or made before what the session applied or undid since: refused);
-        "undone": `nanobot-summary undo`s applied to a live session."""
+        """Counters kept by nanobot_hooks (a hash).
+
+        Records "applied", "stale" (dropped, the session had changed), "duplicate" (already applied elsewhere), "forged"
+        (not signed with the instance's key: refused), "replayed" (signed, but expired, or made before what the session
+        applied or undid since: refused); "undone": `nanobot-summary undo`s applied to a live session."""
         return f"{self.prefix}stats"
 
     def job_id(self, session_key: str) -> str:
@@ -144,15 +154,18 @@ class Keys:
         return f"{self.prefix}job:{session_key}"
 
     def idle_job_id(self, session_key: str) -> str:
-        """One waiting idle check per session, apart from the summarize job's id: a check deferred for the
-        cache lifetime must not hold back the threshold trigger's job."""
+        """One waiting idle check per session, apart from the summarize job's id.
+
+        A check deferred for the cache lifetime must not hold back the threshold trigger's job."""
         return f"{self.prefix}idle:{session_key}"
 
     def cron(self, name: str) -> str:
-        """A cron job's arq name. arq makes a unique cron job's id `<name>:<tick in ms>` and refuses a second
-        enqueue of it, so with a name without the namespace the first worker of any instance to reach a tick
-        would take it for every instance on the Redis. Under the prefix, every arq job id of an instance, and so each
-        of arq's own keys for it (`arq:job:<id>`, `arq:in-progress:<id>`, `arq:retry:<id>`), names its instance."""
+        """A cron job's arq name.
+
+        arq makes a unique cron job's id `<name>:<tick in ms>` and refuses a second enqueue of it, so with a name
+        without the namespace the first worker of any instance to reach a tick would take it for every instance on the
+        Redis. Under the prefix, every arq job id of an instance, and so each of arq's own keys for it (`arq:job:<id>`,
+        `arq:in-progress:<id>`, `arq:retry:<id>`), names its instance."""
         return f"{self.prefix}cron:{name}"
 
     def session_of_job(self, job_id: str) -> str | None:
@@ -163,8 +176,9 @@ class Keys:
         return f"{self.prefix}record:{session_key}"
 
     def context(self, session_key: str) -> str:
-        """The prompt tokens of the session's recent turns and the summaries applied among them (a list of
-        JSON entries, newest last, capped; written by nanobot's hooks, drawn by the web page)."""
+        """The prompt tokens of the session's recent turns and the summaries applied among them.
+
+        A list of JSON entries, newest last, capped; written by nanobot's hooks, drawn by the web page."""
         return f"{self.prefix}context:{session_key}"
 
     def daily_flag(self, session_key: str) -> str:
@@ -176,14 +190,16 @@ class Keys:
         return f"{self.prefix}cooldown:{session_key}"
 
     def spend(self, scope: str) -> str:
-        """A hash of spend: `total` since the first job; `session:<key>`; `job:<key>`, the session's current
-        job over all its tries; `day:<YYYY-MM-DD>`, tokens of a day in nanobot's timezone (field `tokens`,
-        and `tokens:<key>` per session)."""
+        """A hash of spend.
+
+        `total` since the first job; `session:<key>`; `job:<key>`, the session's current job over all its tries;
+        `day:<YYYY-MM-DD>`, tokens of a day in nanobot's timezone (field `tokens`, and `tokens:<key>` per session)."""
         return f"{self.prefix}spend:{scope}"
 
     def notes_format(self, model: str) -> str:
-        """How a summary model answers notes, when not as JSON: "lines", or "off" when it follows no format asked
-        for (the worker's, with a lifetime: worker.state.formats)."""
+        """How a summary model answers notes, when not as JSON.
+
+        "lines", or "off" when it follows no format asked for (the worker's, with a lifetime: worker.state.formats)."""
         return f"{self.prefix}format:{model}"
 
     def failures(self, session_key: str) -> str:
@@ -203,7 +219,9 @@ class Keys:
         return f"{self.prefix}worker:"
 
     def worker(self, process: str) -> str:
-        """A running worker's report (`<host>:<pid>`), rewritten at every beat, deleted at a clean stop
+        """A running worker's report, which status and doctor read.
+
+        A running worker's report (`<host>:<pid>`), rewritten at every beat, deleted at a clean stop
         (worker/state/workers.py): status and doctor read it."""
         return self.worker_prefix + process
 
@@ -212,8 +230,10 @@ class Keys:
         return f"{self.prefix}hooks:"
 
     def hooks(self, process: str) -> str:
-        """The settings a nanobot process's hooks act on (`<host>:<pid>`), written by its listener while it
-        runs (refreshed every minute, expiring after three): doctor compares them with the worker's."""
+        """The settings a nanobot process's hooks act on, which doctor compares with the worker's.
+
+        The settings a nanobot process's hooks act on (`<host>:<pid>`), written by its listener while it runs (refreshed
+        every minute, expiring after three): doctor compares them with the worker's."""
         return self.hooks_prefix + process
 
     @property

@@ -1,5 +1,7 @@
-"""The marker both sides keep in line 1 of a session file: a record to apply, the last one applied, and the last
-undo; the last two make a record apply once (`SessionMarker.refusal`)."""
+"""The marker both sides keep in line 1 of a session file.
+
+A record to apply, the last one applied, and the last undo; the last two make a record apply once
+(`SessionMarker.refusal`)."""
 
 from __future__ import annotations
 
@@ -34,8 +36,9 @@ def _text(value: Any) -> str | None:
 
 @dataclass(slots=True)
 class AppliedMark:
-    """Which record the hooks applied last, and the message count right after (`through`): the interval
-    trigger counts new user turns from there. Any field may be None in a hand-edited file."""
+    """Which record the hooks applied last, and the message count right after (`through`).
+
+    The interval trigger counts new user turns from there. Any field may be None in a hand-edited file."""
 
     stamp: str | None  # the record's `SummaryRecord.stamp`
     boundary: int | None
@@ -57,9 +60,10 @@ class AppliedMark:
 
 
 class SessionMarker:
-    """The marker both sides keep in a session's metadata under METADATA_KEY: the worker's copy of a record
-    waiting to be applied (`pending`, for a nanobot process that starts after the notice) and the hooks'
-    mark of the record they applied (`applied`). Read tolerantly: whatever a hand edit left that does not
+    """The marker both sides keep in a session's metadata under METADATA_KEY.
+
+    The worker's copy of a record waiting to be applied (`pending`, for a nanobot process that starts after the notice)
+    and the hooks' mark of the record they applied (`applied`). Read tolerantly: whatever a hand edit left that does not
     parse reads as absent. Each part is parsed when asked for: the turn's path reads one of them."""
 
     __slots__ = ("_entry",)
@@ -88,20 +92,22 @@ class SessionMarker:
 
     @property
     def undone(self) -> str | None:
-        """The stamp of the last `nanobot-summary undo` of the session (an undo record's `SummaryRecord.stamp`):
-        every record made before it was undone, or dropped by it."""
+        """The stamp of the last `nanobot-summary undo` of the session (an undo record's `SummaryRecord.stamp`).
+
+        Every record made before it was undone, or dropped by it."""
         value = self._entry.get(_UNDONE)
         return _text(value.get("created_at")) if isinstance(value, dict) else None
 
     def refusal(self, record: SummaryRecord, now: datetime, after_applied: bool = True) -> str | None:
-        """Why `record` may not apply to this session although it is signed, or None: a record applies once. Each
-        record is bound to its stamp (its creation time, under the MAC: the sequence) and expires RECORD_LIFETIME
-        after it; the session remembers the stamp of the last record applied and of the last undo, so a genuine
-        record stored again (replayed by a client of the shared Redis), one older than what was applied since, or
-        one that an undo dropped, is refused. The same stamp as the last applied is not refused here: that is the
-        usual duplicate (the copy in line 1 and the one in Redis), the caller's to tell. An undo is checked against
-        the last undo only (`after_applied=False`): one older than the summary applied since is not replayed, it
-        just does not fit that summary (turn/apply.undo_verdict says so)."""
+        """Why `record` may not apply to this session although it is signed, or None: a record applies once.
+
+        Each record is bound to its stamp (its creation time, under the MAC: the sequence) and expires RECORD_LIFETIME
+        after it; the session remembers the stamp of the last record applied and of the last undo, so a genuine record
+        stored again (replayed by a client of the shared Redis), one older than what was applied since, or one that an
+        undo dropped, is refused. The same stamp as the last applied is not refused here: that is the usual duplicate
+        (the copy in line 1 and the one in Redis), the caller's to tell. An undo is checked against the last undo only
+        (`after_applied=False`): one older than the summary applied since is not replayed, it just does not fit that
+        summary (turn/apply.undo_verdict says so)."""
         made = _when(record.stamp)
         if made is None:
             return "its creation time cannot be read"
@@ -162,8 +168,10 @@ class SessionMarker:
 
     @staticmethod
     def mark_undone(metadata: dict[str, Any], undo: SummaryRecord) -> bool:
-        """Replace the marker (a pending copy and the applied mark included) with the mark of `undo`, so no record
-        made before it applies again (`refusal`); whether a pending copy or an applied mark was there."""
+        """Replace the marker with the mark of `undo`, so no record made before it applies again.
+
+        Replace the marker (a pending copy and the applied mark included) with the mark of `undo`, so no record made
+        before it applies again (`refusal`); whether a pending copy or an applied mark was there."""
         had = isinstance(entry := metadata.get(METADATA_KEY), dict) and bool({_PENDING, _APPLIED} & entry.keys())
         metadata[METADATA_KEY] = {_UNDONE: {"created_at": undo.stamp}}
         return had

@@ -1,6 +1,7 @@
-"""The Redis side of the contract: enqueue with single flight, store, find and drop result records (a record of
-another version is kept for the version that reads it; only bytes no version could read are dropped), and the
-sessions' context histories."""
+"""The Redis side of the contract.
+
+Enqueue with single flight, store, find and drop result records (a record of another version is kept for the version
+that reads it; only bytes no version could read are dropped), and the sessions' context histories."""
 
 from __future__ import annotations
 
@@ -69,9 +70,11 @@ T = TypeVar("T")
 
 
 async def reply(call: Awaitable[T] | T) -> T:
-    """A Redis command's answer, awaited. redis-py types each command for its sync and asyncio clients at once
-    (`Awaitable[X] | X`); on our asyncio clients (ArqRedis, not generic) it is always the awaitable. One typed
-    await here, used wherever such an answer is read, instead of a cast at every call."""
+    """A Redis command's answer, awaited.
+
+    redis-py types each command for its sync and asyncio clients at once (`Awaitable[X] | X`); on our asyncio clients
+    (ArqRedis, not generic) it is always the awaitable. One typed await here, used wherever such an answer is read,
+    instead of a cast at every call."""
     return await cast(Awaitable[T], call)
 
 
@@ -87,8 +90,9 @@ async def enqueue_summary(redis: ArqRedis, request: SummarizeRequest) -> Job | N
 
 
 async def enqueue_idle_check(redis: ArqRedis, session_key: str, defer_by: float) -> Job | None:
-    """The session's idle check, run `defer_by` seconds from now; None when one is already waiting (it
-    re-defers itself while the session is active, so one per session is enough)."""
+    """The session's idle check, run `defer_by` seconds from now.
+
+    None when one is already waiting (it re-defers itself while the session is active, so one per session is enough)."""
     keys = Keys.of(redis)
     return await redis.enqueue_job(
         JOB_IDLE,
@@ -132,8 +136,9 @@ async def load_record(redis: ArqRedis, session_key: str) -> SummaryRecord | None
 
 
 async def load_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
-    """The session's waiting record, as `load_record` reads it, or what stands in its place. Never raises on what is
-    stored (a Redis error still does).
+    """The session's waiting record, as `load_record` reads it, or what stands in its place.
+
+    Never raises on what is stored (a Redis error still does).
 
     A JSON object this version does not read (a record written by another version of the worker: a new reason, a
     field it requires) is kept, pending, for the version that reads it, and UNREADABLE is returned: a rolling
@@ -153,8 +158,10 @@ async def load_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecor
 
 
 async def read_waiting_record(redis: ArqRedis, session_key: str) -> SummaryRecord | str | None:
-    """The session's waiting record as `load_waiting_record` sees it, read only (nothing dropped, never raising on
-    what is stored): what `status` and the web page show."""
+    """The session's waiting record for `status` and the web page, read only.
+
+    The session's waiting record as `load_waiting_record` sees it, read only (nothing dropped, never raising on what is
+    stored): what `status` and the web page show."""
     raw = await redis.get(Keys.of(redis).record(session_key))
     return _record_or_why(raw) if raw else None
 
@@ -168,8 +175,9 @@ async def read_waiting_records(redis: ArqRedis, session_keys: list[str]) -> list
 
 
 def _record_or_why(raw: bytes | str) -> SummaryRecord | str:
-    """Stored bytes as this version reads them: the record, UNREADABLE (a JSON object, another version's record) or
-    DAMAGED (no record of any version)."""
+    """Stored bytes as this version reads them.
+
+    The record, UNREADABLE (a JSON object, another version's record) or DAMAGED (no record of any version)."""
     try:
         return SummaryRecord.model_validate_json(raw)
     except ValidationError:
@@ -206,8 +214,10 @@ CONTEXT_DAYS = 30
 
 
 async def note_context(redis: ArqRedis, entries: Sequence[tuple[str, dict[str, Any]]]) -> None:
-    """Appends (session, entry) pairs to the sessions' context histories in one round trip: an entry is a turn's
-    prompt tokens (`{"at", "tokens"}`) or a summary applied (`{"at", "applied": true, "before", "after"}`)."""
+    """Appends (session, entry) pairs to the sessions' context histories in one round trip.
+
+    An entry is a turn's prompt tokens (`{"at", "tokens"}`) or a summary applied (`{"at", "applied": true, "before",
+    "after"}`)."""
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=False) as pipe:
         for session in dict.fromkeys(session for session, _ in entries):

@@ -1,5 +1,6 @@
-"""The recall index's layout: where the SQLite file lives, its schema, how row ids are built, and the text
-its search terms are indexed from."""
+"""The recall index's layout.
+
+Where the SQLite file lives, its schema, how row ids are built, and the text its search terms are indexed from."""
 
 from __future__ import annotations
 
@@ -110,10 +111,12 @@ class Passage(NamedTuple):
 
 
 def pack(passages: dict[int, Passage]) -> bytes:
-    """A block's passages (by rowid), compressed together field by field (alike values side by side compress far
-    better than record by record): a JSON header `[first rowid, steps to the next ones, days, times, labels]` (a day
-    is 0 when it is its time's), GROUP_SEPARATOR, then each body as a JSON string, apart by RECORD_SEPARATOR (JSON
-    escapes every control character, so no body holds either)."""
+    """A block's passages, compressed together field by field.
+
+    A block's passages (by rowid), compressed together field by field (alike values side by side compress far better
+    than record by record): a JSON header `[first rowid, steps to the next ones, days, times, labels]` (a day is 0 when
+    it is its time's), GROUP_SEPARATOR, then each body as a JSON string, apart by RECORD_SEPARATOR (JSON escapes every
+    control character, so no body holds either)."""
     rowids = sorted(passages)
     shown = [passages[rowid] for rowid in rowids]
     header = [
@@ -132,9 +135,11 @@ _AT = "%Y-%m-%d %H:%M"
 
 
 def _minutes(ats: list[str | None]) -> list[int | str | None]:
-    """Passages' times as the minutes since the time before (a conversation's times differ by a few minutes: a
-    number or two each, where "2026-11-20 10:00" costs several bytes even compressed); a time that is no such
-    string stays as it is."""
+    """Passages' times as the minutes since the time before.
+
+    Passages' times as the minutes since the time before (a conversation's times differ by a few minutes: a number or
+    two each, where "2026-11-20 10:00" costs several bytes even compressed); a time that is no such string stays as it
+    is."""
     found: list[int | str | None] = []
     last = 0
     for at in ats:
@@ -209,9 +214,11 @@ def length(body: str) -> int:
 
 
 def directory(first: int, passages: dict[int, Passage]) -> bytes:
-    """A block's `lengths`: the steps from one passage's rowid to the next (from the block's `first`: mostly 1, which
-    compresses to nearly nothing, where the offsets themselves would not), then each passage's length (capped at
-    65,535), little-endian unsigned arrays compressed together."""
+    """A block's `lengths`.
+
+    The steps from one passage's rowid to the next (from the block's `first`: mostly 1, which compresses to nearly
+    nothing, where the offsets themselves would not), then each passage's length (capped at 65,535), little-endian
+    unsigned arrays compressed together."""
     rowids = sorted(passages)
     steps = array("I", (b - a for a, b in zip([first, *rowids], rowids, strict=False)))
     sizes = array("H", (min(length(passages[rowid].body), 0xFFFF) for rowid in rowids))
@@ -222,8 +229,9 @@ def directory(first: int, passages: dict[int, Passage]) -> bytes:
 
 
 class Directory(NamedTuple):
-    """A block's passages, read from its `lengths` without its text: their rowids (as offsets from the block's
-    first, ascending) and their lengths in words."""
+    """A block's passages, read from its `lengths` without its text.
+
+    Their rowids (as offsets from the block's first, ascending) and their lengths in words."""
 
     first: int
     offsets: array[int]

@@ -1,5 +1,7 @@
-"""What travels through Redis between the two sides: the summarize job's argument and the finished record, which
-the instance's worker signs with the instance's key (`record_key`) and its hooks apply only when the MAC holds."""
+"""What travels through Redis between the two sides.
+
+The summarize job's argument and the finished record, which the instance's worker signs with the instance's key
+(`record_key`) and its hooks apply only when the MAC holds."""
 
 from __future__ import annotations
 
@@ -81,9 +83,10 @@ class SummaryRecord(BaseModel):
 
     @classmethod
     def undoing(cls, session_key: str, summary: str, watermark: int) -> SummaryRecord:
-        """The undo of the summary `summary` whose watermark is `watermark`: it applies to a live session only
-        while that session still has this summary there. Only a digest of the summary travels (it is nanobot's
-        text, maybe its own compaction's, never redacted by the worker)."""
+        """The undo of the summary `summary` whose watermark is `watermark`.
+
+        It applies to a live session only while that session still has this summary there. Only a digest of the summary
+        travels (it is nanobot's text, maybe its own compaction's, never redacted by the worker)."""
         return cls(
             session_key=session_key,
             summary=_digest(summary),
@@ -129,9 +132,11 @@ _KEY_BYTES = 32
 
 
 def record_key(sessions_dir: Path) -> bytes:
-    """The instance's key, made by whichever side needs it first (32 random bytes, mode 0600) and read fresh every
-    time, so a key replaced while both sides run is used by both from then on. Never makes the folder: nanobot
-    refuses a sessions folder that holds files but not its own marker. Raises OSError, ValueError (damaged)."""
+    """The instance's key, made by whichever side needs it first and read fresh every time.
+
+    The instance's key, made by whichever side needs it first (32 random bytes, mode 0600) and read fresh every time, so
+    a key replaced while both sides run is used by both from then on. Never makes the folder: nanobot refuses a sessions
+    folder that holds files but not its own marker. Raises OSError, ValueError (damaged)."""
     path = Path(sessions_dir) / RECORD_KEY_FILE
     try:
         key = path.read_bytes()
@@ -145,8 +150,10 @@ def record_key(sessions_dir: Path) -> bytes:
 
 
 def _make_key(path: Path) -> bytes:
-    """A complete key file or none: written under a temporary name, then linked into place, which fails when
-    another process got there first (its key is the one both use)."""
+    """A complete key file or none.
+
+    Written under a temporary name, then linked into place, which fails when another process got there first (its key is
+    the one both use)."""
     temp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     handle = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

@@ -42,8 +42,9 @@ SENTINEL_SCHEME = "redis+sentinel://"
 
 
 class SentinelTarget(NamedTuple):
-    """A `redis+sentinel://[user:password@]host:port[,host:port...]/service/db` URL, read: the Sentinels to
-    ask, the name they monitor the primary by, and what to use on the primary (its database, user and
+    """A `redis+sentinel://[user:password@]host:port[,host:port...]/service/db` URL, read.
+
+    The Sentinels to ask, the name they monitor the primary by, and what to use on the primary (its database, user and
     password; the Sentinels themselves are asked without credentials)."""
 
     sentinels: list[tuple[str, int]]

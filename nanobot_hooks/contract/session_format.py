@@ -127,8 +127,9 @@ def tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def content_text(content: Any) -> str:
-    """The text of a message's `content`: a string, or an OpenAI content-block list (other blocks leave a
-    short placeholder such as [image])."""
+    """The text of a message's `content`.
+
+    A string, or an OpenAI content-block list (other blocks leave a short placeholder such as [image])."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -164,8 +165,7 @@ def summary_text(metadata: Any) -> str:
 
 
 def storage_name(key: str) -> str:
-    """nanobot's session file name for a key: base64url without padding (`telegram:123` ->
-    `dGVsZWdyYW06MTIz.jsonl`)."""
+    """nanobot's session file name for a key: base64url without padding (`telegram:123` -> `dGVsZWdyYW06MTIz.jsonl`)."""
     return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=") + SESSION_SUFFIX
 
 

@@ -1,5 +1,7 @@
-"""What a recall search finds: a source (one conversation's archived messages, its daily notes, MEMORY.md) and
-a hit in it, a passage with its score. Plain data, shared by the ranking, the snippets and the search."""
+"""What a recall search finds.
+
+A source (one conversation's archived messages, its daily notes, MEMORY.md) and a hit in it, a passage with its score.
+Plain data, shared by the ranking, the snippets and the search."""
 
 from __future__ import annotations
 

@@ -40,8 +40,10 @@ def embedder(settings: Any) -> Embedder | None:
 
 
 def query_vector(url: str, model: str, key: str, text: str, timeout: float = QUERY_SECONDS) -> bytes | None:
-    """The text's embedding, quantized (contract.recall.quantize); None when it is not had within `timeout`
-    (urllib's timeout bounds each socket wait, not the whole: the request runs in a thread waited for that long)."""
+    """The text's embedding, quantized (contract.recall.quantize).
+
+    None when it is not had within `timeout` (urllib's timeout bounds each socket wait, not the whole: the request runs
+    in a thread waited for that long)."""
     found: list[bytes | None] = [None]
     asking = threading.Thread(
         target=lambda: found.__setitem__(0, _ask(url, model, key, text, timeout)), name="recall-embedding", daemon=True

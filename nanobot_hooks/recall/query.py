@@ -1,5 +1,7 @@
-"""What a recall query asks for (pure): its words as the index holds them, stop words and question words left
-out, and the days it names ("in October 2023", "last week", "上个月").
+"""What a recall query asks for (pure).
+
+Its words as the index holds them, stop words and question words left out, and the days it names ("in October 2023",
+"last week", "上个月").
 
 The tool is asked in keywords or in the user's own question; either way only the words that can tell passages
 apart are searched for. Words are matched as the index stores them (contract.index_text): Latin words whole
@@ -67,8 +69,10 @@ class Asked:
 
 
 def read_query(query: str, today: Date) -> Asked:
-    """The terms and the named days of one query. A query of stop words alone is searched as it is, unless
-    it names days ("what did we say last week": the passages of those days)."""
+    """The terms and the named days of one query.
+
+    A query of stop words alone is searched as it is, unless it names days ("what did we say last week": the passages of
+    those days)."""
     since, until, rest = named_days(query, today)
     found = terms(rest, keep_stop_words=since is None)
     return Asked(found, since, until, since is not None, tuple(t for t in letters(rest) if t not in found))
@@ -87,8 +91,10 @@ def check_day(value: str | None, name: str) -> str | None:
 
 
 def terms(text: str, keep_stop_words: bool = True) -> tuple[str, ...]:
-    """The FTS5 terms of a text, each once: its words less the stop words (all of them when that leaves
-    nothing and `keep_stop_words`), CJK runs as bigrams, in the order they appear, at most MAX_TERMS."""
+    """The FTS5 terms of a text, each once.
+
+    Its words less the stop words (all of them when that leaves nothing and `keep_stop_words`), CJK runs as bigrams, in
+    the order they appear, at most MAX_TERMS."""
     found = _terms(text, drop_stop=True) or (_terms(text, drop_stop=False) if keep_stop_words else [])
     return tuple(dict.fromkeys(found))[:MAX_TERMS]
 
@@ -127,9 +133,10 @@ def _cjk(piece: str, drop_stop: bool) -> list[str]:
 
 
 def _latin(text: str, drop_stop: bool) -> list[str]:
-    """Words of two letters or more, and digits; a chunk of several words without spaces ("zone-11",
-    "v1.2.3") is also asked for whole, as all its words together (`together`), which passages holding it score
-    more for."""
+    """Words of two letters or more, and digits.
+
+    A chunk of several words without spaces ("zone-11", "v1.2.3") is also asked for whole, as all its words together
+    (`together`), which passages holding it score more for."""
     found: list[str] = []
     for chunk in text.split():
         words = [w.casefold() for w in _WORD.findall(chunk) if len(w) > 1 or w.isdigit()]
@@ -145,8 +152,9 @@ def phrase(word: str) -> str:
 
 
 def together(words: list[str]) -> str:
-    """An FTS5 query for passages holding all these words, anywhere: the index keeps no word positions for a
-    phrase (contract/recall.py, detail=none)."""
+    """An FTS5 query for passages holding all these words, anywhere.
+
+    The index keeps no word positions for a phrase (contract/recall.py, detail=none)."""
     return "(" + " AND ".join(map(phrase, words)) + ")"
 
 
@@ -180,8 +188,10 @@ Span = tuple[Date, Date]
 
 
 def named_days(text: str, today: Date) -> tuple[str | None, str | None, str]:
-    """The first span of days the text names, as YYYY-MM-DD bounds, and the text without it (its words would
-    only match passages that happen to say "October"). (None, None, text) when it names none."""
+    """The first span of days the text names, and the text without it.
+
+    The first span of days the text names, as YYYY-MM-DD bounds, and the text without it (its words would only match
+    passages that happen to say "October"). (None, None, text) when it names none."""
     for pattern, span in _PATTERNS:
         found = pattern.search(text)
         if found:

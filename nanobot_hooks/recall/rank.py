@@ -1,5 +1,7 @@
-"""The recall search's ranking (pure): which words to ask the index for, BM25's parts (rarity, length, score),
-the best hits, the neighbours to look up, and the passages shown, in order."""
+"""The recall search's ranking (pure).
+
+Which words to ask the index for, BM25's parts (rarity, length, score), the best hits, the neighbours to look up, and
+the passages shown, in order."""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ SUMMARY_SLOTS = 2  # of the passages shown, at most this many from the notes and
 def plan_terms(
     terms: Sequence[str], count: Callable[[str, int], int], budget: int, probe: int = PROBE
 ) -> tuple[list[str], bool]:
-    """The words to ask for, and whether to rank them, from `count(term, cap)`: how many passages hold a
-    word, counted up to `cap`. Scoring costs a few microseconds per passage, so a search scores at most
-    `budget` passages: the rarest words while their passages fit (a common word weighs little in BM25), at
-    least the rarest. When even that one is held by more, a ranking would mean little: the newest passages
-    holding every word are taken instead (False). Counting a common word costs as much as it counts, so every
-    word is counted up to `probe` first, and only the common ones the budget could still take further."""
+    """The words to ask for, and whether to rank them, from `count(term, cap)`.
+
+    How many passages hold a word, counted up to `cap`. Scoring costs a few microseconds per passage, so a search scores
+    at most `budget` passages: the rarest words while their passages fit (a common word weighs little in BM25), at least
+    the rarest. When even that one is held by more, a ranking would mean little: the newest passages holding every word
+    are taken instead (False). Counting a common word costs as much as it counts, so every word is counted up to `probe`
+    first, and only the common ones the budget could still take further."""
     first = {term: count(term, probe + 1) for term in terms}
     present = sorted((t for t in terms if first[t]), key=lambda t: first[t])
     kept: list[str] = []
@@ -53,17 +56,21 @@ def rarity(count: int, size: int) -> float:
 
 
 def bm25(weights: Sequence[float], length: int, average: float) -> float:
-    """BM25 of a passage of `length` words holding words of these weights (each counted once: chat messages
-    seldom repeat a word, and the index is asked which passages hold a word, not how often)."""
+    """BM25 of a passage of `length` words holding words of these weights.
+
+    BM25 of a passage of `length` words holding words of these weights (each counted once: chat messages seldom repeat a
+    word, and the index is asked which passages hold a word, not how often)."""
     norm = 1 - B + B * length / max(average, 1.0)
     return sum(w * (K1 + 1) / (1 + K1 * norm) for w in weights)
 
 
 def around(held: Mapping[int, Sequence[str]], weight: Mapping[str, float]) -> dict[int, float]:
-    """What each message holding a query word gains from the messages next to it: `share` of the weight of the
-    query's words they hold and it lacks. In a chat the words of a question are often split over a turn and its
-    reply ("Anna, how did the audition go?" - "I got the part of Nora!"): a turn whose neighbours hold the rest
-    of the query is likelier the one asked about than a turn alone with the same words (EVIDENCE_SHARE)."""
+    """What each message holding a query word gains from the messages next to it.
+
+    `share` of the weight of the query's words they hold and it lacks. In a chat the words of a question are often split
+    over a turn and its reply ("Anna, how did the audition go?" - "I got the part of Nora!"): a turn whose neighbours
+    hold the rest of the query is likelier the one asked about than a turn alone with the same words
+    (EVIDENCE_SHARE)."""
     share = EVIDENCE_SHARE
     gained = {}
     for rowid, own in held.items():
@@ -80,8 +87,9 @@ def neighbours(hits: Sequence[Hit]) -> list[tuple[Hit, int]]:
 
 
 def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
-    """The `count` best hits, each passage once: a neighbour that is also a hit keeps the better score, and
-    is a match (its snippet shows the word found)."""
+    """The `count` best hits, each passage once.
+
+    A neighbour that is also a hit keeps the better score, and is a match (its snippet shows the word found)."""
     kept: dict[int, Hit] = {}
     for hit in hits:
         known = kept.get(hit.rowid)
@@ -93,11 +101,13 @@ def best(hits: Sequence[Hit], count: int = RESULTS) -> list[Hit]:
 
 
 def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_SLOTS) -> list[Hit]:
-    """The passages shown: the best of those holding the query's words, of which at most `summaries` from the
-    daily notes and MEMORY.md while messages holding the words are left to show. Notes and facts are summaries
-    already; what a summary dropped is in the messages, and a notes line that matches well would otherwise push
-    the message it came from out. A message next to a hit that holds none of the words ("ok", the answer to
-    the question found) is no passage of its own: it is shown under its hit (`with_context`)."""
+    """The passages shown.
+
+    The best of those holding the query's words, of which at most `summaries` from the daily notes and MEMORY.md while
+    messages holding the words are left to show. Notes and facts are summaries already; what a summary dropped is in the
+    messages, and a notes line that matches well would otherwise push the message it came from out. A message next to a
+    hit that holds none of the words ("ok", the answer to the question found) is no passage of its own: it is shown
+    under its hit (`with_context`)."""
     ranked = best(hits, len(hits))
     matched = [hit for hit in ranked if hit.matched]
     matched_left = sum(1 for hit in matched if hit.source.kind == "messages")
@@ -115,8 +125,10 @@ def choose(hits: Sequence[Hit], count: int = RESULTS, summaries: int = SUMMARY_S
 
 
 def with_context(chosen: Sequence[Hit], near: Sequence[Hit]) -> list[Hit]:
-    """Each chosen message hit with the neighbours next to it that are not shown themselves (a neighbour of two
-    hits goes under the better one), in the conversation's order."""
+    """Each chosen message hit with the neighbours next to it that are not shown themselves.
+
+    Each chosen message hit with the neighbours next to it that are not shown themselves (a neighbour of two hits goes
+    under the better one), in the conversation's order."""
     shown = {hit.rowid for hit in chosen}
     placed: list[Hit] = []
     for hit in chosen:

@@ -91,8 +91,10 @@ def search(
     today: Date | None = None,
     meaning: Embedder | None = None,
 ) -> str:
-    """The answer to one recall. Raises ValueError for a bad date only; the index's trouble is "nothing found".
-    `meaning`: the query's embedder (meaning.embedder), asked only when the index holds vectors."""
+    """The answer to one recall.
+
+    Raises ValueError for a bad date only; the index's trouble is "nothing found". `meaning`: the query's embedder
+    (meaning.embedder), asked only when the index holds vectors."""
     since, until = check_day(date_from, "date_from"), check_day(date_to, "date_to")
     if since and until and since > until:
         since, until = until, since
@@ -123,8 +125,10 @@ def search(
 
 
 def _sources(db: sqlite3.Connection, asker: str | None, wide: bool) -> list[Source]:
-    """The index's sources the asker may see (visible.py decides), read from SQLite: with the asker's own only (and
-    MEMORY.md) when it sees no other, since a busy workspace has a notes source for each of thousands of sessions."""
+    """The index's sources the asker may see (visible.py decides), read from SQLite.
+
+    With the asker's own only (and MEMORY.md) when it sees no other, since a busy workspace has a notes source for each
+    of thousands of sessions."""
     if wide:
         rows = db.execute("SELECT id, kind, session, through FROM sources")
     else:  # the session itself and its pre-`/new` copies (`<key>` RETIRED_SOURCE `<copy>`)
@@ -149,8 +153,10 @@ def _query_meaning(db: sqlite3.Connection, meaning: Embedder | None, query: str)
 
 
 def _answer(run: _Search, groups: Sequence[Sequence[Source]], query: str, asker: str | None, wide: bool) -> str:
-    """The search on the open index, rendered; days the query named are let go when nothing is in them; what
-    was found when the clock ran out is still worth giving."""
+    """The search on the open index, rendered.
+
+    Days the query named are let go when nothing is in them; what was found when the clock ran out is still worth
+    giving."""
     asked = run.asked
     described, late = describe_scope(wide) + dates_phrase(asked.since, asked.until), ""
     try:
@@ -225,8 +231,10 @@ class _Search:
         return int(held)
 
     def block(self, rowid: int) -> int | None:
-        """The block that holds the passage, None when none does (blocks never overlap; those read are kept: hits
-        and neighbours share them)."""
+        """The block that holds the passage, None when none does.
+
+        The block that holds the passage, None when none does (blocks never overlap; those read are kept: hits and
+        neighbours share them)."""
         number = self.covering(rowid)
         if number is None:
             self.read_blocks([rowid])
@@ -239,8 +247,10 @@ class _Search:
         return self.starts[at - 1] if at and rowid <= self.blocks[self.starts[at - 1]][0] else None
 
     def read_blocks(self, rowids: Sequence[int]) -> None:
-        """The directories of the blocks that may hold these passages (each the last beginning at or before it),
-        in one query."""
+        """The directories of the blocks that may hold these passages, in one query.
+
+        The directories of the blocks that may hold these passages (each the last beginning at or before it), in one
+        query."""
         if not rowids:
             return
         asked = ",".join("(?)" for _ in rowids)
@@ -308,8 +318,10 @@ class _OutOfTime(Exception):
 
 
 def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:
-    """Adds to the hits the best passages of every source (group by group), and the neighbours of the best
-    message hits (of the asker's own group first: they are its answers)."""
+    """Adds the best passages of every source and the neighbours of the best message hits to the hits.
+
+    Adds to the hits the best passages of every source (group by group), and the neighbours of the best message hits (of
+    the asker's own group first: they are its answers)."""
     for group in groups:
         for source in group:
             run.check_clock()
@@ -321,8 +333,10 @@ def _find(run: _Search, groups: Sequence[Sequence[Source]]) -> None:
 
 
 def _best_of(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
-    """A source's CANDIDATES best passages in the days asked: by BM25, or the newest when no word is asked
-    or the words are too common to rank; fused with the ranking by meaning when the query's embedding is had."""
+    """A source's CANDIDATES best passages in the days asked.
+
+    By BM25, or the newest when no word is asked or the words are too common to rank; fused with the ranking by meaning
+    when the query's embedding is had."""
     lexical = _lexical(run, source, span)
     return _fused(run, source, span, lexical) if run.meaning else lexical[:CANDIDATES]
 
@@ -349,8 +363,10 @@ def _lexical(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
 
 
 def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
-    """BM25 within the source: a word's rarity is counted among this conversation's passages, not the whole
-    workspace's, where a name said in every other message of one chat would look rare."""
+    """BM25 within the source.
+
+    A word's rarity is counted among this conversation's passages, not the whole workspace's, where a name said in every
+    other message of one chat would look rare."""
     held: dict[int, list[str]] = {}
     counts: Counter[str] = Counter()
     whole = source.id << SOURCE_BITS, source.id << SOURCE_BITS | SOURCE_POSITION
@@ -390,9 +406,11 @@ def _ranked(run: _Search, source: Source, span: tuple[int, int]) -> list[Hit]:
 
 
 def _fused(run: _Search, source: Source, span: tuple[int, int], lexical: list[Hit]) -> list[Hit]:
-    """The source's CANDIDATES best when meaning counts too: each candidate's BM25 score (0 for a passage found by
-    meaning alone) plus MEANING_WEIGHT of the source's best BM25 score for each standard deviation its cosine to the
-    query stands above the mean of the passages compared (any model's cosines, whatever their range, weigh alike)."""
+    """The source's CANDIDATES best when meaning counts too.
+
+    Each candidate's BM25 score (0 for a passage found by meaning alone) plus MEANING_WEIGHT of the source's best BM25
+    score for each standard deviation its cosine to the query stands above the mean of the passages compared (any
+    model's cosines, whatever their range, weigh alike)."""
     near = _nearest(run, span, [hit.rowid for hit in lexical[:DEEP]])
     if len(near) < 2:
         return lexical[:CANDIDATES]

@@ -1,5 +1,6 @@
-"""What the model reads of a recall (pure): each passage's snippet, where it came from, and the whole answer as
-plain text."""
+"""What the model reads of a recall (pure).
+
+Each passage's snippet, where it came from, and the whole answer as plain text."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ SNIPPET_CHARS = 180
 
 
 def snippet(body: str, focus: str | None = None, width: int = SNIPPET_CHARS) -> str:
-    """The part of `body` around its first `focus` (the passage's rarest matched word), on one line,
-    `width` characters at most."""
+    """The part of `body` around its first `focus`, on one line.
+
+    The part of `body` around its first `focus` (the passage's rarest matched word), on one line, `width` characters at
+    most."""
     text = " ".join(body.split())
     if len(text) <= width:
         return text

@@ -1,5 +1,7 @@
-"""The `recall` tool, the second entry nanobot loads (group `nanobot.tools`): offered to the model unless switched
-off, read-only, bounded in time, never raising; the search itself is nanobot_hooks.recall.search."""
+"""The `recall` tool, the second entry nanobot loads (group `nanobot.tools`).
+
+Offered to the model unless switched off, read-only, bounded in time, never raising; the search itself is
+nanobot_hooks.recall.search."""
 
 from __future__ import annotations
 
@@ -61,8 +63,10 @@ class RecallTool(ToolBase):
 
     @classmethod
     def enabled(cls, ctx: Any) -> bool:
-        """Offered unless NANOBOT_SUMMARY_RECALL=false, a setting is bad or nanobot unsupported (the
-        hooks' entry logs those), or this Python's SQLite cannot read the index."""
+        """Whether the `recall` tool is offered.
+
+        Offered unless NANOBOT_SUMMARY_RECALL=false, a setting is bad or nanobot unsupported (the hooks' entry logs
+        those), or this Python's SQLite cannot read the index."""
         try:
             from nanobot_hooks.contract.recall import fts_problem
             from nanobot_hooks.settings import load_settings

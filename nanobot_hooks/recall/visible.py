@@ -1,5 +1,7 @@
-"""Who sees which sources (pure): a session its own material and MEMORY.md, a trusted one (scope "trusted") the
-other trusted sessions too; and the order they are searched in, the asker's own first."""
+"""Who sees which sources (pure).
+
+A session its own material and MEMORY.md, a trusted one (scope "trusted") the other trusted sessions too; and the order
+they are searched in, the asker's own first."""
 
 from __future__ import annotations
 
@@ -29,8 +31,10 @@ def widened(asker: str | None, trusted: Callable[[str], bool], scope: str) -> bo
 
 
 def search_order(sources: Sequence[Source], asker: str | None) -> list[list[Source]]:
-    """The sources to search, in groups searched one after the other: the asker's own material and MEMORY.md
-    first (with many trusted sessions, the budget could otherwise run out before it), then the others."""
+    """The sources to search, in groups searched one after the other.
+
+    The asker's own material and MEMORY.md first (with many trusted sessions, the budget could otherwise run out before
+    it), then the others."""
     own = [p for p in sources if p.kind == "memory" or (asker is not None and source_owner(p.session) == asker)]
     others = [p for p in sources if p not in own]
     return [group for group in (own, others) if group]

@@ -1,3 +1,4 @@
-"""What the hooks do on nanobot's turn path: decide (pure) when to summarize and when to apply, trigger a summary
-job after a saved turn, listen for finished ones, and apply them to the live session (pickup, apply) between or at
-the start of turns."""
+"""What the hooks do on nanobot's turn path.
+
+Decide (pure) when to summarize and when to apply, trigger a summary job after a saved turn, listen for finished ones,
+and apply them to the live session (pickup, apply) between or at the start of turns."""

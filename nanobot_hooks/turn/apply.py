@@ -1,5 +1,7 @@
-"""Applying a finished summary to a live nanobot Session: re-validate, commit the checkpoint, mark it; and an
-undo (`nanobot-summary undo` while nanobot holds the session): drop the summary, replay from the first message.
+"""Applying a finished summary to a live nanobot Session.
+
+Re-validate, commit the checkpoint, mark it; and an undo (`nanobot-summary undo` while nanobot holds the session): drop
+the summary, replay from the first message.
 
 Everything here is synchronous on purpose: the caller holds the session's turn lock (or is the turn
 itself, before it reads any history), and no await between the check and the commit means no other
@@ -61,8 +63,9 @@ def already_applied(session: LiveSession, record: SummaryRecord) -> bool:
 
 
 def apply_record(session: LiveSession, record: SummaryRecord) -> tuple[Outcome, bool]:
-    """Apply `record` if it still describes this session. Returns the outcome and whether the
-    session changed (the caller then saves it)."""
+    """Apply `record` if it still describes this session.
+
+    Returns the outcome and whether the session changed (the caller then saves it)."""
     refused = verdict(session, record)
     if refused is not None:
         return refused, forget_pending(session, record)
@@ -86,9 +89,10 @@ def forget_pending(session: LiveSession, record: SummaryRecord) -> bool:
 
 
 def verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
-    """What applying `record` would come to, without changing anything: "stale" or "duplicate" when it
-    never will apply, None while it still fits. Also asked of a record held back by idle pickup, so a
-    stale one is dropped at once rather than when it would have been due."""
+    """What applying `record` would come to, without changing anything.
+
+    "stale" or "duplicate" when it never will apply, None while it still fits. Also asked of a record held back by idle
+    pickup, so a stale one is dropped at once rather than when it would have been due."""
     if record.session_key != session.key:
         return "stale"
     marker = SessionMarker.from_metadata(session.metadata)
@@ -114,8 +118,9 @@ def refusal(session: LiveSession, record: SummaryRecord, after_applied: bool = T
 
 
 def undo_verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
-    """An undo applies while the live session still has the summary the command undid in the file; "duplicate"
-    when it has none (undone already, or loaded from the undone file); "stale" when it has another (a newer
+    """An undo applies while the live session still has the summary the command undid in the file.
+
+    "duplicate" when it has none (undone already, or loaded from the undone file); "stale" when it has another (a newer
     summary, nanobot's own compaction): undoing that would drop what the user never asked to drop."""
     summary = summary_text(session.metadata)
     if not summary and session.last_archived == 0 and SessionMarker.from_metadata(session.metadata).applied is None:
@@ -124,10 +129,11 @@ def undo_verdict(session: LiveSession, record: SummaryRecord) -> Outcome | None:
 
 
 def undo_summary(session: LiveSession, undo: SummaryRecord) -> None:
-    """What `nanobot-summary undo` does to line 1, done to the live session: no summary in the system prompt,
-    every message replayed from the first, no mark of ours but the undo's own (no record made before it applies
-    again); the provider's replay (which starts after the summary) goes too. Every message stays (nanobot's
-    checkpoint marker included, as in the file)."""
+    """What `nanobot-summary undo` does to line 1, done to the live session.
+
+    No summary in the system prompt, every message replayed from the first, no mark of ours but the undo's own (no
+    record made before it applies again); the provider's replay (which starts after the summary) goes too. Every message
+    stays (nanobot's checkpoint marker included, as in the file)."""
     session.metadata.pop(LAST_SUMMARY, None)
     SessionMarker.mark_undone(session.metadata, undo)
     session.last_archived = 0

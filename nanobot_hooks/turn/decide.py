@@ -1,5 +1,6 @@
-"""The turn's decisions, when to summarize and when to apply a finished summary: pure functions, microseconds,
-no I/O (called on nanobot's turn path)."""
+"""The turn's decisions, when to summarize and when to apply a finished summary.
+
+Pure functions, microseconds, no I/O (called on nanobot's turn path)."""
 
 from __future__ import annotations
 
@@ -71,10 +72,11 @@ def pickup_due(
     context_window: int | None,
     threshold: float,
 ) -> bool:
-    """Whether to apply a finished summary now. An applied summary changes the system prompt, and the
-    provider's prompt cache ends there: the next request pays full price from the summary on. In 'idle'
-    mode that happens when the cache has gone cold anyway (the session quiet longer than its lifetime),
-    or when the context has come halfway from the trigger threshold to the window, where the saving
+    """Whether to apply a finished summary now.
+
+    An applied summary changes the system prompt, and the provider's prompt cache ends there: the next request pays full
+    price from the summary on. In 'idle' mode that happens when the cache has gone cold anyway (the session quiet longer
+    than its lifetime), or when the context has come halfway from the trigger threshold to the window, where the saving
     matters more than the cache. Unknown size and idle time: apply (the safe side of the window)."""
     if mode != "idle":
         return True

@@ -1,6 +1,8 @@
-"""The version handshake from nanobot's side: the live workers' health records, read by the listener in its
-background task (at each (re)connect and rescan, never on a turn's path), compared with the hooks' own versions;
-each difference said once in nanobot's log, in one line with the command that fixes it."""
+"""The version handshake from nanobot's side.
+
+The live workers' health records, read by the listener in its background task (at each (re)connect and rescan, never on
+a turn's path), compared with the hooks' own versions; each difference said once in nanobot's log, in one line with the
+command that fixes it."""
 
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ _lock = threading.Lock()
 
 
 def live_versions(raws: Iterable[Any], now: datetime) -> list[tuple[str, int]]:
-    """The (release, contract) of each live worker among its raw reports, once each, in order; a report that is
-    not one (not JSON, not an object) or has not beaten for MISSED_BEATS beats is left out."""
+    """The (release, contract) of each live worker among its raw reports, once each, in order.
+
+    A report that is not one (not JSON, not an object) or has not beaten for MISSED_BEATS beats is left out."""
     found: list[tuple[str, int]] = []
     for raw in raws:
         try:
@@ -61,11 +64,13 @@ def to_say(raws: Iterable[Any], now: datetime, said: set[tuple[str, int]]) -> li
 
 
 async def check_workers(client: Any) -> None:
-    """Read the report of the worker that last wrote arq's health line (two GETs: the line names its writer,
+    """Read the report of the worker that last wrote arq's health line and say each new mismatch.
+
+    Read the report of the worker that last wrote arq's health line (two GETs: the line names its writer,
     `worker=<host>:<pid>`) and say each new mismatch: a warning when the contracts differ, a routine line for another
-    release of the same contract. No SCAN: an instance's Redis ACL user may not list keys (Keys.acl_rules), and
-    every live worker rewrites the line every 30 s, so the checks once a minute meet each worker in turn. The caller
-    bounds it in time and catches what Redis raises."""
+    release of the same contract. No SCAN: an instance's Redis ACL user may not list keys (Keys.acl_rules), and every
+    live worker rewrites the line every 30 s, so the checks once a minute meet each worker in turn. The caller bounds it
+    in time and catches what Redis raises."""
     keys = Keys.of(client)
     line = await client.get(keys.queue + HEALTH_CHECK_SUFFIX)
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else str(line or "")

@@ -1,5 +1,7 @@
-"""Waits for the worker's notices (a record is ready; a job ended, which goes into nanobot's log), finds records
-still pending at start-up and after reconnects, and then compares the running workers' versions with the hooks'
+"""Waits for the worker's notices and finds the records still pending.
+
+Waits for the worker's notices (a record is ready; a job ended, which goes into nanobot's log), finds records still
+pending at start-up and after reconnects, and then compares the running workers' versions with the hooks'
 (turn/handshake.py)."""
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ async def listen(
     rescan_seconds: float = RESCAN_SECONDS,
     settings: HookSettings | None = None,
 ) -> None:
-    """Run until cancelled; `on_key(session_key)` is called for every record that may be ready. With `settings`,
-    they are published for `doctor` (publish_settings) at each (re)subscribe and rescan."""
+    """Run until cancelled; `on_key(session_key)` is called for every record that may be ready.
+
+    With `settings`, they are published for `doctor` (publish_settings) at each (re)subscribe and rescan."""
     delay = FIRST_RETRY_SECONDS
     while True:
         pubsub = None
@@ -78,8 +81,10 @@ async def _follow(
     rescan_seconds: float,
     settings: HookSettings | None,
 ) -> None:
-    """Until the connection fails: each notice to `on_key`, each outcome to nanobot's log, and every
-    `rescan_seconds` the pending sessions again (a notice sent while nobody listened is not lost)."""
+    """Follow the notices until the connection fails.
+
+    Until the connection fails: each notice to `on_key`, each outcome to nanobot's log, and every `rescan_seconds` the
+    pending sessions again (a notice sent while nobody listened is not lost)."""
     loop = asyncio.get_running_loop()
     next_scan = loop.time() + rescan_seconds
     while True:
@@ -103,8 +108,9 @@ async def _follow(
 
 
 async def handshake(link: RedisLink, client: Any) -> None:
-    """The running workers' versions compared with the hooks' (turn/handshake.py), bounded on its own: advice,
-    whose failure never stops the listener (the next rescan tries again)."""
+    """The running workers' versions compared with the hooks' (turn/handshake.py), bounded on its own.
+
+    Advice, whose failure never stops the listener (the next rescan tries again)."""
     try:
         async with asyncio.timeout(link.timeout):
             await check_workers(client)
@@ -119,9 +125,11 @@ STARTED = time.time()
 
 
 async def publish_settings(client: Any, settings: HookSettings | None) -> None:
-    """The settings this nanobot's hooks act on that the worker must share (settings.SHARED_SETTINGS), how this
-    nanobot is run (where they are set) and the hooks' versions, for `doctor`, `status` and the page: one small key
-    of this process, written here, in the listener's background task, never on a turn's path."""
+    """The settings this nanobot's hooks share with the worker, written for `doctor`, `status` and the page.
+
+    The settings this nanobot's hooks act on that the worker must share (settings.SHARED_SETTINGS), how this nanobot is
+    run (where they are set) and the hooks' versions, for `doctor`, `status` and the page: one small key of this
+    process, written here, in the listener's background task, never on a turn's path."""
     if settings is None:
         return
     process = f"{socket.gethostname()}:{os.getpid()}"
@@ -146,6 +154,7 @@ async def publish_settings(client: Any, settings: HookSettings | None) -> None:
 
 def log_outcome(payload: str) -> None:
     """The worker's one line about a job, in nanobot's log (failures as warnings: the user must see them).
+
     The worker redacted it; a payload that is not ours is ignored."""
     try:
         outcome = json.loads(payload)

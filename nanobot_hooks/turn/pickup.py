@@ -143,8 +143,9 @@ class PickupScheduler:
         )
 
     def _discard(self, session: Any, record: SummaryRecord, outcome: Outcome, where: str) -> None:
-        """A record that will never apply (stale, or applied already): no longer held, its metadata copy
-        gone (the session saved), reported. The caller settles it in Redis."""
+        """A record that will never apply (stale, or applied already).
+
+        No longer held, its metadata copy gone (the session saved), reported. The caller settles it in Redis."""
         key = record.session_key
         if self.held.get(key) == record:
             self._release(key)
@@ -165,8 +166,10 @@ class PickupScheduler:
             self.request_pickup(key)
 
     async def pickup(self, key: str, load: bool = True) -> Outcome | Literal["held"] | None:
-        """Between turns, under the session's turn lock: apply the session's waiting record, hold it (idle
-        pickup), or drop it when it will never apply. Never raises (but a cancel still propagates).
+        """Apply, hold or drop the session's waiting record, between turns.
+
+        Between turns, under the session's turn lock: apply the session's waiting record, hold it (idle pickup), or drop
+        it when it will never apply. Never raises (but a cancel still propagates).
 
         `load=False` (a notice, the pending set at start-up) leaves a session nanobot does not hold in memory
         alone: loading it would parse the whole file on nanobot's event loop (a gateway starting with sixty
@@ -225,8 +228,10 @@ class PickupScheduler:
             return outcome
 
     def _unread(self, key: str, what: str) -> None:
-        """A waiting record this version cannot read: another version's is kept for the version that reads it (and
-        stands for its summary meanwhile: no job is queued over it), said once per session; damage was dropped."""
+        """A waiting record this version cannot read.
+
+        Another version's is kept for the version that reads it (and stands for its summary meanwhile: no job is queued
+        over it), said once per session; damage was dropped."""
         self.ctx.counts[what] += 1
         if what == DAMAGED:
             THROTTLE.warning(
@@ -245,10 +250,11 @@ class PickupScheduler:
             )
 
     def _signed(self, record: SummaryRecord) -> bool:
-        """Is `record` signed with this instance's key? Every record from Redis reaches the hooks through here, and
-        any client of a shared Redis can write one: one that is not (forged, altered, or stored by a version before
-        records were signed) is refused in one line and never applied. The copy in line 1 needs no check: only
-        this instance's worker writes the session file."""
+        """Is `record` signed with this instance's key?
+
+        Every record from Redis reaches the hooks through here, and any client of a shared Redis can write one: one that
+        is not (forged, altered, or stored by a version before records were signed) is refused in one line and never
+        applied. The copy in line 1 needs no check: only this instance's worker writes the session file."""
         try:
             if record.authentic(record_key(self.ctx.nanobot.sessions.sessions_dir)):
                 return True

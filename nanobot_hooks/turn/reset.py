@@ -53,9 +53,11 @@ class Reset:
         self._unwrap: Callable[[], None] | None = None
 
     def ensure(self) -> None:
-        """Put `before_new` in front of nanobot's `/new` handler, once nanobot made its command router (after the
-        tools, so after the plugin installed): tried at install, when the loop runs and at each turn's start
-        (nanobot awaits that event before it dispatches a command). Never raises."""
+        """Put `before_new` in front of nanobot's `/new` handler, once nanobot made its command router.
+
+        Put `before_new` in front of nanobot's `/new` handler, once nanobot made its command router (after the tools, so
+        after the plugin installed): tried at install, when the loop runs and at each turn's start (nanobot awaits that
+        event before it dispatches a command). Never raises."""
         if self._unwrap is None:
             try:
                 self._unwrap = wrap_command(self.ctx.nanobot.loop, "/new", self.before_new)

@@ -1,5 +1,7 @@
-"""Triggering, inside nanobot: the prompt tokens of each LLM call, the decision after each saved turn
-(`trigger.decide`), the summary job queued in the background, and the session's idle check kept waiting.
+"""Triggering, inside nanobot.
+
+The prompt tokens of each LLM call, the decision after each saved turn (`trigger.decide`), the summary job queued in the
+background, and the session's idle check kept waiting.
 
 What each path costs nanobot's turn:
 - after every LLM call (`AgentHook.after_iteration`): remember the reported prompt tokens and the
@@ -133,8 +135,9 @@ class Triggering:
             await self.ctx.link.call("keeping the sessions' context sizes", lambda client: note_context(client, notes))
 
     def _idle_check_may_be_gone(self, key: str) -> bool:
-        """False while the check queued for this session cannot have run yet (it is deferred by the cache
-        lifetime); True, and noted as queued now, otherwise."""
+        """False while the check queued for this session cannot have run yet (it is deferred by the cache lifetime).
+
+        True, and noted as queued now, otherwise."""
         now = time.monotonic()
         armed = self._idle_armed.get(key)
         if armed is not None and now - armed < self.ctx.settings.summary_cache_ttl:
@@ -143,8 +146,10 @@ class Triggering:
         return True
 
     async def _arm_idle(self, key: str) -> None:
-        """Make sure the session's idle check waits in the queue: the worker looks once the session could
-        have been quiet for the cache lifetime, and looks again later while it is not."""
+        """Make sure the session's idle check waits in the queue.
+
+        The worker looks once the session could have been quiet for the cache lifetime, and looks again later while it
+        is not."""
         ttl = self.ctx.settings.summary_cache_ttl
 
         async def queue(client: Any) -> bool:

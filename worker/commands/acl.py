@@ -1,5 +1,7 @@
-"""`nanobot-summary acl`: the Redis ACL user that confines this instance to its own names, printed for the operator
-(the rules are `Keys.acl_rules()`; docs/operations.md, "Instances that must not read each other")."""
+"""`nanobot-summary acl`.
+
+The Redis ACL user that confines this instance to its own names, printed for the operator (the rules are
+`Keys.acl_rules()`; docs/operations.md, "Instances that must not read each other")."""
 
 from __future__ import annotations
 

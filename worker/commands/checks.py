@@ -38,8 +38,10 @@ _COMMAND = re.compile(r"(?<![\w./-])nanobot-summary(?= )")
 
 
 def command_here() -> str:
-    """How to type this command here: `nanobot-summary` when PATH finds this one, else its path (relative to the
-    current folder when it lies under it, as a checkout's `.venv/bin/nanobot-summary`)."""
+    """How to type this command here.
+
+    `nanobot-summary` when PATH finds this one, else its path (relative to the current folder when it lies under it, as
+    a checkout's `.venv/bin/nanobot-summary`)."""
     argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
     script = argv0 if argv0.name == "nanobot-summary" else Path(sys.executable).parent / "nanobot-summary"
     found = shutil.which("nanobot-summary")

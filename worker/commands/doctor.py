@@ -78,8 +78,10 @@ def nanobot_checks(settings: Settings) -> tuple[list[Check], NanobotConfig | Non
 
 
 def own_summaries_checks(config: NanobotConfig, auto_summary: bool) -> list[Check]:
-    """nanobot's idle compaction and Dream, advised by what the worker does: with automatic summaries on they
-    do its work twice; with them off they are all that summarizes idle sessions and writes MEMORY.md."""
+    """nanobot's idle compaction and Dream, advised by what the worker does.
+
+    With automatic summaries on they do its work twice; with them off they are all that summarizes idle sessions and
+    writes MEMORY.md."""
     agents = found if isinstance(found := config.data.get("agents"), dict) else {}
     defaults = found if isinstance(found := agents.get("defaults"), dict) else {}
     idle = defaults.get("idleCompactAfterMinutes", defaults.get("sessionTtlMinutes", 15))
@@ -196,8 +198,9 @@ def redis_checks(settings: Settings) -> list[Check]:
 
 
 def hooks_checks(given: str | None) -> list[Check]:
-    """What nanobot's Python loads at its start, probed isolated from this folder (worker/commands/nanobot_env.py):
-    a checkout or egg-info here must not pass for hooks installed there."""
+    """What nanobot's Python loads at its start, probed isolated from this folder (worker/commands/nanobot_env.py).
+
+    A checkout or egg-info here must not pass for hooks installed there."""
     from worker.commands.nanobot_env import NanobotEnvError, find_python, probe
 
     try:
@@ -293,8 +296,10 @@ NOTES_DAYS = 7  # how far back doctor counts the spans the fallback noted
 
 
 def notes_file_checks(workspace: Path) -> list[Check]:
-    """The spans of the day files written in the last NOTES_DAYS days that the fallback noted (the user's own
-    lines: the model's answers had no notes); nothing when there are no notes yet."""
+    """The spans of the day files written in the last NOTES_DAYS days that the fallback noted.
+
+    The spans of the day files written in the last NOTES_DAYS days that the fallback noted (the user's own lines: the
+    model's answers had no notes); nothing when there are no notes yet."""
     total, fallback = count_spans(workspace.expanduser() / "memory", time.time() - NOTES_DAYS * 24 * 3600)
     if not total:
         return []
@@ -313,8 +318,10 @@ def notes_file_checks(workspace: Path) -> list[Check]:
 
 
 def memory_file_checks(workspace: Path) -> list[Check]:
-    """A MEMORY.md the user made read-only: the worker leaves it alone, its facts wait held (nothing when it is
-    writable, or not made yet); and the daily notes the fallback wrote."""
+    """A MEMORY.md the user made read-only.
+
+    The worker leaves it alone, its facts wait held (nothing when it is writable, or not made yet); and the daily notes
+    the fallback wrote."""
     path = workspace.expanduser() / "memory" / "MEMORY.md"
     refused = read_only(path)
     if refused is None:

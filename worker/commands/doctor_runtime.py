@@ -1,6 +1,8 @@
-"""`doctor`'s checks of the running system, read from Redis as `status` reads it: is a worker alive (or was one
-killed), do the running nanobots' hooks and the worker run one version, does the queue move, did jobs fail in the
-last hour, can Redis lose jobs (eviction, memory), and do finished summaries wait for nanobot too long."""
+"""`doctor`'s checks of the running system, read from Redis as `status` reads it.
+
+Is a worker alive (or was one killed), do the running nanobots' hooks and the worker run one version, does the queue
+move, did jobs fail in the last hour, can Redis lose jobs (eviction, memory), and do finished summaries wait for nanobot
+too long."""
 
 from __future__ import annotations
 
@@ -79,9 +81,11 @@ def _names(jobs: list[dict[str, Any]]) -> str:
 
 
 def worker_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
-    """Alive (arq's health line, unless its worker is seen gone), killed or frozen (a report left to age or whose
-    process ended, and not replaced by a restarted worker), or never started; jobs marked running that no live
-    worker runs (as status lists them); and a running worker whose settings disagree with this shell's."""
+    """The workers' checks: alive or not, jobs no live worker runs, settings that disagree with this shell's.
+
+    Alive (arq's health line, unless its worker is seen gone), killed or frozen (a report left to age or whose process
+    ended, and not replaced by a restarted worker), or never started; jobs marked running that no live worker runs (as
+    status lists them); and a running worker whose settings disagree with this shell's."""
     dead = [report for report in state["workers"] if report["dead"]]
     jobs = stale_job_checks(state)
     if state["worker"] is None:
@@ -116,8 +120,10 @@ def _death(report: dict[str, Any]) -> str:
 
 
 def stale_job_checks(state: dict[str, Any]) -> list[Check]:
-    """The jobs marked running that no live worker runs, as `status` marks them STALE: a FAIL while no worker is
-    alive (nothing will run them until one starts), a warning beside a live one (it runs them again)."""
+    """The jobs marked running that no live worker runs, as `status` marks them STALE.
+
+    A FAIL while no worker is alive (nothing will run them until one starts), a warning beside a live one (it runs them
+    again)."""
     stale = [job for job in state["in_flight"] if job["stale"]]
     if not stale:
         return []
@@ -149,8 +155,10 @@ def settings_checks(state: dict[str, Any], settings: Settings) -> list[Check]:
 
 
 def version_checks(state: dict[str, Any], hooks: list[dict[str, Any]]) -> list[Check]:
-    """The running nanobots' hooks against the live workers (as status and the page say it,
-    liveness.version_mismatches): a FAIL when their contracts differ, a warning for another release of the same."""
+    """The running nanobots' hooks checked against the live workers' versions.
+
+    The running nanobots' hooks against the live workers (as status and the page say it, liveness.version_mismatches): a
+    FAIL when their contracts differ, a warning for another release of the same."""
     checks = [
         Check(
             "FAIL" if m["serious"] else "warn", f"{m['what']} (nanobot {m['nanobot']}, worker {m['worker']})", m["fix"]
@@ -192,9 +200,11 @@ AGREE_OR_FAIL = ("auto_summary", "memory_sessions")  # a difference queues jobs 
 
 
 def agreement_checks(state: dict[str, Any], hooks: list[dict[str, Any]]) -> list[Check]:
-    """The settings nanobot's hooks and the worker both act on (SHARED_SETTINGS), compared between the running
-    worker's report and each running nanobot's: each difference names the side that differs (the one off
-    the default; both when neither is) and where the setting goes for how that side is run."""
+    """The settings both sides act on, compared between the running worker and each running nanobot.
+
+    The settings nanobot's hooks and the worker both act on (SHARED_SETTINGS), compared between the running worker's
+    report and each running nanobot's: each difference names the side that differs (the one off the default; both when
+    neither is) and where the setting goes for how that side is run."""
     worker = state["worker_settings"]
     if worker is None or not hooks:
         return []

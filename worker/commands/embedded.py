@@ -1,5 +1,7 @@
-"""The embedded Redis's record in the state folder: which worker's it is (for status and doctor), and the next
-worker stopping an orphan that outlived its killed worker and removing the folder a killed worker left."""
+"""The embedded Redis's record in the state folder.
+
+Which worker's it is (for status and doctor), and the next worker stopping an orphan that outlived its killed worker and
+removing the folder a killed worker left."""
 
 from __future__ import annotations
 
@@ -66,8 +68,9 @@ def _note(embedded: EmbeddedRedis) -> None:
 
 
 def _is_server(pid: int, folder: str) -> bool:
-    """Is process `pid` still the redis-server started in `folder` (not a reused pid)? redis-server rewrites its
-    command line, but works in its --dir."""
+    """Is process `pid` still the redis-server started in `folder` (not a reused pid)?
+
+    redis-server rewrites its command line, but works in its --dir."""
     try:
         return os.readlink(f"/proc/{pid}/cwd") == str(Path(folder).resolve())
     except OSError:
@@ -94,8 +97,9 @@ def embedded_owner(url: str) -> str | None:
 
 
 def adopt_orphan(url: str) -> str | None:
-    """Stop an embedded redis-server whose worker was killed, and remove its folder (its config holds the
-    password); what was done, in one line, or None when nothing was left."""
+    """Stop an embedded redis-server whose worker was killed, and remove its folder (its config holds the password).
+
+    What was done, in one line, or None when nothing was left."""
     path = embedded_record(url)
     found = _read_record(path)
     pid, worker, folder = found.get("pid"), found.get("worker"), str(found.get("folder", ""))

@@ -1,5 +1,7 @@
-"""`nanobot-summary enqueue`: summarize one, several or all nanobot sessions now, or show what the job would do
-(--dry-run, the job's own plan). Only --dry-run loads the summarizing side (litellm, the token counter)."""
+"""`nanobot-summary enqueue`.
+
+Summarize one, several or all nanobot sessions now, or show what the job would do (--dry-run, the job's own plan). Only
+--dry-run loads the summarizing side (litellm, the token counter)."""
 
 from __future__ import annotations
 
@@ -35,8 +37,10 @@ class UsageError(Exception):
 
 
 def session_keys(sessions_dir: Path, args: argparse.Namespace) -> list[str]:
-    """Every key checked before anything is queued, so a typo queues nothing. With --all, the sessions the
-    worker can serve (one it cannot is skipped with a warning, never stopping the others)."""
+    """Every key checked before anything is queued, so a typo queues nothing.
+
+    With --all, the sessions the worker can serve (one it cannot is skipped with a warning, never stopping the
+    others)."""
     if args.all:
         return [k for k in list_session_keys(sessions_dir) if not is_internal_session(k)]
     keys = list(dict.fromkeys(args.keys))
@@ -62,8 +66,10 @@ async def dry_run(
     since: str | None = None,
     force: bool = False,
 ) -> None:
-    """What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up
-    (`since`), the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
+    """What the job would do now, from the job's own plan.
+
+    What the job would do now, from the job's own plan (worker.summarize.plan.plan_job) and, for a catch-up (`since`),
+    the notes it would add for the messages the summary leaves out (worker.summarize.notes_only)."""
     from worker.service.build import build_deps
     from worker.summarize.jobs import read_for_job
 
@@ -84,8 +90,9 @@ async def dry_run(
 
 
 def summarized_so_far(start: int) -> str:
-    """What a summary covers already: the messages before the job's start (its watermark, or a pending
-    record's boundary)."""
+    """What a summary covers already.
+
+    The messages before the job's start (its watermark, or a pending record's boundary)."""
     return f"messages 0..{start - 1} summarized already" if start else "none summarized yet"
 
 

@@ -1,7 +1,8 @@
-"""`nanobot-summary forget`: forget a fact of MEMORY.md by its text, as the web page's Forget does
-(worker.memory.longterm.forget), and say where else the worker keeps the text: the day's notes, the recall index;
-`--everywhere` takes it out there too, as the page's Forget everywhere does (worker.memory.elsewhere).
-nanobot's session files are never changed: they are nanobot's."""
+"""`nanobot-summary forget`.
+
+Forget a fact of MEMORY.md by its text, as the web page's Forget does (worker.memory.longterm.forget), and say where
+else the worker keeps the text: the day's notes, the recall index; `--everywhere` takes it out there too, as the page's
+Forget everywhere does (worker.memory.elsewhere). nanobot's session files are never changed: they are nanobot's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""`nanobot-summary hooks install|uninstall|check`: the hooks of this worker's own version put into nanobot's
-environment without changing any package nanobot holds, taken out again with what they added, and checked
-there as nanobot loads them."""
+"""`nanobot-summary hooks install|uninstall|check`.
+
+The hooks of this worker's own version put into nanobot's environment without changing any package nanobot holds, taken
+out again with what they added, and checked there as nanobot loads them."""
 
 from __future__ import annotations
 
@@ -47,8 +48,10 @@ def canon(name: str) -> str:
 
 
 def inspect(python: Path, name: str = HOOKS_DIST, removing: tuple[str, ...] = ()) -> dict[str, object]:
-    """nanobot's site-packages: where, writable or not, its distributions, the hooks' dist-info folder, and
-    the names the distributions outside `removing` require."""
+    """nanobot's site-packages.
+
+    Where, writable or not, its distributions, the hooks' dist-info folder, and the names the distributions outside
+    `removing` require."""
     result = run_isolated(python, ["-c", INSPECT, name, *removing])
     if result.returncode != 0:
         raise NanobotEnvError(f"cannot inspect nanobot's environment with {python}: {last_line(result.stderr)}")
@@ -62,8 +65,9 @@ def last_line(text: str) -> str:
 
 
 def unwritable(site: str, owner: object) -> str:
-    """Why nanobot's site-packages cannot take the hooks, and what to do: another user's folder, or a read-only
-    one (a read-only mount or mode: root is stopped only by those)."""
+    """Why nanobot's site-packages cannot take the hooks, and what to do.
+
+    Another user's folder, or a read-only one (a read-only mount or mode: root is stopped only by those)."""
     if isinstance(owner, int) and owner != os.getuid():
         try:
             name = pwd.getpwuid(owner).pw_name
@@ -80,9 +84,11 @@ def unwritable(site: str, owner: object) -> str:
 
 
 def conflict(output: str) -> str:
-    """pip's resolver report in one clause: which of nanobot's packages the hooks conflict with, and what they need
-    instead ("nanobot's redis 6.0.0, where nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5"); pip's last
-    line when it names no conflict (an index out of reach, a wheel that is not one)."""
+    """pip's resolver report in one clause.
+
+    Which of nanobot's packages the hooks conflict with, and what they need instead ("nanobot's redis 6.0.0, where
+    nanobot-summary-hooks 0.2.0 depends on redis<6 and >=5"); pip's last line when it names no conflict (an index out of
+    reach, a wheel that is not one)."""
     pinned = re.findall(r"The user requested \(constraint\) ([A-Za-z0-9._-]+)==(\S+)", output)
     needs = [line.strip() for line in output.splitlines() if " depends on " in line]
     if not pinned:
@@ -100,9 +106,10 @@ def missing_distribution(output: str) -> str | None:
 
 
 def carried(folder: Path, held: dict[str, str]) -> list[str]:
-    """pip's options for the hooks of this worker's own version with no package index: their wheel and those of
-    the packages they need that nanobot's environment lacks (`held`), rebuilt from this worker's environment into
-    `folder`."""
+    """pip's options for the hooks of this worker's own version with no package index.
+
+    Their wheel and those of the packages they need that nanobot's environment lacks (`held`), rebuilt from this
+    worker's environment into `folder`."""
     try:
         carried_wheels(HOOKS_DIST, folder, skip=held)
     except (NoWheelError, OSError) as exc:
@@ -119,9 +126,11 @@ def pip(python: Path, args: list[str]) -> tuple[bool, str]:
 
 
 def put_in(python: Path, dists: dict[str, str], info: object, what: str, where: list[str]) -> list[str]:
-    """pip's install of the hooks `what` (from `where`: pip's options naming where it looks) into nanobot's
-    environment, every package it holds as a constraint, after a dry run that changes nothing when it fails;
-    returns what an earlier install had recorded as added (`info`: the earlier hooks' dist-info folder)."""
+    """pip's install of the hooks into nanobot's environment, after a dry run.
+
+    pip's install of the hooks `what` (from `where`: pip's options naming where it looks) into nanobot's environment,
+    every package it holds as a constraint, after a dry run that changes nothing when it fails; returns what an earlier
+    install had recorded as added (`info`: the earlier hooks' dist-info folder)."""
     with tempfile.TemporaryDirectory(prefix="nanobot-summary-hooks-") as folder:
         constraints = Path(folder) / "nanobot-packages.txt"
         # Every package nanobot's environment holds stays at its version: a conflict fails, nothing moves.
@@ -156,8 +165,10 @@ def put_in(python: Path, dists: dict[str, str], info: object, what: str, where: 
 
 
 def refusal(output: str, offline: bool) -> str:
-    """Why pip's dry run refused, by its real cause: a file of some package found nowhere (with no index asked,
-    when the worker carries the hooks itself), a conflict with nanobot's packages, or pip's own last line."""
+    """Why pip's dry run refused, by its real cause.
+
+    A file of some package found nowhere (with no index asked, when the worker carries the hooks itself), a conflict
+    with nanobot's packages, or pip's own last line."""
     missing = missing_distribution(output)
     if "ResolutionImpossible" in output:
         missing = None  # a conflict: pip's lines about a version it could not find are part of it

@@ -1,6 +1,8 @@
-"""nanobot's own Python environment as seen from the worker: which interpreter runs nanobot, and what its
-entry points load when it starts, probed isolated from the current folder (`python -I` in an empty temporary
-folder), so a checkout or an egg-info lying where the command runs cannot make the hooks look installed."""
+"""nanobot's own Python environment as seen from the worker.
+
+Which interpreter runs nanobot, and what its entry points load when it starts, probed isolated from the current folder
+(`python -I` in an empty temporary folder), so a checkout or an egg-info lying where the command runs cannot make the
+hooks look installed."""
 
 from __future__ import annotations
 
@@ -111,8 +113,10 @@ def find_python(given: str | None) -> Path:
 
 
 def run_isolated(python: Path, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """nanobot's interpreter with `-I` (no current folder, no PYTHON* variables, no user site) in an empty
-    temporary folder: what it imports is what its environment holds, nothing else."""
+    """nanobot's interpreter run isolated, in an empty temporary folder.
+
+    nanobot's interpreter with `-I` (no current folder, no PYTHON* variables, no user site) in an empty temporary
+    folder: what it imports is what its environment holds, nothing else."""
     with tempfile.TemporaryDirectory(prefix="nanobot-summary-probe-") as neutral:
         return subprocess.run([str(python), "-I", *args], capture_output=True, text=True, timeout=timeout, cwd=neutral)
 

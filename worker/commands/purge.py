@@ -1,9 +1,11 @@
-"""`nanobot-summary hooks uninstall --purge`: besides the hooks, everything this project left for its own working
-taken away, each named with what it held: the instance's Redis keys, an embedded Redis left running, the `/new`
-copies, the records' key and the markers in line 1 of the session files, the recall index and the memory files'
-bookkeeping, the state folder (the page's token and address); on request the memory it wrote (`--memory`: the daily
-notes and MEMORY.md's part between its markers) and the checkout's venvs (`--venvs`). The user's bytes stay: every
-message of a session file, nanobot's own metadata, the user's lines of MEMORY.md."""
+"""`nanobot-summary hooks uninstall --purge`.
+
+Besides the hooks, everything this project left for its own working taken away, each named with what it held: the
+instance's Redis keys, an embedded Redis left running, the `/new` copies, the records' key and the markers in line 1 of
+the session files, the recall index and the memory files' bookkeeping, the state folder (the page's token and address);
+on request the memory it wrote (`--memory`: the daily notes and MEMORY.md's part between its markers) and the checkout's
+venvs (`--venvs`). The user's bytes stay: every message of a session file, nanobot's own metadata, the user's lines of
+MEMORY.md."""
 
 from __future__ import annotations
 
@@ -82,8 +84,10 @@ def purge(memory: bool, venvs: bool) -> list[str]:
 
 
 async def redis_keys(settings: Settings, nanobot: NanobotConfig) -> list[str]:
-    """The instance's keys (the queue's records, outcomes, spend, rests, the workers' and hooks' reports) and arq's
-    for its sessions' jobs, deleted by name (`instance_keys`): the instance's ACL user may not list keys."""
+    """The instance's keys and arq's for its sessions' jobs, deleted by name.
+
+    The instance's keys (the queue's records, outcomes, spend, rests, the workers' and hooks' reports) and arq's for its
+    sessions' jobs, deleted by name (`instance_keys`): the instance's ACL user may not list keys."""
     if problem := redis_problem(settings.redis_url, keys=None, **settings.redis_options()):
         return [f"kept the instance's Redis keys: {problem}"]
     try:
@@ -126,8 +130,10 @@ ARQ_JOBS = (job_key_prefix, in_progress_key_prefix, retry_key_prefix, result_key
 
 
 def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, Iterable[str]]) -> list[str]:
-    """Every key this instance may have written, by name: its fixed keys, its index's families and their members'
-    keys, and each session's keys with arq's for the session's jobs. arq's keys of a cron tick expire by themselves."""
+    """Every key this instance may have written, by name.
+
+    Its fixed keys, its index's families and their members' keys, and each session's keys with arq's for the session's
+    jobs. arq's keys of a cron tick expire by themselves."""
     name_of: dict[str, Callable[[str], str]] = {
         "workers": keys.worker,
         "hooks": keys.hooks,
@@ -271,8 +277,10 @@ def drop_part(path: Path) -> str | None:
 
 
 def state_files() -> list[str]:
-    """The state folder (the page's token and address, the embedded Redis's record, a waiting worker's note) and
-    the cache folder (the model checks' answers), each removed whole."""
+    """The state folder and the cache folder, each removed whole.
+
+    The state folder (the page's token and address, the embedded Redis's record, a waiting worker's note) and the cache
+    folder (the model checks' answers), each removed whole."""
     done = []
     for folder, holds in (
         (state_folder(), "the page's token and address, the embedded Redis's record, a waiting worker's note"),

@@ -1,7 +1,8 @@
-"""`nanobot-summary rest` and `end-rest`: pause sessions until resumed, and end the rest of one, several or every
-resting session, as the web page's "End rest" does (worker.state.budget.end_rest): nanobot's trigger queues the
-session's jobs again from its next turn, and its failure streak starts afresh. A job queued by hand (`enqueue`)
-does not wait for a rest: this is for the trigger."""
+"""`nanobot-summary rest` and `end-rest`.
+
+Pause sessions until resumed, and end the rest of one, several or every resting session, as the web page's "End rest"
+does (worker.state.budget.end_rest): nanobot's trigger queues the session's jobs again from its next turn, and its
+failure streak starts afresh. A job queued by hand (`enqueue`) does not wait for a rest: this is for the trigger."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""`nanobot-summary run`: check the set-up (one line per problem, exit code 2), then run the worker, with an
-embedded Redis when none answers, or under a reloader."""
+"""`nanobot-summary run`.
+
+Check the set-up (one line per problem, exit code 2), then run the worker, with an embedded Redis when none answers, or
+under a reloader."""
 
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ log = logging.getLogger("worker")
 
 
 def lower_priority(by: int) -> int:
-    """Yield the CPU to nanobot: raise this process's niceness `by` (NANOBOT_SUMMARY_NICENESS). Returns the
-    niceness now."""
+    """Yield the CPU to nanobot: raise this process's niceness `by` (NANOBOT_SUMMARY_NICENESS).
+
+    Returns the niceness now."""
     try:
         return os.nice(by)
     except (AttributeError, OSError):  # not on this platform, or not allowed: run as is
@@ -84,16 +87,20 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def served_redis_problem(settings: Settings) -> str | None:
-    """Why the instance's Redis (its namespace known now) cannot serve it: the probe reads the instance's own key (an
-    ACL user of another instance fails there, before any other command is refused by its rules), then its version."""
+    """Why the instance's Redis (its namespace known now) cannot serve it.
+
+    The probe reads the instance's own key (an ACL user of another instance fails there, before any other command is
+    refused by its rules), then its version."""
     return redis_problem(settings.redis_url, keys=settings.keys, **settings.redis_options()) or version_problem(
         server_version(settings.redis_url, **settings.redis_options())
     )
 
 
 def nanobots_deps(settings: Settings) -> Deps:
-    """The worker's Deps once nanobot has run (waiting for its first turn, with a note doctor reads), and a
-    warning for a summary model without a key: not fatal, nanobot may get its key later (the worker follows it)."""
+    """The worker's Deps once nanobot has run, and a warning for a summary model without a key.
+
+    The worker's Deps once nanobot has run (waiting for its first turn, with a note doctor reads), and a warning for a
+    summary model without a key: not fatal, nanobot may get its key later (the worker follows it)."""
     with waiting_note(settings.config_path):
         deps = wait_for_nanobot(settings)
     if problem := credentials_problem(deps.model):
@@ -102,8 +109,10 @@ def nanobots_deps(settings: Settings) -> Deps:
 
 
 def redis_at_start(settings: Settings, no_embedded: bool) -> str | None:
-    """Why the configured Redis cannot be used now (None: it answers), after an orphaned embedded one is stopped
-    (and said); an embedded one of another running worker is named."""
+    """Why the configured Redis cannot be used now (None: it answers).
+
+    Why the configured Redis cannot be used now (None: it answers), after an orphaned embedded one is stopped (and
+    said); an embedded one of another running worker is named."""
     if not no_embedded and (adopted := adopt_orphan(settings.redis_url)):
         log.warning("%s (killed before it could stop it)", adopted)
     problem = redis_problem(settings.redis_url, keys=None, **settings.redis_options())  # the namespace comes later
@@ -165,9 +174,10 @@ REDIS_ABSENT = "start it, or set REDIS_URL"
 
 @contextlib.contextmanager
 def cleanup_on_signals() -> Iterator[list[Callable[[], None]]]:
-    """Run the cleanups (the embedded Redis's stop: its folder holds a config with the password) on every
-    exit: normal, an exception, SIGINT or SIGTERM before arq installs its own handlers (arq's handlers end
-    its loop, so the `finally` below runs then too)."""
+    """Run the cleanups (the embedded Redis's stop: its folder holds a config with the password) on every exit.
+
+    Normal, an exception, SIGINT or SIGTERM before arq installs its own handlers (arq's handlers end its loop, so the
+    `finally` below runs then too)."""
     cleanups: list[Callable[[], None]] = []
 
     def stop(signum: int, _frame: Any) -> None:

@@ -1,5 +1,7 @@
-"""How an operator command starts: this nanobot instance's settings and config read once, and the one way a
-command that cannot start says why (a line on stderr, exit code 2)."""
+"""How an operator command starts.
+
+This nanobot instance's settings and config read once, and the one way a command that cannot start says why (a line on
+stderr, exit code 2)."""
 
 from __future__ import annotations
 
@@ -37,8 +39,10 @@ def refuse(reason: object) -> int:
 def run_command(
     main: Coroutine[Any, Any, int], *errors: type[Exception], on_refusal: Callable[[], None] | None = None
 ) -> int:
-    """Run a command's coroutine; a startup error (or one of `errors`) refused in one line, then `on_refusal`
-    (e.g. the metrics a scrape still needs)."""
+    """Run a command's coroutine.
+
+    A startup error (or one of `errors`) refused in one line, then `on_refusal` (e.g. the metrics a scrape still
+    needs)."""
     try:
         return asyncio.run(main)
     except (*STARTUP_ERRORS, *errors) as exc:
@@ -50,8 +54,9 @@ def run_command(
 
 @contextlib.contextmanager
 def waiting_note(config_path: Path) -> Iterator[None]:
-    """While `nanobot-summary run` waits for nanobot's first turn (the workspace's id): a note in the state folder
-    naming this process and nanobot's config, which doctor reads (waiting_worker)."""
+    """While `nanobot-summary run` waits for nanobot's first turn (the workspace's id).
+
+    A note in the state folder naming this process and nanobot's config, which doctor reads (waiting_worker)."""
     path = state_folder() / f"worker-{os.getpid()}.waiting"
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

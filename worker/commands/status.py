@@ -1,5 +1,7 @@
-"""`nanobot-summary status`: the worker's health, the queue, jobs in flight, records waiting for nanobot, resting
-sessions, spend and last outcomes, as text for people, JSON or Prometheus metrics."""
+"""`nanobot-summary status`.
+
+The worker's health, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend and last outcomes,
+as text for people, JSON or Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from worker.text.clock import zone_or_utc
 
 
 def as_json(state: dict[str, Any]) -> dict[str, Any]:
-    """The state as `--json` prints it: arq's health line as named numbers (liveness.health_fields), and a
-    cost no price is known for as null (`cost` 0.0 of calls litellm has no price for would read as free)."""
+    """The state as `--json` prints it.
+
+    arq's health line as named numbers (liveness.health_fields), and a cost no price is known for as null (`cost` 0.0 of
+    calls litellm has no price for would read as free)."""
 
     def priced(spend: dict[str, Any]) -> dict[str, Any]:
         unknown = spend["calls"] and spend["unpriced_calls"] == spend["calls"]

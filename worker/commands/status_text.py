@@ -35,8 +35,10 @@ def shown(value: str) -> str:
 
 
 def entry(head: str, parts: list[str], width: int, long: str = "", after: str = " -") -> list[str]:
-    """`head` (a session key, shown whole), `after` it, then the parts separated by "; ", wrapped at `width`
-    with continuation lines indented; `long` (a free text such as a job's detail) follows, wrapped word by word."""
+    """One entry of the text: `head`, `after` it and the parts, wrapped at `width`.
+
+    `head` (a session key, shown whole), `after` it, then the parts separated by "; ", wrapped at `width` with
+    continuation lines indented; `long` (a free text such as a job's detail) follows, wrapped word by word."""
     glued = [part.replace(" ", _GLUE) for part in parts if part]
     text = " ".join([shown(head).replace(" ", _GLUE) + after, "; ".join(glued)]).strip()
     if long:
@@ -71,11 +73,12 @@ def arrow(what: str, before: int | None, after: int | None) -> str:
 
 
 def beat(line: str, last: str | None = None) -> list[str]:
-    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words:
-    its counters are every job the process ran, idle checks and scheduled ones included (so they say so); arq
-    counts a job put off for later (an idle check waiting for the session to be quiet) as retried, so that count
-    says "put off or retried". The last beat is `last` when given (a worker's own report, in the named zone), else
-    arq's zoneless stamp."""
+    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" in words.
+
+    Its counters are every job the process ran, idle checks and scheduled ones included (so they say so); arq counts a
+    job put off for later (an idle check waiting for the session to be quiet) as retried, so that count says "put off or
+    retried". The last beat is `last` when given (a worker's own report, in the named zone), else arq's zoneless
+    stamp."""
     fields = health_fields(line) or {}
     done = ", ".join(
         f"{fields[name]} {label}"
@@ -151,8 +154,9 @@ SETTING_WORDS = {  # how a running worker's setting reads, in the order shown
 
 
 def setting_parts(settings: dict[str, Any]) -> list[str]:
-    """The running worker's settings as words; names this version does not know, or a value it cannot read,
-    are shown as they come."""
+    """The running worker's settings as words.
+
+    Names this version does not know, or a value it cannot read, are shown as they come."""
 
     def said(name: str, value: Any) -> str:
         try:
@@ -169,8 +173,9 @@ At = Callable[[Any], str]
 
 
 def render(state: dict[str, Any], width: int, tz: tzinfo = timezone.utc, now: datetime | None = None) -> list[str]:
-    """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken); moments
-    in `tz` and from `now` (the time when not given)."""
+    """Every section of `status`, as lines no longer than `width` (a part longer than the line is broken).
+
+    Moments in `tz` and from `now` (the time when not given)."""
     moment = now or utcnow()
 
     def at(value: Any) -> str:
@@ -279,7 +284,9 @@ def _overview(state: dict[str, Any], width: int, at: At) -> list[str]:
 
 
 def memory_lines(state: dict[str, Any], width: int) -> list[str]:
-    """Where the daily notes and long-term facts are off or run on the fallback, and why
+    """Where the daily notes and long-term facts are off or run on the fallback, and why.
+
+    Where the daily notes and long-term facts are off or run on the fallback, and why
     (worker.state.formats.memory_off)."""
     reasons = memory_off(state.get("answer_formats") or {}, state["outcomes"])
     return [

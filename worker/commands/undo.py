@@ -1,8 +1,10 @@
-"""`nanobot-summary undo`: undo a session's summary: nanobot replays the covered messages again (they never left
-the session file), and no record waiting in Redis or in line 1 is applied. For a summary that went wrong. Line 1 of
-the session file is undone here; a running nanobot that holds the session in memory (and would write its copy back
-at its next save) is sent the undo the way summaries are sent (a record and its notice): its hooks undo the live
-session, and the command waits for that before it says done."""
+"""`nanobot-summary undo`.
+
+Undo a session's summary: nanobot replays the covered messages again (they never left the session file), and no record
+waiting in Redis or in line 1 is applied. For a summary that went wrong. Line 1 of the session file is undone here; a
+running nanobot that holds the session in memory (and would write its copy back at its next save) is sent the undo the
+way summaries are sent (a record and its notice): its hooks undo the live session, and the command waits for that before
+it says done."""
 
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ class Refused(Exception):
 
 
 def undone_line_one(head: dict[str, Any], undo: SummaryRecord, waiting: bool = False) -> list[str]:
-    """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary. The marker
-    keeps the undo's stamp, so no record made before it (a waiting one, one stored again) applies later: also
+    """What undoing changes in line 1 (changing `head` in place): nothing when it carries no summary.
+
+    The marker keeps the undo's stamp, so no record made before it (a waiting one, one stored again) applies later: also
     when only a record waiting in Redis (`waiting`) is undone."""
     metadata = found if isinstance(found := head.get("metadata"), dict) else {}
     done = []
@@ -77,9 +80,11 @@ def read_line_one(path: Path) -> dict[str, Any]:
 
 
 def rewrite_line_one(path: Path, key: str, dry_run: bool, waiting: bool = False) -> tuple[list[str], SummaryRecord]:
-    """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one): every message line
-    copied byte for byte, the file's permissions and modification time kept (nanobot keeps an unfinished turn's
-    recovery file only when the session file is not newer). With what was undone, as the undo nanobot is sent."""
+    """Line 1 undone the way the worker writes it (worker.nanobot.metadata_line.edit_line_one).
+
+    Every message line copied byte for byte, the file's permissions and modification time kept (nanobot keeps an
+    unfinished turn's recovery file only when the session file is not newer). With what was undone, as the undo nanobot
+    is sent."""
     seen: list[SummaryRecord] = []
 
     def undone(head: dict[str, Any]) -> list[str]:
@@ -96,15 +101,17 @@ def rewrite_line_one(path: Path, key: str, dry_run: bool, waiting: bool = False)
 
 
 async def listening(redis: Any) -> int:
-    """How many of this instance's nanobots listen for notices now: each listener keeps a report of its own while
-    it runs (turn/listener.py, indexed), the presence read here; the channel's subscribers are not counted (the
-    instance's Redis ACL user may not)."""
+    """How many of this instance's nanobots listen for notices now.
+
+    Each listener keeps a report of its own while it runs (turn/listener.py, indexed), the presence read here; the
+    channel's subscribers are not counted (the instance's Redis ACL user may not)."""
     return len(await index.members(redis, "hooks", Keys.of(redis).hooks))
 
 
 def signing_key(path: Path) -> bytes:
-    """The instance's record key, read before anything is changed: an undo the running nanobot cannot be sent is
-    refused whole."""
+    """The instance's record key, read before anything is changed.
+
+    An undo the running nanobot cannot be sent is refused whole."""
     try:
         return record_key(path.parent)
     except (OSError, ValueError) as exc:
@@ -115,9 +122,11 @@ def signing_key(path: Path) -> bytes:
 
 
 async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: int) -> list[str]:
-    """The undo (signed, as the worker signs summaries: the hooks apply no record without the instance's MAC) sent
-    to the running nanobots, and waited for: the one holding the session undoes its live copy and saves it.
-    Refused when the session nanobot holds has another summary by now."""
+    """The undo sent to the running nanobots, and waited for.
+
+    The undo (signed, as the worker signs summaries: the hooks apply no record without the instance's MAC) sent to the
+    running nanobots, and waited for: the one holding the session undoes its live copy and saves it. Refused when the
+    session nanobot holds has another summary by now."""
     await store_record(redis, undo)
     deadline = time.monotonic() + NANOBOT_WAIT_SECONDS
     while (waiting := await load_record(redis, undo.session_key)) is not None and waiting.stamp == undo.stamp:
@@ -138,8 +147,10 @@ async def tell_nanobot(redis: Any, path: Path, undo: SummaryRecord, listening: i
 
 
 async def undoable_record(redis: ArqRedis, keys: Keys, key: str) -> SummaryRecord | None:
-    """The record waiting for `key` (None: none waits); Refused while a job is queued or running (it would store a
-    record over the undone state) or when the record cannot be read."""
+    """The record waiting for `key` (None: none waits).
+
+    Refused while a job is queued or running (it would store a record over the undone state) or when the record cannot
+    be read."""
     if (
         await redis.exists(in_progress_key_prefix + keys.job_id(key))
         or await redis.zscore(keys.queue, keys.job_id(key)) is not None
@@ -196,8 +207,9 @@ async def undo(key: str, dry_run: bool, pause: bool = False) -> list[str]:
 
 
 def forget_facts(key: str, dry_run: bool) -> list[str]:
-    """The facts `key` taught MEMORY.md, removed (listed on a dry run); the worker's lock keeps this safe
-    while the worker and nanobot run."""
+    """The facts `key` taught MEMORY.md, removed (listed on a dry run).
+
+    The worker's lock keeps this safe while the worker and nanobot run."""
     settings = load_settings()
     try:
         nanobot = NanobotConfig.load(settings.config_path)

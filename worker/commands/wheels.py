@@ -1,6 +1,8 @@
-"""The wheels an installed worker carries for `hooks install`: the hooks of its own version and the packages they
-need, rebuilt from the distributions already installed in the worker's own environment, so the hooks go into
-nanobot's environment with no package index at all (pip --no-index --find-links)."""
+"""The wheels an installed worker carries for `hooks install`.
+
+The hooks of its own version and the packages they need, rebuilt from the distributions already installed in the
+worker's own environment, so the hooks go into nanobot's environment with no package index at all (pip --no-index
+--find-links)."""
 
 from __future__ import annotations
 
@@ -31,9 +33,11 @@ class NoWheelError(Exception):
 
 
 def carried_wheels(root: str, out: Path, skip: Iterable[str] = ()) -> list[Path]:
-    """Wheels of distribution `root` and every distribution it needs (its extras' too, markers as in this Python),
-    as installed in this environment, written to `out`; `skip`: names not to carry (what nanobot already holds).
-    Raises NoWheelError when `root` itself is not installed here."""
+    """Wheels of distribution `root` and every distribution it needs, written to `out`.
+
+    Wheels of distribution `root` and every distribution it needs (its extras' too, markers as in this Python), as
+    installed in this environment, written to `out`; `skip`: names not to carry (what nanobot already holds). Raises
+    NoWheelError when `root` itself is not installed here."""
     skipped = {canon(name) for name in skip}
     built: list[Path] = []
     for dist in closure(root, skipped):
@@ -42,8 +46,9 @@ def carried_wheels(root: str, out: Path, skip: Iterable[str] = ()) -> list[Path]
 
 
 def closure(root: str, skipped: set[str]) -> Iterator[metadata.Distribution]:
-    """`root`'s distribution and those it requires, transitively, each once; the ones not installed here, or in
-    `skipped`, are left out (pip then says which one it misses)."""
+    """`root`'s distribution and those it requires, transitively, each once.
+
+    The ones not installed here, or in `skipped`, are left out (pip then says which one it misses)."""
     try:
         first = metadata.distribution(root)
     except metadata.PackageNotFoundError as exc:
@@ -83,9 +88,11 @@ def requirements(dist: metadata.Distribution, extras: frozenset[str]) -> list[Re
 
 
 def wheel_of(dist: metadata.Distribution, out: Path) -> Path:
-    """A wheel of an installed distribution: its files as installed (an editable install: its packages where they
-    are imported from), its metadata and entry points, and the tags its install recorded (`py3-none-any` when none
-    were): pip installs it as it would the original wheel."""
+    """A wheel of an installed distribution.
+
+    Its files as installed (an editable install: its packages where they are imported from), its metadata and entry
+    points, and the tags its install recorded (`py3-none-any` when none were): pip installs it as it would the original
+    wheel."""
     name, version = dist.metadata["Name"], dist.version
     info = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
     tags = recorded_tags(dist) or ["py3-none-any"]
@@ -130,10 +137,11 @@ def recorded_tags(dist: metadata.Distribution) -> list[str]:
 
 
 def installed_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
-    """(path in the wheel, file) of what the distribution installed into site-packages: compiled caches, its
-    dist-info and files outside site-packages (console scripts: pip writes them again from entry_points.txt) left
-    out. An editable install lists a finder, not its packages: then the packages are read where Python imports
-    them from."""
+    """(path in the wheel, file) of what the distribution installed into site-packages.
+
+    Compiled caches, its dist-info and files outside site-packages (console scripts: pip writes them again from
+    entry_points.txt) left out. An editable install lists a finder, not its packages: then the packages are read where
+    Python imports them from."""
     listed = [file for file in dist.files or [] if not skipped_file(file.parts)]
     if any(file.parts[0].startswith("__editable__") for file in listed) or not listed:
         return list(editable_files(dist))
@@ -151,8 +159,9 @@ def skipped_file(parts: tuple[str, ...]) -> bool:
 
 
 def editable_files(dist: metadata.Distribution) -> Iterator[tuple[str, Path]]:
-    """The packages of an editable install, from where they are imported: its top_level.txt, else the packages
-    its entry points name, else its own name."""
+    """The packages of an editable install, from where they are imported.
+
+    Its top_level.txt, else the packages its entry points name, else its own name."""
     names = (
         (dist.read_text("top_level.txt") or "").split()
         or sorted({entry.value.split(".")[0].split(":")[0] for entry in dist.entry_points})

@@ -52,8 +52,10 @@ def _step(text: str) -> str:
 
 
 def normalize_uncached(text: str) -> str:
-    """normalize's key, made afresh: for texts met once, which would only crowd the cache (a daily note's items:
-    a daily job noting a 200 MB day kept 65,536 of them, some 20 MB, with one_line's as many)."""
+    """normalize's key, made afresh.
+
+    For texts met once, which would only crowd the cache (a daily note's items: a daily job noting a 200 MB day kept
+    65,536 of them, some 20 MB, with one_line's as many)."""
     result = _step(text)
     # NFKC after punctuation removal can compose again (a combining mark meets a new base); repeat to a fixpoint.
     for _ in range(4):
@@ -126,8 +128,9 @@ NEAR = 0.6  # a text this similar to another (its words in any order, or a part 
 
 
 def near_matches(norm: str, choices: Sequence[str], limit: int = 3, threshold: float = NEAR) -> list[int]:
-    """Indexes of the choices nearest to `norm` over the threshold, nearest first: the words compared in any
-    order, and a part counts (a fact's few words find it)."""
+    """Indexes of the choices nearest to `norm` over the threshold, nearest first.
+
+    The words compared in any order, and a part counts (a fact's few words find it)."""
     if not norm or not choices:
         return []
     found = process.extract(

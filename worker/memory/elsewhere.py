@@ -1,6 +1,8 @@
-"""Where a text lives besides MEMORY.md (the day files' note lines, the recall index's passages), found and taken
-out there: "forget everywhere", the one home of the web page's button and `nanobot-summary forget --everywhere`.
-nanobot's session files are never changed: they are nanobot's."""
+"""Where a text lives besides MEMORY.md, found and taken out there.
+
+Where a text lives besides MEMORY.md (the day files' note lines, the recall index's passages), found and taken out
+there: "forget everywhere", the one home of the web page's button and `nanobot-summary forget --everywhere`. nanobot's
+session files are never changed: they are nanobot's."""
 
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ def too_short(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Elsewhere:
-    """Where a text lives besides MEMORY.md: the day files' note lines that hold it (by day file) and the recall
-    index's passages that do ((rowid, kind, session): an archived message of a session, or a notes line)."""
+    """Where a text lives besides MEMORY.md.
+
+    The day files' note lines that hold it (by day file) and the recall index's passages that do ((rowid, kind,
+    session): an archived message of a session, or a notes line)."""
 
     text: str
     notes: dict[str, list[str]]
@@ -58,12 +62,13 @@ class Elsewhere:
 def where_else(
     workspace: Path, sessions_dir: Path, tz: tzinfo | None, text: str, remove: bool = False, unarchived: bool = False
 ) -> Elsewhere:
-    """Elsewhere for `text` in `workspace`; with `remove`, its note lines are taken out of the day files and its
-    passages out of the recall index, the archived messages' kept out of it for good, and so are the messages no
-    summary covered yet (the index's tombstones: nanobot's session files still hold them, and a rebuild, a
-    rewritten session file or the next summary would index them again).
-    MEMORY.md's rows follow the file. `unarchived` (without `remove`): those messages are counted too, which reads
-    every session file. Raises filelock.Timeout or OSError when the notes cannot be changed now."""
+    """Elsewhere for `text` in `workspace`.
+
+    With `remove`, its note lines are taken out of the day files and its passages out of the recall index, the archived
+    messages' kept out of it for good, and so are the messages no summary covered yet (the index's tombstones: nanobot's
+    session files still hold them, and a rebuild, a rewritten session file or the next summary would index them again).
+    MEMORY.md's rows follow the file. `unarchived` (without `remove`): those messages are counted too, which reads every
+    session file. Raises filelock.Timeout or OSError when the notes cannot be changed now."""
     notes = drop_lines_holding(workspace / "memory", text, remove)
     index = RecallIndex(workspace, tz)
     passages: list[tuple[int, str, str]] = []

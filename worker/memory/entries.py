@@ -1,5 +1,6 @@
-"""What the memory files are made of: a day's notes of one session's span, and a fact for long-term memory. The
-summarizer's answer carries them (worker.model.answer parses them out of it); the memory files write them."""
+"""What the memory files are made of: a day's notes of one session's span, and a fact for long-term memory.
+
+The summarizer's answer carries them (worker.model.answer parses them out of it); the memory files write them."""
 
 from __future__ import annotations
 

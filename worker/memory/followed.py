@@ -50,8 +50,10 @@ class Seen(Generic[T]):
 
 
 class Followed(Generic[T]):
-    """The parse of each file read (the last `keep` of them), kept in step with what this process appends and
-    with what others append."""
+    """The parse of each file read, kept in step with what this process and others append.
+
+    The parse of each file read (the last `keep` of them), kept in step with what this process appends and with what
+    others append."""
 
     def __init__(self, parse: Callable[[str], T], extend: Callable[[T, str], None], keep: int = 8) -> None:
         self._parse = parse
@@ -74,8 +76,9 @@ class Followed(Generic[T]):
             return self._whole(path, now)
 
     def appended(self, path: Path, before: Stamp | None, text: str) -> None:
-        """This process appended `text` to a file whose stamp was `before` (None: it made the file): the kept
-        parse grows by it, if it was the parse of the file as it was then and nobody else wrote since (else the
+        """This process appended `text` to a file whose stamp was `before` (None: it made the file).
+
+        The kept parse grows by it, if it was the parse of the file as it was then and nobody else wrote since (else the
         next `get` catches up, or reads the file whole)."""
         with self._lock:
             seen = self._seen.get(path)

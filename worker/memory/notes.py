@@ -49,10 +49,12 @@ class NothingNoted(ValueError):
 
 @dataclass(frozen=True)
 class Span:
-    """What a section's hidden marker records: whose messages, from when to when, at which positions among the
-    session's visible messages (markers written before positions were kept have none), and of which of the
-    session's generations (`gen=N`, written from the first `/new` on: a new conversation's positions start at 0
-    again, and inside a repeated hour its times fall inside the old one's span)."""
+    """What a section's hidden marker records.
+
+    Whose messages, from when to when, at which positions among the session's visible messages (markers written before
+    positions were kept have none), and of which of the session's generations (`gen=N`, written from the first `/new`
+    on: a new conversation's positions start at 0 again, and inside a repeated hour its times fall inside the old one's
+    span)."""
 
     session: str
     first: str | None
@@ -99,9 +101,10 @@ def quote_key(key: str) -> str:
 
 
 def clean(item: str) -> str:
-    """One redacted line of text: notes are bullets, so a newline in an item would break the list. Uncached, as
-    the items' keys below: a note's items are met once (the day's parse keeps their keys), and a daily job noting a
-    huge day filled one_line's and normalize's caches with them, holding their memory to the job's end."""
+    """One redacted line of text: notes are bullets, so a newline in an item would break the list.
+
+    Uncached, as the items' keys below: a note's items are met once (the day's parse keeps their keys), and a daily job
+    noting a huge day filled one_line's and normalize's caches with them, holding their memory to the job's end."""
     text = one_line_uncached(item)
     match = _BULLET.match(text)
     return match.group(1).strip() if match else text
@@ -173,8 +176,9 @@ def section_items(text: str) -> Iterator[tuple[Span, str, str]]:
 
 @dataclass
 class DayText:
-    """What the next section depends on in a day's file: the spans noted, each session's normalized items,
-    and how the text ends."""
+    """What the next section depends on in a day's file.
+
+    The spans noted, each session's normalized items, and how the text ends."""
 
     spans: dict[str, list[Span]] = field(default_factory=dict)  # by session: a job looks up its own
     items: dict[str, list[str]] = field(default_factory=dict)
@@ -228,8 +232,10 @@ def section(
     threshold: float = DEFAULT_THRESHOLD,
     held: DayText | None = None,
 ) -> str:
-    """The text to append to a day file holding `existing`, or "" when this span is already noted (in the
-    day file, or in the markers `held` beside it).
+    """The text to append to a day file holding `existing`, or "" when this span is already noted.
+
+    The text to append to a day file holding `existing`, or "" when this span is already noted (in the day file, or in
+    the markers `held` beside it).
 
     Items this session already has that day are left out; when nothing new is left the section is
     the hidden marker alone, so `noted_spans` still sees the span. A note without one item raises NothingNoted:
@@ -282,6 +288,7 @@ def day_path(memory_dir: Path, day: str) -> Path:
 
 def held_path(day_file: Path) -> Path:
     """`memory/.YYYY-MM-DD.noted`, where older versions kept the markers of spans a model found nothing to note in.
+
     Still read (its markers with notes count), never written: a span without notes is not marked noted at all."""
     return day_file.with_name(f".{day_file.stem}.noted")
 
@@ -299,8 +306,10 @@ def append_notes(
     tz: ZoneInfo,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> int:
-    """Appends each note that holds an item to its day's file; returns how many sections were added (markers alone
-    count not). A note without items writes nothing, no marker either: its span stays un-noted."""
+    """Appends each note that holds an item to its day's file.
+
+    Returns how many sections were added (markers alone count not). A note without items writes nothing, no marker
+    either: its span stays un-noted."""
     memory_dir.mkdir(parents=True, exist_ok=True)
     added = 0
     # Read, check and append under one cross-process lock: two workers on one day lose nothing.
@@ -321,8 +330,9 @@ def append_notes(
 
 
 def _append(path: Path, text: str) -> None:
-    """Appends to a day file and keeps its parse in step. Refuses a marker of no notes (NothingNoted): whatever
-    the caller did, no span is marked noted without its notes."""
+    """Appends to a day file and keeps its parse in step.
+
+    Refuses a marker of no notes (NothingNoted): whatever the caller did, no span is marked noted without its notes."""
     if any(span.digest == EMPTY_DIGEST for span in spans(text)):
         raise NothingNoted(f"{path.name}: a span marked noted without notes; not written")
     before = stamp(path)
@@ -332,9 +342,10 @@ def _append(path: Path, text: str) -> None:
 
 def noted_spans(memory_dir: Path, session_key: str, date: str, generation: int = 0) -> list[Noted]:
     """Every span of a session's generation noted in that day's file (or held beside it by an older version).
-    Another generation's spans say nothing of this one's messages: its positions started over. A marker of no
-    notes (EMPTY_DIGEST, which older versions wrote for a model's empty answer) does not count: those messages
-    were never noted, and are asked for again."""
+
+    Another generation's spans say nothing of this one's messages: its positions started over. A marker of no notes
+    (EMPTY_DIGEST, which older versions wrote for a model's empty answer) does not count: those messages were never
+    noted, and are asked for again."""
     path = day_path(memory_dir, date)
     return [
         Noted(span.first or span.last or "", span.last or span.first or "", span.at)
@@ -345,8 +356,10 @@ def noted_spans(memory_dir: Path, session_key: str, date: str, generation: int =
 
 
 def count_spans(memory_dir: Path, since: float = 0.0) -> tuple[int, int]:
-    """How many spans the day files written since `since` (epoch seconds) note, and how many of them the fallback
-    wrote (the model's answer had no notes), for doctor. Read line by line: a huge day is never held whole."""
+    """How many spans the recent day files note, and how many of them the fallback wrote.
+
+    How many spans the day files written since `since` (epoch seconds) note, and how many of them the fallback wrote
+    (the model's answer had no notes), for doctor. Read line by line: a huge day is never held whole."""
     total = fallback = 0
     for path in sorted(memory_dir.glob("????-??-??.md")):
         try:
@@ -363,8 +376,10 @@ def count_spans(memory_dir: Path, since: float = 0.0) -> tuple[int, int]:
 
 
 def is_noted(stamp: str, noted: list[Noted], position: int | None = None) -> bool:
-    """Does a noted span cover this message? Spans, not a high-water mark: messages whose notes were never
-    written (a failed write, history from before the install) stay un-noted until they are.
+    """Does a noted span cover this message?
+
+    Spans, not a high-water mark: messages whose notes were never written (a failed write, history from before the
+    install) stay un-noted until they are.
 
     By position where the span has them: when the clock goes back, the repeated hour's messages come after the
     span although their times fall inside it. The time still has to be no later than the span's last: `/new`
@@ -393,15 +408,17 @@ _COMMON = frozenset(
 
 
 def key_words(text: str) -> frozenset[str]:
-    """The words a line must hold to hold `text` (pure): its normalized words but the commonest (all of them
-    when that leaves none)."""
+    """The words a line must hold to hold `text` (pure).
+
+    Its normalized words but the commonest (all of them when that leaves none)."""
     words = normalize_uncached(text).split()
     return frozenset(word for word in words if word not in _COMMON) or frozenset(words)
 
 
 def holds(line: str, words: frozenset[str]) -> bool:
-    """Whether `line` holds every one of `words` (pure): a whole word each, or, for a word of a script written
-    without spaces (Chinese, Japanese), anywhere in it."""
+    """Whether `line` holds every one of `words` (pure).
+
+    A whole word each, or, for a word of a script written without spaces (Chinese, Japanese), anywhere in it."""
     if line.isascii() and not _may_hold_ascii(line, words):
         return False  # most lines, told without normalizing them (a search over 100,000 passages: 2.1 s -> 0.6 s)
     normalized = normalize_uncached(line)
@@ -410,17 +427,20 @@ def holds(line: str, words: frozenset[str]) -> bool:
 
 
 def _may_hold_ascii(line: str, words: frozenset[str]) -> bool:
-    """Whether an ASCII `line` may hold `words` (pure): normalizing ASCII lowers it, drops its apostrophes and
-    turns other punctuation into spaces, so each word it holds is a run of its lowered letters once the
-    apostrophes are out; and it holds no word that is not ASCII."""
+    """Whether an ASCII `line` may hold `words` (pure).
+
+    Normalizing ASCII lowers it, drops its apostrophes and turns other punctuation into spaces, so each word it holds is
+    a run of its lowered letters once the apostrophes are out; and it holds no word that is not ASCII."""
     lowered = line.lower().replace("'", "").replace("`", "")
     return all(word.isascii() and word in lowered for word in words)
 
 
 def drop_lines_holding(memory_dir: Path, text: str, remove: bool = True) -> dict[str, list[str]]:
-    """Removes from every day file each note line that holds `text` (every one of its key_words), under the notes'
-    lock, each file replaced whole; headings and span markers stay. Returns the lines removed (only found, when
-    not `remove`) by day file name."""
+    """Removes each note line that holds `text` from every day file.
+
+    Removes from every day file each note line that holds `text` (every one of its key_words), under the notes' lock,
+    each file replaced whole; headings and span markers stay. Returns the lines removed (only found, when not `remove`)
+    by day file name."""
     words = key_words(text)
     removed: dict[str, list[str]] = {}
     if not words or not memory_dir.is_dir():

@@ -1,4 +1,5 @@
 """The memory files a finished summary writes (daily notes, then MEMORY.md): the façade the job calls.
+
 MEMORY.md's new facts can wait in a pending file until no session's prompt cache is warm."""
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class MemoryResult:
 
 
 def last_session_write(sessions_dir: Path | None) -> float | None:
-    """When nanobot last wrote anything in its sessions folder (a session file, or a running turn's recovery
-    file): close to its last request, since it saves after each turn and each tool round. None: nothing."""
+    """When nanobot last wrote anything in its sessions folder (a session file, or a running turn's recovery file).
+
+    Close to its last request, since it saves after each turn and each tool round. None: nothing."""
     if sessions_dir is None:
         return None
     newest = None
@@ -128,8 +130,9 @@ class MemoryFiles:
         cache_ttl: float = 0.0,
         asked: float | None = None,
     ) -> MemoryResult:
-        """Writes notes and facts (`asked`: when their model call was made, epoch seconds); file work and locks
-        run in a thread, off the event loop.
+        """Writes notes and facts (`asked`: when their model call was made, epoch seconds).
+
+        File work and locks run in a thread, off the event loop.
 
         Raises MemoryFilesError for what the file system refused (the caller reports it)."""
         try:
@@ -149,12 +152,13 @@ class MemoryFiles:
         cache_ttl: float = 0.0,
         asked: float | None = None,
     ) -> MemoryResult:
-        """Facts, then notes. Facts are held while a session of `sessions_dir` was written within `cache_ttl`
-        seconds (or no folder is given), else merged at once with whatever was held before. Facts first: the
-        notes' markers say which messages are done, so a write the disk refuses leaves their span un-noted and
-        a later run (the daily one at the latest) asks for its notes and facts again; the other way round, a
-        full disk lost the facts for good. Asked twice, a fact is merged once. A MEMORY.md the user made
-        read-only is left alone: the facts are held, the notes written."""
+        """Facts, then notes.
+
+        Facts are held while a session of `sessions_dir` was written within `cache_ttl` seconds (or no folder is given),
+        else merged at once with whatever was held before. Facts first: the notes' markers say which messages are done,
+        so a write the disk refuses leaves their span un-noted and a later run (the daily one at the latest) asks for
+        its notes and facts again; the other way round, a full disk lost the facts for good. Asked twice, a fact is
+        merged once. A MEMORY.md the user made read-only is left alone: the facts are held, the notes written."""
         # Both writers redact every line they write (worker.text.redact.one_line): no secret reaches a file.
         stats = longterm.MergeStats()
         held, why = 0, ""
@@ -186,8 +190,9 @@ class MemoryFiles:
         return longterm.HELD.get(longterm.pending_path(self.memory_path)).oldest
 
     def flush(self, sessions_dir: Path | None, cache_ttl: float, force: bool = False) -> longterm.MergeStats | None:
-        """Writes the held facts into MEMORY.md if no session was written within `cache_ttl` seconds (or
-        `force`); None when nothing was held or a session is still active. Blocking: call it in a thread."""
+        """Writes the held facts into MEMORY.md if no session was written within `cache_ttl` seconds (or `force`).
+
+        None when nothing was held or a session is still active. Blocking: call it in a thread."""
         if not longterm.pending_path(self.memory_path).exists():
             return None
         if not force and not quiet(last_session_write(sessions_dir), time.time(), cache_ttl):
@@ -199,8 +204,9 @@ class MemoryFiles:
         return longterm.known_facts(self.memory_path, limit)
 
     def forget(self, session_key: str, dry_run: bool = False) -> list[str]:
-        """Removes the facts a session taught MEMORY.md, held ones too; returns their texts (a dry run only
-        lists them)."""
+        """Removes the facts a session taught MEMORY.md, held ones too.
+
+        Returns their texts (a dry run only lists them)."""
         return longterm.forget_session(self.memory_path, session_key, self.today(), dry_run)
 
     def noted_spans(self, session_key: str, date: str, generation: int = 0) -> list[notes.Noted]:

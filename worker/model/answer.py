@@ -98,8 +98,10 @@ def opens_with_json(text: str) -> bool:
 
 
 def parse_answer(text: str, max_chars: int, need_summary: bool = True) -> Answer:
-    """JSON (at the start, in a fence, or after a line of chatter; repaired if truncated or broken), else the
-    text as a prose summary.
+    """The model's answer read as JSON, else as a prose summary.
+
+    JSON (at the start, in a fence, or after a line of chatter; repaired if truncated or broken), else the text as a
+    prose summary.
 
     Prose is read as a summary with no notes or facts (`prose=True`); whether a summary may be committed,
     prose or JSON alike, is for the guards (worker.model.guards) to decide. A notes-only call needs JSON.

@@ -1,5 +1,7 @@
-"""Guards on a new summary (pure): never commit a refusal, an error text or a placeholder, nor one that lost
-what the previous summary held. Prose and JSON answers are judged alike."""
+"""Guards on a new summary (pure).
+
+Never commit a refusal, an error text or a placeholder, nor one that lost what the previous summary held. Prose and JSON
+answers are judged alike."""
 
 from __future__ import annotations
 
@@ -200,8 +202,9 @@ MIN_IDENTIFIERS = 3
 
 
 def carry_forward(previous: str, new: str) -> float | None:
-    """The share of the previous summary's identifiers the new one still holds; None when there are too few
-    to judge (a first summary, a summary of small talk)."""
+    """The share of the previous summary's identifiers the new one still holds.
+
+    None when there are too few to judge (a first summary, a summary of small talk)."""
     kept, total = kept_share(identifiers(previous), new)
     return kept / total if total >= MIN_IDENTIFIERS else None
 

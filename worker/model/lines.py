@@ -1,5 +1,7 @@
-"""The notes and facts as plain lines, the format any model follows: asked for when a model will not answer JSON
-(worker.summarize.notes_only), and read tolerantly into the same entries as the JSON answer.
+"""The notes and facts as plain lines, the format any model follows.
+
+Asked for when a model will not answer JSON (worker.summarize.notes_only), and read tolerantly into the same entries as
+the JSON answer.
 
 The shape asked for: a `DAY YYYY-MM-DD` line per day, a heading per note field (`TOPICS:` ...) with one `- ` bullet
 per item, an issue as `problem => solution`, and a `FACTS:` heading whose bullets read
@@ -218,9 +220,11 @@ def shape(language_name: str) -> str:
 
 
 def parse_lines(text: str, truncated: bool = False) -> Answer:
-    """The notes and facts of a lines answer (JSON too, when the model sent JSON after all), or of whatever shape
-    a model wrote instead: sections under markdown headings, bold or plain labels of the usual names, bullets,
-    numbered items or short paragraphs under them; bullets without any heading are the day's topics.
+    """The notes and facts of a lines answer, or of whatever shape a model wrote instead.
+
+    The notes and facts of a lines answer (JSON too, when the model sent JSON after all), or of whatever shape a model
+    wrote instead: sections under markdown headings, bold or plain labels of the usual names, bullets, numbered items or
+    short paragraphs under them; bullets without any heading are the day's topics.
 
     Raises BadAnswer for an empty answer, a refusal, an error text or a placeholder, and with `prose=True` for
     text with neither a heading nor a bullet (the model follows no format). A `truncated` answer (cut at the
@@ -303,8 +307,9 @@ def _read(lines: list[str]) -> tuple[list[DailyNotes], list[Fact], bool]:
 
 
 def _summary_as_notes(days: dict[str, dict[str, list[Any]]], loose: list[str]) -> None:
-    """A summary section beside the notes repeats them and goes; alone (or bullets without any heading, `loose`),
-    it is the day's notes."""
+    """A summary section beside the notes repeats them and goes.
+
+    Alone (or bullets without any heading, `loose`), it is the day's notes."""
     summary = [fields.pop("summary", []) for fields in days.values()]
     if any(fields for fields in days.values()):
         return
@@ -316,8 +321,10 @@ def _summary_as_notes(days: dict[str, dict[str, list[Any]]], loose: list[str]) -
 
 
 def _heading(line: str, dated: bool = True) -> tuple[str | None, str | None, str] | None:
-    """(a day's date or None, a section or None, the text after its colon) when `line` opens a day, a section or
-    both ("## Notes for 2026-11-20"), else None."""
+    """The day and section a heading line opens, and the text after its colon; else None.
+
+    (a day's date or None, a section or None, the text after its colon) when `line` opens a day, a section or both ("##
+    Notes for 2026-11-20"), else None."""
     plain = _MARKUP.sub("", line).strip()
     if not plain or len(plain) > 200:
         return None
@@ -368,8 +375,10 @@ def _day(date: str, fields: dict[str, list[Any]]) -> DailyNotes:
 
 
 def read_fact(item: str) -> Fact | None:
-    """A fact line: its parts split by `|` (or listed in a bracket before or after it), the known words of each
-    part read as who said it, its tag, importance, category or the fact it replaces; the rest is the fact."""
+    """A fact line.
+
+    Its parts split by `|` (or listed in a bracket before or after it), the known words of each part read as who said
+    it, its tag, importance, category or the fact it replaces; the rest is the fact."""
     parts = item.split("|") if "|" in item else _bracketed(item)
     meta: dict[str, Any] = {}
     text: list[str] = []
@@ -441,8 +450,10 @@ _FIRST_PERSON = re.compile(r"(?i)^(?:i|i'm|i’m|i've|i’ve|i'll|my|me|mine)\b"
 
 
 def said_by(text: str) -> tuple[str, str] | None:
-    """(who, the fact) when the fact says in words who stated it; the user's own first person stays theirs
-    ("The user said: my ticket is ABC-1234" -> "The user said: my ticket is ABC-1234", as a reader understands it)."""
+    """(who, the fact) when the fact says in words who stated it.
+
+    The user's own first person stays theirs ("The user said: my ticket is ABC-1234" -> "The user said: my ticket is
+    ABC-1234", as a reader understands it)."""
     for source, pattern in _SAID:
         found = pattern.match(text.strip())
         if found is None:

@@ -1,5 +1,6 @@
-"""One summarizing call through litellm: structured output where the model has it, litellm's errors converted to
-the worker's, and what the call cost."""
+"""One summarizing call through litellm.
+
+Structured output where the model has it, litellm's errors converted to the worker's, and what the call cost."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ _litellm_module: Any = None
 
 
 def load_litellm() -> Any:
-    """litellm, imported at its first use: its import is most of a worker's memory (~150 MB of ~240 MB), so a
-    worker at rest that has run no job yet does without it (docs/performance.md)."""
+    """litellm, imported at its first use.
+
+    Its import is most of a worker's memory (~150 MB of ~240 MB), so a worker at rest that has run no job yet does
+    without it (docs/performance.md)."""
     global _litellm_module
     if _litellm_module is None:
         import litellm
@@ -56,15 +59,18 @@ _CHECKED: dict[ModelChoice, tuple[str | None, str | None]] = {}
 
 
 def light_start() -> None:
-    """From now on, a model check made before litellm is loaded runs in a child process (`model_problems`): the
-    worker starts and waits for its first job without litellm's memory."""
+    """From now on, a model check made before litellm is loaded runs in a child process (`model_problems`).
+
+    The worker starts and waits for its first job without litellm's memory."""
     global _LIGHT
     _LIGHT = True
 
 
 def model_problems(choice: ModelChoice) -> tuple[str | None, str | None]:
-    """(`routing_problem`, `credentials_problem`) of the choice; in a child process after `light_start` while
-    litellm is not loaded here (the answers kept, and cached for the next start: CHECKS_CACHE), else in this one."""
+    """(`routing_problem`, `credentials_problem`) of the choice.
+
+    In a child process after `light_start` while litellm is not loaded here (the answers kept, and cached for the next
+    start: CHECKS_CACHE), else in this one."""
     if litellm_loaded() or not _LIGHT:
         return routing_problem(choice.model), _credentials_problem(choice)
     if choice not in _CHECKED:
@@ -106,9 +112,11 @@ _NOT_THE_PROVIDERS = (
 
 
 def check_asked(choice: ModelChoice, environ: Any) -> str:
-    """What the model checks' answers depend on, as one digest (pure): litellm's version, the model, its provider
-    and where it was chosen (the answers name them), whether a key and a base URL are given (never their values),
-    and the names of the set environment variables litellm may read a key from (never their values)."""
+    """What the model checks' answers depend on, as one digest (pure).
+
+    litellm's version, the model, its provider and where it was chosen (the answers name them), whether a key and a base
+    URL are given (never their values), and the names of the set environment variables litellm may read a key from
+    (never their values)."""
     try:
         from importlib.metadata import version
 
@@ -137,8 +145,9 @@ def _cached_checks() -> dict[str, Any]:
 
 
 def _cache_checks(asked: str, answers: tuple[str | None, str | None]) -> None:
-    """The answers kept under `asked`, the oldest forgotten past CHECKS_KEPT; written whole (another worker
-    starting meanwhile reads the old file or the new one)."""
+    """The answers kept under `asked`, the oldest forgotten past CHECKS_KEPT.
+
+    Written whole (another worker starting meanwhile reads the old file or the new one)."""
     path = cache_folder() / CHECKS_CACHE
     kept = {key: value for key, value in _cached_checks().items() if key != asked}
     kept[asked] = list(answers)
@@ -158,8 +167,9 @@ _CHILD = (
 
 
 def _checked_in_child(choice: ModelChoice) -> tuple[str | None, str | None]:
-    """The checks in a fresh interpreter (the key goes through its stdin, never its command line); in this
-    process when the child fails, as before."""
+    """The checks in a fresh interpreter (the key goes through its stdin, never its command line).
+
+    In this process when the child fails, as before."""
     root = str(Path(__file__).resolve().parents[2])  # where `worker` is, installed or a checkout
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     try:
@@ -203,8 +213,10 @@ class Completion:
 
 
 def json_mode(model: str, wanted: JsonMode = "auto") -> str:
-    """The response_format to ask `model` for: a JSON schema where litellm knows the model follows one,
-    else JSON mode, weakened for a model whose server refused the stronger kind earlier."""
+    """The response_format to ask `model` for.
+
+    A JSON schema where litellm knows the model follows one, else JSON mode, weakened for a model whose server refused
+    the stronger kind earlier."""
     if wanted == "auto":
         provider = model.split("/", 1)[0] if "/" in model else ""
         try:
@@ -363,6 +375,7 @@ def where_key_goes(choice: ModelChoice, missing: list[str] | None = None) -> str
 
 def credentials_problem(choice: ModelChoice) -> str | None:
     """Why `choice` has no key, in one line with the fix (litellm's validate_environment: no call), or None.
+
     A model with a key from nanobot's config, or one litellm says needs none, has no problem."""
     if choice.api_key:
         return None
@@ -388,8 +401,9 @@ def _credentials_problem(choice: ModelChoice) -> str | None:
 
 
 def _encodable(text: str) -> str:
-    """A model's text with any lone surrogate (a broken "\\ud83d" escape in its JSON) replaced: such a
-    character cannot be written to Redis or a file, and would fail the job after its paid calls."""
+    """A model's text with any lone surrogate (a broken "\\ud83d" escape in its JSON) replaced.
+
+    Such a character cannot be written to Redis or a file, and would fail the job after its paid calls."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
@@ -405,8 +419,9 @@ def _cost(response: Any) -> float | None:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    """The provider's Retry-After, in seconds. litellm keeps the real headers on the exception itself;
-    `exc.response` is a stand-in without them."""
+    """The provider's Retry-After, in seconds.
+
+    litellm keeps the real headers on the exception itself; `exc.response` is a stand-in without them."""
     for headers in (
         getattr(exc, "litellm_response_headers", None),
         getattr(getattr(exc, "response", None), "headers", None),

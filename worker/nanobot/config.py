@@ -136,9 +136,11 @@ class NanobotConfig:
 
     @property
     def web_chat_private(self) -> bool:
-        """nanobot's web chat (its websocket channel) asks for a token, as nanobot does unless told otherwise
-        (`websocketRequiresToken`, true by default; onboard's quick start sets a password): its chats are the
-        user's own. An open channel is anyone's."""
+        """Whether nanobot's web chat asks for a token, which makes its chats the user's own.
+
+        nanobot's web chat (its websocket channel) asks for a token, as nanobot does unless told otherwise
+        (`websocketRequiresToken`, true by default; onboard's quick start sets a password): its chats are the user's
+        own. An open channel is anyone's."""
         channels = self.data.get("channels")
         web = channels.get("websocket") if isinstance(channels, dict) else None
         if not isinstance(web, dict):
@@ -166,8 +168,10 @@ class NanobotConfig:
 
     @property
     def idle_compact_seconds(self) -> float:
-        """nanobot's own idle compaction: after this many seconds quiet (plus up to its scan interval) it
-        summarizes a session to the end; 0 = off. nanobot's default is on, at 15 minutes."""
+        """nanobot's own idle compaction.
+
+        After this many seconds quiet (plus up to its scan interval) it summarizes a session to the end; 0 = off.
+        nanobot's default is on, at 15 minutes."""
         minutes = self._get(
             "idleCompactAfterMinutes",
             "idle_compact_after_minutes",
@@ -197,9 +201,10 @@ class NanobotConfig:
         return entry if isinstance(entry, dict) else {}
 
     def with_credentials(self, model: str, source: str) -> ModelChoice:
-        """`model` as litellm routes it, with the key and base URL nanobot has for its provider. A nanobot
-        provider name litellm does not know (custom/..., the gateways) becomes the endpoint nanobot calls;
-        one the worker cannot use raises NanobotConfigError with the fix."""
+        """`model` as litellm routes it, with the key and base URL nanobot has for its provider.
+
+        A nanobot provider name litellm does not know (custom/..., the gateways) becomes the endpoint nanobot calls; one
+        the worker cannot use raises NanobotConfigError with the fix."""
         prefix, _, rest = model.partition("/") if "/" in model else ("", "", model)
         entry = self.provider_entry(prefix) if prefix else {}
         api_key = entry.get("apiKey", entry.get("api_key")) or None
@@ -273,10 +278,11 @@ def in_container() -> bool:
 
 
 def utc_by_default(config: NanobotConfig, tz_name: str, contained: bool | None = None) -> bool:
-    """Notes dated in UTC only because nothing named a zone, in a container: nanobot's config leaves the zone to
-    the host (timezoneMode auto, as onboard writes it), TZ is not set, and this container's zone is UTC, where a
-    Shanghai user's 23:30 message would land in the next day's notes. On an ordinary host nanobot and the worker
-    share the host's zone, so there is nothing to say."""
+    """Notes dated in UTC only because nothing named a zone, in a container.
+
+    nanobot's config leaves the zone to the host (timezoneMode auto, as onboard writes it), TZ is not set, and this
+    container's zone is UTC, where a Shanghai user's 23:30 message would land in the next day's notes. On an ordinary
+    host nanobot and the worker share the host's zone, so there is nothing to say."""
     contained = in_container() if contained is None else contained
     return contained and config.timezone_is_host and tz_name == "UTC" and not os.environ.get("TZ")
 

@@ -1,5 +1,6 @@
-"""Line 1 of a nanobot session file (its metadata record), rewritten beside a running nanobot: under nanobot's
-own lock, every other byte copied as it is."""
+"""Line 1 of a nanobot session file (its metadata record), rewritten beside a running nanobot.
+
+Under nanobot's own lock, every other byte copied as it is."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ WRITE_ATTEMPTS = 5
 
 
 def write_metadata_entry(sessions_dir: Path, key: str, name: str, value: Any) -> bool:
-    """Set `metadata[name]` in line 1. A dict value is merged into a dict already there, so keys others keep in
-    it (the hooks' `applied` marker) survive. False (nothing changed) when the file or its metadata line is
-    missing."""
+    """Set `metadata[name]` in line 1.
+
+    A dict value is merged into a dict already there, so keys others keep in it (the hooks' `applied` marker) survive.
+    False (nothing changed) when the file or its metadata line is missing."""
 
     def set_entry(record: dict[str, Any]) -> bool:
         metadata = found if isinstance(found := record.get("metadata"), dict) else {}
@@ -40,8 +42,10 @@ LineEdit = Callable[[dict[str, Any]], Any]
 
 
 def edit_line_one(sessions_dir: Path, path: Path, edit: LineEdit) -> Any:
-    """Rewrite line 1 (nanobot's metadata record) through `edit`, copying every other byte as it is, and return
-    what `edit` returned; a falsy result writes nothing. None when the file or its metadata line is missing.
+    """Rewrite line 1 through `edit`, copying every other byte as it is.
+
+    Rewrite line 1 (nanobot's metadata record) through `edit`, copying every other byte as it is, and return what `edit`
+    returned; a falsy result writes nothing. None when the file or its metadata line is missing.
 
     The new file is made outside nanobot's lock; the lock is held only to check that nanobot did not save
     meanwhile and to rename (nanobot's saves wait on that lock, on its event loop). Only if nanobot saved
@@ -65,8 +69,9 @@ def _identity(stat: os.stat_result) -> tuple[int, int, int]:
 
 
 def edit_attempt(path: Path, edit: LineEdit, lock: FileLock, hold: bool) -> tuple[bool, Any]:
-    """One attempt: (False, None) when nanobot saved meanwhile. With `hold`, the lock is held throughout, so
-    nothing can save meanwhile.
+    """One attempt: (False, None) when nanobot saved meanwhile.
+
+    With `hold`, the lock is held throughout, so nothing can save meanwhile.
 
     The file is copied through a small buffer, never read whole (a session can be tens of MB). The old file
     stays open until the lock is released: replacing the last link to a large file frees its blocks, which

@@ -1,5 +1,6 @@
-"""nanobot 0.3.x session files: find one by key and read it tolerantly (worker.nanobot.metadata_line rewrites
-its line 1)."""
+"""nanobot 0.3.x session files.
+
+Find one by key and read it tolerantly (worker.nanobot.metadata_line rewrites its line 1)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,10 @@ def validate_key(key: str) -> str:
 
 
 def session_path(sessions_dir: Path, key: str, root: Path | None = None) -> Path:
-    """The file for `key`; the encoding cannot leave the folder, and a symlink out of it is refused. `root`: the
-    folder already resolved, when many keys are checked at once (a resolve per key was half of listing 1,000)."""
+    """The file for `key`; the encoding cannot leave the folder, and a symlink out of it is refused.
+
+    `root`: the folder already resolved, when many keys are checked at once (a resolve per key was half of listing
+    1,000)."""
     path = sessions_dir / storage_name(validate_key(key))
     return ensure_inside(sessions_dir, path, root)
 
@@ -61,8 +64,10 @@ def ensure_inside(sessions_dir: Path, path: Path, root: Path | None = None) -> P
 
 
 def list_session_keys(sessions_dir: Path) -> list[str]:
-    """Every session of the folder the worker can serve; a file it cannot (a key with control characters, a
-    link out of the folder) is logged and skipped, so it never stops a run over all the others."""
+    """Every session of the folder the worker can serve.
+
+    A file it cannot (a key with control characters, a link out of the folder) is logged and skipped, so it never stops
+    a run over all the others."""
     if not sessions_dir.is_dir():
         return []
     keys = []
@@ -81,8 +86,9 @@ def list_session_keys(sessions_dir: Path) -> list[str]:
 
 
 class Tail(Sequence[dict[str, Any]]):
-    """A session's messages from index `first` on, under the whole session's indices and length: a job reads
-    from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
+    """A session's messages from index `first` on, under the whole session's indices and length.
+
+    A job reads from the watermark, and a long history is never held. Reaching before `first` is a bug, and says so."""
 
     def __init__(
         self, first: int, items: list[dict[str, Any]], total: int, visible_before: int = 0, resume: int | None = None
@@ -139,8 +145,10 @@ class Tail(Sequence[dict[str, Any]]):
 
 @dataclass
 class SessionFile:
-    """One read of a session file. Messages keep nanobot's indices (its loader skips the same lines); a read
-    from the watermark (`read_session(..., from_watermark=True)`) holds only the messages from `first` on."""
+    """One read of a session file.
+
+    Messages keep nanobot's indices (its loader skips the same lines); a read from the watermark (`read_session(...,
+    from_watermark=True)`) holds only the messages from `first` on."""
 
     key: str
     path: Path
@@ -175,8 +183,9 @@ class SessionFile:
         return summary_text(self.metadata)
 
     def timestamp_before(self, boundary: int) -> str | None:
-        """The timestamp of message boundary-1: what a record uses to recognise its cut later. None for a
-        boundary before the watermark in a read from it: a record there no longer fits anyway."""
+        """The timestamp of message boundary-1: what a record uses to recognise its cut later.
+
+        None for a boundary before the watermark in a read from it: a record there no longer fits anyway."""
         if boundary - 1 < self.first:
             return None
         return timestamp_before(self.messages, boundary)
@@ -192,8 +201,10 @@ def watermark(metadata_record: dict[str, Any]) -> int:
 
 
 def read_metadata(path: Path) -> dict[str, Any]:
-    """The session file's metadata record (the last one, as nanobot's loader takes it; {} when none), read
-    line by line without holding a message: a 200 MB file costs its longest line."""
+    """The session file's metadata record, read line by line without holding a message.
+
+    The session file's metadata record (the last one, as nanobot's loader takes it; {} when none), read line by line
+    without holding a message: a 200 MB file costs its longest line."""
     try:
         with path.open("rb") as lines:
             return parse_lines(path.name, path, lines, start=NOT_YET).metadata_record
@@ -209,8 +220,9 @@ def read_session(
     from_watermark: bool = False,
     keep_from: Callable[[dict[str, Any]], bool] | None = None,
 ) -> SessionFile:
-    """nanobot writes by atomic rename, so reading one open file is a consistent snapshot. Line by line:
-    the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB).
+    """nanobot writes by atomic rename, so reading one open file is a consistent snapshot.
+
+    Line by line: the file's bytes are never all in memory beside the messages made of them (a session can be 50 MB).
 
     `from_watermark`: the messages before nanobot's watermark are counted, not kept (all but the one just
     before it, whose timestamp a record's cut is recognised by), so a long history costs no memory.
@@ -241,11 +253,12 @@ def read_window(
     path: Path | None = None,
     keep_from: Callable[[dict[str, Any]], bool] | None = None,
 ) -> SessionFile:
-    """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines: a huge
-    file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`:
-    the window before, ending at `start`; while the file is the same, this one is read on from where it ended.
-    `path`: the file, when it is not the session's own (a copy kept at `/new`, read under a key of its own).
-    `keep_from` (a first window): held from the first message it is true of instead (none when none is)."""
+    """The session with its messages held from `start - 1` on, up to about `hold_bytes` of their lines.
+
+    A huge file read in bounded windows (the recall index's first fill). The others are counted, not kept. `after`: the
+    window before, ending at `start`; while the file is the same, this one is read on from where it ended. `path`: the
+    file, when it is not the session's own (a copy kept at `/new`, read under a key of its own). `keep_from` (a first
+    window): held from the first message it is true of instead (none when none is)."""
     path = path or session_path(sessions_dir, key)
     try:
         with path.open("rb") as lines:
@@ -273,8 +286,9 @@ def read_window(
 def _read_on(
     lines: BinaryIO, after: SessionFile | None, start: int, hold_bytes: int, identity: tuple[int, int, int]
 ) -> SessionFile | None:
-    """The next window, read from where `after` ended (its last message carried over); None when the file
-    changed since, or `after` is not the window just before `start`."""
+    """The next window, read from where `after` ended (its last message carried over).
+
+    None when the file changed since, or `after` is not the window just before `start`."""
     before = after.messages if after is not None else None
     if (
         after is None
@@ -332,8 +346,9 @@ class LongLine:
 
 
 def bounded_lines(lines: Iterable[bytes], limit: int = MESSAGE_BYTES) -> Iterator[bytes | LongLine]:
-    """A file's lines; one longer than `limit` as a LongLine, read in pieces and never held whole. Lines given as
-    bytes already (not a file) go through as they are."""
+    """A file's lines; one longer than `limit` as a LongLine, read in pieces and never held whole.
+
+    Lines given as bytes already (not a file) go through as they are."""
     if not hasattr(lines, "readline"):
         yield from lines
         return
@@ -421,9 +436,11 @@ def _decoded(number: int, line: bytes | LongLine, skipped: list[str]) -> dict[st
 
 
 def excerpt(line: LongLine) -> dict[str, Any]:
-    """The message of a line too long to hold: its head and tail joined inside the string the cut falls in (the
-    pasted text), with a note of how many bytes went. When no such join parses (the cut between values), its role
-    and time as found at the ends, and the note alone: the message keeps its place either way."""
+    """The message of a line too long to hold.
+
+    Its head and tail joined inside the string the cut falls in (the pasted text), with a note of how many bytes went.
+    When no such join parses (the cut between values), its role and time as found at the ends, and the note alone: the
+    message keeps its place either way."""
     head = line.head.decode("utf-8", "ignore")
     cut = _string_end(head)
     if cut is not None:
@@ -453,7 +470,8 @@ def excerpt(line: LongLine) -> dict[str, Any]:
 
 
 def _string_end(text: str) -> int | None:
-    """Where `text` (the start of a JSON line) can be cut inside the string it ends in, past any escape begun;
+    """Where `text` (the start of a JSON line) can be cut inside the string it ends in, past any escape begun.
+
     None when it does not end inside a string."""
     in_string, index, safe = False, 0, 0
     while index < len(text):
@@ -492,9 +510,10 @@ class Retired:
         keep_from: Callable[[dict[str, Any]], bool] | None = None,
         hold_bytes: int | None = None,
     ) -> SessionFile:
-        """Its messages (under `as_key`: the recall index keeps it apart from the live session), line by line: held
-        from the first one `keep_from` is true of (the notes' day; none when none is), or the first `hold_bytes`
-        of their lines (a window, read on with `read_window(..., path=)`); the others counted, not kept."""
+        """Its messages (under `as_key`: the recall index keeps it apart from the live session), line by line.
+
+        Held from the first one `keep_from` is true of (the notes' day; none when none is), or the first `hold_bytes` of
+        their lines (a window, read on with `read_window(..., path=)`); the others counted, not kept."""
         try:
             with self.path.open("rb") as lines:
                 if keep_from is not None:
@@ -519,8 +538,9 @@ class Retired:
 
 
 def retired_files(sessions_dir: Path, key: str | None = None, noted: bool = False) -> list[Retired]:
-    """The copies kept at `/new` (of one session, or of all), oldest generation first; noted ones only with
-    `noted`. A folder that is missing or unreadable holds none."""
+    """The copies kept at `/new` (of one session, or of all), oldest generation first; noted ones only with `noted`.
+
+    A folder that is missing or unreadable holds none."""
     folder = sessions_dir / RETIRED_FOLDER
     try:
         names = sorted(path.name for path in folder.iterdir())

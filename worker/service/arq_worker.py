@@ -1,5 +1,6 @@
-"""arq's side of the worker: its options (functions, cron, timeouts, hooks), and the Worker that outlives a
-Redis outage."""
+"""arq's side of the worker.
+
+Its options (functions, cron, timeouts, hooks), and the Worker that outlives a Redis outage."""
 
 from __future__ import annotations
 
@@ -89,10 +90,11 @@ def worker_options(settings: Settings, tz: tzinfo | None = None) -> dict[str, An
 
 
 async def unread_job(ctx: dict[str, Any]) -> dict[str, str]:
-    """A queued job that is not JSON (contract.client.job_from_json), never looked into: version 0.1.0 queued its
-    jobs pickled, and a forged one could run code if unpickled. One line says whose it was; ending it frees the id,
-    so the session's next trigger (a turn over the threshold, the hooks' idle check, the daily run) queues it again
-    as JSON, and nothing of the session is lost: the messages are all in its file."""
+    """A queued job that is not JSON (contract.client.job_from_json), never looked into.
+
+    Version 0.1.0 queued its jobs pickled, and a forged one could run code if unpickled. One line says whose it was;
+    ending it frees the id, so the session's next trigger (a turn over the threshold, the hooks' idle check, the daily
+    run) queues it again as JSON, and nothing of the session is lost: the messages are all in its file."""
     job_id = str(ctx.get("job_id", ""))
     keys: Keys = Keys.of(ctx["redis"])
     session = keys.session_of_job(job_id) or job_id.removeprefix(keys.idle_job_id(""))
@@ -105,9 +107,11 @@ async def unread_job(ctx: dict[str, Any]) -> dict[str, str]:
 
 
 def arq_pool(settings: Settings) -> dict[str, Any]:
-    """arq's pool, made as every client is (contract.open_client): each call bounded (arq's own pool sets no socket
-    timeout, so a call caught by a failover could wait forever and hold a job slot), behind Sentinel the primary
-    asked for at each new connection; and jobs read as that client writes them, as JSON, never unpickled."""
+    """arq's pool, made as every client is (contract.open_client).
+
+    Each call bounded (arq's own pool sets no socket timeout, so a call caught by a failover could wait forever and hold
+    a job slot), behind Sentinel the primary asked for at each new connection; and jobs read as that client writes them,
+    as JSON, never unpickled."""
     pool = open_client(settings.redis_url, CALL_TIMEOUT, settings.redis_options(), keys=settings.keys)
     return {"redis_pool": pool, "job_serializer": pool.job_serializer, "job_deserializer": pool.job_deserializer}
 
@@ -116,10 +120,12 @@ REDIS_RETRY_SECONDS = 1.0
 
 
 class SteadyWorker(Worker):
-    """arq's Worker, made to outlive a Redis outage. arq's loop raises at the first poll that fails and the
-    process exits (honcho then stops nanobot's gateway with it); this one says so once, polls again every
-    second, and says so once more when Redis answers. A job running meanwhile ends without its record (the
-    next trigger runs it again); a Redis without persistence comes back without the queued jobs."""
+    """arq's Worker, made to outlive a Redis outage.
+
+    arq's loop raises at the first poll that fails and the process exits (honcho then stops nanobot's gateway with it);
+    this one says so once, polls again every second, and says so once more when Redis answers. A job running meanwhile
+    ends without its record (the next trigger runs it again); a Redis without persistence comes back without the queued
+    jobs."""
 
     redis_down = False
 
@@ -128,9 +134,10 @@ class SteadyWorker(Worker):
         self.started_at = utcnow()
 
     async def record_health(self) -> None:
-        """arq's heartbeat, and with it the worker's own report (worker/state/workers.py): the settings it runs
-        with and the jobs it runs, which `status` and `doctor` read to tell a live worker from one killed or
-        frozen, and a job a dead worker left marked running."""
+        """arq's heartbeat, and with it the worker's own report (worker/state/workers.py).
+
+        The settings it runs with and the jobs it runs, which `status` and `doctor` read to tell a live worker from one
+        killed or frozen, and a job a dead worker left marked running."""
         due = time.time() - self._last_health_check >= self.health_check_interval
         await super().record_health()
         if due:  # the line names its writer: a reader tells the line a killed worker left from a live one's
@@ -147,9 +154,10 @@ class SteadyWorker(Worker):
             )
 
     async def close(self) -> None:
-        """A clean stop withdraws the report: none is left to age into an alarm about a dead worker. A stop while
-        Redis does not answer (a failover under way) ends quietly: arq's close writes each cancelled job back
-        to the queue, and the one that cannot be written runs again once its in-progress mark expires."""
+        """A clean stop withdraws the report: none is left to age into an alarm about a dead worker.
+
+        A stop while Redis does not answer (a failover under way) ends quietly: arq's close writes each cancelled job
+        back to the queue, and the one that cannot be written runs again once its in-progress mark expires."""
         if self._pool is not None:
             try:
                 await workers.withdraw(self.pool)
@@ -177,12 +185,13 @@ class SteadyWorker(Worker):
             self._pool = None
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """A job this worker runs is never started again. arq tells a running job by its in-progress mark alone:
-        with the mark lost (evicted under allkeys-lru or volatile-ttl, a write lost in a failover or an AOF
-        restart) the job, still in the queue while it runs, was started at the next poll, beside itself.
-        (Another worker may still start it: the session's run lock, worker/state/running.py, defers that start.
-        The mark is not put back: a job ending between the poll and that write would leave a mark that held up
-        the session's next job until it expired.)"""
+        """A job this worker runs is never started again.
+
+        arq tells a running job by its in-progress mark alone: with the mark lost (evicted under allkeys-lru or
+        volatile-ttl, a write lost in a failover or an AOF restart) the job, still in the queue while it runs, was
+        started at the next poll, beside itself. (Another worker may still start it: the session's run lock,
+        worker/state/running.py, defers that start. The mark is not put back: a job ending between the poll and that
+        write would leave a mark that held up the session's next job until it expired.)"""
         await self.start_slotted([job_id for job_id in job_ids if not self.runs(job_id.decode())])
 
     def runs(self, job_id: str) -> bool:
@@ -191,10 +200,12 @@ class SteadyWorker(Worker):
         return task is not None and not task.done()
 
     async def start_slotted(self, job_ids: list[bytes]) -> None:
-        """arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and
-        gives it back only when they answer: each connection lost there kept one slot for good, and after
-        `max_jobs` of them the worker took no job again, silently. The slot of the job being started when
-        Redis went away is given back (arq gives up the rest of the list at that point)."""
+        """Starts jobs as arq does, and gives back the slot of a job whose start Redis cut off.
+
+        arq takes a slot (its semaphore and job counter) for a job before the Redis calls that start it, and gives it
+        back only when they answer: each connection lost there kept one slot for good, and after `max_jobs` of them the
+        worker took no job again, silently. The slot of the job being started when Redis went away is given back (arq
+        gives up the rest of the list at that point)."""
         try:
             await super().start_jobs(job_ids)
         except Exception:

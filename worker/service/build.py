@@ -1,5 +1,6 @@
-"""The worker's Deps, built from its settings and nanobot's config: the model, the timezone, the memory files
-and the recall index, and arq's time for one try."""
+"""The worker's Deps, built from its settings and nanobot's config.
+
+The model, the timezone, the memory files and the recall index, and arq's time for one try."""
 
 from __future__ import annotations
 
@@ -79,9 +80,11 @@ def passage_embedder(settings: Settings) -> Embedder | None:
 
 
 def job_timeout(settings: Settings) -> int:
-    """arq's time for one try: room for several calls. A try that would run past it stops before the next
-    call, keeps its finished chunks and retries (worker.state.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq
-    runs the job of a killed worker again only this long + 10 s after it started."""
+    """arq's time for one try: room for several calls.
+
+    A try that would run past it stops before the next call, keeps its finished chunks and retries
+    (worker.state.progress). NANOBOT_SUMMARY_JOB_TIMEOUT sets it: arq runs the job of a killed worker again only this
+    long + 10 s after it started."""
     if settings.summary_job_timeout is not None:
         return settings.summary_job_timeout
     return int(max(300, settings.summary_timeout * 6))
@@ -92,8 +95,10 @@ def notes_timezone(settings: Settings, nanobot: NanobotConfig) -> ZoneInfo:
 
 
 def wait_for_nanobot(settings: Settings, every: float = 2.0) -> Deps:
-    """`build_deps`, waiting while nanobot has not yet run with its workspace (said once): the instance's
-    namespace comes from the id nanobot writes at its first run, and a worker may well be started first."""
+    """`build_deps`, waiting while nanobot has not yet run with its workspace (said once).
+
+    The instance's namespace comes from the id nanobot writes at its first run, and a worker may well be started
+    first."""
     said = False
     while True:
         try:

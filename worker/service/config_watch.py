@@ -33,9 +33,10 @@ def config_stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 class ConfigWatch:
-    """nanobot's config file, looked at before each job (one stat): a changed model, provider key, base URL,
-    timezone or workspace is used from the next job on, without a restart, and said in one log line. A
-    worker started before nanobot was configured picks the config up the same way."""
+    """nanobot's config file, looked at before each job (one stat).
+
+    A changed model, provider key, base URL, timezone or workspace is used from the next job on, without a restart, and
+    said in one log line. A worker started before nanobot was configured picks the config up the same way."""
 
     def __init__(self, deps: Deps, namespace_named: bool | None = None) -> None:
         self.deps = deps
@@ -90,10 +91,12 @@ class ConfigWatch:
 
 
 def start_again() -> NoReturn:
-    """Replaces this process by a fresh one started as it was (the same arguments, environment and process id),
-    which serves the new workspace's queue. Nothing outside sees an exit: not a terminal, not systemd (whose
-    Restart=on-failure never restarts a clean exit), not a container (its PID 1 stays) and not honcho (which
-    stops every process when one ends)."""
+    """Replaces this process by a fresh one started as it was.
+
+    Replaces this process by a fresh one started as it was (the same arguments, environment and process id), which
+    serves the new workspace's queue. Nothing outside sees an exit: not a terminal, not systemd (whose
+    Restart=on-failure never restarts a clean exit), not a container (its PID 1 stays) and not honcho (which stops every
+    process when one ends)."""
     log.warning("starting again, serving the new workspace")
     for handler in logging.getLogger().handlers + log.handlers:
         handler.flush()
@@ -119,9 +122,10 @@ def config_changes(old: Deps, new: Deps) -> str:
 
 
 async def follow_config(ctx: dict[str, Any]) -> None:
-    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx). The first job
-    that may call the model loads litellm (a worker at rest does without it), off the event loop, before the
-    config's checks need it."""
+    """arq's on_job_start: the job sees the config as it is now (arq hands each job a copy of ctx).
+
+    The first job that may call the model loads litellm (a worker at rest does without it), off the event loop, before
+    the config's checks need it."""
     if not litellm_loaded() and not without_model(ctx):
         await asyncio.to_thread(load_litellm)
     watch = ctx.get("config_watch")
@@ -130,9 +134,10 @@ async def follow_config(ctx: dict[str, Any]) -> None:
 
 
 def without_model(ctx: dict[str, Any]) -> bool:
-    """Is the job one that never calls the model (pure)? The minute's flush of held facts, which also runs at
-    start-up: loading litellm for it would end the worker's rest (~50 MB, not ~240 MB) in its first second. arq
-    names a unique cron job's id after the cron (`Keys.cron`)."""
+    """Is the job one that never calls the model (pure)?
+
+    The minute's flush of held facts, which also runs at start-up: loading litellm for it would end the worker's rest
+    (~50 MB, not ~240 MB) in its first second. arq names a unique cron job's id after the cron (`Keys.cron`)."""
     deps = ctx.get("deps")
     job_id = str(ctx.get("job_id") or "")
     return isinstance(deps, Deps) and job_id.startswith(deps.settings.keys.cron(JOB_FLUSH_MEMORY) + ":")

@@ -9,8 +9,10 @@ from worker.text.redact import redact
 
 
 class RedactingFilter(logging.Filter):
-    """Every log line the worker prints goes through worker.text.redact: lines quote models, providers and
-    conversations, and no secret value may reach a log. Each line also names the job it belongs to."""
+    """Every log line the worker prints goes through worker.text.redact.
+
+    Lines quote models, providers and conversations, and no secret value may reach a log. Each line also names the job
+    it belongs to."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.job = CURRENT_JOB.get() or "-"
@@ -28,9 +30,10 @@ PAYLOAD_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "httpc
 
 
 def quiet_and_redacted() -> None:
-    """Every handler redacts; the loggers that would print payloads (conversations, keys) stay at WARNING,
-    also with -v. Called again at arq's start-up, for a worker run as `arq worker.app.WorkerSettings`, whose
-    command line gives arq's logger a handler of its own and leaves the rest to logging's last resort."""
+    """Every handler redacts; the loggers that would print payloads (conversations, keys) stay at WARNING, also with -v.
+
+    Called again at arq's start-up, for a worker run as `arq worker.app.WorkerSettings`, whose command line gives arq's
+    logger a handler of its own and leaves the rest to logging's last resort."""
     for name in PAYLOAD_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     handlers = [h for name in ("", "arq", *PAYLOAD_LOGGERS) for h in logging.getLogger(name).handlers]

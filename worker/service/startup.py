@@ -1,5 +1,6 @@
-"""arq's on_startup: the worker's Deps, the Redis version check, the start-up log lines and the recall index's
-catch-up."""
+"""What the worker does at start-up, as arq's on_startup.
+
+arq's on_startup: the worker's Deps, the Redis version check, the start-up log lines and the recall index's catch-up."""
 
 from __future__ import annotations
 
@@ -63,8 +64,10 @@ async def startup(ctx: dict[str, Any]) -> None:
 
 
 def remove_interrupted_writes(deps: Deps) -> None:
-    """The temporary files that writes of a killed worker left in the sessions and memory folders (the next
-    write in a folder removes them too; a session that is never written again would keep them)."""
+    """Removes the temporary files a killed worker's writes left in the sessions and memory folders.
+
+    The temporary files that writes of a killed worker left in the sessions and memory folders (the next write in a
+    folder removes them too; a session that is never written again would keep them)."""
     folders = [deps.sessions_dir] + ([deps.memory.memory_dir] if isinstance(deps.memory, MemoryFiles) else [])
     for folder in folders:
         if removed := remove_stale_temps(folder):
@@ -72,8 +75,10 @@ def remove_interrupted_writes(deps: Deps) -> None:
 
 
 async def sweep_recall_index(deps: Deps) -> None:
-    """Catch the recall index up with sessions and memory files that changed while no worker ran
-    (and build it when missing); off the turn's path, and never fatal.
+    """Catch the recall index up with the files that changed while no worker ran.
+
+    Catch the recall index up with sessions and memory files that changed while no worker ran (and build it when
+    missing); off the turn's path, and never fatal.
 
     In a daemon thread, not asyncio's pool, whose threads the interpreter waits for at exit: a rebuild of a
     year's messages takes seconds, and a worker stopped meanwhile (Ctrl-C, a restart) exited only once it was

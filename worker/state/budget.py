@@ -188,8 +188,10 @@ async def cool_down(
 
 
 async def pause(redis: ArqRedis, session_key: str, reason: str) -> Cooldown:
-    """Rest a session until end-rest: the trigger inside nanobot, the idle check and the daily run queue nothing
-    for it (a job queued by hand still runs, and ends the pause when it summarizes)."""
+    """Rest a session until end-rest.
+
+    The trigger inside nanobot, the idle check and the daily run queue nothing for it (a job queued by hand still runs,
+    and ends the pause when it summarizes)."""
     cooldown = Cooldown(until=PAUSED_UNTIL, reason=reason, paused=True)
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=False) as pipe:
@@ -200,16 +202,18 @@ async def pause(redis: ArqRedis, session_key: str, reason: str) -> Cooldown:
 
 
 def rest_keys(redis: ArqRedis, session_key: str) -> list[str]:
-    """The session's rest and its failure streak: deleted when a job did its work, so that the next failure
-    starts the doubling afresh."""
+    """The session's rest and its failure streak.
+
+    Deleted when a job did its work, so that the next failure starts the doubling afresh."""
     keys = Keys.of(redis)
     return [keys.cooldown(session_key), keys.failures(session_key)]
 
 
 async def end_rest(redis: ArqRedis, session_key: str) -> Cooldown | None:
-    """Ends the session's rest now and clears its failure streak (the operator's "end rest"): the trigger may
-    queue its jobs again, and the next failure rests it for the base time. Returns the rest that was ended, or
-    None when it was not resting."""
+    """Ends the session's rest now and clears its failure streak (the operator's "end rest").
+
+    The trigger may queue its jobs again, and the next failure rests it for the base time. Returns the rest that was
+    ended, or None when it was not resting."""
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.get(keys.cooldown(session_key))

@@ -1,8 +1,9 @@
-"""How each summary model answers notes, as the worker learned it: a model that answered prose where JSON was
-asked for gets its notes asked for as plain lines from then on (worker.model.lines), so the JSON call it fails is
-not paid again; one that follows neither format has its notes off for a day. Kept in Redis, so every worker of
-the instance and every restart knows it; `memory_off` says where memory is off, and why, for doctor, status
-and the page."""
+"""How each summary model answers notes, as the worker learned it.
+
+A model that answered prose where JSON was asked for gets its notes asked for as plain lines from then on
+(worker.model.lines), so the JSON call it fails is not paid again; one that follows neither format has its notes off for
+a day. Kept in Redis, so every worker of the instance and every restart knows it; `memory_off` says where memory is off,
+and why, for doctor, status and the page."""
 
 from __future__ import annotations
 
@@ -61,9 +62,10 @@ async def all_learned(redis: ArqRedis) -> dict[str, dict[str, Any]]:
 
 
 def memory_off(formats: dict[str, dict[str, Any]], outcomes: list[dict[str, Any]]) -> list[str]:
-    """Where the daily notes and long-term facts are off or run on the fallback, and why, one line each: a model
-    that follows no notes format, and each session whose last job wrote none (its `memory_skipped`) or whose notes
-    the fallback wrote (its `notes_fallback`)."""
+    """Where the daily notes and long-term facts are off or run on the fallback, and why, one line each.
+
+    A model that follows no notes format, and each session whose last job wrote none (its `memory_skipped`) or whose
+    notes the fallback wrote (its `notes_fallback`)."""
     lines = [
         f"memory runs on the fallback for model {model}: it answered neither JSON nor the plain lines asked for "
         f"({known['reason']}), so the day's notes are the user's own lines and no facts are taken; "

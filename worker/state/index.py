@@ -1,5 +1,7 @@
-"""The instance's own index of the keys it writes under names it cannot know in advance (a session's outcome, a
-worker's report, a model's answer format): read instead of SCAN, which the instance's Redis ACL user may not run
+"""The instance's own index of the keys it writes under names it cannot know in advance.
+
+The instance's own index of the keys it writes under names it cannot know in advance (a session's outcome, a worker's
+report, a model's answer format): read instead of SCAN, which the instance's Redis ACL user may not run
 (`Keys.acl_rules`), so status, doctor, the page and `end-rest --all` list only what this instance wrote.
 
 Each family is a set in `Keys.index(family)` of the part of the name after the family's prefix; a writer adds its

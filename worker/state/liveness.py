@@ -47,8 +47,10 @@ HEALTH_FIELDS = {
 
 
 def health_fields(line: str | None) -> dict[str, Any] | None:
-    """arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" as named
-    numbers (None: no line): the one reading of it that status's text, its JSON and doctor share."""
+    """arq's health line as named numbers (None: no line).
+
+    arq's health line "Nov-25 14:10:02 j_complete=3 j_failed=0 j_retried=0 j_ongoing=1 queued=1" as named numbers (None:
+    no line): the one reading of it that status's text, its JSON and doctor share."""
     if line is None:
         return None
     stamp, _, rest = line.partition(" j_")
@@ -58,8 +60,10 @@ def health_fields(line: str | None) -> dict[str, Any] | None:
 
 
 def job_kind(keys: Keys, job_id: str) -> tuple[str, str]:
-    """(what the job is, its session or name): summary / idle check of a session, or a scheduled job (a cron
-    job's id is `Keys.cron(name)` + `:<tick in ms>`: shown as its name)."""
+    """What a job id stands for: the job's kind, and its session or name.
+
+    (what the job is, its session or name): summary / idle check of a session, or a scheduled job (a cron job's id is
+    `Keys.cron(name)` + `:<tick in ms>`: shown as its name)."""
     if (session := keys.session_of_job(job_id)) is not None:
         return "summary", session
     if job_id.startswith(keys.idle_job_id("")):
@@ -126,16 +130,20 @@ def stale_because(job_id: str, left_ms: int, alive: bool, found: Sequence[Worker
 
 
 def dead(report: WorkerReport, now: datetime, gone: bool | None = None) -> bool:
-    """Whether a worker is dead: its process is gone (seen at once from its own machine), or its report went
-    without a beat for STALE_BEATS beats (from anywhere)."""
+    """Whether a worker is dead.
+
+    Its process is gone (seen at once from its own machine), or its report went without a beat for STALE_BEATS beats
+    (from anywhere)."""
     return report.stale(now) or (process_gone(report) if gone is None else gone)
 
 
 def successors(found: Sequence[WorkerReport], is_dead: Callable[[WorkerReport], bool]) -> dict[str, str]:
-    """Which worker took each dead one's place: one that started after its last beat (a restart; the same host
-    first), each taking at most one place. Maps a dead worker's id to its successor's; a dead worker with no
-    successor (gone for good, or the second of two killed when one restarted) is not in it. A successor that
-    died too is reported in its place, so a worker killed at every restart is one dead worker, not many."""
+    """Which worker took each dead one's place.
+
+    One that started after its last beat (a restart; the same host first), each taking at most one place. Maps a dead
+    worker's id to its successor's; a dead worker with no successor (gone for good, or the second of two killed when one
+    restarted) is not in it. A successor that died too is reported in its place, so a worker killed at every restart is
+    one dead worker, not many."""
 
     def start(report: WorkerReport) -> float:
         return report.started_at.timestamp() if report.started_at else float("inf")
@@ -155,18 +163,21 @@ def successors(found: Sequence[WorkerReport], is_dead: Callable[[WorkerReport], 
 
 
 def line_of_the_dead(line: str, gone: dict[str, bool]) -> bool:
-    """Whether arq's health line was written by a worker now seen gone: the service's worker appends its id
-    (`worker=<host>:<pid>`, service/arq_worker.py) to the line it writes; a line that names none was written by
-    a worker that does not say (arq's own Worker, an older version), taken as alive."""
+    """Whether arq's health line was written by a worker now seen gone.
+
+    The service's worker appends its id (`worker=<host>:<pid>`, service/arq_worker.py) to the line it writes; a line
+    that names none was written by a worker that does not say (arq's own Worker, an older version), taken as alive."""
     writer = line.rpartition(" worker=")[2] if " worker=" in line else None
     return writer is not None and gone.get(writer, False)
 
 
 def worker_view(line: str | None, found: list[WorkerReport]) -> dict[str, Any]:
-    """What status and doctor say about the workers: alive (arq's line, unless no worker that reports lives and
-    the line is a worker's seen gone, left for its last 31 s: line_of_the_dead), each report
-    (`dead`: killed or frozen and not replaced; `superseded_by`: the worker that took its place), and the
-    settings of the running worker (the newest live report; None when no running worker publishes them)."""
+    """What status and doctor say about the workers.
+
+    Alive (arq's line, unless no worker that reports lives and the line is a worker's seen gone, left for its last 31 s:
+    line_of_the_dead), each report (`dead`: killed or frozen and not replaced; `superseded_by`: the worker that took its
+    place), and the settings of the running worker (the newest live report; None when no running worker publishes
+    them)."""
     now = utcnow()
     gone = {report.worker_id: process_gone(report) for report in found}
     is_dead = {report.worker_id: dead(report, now, gone[report.worker_id]) for report in found}
@@ -199,8 +210,10 @@ async def workers(redis: ArqRedis) -> tuple[dict[str, Any], list[WorkerReport]]:
 
 
 async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
-    """The settings each running nanobot's hooks published (nanobot_hooks/turn/listener.py: host, pid, how it
-    is run, its shared settings), oldest first; one that cannot be read is skipped."""
+    """The settings each running nanobot's hooks published, oldest first.
+
+    The settings each running nanobot's hooks published (nanobot_hooks/turn/listener.py: host, pid, how it is run, its
+    shared settings), oldest first; one that cannot be read is skipped."""
     keys = Keys.of(redis)
     processes = await index.members(redis, "hooks", keys.hooks)
     found = []
@@ -215,10 +228,11 @@ async def nanobots(redis: ArqRedis) -> list[dict[str, Any]]:
 
 
 def version_mismatches(reports: list[dict[str, Any]], hooks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each running nanobot's hooks (their records, `nanobots`) against each live worker (`worker_view`'s reports),
-    once per pair of versions that differ (nanobot_hooks.contract.version_mismatch): `serious` (the contracts
-    differ), what differs, its fix, and the first nanobot and worker seen with them. Status, doctor and the page
-    say them."""
+    """Each running nanobot's hooks against each live worker, once per pair of versions that differ.
+
+    Each running nanobot's hooks (their records, `nanobots`) against each live worker (`worker_view`'s reports), once
+    per pair of versions that differ (nanobot_hooks.contract.version_mismatch): `serious` (the contracts differ), what
+    differs, its fix, and the first nanobot and worker seen with them. Status, doctor and the page say them."""
     found: dict[tuple[tuple[str, int], tuple[str, int]], dict[str, Any]] = {}
     for nanobot in hooks:
         for report in (r for r in reports if not r["stale"]):

@@ -1,5 +1,6 @@
-"""What each job did: kept in Redis for `nanobot-summary enqueue --wait` and `status`, and announced in one line
-for nanobot's log."""
+"""What each job did.
+
+Kept in Redis for `nanobot-summary enqueue --wait` and `status`, and announced in one line for nanobot's log."""
 
 from __future__ import annotations
 
@@ -91,8 +92,10 @@ def _notice(outcome: JobOutcome) -> str:
 async def keep_outcome(
     redis: ArqRedis, outcome: JobOutcome, delete: Sequence[str] = (), keep_seconds: int = KEEP_SECONDS
 ) -> None:
-    """Deletes `delete` (a rest that ended), keeps the outcome (redacted) for status, and tells nanobot's
-    listeners (their log) how the job ended, in one round trip; nobody listening is fine."""
+    """Keeps the job's outcome for status and tells nanobot's listeners how the job ended.
+
+    Deletes `delete` (a rest that ended), keeps the outcome (redacted) for status, and tells nanobot's listeners (their
+    log) how the job ended, in one round trip; nobody listening is fine."""
     keys = Keys.of(redis)
     kept = outcome.model_copy(update={"detail": redact(outcome.detail)})
     async with redis.pipeline(transaction=False) as pipe:
@@ -105,8 +108,10 @@ async def keep_outcome(
 
 
 def read_outcome(raw: bytes | str, session_key: str) -> JobOutcome:
-    """A stored outcome, whatever version of the worker wrote it: one this version cannot read at all is shown
-    as unknown (every reader, the page, `status` and the metrics among them, goes through here)."""
+    """A stored outcome, whatever version of the worker wrote it.
+
+    One this version cannot read at all is shown as unknown (every reader, the page, `status` and the metrics among
+    them, goes through here)."""
     try:
         return JobOutcome.model_validate_json(raw)
     except (ValidationError, ValueError):

@@ -1,7 +1,8 @@
-"""A chunked summary's progress, its one home: the range it covers, the summary folded in, the summary so far and
-the first message not yet summarized. The chain of calls moves it on (worker.summarize.chunks); it is kept in Redis
-after each finished chunk, so a retry or the next job resumes after the finished chunks instead of paying for them
-again."""
+"""A chunked summary's progress, its one home.
+
+The range it covers, the summary folded in, the summary so far and the first message not yet summarized. The chain of
+calls moves it on (worker.summarize.chunks); it is kept in Redis after each finished chunk, so a retry or the next job
+resumes after the finished chunks instead of paying for them again."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ def digest(text: str) -> str:
 
 
 class Progress(BaseModel):
-    """A run over messages [start, boundary) (`boundary_timestamp`: the timestamp of the message before boundary,
-    by which a kept run recognises its cut in a session that changed since), folding in the summary with
-    `previous` digest, done up to message `done` (exclusive), with `running` as the summary so far (redacted) and
-    `calls` made. Its JSON is what Redis keeps: the fields are a stored format."""
+    """A chunked summary's run over messages [start, boundary), and how far it got.
+
+    A run over messages [start, boundary) (`boundary_timestamp`: the timestamp of the message before boundary, by which
+    a kept run recognises its cut in a session that changed since), folding in the summary with `previous` digest, done
+    up to message `done` (exclusive), with `running` as the summary so far (redacted) and `calls` made. Its JSON is what
+    Redis keeps: the fields are a stored format."""
 
     start: int
     boundary: int

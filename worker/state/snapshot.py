@@ -1,7 +1,8 @@
-"""What `nanobot-summary status` and the web page show of an instance, read from Redis in one place (`gather`): the
-worker's health and reports, versions that differ between the hooks and the worker, the queue, jobs in flight,
-records waiting for nanobot, resting sessions, spend and last outcomes, as plain data. Only this instance's
-namespace is read (worker.state.liveness)."""
+"""What `nanobot-summary status` and the web page show of an instance, read from Redis in one place (`gather`).
+
+The worker's health and reports, versions that differ between the hooks and the worker, the queue, jobs in flight,
+records waiting for nanobot, resting sessions, spend and last outcomes, as plain data. Only this instance's namespace is
+read (worker.state.liveness)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ def _text(value: bytes | str) -> str:
 
 
 async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
-    """Everything status and the page show, as plain data (also what `status --json` prints); without `lists`, the
-    waiting records and the rests are left out (the page reads the page of them it shows: `records`, `rests`)."""
+    """Everything status and the page show, as plain data (also what `status --json` prints).
+
+    Without `lists`, the waiting records and the rests are left out (the page reads the page of them it shows:
+    `records`, `rests`)."""
     keys = Keys.of(redis)
     workers, reports = await liveness.workers(redis)
     # arq keeps a running job in the queue until it ends, and marks it with an in-progress key.
@@ -67,10 +70,12 @@ async def gather(redis: ArqRedis, lists: bool = True) -> dict[str, Any]:
 
 
 async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
-    """The sessions' waiting records (`pending_records`), the sessions whose waiting record this version cannot read
-    (`other_version_records`: another version's, kept for it), and those whose stored bytes are no record of any
-    version (`damaged_records`: the hooks drop them at the session's next turn). One MGET for them all: a GET each
-    took 2.6 s of the web page's overview for 1,000 waiting records."""
+    """The sessions' waiting records, those this version cannot read and damaged ones, in one MGET.
+
+    The sessions' waiting records (`pending_records`), the sessions whose waiting record this version cannot read
+    (`other_version_records`: another version's, kept for it), and those whose stored bytes are no record of any version
+    (`damaged_records`: the hooks drop them at the session's next turn). One MGET for them all: a GET each took 2.6 s of
+    the web page's overview for 1,000 waiting records."""
     found, others, damaged = [], [], []
     for key, record in zip(sessions, await read_waiting_records(redis, sessions), strict=True):
         if record == DAMAGED:
@@ -109,8 +114,10 @@ async def rests(redis: ArqRedis, sessions: list[str]) -> list[dict[str, Any]]:
 
 
 async def _outcomes(redis: ArqRedis) -> list[dict[str, Any]]:
-    """Every session's last outcome and failure streak, in two round trips however many sessions there are
-    (one GET each took 300 ms for 1,000 sessions, on every load of the web page's overview)."""
+    """Every session's last outcome and failure streak, in two round trips.
+
+    Every session's last outcome and failure streak, in two round trips however many sessions there are (one GET each
+    took 300 ms for 1,000 sessions, on every load of the web page's overview)."""
     keys = Keys.of(redis)
     sessions = await index.members(redis, "outcomes", keys.outcome)
     if not sessions:

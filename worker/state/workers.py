@@ -1,7 +1,8 @@
-"""What a running worker says about itself in Redis, beside arq's health-check key: who it is, when it last
-beat, and the settings it runs with. `status` shows the running worker's settings from it (not the shell's),
-and `doctor` tells a worker that stopped cleanly (the report is deleted) from one that was killed or froze (the
-report stays, its heartbeat ages).
+"""What a running worker says about itself in Redis, beside arq's health-check key.
+
+Who it is, when it last beat, and the settings it runs with. `status` shows the running worker's settings from it (not
+the shell's), and `doctor` tells a worker that stopped cleanly (the report is deleted) from one that was killed or froze
+(the report stays, its heartbeat ages).
 
 arq's own health-check key cannot tell these apart: it expires 31 s after the last beat, whatever happened.
 The report lives a day, is rewritten at every beat, and is deleted when the worker stops cleanly."""
@@ -31,8 +32,10 @@ STALE_BEATS = 2.5
 
 
 class WorkerReport(BaseModel):
-    """One worker process's report. Read tolerantly: a field another version adds is ignored, one it leaves
-    out takes its default, so an older or newer worker never breaks `status`."""
+    """One worker process's report.
+
+    Read tolerantly: a field another version adds is ignored, one it leaves out takes its default, so an older or newer
+    worker never breaks `status`."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -95,9 +98,10 @@ REPORTED_SETTINGS = tuple(
 
 
 def settings_report(settings: Any, model: str, job_timeout: float) -> dict[str, Any]:
-    """What a worker runs with, as JSON values: the settings above (a keep rule as its text, patterns joined by
-    commas), the summary model it resolved (its name only, never its key or base URL) and arq's job timeout
-    (which tells how long a job's in-progress mark lives)."""
+    """What a worker runs with, as JSON values.
+
+    The settings above (a keep rule as its text, patterns joined by commas), the summary model it resolved (its name
+    only, never its key or base URL) and arq's job timeout (which tells how long a job's in-progress mark lives)."""
     chosen = {name: plain_setting(getattr(settings, name)) for name in REPORTED_SETTINGS if hasattr(settings, name)}
     return {**chosen, "summary_model": model, "job_timeout": job_timeout}
 
@@ -161,9 +165,11 @@ async def reports(redis: ArqRedis) -> list[WorkerReport]:
 
 
 def process_identity(pid: int) -> str | None:
-    """A process as the kernel knows it: this boot, the process's pid namespace and its start time (Linux's
-    /proc), e.g. "5f0c...:pid:[4026531836]:81234"; None where it cannot be read (another system, a process gone).
-    Two machines never share a boot id, and a pid reused by another process has another start time."""
+    """A process as the kernel knows it.
+
+    This boot, the process's pid namespace and its start time (Linux's /proc), e.g. "5f0c...:pid:[4026531836]:81234";
+    None where it cannot be read (another system, a process gone). Two machines never share a boot id, and a pid reused
+    by another process has another start time."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.readlink(f"/proc/{pid}/ns/pid")
@@ -176,8 +182,10 @@ def process_identity(pid: int) -> str | None:
 
 
 def process_gone(report: WorkerReport) -> bool:
-    """Whether the worker's process has ended, as seen from this machine: only a report published on this
-    machine, in this pid namespace, can say so (False: it runs, or this machine cannot tell)."""
+    """Whether the worker's process has ended, as seen from this machine.
+
+    Only a report published on this machine, in this pid namespace, can say so (False: it runs, or this machine cannot
+    tell)."""
     mine = process_identity(os.getpid())
     if not report.process or mine is None or report.process.rsplit(":", 1)[0] != mine.rsplit(":", 1)[0]:
         return False

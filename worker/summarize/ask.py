@@ -1,5 +1,7 @@
-"""One question to the model: the summary model, then the fallback; a firmer second request for an
-oversized answer; every call checked against the caps and the time left, and its spend recorded."""
+"""One question to the model.
+
+The summary model, then the fallback; a firmer second request for an oversized answer; every call checked against the
+caps and the time left, and its spend recorded."""
 
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ PROMPT_SLACK_TOKENS = 200
 async def ask(
     run: Run, system: str, prompt: str, schema: dict[str, Any] | None, need_summary: bool = True, previous: str = ""
 ) -> Answer:
-    """The summary model, then the fallback model once the first keeps failing or cannot work. With no `schema`,
-    the answer is notes and facts in plain lines (worker.model.lines), asked for without a response format.
+    """The summary model, then the fallback model once the first keeps failing or cannot work.
+
+    With no `schema`, the answer is notes and facts in plain lines (worker.model.lines), asked for without a response
+    format.
 
     A summary is guarded (worker.model.guards): a refusal, an error text, a placeholder, or one that lost most
     of `previous`, is a BadAnswer and commits nothing."""

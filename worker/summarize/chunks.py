@@ -1,6 +1,8 @@
-"""The summary calls of one job: one call when the input fits the budget; otherwise a chain of chunks, each
-folding in the summary so far, each finished chunk handed to the summary stage (which writes its notes and keeps
-the progress for a retry: worker.summarize.summary). A context the model cannot take shrinks the budget and goes on."""
+"""The summary calls of one job.
+
+One call when the input fits the budget; otherwise a chain of chunks, each folding in the summary so far, each finished
+chunk handed to the summary stage (which writes its notes and keeps the progress for a retry: worker.summarize.summary).
+A context the model cannot take shrinks the budget and goes on."""
 
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ CONTEXT_SHRINKS = 3
 
 @dataclass
 class Frame:
-    """What every call of the chain shares: the system prompt, the known facts, their tokens, the language,
-    and the entries whose notes are still to be taken."""
+    """What every call of the chain shares.
+
+    The system prompt, the known facts, their tokens, the language, and the entries whose notes are still to be
+    taken."""
 
     system: str
     known: list[str]
@@ -44,8 +48,10 @@ KeepChunk = Callable[[Answer, list[Entry], Progress], Awaitable[None]]
 async def summarize_entries(
     run: Run, entries: list[Entry], fresh: set[int], language: str, progress: Progress, keep: KeepChunk
 ) -> tuple[Answer, int, list[Entry]]:
-    """One call when the input fits the budget; otherwise chunks from where `progress` stands, each folding in the
-    summary so far, each finished one but the last handed to `keep`.
+    """One call when the input fits the budget.
+
+    Otherwise chunks from where `progress` stands, each folding in the summary so far, each finished one but the last
+    handed to `keep`.
 
     Returns the last answer, the number of calls, and the entries whose notes the last answer holds."""
     frame = _frame(run, fresh, language)

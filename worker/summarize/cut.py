@@ -1,5 +1,7 @@
-"""The cut planner (pure): the keep rule resolved (turns, an idle summary's, keeping nothing), and which messages a
-summary covers, ending at a user turn so tool calls stay whole."""
+"""The cut planner (pure).
+
+The keep rule resolved (turns, an idle summary's, keeping nothing), and which messages a summary covers, ending at a
+user turn so tool calls stay whole."""
 
 from __future__ import annotations
 
@@ -43,9 +45,10 @@ def keep_start(token_counts: Sequence[int], keep: KeepRule, window: int) -> int:
 
 
 def last_turn_start(messages: Sequence[dict[str, Any]], start: int = 0) -> int:
-    """Where the last user turn starts; the end of a session that has none. Looked for from `start` on only (a
-    read from nanobot's watermark does not hold what lies before): with none there, the last one lies before
-    `start`, and `start` is where it may cut at the latest."""
+    """Where the last user turn starts; the end of a session that has none.
+
+    Looked for from `start` on only (a read from nanobot's watermark does not hold what lies before): with none there,
+    the last one lies before `start`, and `start` is where it may cut at the latest."""
     found = next((i for i in range(len(messages) - 1, start - 1, -1) if is_user_turn(messages[i])), None)
     if found is not None:
         return found
@@ -121,9 +124,10 @@ def cut_by(
     window: int,
     explicit: bool = False,
 ) -> Cut:
-    """The cut for `keep`, with the rules plan_cut does not read itself: turns:N (the last N user turns and what
-    followed them), and keeping nothing when the job's request asks for exactly that (an idle
-    summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""
+    """The cut for `keep`, with the rules plan_cut does not read itself.
+
+    turns:N (the last N user turns and what followed them), and keeping nothing when the job's request asks for exactly
+    that (an idle summary beside nanobot's own idle compaction: nanobot then finds nothing left to compact)."""
     if explicit and keep == KEEP_NOTHING:
         read = len(messages)  # ending at the end keeps every tool call whole
         return Cut(min(max(start, 0), read), read, read)
@@ -134,8 +138,9 @@ def cut_by(
 
 def last_turns_start(messages: Sequence[dict[str, Any]], turns: int, start: int = 0) -> int:
     """Where the last `turns` user turns from `start` on begin (the end when 0; `start` when there are fewer).
-    Not before `start`: what lies before it is summarized already, and a read from nanobot's watermark does not
-    hold it."""
+
+    Not before `start`: what lies before it is summarized already, and a read from nanobot's watermark does not hold
+    it."""
     if turns <= 0:
         return len(messages)
     seen = 0
@@ -148,8 +153,10 @@ def last_turns_start(messages: Sequence[dict[str, Any]], turns: int, start: int 
 
 
 def idle_keep(keep: KeepRule, cache_ttl: float, nanobot_idle: float, nanobot_scan: float = 60.0) -> KeepRule | None:
-    """The keep rule of an idle summary beside nanobot's own idle compaction (`nanobot_idle` seconds, 0 = off),
-    or None to stand aside.
+    """The keep rule of an idle summary beside nanobot's own idle compaction, or None.
+
+    The keep rule of an idle summary beside nanobot's own idle compaction (`nanobot_idle` seconds, 0 = off), or None to
+    stand aside.
 
     nanobot compacts a quiet session to its end whenever anything is left after its watermark. When it
     comes first (its threshold, plus up to one scan, is not after ours), ours would pay for a summary it

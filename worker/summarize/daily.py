@@ -1,5 +1,7 @@
-"""The daily run: flag every session with recent messages so its next job also notes the kept tail; and the
-minute's check that writes MEMORY.md's held facts once no session is active."""
+"""The daily run.
+
+Flag every session with recent messages so its next job also notes the kept tail; and the minute's check that writes
+MEMORY.md's held facts once no session is active."""
 
 from __future__ import annotations
 
@@ -62,9 +64,11 @@ async def take_flag(ctx: dict[str, Any], key: str) -> str | None:
 
 @asynccontextmanager
 async def flag_for_try(ctx: dict[str, Any], key: str) -> AsyncIterator[str | None]:
-    """The session's daily flag for one try of its job: taken at the start (None when there is none), and put back
-    when the try ends in a retry or is cancelled (a job timeout, a worker stopping), so the next try still notes
-    through the end. Not after the last try: a flag left then would make after_job_end queue it again, forever."""
+    """The session's daily flag for one try of its job.
+
+    Taken at the start (None when there is none), and put back when the try ends in a retry or is cancelled (a job
+    timeout, a worker stopping), so the next try still notes through the end. Not after the last try: a flag left then
+    would make after_job_end queue it again, forever."""
     since = await take_flag(ctx, key)
     try:
         yield since
@@ -126,9 +130,11 @@ async def daily_summaries(ctx: dict[str, Any]) -> int:
 
 
 async def flush_memory(ctx: dict[str, Any], max_hold: float | None = None) -> str:
-    """MEMORY.md's held facts are written when no session was written within the cache lifetime (a change to
-    the file then costs no session a warm cache), or when they waited `max_hold` seconds. Run by arq's cron
-    every minute, by the daily run (with `max_hold`) and by the idle check. A failure leaves them held."""
+    """Writes MEMORY.md's held facts once no session was written within the cache lifetime.
+
+    MEMORY.md's held facts are written when no session was written within the cache lifetime (a change to the file then
+    costs no session a warm cache), or when they waited `max_hold` seconds. Run by arq's cron every minute, by the daily
+    run (with `max_hold`) and by the idle check. A failure leaves them held."""
     deps: Deps = ctx["deps"]
     memory = deps.memory
     if not isinstance(memory, MemoryFiles):
@@ -167,8 +173,10 @@ _said_read_only: dict[Path, str] = {}
 
 
 def _read_only(path: Path, reason: str | None) -> None:
-    """One warning when MEMORY.md turns read-only (the minute's check would say it every minute), one line when it
-    is writable again."""
+    """Says when MEMORY.md turns read-only, and when it is writable again.
+
+    One warning when MEMORY.md turns read-only (the minute's check would say it every minute), one line when it is
+    writable again."""
     if reason == _said_read_only.get(path):
         return
     if reason is not None:
@@ -184,8 +192,10 @@ def _read_only(path: Path, reason: str | None) -> None:
 
 
 async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
-    """Records waiting for a session whose file is gone (deleted in nanobot) would wait forever, and nanobot
-    would look them up again every minute: drop them."""
+    """Drops the records waiting for a session whose file is gone.
+
+    Records waiting for a session whose file is gone (deleted in nanobot) would wait forever, and nanobot would look
+    them up again every minute: drop them."""
     dropped = 0
     for key in await pending_sessions(redis):
         try:
@@ -199,8 +209,9 @@ async def drop_orphaned_records(deps: Deps, redis: ArqRedis) -> int:
 
 
 async def requeue_flagged(ctx: dict[str, Any]) -> None:
-    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free; so
-    does a copy kept at a `/new` while it ran (retired.kept_meanwhile).
+    """after_job_end: a flag set while the session's job ran needs one more job, now that the id is free.
+
+    So does a copy kept at a `/new` while it ran (retired.kept_meanwhile).
 
     Only after a job that took its flag: a job that ended before (resting, failing early) leaves the flag
     for a later job, and queueing it again at once would loop."""

@@ -1,5 +1,6 @@
-"""What every job needs, built once at worker start-up: the settings, nanobot's config, the models, the
-memory files and the recall index."""
+"""What every job needs, built once at worker start-up.
+
+The settings, nanobot's config, the models, the memory files and the recall index."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ class Deps:
         return self.nanobot.sessions_dir
 
     def is_trusted(self, session_key: str) -> bool:
-        """May this session write MEMORY.md: NANOBOT_MEMORY_SESSIONS, with nanobot's web chat one-to-one when
-        its channel asks for a token."""
+        """May this session write MEMORY.md.
+
+        NANOBOT_MEMORY_SESSIONS, with nanobot's web chat one-to-one when its channel asks for a token."""
         return self.settings.is_trusted(session_key, self.nanobot.web_chat_private)

@@ -47,8 +47,9 @@ MAX_DEFERRALS = 1_000_000
 
 
 def quiet_seconds(deps: Deps, key: str) -> float | None:
-    """Seconds since nanobot last saved the session file (its modification time: the worker's own writes
-    keep it); None when there is no such file."""
+    """Seconds since nanobot last saved the session file (its modification time: the worker's own writes keep it).
+
+    None when there is no such file."""
     try:
         return max(time.time() - session_path(deps.sessions_dir, key).stat().st_mtime, 0.0)
     except (OSError, NanobotConfigError, SessionError):
@@ -56,9 +57,10 @@ def quiet_seconds(deps: Deps, key: str) -> float | None:
 
 
 async def _flush_held_facts(ctx: dict[str, Any]) -> None:
-    """A cold moment, perhaps for every session: MEMORY.md's held facts may go in now. Before the summary, whose
-    pickup writes the session file, so that no session looks active again. Bounded, and never an error of the
-    check: a held write must not cost the pause its summary (the minute's check tries again)."""
+    """A cold moment, perhaps for every session: MEMORY.md's held facts may go in now.
+
+    Before the summary, whose pickup writes the session file, so that no session looks active again. Bounded, and never
+    an error of the check: a held write must not cost the pause its summary (the minute's check tries again)."""
     try:
         await asyncio.wait_for(flush_memory(ctx), FLUSH_SECONDS)
     except Exception as exc:  # noqa: BLE001 - a lock held long, a bug: the facts stay held, nothing is lost

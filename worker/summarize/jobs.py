@@ -1,5 +1,7 @@
-"""The summarize job, arq's entry: admit the try, run the summary and (daily run) the notes stages, retry
-transient trouble, and keep an outcome of every try for status."""
+"""The summarize job, arq's entry.
+
+Admit the try, run the summary and (daily run) the notes stages, retry transient trouble, and keep an outcome of every
+try for status."""
 
 from __future__ import annotations
 
@@ -50,9 +52,11 @@ TIME_MARGIN = 10.0
 
 
 async def summarize_session(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-    """arq entry point. Transient trouble is retried with backoff; every try leaves an outcome for status. One
-    run of a session at a time: a start while another run holds the session's lock (arq's in-progress mark was
-    lost) waits until that run is over, without a model call or a write."""
+    """arq entry point.
+
+    Transient trouble is retried with backoff; every try leaves an outcome for status. One run of a session at a time: a
+    start while another run holds the session's lock (arq's in-progress mark was lost) waits until that run is over,
+    without a model call or a write."""
     deps: Deps = ctx["deps"]
     redis: ArqRedis = ctx["redis"]
     req = SummarizeRequest.model_validate(request)
@@ -258,9 +262,11 @@ async def run_job(run: Run) -> JobOutcome:
 
 
 def read_for_job(deps: Deps, req: SummarizeRequest) -> SessionFile:
-    """What a dry run of the job shows: from the watermark (what it covers is all a summary reads), and for a
-    daily run from the first message of its day on (or all), every un-noted message it notes (before that day,
-    notes are never written). The job itself reads from the watermark and the rest in windows (note_before)."""
+    """What a dry run of the job shows.
+
+    From the watermark (what it covers is all a summary reads), and for a daily run from the first message of its day on
+    (or all), every un-noted message it notes (before that day, notes are never written). The job itself reads from the
+    watermark and the rest in windows (note_before)."""
     since = req.notes_since if req.notes_through_end else None
     if req.notes_through_end and since is None:
         return read_session(deps.sessions_dir, req.session_key)

@@ -1,5 +1,7 @@
-"""A job queued by hand for one session: the command line's `enqueue` and the web page's "summarize now" and
-"retry" queue the same request, after the same check of the key."""
+"""A job queued by hand for one session.
+
+The command line's `enqueue` and the web page's "summarize now" and "retry" queue the same request, after the same check
+of the key."""
 
 from __future__ import annotations
 
@@ -20,9 +22,11 @@ MANUAL_KEEP = "turns:1"
 
 
 def manual_request(key: str, keep: str | None, since: str | None = None, force: bool = False) -> SummarizeRequest:
-    """The request of a job queued by hand; with `since`, as the job sees it once it took the catch-up flag
-    (worker.summarize.jobs: notes through the end, from that day on), which is what the dry run plans; `force`:
-    the model is called even when the plan says no summary could shrink the context."""
+    """The request of a job queued by hand.
+
+    With `since`, as the job sees it once it took the catch-up flag (worker.summarize.jobs: notes through the end, from
+    that day on), which is what the dry run plans; `force`: the model is called even when the plan says no summary could
+    shrink the context."""
     return SummarizeRequest(
         session_key=key,
         reason="manual",
@@ -34,8 +38,10 @@ def manual_request(key: str, keep: str | None, since: str | None = None, force: 
 
 
 def check_key(sessions_dir: Path, key: str) -> None:
-    """NotSummarized unless `key` is a session of nanobot's folder the worker summarizes (the web page's "summarize
-    now" asks the same)."""
+    """Raises NotSummarized unless `key` is a session the worker summarizes.
+
+    NotSummarized unless `key` is a session of nanobot's folder the worker summarizes (the web page's "summarize now"
+    asks the same)."""
     if is_internal_session(key):
         raise NotSummarized(f"{key!r} is one of nanobot's own sessions (dream, cron, heartbeat): not summarized")
     try:
@@ -50,7 +56,8 @@ def check_key(sessions_dir: Path, key: str) -> None:
 async def queue_one(
     redis: ArqRedis, key: str, keep: str | None = None, since: str | None = None, force: bool = False
 ) -> bool:
-    """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry");
+    """A job queued by hand for one session (the command line's and the web page's "summarize now" and "retry").
+
     False when one is already queued or running (single flight)."""
     from worker.summarize.daily import set_flag  # the catch-up flag the daily run sets too
 

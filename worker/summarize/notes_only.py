@@ -1,6 +1,7 @@
-"""Notes-only calls: for the messages a summary does not cover (the daily run's kept tail and older
-un-noted days), and for a chunk whose summary came back as prose; as JSON, or as plain lines for a model that
-answers prose."""
+"""Notes-only calls.
+
+For the messages a summary does not cover (the daily run's kept tail and older un-noted days), and for a chunk whose
+summary came back as prose; as JSON, or as plain lines for a model that answers prose."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ log = logging.getLogger("worker.summarize.notes_only")
 
 
 async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> str:
-    """Notes for the messages the summary did not cover (older un-noted days, read in windows, then the kept
-    tail): notes only."""
+    """Notes for the messages the summary did not cover (older un-noted days, read in windows, then the kept tail).
+
+    Notes only."""
     since = run.req.notes_since
     done, complete, whole = await note_before(run, session, covered, since)
     if complete and not whole:
@@ -35,12 +37,13 @@ async def note_the_rest(run: Run, session: SessionFile, covered: set[int]) -> st
 async def note_before(
     run: Run, session: SessionFile, covered: set[int], since: str | None
 ) -> tuple[list[str], bool, bool]:
-    """Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the
-    job's read does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a
-    200 MB day is never held whole. What was done, and whether every window was asked (once the model could not
-    note a chunk, the later ones wait for a later run, as they did within one read); and whether the first
-    window held the day to the end of the file, the job's tail included: then it was noted in the same calls
-    (`covered` left out), not paid for twice."""
+    """Notes of the un-noted messages of `since`'s day on that the job's read does not hold, a window at a time.
+
+    Notes of the un-noted messages from the first one of `since`'s day on (every one without it) that the job's read
+    does not hold (it starts at nanobot's watermark), one window of about WINDOW_BYTES at a time: a 200 MB day is never
+    held whole. What was done, and whether every window was asked (once the model could not note a chunk, the later ones
+    wait for a later run, as they did within one read); and whether the first window held the day to the end of the
+    file, the job's tail included: then it was noted in the same calls (`covered` left out), not paid for twice."""
     done: list[str] = []
     if not session.first:
         return done, True, False
@@ -81,9 +84,11 @@ async def note_unnoted(
     begin: int | None = None,
     end: int | None = None,
 ) -> tuple[str, bool]:
-    """Notes of the session's messages [begin, end) (all it holds by default) from `since` on that are neither
-    covered nor noted yet, and whether every one of them is noted now (a written file included: a refused
-    write leaves its span un-noted)."""
+    """Notes of the session's messages that are neither covered nor noted yet.
+
+    Notes of the session's messages [begin, end) (all it holds by default) from `since` on that are neither covered nor
+    noted yet, and whether every one of them is noted now (a written file included: a refused write leaves its span
+    un-noted)."""
     deps, key = run.deps, run.key
     begin = session.first if begin is None else begin
     end = held_end(session.messages) if end is None else end
@@ -106,9 +111,10 @@ async def note_unnoted(
 async def _ask_in_chunks(
     run: Run, entries: list[Entry], language: str
 ) -> tuple[list[DailyNotes], list[Fact], list[Entry]]:
-    """The notes and facts of `entries`, one call per chunk, and the entries asked for: up to the first chunk the
-    model could not note, that one included (it counts as asked: worker.summarize.remember.settle_notes; the
-    chunks noted so far are paid for; the rest waits for a later run)."""
+    """The notes and facts of `entries`, one call per chunk, and the entries asked for.
+
+    Up to the first chunk the model could not note, that one included (it counts as asked:
+    worker.summarize.remember.settle_notes; the chunks noted so far are paid for; the rest waits for a later run)."""
     deps = run.deps
     known = known_facts(deps)
     overhead = (

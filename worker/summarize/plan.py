@@ -1,5 +1,6 @@
-"""A job's plan: where the chain starts, the cut it makes now, and the messages it would summarize (or why it
-skips). The job and `enqueue --dry-run` both make it here."""
+"""A job's plan: where the chain starts, the cut it makes now, and the messages it would summarize (or why it skips).
+
+The job and `enqueue --dry-run` both make it here."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ MIN_SUMMARY_TOKENS = 50
 
 
 def chain_start(session: SessionFile, pending: SummaryRecord | None) -> tuple[int, str]:
-    """Where to start, and the summary to fold in: an unapplied record that still fits counts as applied (an undo
-    waiting for nanobot is no summary: line 1, undone already, is where to start)."""
+    """Where to start, and the summary to fold in.
+
+    An unapplied record that still fits counts as applied (an undo waiting for nanobot is no summary: line 1, undone
+    already, is where to start)."""
     start, previous = session.last_archived, session.previous_summary
     if pending is not None and not pending.undoes and pending.boundary >= start:
         if pending.fits(start, len(session.messages), session.timestamp_before(pending.boundary)):
@@ -43,6 +46,7 @@ def window_for(deps: Deps, req: SummarizeRequest) -> int:
 @dataclass
 class JobPlan:
     """What a job does with a session now: the cut, and the messages it would summarize; or why it skips.
+
     The job and `enqueue --dry-run` both make it here, so the dry run says exactly what the job would do."""
 
     start: int
@@ -97,8 +101,10 @@ def plan_job(
 
 
 def plan_for(deps: Deps, session: SessionFile, start: int, req: SummarizeRequest) -> tuple[Cut, list[int]]:
-    """The cut a job makes now (and `--dry-run` prints), with each message's token count from the watermark
-    on (0 before it: no figure reads them, and counting a long history's old messages would be slow)."""
+    """The cut a job makes now, with each message's token count from the watermark on.
+
+    The cut a job makes now (and `--dry-run` prints), with each message's token count from the watermark on (0 before
+    it: no figure reads them, and counting a long history's old messages would be slow)."""
     first = min(start, session.last_archived)
     counts = [0] * first + [count_message(m, deps.counter) for m in session.messages[first:]]
     keep = KeepRule.parse(req.keep) if req.keep else deps.settings.summary_keep

@@ -1,5 +1,7 @@
-"""What a summarize job reads from and writes to the memory files: which messages are noted already, the
-facts MEMORY.md holds, and the notes and facts a call gave, dated by their messages."""
+"""What a summarize job reads from and writes to the memory files.
+
+Which messages are noted already, the facts MEMORY.md holds, and the notes and facts a call gave, dated by their
+messages."""
 
 from __future__ import annotations
 
@@ -38,8 +40,9 @@ def user_said(entry: Entry) -> tuple[str, str] | None:
 
 
 def fallback_note(note: DailyNotes, entries: list[Entry]) -> DailyNotes:
-    """The day's notes no model wrote: the user's own lines of its messages, each redacted, on one line, trimmed,
-    with its time; marked verbatim (pure)."""
+    """The day's notes no model wrote.
+
+    The user's own lines of its messages, each redacted, on one line, trimmed, with its time; marked verbatim (pure)."""
     lines = []
     for entry in entries:
         said = user_said(entry)
@@ -59,8 +62,9 @@ def misses_key(keys: Keys, session_key: str) -> str:
 
 
 async def _count(redis: ArqRedis, key: str, missed: list[str], done: list[str]) -> list[int]:
-    """Each missed day's count of answers without notes, one more; the days noted (or written by the fallback)
-    start over."""
+    """Each missed day's count of answers without notes, one more.
+
+    The days noted (or written by the fallback) start over."""
     async with redis.pipeline(transaction=False) as pipe:
         for field in missed:
             pipe.hincrby(key, field, 1)
@@ -113,17 +117,19 @@ async def settle_notes(
 async def write_notes(
     run: Run, notes: list[DailyNotes], facts: list[Fact], entries: list[Entry], language: str, generation: int = 0
 ) -> tuple[str, list[DailyNotes]]:
-    """The answer's notes and facts for `entries` written (`settle_notes`, then `write_memory`): what was done,
-    and the notes written."""
+    """The answer's notes and facts for `entries` written (`settle_notes`, then `write_memory`).
+
+    What was done, and the notes written."""
     dated, missing = await settle_notes(run, notes, entries, generation)
     return await write_memory(run, dated, facts, language, missing), dated
 
 
 async def write_memory(run: Run, notes: list[DailyNotes], facts: list[Fact], language: str, missing: int = 0) -> str:
-    """Notes of the session's day files, and the facts MEMORY.md may take: only what the user said, only
-    in a trusted session (NANOBOT_MEMORY_SESSIONS). A fact the user took out of MEMORY.md after the try asked its
-    model (`run.started`) is not written back. Memory-file trouble (a full disk, a read-only workspace, a lock held
-    too long) is reported, not fatal: the job's outcome says memory was not written."""
+    """Notes of the session's day files, and the facts MEMORY.md may take.
+
+    Only what the user said, only in a trusted session (NANOBOT_MEMORY_SESSIONS). A fact the user took out of MEMORY.md
+    after the try asked its model (`run.started`) is not written back. Memory-file trouble (a full disk, a read-only
+    workspace, a lock held too long) is reported, not fatal: the job's outcome says memory was not written."""
     deps, key, asked = run.deps, run.key, run.started
     trusted = deps.is_trusted(key)
     admitted = [fact for fact in facts if fact.source == "user"] if trusted else []

@@ -1,8 +1,10 @@
-"""What `/new` took from a session: the copies the hooks keep in nanobot's sessions folder (RETIRED_FOLDER),
-noted (their facts offered to MEMORY.md as any notes call's are) and indexed for recall by the session's next
-job, whatever queued it; a copy whose every message is noted is marked so and not read by later jobs, and the
-daily run removes it once it is `summary_retired_days` old (`remove_expired`): the folder holds what is not noted
-yet and the last days' copies, not every conversation ever emptied."""
+"""What `/new` took from a session.
+
+The copies the hooks keep in nanobot's sessions folder (RETIRED_FOLDER), noted (their facts offered to MEMORY.md as any
+notes call's are) and indexed for recall by the session's next job, whatever queued it; a copy whose every message is
+noted is marked so and not read by later jobs, and the daily run removes it once it is `summary_retired_days` old
+(`remove_expired`): the folder holds what is not noted yet and the last days' copies, not every conversation ever
+emptied."""
 
 from __future__ import annotations
 
@@ -71,8 +73,9 @@ def kept_meanwhile(ctx: dict[str, Any], key: str) -> bool:
 
 
 def since_day(copy: Retired, deps: Deps) -> str:
-    """The first day whose messages the copy's notes may still lack: the day before its last save (the daily run
-    noted the kept tail of each day before), the daily run's own reach."""
+    """The first day whose messages the copy's notes may still lack.
+
+    The day before its last save (the daily run noted the kept tail of each day before), the daily run's own reach."""
     try:
         moment = datetime.fromtimestamp(copy.path.stat().st_mtime, deps.tz)  # nanobot's last save before it
     except OSError:
@@ -94,14 +97,18 @@ async def index_copy(deps: Deps, copy: Retired) -> None:
 
 
 def expired(copies: list[Retired], ages: dict[str, float], days: float) -> list[Retired]:
-    """The copies to remove: every message noted, and older than `days` (`ages`: seconds since each one's last
-    message was saved, by name). A copy not noted yet stays whatever its age: its notes are not written."""
+    """The copies to remove.
+
+    Every message noted, and older than `days` (`ages`: seconds since each one's last message was saved, by name). A
+    copy not noted yet stays whatever its age: its notes are not written."""
     return [copy for copy in copies if copy.noted and ages.get(copy.path.name, 0.0) >= days * 86_400]
 
 
 def remove_expired(sessions_dir: Path, days: float, now: float | None = None) -> list[str]:
-    """The daily run's clean-up: each noted copy older than `days` removed (its age from its file's time, nanobot's
-    last save before `/new`); the names removed. One that cannot be removed is logged and tried again next day."""
+    """The daily run's clean-up.
+
+    Each noted copy older than `days` removed (its age from its file's time, nanobot's last save before `/new`); the
+    names removed. One that cannot be removed is logged and tried again next day."""
     now = time.time() if now is None else now
     copies = retired_files(sessions_dir, noted=True)
     ages = {}

@@ -1,6 +1,8 @@
-"""The summary stage of a job: plan the cut, summarize what leaves the context, write the notes and facts (each
-finished chunk's, then the last's), keep and clear the progress a retry resumes from, and store the record
-nanobot applies (or say why not), signed with the instance's key; a waiting record is used only when it is signed."""
+"""The summary stage of a job.
+
+Plan the cut, summarize what leaves the context, write the notes and facts (each finished chunk's, then the last's),
+keep and clear the progress a retry resumes from, and store the record nanobot applies (or say why not), signed with the
+instance's key; a waiting record is used only when it is signed."""
 
 from __future__ import annotations
 
@@ -107,11 +109,12 @@ def _record(
 
 
 async def waiting_record(redis: ArqRedis, sessions_dir: Path, key: str) -> SummaryRecord | None:
-    """The session's record waiting for pickup, if this instance signed it. Any client of a shared Redis can write
-    into the namespace: a record that is not signed with the instance's key (forged, altered, or stored by a
-    version before records were signed) is dropped in one line, never folded into the next summary, which this
-    worker would sign. A record of another version is kept for it (RecordOfAnotherVersion: this job leaves the
-    session alone); damaged bytes, no record of any version, are dropped."""
+    """The session's record waiting for pickup, if this instance signed it.
+
+    Any client of a shared Redis can write into the namespace: a record that is not signed with the instance's key
+    (forged, altered, or stored by a version before records were signed) is dropped in one line, never folded into the
+    next summary, which this worker would sign. A record of another version is kept for it (RecordOfAnotherVersion: this
+    job leaves the session alone); damaged bytes, no record of any version, are dropped."""
     record = await load_waiting_record(redis, key)
     if record == UNREADABLE:
         raise RecordOfAnotherVersion(

@@ -92,9 +92,10 @@ _LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def as_data(text: str) -> str:
-    """A message's text for the transcript: defused, and every line after the first indented, so no
-    message can start a line of its own (a forged "user:" turn) in it. A carriage return, a form feed or
-    a Unicode line separator counts as a line break, as it does to a model."""
+    """A message's text for the transcript.
+
+    Defused, and every line after the first indented, so no message can start a line of its own (a forged "user:" turn)
+    in it. A carriage return, a form feed or a Unicode line separator counts as a line break, as it does to a model."""
     return _LINE_BREAK.sub("\n    ", defused(text))
 
 
@@ -120,8 +121,9 @@ def render(message: dict[str, Any], moment: datetime | None = None) -> str | Non
 
 
 class Lines:
-    """Each message's line as `render` makes it (without its time), made once: a job's transcript and the recall
-    index's rows of the same messages read the same lines."""
+    """Each message's line as `render` makes it (without its time), made once.
+
+    A job's transcript and the recall index's rows of the same messages read the same lines."""
 
     def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
         self.messages = messages
@@ -132,10 +134,11 @@ class Lines:
         self._visible_before: list[int] = [getattr(messages, "visible_before", 0)]
 
     def position(self, index: int) -> int:
-        """The message's place among the visible ones. Its index would not do: nanobot inserts each summary's
-        hidden checkpoint marker in the middle of the list, and the messages after it move up by one. Wall-clock
-        times would not do either: when the clock goes back (autumn's repeated hour), later messages carry
-        times an earlier span already covers."""
+        """The message's place among the visible ones.
+
+        Its index would not do: nanobot inserts each summary's hidden checkpoint marker in the middle of the list, and
+        the messages after it move up by one. Wall-clock times would not do either: when the clock goes back (autumn's
+        repeated hour), later messages carry times an earlier span already covers."""
         counted = self._visible_before
         while self._start + len(counted) <= index:
             before = self._start + len(counted) - 1
@@ -188,8 +191,10 @@ def message_date(message: dict[str, Any], tz: tzinfo | None) -> str | None:
 
 
 def dated_from(since: str, tz: tzinfo | None) -> Callable[[dict[str, Any]], bool]:
-    """Is a message dated `since` or later? Where a read for notes since that day starts holding messages:
-    `transcript(..., since)` leaves every earlier one out."""
+    """Is a message dated `since` or later?
+
+    Where a read for notes since that day starts holding messages: `transcript(..., since)` leaves every earlier one
+    out."""
     return lambda message: (message_date(message, tz) or "") >= since
 
 
@@ -227,8 +232,9 @@ LANGUAGE_SAMPLE_CHARS = 16_000
 
 
 def detect_language(messages: Sequence[dict[str, Any]]) -> str:
-    """zh / ja / ko / en from what the user wrote (its first LANGUAGE_SAMPLE_CHARS characters); the prompt also
-    says 'the user's language'."""
+    """zh / ja / ko / en from what the user wrote (its first LANGUAGE_SAMPLE_CHARS characters).
+
+    The prompt also says 'the user's language'."""
     parts: list[str] = []
     size = 0
     for message in messages:

@@ -271,9 +271,11 @@ def _named_secret(name: str, value: Any) -> bool:
 
 
 def redact_json(value: Any, name: str = "", shorten: Callable[[str], str] | None = None) -> Any:
-    """A decoded JSON value with its secrets redacted: a string under a secret's name whole, every other
-    string by the text rules (it may hold JSON or a command line of its own). `shorten` cuts a string to the
-    size it will be shown at, redacting what it keeps, before the rest is redacted."""
+    """A decoded JSON value with its secrets redacted.
+
+    A string under a secret's name whole, every other string by the text rules (it may hold JSON or a command line of
+    its own). `shorten` cuts a string to the size it will be shown at, redacting what it keeps, before the rest is
+    redacted."""
     if isinstance(value, dict):
         return {key: redact_json(item, str(key), shorten) for key, item in value.items()}
     if isinstance(value, list):
@@ -295,8 +297,10 @@ def _named_secrets(value: Any, name: str = "") -> set[str]:
 
 
 def _without_named_secrets(text: str) -> str:
-    """A string that is JSON itself (a config file being written) loses the values under secret names, its
-    own layout kept."""
+    """A string that is JSON itself loses the values under secret names, its own layout kept.
+
+    A string that is JSON itself (a config file being written) loses the values under secret names, its own layout
+    kept."""
     if text.lstrip()[:1] not in ("{", "["):
         return text
     try:
@@ -310,9 +314,10 @@ def _without_named_secrets(text: str) -> str:
 
 
 def redact_arguments(arguments: Any, shorten: Callable[[str], str] | None = None) -> str:
-    """A tool call's arguments as text, secrets redacted. OpenAI's shape carries them as a JSON string: it is
-    decoded first, so a secret quoted in it (escaped, or under its key's name) is found like any other.
-    `shorten`: as for redact_json."""
+    """A tool call's arguments as text, secrets redacted.
+
+    OpenAI's shape carries them as a JSON string: it is decoded first, so a secret quoted in it (escaped, or under its
+    key's name) is found like any other. `shorten`: as for redact_json."""
     decoded = arguments
     if isinstance(arguments, str):
         try:
@@ -331,8 +336,10 @@ def one_line(text: str) -> str:
 
 
 def one_line_uncached(text: str) -> str:
-    """one_line made afresh: for texts met once (a daily note's items), which would only crowd its cache and
-    hold their memory (worker.memory.dedup.normalize_uncached)."""
+    """one_line made afresh.
+
+    For texts met once (a daily note's items), which would only crowd its cache and hold their memory
+    (worker.memory.dedup.normalize_uncached)."""
     text = text.encode("utf-8", errors="ignore").decode("utf-8")  # lone surrogates cannot be written
     return " ".join(no_comments(redact(text)).split())
 
@@ -341,9 +348,10 @@ _COMMENT_DELIMITERS = ("<!--", "-->", "--!>")
 
 
 def no_comments(text: str) -> str:
-    """`text` with no HTML-comment delimiter left, however nested: taking one out can join the characters
-    around it into another (`<-->!--` becomes `<!--`), so it repeats until none is left. A delimiter
-    would hide the rest of a memory file in a Markdown viewer, or forge this project's markers."""
+    """`text` with no HTML-comment delimiter left, however nested.
+
+    Taking one out can join the characters around it into another (`<-->!--` becomes `<!--`), so it repeats until none
+    is left. A delimiter would hide the rest of a memory file in a Markdown viewer, or forge this project's markers."""
     while any(delimiter in text for delimiter in _COMMENT_DELIMITERS):
         for delimiter in _COMMENT_DELIMITERS:
             text = text.replace(delimiter, "")

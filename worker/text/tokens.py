@@ -1,5 +1,6 @@
-"""Token counting that is right for Chinese, Japanese and Korean: cl100k where available, a CJK-aware estimate
-otherwise."""
+"""Token counting that is right for Chinese, Japanese and Korean.
+
+cl100k where available, a CJK-aware estimate otherwise."""
 
 from __future__ import annotations
 
@@ -82,8 +83,10 @@ def _extra(pattern: re.Pattern[str], text: str, free: int) -> int:
 
 
 def _alternation(words: list[str], before: str = "") -> re.Pattern[str]:
-    """`words` as one regex, grouped by first character behind a guard on the first two: Python's re tries the
-    branches of an alternation one by one, and the guard spares it two hundred tries at most characters."""
+    """`words` as one regex, grouped by first character behind a guard on the first two.
+
+    Python's re tries the branches of an alternation one by one, and the guard spares it two hundred tries at most
+    characters."""
     groups: dict[str, list[str]] = defaultdict(list)
     for word in words:
         groups[word[0]].append(word[1:])
@@ -190,8 +193,9 @@ def cl100k_counter() -> Counter | None:
 
 
 def counts_at_most_bytes(counter: Counter) -> bool:
-    """Is no count of `counter` larger than the text's UTF-8 length? True of cl100k (each token spells one byte
-    at least), so a text whose bytes fit a budget fits it uncounted."""
+    """Is no count of `counter` larger than the text's UTF-8 length?
+
+    True of cl100k (each token spells one byte at least), so a text whose bytes fit a budget fits it uncounted."""
     return counter is cl100k_counter() or (counter is _best and cl100k_counter() is not None)
 
 
@@ -202,8 +206,9 @@ def count_recurring(counter: Counter, text: str) -> int:
 
 
 def _best(text: str) -> int:
-    """cl100k's count, or the estimate where it cannot load; chosen at the first count, not at start-up: cl100k
-    comes with litellm, which a worker at rest does without (worker.model.llm.load_litellm)."""
+    """cl100k's count, or the estimate where it cannot load; chosen at the first count, not at start-up.
+
+    cl100k comes with litellm, which a worker at rest does without (worker.model.llm.load_litellm)."""
     return (cl100k_counter() or estimate_tokens)(text)
 
 

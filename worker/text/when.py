@@ -1,6 +1,8 @@
-"""How a moment and a length of time are written for people, in one place: a moment as `2026-11-28 07:35:13` in
-the instance's named time zone (no microseconds, no `+00:00`; the zone is named once on the page) beside how long
-ago it was, `3 min 12 s ago`; a length as `4 min 55 s`, never `295.3 s`. Pure: `now` is given."""
+"""How a moment and a length of time are written for people, in one place.
+
+A moment as `2026-11-28 07:35:13` in the instance's named time zone (no microseconds, no `+00:00`; the zone is named
+once on the page) beside how long ago it was, `3 min 12 s ago`; a length as `4 min 55 s`, never `295.3 s`. Pure: `now`
+is given."""
 
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ class When:
 
 
 def moment(value: datetime | str | float | None) -> datetime | None:
-    """A moment from what the worker and arq keep (a datetime, its ISO text, epoch seconds); a zoneless one is
-    UTC (the worker writes UTC). None for anything that is no moment."""
+    """A moment from what the worker and arq keep (a datetime, its ISO text, epoch seconds).
+
+    A zoneless one is UTC (the worker writes UTC). None for anything that is no moment."""
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -53,8 +56,9 @@ def when(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Whe
 
 
 def moment_text(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> str:
-    """A moment in plain text, as the page writes it (`nanobot-summary status`): `2026-11-28 07:35:13 (3 min 12 s
-    ago)`; a value that is no moment as the text it is, none as `—`."""
+    """A moment in plain text, as the page writes it (`nanobot-summary status`).
+
+    `2026-11-28 07:35:13 (3 min 12 s ago)`; a value that is no moment as the text it is, none as `—`."""
     found = when(value, tz, now)
     if found is None:
         return "—" if value is None else str(value)
@@ -62,8 +66,10 @@ def moment_text(value: datetime | str | float | None, tz: tzinfo, now: datetime)
 
 
 def duration(seconds: float | None) -> str:
-    """`4 min 55 s`, `2 h 5 min`, `3 d 4 h`; under 10 s with a tenth (`0.4 s`, a job's time), else whole; a
-    job of a few milliseconds took `under 0.1 s`, not `0 s`."""
+    """`4 min 55 s`, `2 h 5 min`, `3 d 4 h`.
+
+    Under 10 s with a tenth (`0.4 s`, a job's time), else whole; a job of a few milliseconds took `under 0.1 s`, not `0
+    s`."""
     if seconds is None:
         return "—"
     seconds = abs(seconds)
@@ -84,7 +90,8 @@ def duration(seconds: float | None) -> str:
 
 
 def in_zone(value: datetime, tz: tzinfo | None) -> str:
-    """`value` in `tz` with the zone named, for text that outlives the page (a job's outcome, a log line):
+    """`value` in `tz` with the zone named, for text that outlives the page (a job's outcome, a log line).
+
     `2026-11-28 15:35:13 Asia/Shanghai`; UTC when no zone is given."""
     tz = tz or timezone.utc
     found = moment(value) or value

@@ -1,8 +1,9 @@
-"""The operator's actions on a session, each through the worker's own queue and state, as the command line does
-them: retry a failed job and "summarize now" (`nanobot-summary enqueue`'s own manual job), end a rest, and forget
-everything the session taught MEMORY.md (`nanobot-summary undo --forget-facts --keep-summary`'s own function).
-The guard asks every one for the token and the CSRF token and refuses them read-only; each answers with the
-session's page saying what happened (Post/Redirect/Get: a reload or the refresh never repeats an action)."""
+"""The operator's actions on a session, each through the worker's own queue and state, as the command line does them.
+
+Retry a failed job and "summarize now" (`nanobot-summary enqueue`'s own manual job), end a rest, and forget everything
+the session taught MEMORY.md (`nanobot-summary undo --forget-facts --keep-summary`'s own function). The guard asks every
+one for the token and the CSRF token and refuses them read-only; each answers with the session's page saying what
+happened (Post/Redirect/Get: a reload or the refresh never repeats an action)."""
 
 from __future__ import annotations
 
@@ -63,8 +64,10 @@ def _refused(request: web.Request, status: int, title: str, message: str) -> web
 
 
 async def _session(request: web.Request, queue: bool) -> str | web.Response:
-    """The form's session key, checked as the command line checks it (one it summarizes, for a job), or the
-    refusal to answer."""
+    """The form's session key, checked as the command line checks it, or the refusal to answer.
+
+    The form's session key, checked as the command line checks it (one it summarizes, for a job), or the refusal to
+    answer."""
     key = (await form_of(request)).get("key", "")
     try:
         if queue:
@@ -133,8 +136,10 @@ async def end_rest(request: web.Request) -> web.Response:
 
 
 async def forget_learned(request: web.Request) -> web.Response:
-    """Every fact the session taught MEMORY.md, written or held, removed (MemoryFiles.forget, as `undo
-    --forget-facts` does); the recall index follows at once."""
+    """Removes every fact the session taught MEMORY.md, written or held.
+
+    Every fact the session taught MEMORY.md, written or held, removed (MemoryFiles.forget, as `undo --forget-facts`
+    does); the recall index follows at once."""
     key = await _session(request, queue=False)
     if isinstance(key, web.Response):
         return key

@@ -1,5 +1,7 @@
-"""The web application: its routes, the guard in front of every one, the templates; Redis is opened when a page
-first needs it (worker.web.instance) and closed when the application ends."""
+"""The web application.
+
+Its routes, the guard in front of every one, the templates; Redis is opened when a page first needs it
+(worker.web.instance) and closed when the application ends."""
 
 from __future__ import annotations
 

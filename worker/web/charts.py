@@ -1,5 +1,6 @@
-"""Charts as data for the templates' server-rendered SVG: bar positions computed here, labels escaped by the
-template like any other text (no script, no library)."""
+"""Charts as data for the templates' server-rendered SVG.
+
+Bar positions computed here, labels escaped by the template like any other text (no script, no library)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ AXIS = 30  # px under the bars for the token axis
 
 
 def context_bars(outcomes: list[dict[str, Any]], limit: int = 12) -> tuple[list[Bar], int, list[tuple[int, str]]]:
-    """One bar per session whose last job summarized: the replayed history's tokens before it and after it (the
-    job's own figures), on one scale from 0. Returns the bars, the chart's height and the token axis's ticks
-    (x, tokens)."""
+    """One bar per session whose last job summarized.
+
+    The replayed history's tokens before it and after it (the job's own figures), on one scale from 0. Returns the bars,
+    the chart's height and the token axis's ticks (x, tokens)."""
     done = [o for o in outcomes if o.get("tokens_before") and o.get("tokens_after") is not None][:limit]
     if not done:
         return [], 0, []
@@ -64,8 +66,10 @@ LABEL_CHARS = 28  # what fits left of the bars
 
 
 def labelled(bars: list[Bar]) -> list[Bar]:
-    """Each bar's label, its name cut to LABEL_CHARS (pure); names that would read the same cut so (six "question
-    0 of..." bars) are cut in the middle instead, keeping their ends, which differ."""
+    """Each bar's label, its name cut to LABEL_CHARS (pure).
+
+    Names that would read the same cut so (six "question 0 of..." bars) are cut in the middle instead, keeping their
+    ends, which differ."""
     cut = [shortened(bar.name, LABEL_CHARS) for bar in bars]
     return [
         replace(bar, label=label if cut.count(label) == 1 else middle(bar.name))
@@ -112,8 +116,10 @@ TIME_STEPS = (
 
 @dataclass(frozen=True)
 class Applied:
-    """A summary applied, where the chart draws it, and its figures: the replayed history's tokens (the session's
-    own figures, as its job counted them) and, when a turn before it is known, the whole prompt's."""
+    """A summary applied, where the chart draws it, and its figures.
+
+    The replayed history's tokens (the session's own figures, as its job counted them) and, when a turn before it is
+    known, the whole prompt's."""
 
     x: int
     before: int | None  # the replayed history (messages and summary nanobot sends), tokens
@@ -151,8 +157,9 @@ def nice_top(value: int) -> tuple[int, int]:
 
 
 def time_ticks(start: float, end: float, tz: tzinfo) -> list[tuple[float, str]]:
-    """Moments (epoch seconds) between `start` and `end` on a round step, each with its label in `tz`: the time of
-    day (with seconds on a span of minutes), or the day for a span of days."""
+    """Moments (epoch seconds) between `start` and `end` on a round step, each with its label in `tz`.
+
+    The time of day (with seconds on a span of minutes), or the day for a span of days."""
     span = max(end - start, 1e-9)
     step = next((step for step in TIME_STEPS if span / step <= 6), TIME_STEPS[-1])
     shape = "%H:%M:%S" if span <= 600 else "%H:%M" if span <= 2 * 86400 else "%Y-%m-%d"
@@ -168,8 +175,10 @@ def time_ticks(start: float, end: float, tz: tzinfo) -> list[tuple[float, str]]:
 
 
 def sawtooth(history: list[dict[str, Any]], tz: tzinfo = timezone.utc) -> Sawtooth | None:
-    """The context history (turns' `tokens`, summaries `applied`, each at epoch seconds `at`) as an SVG chart
-    with a token axis from 0 and a time axis in `tz`; None when fewer than two turns are known."""
+    """The context history as an SVG chart, or None when fewer than two turns are known.
+
+    The context history (turns' `tokens`, summaries `applied`, each at epoch seconds `at`) as an SVG chart with a token
+    axis from 0 and a time axis in `tz`; None when fewer than two turns are known."""
     # In time order: nanobot writes the turns' tokens in batches, an applied summary's mark at once.
     history = sorted(history, key=lambda entry: entry["at"])
     turns = [entry for entry in history if isinstance(entry.get("tokens"), int)]
@@ -214,8 +223,10 @@ def sawtooth(history: list[dict[str, Any]], tz: tzinfo = timezone.utc) -> Sawtoo
 
 
 def applied_label(before: int | None, after: int | None, whole: int | None) -> str:
-    """What a summary took out, in the session's own figures (the replayed history, as the job counted it) and,
-    when the turn before it is known, in the chart's (the whole prompt the provider reported)."""
+    """What a summary took out, in the session's own figures and in the chart's.
+
+    What a summary took out, in the session's own figures (the replayed history, as the job counted it) and, when the
+    turn before it is known, in the chart's (the whole prompt the provider reported)."""
     if before is None or after is None:
         return "summary applied"
     text = f"summary applied: the replayed history {before:,} → {after:,} tokens (−{before - after:,})"

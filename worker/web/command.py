@@ -1,5 +1,7 @@
-"""`nanobot-summary web`: the page served until Ctrl-C or SIGTERM; its first-visit address (carrying the token of
-the user's token file) printed on start to a terminal, or by `--url`."""
+"""`nanobot-summary web`.
+
+The page served until Ctrl-C or SIGTERM; its first-visit address (carrying the token of the user's token file) printed
+on start to a terminal, or by `--url`."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ def address(host: str, port: int, token: str | None) -> str:
 
 
 def start_lines(host: str, port: int, token: str, token_file: Path, terminal: bool, read_only: bool) -> list[str]:
-    """What the page prints on start (pure): the first-visit URL with the token on a terminal; elsewhere (a
-    service's journal, which other accounts may read) the URL without it, and where the token is."""
+    """What the page prints on start (pure).
+
+    The first-visit URL with the token on a terminal; elsewhere (a service's journal, which other accounts may read) the
+    URL without it, and where the token is."""
     mode = " (read-only)" if read_only else ""
     if terminal:
         return [
@@ -92,8 +96,9 @@ def url_lines(host: str | None, port: int | None, token: str) -> tuple[str, str 
 
 
 async def listening(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """The page's server, listening on `host`:`port` (0: any free port, `runner.addresses` says which); the
-    caller cleans the runner up."""
+    """The page's server, listening on `host`.
+
+    `port` (0: any free port, `runner.addresses` says which); the caller cleans the runner up."""
     # No access log: the first request's URL carries the token.
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()

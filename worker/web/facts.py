@@ -1,6 +1,7 @@
-"""The memory page's tools over several facts: a fact added by hand (the user's own, so trusted, its provenance
-"added on the page"), several forgotten at once, and MEMORY.md's facts exported with their provenance as JSON or
-Markdown."""
+"""The memory page's tools over several facts.
+
+A fact added by hand (the user's own, so trusted, its provenance "added on the page"), several forgotten at once, and
+MEMORY.md's facts exported with their provenance as JSON or Markdown."""
 
 from __future__ import annotations
 

@@ -125,10 +125,12 @@ class Guard:
         return hmac.new(self.secret, b"csrf:" + browser.encode(), hashlib.sha256).hexdigest()
 
     def address_of(self, request: web.Request) -> str:
-        """What a sign-in is bound to besides its value. On a non-local bind, the browser's address: a browser sends
-        a host's cookies to every port of it, and a server on another port of the page's host that the browser
-        visits gets the cookie; replayed from that host it opens nothing. (On a loopback bind every browser's
-        address is the machine's own: nothing to bind, and the sign-in's expiry and sign-out are the limit.)"""
+        """What a sign-in is bound to besides its value.
+
+        On a non-local bind, the browser's address: a browser sends a host's cookies to every port of it, and a server
+        on another port of the page's host that the browser visits gets the cookie; replayed from that host it opens
+        nothing. (On a loopback bind every browser's address is the machine's own: nothing to bind, and the sign-in's
+        expiry and sign-out are the limit.)"""
         return "" if self.local else request.remote or ""
 
     def host_allowed(self, request: web.Request) -> bool:
@@ -172,21 +174,25 @@ def refusal(status: int, text: str, title: str = "Refused") -> web.Response:
 
 
 def see_other(location: str) -> web.Response:
-    """A redirect after a POST (or to drop the token from the address): the browser GETs `location`, a path of
-    this page."""
+    """A redirect after a POST (or to drop the token from the address).
+
+    The browser GETs `location`, a path of this page."""
     return web.Response(status=303, headers={"Location": own_path(location)})
 
 
 async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """The security headers on every answer the application sends, aiohttp's own 413 and 500 included
+    """The security headers on every answer the application sends.
+
+    The security headers on every answer the application sends, aiohttp's own 413 and 500 included
     (`on_response_prepare`)."""
     response.headers.update(HEADERS)
 
 
 class _PageRequest(web.Request):
-    """A request whose answer gets the security headers even when the application never saw it: aiohttp answers a
-    malformed request line or header (400) itself, before routing, so `on_response_prepare` is not sent for it
-    (aiohttp issue #6463); that answer echoes the bytes it refused, as text/plain a browser might sniff."""
+    """A request whose answer gets the security headers even when the application never saw it.
+
+    aiohttp answers a malformed request line or header (400) itself, before routing, so `on_response_prepare` is not
+    sent for it (aiohttp issue #6463); that answer echoes the bytes it refused, as text/plain a browser might sniff."""
 
     async def _prepare_hook(self, response: web.StreamResponse) -> None:
         await add_headers(self, response)
@@ -194,8 +200,10 @@ class _PageRequest(web.Request):
 
 
 def headers_on_parser_errors(server: web.Server, app: web.Application) -> None:
-    """Every request `server` (a set-up runner's) makes for `app` is a _PageRequest: its parser-level 400s carry the
-    security headers too. The connections made after this call use it (call it before the site starts)."""
+    """Every request `server` (a set-up runner's) makes for `app` is a _PageRequest.
+
+    Its parser-level 400s carry the security headers too. The connections made after this call use it (call it before
+    the site starts)."""
     server.request_factory = functools.partial(app._make_request, _cls=_PageRequest)
 
 
@@ -229,8 +237,9 @@ async def guard_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def _token_to_cookie(request: web.Request, guard: Guard) -> web.Response:
-    """The token leaves the address bar (and history) for a cookie that does not hold it; the redirect stays on
-    this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
+    """The token leaves the address bar (and history) for a cookie that does not hold it.
+
+    The redirect stays on this page (`//evil.example/?token=` goes to `/evil.example/`, a page of this site)."""
     query = {k: v for k, v in request.query.items() if k != "token"}
     response = see_other(str(URL.build(path="/" + request.path.lstrip("/\\"), query=query)))
     response.set_cookie(
@@ -277,8 +286,7 @@ async def _guarded(request: web.Request, handler: Handler, guard: Guard) -> web.
 
 
 async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The handler's answer; an HTTP exception (a redirect, a 404) is an answer too, its redirect kept on
-    this page."""
+    """The handler's answer; an HTTP exception (a redirect, a 404) is an answer too, its redirect kept on this page."""
     try:
         return await handler(request)
     except web.HTTPRequestEntityTooLarge:

@@ -1,5 +1,7 @@
-"""What the web page reads: this instance's settings, nanobot's sessions folder, the memory files, and a
-Redis client bound to the instance's namespace (so no other instance's keys are ever read)."""
+"""What the web page reads.
+
+This instance's settings, nanobot's sessions folder, the memory files, and a Redis client bound to the instance's
+namespace (so no other instance's keys are ever read)."""
 
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ PROBE_SECONDS = 1.0  # a Redis that does not answer PING within this is down, fo
 
 @dataclass
 class Instance:
-    """One nanobot instance as the page sees it; `client()` opens Redis when first needed and again after
-    it failed, so the memory and recall pages work while Redis is down."""
+    """One nanobot instance as the page sees it.
+
+    `client()` opens Redis when first needed and again after it failed, so the memory and recall pages work while Redis
+    is down."""
 
     settings: Settings
     sessions_dir: Path
@@ -42,8 +46,9 @@ class Instance:
 
     @classmethod
     def load(cls, settings: Settings | None = None) -> Instance:
-        """From the environment (NANOBOT_CONFIG, REDIS_URL, ...), as the worker reads it. Raises SettingsError
-        or NanobotConfigError with a readable line."""
+        """From the environment (NANOBOT_CONFIG, REDIS_URL, ...), as the worker reads it.
+
+        Raises SettingsError or NanobotConfigError with a readable line."""
         settings = settings or load_settings()
         nanobot = NanobotConfig.load(settings.config_path)
         settings = settings.for_workspace(nanobot.workspace)  # this instance's namespace and keys
@@ -88,8 +93,9 @@ class Instance:
             self.redis = None
 
     async def read(self, reading: Callable[[ArqRedis], Awaitable[T]]) -> tuple[T | None, str | None]:
-        """What `reading` found in Redis, or None and why not (a line with no secret in it); a client that
-        failed is closed, and opened again at the next page."""
+        """What `reading` found in Redis, or None and why not (a line with no secret in it).
+
+        A client that failed is closed, and opened again at the next page."""
         redis = await self.client()
         if redis is None:
             return None, self.redis_problem

@@ -1,6 +1,7 @@
-"""How long a fact typed on the page may be: every fact goes into every prompt, so a pasted page must not become
-one (58,539 characters were ~14,600 more tokens in each). Too long is refused with the typed text kept in a form
-to shorten and save again."""
+"""How long a fact typed on the page may be.
+
+Every fact goes into every prompt, so a pasted page must not become one (58,539 characters were ~14,600 more tokens in
+each). Too long is refused with the typed text kept in a form to shorten and save again."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def length_problem(text: str) -> str | None:
 
 
 def fact_too_long(request: web.Request, form: dict[str, str]) -> web.Response | None:
-    """The page refusing an edit whose new text (`new`) is too long, the text kept in its form; None when it
-    is not too long."""
+    """The page refusing an edit whose new text (`new`) is too long, the text kept in its form.
+
+    None when it is not too long."""
     problem = length_problem(form.get("new", ""))
     if problem is None:
         return None

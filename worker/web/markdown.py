@@ -1,6 +1,8 @@
-"""The daily notes as HTML: the small Markdown the worker writes (headings, bullets, paragraphs, **bold** and
-`code`), everything escaped first, so no HTML of a note (a message quoting `<script>`) passes through; each
-session's section heading links to that session's page (its hidden marker names the session)."""
+"""The daily notes as HTML.
+
+The small Markdown the worker writes (headings, bullets, paragraphs, **bold** and `code`), everything escaped first, so
+no HTML of a note (a message quoting `<script>`) passes through; each session's section heading links to that session's
+page (its hidden marker names the session)."""
 
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ def inline(text: str) -> Markup:
 
 
 def notes_html(text: str, session_url: Callable[[str], str]) -> Markup:
-    """A day file as HTML (pure). Headings go one level down (the page has its own h1 and h2, up to h6); a
-    section heading after a marker links to `session_url(its session)`."""
+    """A day file as HTML (pure).
+
+    Headings go one level down (the page has its own h1 and h2, up to h6); a section heading after a marker links to
+    `session_url(its session)`."""
     blocks = _Blocks()
     session: str | None = None
     for line in text.splitlines():

@@ -1,9 +1,11 @@
-"""The memory page: the facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and
-importance, the heading they sit under, a pin), the facts held for the next quiet moment, a search, a MEMORY.md
-the user made read-only; forgetting, editing or pinning a fact (held, written, or both), and undoing any of
-these (worker.memory.longterm.forget and .edit: the worker's own lock and write rules; the user's own lines are
-counted here, never changed). Every answer says what happened: a fact changed meanwhile is named as it reads
-now, and a typed text that was not saved is shown back in its form."""
+"""The memory page.
+
+The facts of MEMORY.md's managed part with their provenance (the sidecar's session, day and importance, the heading they
+sit under, a pin), the facts held for the next quiet moment, a search, a MEMORY.md the user made read-only; forgetting,
+editing or pinning a fact (held, written, or both), and undoing any of these (worker.memory.longterm.forget and .edit:
+the worker's own lock and write rules; the user's own lines are counted here, never changed). Every answer says what
+happened: a fact changed meanwhile is named as it reads now, and a typed text that was not saved is shown back in its
+form."""
 
 from __future__ import annotations
 
@@ -49,7 +51,9 @@ class FactRow:
 
 
 def read_facts(path: Path, today: str) -> tuple[list[FactRow], int]:
-    """The managed part's facts in the file's order, and how many lines of the user's own the file has (nanobot's
+    """The managed part's facts in order, and how many lines of the user's own the file has.
+
+    The managed part's facts in the file's order, and how many lines of the user's own the file has (nanobot's
     template's headings and placeholders are not the user's)."""
     raw = read_bytes(path)
     text = raw.decode("utf-8", errors="replace") if raw is not None else ""
@@ -104,8 +108,10 @@ async def page(request: web.Request) -> web.Response:
 async def answer(
     request: web.Request, status: int = 200, said: Said | None = None, retry: tuple[str | None, str] | None = None
 ) -> web.Response:
-    """The memory page; after a change that was not made (or an undo), what happened (`said`), and the text the user
-    typed shown back in its form (`retry`: the fact it would now edit, or None, and the typed text)."""
+    """The memory page.
+
+    After a change that was not made (or an undo), what happened (`said`), and the text the user typed shown back in its
+    form (`retry`: the fact it would now edit, or None, and the typed text)."""
     instance = request.app[INSTANCE]
     path = instance.memory.memory_path
     rows, own = await asyncio.to_thread(read_facts_again, path, instance.today())
@@ -169,8 +175,9 @@ async def forget(request: web.Request) -> web.Response:
 
 
 async def edit(request: web.Request) -> web.Response:
-    """Gives a fact, written or held, a new text (`text`: the fact as the page showed it, `new`: its new text). An
-    edit not made shows the typed text back in its form."""
+    """Gives a fact, written or held, a new text (`text`: the fact as the page showed it, `new`: its new text).
+
+    An edit not made shows the typed text back in its form."""
     instance = request.app[INSTANCE]
     form = await form_of(request)
     if (refused := fact_too_long(request, form)) is not None:
@@ -270,8 +277,9 @@ def everywhere_said(query: Any) -> str | None:
 
 
 async def forget_everywhere(request: web.Request) -> web.Response:
-    """Takes a text out of the daily notes (each line that holds it) and the recall index (each passage that does):
-    after a forget, so that nothing the worker keeps recalls it."""
+    """Takes a text out of the daily notes (each line that holds it) and the recall index (each passage that does).
+
+    After a forget, so that nothing the worker keeps recalls it."""
     instance = request.app[INSTANCE]
     text = (await form_of(request)).get("text", "").strip()
     if too_short(text):
@@ -315,8 +323,9 @@ async def write_memory(change: Any, *args: Any) -> Any:
 
 
 async def refresh_recall(instance: Instance) -> None:
-    """The recall index follows MEMORY.md at once (a forgotten fact must not be recalled), when the worker
-    keeps one; the worker's next job would do it otherwise."""
+    """The recall index follows MEMORY.md at once (a forgotten fact must not be recalled), when the worker keeps one.
+
+    The worker's next job would do it otherwise."""
     index = RecallIndex(instance.workspace, instance.tz)
     if not index.path.exists():
         return

@@ -1,7 +1,9 @@
-"""Names a person recognizes for sessions: a web-chat session is `websocket:3356daf5-...` to the worker, and the
-title nanobot's web UI lists it under to its user (line 1's `metadata.title`), or, without one, the first words of
-its first user message, as that list's preview. Only the head of a file is read (line 1 and the first messages),
-and a name is kept while its file is unchanged: a page of 50 sessions reads no file twice."""
+"""Names a person recognizes for sessions.
+
+A web-chat session is `websocket:3356daf5-...` to the worker, and the title nanobot's web UI lists it under to its user
+(line 1's `metadata.title`), or, without one, the first words of its first user message, as that list's preview. Only
+the head of a file is read (line 1 and the first messages), and a name is kept while its file is unchanged: a page of 50
+sessions reads no file twice."""
 
 from __future__ import annotations
 
@@ -37,9 +39,11 @@ def shortened(text: str, limit: int = NAME_CHARS) -> str:
 
 
 def name_from(key: str, metadata: Mapping[str, Any], messages: Iterable[Mapping[str, Any]]) -> str | None:
-    """A session's name (pure): its title; for a web chat without one, the first words of its first user message
-    (nanobot's hidden rows and commands are no message of the user's); None when neither is known. `messages`
-    is read only for a web chat without a title, and only up to its first user message."""
+    """A session's name (pure).
+
+    Its title; for a web chat without one, the first words of its first user message (nanobot's hidden rows and commands
+    are no message of the user's); None when neither is known. `messages` is read only for a web chat without a title,
+    and only up to its first user message."""
     title = metadata.get("title")
     if isinstance(title, str):
         title = title if metadata.get("title_user_edited") is True else _THINKING.sub("", title)
@@ -56,8 +60,9 @@ def name_from(key: str, metadata: Mapping[str, Any], messages: Iterable[Mapping[
 
 
 def session_name(sessions_dir: Path, key: str) -> str | None:
-    """The name of the session `key` (a key listed from the folder), read from its file's head; None when it has
-    none or the file cannot be read."""
+    """The name of the session `key` (a key listed from the folder), read from its file's head.
+
+    None when it has none or the file cannot be read."""
     try:
         path = session_path(sessions_dir, key)  # a key from Redis too: a link out of the folder is not read
         stat = path.stat()
@@ -81,8 +86,10 @@ def names(sessions_dir: Path, keys: Iterable[str]) -> dict[str, str]:
 
 
 def _read(path: Path, key: str) -> str | None:
-    """The name from the file's head: line 1, and the messages after it only as far as `name_from` asks for them
-    (at most HEAD_LINES lines and HEAD_BYTES bytes: a session file can be 50 MB, a page names 50 sessions)."""
+    """The name from the file's head.
+
+    Line 1, and the messages after it only as far as `name_from` asks for them (at most HEAD_LINES lines and HEAD_BYTES
+    bytes: a session file can be 50 MB, a page names 50 sessions)."""
     try:
         with path.open("rb") as lines:
             head = _record(lines.readline(HEAD_BYTES))

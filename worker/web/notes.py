@@ -1,6 +1,8 @@
-"""The daily notes by day: the workspace's `memory/YYYY-MM-DD.md` files listed newest first, one day's rendered
-(worker.web.markdown: escaped first, its sections linked to their sessions), with the days before and after it and
-the sessions it notes (read-only here: the user edits them by hand, the worker only appends)."""
+"""The daily notes by day.
+
+The workspace's `memory/YYYY-MM-DD.md` files listed newest first, one day's rendered (worker.web.markdown: escaped
+first, its sections linked to their sessions), with the days before and after it and the sessions it notes (read-only
+here: the user edits them by hand, the worker only appends)."""
 
 from __future__ import annotations
 
@@ -55,8 +57,10 @@ def neighbours(names: list[str], day: str) -> tuple[str | None, str | None]:
 
 
 async def page(request: web.Request) -> web.Response:
-    """One day's notes, links to the day before and after it, and a page of the list of days (the one holding
-    the day shown, unless another is asked for)."""
+    """One day's notes, links to the days around it, and a page of the list of days.
+
+    One day's notes, links to the day before and after it, and a page of the list of days (the one holding the day
+    shown, unless another is asked for)."""
     memory_dir = request.app[INSTANCE].memory.memory_dir
     listed = await asyncio.to_thread(days, memory_dir)
     names = [name for name, _ in listed]

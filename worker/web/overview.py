@@ -1,6 +1,8 @@
-"""The overview: the worker's health and settings, the queue, jobs in flight, records waiting for nanobot,
-resting sessions, spend against the caps and each session's last outcome (linked to its session page). The
-state is read as `nanobot-summary status` reads it (worker.state.snapshot.gather), namespace and all."""
+"""The overview.
+
+The worker's health and settings, the queue, jobs in flight, records waiting for nanobot, resting sessions, spend
+against the caps and each session's last outcome (linked to its session page). The state is read as `nanobot-summary
+status` reads it (worker.state.snapshot.gather), namespace and all."""
 
 from __future__ import annotations
 
@@ -43,8 +45,10 @@ def shown_settings(settings: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
-    """Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps, and this
-    month's tokens and cost."""
+    """Summarizing tokens today against the daily caps, and this month's tokens and cost.
+
+    Summarizing tokens today (the worker's day, in the notes' time zone) against the daily caps, and this month's tokens
+    and cost."""
     keys = instance.settings.keys
     raw = {
         (k.decode() if isinstance(k, bytes) else k): int(v)
@@ -67,8 +71,10 @@ async def spend_today(instance: Instance, redis: Any) -> dict[str, Any]:
 def outcome_page(
     outcomes: list[dict[str, Any]], params: dict[str, str]
 ) -> tuple[list[dict[str, Any]], Window, dict[str, int]]:
-    """The outcomes one page of the overview lists: failures first, then the newest first; only those with the
-    status `params["outcome"]` when it names one; and the count of each status, for the filter's choices."""
+    """The outcomes one page of the overview lists.
+
+    Failures first, then the newest first; only those with the status `params["outcome"]` when it names one; and the
+    count of each status, for the filter's choices."""
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome["status"]] = counts.get(outcome["status"], 0) + 1
@@ -81,8 +87,10 @@ def outcome_page(
 
 
 async def listed(redis: Any, state: dict[str, Any], params: dict[str, str]) -> dict[str, Window]:
-    """The page of the waiting records and of the resting sessions the overview shows, read into `state` (only
-    those: 1,000 waiting records, each read, made the page 361 KB and 2.6 s); their pagers."""
+    """The page of waiting records and of resting sessions the overview shows, and their pagers.
+
+    The page of the waiting records and of the resting sessions the overview shows, read into `state` (only those: 1,000
+    waiting records, each read, made the page 361 KB and 2.6 s); their pagers."""
     waiting, resting = await pending_sessions(redis), await resting_sessions(redis)
     pagers = {
         "waiting": window(LISTED_PER_PAGE, len(waiting), "/", params, name="waiting"),

@@ -1,6 +1,7 @@
-"""Pages of a long list (facts, outcomes, sessions, days): which slice of the list a page shows and the links to
-the other pages, one pure function every page uses, so no page grows with the data (5,000 facts were 7.8 MB of
-HTML on one page)."""
+"""Pages of a long list (facts, outcomes, sessions, days).
+
+Which slice of the list a page shows and the links to the other pages, one pure function every page uses, so no page
+grows with the data (5,000 facts were 7.8 MB of HTML on one page)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from urllib.parse import urlencode
 
 @dataclass(frozen=True)
 class Window:
-    """One page of a list: the items `start:stop` of `total`, and links (label, own-path URL; None for the page
-    shown) to the first, previous, nearby, next and last pages."""
+    """One page of a list.
+
+    The items `start:stop` of `total`, and links (label, own-path URL; None for the page shown) to the first, previous,
+    nearby, next and last pages."""
 
     page: int
     pages: int
@@ -25,9 +28,11 @@ class Window:
 
 
 def window(size: int, total: int, path: str, params: Mapping[str, str], name: str = "page") -> Window:
-    """The page `params[name]` (anything not a number is page 1, past the end is the last page) of `total` items
-    shown `size` at a time; every link is `path` with the same `params` (a search, a filter) and its own page
-    number. `path` is always one of this page's own paths, never taken from a request."""
+    """One page of `total` items shown `size` at a time, and the links to the other pages.
+
+    The page `params[name]` (anything not a number is page 1, past the end is the last page) of `total` items shown
+    `size` at a time; every link is `path` with the same `params` (a search, a filter) and its own page number. `path`
+    is always one of this page's own paths, never taken from a request."""
     pages = max(1, -(-total // size))
     page = _number(params.get(name), pages)
     kept = {key: value for key, value in params.items() if key != name and value}

@@ -1,6 +1,8 @@
-"""The recall page: the recall tool's own search (nanobot_hooks.recall.search) run with the scope a chosen
-session would have, so a user sees what the assistant would find and what it would not. Sessions are offered and
-named as on the other pages (worker.web.names): a web chat by its title, its key beside it."""
+"""The recall page.
+
+The recall tool's own search (nanobot_hooks.recall.search) run with the scope a chosen session would have, so a user
+sees what the assistant would find and what it would not. Sessions are offered and named as on the other pages
+(worker.web.names): a web chat by its title, its key beside it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is
-shown as text), with what every page needs: the CSRF token of its forms, read-only mode, the instance, its time
-zone (every moment written by worker.text.when), the refresh toggle of the pages that have one; the bidirectional
-controls that can spoof text (overrides, embeddings, isolates) shown as visible marks (`[U+202E]`) in the page's
-text, never in what a form sends back."""
+"""Pages from the package's Jinja2 templates, every value escaped.
+
+Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is shown as
+text), with what every page needs: the CSRF token of its forms, read-only mode, the instance, its time zone (every
+moment written by worker.text.when), the refresh toggle of the pages that have one; the bidirectional controls that can
+spoof text (overrides, embeddings, isolates) shown as visible marks (`[U+202E]`) in the page's text, never in what a
+form sends back."""
 
 from __future__ import annotations
 
@@ -59,8 +61,10 @@ def session_url(key: str) -> str:
 
 
 def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime) -> Markup:
-    """A moment on the page (pure): its time in the page's zone, how long ago it was beside it, and the
-    machine-readable UTC time; a value that is no moment is shown as the text it is."""
+    """A moment on the page (pure).
+
+    Its time in the page's zone, how long ago it was beside it, and the machine-readable UTC time; a value that is no
+    moment is shown as the text it is."""
     found = when(value, tz, now)
     if found is None:
         return Markup("—") if value is None else escape(str(value))
@@ -71,8 +75,10 @@ def moment_html(value: datetime | str | float | None, tz: tzinfo, now: datetime)
 
 @dataclass(frozen=True)
 class Refresh:
-    """A page's refresh toggle: the seconds between reloads (None: off), the link that turns it on or off, and
-    the address a reload opens (the page's own, without an action's answer: it is said once)."""
+    """A page's refresh toggle.
+
+    The seconds between reloads (None: off), the link that turns it on or off, and the address a reload opens (the
+    page's own, without an action's answer: it is said once)."""
 
     seconds: int | None
     toggle: str
@@ -87,8 +93,10 @@ _NOT_KEPT = frozenset({"refresh", "done", "n"})
 
 
 def refresh(path: str, params: Mapping[str, str]) -> Refresh | None:
-    """The refresh toggle of the page `path` (one of REFRESHED) with `params` (pure): on with `refresh=10` in
-    the address (a meta refresh: the CSP allows no script), off by default; None for a page without one."""
+    """The refresh toggle of the page `path` (one of REFRESHED) with `params` (pure).
+
+    On with `refresh=10` in the address (a meta refresh: the CSP allows no script), off by default; None for a page
+    without one."""
     if path not in REFRESHED:
         return None
     on = params.get("refresh") == str(REFRESH_SECONDS)
@@ -123,9 +131,10 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
 
 
 def visible_bidi(page: str) -> str:
-    """`page` with each spoofing bidirectional control in its text shown as `[U+202E]` (pure). Inside tags and
-    textareas nothing changes: a form's hidden field and an edit box keep a fact's or a session key's exact text
-    (autoescape leaves no `>` inside an attribute, so a tag ends at its first `>`)."""
+    """`page` with each spoofing bidirectional control in its text shown as `[U+202E]` (pure).
+
+    Inside tags and textareas nothing changes: a form's hidden field and an edit box keep a fact's or a session key's
+    exact text (autoescape leaves no `>` inside an attribute, so a tag ends at its first `>`)."""
     if not BIDI.search(page):
         return page
     return _TAG_OR_TEXT.sub(lambda found: found.group(1) or BIDI.sub(_mark, found.group(2)), page)

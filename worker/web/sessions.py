@@ -1,7 +1,8 @@
-"""The sessions pages: every session of nanobot's sessions folder with its last job's outcome, and one
-session's page: its context turn by turn with the summaries applied (the sawtooth), the last outcome in full
-(what it covered, why it skipped or failed), its rest, its spend, a job queued or running, the summary waiting
-in Redis and the summary nanobot now sends (line 1)."""
+"""The sessions pages.
+
+Every session of nanobot's sessions folder with its last job's outcome, and one session's page: its context turn by turn
+with the summaries applied (the sawtooth), the last outcome in full (what it covered, why it skipped or failed), its
+rest, its spend, a job queued or running, the summary waiting in Redis and the summary nanobot now sends (line 1)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ def chosen(keys: list[str], wanted_channel: str, query: str) -> list[str]:
 
 
 async def index(request: web.Request) -> web.Response:
-    """The sessions, a page at a time, of one channel or all, found by a part of their key; the last outcomes
-    are read for the page's sessions only."""
+    """The sessions, a page at a time, of one channel or all, found by a part of their key.
+
+    The last outcomes are read for the page's sessions only."""
     instance = request.app[INSTANCE]
     every = await asyncio.to_thread(session_keys, instance.sessions_dir)
     params = {name: request.query.get(name, "").strip() for name in ("channel", "q", "page")}
@@ -76,8 +78,10 @@ async def index(request: web.Request) -> web.Response:
 
 
 def line_one(instance: Instance, key: str) -> dict[str, Any] | None:
-    """What the session file says: its messages (lines counted, not parsed: a year is 100,000), nanobot's
-    watermark and the summary nanobot sends now (line 1, its metadata record)."""
+    """What the session file says.
+
+    Its messages (lines counted, not parsed: a year is 100,000), nanobot's watermark and the summary nanobot sends now
+    (line 1, its metadata record)."""
     try:
         with session_path(instance.sessions_dir, key).open("rb") as lines:
             head = json.loads(lines.readline() or b"{}")

@@ -1,8 +1,10 @@
-"""The page's per-browser sign-ins: a random value issued to a browser when it presents the token, kept by the
-page's process (its SHA-256 only), that opens the page until it has been idle IDLE_SECONDS or lived
-LIFETIME_SECONDS, until that browser signs out, or until every browser is signed out (the page's button, or
-`nanobot-summary web --sign-out-all`, which touches a file beside the token file that every running page follows).
-A copied cookie is a key while its sign-in lives, and no longer; a restarted page has none."""
+"""The page's per-browser sign-ins.
+
+A random value issued to a browser when it presents the token, kept by the page's process (its SHA-256 only), that opens
+the page until it has been idle IDLE_SECONDS or lived LIFETIME_SECONDS, until that browser signs out, or until every
+browser is signed out (the page's button, or `nanobot-summary web --sign-out-all`, which touches a file beside the token
+file that every running page follows). A copied cookie is a key while its sign-in lives, and no longer; a restarted page
+has none."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def signed_out_path(token_file: Path) -> Path:
 
 def sign_out_all(token_file: Path) -> Path:
     """Ends every sign-in of every page using `token_file`: the pages read the file's time on their next request.
+
     Returns the file touched."""
     path = signed_out_path(token_file)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

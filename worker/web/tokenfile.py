@@ -1,6 +1,8 @@
-"""The page's per-user secret: a token file only the user who runs the page can read (0600, theirs), made at the
-first start, so the page answers only to that user on every bind, loopback included: another local account can
-reach 127.0.0.1 but cannot read the file (Jupyter asks for a token on localhost for the same reason)."""
+"""The page's per-user secret.
+
+A token file only the user who runs the page can read (0600, theirs), made at the first start, so the page answers only
+to that user on every bind, loopback included: another local account can reach 127.0.0.1 but cannot read the file
+(Jupyter asks for a token on localhost for the same reason)."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ def default_path() -> Path:
 
 
 def load_or_create(path: Path) -> str:
-    """The token in `path`; a new one written there (0600, in folders made 0700) when it does not exist. A file
-    that is not this user's own regular file, or that others may read or write, is refused: it would be a secret
+    """The token in `path`; a new one written there (0600, in folders made 0700) when it does not exist.
+
+    A file that is not this user's own regular file, or that others may read or write, is refused: it would be a secret
     other accounts share."""
     if not path.exists():
         _create(path)
@@ -57,8 +60,9 @@ def ownership_problem(info: os.stat_result, uid: int) -> str | None:
 
 
 def _create(path: Path) -> None:
-    """A new token, written whole under a temporary name and linked into place: a second page starting at the
-    same moment reads one token or the other, never a half-written file."""
+    """A new token, written whole under a temporary name and linked into place.
+
+    A second page starting at the same moment reads one token or the other, never a half-written file."""
     for folder in reversed([path.parent, *path.parent.parents]):
         if not folder.exists():
             folder.mkdir(mode=0o700)

@@ -1,6 +1,8 @@
-"""Undo for the memory page's changes: what each change took away, kept in this process's memory only (never on
-disk: a forgotten private fact must not linger in a file), each reachable only from the browser that made it;
-and what an undo did, said as it is (a fact a job changed meanwhile is not put back over the change)."""
+"""Undo for the memory page's changes.
+
+What each change took away, kept in this process's memory only (never on disk: a forgotten private fact must not linger
+in a file), each reachable only from the browser that made it; and what an undo did, said as it is (a fact a job changed
+meanwhile is not put back over the change)."""
 
 from __future__ import annotations
 
@@ -63,8 +65,9 @@ def changed_meanwhile(path: Path, verb: str, text: str, today: str) -> Said:
 
 
 def put_back(path: Path, change: Undoable, today: str) -> Said:
-    """Undoes the change in MEMORY.md (`path`) or its held facts, and says what it did. Blocking: run it in a
-    thread."""
+    """Undoes the change in MEMORY.md (`path`) or its held facts, and says what it did.
+
+    Blocking: run it in a thread."""
     if isinstance(change, Edit):
         try:
             done = undo_edit(path, change, today)

@@ -1,5 +1,6 @@
-"""MEMORY.md: merges facts into the project's one marked part of the file, never touching a byte outside it;
-each fact's importance, day and session live in a sidecar file beside it, not in the prompt nanobot sends.
+"""MEMORY.md: merges facts into the project's one marked part of the file, never touching a byte outside it.
+
+Each fact's importance, day and session live in a sidecar file beside it, not in the prompt nanobot sends.
 
 `part` reads and writes the marked part's text, `merge` merges facts into it (pure), `sidecar` and `held`
 are the worker's two files beside MEMORY.md, `store` does the locked, compare-and-replace writes."""

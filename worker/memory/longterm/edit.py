@@ -1,5 +1,7 @@
-"""Editing one fact of MEMORY.md's managed part, or one still held for it (the web page's edit and pin: a held fact's
-pin rides in its line of the pending file until the flush writes it pinned), and undoing the edit.
+"""Editing one fact of MEMORY.md's managed part, or one still held for it, and undoing the edit.
+
+Editing one fact of MEMORY.md's managed part, or one still held for it (the web page's edit and pin: a held fact's pin
+rides in its line of the pending file until the flush writes it pinned), and undoing the edit.
 
 Through the worker's own write path (store._MemoryFile: its lock, compare-and-replace, the sidecar first, only
 the managed part changed). The new text is made a fact as the merge makes one (merge.fact_text: one line,
@@ -35,8 +37,9 @@ class Edit:
 
 
 def edit_fact(path: Path, old: str, new: str, today: str) -> Edit | None:
-    """Replaces the text of the fact whose text is `old` (compared normalized) by `new`, written or held; returns
-    the edit (for undo), or None when neither the part nor the held facts hold such a fact. Raises EditRefused
+    """Replaces the text of the fact whose text is `old` (compared normalized) by `new`, written or held.
+
+    Returns the edit (for undo), or None when neither the part nor the held facts hold such a fact. Raises EditRefused
     for an empty text or one the part holds already as another fact."""
     text = fact_text(new)
     if not text:
@@ -60,9 +63,11 @@ def edit_fact(path: Path, old: str, new: str, today: str) -> Edit | None:
 
 
 def pin_fact(path: Path, text: str, pinned: bool, today: str) -> str | None:
-    """Pins the fact whose text is `text` against the cap's eviction (or unpins it), written or held (a held one is
-    pinned when the flush writes it); the fact's text as it stands, or None when neither is found. Held copies
-    of a written fact follow its pin: an unpinned fact's held copy must not pin it again at the flush."""
+    """Pins the fact whose text is `text` against the cap's eviction, or unpins it.
+
+    Pins the fact whose text is `text` against the cap's eviction (or unpins it), written or held (a held one is pinned
+    when the flush writes it); the fact's text as it stands, or None when neither is found. Held copies of a written
+    fact follow its pin: an unpinned fact's held copy must not pin it again at the flush."""
 
     def change(line: Line, lines: list[Line]) -> None:
         line.pinned = pinned
@@ -75,8 +80,10 @@ def pin_fact(path: Path, text: str, pinned: bool, today: str) -> str | None:
 
 
 def undo_edit(path: Path, edit: Edit, today: str) -> bool:
-    """The edited fact back as it was: its text and its record (heading, importance, day, session), written or
-    held (the flush may have written a held one since); False when no fact has the edit's text any more."""
+    """The edited fact back as it was.
+
+    Its text and its record (heading, importance, day, session), written or held (the flush may have written a held one
+    since); False when no fact has the edit's text any more."""
 
     def change(line: Line, lines: list[Line]) -> None:
         original = edit.before

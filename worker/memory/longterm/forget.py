@@ -1,5 +1,7 @@
-"""Forgetting one fact of MEMORY.md's managed part and every copy still held for it, and putting it back (the web
-page's forget and its undo); what a fact someone else changed reads now.
+"""Forgetting one fact of MEMORY.md's managed part and every copy still held for it, and putting it back.
+
+Forgetting one fact of MEMORY.md's managed part and every copy still held for it, and putting it back (the web page's
+forget and its undo); what a fact someone else changed reads now.
 
 Both go through the worker's own write path (store._MemoryFile): its lock, the compare-and-replace against
 nanobot's Dream, the sidecar written before the file, and only the managed part changed (the user's lines
@@ -55,10 +57,12 @@ class Forgot:
 
 
 def forget_fact(path: Path, text: str, today: str) -> Forgot | None:
-    """Removes the fact whose text is `text` (compared normalized) from the managed part and its sidecar record,
-    and every copy of it still held (the flush may have written a held fact a moment ago, or a job held it
-    again); remembers that the user took it out, so that no job that asked its model before brings it back.
-    Returns what went, or None when neither the part nor the held facts hold it."""
+    """Removes the fact `text` and every copy still held; remembers that the user took it out.
+
+    Removes the fact whose text is `text` (compared normalized) from the managed part and its sidecar record, and every
+    copy of it still held (the flush may have written a held fact a moment ago, or a job held it again); remembers that
+    the user took it out, so that no job that asked its model before brings it back. Returns what went, or None when
+    neither the part nor the held facts hold it."""
     memory = _MemoryFile(path)
     with memory.lock:
         found = change_fact(memory, text, today, lambda line, lines: lines.remove(line))
@@ -74,8 +78,9 @@ def forget_fact(path: Path, text: str, today: str) -> Forgot | None:
 def change_fact(
     memory: _MemoryFile, text: str, today: str, change: Callable[[Line, list[Line]], None]
 ) -> Forgotten | None:
-    """`change(line, lines)` applied to the fact whose text is `text` (compared normalized), the lock held;
-    the fact as it was before, or None when the part holds no such fact."""
+    """`change(line, lines)` applied to the fact whose text is `text` (compared normalized), the lock held.
+
+    The fact as it was before, or None when the part holds no such fact."""
     key = normalize(text)
     found: list[Forgotten] = []
 
@@ -93,8 +98,10 @@ def change_fact(
 
 
 def drop_record(memory: _MemoryFile, key: str, today: str) -> None:
-    """Once the file is written (the lock held): the sidecar's record of a fact the file no longer holds goes,
-    its text being the record's key."""
+    """Drops the sidecar's record of a fact the file no longer holds.
+
+    Once the file is written (the lock held): the sidecar's record of a fact the file no longer holds goes, its text
+    being the record's key."""
     memory._update(
         lambda content, meta: Merged(
             content,
@@ -112,8 +119,9 @@ def _absent(content: str, key: str, today: str, meta: dict[str, Meta]) -> bool:
 
 
 def drop_held(memory: _MemoryFile, key: str) -> list[Held]:
-    """The fact's copies waiting in the pending file go (the next flush would write it again); returns them, each
-    as a batch of its own with its session, day and time held."""
+    """The fact's copies waiting in the pending file go (the next flush would write it again).
+
+    Returns them, each as a batch of its own with its session, day and time held."""
     kept: list[bytes] = []
     removed: list[Held] = []
     for h in read_held(memory.given):
@@ -131,8 +139,10 @@ def drop_held(memory: _MemoryFile, key: str) -> list[Held]:
 
 
 def rename_held(memory: _MemoryFile, key: str, text: str) -> int:
-    """The lock held: every held copy of the fact whose normalized text is `key` gets the text `text` (an edit of a
-    fact not written yet); returns how many."""
+    """Gives every held copy of a fact a new text, the lock held.
+
+    The lock held: every held copy of the fact whose normalized text is `key` gets the text `text` (an edit of a fact
+    not written yet); returns how many."""
     renamed = 0
     lines: list[bytes] = []
     for h in read_held(memory.given):
@@ -148,8 +158,10 @@ def rename_held(memory: _MemoryFile, key: str, text: str) -> int:
 
 
 def pin_held(memory: _MemoryFile, key: str, pinned: bool) -> str | None:
-    """The lock held: every held copy of the fact whose normalized text is `key` pinned (or unpinned), so that the
-    flush writes it pinned; the held fact's text, or None when none is held."""
+    """Pins or unpins every held copy of a fact, the lock held.
+
+    The lock held: every held copy of the fact whose normalized text is `key` pinned (or unpinned), so that the flush
+    writes it pinned; the held fact's text, or None when none is held."""
     found: str | None = None
     lines: list[bytes] = []
     for h in read_held(memory.given):
@@ -163,8 +175,10 @@ def pin_held(memory: _MemoryFile, key: str, pinned: bool) -> str | None:
 
 
 def restore_forgotten(path: Path, forgot: Forgot, today: str) -> Restored:
-    """Undoes a forget: the written fact back at its place, its held copies held again (the user wants the text
-    again: no longer kept out)."""
+    """Undoes a forget.
+
+    The written fact back at its place, its held copies held again (the user wants the text again: no longer kept
+    out)."""
     memory = _MemoryFile(path)
     with memory.lock:
         memory.take_out([], [forgot.text])
@@ -177,8 +191,10 @@ def restore_forgotten(path: Path, forgot: Forgot, today: str) -> Restored:
 
 
 def fact_texts(path: Path, today: str) -> list[str]:
-    """The texts of the managed part's facts, then of the held ones, as MEMORY.md (`path`) and its pending file
-    hold them now."""
+    """The texts of the managed part's facts, then of the held ones.
+
+    The texts of the managed part's facts, then of the held ones, as MEMORY.md (`path`) and its pending file hold them
+    now."""
     raw = read_bytes(path)
     content = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(content)
@@ -187,15 +203,18 @@ def fact_texts(path: Path, today: str) -> list[str]:
 
 
 def find_fact(path: Path, text: str, today: str) -> str | None:
-    """The fact, written or held, whose text is `text` (compared normalized), as it reads; None when there is none
-    (what forget_fact would forget, read without the lock: for a dry run)."""
+    """The fact, written or held, whose text is `text` (compared normalized), as it reads.
+
+    None when there is none (what forget_fact would forget, read without the lock: for a dry run)."""
     key = normalize(text)
     return next((each for each in fact_texts(path, today) if normalize(each) == key), None)
 
 
 def now_reads(path: Path, text: str, today: str) -> str | None:
-    """What the fact `text` reads now, after someone else changed it: the fact of the part, or a held one, closest
-    to it (the merge's correction keeps most of the words); None when there is none."""
+    """What the fact `text` reads now, after someone else changed it.
+
+    The fact of the part, or a held one, closest to it (the merge's correction keeps most of the words); None when there
+    is none."""
     texts = fact_texts(path, today)
     found = best_match(normalize(text), [normalize(each) for each in texts])
     return None if found is None else texts[found]
@@ -233,8 +252,10 @@ ADDED_ON_PAGE = "(added on the page)"  # the provenance of a fact the user typed
 
 
 def add_fact(path: Path, text: str, group: str, importance: int, today: str) -> Restored:
-    """A fact the user typed, added last to the managed part as a forgotten one is put back (through the worker's
-    lock and write rules; no longer kept out if it was forgotten before), learned today and said to be added on the
-    page; "again" when the part holds it already, "no part" when MEMORY.md has no managed part yet."""
+    """Adds a fact the user typed to the managed part, as a forgotten one is put back.
+
+    A fact the user typed, added last to the managed part as a forgotten one is put back (through the worker's lock and
+    write rules; no longer kept out if it was forgotten before), learned today and said to be added on the page; "again"
+    when the part holds it already, "no part" when MEMORY.md has no managed part yet."""
     fact = Forgotten(one_line(text), group, importance, today, ADDED_ON_PAGE, position=1 << 30)
     return restore_forgotten(path, Forgot(fact, []), today)

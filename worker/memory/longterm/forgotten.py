@@ -1,6 +1,8 @@
-"""The texts the user took out of MEMORY.md on the web page (forgotten, or edited into another text), kept for a
-while so that a job that asked its model before the change cannot write the old text back: a batch whose
-facts were asked for before a text was taken out loses that text (`memory/.MEMORY.forgotten.json`).
+"""The texts the user took out of MEMORY.md on the web page, kept for a while.
+
+The texts the user took out of MEMORY.md on the web page (forgotten, or edited into another text), kept for a while so
+that a job that asked its model before the change cannot write the old text back: a batch whose facts were asked for
+before a text was taken out loses that text (`memory/.MEMORY.forgotten.json`).
 
 Kept as digests of the normalized text, never the text: a forgotten private fact must not linger in a file."""
 
@@ -49,8 +51,9 @@ def load_forgotten(path: Path) -> dict[str, float]:
 
 
 def changed(stones: Mapping[str, float], taken: Iterable[str], given: Iterable[str], now: float) -> dict[str, float]:
-    """The digests after the texts `taken` out at `now` and the texts `given` (the user wants them again): those
-    older than KEEP_SECONDS go."""
+    """The digests after the texts `taken` out at `now` and the texts `given` (the user wants them again).
+
+    Those older than KEEP_SECONDS go."""
     kept = {key: when for key, when in stones.items() if now - when < KEEP_SECONDS}
     kept.update({digest(text): now for text in taken})
     for text in given:
@@ -63,8 +66,10 @@ def dump_forgotten(stones: Mapping[str, float]) -> bytes:
 
 
 def unforgotten(batch: Batch, stones: Mapping[str, float]) -> Batch:
-    """The batch without the facts whose text was taken out after the batch's model call was made (a batch
-    with no such time is one made now: nothing taken out before it is against it)."""
+    """The batch without the facts whose text was taken out after the batch's model call was made.
+
+    The batch without the facts whose text was taken out after the batch's model call was made (a batch with no such
+    time is one made now: nothing taken out before it is against it)."""
     if not stones or batch.asked is None:
         return batch
     asked = batch.asked

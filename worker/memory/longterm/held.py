@@ -1,5 +1,6 @@
-"""MEMORY.md's held facts, `memory/.MEMORY.pending.jsonl`: batches waiting for a moment when no session's
-prompt cache is warm, one JSON line each."""
+"""MEMORY.md's held facts, `memory/.MEMORY.pending.jsonl`.
+
+Batches waiting for a moment when no session's prompt cache is warm, one JSON line each."""
 
 from __future__ import annotations
 
@@ -81,8 +82,9 @@ def read_held(path: Path) -> list[Held]:
 
 @dataclass
 class HeldTexts:
-    """What every job needs of the held facts (the extractor's prompt, the check for a flush): their texts and
-    when the oldest was held. Read without building every Fact: the file grows all day."""
+    """What every job needs of the held facts (the extractor's prompt, the check for a flush).
+
+    Their texts and when the oldest was held. Read without building every Fact: the file grows all day."""
 
     texts: list[str] = field(default_factory=list)
     oldest: float | None = None

@@ -1,5 +1,6 @@
-"""Merging facts into MEMORY.md's managed part (pure): dedup against the whole file, corrections in place,
-then the cap on the number of facts."""
+"""Merging facts into MEMORY.md's managed part (pure).
+
+Dedup against the whole file, corrections in place, then the cap on the number of facts."""
 
 from __future__ import annotations
 
@@ -110,8 +111,9 @@ def merge(
     session: str | None = None,
     pinned: AbstractSet[str] = frozenset(),
 ) -> MergeStats:
-    """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap. A fact
-    whose normalized text is in `pinned` (the user pinned it while it was held) is pinned where it lands."""
+    """Merges facts into `part` in place: dedup against the whole file, corrections in place, then the cap.
+
+    A fact whose normalized text is in `pinned` (the user pinned it while it was held) is pinned where it lands."""
     stats = MergeStats()
     lines = part.lines
     for seq, line in enumerate(lines):
@@ -234,8 +236,9 @@ def merge_text(
     threshold: float = DEFAULT_THRESHOLD,
     meta: Mapping[str, Meta] | None = None,
 ) -> Merged:
-    """Merges batches, in order, into the file's text: only the managed part differs (or is appended when
-    the file had none). Pure: `meta` is the sidecar as read."""
+    """Merges batches, in order, into the file's text.
+
+    Only the managed part differs (or is appended when the file had none). Pure: `meta` is the sidecar as read."""
     stats = MergeStats()
     if not batches:
         return Merged(text, dict(meta or {}), stats)

@@ -1,5 +1,7 @@
-"""MEMORY.md's managed part as text: finding it between its marker lines, reading its facts, writing it back;
-and the file's other lines, as the merge and the recall index read them."""
+"""MEMORY.md's managed part as text.
+
+Finding it between its marker lines, reading its facts, writing it back; and the file's other lines, as the merge and
+the recall index read them."""
 
 from __future__ import annotations
 
@@ -75,9 +77,11 @@ def parse(
     meta: Mapping[str, Meta] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> Part:
-    """The facts of a managed part (begin and end lines included), with their metadata from `meta` (the
-    sidecar) or an old-style line comment. A line someone edited inherits the record of the text it was
-    edited from; a line with no record at all (added by hand) gets importance 3, today, no session."""
+    """The facts of a managed part, with their metadata.
+
+    The facts of a managed part (begin and end lines included), with their metadata from `meta` (the sidecar) or an
+    old-style line comment. A line someone edited inherits the record of the text it was edited from; a line with no
+    record at all (added by hand) gets importance 3, today, no session."""
     head = body.split("\n", 1)[0]
     lang = _LANG.search(head)
     part = Part(lang.group(1) if lang and lang.group(1) in LANGUAGES else text_language(body, default_language))
@@ -112,8 +116,9 @@ def parse(
 
 
 def _inherit_edited(lines: list[Line], unknown: list[Line], meta: Mapping[str, Meta], threshold: float) -> None:
-    """Each line with no record of its own takes the closest record no other line claims: the text it was
-    edited from."""
+    """Each line with no record of its own takes the closest record no other line claims.
+
+    Each line with no record of its own takes the closest record no other line claims: the text it was edited from."""
     claimed = {normalize(line.text) for line in lines}
     free = [key for key in meta if key not in claimed]
     for line in unknown:
@@ -135,8 +140,9 @@ def metas(part: Part) -> dict[str, Meta]:
 
 
 def render(part: Part) -> str:
-    """The managed part, begin and end lines included, with no newline after the end line: headings and
-    fact lines only (nanobot sends the file in every prompt; metadata lives in the sidecar).
+    """The managed part, begin and end lines included, with no newline after the end line.
+
+    Headings and fact lines only (nanobot sends the file in every prompt; metadata lives in the sidecar).
 
     A fact is a paragraph of its own, not a list item: with cl100k a blank line costs what a line break
     does, a "- " costs one token a fact."""
@@ -155,9 +161,9 @@ def render(part: Part) -> str:
 
 
 def markup_share(part_text: str, count: Callable[[str], int]) -> float:
-    """The share of a managed part's tokens that is neither a fact nor a heading (markers, bullets,
-    comments): what the part costs every prompt beyond what it says. Facts and headings are counted
-    one a line."""
+    """The share of a managed part's tokens that is neither a fact nor a heading (markers, bullets, comments).
+
+    What the part costs every prompt beyond what it says. Facts and headings are counted one a line."""
     part = parse(part_text, "0000-00-00")
     said = [line.text for line in part.lines]
     said += [raw for raw in part_text.split("\n") if _HEADING.match(raw) and not _COMMENT.match(raw)]
@@ -205,9 +211,10 @@ def own_lines(text: str) -> list[str]:
 
 
 def dated_lines(text: str, meta: Mapping[str, Meta] | None = None) -> list[tuple[int, str, str, str | None]]:
-    """Every text line of the file (ours and the user's): (line number, its heading, the text without
-    bullet or metadata, the day it was learned (from `meta`, the sidecar, or an old line comment) or None).
-    For the recall index."""
+    """Every text line of the file (ours and the user's).
+
+    (line number, its heading, the text without bullet or metadata, the day it was learned (from `meta`, the sidecar, or
+    an old line comment) or None). For the recall index."""
     meta = meta or {}
     found = []
     heading = ""

@@ -1,5 +1,6 @@
-"""MEMORY.md's sidecar, `memory/.MEMORY.meta.json`: each fact's importance, day and session (and whether the user
-pinned it), kept out of the prompt nanobot sends."""
+"""MEMORY.md's sidecar, `memory/.MEMORY.meta.json`.
+
+Each fact's importance, day and session (and whether the user pinned it), kept out of the prompt nanobot sends."""
 
 from __future__ import annotations
 

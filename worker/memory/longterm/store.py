@@ -1,5 +1,7 @@
-"""MEMORY.md on disk: the worker's lock, read, merge, compare and replace (nanobot's Dream writes it without
-our lock), the sidecar written first; holding facts, flushing them, forgetting a session's."""
+"""MEMORY.md on disk.
+
+The worker's lock, read, merge, compare and replace (nanobot's Dream writes it without our lock), the sidecar written
+first; holding facts, flushing them, forgetting a session's."""
 
 from __future__ import annotations
 
@@ -51,8 +53,10 @@ class _MemoryFile:
         self.lock = FileLock(str(self.path.parent / f".{self.path.name}.lock"), timeout=LOCK_TIMEOUT)
 
     def _update(self, change: Callable[[str, dict[str, Meta]], Merged]) -> Merged:
-        """`change(text, sidecar)`, the lock held: writes the sidecar first (a fact in the file always has
-        its record), then the file, retried when someone else wrote the file meanwhile."""
+        """Applies `change(text, sidecar)` to the file and its sidecar, the lock held.
+
+        `change(text, sidecar)`, the lock held: writes the sidecar first (a fact in the file always has its record),
+        then the file, retried when someone else wrote the file meanwhile."""
         for _ in range(CAS_RETRIES):
             before = read_bytes(self.path)
             # surrogateescape: bytes that are not UTF-8 outside our part go back out exactly as they came.
@@ -80,16 +84,20 @@ class _MemoryFile:
         raise MemoryConflict(f"{self.path} changed during each of {CAS_RETRIES} merges")
 
     def take_out(self, taken: Sequence[str], given: Sequence[str] = ()) -> None:
-        """The lock held: remembers that the user took the texts `taken` out (no batch asked for before now may
-        bring them back) and wants the texts `given` (an undo, an edit back)."""
+        """Remembers the texts the user took out and those the user wants again, the lock held.
+
+        The lock held: remembers that the user took the texts `taken` out (no batch asked for before now may bring them
+        back) and wants the texts `given` (an undo, an edit back)."""
         stones = load_forgotten(self.given)
         after = changed(stones, taken, given, time.time())
         if after != stones:
             _replace(self.forgotten_path, dump_forgotten(after))
 
     def hold(self, batch: Batch, held_at: float) -> None:
-        """Appends a batch to the pending file, one line, all of it or nothing (a write the disk refused is cut
-        off again). Appended, not rewritten: the file grows all day while a session is active."""
+        """Appends a batch to the pending file, one line, all of it or nothing.
+
+        Appends a batch to the pending file, one line, all of it or nothing (a write the disk refused is cut off again).
+        Appended, not rewritten: the file grows all day while a session is active."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
             batch = unforgotten(batch, load_forgotten(self.given))
@@ -105,10 +113,11 @@ class _MemoryFile:
             HELD.appended(self.pending_path, before, line.decode("utf-8"))
 
     def commit(self, batches: Sequence[Batch], max_facts: int, threshold: float) -> MergeStats | None:
-        """The held batches, then `batches`, merged into the file; the pending file goes only after the file
-        is written (a crash in between merges them again, which adds nothing twice). None: nothing to do.
-        A text the user took out after a batch's model call was made stays out. A file the user made read-only
-        is left alone: `batches` are held (MemoryReadOnly says why)."""
+        """The held batches, then `batches`, merged into the file.
+
+        The pending file goes only after the file is written (a crash in between merges them again, which adds nothing
+        twice). None: nothing to do. A text the user took out after a batch's model call was made stays out. A file the
+        user made read-only is left alone: `batches` are held (MemoryReadOnly says why)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:
             stones = load_forgotten(self.given)
@@ -144,8 +153,7 @@ def flush(path: Path, max_facts: int, threshold: float = DEFAULT_THRESHOLD) -> M
 def write_batches(
     path: Path, batches: Sequence[Batch], max_facts: int, threshold: float = DEFAULT_THRESHOLD
 ) -> MergeStats:
-    """Merges batches (after any held ones) into the file atomically: lock, read, merge, temp file, compare,
-    replace."""
+    """Merges batches (after any held ones) into the file atomically: lock, read, merge, temp file, compare, replace."""
     return _MemoryFile(path).commit(batches, max_facts, threshold) or MergeStats()
 
 
@@ -163,10 +171,11 @@ def write_facts(
 
 
 def in_part(today: str, edit: Callable[[Part], bool]) -> Callable[[str, dict[str, Meta]], Merged]:
-    """A change of MEMORY.md's managed part, for `_MemoryFile._update`: `edit(part)` changes the parsed part in
-    place and says whether it did. Every byte outside the part stays; the sidecar keeps the records from before
-    and after (a crash between its write and the file's leaves each fact with its record). A file without
-    the part is left as it is."""
+    """A change of MEMORY.md's managed part, for `_MemoryFile._update`.
+
+    `edit(part)` changes the parsed part in place and says whether it did. Every byte outside the part stays; the
+    sidecar keeps the records from before and after (a crash between its write and the file's leaves each fact with its
+    record). A file without the part is left as it is."""
 
     def change(text: str, meta: dict[str, Meta]) -> Merged:
         span = locate(text)
@@ -182,9 +191,11 @@ def in_part(today: str, edit: Callable[[Part], bool]) -> Callable[[str, dict[str
 
 
 def forget_session(path: Path, session: str, today: str, dry_run: bool = False) -> list[str]:
-    """Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment
-    says), and its facts still held; returns their texts. Lines without a session (the user's, or older) stay.
-    Their digests are kept (forgotten.py), so a batch asked for before now does not write them back."""
+    """Removes every fact learned in `session` from the managed part, and its facts still held.
+
+    Removes from the managed part every fact learned in `session` (as the sidecar or an old line comment says), and its
+    facts still held; returns their texts. Lines without a session (the user's, or older) stay. Their digests are kept
+    (forgotten.py), so a batch asked for before now does not write them back."""
     removed: list[str] = []
 
     def edit(part: Part) -> bool:
@@ -236,8 +247,9 @@ def _sync_dir(directory: Path) -> None:
 
 
 def known_facts(path: Path, limit: int | None = None) -> list[str]:
-    """What MEMORY.md already remembers, for the extractor: our facts, most important first, the facts held
-    for it, then other bullets."""
+    """What MEMORY.md already remembers, for the extractor.
+
+    Our facts, most important first, the facts held for it, then other bullets."""
     raw = read_bytes(path)
     text = raw.decode("utf-8", errors="replace") if raw is not None else ""
     span = locate(text)

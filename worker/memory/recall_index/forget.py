@@ -1,5 +1,6 @@
-"""The recall index's passages that hold a text the user asked to forget everywhere: found, taken out (the
-archive's messages, the notes' lines), and the archived messages kept out for good.
+"""The recall index's passages that hold a text the user asked to forget everywhere.
+
+Found, taken out (the archive's messages, the notes' lines), and the archived messages kept out for good.
 
 nanobot's session files still hold those messages, and the index is indexed again from them: when it is rebuilt
 (missing, damaged, of another version), when nanobot rewrites a session in a way that reads as a reset, and from
@@ -35,8 +36,10 @@ TOMBSTONES = ".recall.forgotten.json"  # in the memory folder, beside the index
 
 
 def passages_holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str]]:
-    """Each passage that holds `text` (every one of its key words, as notes.holds tells), outside MEMORY.md's own
-    rows (those follow the file): (rowid, source kind, session)."""
+    """Each passage that holds `text`, outside MEMORY.md's own rows.
+
+    Each passage that holds `text` (every one of its key words, as notes.holds tells), outside MEMORY.md's own rows
+    (those follow the file): (rowid, source kind, session)."""
     return [(rowid, kind, session) for rowid, kind, session, _ in _holding(db, text)]
 
 
@@ -61,16 +64,19 @@ def _holding(db: sqlite3.Connection, text: str) -> list[tuple[int, str, str, str
 
 
 def _needles(words: frozenset[str]) -> list[bytes] | None:
-    """What an ASCII record is looked for before it is decoded (most records, told without their JSON: 100,000
-    passages searched in 0.2 s rather than 0.5 s), as holds() tells an ASCII line; None: the words are not all
-    ASCII, or one holds a control character, which the record would hold escaped (every record is decoded)."""
+    """What an ASCII record is looked for before it is decoded.
+
+    What an ASCII record is looked for before it is decoded (most records, told without their JSON: 100,000 passages
+    searched in 0.2 s rather than 0.5 s), as holds() tells an ASCII line; None: the words are not all ASCII, or one
+    holds a control character, which the record would hold escaped (every record is decoded)."""
     return [word.encode() for word in words] if all(w.isascii() and w.isprintable() for w in words) else None
 
 
 def _may_hold(record: bytes, needles: list[bytes] | None) -> bool:
-    """Whether a passage's record may hold the words (pure): a record that is not ASCII may; an ASCII one must
-    hold each as a run of its lowered bytes once the apostrophes are out (JSON escapes only quotes, backslashes
-    and control characters, none of which a word holds)."""
+    """Whether a passage's record may hold the words (pure).
+
+    A record that is not ASCII may; an ASCII one must hold each as a run of its lowered bytes once the apostrophes are
+    out (JSON escapes only quotes, backslashes and control characters, none of which a word holds)."""
     if needles is None or not record.isascii():
         return True
     lowered = record.lower().replace(b"'", b"").replace(b"`", b"")
@@ -78,8 +84,10 @@ def _may_hold(record: bytes, needles: list[bytes] | None) -> bool:
 
 
 def drop_passages_holding(db: sqlite3.Connection, text: str, memory_dir: Path) -> list[tuple[int, str, str]]:
-    """passages_holding's passages, taken out of the index in one transaction, the messages' tombstones added
-    (written while the index's write lock is held: two forgets never lose each other's); returns them."""
+    """passages_holding's passages, taken out of the index in one transaction.
+
+    passages_holding's passages, taken out of the index in one transaction, the messages' tombstones added (written
+    while the index's write lock is held: two forgets never lose each other's); returns them."""
     with transaction(db):
         found = _holding(db, text)
         for rowid, _, _, _ in found:
@@ -90,10 +98,12 @@ def drop_passages_holding(db: sqlite3.Connection, text: str, memory_dir: Path) -
 
 
 def unarchived_holding(sessions_dir: Path, text: str, tz: tzinfo | None) -> list[str]:
-    """The redacted texts, as the index would hold them, of the messages that hold `text` and that no summary
-    covered yet: nanobot still sends them, and the index takes them in when a summary archives them. Each
-    session's messages from where its summaries reach (rows.archived_through) on; a file that cannot be read is
-    named in the log and passed over."""
+    """The redacted texts of the messages that hold `text` and that no summary covered yet.
+
+    The redacted texts, as the index would hold them, of the messages that hold `text` and that no summary covered yet:
+    nanobot still sends them, and the index takes them in when a summary archives them. Each session's messages from
+    where its summaries reach (rows.archived_through) on; a file that cannot be read is named in the log and passed
+    over."""
     words = key_words(text)
     bodies: list[str] = []
     for key in list_session_keys(sessions_dir) if words else []:
@@ -122,9 +132,10 @@ def unforgotten(rows: Sequence[Row], tombstones: frozenset[str]) -> Sequence[Row
 
 
 class Tombstones:
-    """The tombstones as their file holds them now, read again only when it changed (a stat a look). Looked at
-    inside each transaction that indexes messages: a forget writes them while it holds the index's write lock, so
-    no refresh of another process that began before it indexes a message it keeps out."""
+    """The tombstones as their file holds them now, read again only when it changed (a stat a look).
+
+    Looked at inside each transaction that indexes messages: a forget writes them while it holds the index's write lock,
+    so no refresh of another process that began before it indexes a message it keeps out."""
 
     def __init__(self, memory_dir: Path) -> None:
         self.memory_dir = memory_dir
@@ -148,8 +159,9 @@ def tombstones_path(memory_dir: Path) -> Path:
 
 
 def load_tombstones(memory_dir: Path) -> frozenset[str]:
-    """The digests of the message passages forgotten everywhere; none when the file is missing. One that cannot
-    be read is named in the log (what it kept out could be indexed again)."""
+    """The digests of the message passages forgotten everywhere; none when the file is missing.
+
+    One that cannot be read is named in the log (what it kept out could be indexed again)."""
     raw = read_bytes(tombstones_path(memory_dir))
     if raw is None:
         return frozenset()

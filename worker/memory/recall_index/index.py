@@ -1,5 +1,7 @@
-"""The recall index's file, `<workspace>/memory/.recall.sqlite`: its writing connection, its schema, and the
-refresh that keeps it in step with the session and memory files (rebuilt from them when damaged)."""
+"""The recall index's file, `<workspace>/memory/.recall.sqlite`.
+
+Its writing connection, its schema, and the refresh that keeps it in step with the session and memory files (rebuilt
+from them when damaged)."""
 
 from __future__ import annotations
 
@@ -88,8 +90,10 @@ class RecallIndex:
         through: int | None = None,
         lines: Lines | None = None,
     ) -> Refreshed:
-        """Index `session` (as the job read it, `lines` as the job rendered them) up to `through`, then every
-        memory file that changed.
+        """Index `session` up to `through`, then every memory file that changed.
+
+        Index `session` (as the job read it, `lines` as the job rendered them) up to `through`, then every memory file
+        that changed.
 
         Without a session, or when the index is new, every session of `sessions_dir` is indexed too
         (the sweep at start-up, and the rebuild). Raises RecallIndexError, sqlite3.Error or OSError."""
@@ -112,17 +116,20 @@ class RecallIndex:
             return done
 
     def passages_holding(self, text: str, remove: bool = False) -> list[tuple[int, str, str]]:
-        """The passages that hold `text` outside MEMORY.md's rows (forget.passages_holding), taken out of the index
-        when `remove`, the messages' kept out of it for good (forget.py's tombstones). Raises sqlite3.Error or
-        OSError."""
+        """The passages that hold `text` outside MEMORY.md's rows, taken out when `remove`.
+
+        The passages that hold `text` outside MEMORY.md's rows (forget.passages_holding), taken out of the index when
+        `remove`, the messages' kept out of it for good (forget.py's tombstones). Raises sqlite3.Error or OSError."""
         with self._lock:
             db = self._connection()
             return drop_passages_holding(db, text, self.memory_dir) if remove else passages_holding(db, text)
 
     def keep_out_unarchived(self, sessions_dir: Path, text: str) -> int:
-        """The messages that hold `text` and that no summary covered yet, kept out of the index for good (their
-        tombstones: forget.unarchived_holding); how many. The session files are read before the write lock is
-        taken. Raises sqlite3.Error or OSError."""
+        """The messages that hold `text` and that no summary covered yet, kept out of the index for good.
+
+        The messages that hold `text` and that no summary covered yet, kept out of the index for good (their tombstones:
+        forget.unarchived_holding); how many. The session files are read before the write lock is taken. Raises
+        sqlite3.Error or OSError."""
         bodies = unarchived_holding(sessions_dir, text, self.tz)
         if bodies:
             with self._lock:

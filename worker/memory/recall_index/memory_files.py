@@ -1,5 +1,7 @@
-"""The memory files in the recall index: each day file and MEMORY.md whose size or time changed is read again,
-and a day file that only grew has just its appended sections read."""
+"""The memory files in the recall index.
+
+Each day file and MEMORY.md whose size or time changed is read again, and a day file that only grew has just its
+appended sections read."""
 
 from __future__ import annotations
 
@@ -77,8 +79,9 @@ def _read_whole(db: sqlite3.Connection, memory_dir: Path, name: str, data: bytes
 
 
 def _append_day(db: sqlite3.Connection, memory_dir: Path, name: str, seen: tuple[int, int], tz: tzinfo | None) -> bool:
-    """Index only what was appended to a day file since it was last indexed; False (nothing done) when
-    that cannot be told apart: never indexed, shorter, changed before the indexed point, or an
+    """Index only what was appended to a day file since it was last indexed.
+
+    False (nothing done) when that cannot be told apart: never indexed, shorter, changed before the indexed point, or an
     appended part that does not open a section of its own."""
     row = db.execute("SELECT value FROM state WHERE name = ?", (_INDEXED + name,)).fetchone()
     if row is None:

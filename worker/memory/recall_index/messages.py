@@ -1,6 +1,8 @@
-"""The sessions' archived messages in the recall index: a job's session up to its watermark, in resumable
-steps, and the sweep over every session file that changed (files that went are forgotten), and over the copies of
-what sessions held before `/new` (each a source of its own, `contract.retired_source`)."""
+"""The sessions' archived messages in the recall index.
+
+A job's session up to its watermark, in resumable steps, and the sweep over every session file that changed (files that
+went are forgotten), and over the copies of what sessions held before `/new` (each a source of its own,
+`contract.retired_source`)."""
 
 from __future__ import annotations
 
@@ -39,8 +41,9 @@ WINDOW_BYTES = 4 * 2**20
 def sweep(
     db: sqlite3.Connection, sessions_dir: Path, skip: str | None, tz: tzinfo | None, forgotten: Tombstones | None = None
 ) -> int:
-    """Every session whose file changed since it was last read here; files that went are forgotten. `forgotten`:
-    the tombstones of the message passages the user forgot everywhere (forget.py), never indexed again."""
+    """Every session whose file changed since it was last read here; files that went are forgotten.
+
+    `forgotten`: the tombstones of the message passages the user forgot everywhere (forget.py), never indexed again."""
     added = 0
     keys = list_session_keys(sessions_dir)
     kept = {retired_source(copy.key, copy.name): copy for copy in retired_files(sessions_dir, noted=True)}
@@ -105,9 +108,10 @@ def sync_session(
     lines: Lines | None = None,
     forgotten: Tombstones | None = None,
 ) -> int:
-    """Messages [indexed, through) of the session, but those forgotten everywhere (`forgotten`: their
-    tombstones); a session that was reset (`/new`) is indexed anew. What the read does not hold (the job's read
-    starts at nanobot's watermark) is read in windows of WINDOW_BYTES."""
+    """Messages [indexed, through) of the session, but those forgotten everywhere (`forgotten`: their tombstones).
+
+    A session that was reset (`/new`) is indexed anew. What the read does not hold (the job's read starts at nanobot's
+    watermark) is read in windows of WINDOW_BYTES."""
     added = 0
     while True:
         with transaction(db):
@@ -145,8 +149,9 @@ def sync_session(
 
 
 def _holding(session: SessionFile, done: int) -> SessionFile:
-    """The session holding message `done - 1` (its timestamp checks the indexed part) and the ones after it:
-    as read, or the next window of the file (read again: one window of a huge file at a time)."""
+    """The session holding message `done - 1` (its timestamp checks the indexed part) and the ones after it.
+
+    As read, or the next window of the file (read again: one window of a huge file at a time)."""
     end = held_end(session.messages)
     holds_before = session.first <= max(0, done - 1) and (done == 0 or done - 1 < end)
     if holds_before and (done < end or end == len(session.messages)):

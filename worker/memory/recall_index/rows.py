@@ -1,5 +1,7 @@
-"""What goes into the recall index (pure): archived messages, daily-notes lines and MEMORY.md lines as
-redacted rows, and how far a session's messages have left the context."""
+"""What goes into the recall index (pure).
+
+Archived messages, daily-notes lines and MEMORY.md lines as redacted rows, and how far a session's messages have left
+the context."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ def message_rows(
     messages: Sequence[dict[str, Any]], start: int, end: int, tz: tzinfo | None, lines: Lines | None = None
 ) -> list[Row]:
     """Messages [start, end) as the summarizer read them (hidden rows and empty ones left out), redacted.
+
     `lines`: those the job already rendered of these messages."""
     if lines is None or lines.messages is not messages:
         lines = Lines(messages)
@@ -71,8 +74,9 @@ def note_rows(text: str, day: str, tz: tzinfo | None, counts: dict[str, int] | N
 
 
 def starts_a_section(text: str) -> bool:
-    """Does text appended to a day file open a section of its own (its first non-blank line a notes
-    marker)? Only then can it be indexed apart from what precedes it; anything else is a mid-file edit."""
+    """Does text appended to a day file open a section of its own (its first non-blank line a notes marker)?
+
+    Only then can it be indexed apart from what precedes it; anything else is a mid-file edit."""
     for line in text.splitlines():
         if line.strip():
             return bool(notes.spans(line))
@@ -87,8 +91,10 @@ def memory_rows(text: str, meta: Mapping[str, longterm.Meta] | None = None) -> l
 
 
 def archived_through(session: SessionFile) -> int:
-    """How many of the session's messages have left the context: nanobot's watermark, or the boundary of
-    the worker's record waiting in line 1 when it still fits (it is applied at the next turn)."""
+    """How many of the session's messages have left the context.
+
+    nanobot's watermark, or the boundary of the worker's record waiting in line 1 when it still fits (it is applied at
+    the next turn)."""
     through = session.last_archived
     record = SessionMarker.from_metadata(session.metadata).pending
     if record is not None and record.fits(through, len(session.messages), session.timestamp_before(record.boundary)):

@@ -1,5 +1,6 @@
-"""The recall index's tables, written: one transaction at a time, a source's rows inserted and dropped (with their
-day ranges), and the files as last read."""
+"""The recall index's tables, written.
+
+One transaction at a time, a source's rows inserted and dropped (with their day ranges), and the files as last read."""
 
 from __future__ import annotations
 
@@ -114,8 +115,10 @@ def _blocks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
 
 
 def drop(db: sqlite3.Connection, source: int, low: int = 0, high: int = FULL) -> None:
-    """Forget a source's positions [low, high]. The index holds no copy of a passage's words: each is taken out
-    with the words it was indexed from (its text, from its block); the block keeps the passages outside."""
+    """Forget a source's positions [low, high].
+
+    The index holds no copy of a passage's words: each is taken out with the words it was indexed from (its text, from
+    its block); the block keeps the passages outside."""
     base = source << SOURCE_BITS
     first, last = base | low, base | high
     # The blocks that begin in the range, and the one before it when it reaches into the range.

@@ -1,5 +1,7 @@
-"""Passages' embeddings in the recall index (NANOBOT_SUMMARY_EMBEDDING_MODEL): the passages not embedded yet, asked of
-the model in batches after a refresh, bounded in count and time; a failure never fails the job.
+"""Passages' embeddings in the recall index (NANOBOT_SUMMARY_EMBEDDING_MODEL).
+
+The passages not embedded yet, asked of the model in batches after a refresh, bounded in count and time; a failure never
+fails the job.
 
 Trouble of the moment (a timeout, a rate limit, a server error) leaves the passages unembedded and pauses embedding
 (doubling up to an hour): they are asked again later, once. A batch the model refuses for its content (a 400) is
@@ -34,8 +36,9 @@ class Refused(Exception):
 
 
 def litellm_embed(model: str, api_base: str | None = None, api_key: str | None = None, timeout: float = 30.0) -> Embed:
-    """The texts' embeddings from litellm (one call); Refused for a request the model rejects, any other
-    exception for trouble of the moment."""
+    """The texts' embeddings from litellm (one call).
+
+    Refused for a request the model rejects, any other exception for trouble of the moment."""
 
     def embed(texts: list[str]) -> list[list[float]]:
         import litellm  # the worker's, imported when first needed
@@ -69,8 +72,9 @@ class Embedder:
     pause: float = field(default=0.0)
 
     def run(self, db: sqlite3.Connection, clock: Callable[[], float] = time.monotonic) -> int:
-        """Embeds passages that have no vector yet; how many were stored. Never raises
-        for the model's trouble (sqlite3.Error is the index's, for the caller)."""
+        """Embeds passages that have no vector yet; how many were stored.
+
+        Never raises for the model's trouble (sqlite3.Error is the index's, for the caller)."""
         if clock() < self.pause_until:
             return 0
         _forget_other_model(db, self.model)
@@ -134,8 +138,9 @@ def _forget_other_model(db: sqlite3.Connection, model: str) -> None:
 
 
 def _pending(db: sqlite3.Connection, limit: int) -> list[tuple[int, int, str]]:
-    """(rowid, block, text) of up to `limit` passages without a vector, in order (appended: pages filled, not split):
-    from the blocks that hold more passages than vectors."""
+    """(rowid, block, text) of up to `limit` passages without a vector, in order (appended: pages filled, not split).
+
+    From the blocks that hold more passages than vectors."""
     found: list[tuple[int, int, str]] = []
     # Read as needed, not fetched at once: a backlog's blocks are many.
     blocks = db.execute(
