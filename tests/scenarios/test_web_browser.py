@@ -16,7 +16,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,30 +29,13 @@ from harness.defaults import TEST_KEYS
 from tests.support.web import FACTS, PAGES, QUIET, SCRIPT, made_by_jobs, served
 from worker.state.outcomes import JobOutcome
 
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install '.[test]')")
-# scripts/test installs chromium in the background while the run starts, and names the file apt's exit status goes to.
-# The first browser test waits for it in its set-up, so the per-test timeout bounds the tests' own calls only.
-INSTALL_WAIT = 900.0
-pytestmark = pytest.mark.timeout(func_only=True)
-
-
-def browser_tools() -> tuple[str, str]:
-    """chromium's and chromium-driver's paths, once scripts/test's install of them (if any) has ended; else a skip."""
-    status = os.environ.get("TEST_BROWSER_INSTALL")
-    if status:
-        deadline = time.monotonic() + INSTALL_WAIT
-        while not Path(status).exists() and time.monotonic() < deadline:
-            time.sleep(1.0)
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver):
-        failed = Path(status).read_text(encoding="utf-8").strip() if status and Path(status).exists() else None
-        pytest.skip(
-            "no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
-            "installs them when it runs as root)"
-            + (f"; scripts/test's install of them ended with apt's status {failed}" if failed else "")
-        )
-    return chromium, driver
-
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
+    "installs them when it runs as root)",
+)
 
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402
@@ -64,9 +46,8 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Chrome]:
-    chromium, driver_path = browser_tools()
     options = ChromeOptions()
-    options.binary_location = chromium
+    options.binary_location = CHROMIUM or ""
     for flag in (
         "--headless=new",
         "--no-sandbox",
@@ -76,7 +57,7 @@ def browser(tmp_path: Path) -> Iterator[Chrome]:
         f"--user-data-dir={tmp_path / 'chromium'}",
     ):
         options.add_argument(flag)
-    driver = Chrome(service=Service(executable_path=driver_path), options=options)
+    driver = Chrome(service=Service(executable_path=DRIVER), options=options)
     driver.set_page_load_timeout(30)
     try:
         yield driver
