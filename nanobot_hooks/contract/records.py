@@ -114,7 +114,7 @@ class SummaryRecord(BaseModel):
         return self.model_dump(mode="json")["created_at"]
 
     def fits(self, last_archived: int, message_count: int, timestamp_at_boundary: str | None) -> bool:
-        """Does the record still describe the live session? (`/new` or a native compaction break it.)
+        """Does the record still describe the live session, which `/new` or a native compaction changes?
 
         nanobot stamps every message it saves, so a record without the boundary's timestamp cannot
         be re-checked against the session and never fits.
