@@ -64,7 +64,7 @@ async def count_trigger(redis: ArqRedis, names: Keys, keys: list[str]) -> float:
     for key in keys:
         async with redis.pipeline(transaction=False) as pipe:
             pipe.exists(names.record(key))
-            pipe.exists(names.cooldown(key))
+            pipe.exists(names.rest(key))
             await pipe.execute()
         await enqueue_summary(redis, SummarizeRequest(session_key=key, reason="tokens"))
     return show("trigger (hooks)", await commands(redis), len(keys))

@@ -89,7 +89,7 @@ async def keep_outcomes(url: str, keys: list[str], waiting: int = 0, resting: in
                 ),
             )
         for key in every[:resting]:
-            await budget.cool_down(redis, key, "the model answered 500 three times", 600, 3600)
+            await budget.start_rest(redis, key, "the model answered 500 three times", 600, 3600)
         for n, key in enumerate(keys):
             status = "failed" if n % 7 == 0 else "noop" if n % 3 else "summarized"
             await keep_outcome(

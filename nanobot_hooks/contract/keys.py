@@ -185,8 +185,12 @@ class Keys:
         """Set by the daily run: the next job for the session also notes the kept tail, from this date on."""
         return f"{self.prefix}daily:{session_key}"
 
-    def cooldown(self, session_key: str) -> str:
-        """Set by the worker after a failed or fruitless paid job: the trigger waits until it expires."""
+    def rest(self, session_key: str) -> str:
+        """Set by the worker after a failed or fruitless paid job: the trigger waits until it expires.
+
+        The name keeps the word this rest had before it had its name (as the settings `summary_cooldown` and
+        `summary_cooldown_max` and the outcomes' `cooldown_until` do): renamed, a worker or hooks of the release before
+        would not see the other's rests."""
         return f"{self.prefix}cooldown:{session_key}"
 
     def spend(self, scope: str) -> str:
@@ -203,7 +207,7 @@ class Keys:
         return f"{self.prefix}format:{model}"
 
     def failures(self, session_key: str) -> str:
-        """Failed jobs of a session in a row (reset by a good one): each doubles the next cooldown."""
+        """Failed jobs of a session in a row (reset by a good one): each doubles the next rest."""
         return f"{self.prefix}failures:{session_key}"
 
     def progress(self, session_key: str) -> str:

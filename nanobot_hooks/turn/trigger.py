@@ -165,7 +165,7 @@ class Triggering:
         async def work(client: Any) -> str:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.exists(self.ctx.settings.keys.record(key))
-                pipe.exists(self.ctx.settings.keys.cooldown(key))
+                pipe.exists(self.ctx.settings.keys.rest(key))
                 pending, resting = await pipe.execute()
             # A record waiting for pickup already covers this range: a second job would cover it again.
             if pending:

@@ -140,7 +140,7 @@ async def test_every_command_and_the_worker_work_under_each_instances_acl_user_a
 
         rests = queue_client(url_b, TEST_KEYS.queue)
         try:  # a rest, as a failed job leaves one (written as user b)
-            await budget.cool_down(rests, SESSION_B, "a failure", 600, 600)
+            await budget.start_rest(rests, SESSION_B, "a failure", 600, 600)
         finally:
             await rests.aclose()
         ended = await asyncio.to_thread(command, nanobot_home, url_b, "end-rest", "--all")

@@ -59,7 +59,7 @@ def test_every_name_carries_the_namespace_and_a_client_of_none_is_refused() -> N
         keys.job_id(KEY),
         keys.record(KEY),
         keys.daily_flag(KEY),
-        keys.cooldown(KEY),
+        keys.rest(KEY),
         keys.spend("total"),
         keys.failures(KEY),
         keys.progress(KEY),

@@ -21,7 +21,7 @@ from tests.support.workers import run_burst, summarize_now
 from worker.memory.notes import is_noted, noted_spans
 from worker.model import llm
 from worker.state import formats
-from worker.state.budget import cooldown_seconds, cooling
+from worker.state.budget import rest_of, rest_seconds
 from worker.summarize import daily
 from worker.summarize.daily import daily_summaries
 
@@ -244,7 +244,7 @@ async def test_a_prose_summary_that_quotes_json_is_committed_whole(redis, nanobo
     assert outcome is not None and outcome.status == "summarized", outcome
     assert record is not None and record.summary.startswith("## What happened\n- asked: question 0")
     assert record.summary.endswith(f"printed {quote} for every request"), "the prose, whole, not the quote"
-    assert await cooling(redis, KEY) is None
+    assert await rest_of(redis, KEY) is None
 
 
 @pytest.mark.parametrize(
@@ -275,7 +275,7 @@ async def test_an_unusable_summary_is_never_committed_and_the_session_keeps_its_
     assert record is None and path.read_bytes() == before, "nothing committed, line 1 untouched"
     # Asked once more in a second try, then given up: never five paid calls for the same failure.
     assert len(fake_llm.requests) == 2 and outcome.spend.calls == 2
-    assert outcome.cooldown_until is not None and await cooling(redis, KEY) is not None
+    assert outcome.cooldown_until is not None and await rest_of(redis, KEY) is not None
     if answer == "forgetful":
         assert "identifiers" in outcome.detail and "NANOBOT_SUMMARY_MIN_CARRY" in outcome.detail
 
@@ -288,7 +288,7 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
     deps = deps_for(summary_max_tries=3)
     outcome, _ = await summarize(redis, deps)
     assert outcome is not None and outcome.status == "failed" and len(fake_llm.requests) == 3
-    first_rest = await cooling(redis, KEY)
+    first_rest = await rest_of(redis, KEY)
     assert first_rest is not None and first_rest.failures == 1
     for _ in range(3):  # the trigger fires again and again: every job rests, no call is made
         outcome, _ = await summarize(redis, deps)
@@ -297,7 +297,7 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
     # A manual enqueue does not wait; failing again doubles the rest.
     outcome, _ = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "failed" and len(fake_llm.requests) == 6
-    second_rest = await cooling(redis, KEY)
+    second_rest = await rest_of(redis, KEY)
     assert second_rest is not None and second_rest.failures == 2
     assert 1700 < (second_rest.until - first_rest.until).total_seconds() + 900 < 1900 + 5
     # A good job ends the rest.
@@ -306,7 +306,7 @@ async def test_a_provider_that_keeps_failing_is_not_paid_again_at_every_trigger(
     )
     outcome, record = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "summarized" and record is not None
-    assert await cooling(redis, KEY) is None and not await redis.exists(TEST_KEYS.cooldown(KEY))
+    assert await rest_of(redis, KEY) is None and not await redis.exists(TEST_KEYS.rest(KEY))
 
 
 async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_rest(
@@ -318,12 +318,12 @@ async def test_a_long_failure_streak_still_rests_the_session_for_the_longest_res
     await redis.set(TEST_KEYS.failures(KEY), 10_000)  # 2 ** 10,000 seconds is no float
     outcome, _ = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "failed" and "internal error" not in outcome.detail
-    rest = await cooling(redis, KEY)
+    rest = await rest_of(redis, KEY)
     assert rest is not None and rest.failures == 10_001 and outcome.cooldown_until == rest.until
     left = (rest.until - datetime.now(timezone.utc)).total_seconds()
     assert 7200 - 60 < left <= 7200
-    assert 7200 - 60 < await redis.ttl(TEST_KEYS.cooldown(KEY)) <= 7200
-    assert cooldown_seconds(10**9, 900, 7200) == 7200 and cooldown_seconds(3, 900, 7200) == 3600
+    assert 7200 - 60 < await redis.ttl(TEST_KEYS.rest(KEY)) <= 7200
+    assert rest_seconds(10**9, 900, 7200) == 7200 and rest_seconds(3, 900, 7200) == 3600
 
 
 async def test_a_429_is_retried_after_the_retry_after_it_names(redis, nanobot_home, fake_llm, deps_for):
@@ -386,7 +386,7 @@ async def test_a_job_cancelled_for_time_leaves_an_outcome_and_the_next_job_resum
     assert record is None
     before = fake_llm.requests
     assert len(before) == 3
-    assert await cooling(redis, KEY) is None, "a cancelled try is no failure of the session: no rest"
+    assert await rest_of(redis, KEY) is None, "a cancelled try is no failure of the session: no rest"
     in_flight = set(_summarized_users(before[-1:]))  # cut off by the cancel: never answered
     fake_llm.responder = Summarizer()
     outcome, record = await summarize(redis, deps)
@@ -461,7 +461,7 @@ async def test_a_daily_token_cap_stops_summarizing_until_tomorrow(redis, nanobot
     outcome, _ = await summarize(redis, deps, reason="manual")
     assert outcome is not None and outcome.status == "noop" and "daily cap" in outcome.detail
     assert len(fake_llm.requests) == 1
-    rest = await cooling(redis, KEY)
+    rest = await rest_of(redis, KEY)
     assert rest is not None and rest.until > datetime.now(rest.until.tzinfo) + timedelta(seconds=50)
 
 
@@ -529,12 +529,12 @@ async def test_a_job_that_finds_the_session_resting_neither_pays_nor_lengthens_t
     nanobot_home.write_session(KEY, conversation(15))
     deps = deps_for()
     await summarize(redis, deps)
-    first = await cooling(redis, KEY)
+    first = await rest_of(redis, KEY)
     assert first is not None and first.failures == 1
     for _ in range(2):  # the daily run, the trigger: jobs that find the rest
         outcome, _ = await summarize(redis, deps, reason="daily")
         assert outcome is not None and outcome.status == "noop" and outcome.spend.calls == 0
-    rest = await cooling(redis, KEY)
+    rest = await rest_of(redis, KEY)
     assert rest is not None and (rest.failures, rest.until) == (1, first.until)
 
 

@@ -31,7 +31,7 @@ from worker.memory import longterm
 from worker.memory.entries import Fact
 from worker.memory.notes import is_noted, noted_spans
 from worker.nanobot.sessions import list_session_keys, parse_session
-from worker.state.budget import Cooldown, Spend, cool_down
+from worker.state.budget import Rest, Spend, start_rest
 from worker.state.outcomes import JobOutcome, load_outcome
 from worker.state.progress import Progress
 from worker.summarize.cut import plan_cut
@@ -97,7 +97,7 @@ def test_a_redis_older_than_5_0_is_refused_in_one_line(version: str, problem: bo
 async def test_a_flagged_session_that_rests_is_not_queued_again_and_again(redis, nanobot_home, fake_llm, deps_for):
     fake_llm.responder = Summarizer()
     nanobot_home.write_session(KEY, conversation(15, start=datetime.now().replace(hour=8)))
-    await cool_down(redis, KEY, "a failed job", 600, 600)
+    await start_rest(redis, KEY, "a failed job", 600, 600)
     deps = deps_for()
     assert await daily_summaries({"deps": deps, "redis": redis}) == 1
     worker = await run_burst(deps)
@@ -375,7 +375,7 @@ MODELS = [
         spend=st.builds(Spend, cost=st.floats(0, 1e6)),
     ),
     st.builds(Progress, running=st.text(max_size=60)),
-    st.builds(Cooldown, reason=st.text(max_size=40)),
+    st.builds(Rest, reason=st.text(max_size=40)),
 ]
 
 

@@ -325,7 +325,7 @@ async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_f
     memory = await made_by_jobs(redis, nanobot_home, fake_llm, worker_deps())
     failed = JobOutcome(session_key=QUIET, status="failed", detail="the model answered 500 three times")
     await redis.set(TEST_KEYS.outcome(QUIET), failed.model_dump_json())
-    await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    await budget.start_rest(redis, KEY, "the model answered 500", 600, 3600)
     session = f"/session?key={quote(KEY, safe='')}"
     async with served(settings_for()) as page:
         base = str(page.client.make_url("")).rstrip("/")
@@ -334,7 +334,7 @@ async def test_an_operator_retries_a_failed_job_ends_a_rest_summarizes_now_and_f
         assert retried.startswith("Queued again"), retried
         assert (await redis.zcard(TEST_KEYS.queue)) == 1
         ended = await in_browser(click_action, browser, base, session, "End rest")
-        assert ended.startswith("Rest ended") and await budget.cooling(redis, KEY) is None, ended
+        assert ended.startswith("Rest ended") and await budget.rest_of(redis, KEY) is None, ended
         now = await in_browser(click_action, browser, base, session, "Summarize now")
         assert now.startswith("Queued, but no worker is running") and (await redis.zcard(TEST_KEYS.queue)) == 2, now
         await in_browser(shots, browser, "session-actions")

@@ -517,12 +517,12 @@ async def test_the_session_actions_need_the_token_and_the_csrf_token_and_are_ref
 
     failed = JobOutcome(session_key=KEY, status="failed", detail="the model answered 500")
     await redis.set(TEST_KEYS.outcome(KEY), failed.model_dump_json())
-    await budget.cool_down(redis, KEY, failed.detail, 600, 3600)
+    await budget.start_rest(redis, KEY, failed.detail, 600, 3600)
     memory = data.read_bytes()
 
     async def nothing_changed() -> None:
         assert await redis.zcard(TEST_KEYS.queue) == 0, "no job queued"
-        assert await budget.cooling(redis, KEY) is not None, "the rest goes on"
+        assert await budget.rest_of(redis, KEY) is not None, "the rest goes on"
         assert data.read_bytes() == memory, "MEMORY.md is as it was"
 
     async with served(settings_for(), login=False) as page:
@@ -549,5 +549,5 @@ async def test_the_session_actions_need_the_token_and_the_csrf_token_and_are_ref
         for url in ACTIONS:
             status, location = await page.post(url, {"key": KEY, "csrf": token})
             assert status == 303 and location.startswith("/session?key="), (url, status, location)
-        assert await redis.zcard(TEST_KEYS.queue) == 1 and await budget.cooling(redis, KEY) is None
+        assert await redis.zcard(TEST_KEYS.queue) == 1 and await budget.rest_of(redis, KEY) is None
         assert data.read_bytes() != memory

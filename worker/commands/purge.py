@@ -139,7 +139,7 @@ def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, It
         "hooks": keys.hooks,
         "formats": keys.notes_format,
         "spend": keys.spend,
-        "resting": keys.cooldown,
+        "resting": keys.rest,
         "outcomes": keys.outcome,
     }
     names = [
@@ -158,7 +158,7 @@ def instance_keys(keys: Keys, sessions: Iterable[str], families: Mapping[str, It
             keys.record(session),
             keys.context(session),
             keys.daily_flag(session),
-            keys.cooldown(session),
+            keys.rest(session),
             keys.failures(session),
             keys.progress(session),
             keys.running(session),

@@ -1,4 +1,4 @@
-"""What summarizing costs and may cost: spend per call, job, session and day; daily caps; cooldowns after failures."""
+"""What summarizing costs and may cost: spend per call, job, session and day; daily caps; rests after failures."""
 
 from __future__ import annotations
 
@@ -99,14 +99,14 @@ async def job_spend(redis: ArqRedis, session_key: str) -> Spend:
     return Spend.from_hash(await reply(redis.hgetall(Keys.of(redis).spend(f"job:{session_key}"))))
 
 
-async def start_job(redis: ArqRedis, session_key: str) -> Cooldown | None:
-    """A new job's spend starts at nothing; returns the session's rest, if any (`cooling`): one round trip."""
+async def start_job(redis: ArqRedis, session_key: str) -> Rest | None:
+    """A new job's spend starts at nothing; returns the session's rest, if any (`rest_of`): one round trip."""
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=False) as pipe:
         pipe.delete(keys.spend(f"job:{session_key}"))
-        pipe.get(keys.cooldown(session_key))
+        pipe.get(keys.rest(session_key))
         _, raw = await pipe.execute()
-    return _cooldown(raw)
+    return _read_rest(raw)
 
 
 async def over_cap(
@@ -124,7 +124,7 @@ async def over_cap(
     return None
 
 
-class Cooldown(BaseModel):
+class Rest(BaseModel):
     """A session's rest: the trigger inside nanobot enqueues nothing until it ends (a manual enqueue may)."""
 
     until: datetime
@@ -142,63 +142,63 @@ PAUSED_UNTIL = datetime(9999, 12, 31, tzinfo=timezone.utc)
 MAX_DOUBLINGS = 60
 
 
-def cooldown_seconds(failures: int, base: float, longest: float) -> float:
+def rest_seconds(failures: int, base: float, longest: float) -> float:
     """The first failure rests `base`; each one in a row doubles it, up to `longest`."""
     return min(longest, base * 2 ** min(MAX_DOUBLINGS, max(0, failures - 1))) if base > 0 else 0.0
 
 
-async def cooling(redis: ArqRedis, session_key: str) -> Cooldown | None:
-    return _cooldown(await redis.get(Keys.of(redis).cooldown(session_key)))
+async def rest_of(redis: ArqRedis, session_key: str) -> Rest | None:
+    return _read_rest(await redis.get(Keys.of(redis).rest(session_key)))
 
 
-async def cooling_many(redis: ArqRedis, session_keys: list[str]) -> list[Cooldown | None]:
-    """Each session's rest, as `cooling` reads it, in one MGET."""
+async def rests_of(redis: ArqRedis, session_keys: list[str]) -> list[Rest | None]:
+    """Each session's rest, as `rest_of` reads it, in one MGET."""
     if not session_keys:
         return []
-    return [_cooldown(raw) for raw in await redis.mget([Keys.of(redis).cooldown(key) for key in session_keys])]
+    return [_read_rest(raw) for raw in await redis.mget([Keys.of(redis).rest(key) for key in session_keys])]
 
 
-def _cooldown(raw: bytes | str | None) -> Cooldown | None:
+def _read_rest(raw: bytes | str | None) -> Rest | None:
     if not raw:
         return None
     try:
-        return Cooldown.model_validate_json(raw)
+        return Rest.model_validate_json(raw)
     except ValueError:
-        return Cooldown(until=datetime.now(timezone.utc), reason="unreadable cooldown record")
+        return Rest(until=datetime.now(timezone.utc), reason="unreadable rest record")
 
 
-async def cool_down(
+async def start_rest(
     redis: ArqRedis, session_key: str, reason: str, base: float, longest: float, seconds: float | None = None
-) -> Cooldown | None:
+) -> Rest | None:
     """Start a rest: `seconds` if given (a cap until tomorrow), else the failure streak's doubling time."""
     keys = Keys.of(redis)
     failures = 0
     if seconds is None:
         failures = int(await redis.incr(keys.failures(session_key)))
         await redis.expire(keys.failures(session_key), DAY_SECONDS)
-        seconds = cooldown_seconds(failures, base, longest)
+        seconds = rest_seconds(failures, base, longest)
     if seconds <= 0:
         return None
-    cooldown = Cooldown(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason, failures=failures)
+    rest = Rest(until=datetime.now(timezone.utc) + timedelta(seconds=seconds), reason=reason, failures=failures)
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.set(keys.cooldown(session_key), cooldown.model_dump_json(), ex=max(1, round(seconds)))
+        pipe.set(keys.rest(session_key), rest.model_dump_json(), ex=max(1, round(seconds)))
         index.remember(pipe, keys, "resting", session_key)
         await pipe.execute()
-    return cooldown
+    return rest
 
 
-async def pause(redis: ArqRedis, session_key: str, reason: str) -> Cooldown:
+async def pause(redis: ArqRedis, session_key: str, reason: str) -> Rest:
     """Rest a session until end-rest.
 
     The trigger inside nanobot, the idle check and the daily run queue nothing for it (a job queued by hand still runs,
     and ends the pause when it summarizes)."""
-    cooldown = Cooldown(until=PAUSED_UNTIL, reason=reason, paused=True)
+    rest = Rest(until=PAUSED_UNTIL, reason=reason, paused=True)
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.set(keys.cooldown(session_key), cooldown.model_dump_json())
+        pipe.set(keys.rest(session_key), rest.model_dump_json())
         index.remember(pipe, keys, "resting", session_key)  # listed by status and end-rest --all
         await pipe.execute()
-    return cooldown
+    return rest
 
 
 def rest_keys(redis: ArqRedis, session_key: str) -> list[str]:
@@ -206,17 +206,17 @@ def rest_keys(redis: ArqRedis, session_key: str) -> list[str]:
 
     Deleted when a job did its work, so that the next failure starts the doubling afresh."""
     keys = Keys.of(redis)
-    return [keys.cooldown(session_key), keys.failures(session_key)]
+    return [keys.rest(session_key), keys.failures(session_key)]
 
 
-async def end_rest(redis: ArqRedis, session_key: str) -> Cooldown | None:
+async def end_rest(redis: ArqRedis, session_key: str) -> Rest | None:
     """Ends the session's rest now and clears its failure streak (the operator's "end rest").
 
     The trigger may queue its jobs again, and the next failure rests it for the base time. Returns the rest that was
     ended, or None when it was not resting."""
     keys = Keys.of(redis)
     async with redis.pipeline(transaction=True) as pipe:
-        pipe.get(keys.cooldown(session_key))
+        pipe.get(keys.rest(session_key))
         pipe.delete(*rest_keys(redis, session_key))
         raw, _ = await pipe.execute()
-    return _cooldown(raw)
+    return _read_rest(raw)

@@ -101,13 +101,13 @@ async def records(redis: ArqRedis, sessions: list[str]) -> dict[str, Any]:
 
 async def resting_sessions(redis: ArqRedis) -> list[str]:
     """The sessions resting now (`status`'s list, `end-rest --all`'s)."""
-    return await index.members(redis, "resting", Keys.of(redis).cooldown)
+    return await index.members(redis, "resting", Keys.of(redis).rest)
 
 
 async def rests(redis: ArqRedis, sessions: list[str]) -> list[dict[str, Any]]:
     """Each of these sessions' rest (those resting), in one MGET."""
     resting = []
-    for key, rest in zip(sessions, await budget.cooling_many(redis, sessions), strict=True):
+    for key, rest in zip(sessions, await budget.rests_of(redis, sessions), strict=True):
         if rest is not None:
             resting.append({"session": key, **rest.model_dump(mode="json")})
     return resting

@@ -89,7 +89,7 @@ async def idle_summary(ctx: dict[str, Any], request: dict[str, Any]) -> dict[str
         raise Retry(defer=ttl - quiet + SLACK_SECONDS)
     await _flush_held_facts(ctx)
     summary = SummarizeRequest(session_key=key, reason="idle", keep=str(keep))
-    if await budget.cooling(redis, key) is not None:
+    if await budget.rest_of(redis, key) is not None:
         return {"status": "resting"}
     # The record first, then the file, as the job reads them.
     try:

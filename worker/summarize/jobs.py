@@ -23,7 +23,7 @@ from worker.errors import BadAnswer, OutOfTime, OverBudget, RecordOfAnotherVersi
 from worker.memory.recall_index import RecallIndexError, archived_through
 from worker.nanobot.sessions import SessionFile, read_session
 from worker.state import budget, running
-from worker.state.budget import Cooldown
+from worker.state.budget import Rest
 from worker.state.outcomes import JobOutcome, keep_outcome
 from worker.summarize import daily, retired
 from worker.summarize.deps import Deps
@@ -133,7 +133,7 @@ async def run_session(ctx: dict[str, Any], deps: Deps, redis: ArqRedis, req: Sum
     return await finish(run, outcome, started)
 
 
-def not_run(run: Run, rest: Cooldown | None) -> JobOutcome | None:
+def not_run(run: Run, rest: Rest | None) -> JobOutcome | None:
     """The outcome of a try that must not run, or None."""
     key, job_try = run.key, run.job_try
     if is_internal_session(key):
@@ -174,7 +174,7 @@ async def try_job(run: Run) -> JobOutcome:
         return JobOutcome(session_key=key, status="noop", detail=str(exc))
     except OverBudget as exc:
         outcome = JobOutcome(session_key=key, status="noop", detail=str(exc))
-        rest = await budget.cool_down(redis, key, str(exc), 0, 0, seconds=_seconds_to_midnight(run.deps.tz))
+        rest = await budget.start_rest(redis, key, str(exc), 0, 0, seconds=_seconds_to_midnight(run.deps.tz))
         outcome.cooldown_until = rest.until if rest else None
         return outcome
     except WorkerError as exc:
@@ -212,11 +212,11 @@ async def finish(run: Run, outcome: JobOutcome, started: float, rest: bool = Tru
     # A failure, or paid calls that changed nothing, rests the session (a rest already set by a cap stays).
     fruitless = outcome.status == "failed" or (outcome.status == "noop" and spend.calls > 0)
     if fruitless and rest and outcome.cooldown_until is None:
-        cooldown = await budget.cool_down(
+        new_rest = await budget.start_rest(
             redis, key, outcome.detail[:200], settings.summary_cooldown, settings.summary_cooldown_max
         )
-        if cooldown is not None:
-            outcome.cooldown_until = cooldown.until
+        if new_rest is not None:
+            outcome.cooldown_until = new_rest.until
     # The work is done: no rest, and the next failure starts the doubling afresh.
     ended = budget.rest_keys(redis, key) if outcome.status in ("summarized", "noted") else []
     log.info("%s %s in %.1fs: %s", outcome.status, key, outcome.seconds, outcome.detail)

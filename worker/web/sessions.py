@@ -100,7 +100,7 @@ async def redis_view(redis: ArqRedis, key: str, tz: tzinfo) -> dict[str, Any]:
     return {
         "outcome": read_outcome(raw, key) if raw else None,
         "failures": int(await redis.get(keys.failures(key)) or 0),
-        "rest": await budget.cooling(redis, key),
+        "rest": await budget.rest_of(redis, key),
         "record": None if isinstance(record, str) else record,
         "record_unread": record == UNREADABLE,
         "record_damaged": record == DAMAGED,

@@ -21,11 +21,11 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
     nanobot_home, redis, redis_url, capsys
 ) -> None:
     for _ in range(3):
-        await budget.cool_down(redis, KEY, "the model answered 500", 900, 3600)
-    await budget.cool_down(redis, OTHER, "the model answered nothing useful", 900, 3600)
+        await budget.start_rest(redis, KEY, "the model answered 500", 900, 3600)
+    await budget.start_rest(redis, OTHER, "the model answered nothing useful", 900, 3600)
     theirs = queue_client(redis_url, Keys("other").queue)  # another instance's rest, on the same Redis
     try:
-        await budget.cool_down(theirs, KEY, "theirs", 900, 3600)
+        await budget.start_rest(theirs, KEY, "theirs", 900, 3600)
         env = process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_TIMEZONE="Asia/Shanghai")
 
         async def end_rest(*args: str):
@@ -39,15 +39,15 @@ async def test_end_rest_ends_one_sessions_rest_or_every_one_and_says_what_it_did
             r"nanobot's trigger queues its jobs again from its next turn\n",
             done.stdout,
         ), done.stdout
-        assert await budget.cooling(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
-        assert await budget.cooling(redis, OTHER) is not None, "only the session named"
+        assert await budget.rest_of(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
+        assert await budget.rest_of(redis, OTHER) is not None, "only the session named"
         again = await end_rest(KEY)
         assert again.returncode == 0 and again.stdout == f"{KEY}: not resting (the rest ran out, or a job ended it)\n"
 
         every = await end_rest("--all")
         assert every.returncode == 0 and every.stdout.startswith(f"{OTHER}: rest ended"), every.stdout
-        assert KEY not in every.stdout and await budget.cooling(redis, OTHER) is None
-        assert await budget.cooling(theirs, KEY) is not None, "another instance's rest is not this one's"
+        assert KEY not in every.stdout and await budget.rest_of(redis, OTHER) is None
+        assert await budget.rest_of(theirs, KEY) is not None, "another instance's rest is not this one's"
         assert (await end_rest("--all")).stdout == "no session is resting\n"
     finally:
         await theirs.aclose()
@@ -69,8 +69,8 @@ async def test_rest_pauses_a_session_until_end_rest_and_status_doctor_and_the_jo
     env = process_env(nanobot_home, redis_url, config=True)
     paused = await asyncio.to_thread(run_in_process, capsys, "rest", KEY, env=env)
     assert paused.returncode == 0 and paused.stdout.startswith(f"{KEY}: paused: "), paused.stdout + paused.stderr
-    assert await redis.ttl(TEST_KEYS.cooldown(KEY)) == -1, "a pause has no end of its own"
-    rest = await budget.cooling(redis, KEY)
+    assert await redis.ttl(TEST_KEYS.rest(KEY)) == -1, "a pause has no end of its own"
+    rest = await budget.rest_of(redis, KEY)
     assert rest is not None and rest.paused
     status = await asyncio.to_thread(run_in_process, capsys, "status", env=env)
     assert f"{KEY} - paused until resumed; nanobot-summary end-rest {KEY}" in status.stdout, status.stdout
@@ -88,4 +88,4 @@ async def test_rest_pauses_a_session_until_end_rest_and_status_doctor_and_the_jo
     ), outcome
     resumed = await asyncio.to_thread(run_in_process, capsys, "end-rest", KEY, env=env)
     assert resumed.stdout.startswith(f"{KEY}: pause ended (paused by `nanobot-summary rest`)"), resumed.stdout
-    assert await budget.cooling(redis, KEY) is None
+    assert await budget.rest_of(redis, KEY) is None

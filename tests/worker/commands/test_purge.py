@@ -72,7 +72,7 @@ async def test_purge_removes_what_the_project_left_and_keeps_every_user_byte(
     files = left_behind(nanobot_home, tmp_path)
     messages = files["session"].read_bytes().split(b"\n")[1:]
     await redis.set(TEST_KEYS.outcome(KEY), "{}")
-    await redis.set(TEST_KEYS.cooldown(KEY), "{}")
+    await redis.set(TEST_KEYS.rest(KEY), "{}")
     theirs = queue_client(redis_url, Keys("other").queue)
     await theirs.set(Keys("other").outcome(KEY), "{}")
     venv.EnvBuilder(with_pip=False).create(tmp_path / "nanobot-venv")

@@ -196,7 +196,7 @@ async def test_session_keys_with_quotes_backslashes_newlines_and_markup_survive_
             tokens_after=300,
         ),
     )
-    await budget.cool_down(redis, ODD, "it failed", base=60, longest=600)
+    await budget.start_rest(redis, ODD, "it failed", base=60, longest=600)
 
     result = await status(capsys, redis_url, "--prometheus")
     assert result.returncode == 0, result.stderr
@@ -433,7 +433,7 @@ async def test_status_writes_moments_and_lengths_as_the_page_does_in_one_named_z
             created_at=now - timedelta(minutes=3),
         ),
     )
-    rest = await budget.cool_down(redis, KEY, "it failed", base=600, longest=600)
+    rest = await budget.start_rest(redis, KEY, "it failed", base=600, longest=600)
     await redis.set(
         TEST_KEYS.queue + health_check_key_suffix,
         "Nov-28 07:35:13 j_complete=3 j_failed=1 j_retried=0 j_ongoing=0 queued=0",

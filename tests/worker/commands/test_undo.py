@@ -302,12 +302,12 @@ async def test_undo_pause_keeps_the_session_unsummarized_until_resumed(nanobot_h
 
     nanobot_home.write_session(KEY, conversation(8), last_archived=6, metadata={LAST_SUMMARY: {"text": "old"}})
     dry = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY, "--pause", "--dry-run")
-    assert f"{KEY}: would pause its summaries" in dry.stdout and await budget.cooling(redis, KEY) is None, dry.stdout
+    assert f"{KEY}: would pause its summaries" in dry.stdout and await budget.rest_of(redis, KEY) is None, dry.stdout
     done = await asyncio.to_thread(undo, capsys, nanobot_home, redis_url, KEY, "--pause")
     assert done.returncode == 0, done.stderr
     assert (
         f"{KEY}: paused its summaries: nanobot queues none for it until `nanobot-summary end-rest {KEY}`" in done.stdout
         and "moved the watermark from 6 to 0" in done.stdout
     ), done.stdout
-    rest = await budget.cooling(redis, KEY)
-    assert rest is not None and rest.paused and await redis.ttl(TEST_KEYS.cooldown(KEY)) == -1
+    rest = await budget.rest_of(redis, KEY)
+    assert rest is not None and rest.paused and await redis.ttl(TEST_KEYS.rest(KEY)) == -1

@@ -17,13 +17,13 @@ async def test_members_are_the_ones_whose_key_exists_and_the_others_leave_the_in
     assert sorted(await redis.smembers(TEST_KEYS.index("outcomes"))) == [b"telegram:1", b"telegram:3"], (
         "a member whose key is gone is dropped: the index never outgrows the keys it names"
     )
-    assert await index.members(redis, "resting", TEST_KEYS.cooldown) == []
+    assert await index.members(redis, "resting", TEST_KEYS.rest) == []
 
 
 async def test_a_long_family_is_read_in_slices(redis, monkeypatch) -> None:
     monkeypatch.setattr(index, "SLICE", 3)
     sessions = [f"telegram:{n}" for n in range(10)]
     for session in sessions:
-        await redis.set(TEST_KEYS.cooldown(session), "{}")
+        await redis.set(TEST_KEYS.rest(session), "{}")
         await index.remember(redis, TEST_KEYS, "resting", session)
-    assert await index.members(redis, "resting", TEST_KEYS.cooldown) == sorted(sessions)
+    assert await index.members(redis, "resting", TEST_KEYS.rest) == sorted(sessions)

@@ -334,14 +334,14 @@ async def test_a_summary_ends_the_sessions_rest_and_its_failure_streak(redis, na
 
     fake_llm.default = Reply(summary_json("## What happened\n- deploy questions 0..9"))
     nanobot_home.write_session(KEY, conversation(15))
-    rest = await budget.cool_down(redis, KEY, "an earlier failure", 600, 3600)
-    assert rest is not None and await budget.cooling(redis, KEY) is not None
+    rest = await budget.start_rest(redis, KEY, "an earlier failure", 600, 3600)
+    assert rest is not None and await budget.rest_of(redis, KEY) is not None
     # A rest holds back no manual job.
     assert await enqueue_summary(redis, SummarizeRequest(session_key=KEY, reason="manual"))
     await run_burst(deps_for())
     outcome = await load_outcome(redis, KEY)
     assert outcome is not None and outcome.status == "summarized"
-    assert await budget.cooling(redis, KEY) is None
+    assert await budget.rest_of(redis, KEY) is None
     assert not await redis.exists(*budget.rest_keys(redis, KEY))
 
 
@@ -354,7 +354,7 @@ async def test_a_resting_sessions_triggered_job_says_until_when_in_the_zone_the_
     from worker.state import budget
 
     nanobot_home.write_session(KEY, conversation(15))
-    rest = await budget.cool_down(redis, KEY, "an earlier failure", 600, 3600)
+    rest = await budget.start_rest(redis, KEY, "an earlier failure", 600, 3600)
     assert rest is not None
     deps = deps_for()
     deps.tz = ZoneInfo("Asia/Shanghai")

@@ -70,7 +70,7 @@ async def test_summarize_now_queues_the_command_lines_manual_job_which_a_worker_
 async def test_retry_runs_a_failed_sessions_job_again_through_its_rest(data, settings_for, redis, worker_deps):
     failed = JobOutcome(session_key=QUIET, status="failed", detail="the model answered 500 three times")
     await redis.set(TEST_KEYS.outcome(QUIET), failed.model_dump_json())
-    await budget.cool_down(redis, QUIET, failed.detail, 600, 3600)
+    await budget.start_rest(redis, QUIET, failed.detail, 600, 3600)
     async with served(settings_for()) as page:
         _, overview = await page.get("/?outcome=failed")
         assert 'action="/session/retry"' in overview and f'name="key" value="{QUIET}"' in overview
@@ -120,8 +120,8 @@ async def test_summarize_now_and_retry_say_on_the_page_when_no_worker_is_alive(d
 
 async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_there_was_none(data, settings_for, redis):
     for _ in range(3):
-        await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
-    assert await budget.cooling(redis, KEY) is not None
+        await budget.start_rest(redis, KEY, "the model answered 500", 600, 3600)
+    assert await budget.rest_of(redis, KEY) is not None
     async with served(settings_for()) as page:
         _, overview = await page.get("/")
         assert 'action="/session/end-rest"' in overview, "the resting sessions' list offers it"
@@ -129,7 +129,7 @@ async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_th
         assert "End rest" in body
         status, location = await page.post("/session/end-rest", {"csrf": await page.csrf(), "key": KEY})
         assert status == 303 and location.endswith("done=rest-ended"), location
-        assert await budget.cooling(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
+        assert await budget.rest_of(redis, KEY) is None and await redis.get(TEST_KEYS.failures(KEY)) is None
         _, body = await page.get(location)
         assert escaped(SAID["rest-ended"]) in body and "Resting until" not in body and "End rest" not in body
         status, location = await page.post("/session/end-rest", {"csrf": await page.csrf(), "key": KEY})
@@ -138,7 +138,7 @@ async def test_end_rest_ends_a_sessions_rest_and_failure_streak_and_says_when_th
 
 async def test_an_action_taken_on_a_refreshing_page_answers_on_a_page_that_refreshes_too(data, settings_for, redis):
     """The refresh toggle was dropped by an action's redirect; kept, its reloads leave the action's answer out."""
-    await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    await budget.start_rest(redis, KEY, "the model answered 500", 600, 3600)
     refresh_field = '<input type="hidden" name="refresh" value="10">'
     async with served(settings_for()) as page:
         _, overview = await page.get("/?refresh=10")

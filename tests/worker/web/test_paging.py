@@ -208,7 +208,7 @@ async def test_waiting_summaries_and_resting_sessions_are_listed_a_page_at_a_tim
             ),
         )
     for key in keys[:70]:
-        await budget.cool_down(redis, key, "the model answered 500", 600, 3600)
+        await budget.start_rest(redis, key, "the model answered 500", 600, 3600)
     async with served(settings_for()) as page:
         await redis.config_resetstat()
         status, first = await page.get("/")

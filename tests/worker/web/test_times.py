@@ -75,7 +75,7 @@ async def data(redis, nanobot_home, fake_llm, worker_deps) -> Path:
 async def test_every_page_names_the_zone_and_writes_each_moment_and_length_one_way(
     data, settings_for, redis, worker_deps
 ):
-    rest = await budget.cool_down(redis, KEY, "the model answered 500", 600, 3600)
+    rest = await budget.start_rest(redis, KEY, "the model answered 500", 600, 3600)
     assert rest is not None
     urls = PAGES + ["/memory?held=1"]
     async with running_worker(worker_deps()), served(settings_for(summary_timezone="Asia/Shanghai")) as page:
