@@ -23,7 +23,9 @@ from typing import Any
 from nanobot_hooks import logs
 
 try:
-    from nanobot.agent.tools.base import Tool as ToolBase
+    from nanobot.agent.tools.base import Tool as _NanobotTool
+
+    ToolBase: Any = _NanobotTool  # the base of the hooks' tools, exported to them
 except Exception:  # noqa: BLE001 - without nanobot's Tool, nanobot's loader skips this class anyway
     ToolBase = object
 

@@ -56,6 +56,7 @@ def open_client(url: str, timeout: float, options: dict[str, Any] | None = None,
     """An asyncio client for `url`, bound to the namespace of `keys` (`Keys.of(client)`)."""
     bounds = _bounds(timeout)
     target = sentinel_target(url)
+    client: ArqRedis
     if target is None:
         # from_url: the client owns its connection pool, so closing the client closes its connections too.
         client = ArqRedis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout, **(options or {}))
@@ -94,6 +95,7 @@ def sync_client(url: str, timeout: float, **options: Any) -> redis.Redis:
     target = sentinel_target(url)
     if target is None:
         return redis.Redis.from_url(url, **bounds, **options)
-    return SyncSentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
+    master: redis.Redis = SyncSentinel(target.sentinels, sentinel_kwargs=bounds, **bounds).master_for(
         target.service, db=target.db, username=target.username, password=target.password
     )
+    return master

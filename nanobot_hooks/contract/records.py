@@ -111,7 +111,7 @@ class SummaryRecord(BaseModel):
     @property
     def stamp(self) -> str:
         """What identifies one record: the worker's creation time, as stored in its JSON."""
-        return self.model_dump(mode="json")["created_at"]
+        return str(self.model_dump(mode="json")["created_at"])
 
     def fits(self, last_archived: int, message_count: int, timestamp_at_boundary: str | None) -> bool:
         """Does the record still describe the live session, which `/new` or a native compaction changes?

@@ -16,7 +16,6 @@ from nanobot_hooks.contract.client import close_client
 from nanobot_hooks.contract.records import utcnow
 from nanobot_hooks.settings import SHARED_SETTINGS, HookSettings, plain_setting
 from worker.commands.checks import Check, Level
-from worker.commands.status import gather
 from worker.commands.status_text import ago, beat, plural, since
 from worker.connections import open_pool, redis_problem
 from worker.errors import NanobotConfigError
@@ -25,6 +24,7 @@ from worker.settings import Settings, SettingsError
 from worker.state.formats import memory_off
 from worker.state.liveness import nanobots
 from worker.state.outcomes import JobOutcome, headline
+from worker.state.snapshot import gather
 
 START = "start it: scripts/run-worker (systemd: sudo systemctl restart nanobot-summary-worker)"
 QUEUE_SLOW, QUEUE_STUCK = 120.0, 1800.0  # seconds a due job waited: the worker lags / nothing runs the queue

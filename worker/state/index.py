@@ -40,8 +40,8 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def remember(pipe: Any, keys: Keys, family: str, member: str) -> None:
-    """Add `member` to the family's index, in the writer's own pipeline (or on its client: then awaited)."""
+def remember(pipe: Any, keys: Keys, family: str, member: str) -> Any:
+    """Add `member` to the family's index, in the writer's own pipeline (or on its client: the awaitable returned)."""
     return pipe.sadd(keys.index(family), member)
 
 

@@ -41,7 +41,7 @@ async def take(redis: ArqRedis, session_key: str, job_timeout: float) -> str | N
 
 async def held_for(redis: ArqRedis, session_key: str) -> float:
     """Seconds the run holding the session's lock may still hold it (0 when none does)."""
-    left = await reply(redis.pttl(Keys.of(redis).running(session_key)))
+    left: int = await reply(redis.pttl(Keys.of(redis).running(session_key)))
     return max(0.0, left / 1000)
 
 

@@ -186,7 +186,7 @@ def sawtooth(history: list[dict[str, Any]], tz: tzinfo = timezone.utc) -> Sawtoo
         return None
     top, step = nice_top(max(entry["tokens"] for entry in turns))
     left, right, upper, lower = LEFT, WIDTH - RIGHT, TOP, SAW_HEIGHT - BOTTOM
-    start, end = history[0]["at"], history[-1]["at"]
+    start, end = float(history[0]["at"]), float(history[-1]["at"])
     span = max(end - start, 1e-9)
 
     def x(at: float) -> int:
