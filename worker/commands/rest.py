@@ -16,8 +16,7 @@ from worker.errors import SessionKeyError
 from worker.nanobot.sessions import session_path
 from worker.state import budget
 from worker.state.snapshot import resting_sessions
-from worker.text.clock import zone_or_utc
-from worker.text.when import moment_text
+from worker.text.clock import moment_text, zone_or_utc
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 No tables: a table of ten columns at 80 columns wraps each cell into one-word lines. An entry starts with the
 session and goes on, indented, with whole parts ("tokens 12,000 -> 3,000"), so the same text reads at 80
 columns and spreads over fewer lines in a wide terminal. Values are words, never Python's reprs; moments and lengths
-are written as the web page writes them (worker.text.when): in the instance's zone, named once at the top, with
+are written as the web page writes them (worker.text.clock): in the instance's zone, named once at the top, with
 how long ago beside, `2026-11-28 07:35:13 (3 min 12 s ago)`, and `4 min 55 s`."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from nanobot_hooks.contract.records import utcnow
 from worker.state.formats import memory_off
 from worker.state.liveness import health_fields
-from worker.text.when import duration, moment_text
+from worker.text.clock import duration, moment_text
 
 # Stands for a space inside one part while the entry is wrapped, so a part breaks only when it alone is too long.
 _GLUE = "\ue000"

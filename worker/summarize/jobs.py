@@ -31,9 +31,9 @@ from worker.summarize.notes_only import note_the_rest
 from worker.summarize.retired import note_retired
 from worker.summarize.run import Run
 from worker.summarize.summary import summarize_range, waiting_record
+from worker.text.clock import in_zone
 from worker.text.prepare import Lines, dated_from
 from worker.text.redact import redact
-from worker.text.when import in_zone
 
 log = logging.getLogger("worker.summarize.jobs")
 # The job a log line belongs to ("<session> <job id> try <n>"), for every line logged while it runs.

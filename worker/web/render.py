@@ -2,7 +2,7 @@
 
 Pages from the package's Jinja2 templates, every value escaped (autoescape: a message holding `<script>` is shown as
 text), with what every page needs: the CSRF token of its forms, read-only mode, the instance, its time zone (every
-moment written by worker.text.when), the refresh toggle of the pages that have one; the bidirectional controls that can
+moment written by worker.text.clock), the refresh toggle of the pages that have one; the bidirectional controls that can
 spoof text (overrides, embeddings, isolates) shown as visible marks (`[U+202E]`) in the page's text, never in what a
 form sends back."""
 
@@ -20,7 +20,7 @@ import jinja2
 from aiohttp import web
 from markupsafe import Markup, escape
 
-from worker.text.when import duration, when
+from worker.text.clock import duration, when
 from worker.web.guard import BROWSER, GUARD
 from worker.web.instance import Instance
 
@@ -38,7 +38,7 @@ _TAG_OR_TEXT = re.compile(r"(<textarea\b[^>]*>[^<]*</textarea>|<[^>]*>)|([^<]+)"
 
 
 def environment(tz: tzinfo) -> jinja2.Environment:
-    """The templates' environment; every moment is written in `tz`, the instance's zone (worker.text.when)."""
+    """The templates' environment; every moment is written in `tz`, the instance's zone (worker.text.clock)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,

@@ -397,7 +397,7 @@ async def test_json_says_null_for_a_cost_no_price_is_known_for(redis, redis_url,
 async def test_status_writes_moments_and_lengths_as_the_page_does_in_one_named_zone(redis, redis_url, capsys) -> None:
     """status wrote "2.0h ago", "until 2026-11-28 07:35:13 UTC", "took 295.3s" and arq's zoneless "Nov-28 07:35:13"
     where the page writes `2026-11-28 15:35:13 (2 h ago)` in the instance's named zone and `4 min 55 s`
-    (worker.text.when)."""
+    (worker.text.clock)."""
     from datetime import timedelta
     from zoneinfo import ZoneInfo
 

@@ -1,4 +1,4 @@
-"""Times on the web page: one pure function writes every moment (worker.text.when) in the instance's named zone,
+"""Times on the web page: one pure function writes every moment (worker.text.clock) in the instance's named zone,
 named on every page, with how long ago beside it, and every length of time as `4 min 55 s`; no page shows ISO
 times with microseconds, `+00:00`, arq's zoneless `Nov-28 07:35:13` or `295.3 s`. And the refresh toggle: off by
 default, a meta refresh (the CSP allows no script) on the overview and a session's page when turned on."""
@@ -19,7 +19,7 @@ from tests.support.waiting import wait_until
 from tests.support.web import KEY, PAGES, made_by_jobs, served
 from tests.support.workers import running_worker
 from worker.state import budget
-from worker.text.when import duration, in_zone, when
+from worker.text.clock import duration, in_zone, when
 from worker.web.guard import HEADERS
 from worker.web.render import moment_html, refresh
 
