@@ -81,6 +81,7 @@ def secrets_in(text: str) -> list[str]:
     return [s for s in (API_KEY, API_KEY[8:], ECHOED, ECHOED[4:], DB_PASSWORD) if s in text]
 
 
+@pytest.mark.slow  # a worker process
 async def test_a_secret_the_model_repeats_reaches_no_redis_key_no_file_no_log_line(
     redis, redis_url, nanobot_home, fake_llm
 ):

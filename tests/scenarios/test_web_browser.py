@@ -31,11 +31,14 @@ from worker.state.outcomes import JobOutcome
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (the test extra: pip install '.[test]')")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; scripts/test "
-    "installs them when it runs as root)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (CHROMIUM and DRIVER),
+        reason="no chromium and chromium-driver on PATH (Debian: apt-get install chromium chromium-driver; "
+        "scripts/test installs them when it runs as root)",
+    ),
+    pytest.mark.slow,  # a real browser and the page's process: seconds each
+]
 
 from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver import Chrome, ChromeOptions  # noqa: E402

@@ -187,6 +187,7 @@ async def test_doctor_says_a_read_only_memory_md_is_left_alone_and_how_many_fact
     assert f"fix: chmod u+w {path}" in line
 
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 def test_doctor_in_the_checkout_suggests_the_command_as_it_runs_there(nanobot_home, redis_url, tmp_path) -> None:
     """Run as `.venv/bin/nanobot-summary doctor` with no `nanobot-summary` on PATH, its fixes name that path:
     `nanobot-summary hooks install ...` was not a command there."""

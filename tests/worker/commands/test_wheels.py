@@ -11,6 +11,8 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from harness.environment import process_env
 from nanobot_hooks.contract.version import RELEASE
 from worker.commands.wheels import carried_wheels, compressed
@@ -56,6 +58,7 @@ def fake_nanobot(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
+@pytest.mark.slow  # wheels built and pip run in a new venv
 def test_hooks_install_needs_no_package_index(tmp_path: Path) -> None:
     python = fake_nanobot(tmp_path / "nanobot")
     # No index, no find-links from pip's configuration: an index at a port nothing listens on.

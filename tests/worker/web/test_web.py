@@ -200,6 +200,7 @@ async def test_the_web_units_command_serves_this_machine_only_to_the_holder_of_i
     assert token not in rest[0], "the token never reaches the journal"
 
 
+@pytest.mark.slow  # a worker process, nanobot's python or a pip run
 async def test_web_url_names_the_running_page_not_the_default_port(nanobot_home, redis_url, tmp_path) -> None:
     """After `web --port N`, `web --url` printed the default port's address, where nothing listened: the running
     page records its address in the state folder, and `--url` names it (the default again once it stopped)."""
