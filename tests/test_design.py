@@ -4,7 +4,10 @@ puts only the hooks, all importable, into nanobot's environment."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import subprocess
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -411,3 +414,44 @@ def test_no_function_is_over_thirty_five_statements() -> None:
                     if len(starts) > MAX_FUNCTION_STATEMENTS:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({len(starts)} statements)")
     assert not long, long
+
+
+# A pytest plugin that prints the timeout mark of every collected test that uses a fixture built once per run.
+_TIMEOUT_PROBE = """
+import json
+
+
+def pytest_collection_finish(session):
+    from tests.support.built import BUILT_ONCE  # once pytest has loaded it as the plugin it is
+
+    for item in session.items:
+        if BUILT_ONCE & set(getattr(item, "fixturenames", ())):
+            mark = item.get_closest_marker("timeout")
+            print("TIMEOUT", json.dumps([item.nodeid, list(mark.args), dict(mark.kwargs)] if mark else [item.nodeid]))
+"""
+
+
+def test_a_test_that_waits_for_a_shared_build_keeps_its_slow_timeout(tmp_path: Path) -> None:
+    """A test whose fixture builds once per run (tests/support/built.py) is bounded by its slow timeout for its own
+    calls: the build's mark once replaced that timeout with the 60 s default, and a package test under load timed out
+    in a minute. Read from a collection of the package tests in a process of its own."""
+    from tests.conftest import SLOW_TIMEOUT
+
+    (tmp_path / "timeout_probe.py").write_text(_TIMEOUT_PROBE, encoding="utf-8")
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*argv, "-p", "timeout_probe", "tests/scenarios/test_packaging.py", "tests/scenarios/test_docker.py"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    marks = [json.loads(line.removeprefix("TIMEOUT ")) for line in lines if line.startswith("TIMEOUT ")]
+    assert len(marks) >= 5, done.stdout[-3000:]
+    for nodeid, *mark in marks:
+        assert mark, f"{nodeid}: no timeout"
+        args, kwargs = mark
+        assert kwargs.get("func_only") and args and args[0] >= SLOW_TIMEOUT, (nodeid, args, kwargs)

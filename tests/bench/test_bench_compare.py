@@ -124,6 +124,7 @@ def test_goals_and_what_a_variant_misses():
 
 
 @pytest.mark.slow  # three gateways: the comparison is of nanobot's own turns, alone and with the worker
+@pytest.mark.timeout(600)  # beside two busy loops on a slow 2-core machine it took more than the slow tests' 300 s
 def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     exe = find_nanobot()
     out = tmp_path / "figures.json"

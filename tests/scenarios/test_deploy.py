@@ -300,9 +300,11 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
             **{k: interpolate(v, variables) for k, v in worker_spec["environment"].items() if v is not None},
         },
     )
-    # Only these differ outside a container: Redis's service name, and the image's environment first on PATH (its
-    # arq; its `nanobot-summary` is this checkout's `python -m worker`, see installed()).
-    env.update(REDIS_URL=url, PATH=f"{Path(sys.prefix) / 'bin'}:{env['PATH']}")
+    # Only these differ outside a container: Redis's service name, the image's environment first on PATH (its arq;
+    # its `nanobot-summary` is this checkout's `python -m worker`, see installed()), and the worker's priority, kept
+    # as the other tests keep it (harness/defaults.py): lowered, beside two busy loops it had not reported its health
+    # after the two minutes this test waits.
+    env.update(REDIS_URL=url, PATH=f"{Path(sys.prefix) / 'bin'}:{env['PATH']}", NANOBOT_SUMMARY_NICENESS="0")
     # No NANOBOT_SUMMARY_NAMESPACE there: the worker serves the namespace of the nanobot whose config it reads.
     keys = Keys(default_namespace((nanobot_home.workspace / WORKSPACE_ID_FILE).read_text(encoding="utf-8").strip()))
 

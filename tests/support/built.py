@@ -36,6 +36,7 @@ BUILT_ONCE = {"project_wheels", "installed_worker", "fresh_nanobot", "nanobot_im
 WAIT = 1800.0
 
 
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py gave the slow tests their timeouts, which this keeps
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BUILT_ONCE & set(getattr(item, "fixturenames", ())):
