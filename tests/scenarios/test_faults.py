@@ -52,11 +52,14 @@ FACT = {
 HELD = 60.0  # a held call outlasts every wait of these tests
 # Chunks of a few messages each (the instructions alone take ~620 tokens), and a crash recovery within
 # seconds: arq runs a killed worker's job again job timeout + 10 s after it started.
+# A try's and a call's time: long enough for a restarted worker's first call, which imports litellm (on a slow 2-core
+# machine beside the other tests, a 6 s try ran out there and the job failed instead of being summarized).
+JOB_SECONDS = 30
 CHUNKED = {
     "NANOBOT_SUMMARY_INPUT_TOKENS": "2000",
     "NANOBOT_SUMMARY_KEEP": "messages:2",
-    "NANOBOT_SUMMARY_JOB_TIMEOUT": "6",
-    "NANOBOT_SUMMARY_TIMEOUT": "3",
+    "NANOBOT_SUMMARY_JOB_TIMEOUT": str(JOB_SECONDS),
+    "NANOBOT_SUMMARY_TIMEOUT": "15",
 }
 
 
@@ -160,10 +163,10 @@ async def test_a_worker_stopped_mid_job_runs_it_again_and_writes_nothing_twice(
             assert code == -signal.SIGKILL and await load_outcome(redis, key) is None
     if stop == signal.SIGKILL:
         # A killed worker leaves arq's in-progress mark until it expires (the job timeout + 10 s); no other
-        # worker takes the job before then. Expire it now instead of waiting those 16 s.
+        # worker takes the job before then. Expire it now instead of waiting those 40 s.
         for key in originals:
             mark = in_progress_key_prefix + TEST_KEYS.job_id(key)
-            assert 0 < await redis.pttl(mark) <= (6 + 10) * 1000, "it would expire by itself within that time"
+            assert 0 < await redis.pttl(mark) <= (JOB_SECONDS + 10) * 1000, "it would expire by itself within that time"
             assert await redis.pexpire(mark, 50)
     # As if `redone`'s worker had died after writing its first chunk's notes, before keeping its progress.
     assert await redis.delete(TEST_KEYS.progress(redone)) == 1
