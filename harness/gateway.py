@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from harness.environment import process_env
+from harness.nanobot_cli import ForkedProcess, fork_server
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
 
@@ -68,18 +69,22 @@ class Gateway:
     env: dict[str, str]
     ws_port: int
     log_path: Path
-    process: subprocess.Popen[bytes] | None = None
+    # A fork of the test process's nanobot fork server where the tests switched it on (harness/nanobot_cli.py), not
+    # a process of its own; benchmarks keep the default, so what they time is a gateway as a user starts it.
+    forked: bool = False
+    process: subprocess.Popen[bytes] | ForkedProcess | None = None
     _log: Any = field(default=None, repr=False)
 
     async def start(self, timeout: float = 60.0) -> None:
         self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [str(self.exe), "gateway", "-c", str(self.home.config_path), "--foreground", "-p", str(free_port())],
-            env=self.env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        argv = [str(self.exe), "gateway", "-c", str(self.home.config_path), "--foreground", "-p", str(free_port())]
+        server = fork_server(self.exe, self.env) if self.forked else None
+        if server is not None:  # nanobot imported once per test process (harness/nanobot_fork.py)
+            self.process = server.start(argv, self.env, self._log.fileno(), self._log.fileno())
+        else:
+            self.process = subprocess.Popen(
+                argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             if self.process.poll() is not None:

@@ -22,7 +22,7 @@ from harness.environment import RUN_CACHE, process_env
 from harness.fakellm import FakeLLM, Reply
 from harness.gateway import Gateway, write_config
 from harness.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
-from harness.nanobot_cli import find_nanobot
+from harness.nanobot_cli import FORKS, find_nanobot
 from harness.redis_server import RedisServer, free_port
 from harness.sandbox import NanobotHome
 from nanobot_hooks import logs
@@ -54,6 +54,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # nanobot's gateways and `nanobot agent` turns as forks of a process that imported nanobot once (a fresh process
+    # spends nearly all its CPU on that import); TEST_NANOBOT_FRESH_PROCESSES=1 starts each anew
+    # (harness/nanobot_cli.py).
+    FORKS["on"] = True
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
     # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).
     config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")
@@ -234,7 +238,7 @@ async def gateway(nanobot_exe, nanobot_home: NanobotHome, fake_llm: FakeLLM, red
 
     async def start(redis: str = redis_url, **settings: str) -> Gateway:
         env = process_env(nanobot_home, redis, **settings)
-        gw = Gateway(nanobot_exe, nanobot_home, env, ws_port, tmp_path / f"gateway-{len(started)}.log")
+        gw = Gateway(nanobot_exe, nanobot_home, env, ws_port, tmp_path / f"gateway-{len(started)}.log", forked=True)
         started.append(gw)
         await gw.start()
         return gw
