@@ -15,6 +15,7 @@ server ends when its standard input closes (its test process ended).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -86,10 +87,10 @@ def serve(path: str) -> None:
     # What is loaded stays out of the forks' garbage collections, which would otherwise touch, and so copy, every
     # page of it in each fork.
     gc.freeze()
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_read, False)
-    os.set_blocking(wake_write, False)
-    signal.set_wakeup_fd(wake_write)
+    wake = os.pipe()
+    for fd in wake:
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake[1])
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so an ended fork writes to the wake-up pipe
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -97,31 +98,33 @@ def serve(path: str) -> None:
     running: dict[int, socket.socket] = {}
     print("ready", flush=True)
     while True:
-        readable, _, _ = select.select([listener, sys.stdin, wake_read], [], [])
+        readable, _, _ = select.select([listener, sys.stdin, wake[0]], [], [])
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
             return
-        if wake_read in readable:
-            try:
-                while os.read(wake_read, 512):
+        if wake[0] in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake[0], 512):
                     pass
-            except BlockingIOError:
-                pass
-            _reap(running)
         if listener in readable:
-            connection, _ = listener.accept()
-            request, fds = _receive(connection)
-            started_read, started_write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                _run(request, fds, [listener, connection], [wake_read, wake_write, started_read], started_write)
-            os.close(started_write)
-            os.read(started_read, 1)  # end of file once the fork has its own session
-            os.close(started_read)
-            for fd in set(fds):
-                os.close(fd)
-            connection.sendall(f"{pid}\n".encode())
-            running[pid] = connection
-            _reap(running)  # one that ended before it was listed
+            _start(listener, wake, running)
+        _reap(running)
+
+
+def _start(listener: socket.socket, wake: tuple[int, int], running: dict[int, socket.socket]) -> None:
+    """Fork the command of the connection waiting on `listener`, and tell its client the fork's pid."""
+    connection, _ = listener.accept()
+    request, fds = _receive(connection)
+    started_read, started_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        _run(request, fds, [listener, connection], [*wake, started_read], started_write)
+    os.close(started_write)
+    os.read(started_read, 1)  # end of file once the fork has its own session
+    os.close(started_read)
+    for fd in set(fds):
+        os.close(fd)
+    connection.sendall(f"{pid}\n".encode())
+    running[pid] = connection
 
 
 def _reap(running: dict[int, socket.socket]) -> None:
