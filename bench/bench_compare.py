@@ -452,7 +452,9 @@ async def run_one(
         base = run_settings(variant)
         env = nanobot_env(home, redis_url, **base)
         worker = start_worker(home, redis_url, base, folder) if variant.ours else None
-        gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log")
+        # A fork of a process that imported nanobot where the tests switched forks on (its smoke run); run as a
+        # script, a gateway of its own, as a user starts it.
+        gateway = Gateway(nanobot_exe(), home, env, ws_port, folder / "gateway.log", forked=True)
         applied: dict[str, float] = {}
         try:  # the worker is stopped even when the gateway does not start, or its folder cannot be removed
             await gateway.start()

@@ -69,8 +69,9 @@ class Gateway:
     env: dict[str, str]
     ws_port: int
     log_path: Path
-    # A fork of the test process's nanobot fork server where the tests switched it on (harness/nanobot_cli.py), not
-    # a process of its own; benchmarks keep the default, so what they time is a gateway as a user starts it.
+    # A fork of the test process's nanobot fork server where the tests switched forks on (harness/nanobot_cli.py), not
+    # a process of its own. Off by default: a benchmark that measures the gateway's process itself (its DNS look-ups:
+    # bench_resolver) needs one of its own even in its smoke run.
     forked: bool = False
     process: subprocess.Popen[bytes] | ForkedProcess | None = None
     _log: Any = field(default=None, repr=False)
