@@ -4,7 +4,7 @@ Runs inside nanobot for the `recall` tool (tool.RecallTool). Light and read-only
 library's sqlite3 on the index the worker keeps (layout: contract/recall.py), opened with `mode=ro`, stopped
 at a fixed time budget. A missing or unreadable index gives "nothing found", never an error.
 
-Who sees what (visible.py): a session sees its own archived messages, its own sections of the daily
+Who sees what (hits.py): a session sees its own archived messages, its own sections of the daily
 notes, and MEMORY.md (which nanobot already puts in every session's prompt). Only when the user set
 NANOBOT_SUMMARY_RECALL_SCOPE=trusted does a trusted session (NANOBOT_MEMORY_SESSIONS) also see the other
 trusted sessions; a session that is not trusted (a group, an email sender, a web client) never does.
@@ -56,12 +56,11 @@ from nanobot_hooks.contract.recall import (
     read_block,
     similarity,
 )
-from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source
+from nanobot_hooks.recall.hits import SOURCE_POSITION, Hit, Source, search_order, visible_sources, widened
 from nanobot_hooks.recall.meaning import Embedder
 from nanobot_hooks.recall.query import Asked, check_day, phrase, read_query
 from nanobot_hooks.recall.rank import PROBE, around, bm25, choose, neighbours, plan_terms, rarity
 from nanobot_hooks.recall.snippets import SNIPPET_CHARS, dates_phrase, describe_scope, render, snippet
-from nanobot_hooks.recall.visible import search_order, visible_sources, widened
 
 BUDGET_SECONDS = 0.5  # nanobot gives tools no timeout: the search bounds its own
 CANDIDATES = 12  # best passages taken from each source before they are merged
@@ -125,7 +124,7 @@ def search(
 
 
 def _sources(db: sqlite3.Connection, asker: str | None, wide: bool) -> list[Source]:
-    """The index's sources the asker may see (visible.py decides), read from SQLite.
+    """The index's sources the asker may see (hits.py decides), read from SQLite.
 
     With the asker's own only (and MEMORY.md) when it sees no other, since a busy workspace has a notes source for each
     of thousands of sessions."""

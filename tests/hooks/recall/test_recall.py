@@ -24,14 +24,13 @@ from harness.transcripts import conversation
 from nanobot_hooks import plugin
 from nanobot_hooks.contract.recall import PAGE_BYTES, RECALL_INDEX, index_text, length
 from nanobot_hooks.contract.session_format import is_direct_chat
-from nanobot_hooks.recall import rank, visible
+from nanobot_hooks.recall import rank
 from nanobot_hooks.recall import search as recall
 from nanobot_hooks.recall import tool as recall_tool
-from nanobot_hooks.recall.hits import Hit, Source
+from nanobot_hooks.recall.hits import Hit, Source, search_order, visible_sources
 from nanobot_hooks.recall.query import read_query, terms
 from nanobot_hooks.recall.search import search
 from nanobot_hooks.recall.snippets import snippet
-from nanobot_hooks.recall.visible import visible_sources
 from nanobot_hooks.settings import HookSettings, load_settings
 from tests.support.bench import load_bench
 from tests.support.paths import ROOT
@@ -584,8 +583,8 @@ def test_pure_search_order_and_the_best_hits_each_once():
         Source(3, "notes", DM),
         Source(4, "messages", DM),
     ]
-    assert [[p.id for p in group] for group in visible.search_order(sources, DM)] == [[2, 3, 4], [1]]
-    assert [[p.id for p in group] for group in visible.search_order(sources, None)] == [[2], [1, 3, 4]]
+    assert [[p.id for p in group] for group in search_order(sources, DM)] == [[2, 3, 4], [1]]
+    assert [[p.id for p in group] for group in search_order(sources, None)] == [[2], [1, 3, 4]]
     own, memory = sources[3], sources[1]
 
     def hit(source, position, score, day="2026-11-20", matched=True):
