@@ -187,6 +187,7 @@ def agent_turn(
             code = process.wait(120)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)  # its status, which closes the connection, as subprocess.run reaps what it killed
             raise
         out.seek(0)
         err.seek(0)
