@@ -252,7 +252,10 @@ def tally(instances: list[Instance], expected: dict[str, list[int]]) -> dict[str
 
 
 async def soak(args: argparse.Namespace, folder: Path, llm_url: str, redis_url: str) -> dict[str, Any]:
-    clock = ScaledClock(args.scale, float(round(time.time())))  # whole seconds: never on a tick (:00.123456)
+    # Whole seconds, never on a tick (:00.123456), and never a minute's first: arq's next_cron steps a second past
+    # the moment it is given, so a first poll at :00 owes no tick at :00.123 and the window one tick fewer.
+    first = round(time.time())
+    clock = ScaledClock(args.scale, float(first + (first % 60 == 0)))
     start = datetime.fromtimestamp(clock.start, timezone.utc)
     end = start + timedelta(hours=args.hours)
     daily_at = (start + (end - start) / 2).strftime("%H:%M")  # one daily tick mid-window (per simulated day)
