@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))  # the worker runs from this checkout
 
 from redis import Redis  # noqa: E402
 
+from harness import forks  # noqa: E402
 from harness.fakellm import FakeLLM, FakeRequest, Reply  # noqa: E402
 from harness.gateway import Gateway, nanobot_env, write_config  # noqa: E402
 from harness.redis_server import RedisServer, free_port  # noqa: E402
@@ -383,15 +384,16 @@ def run_settings(variant: Variant) -> dict[str, str]:
     return {**base, "NANOBOT_SUMMARY_RECALL": "true", **variant.settings}
 
 
-def start_worker(home: NanobotHome, redis_url: str, base: dict[str, str], folder: Path) -> subprocess.Popen[bytes]:
-    """The project's worker process for this run, on the summary model, its output in the run's worker.log."""
+def start_worker(
+    home: NanobotHome, redis_url: str, base: dict[str, str], folder: Path
+) -> subprocess.Popen[bytes] | forks.ForkedProcess:
+    """The project's worker process for this run, on the summary model, its output in the run's worker.log: a fork of
+    the worker's fork server where the tests switched forks on (its smoke run), else a process of its own."""
     worker_env = nanobot_env(
         home, redis_url, **base, NANOBOT_CONFIG=str(home.config_path), NANOBOT_SUMMARY_MODEL=f"openai/{SUMMARY_MODEL}"
     )
     with open(folder / "worker.log", "wb") as log:  # the child keeps its own copy of the handle
-        return subprocess.Popen(
-            [sys.executable, "-m", "worker"], cwd=ROOT, env=worker_env, stdout=log, stderr=subprocess.STDOUT
-        )
+        return forks.popen([sys.executable, "-m", "worker"], worker_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
 
 async def converse(
@@ -521,7 +523,7 @@ async def drained(redis_url: str, keys: Keys, timeout: float = 120.0) -> None:
             await asyncio.sleep(0.5)
 
 
-async def stop_worker(worker: subprocess.Popen[bytes], grace: float = 60.0) -> None:
+async def stop_worker(worker: subprocess.Popen[bytes] | forks.ForkedProcess, grace: float = 60.0) -> None:
     """SIGTERM (arq lets a running job finish), then SIGKILL after `grace` seconds; the other runs of the
     window go on meanwhile."""
     worker.terminate()

@@ -1,16 +1,17 @@
-"""A server, run by nanobot's Python, that imports nanobot's command line once and forks it for each command.
+"""A server that imports a program's libraries once, then forks for each of its commands: cheap starts for tests.
 
-A `nanobot agent` turn or a gateway's start spends nearly all of its CPU importing nanobot (about 2.8 s of 3 on a
-2-core machine), and the suite starts dozens. Here the import is done once per test process; each command is a
-fork that runs the console script's own `main` with the command's arguments, environment, folder and standard
-files, in a session of its own, and exits as the console script does. Everything nanobot does at run time,
-loading the plugins (our hooks among them, through nanobot's entry points), reading its config, talking to the
-model, is done in the fork, as in a fresh process. The client is harness/nanobot_cli.py's `ForkServer`.
+A `nanobot agent` turn, a gateway or a worker that runs a job spends most of its CPU importing (nanobot's command
+line: about 2.8 s of 3; litellm: about 3 s), and the suite starts dozens of each. Here those imports are done once per
+test process and Python; each command is a fork that runs as its own process would: the console script's `main`, or
+the module `python -m` names, with the command's arguments, environment, folder and standard files, in a session of
+its own, exiting as that process does. The project's own code is not preloaded: each fork imports it as a fresh
+process does (nanobot loads our hooks through its entry points). The client is harness/forks.py.
 
-Protocol, one connection per command: the client sends one JSON line {argv, env, cwd} with its standard input,
-output and error as three file descriptors (SCM_RIGHTS); the server answers with the fork's pid, then, once the
-fork has ended, with its exit status as subprocess gives it (-N for signal N), and closes the connection. The
-server ends when its standard input closes (its test process ended).
+Protocol, one connection per command: the client sends one JSON line {argv, env, cwd, main} with its standard input,
+output and error as three file descriptors (SCM_RIGHTS); `main` is "module:function" (a console script) or
+"-m module". The server answers with the fork's pid, then, once the fork has ended, with its exit status as
+subprocess gives it (-N for signal N), and closes the connection. The server ends when its standard input closes (its
+test process ended). Run as `python fork_server.py SOCKET MODULE...`, MODULE being what it imports before serving.
 """
 
 from __future__ import annotations
@@ -21,33 +22,15 @@ import importlib
 import json
 import os
 import random
+import runpy
 import select
 import signal
 import socket
 import sys
 
-from nanobot.cli.entry import main
-
-# What the console script (`nanobot = nanobot.cli.entry:main`) imports for `nanobot agent -m` and `nanobot gateway`
-# before reading any setting, then the modules they import at run time (the provider's OpenAI client, the MCP
-# client, the WebSocket channel, the WebUI's settings, git for the workspace), the largest first: each only defines
-# names as it is imported, so importing it here changes nothing a command reads. Our hooks, and what they import, are
-# not among them: each fork loads them through nanobot's entry points, as a fresh nanobot does.
-PRELOADED = (
-    "nanobot.cli.commands",
-    "openai",
-    "openai.resources.chat",
-    "mcp.client.auth",
-    "requests",
-    "nanobot.channels.websocket.runtime",
-    "nanobot.channels.email.validation",
-    "nanobot.webui.settings_api",
-    "dulwich.porcelain",
-)
-
 
 def _run(request: dict, fds: list[int], server: list[socket.socket], pipes: list[int], started: int) -> None:
-    """In the fork: become the command's process, then run nanobot's console script and exit with it."""
+    """In the fork: become the command's process, then run it and exit as it does."""
     os.setsid()
     os.close(started)  # the server tells the client the pid only now, as Popen returns after the child's setsid
     signal.set_wakeup_fd(-1)
@@ -65,8 +48,23 @@ def _run(request: dict, fds: list[int], server: list[socket.socket], pipes: list
     for fd in set(fds):
         if fd > 2:
             os.close(fd)
-    sys.argv = list(request["argv"])
-    sys.exit(main())
+    sys.exit(_main(request["main"], list(request["argv"])))
+
+
+def _main(main: str, argv: list[str]) -> object:
+    """Run the command as its interpreter would: sys.argv, sys.orig_argv and sys.path[0] set as Python sets them
+    (a command that starts itself again reads them), then `main`."""
+    if main.startswith("-m "):
+        sys.orig_argv = argv
+        sys.argv = ["-m", *argv[3:]]  # runpy puts the module's file first, as `python -m` does
+        sys.path[0] = os.getcwd()
+        runpy.run_module(main[3:], run_name="__main__", alter_sys=True)
+        return 0
+    sys.argv = argv
+    sys.orig_argv = [sys.executable, *argv]  # the console script's interpreter, given the script by its first line
+    sys.path[0] = os.path.dirname(os.path.realpath(argv[0]))  # a script's folder, as for the console script
+    module, _, function = main.partition(":")
+    return getattr(importlib.import_module(module), function)()
 
 
 def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
@@ -80,9 +78,9 @@ def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(data), fds
 
 
-def serve(path: str) -> None:
-    """Accept commands on the Unix socket `path` until standard input closes."""
-    for name in PRELOADED:
+def serve(path: str, preloaded: list[str]) -> None:
+    """Import `preloaded`, then accept commands on the Unix socket `path` until standard input closes."""
+    for name in preloaded:
         importlib.import_module(name)
     # What is loaded stays out of the forks' garbage collections, which would otherwise touch, and so copy, every
     # page of it in each fork.
@@ -146,4 +144,4 @@ def _reap(running: dict[int, socket.socket]) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], sys.argv[2:])

@@ -12,8 +12,8 @@ from typing import Any
 
 import aiohttp
 
+from harness import forks
 from harness.environment import process_env
-from harness.nanobot_cli import ForkedProcess, fork_server
 from harness.redis_server import free_port
 from harness.sandbox import NanobotHome
 
@@ -69,19 +69,18 @@ class Gateway:
     env: dict[str, str]
     ws_port: int
     log_path: Path
-    # A fork of the test process's nanobot fork server where the tests switched forks on (harness/nanobot_cli.py), not
+    # A fork of the test process's nanobot fork server where the tests switched forks on (harness/forks.py), not
     # a process of its own. Off by default: a benchmark that measures the gateway's process itself (its DNS look-ups:
     # bench_resolver) needs one of its own even in its smoke run.
     forked: bool = False
-    process: subprocess.Popen[bytes] | ForkedProcess | None = None
+    process: subprocess.Popen[bytes] | forks.ForkedProcess | None = None
     _log: Any = field(default=None, repr=False)
 
     async def start(self, timeout: float = 60.0) -> None:
         self._log = open(self.log_path, "ab")
         argv = [str(self.exe), "gateway", "-c", str(self.home.config_path), "--foreground", "-p", str(free_port())]
-        server = fork_server(self.exe, self.env) if self.forked else None
-        if server is not None:  # nanobot imported once per test process (harness/nanobot_fork.py)
-            self.process = server.start(argv, self.env, self._log.fileno(), self._log.fileno())
+        if self.forked:  # nanobot imported once per test process (harness/forks.py)
+            self.process = forks.popen(argv, self.env, stdout=self._log, stderr=subprocess.STDOUT)
         else:
             self.process = subprocess.Popen(
                 argv, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True

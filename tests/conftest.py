@@ -20,9 +20,10 @@ from arq.connections import ArqRedis
 from harness.defaults import TEST_KEYS, apply_test_defaults
 from harness.environment import RUN_CACHE, process_env
 from harness.fakellm import FakeLLM, Reply
+from harness.forks import FORKS
 from harness.gateway import Gateway, write_config
 from harness.models import SUMMARY_MODEL, LLMScript, summarizer, summary_json
-from harness.nanobot_cli import FORKS, find_nanobot
+from harness.nanobot_cli import find_nanobot
 from harness.redis_server import RedisServer, free_port
 from harness.sandbox import NanobotHome
 from nanobot_hooks import logs
@@ -54,9 +55,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # nanobot's gateways and `nanobot agent` turns as forks of a process that imported nanobot once (a fresh process
-    # spends nearly all its CPU on that import); TEST_NANOBOT_FRESH_PROCESSES=1 starts each anew
-    # (harness/nanobot_cli.py).
+    # nanobot's and the worker's commands as forks of a process that imported their libraries once (a fresh process
+    # spends most of its CPU importing nanobot or litellm); TEST_FRESH_PROCESSES=1 starts each anew (harness/forks.py).
     FORKS["on"] = True
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
     # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from harness.environment import process_env
 from harness.fakellm import FakeRequest
 from harness.nanobot_cli import find_nanobot
-from tests.support.paths import ROOT
 
 
 def load_bench():
@@ -125,26 +121,20 @@ def test_goals_and_what_a_variant_misses():
 
 @pytest.mark.slow  # three gateways: the comparison is of nanobot's own turns, alone and with the worker
 @pytest.mark.timeout(600)  # beside two busy loops on a slow 2-core machine it took more than the slow tests' 300 s
-def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
-    exe = find_nanobot()
+def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path, monkeypatch, capsys):
+    # In this process, so its gateways and worker are forks of the test process's servers (harness/forks.py); the
+    # script's own start is the same `main`.
+    monkeypatch.setenv("NANOBOT_BIN", str(find_nanobot()))
     out = tmp_path / "figures.json"
-    env = process_env(NANOBOT_BIN=str(exe))
-    done = subprocess.run(
-        [sys.executable, "bench/bench_compare.py", "--smoke", "--quiet", "--json", str(out)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    load_bench().main(["--smoke", "--quiet", "--json", str(out)])
+    done = capsys.readouterr()
     report = json.loads(out.read_text(encoding="utf-8"))
     window = report["windows"]["32000"]
     figures = window["figures"]
     alone, off, ours = figures["alone"], figures["alone-idle-off"], figures["ours"]
     assert alone["turns"] == off["turns"] == ours["turns"] == 8 and alone["main_calls"] >= 8
     assert alone["summary_calls"] == 0, "nanobot alone runs no worker"
-    assert ours["summary_calls"] >= 1, f"the worker summarized nothing:\n{done.stderr[-9000:]}"
+    assert ours["summary_calls"] >= 1, f"the worker summarized nothing:\n{done.err[-9000:]}"
     assert alone["nanobot_compactions"] >= 1, "the smoke conversation is long enough for nanobot to compact"
     assert 0 < alone["cached_share"] < 1 and alone["main_input_cost"] < alone["main_prompt_tokens"]
     assert ours["all_input_cost"] > ours["main_input_cost"], "the worker's input at a tenth is added"
@@ -153,5 +143,5 @@ def test_a_smoke_run_through_the_gateway_writes_every_figure(tmp_path):
     assert set(window["ratios_vs_idle_off"]["ours"]) >= {"main_prompt_tokens", "main_input_cost"}
     assert window["variants"]["alone"]["nanobot"] == {"idleCompactAfterMinutes": 1}
     assert report["sim_1000_turns"]["ours_over_conversation"] < report["sim_1000_turns"]["naive_over_conversation"]
-    assert "ours / alone" in done.stdout and "ours / alone-idle-off" in done.stdout
+    assert "ours / alone" in done.out and "ours / alone-idle-off" in done.out
     assert ours["memory_changes"] == ours["memory_changes_warm"] == 0, "the smoke chat is not trusted with MEMORY.md"

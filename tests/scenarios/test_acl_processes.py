@@ -20,6 +20,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.models import BIG_PROMPT, SMALL_PROMPT, SUMMARY_MODEL, SUMMARY_TEXT, chat_requests, system_text
@@ -42,13 +43,8 @@ SESSION_A, SESSION_B = "telegram:900", "telegram:1"
 
 def command(home: NanobotHome, url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary <args>` in a process of its own, as the instance of `home` with the Redis URL `url`."""
-    return subprocess.run(
-        [sys.executable, "-m", "worker", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=process_env(home, url, config=True, **env),
-        timeout=120,
+    return forks.run(
+        [sys.executable, "-m", "worker", *args], process_env(home, url, config=True, **env), cwd=ROOT, timeout=120
     )
 
 

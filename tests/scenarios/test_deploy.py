@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness import forks
 from harness.environment import process_env
 from harness.nanobot_cli import find_nanobot
 from harness.redis_server import free_port
@@ -124,16 +125,9 @@ def test_the_worker_units_command_runs_with_the_example_environment(nanobot_home
         test_defaults=False,
         **{**env_file(DEPLOY / "worker.env.example"), **unit_env, "NANOBOT_CONFIG": str(nanobot_home.config_path)},
     )
-    result = subprocess.run([*command, "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = forks.run([*command, "--burst"], env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    dead = subprocess.run(
-        command,
-        cwd=ROOT,
-        env={**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    dead = forks.run(command, {**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}, cwd=ROOT, timeout=300)
     assert dead.returncode == 2 and "does not answer" in dead.stderr, "no throwaway Redis under systemd"
 
 
@@ -242,9 +236,7 @@ def test_a_worker_dating_notes_in_utc_by_default_says_so_at_start_up_once(
     }
     if tz:
         env["TZ"] = tz
-    result = subprocess.run(
-        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+    result = forks.run([sys.executable, "-m", "worker", "--burst"], env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in result.stderr.splitlines() if "notes are dated in UTC" in line]
     assert len(lines) == (1 if warned else 0), result.stderr[-3000:]
@@ -272,7 +264,7 @@ def start_redis(command: list[str], port: int, folder: Path) -> subprocess.Popen
     return process
 
 
-def stop(process: subprocess.Popen[bytes], how: signal.Signals = signal.SIGTERM) -> int:
+def stop(process: subprocess.Popen[bytes] | forks.ForkedProcess, how: signal.Signals = signal.SIGTERM) -> int:
     if process.poll() is None:
         process.send_signal(how)
     return process.wait(timeout=60)
@@ -317,9 +309,8 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
     try:
         assert "PONG" in healthy(redis_spec, "-p", str(port)).stdout
         assert healthy(worker_spec).returncode != 0, "no worker yet: the check fails"
-        worker = subprocess.Popen(
-            installed(worker_spec["command"]), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        with open(os.devnull, "wb") as nowhere:
+            worker = forks.popen(installed(worker_spec["command"]), env, cwd=ROOT, stdout=nowhere, stderr=nowhere)
         pool = queue_client(url, keys.queue)
         try:
             await wait_until(lambda: pool.exists(f"{keys.queue}:health-check"), 120, "the worker's health report")
@@ -351,12 +342,10 @@ async def test_compose_commands_run_as_written_and_a_waiting_record_survives_a_r
         finally:
             await pool.aclose()
         assert kept is not None and kept.summary == "kept"
-        shown = subprocess.run(
+        shown = forks.run(
             [sys.executable, "-m", "worker", "status", "--json"],
+            env,
             cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
             timeout=60,
         )
         assert '"session": "telegram:42"' in shown.stdout, shown.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Error, Reply
@@ -45,21 +46,22 @@ def cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
     """`nanobot-summary ARGS` in its own process; `env` is its whole environment (process_env() if none)."""
-    return subprocess.run(
-        [sys.executable, "-m", "worker", *args],
-        cwd=cwd,
-        env=env or process_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return forks.run([sys.executable, "-m", "worker", *args], env or process_env(), cwd=cwd, timeout=timeout)
 
 
 # --- the command line --------------------------------------------------------------------------------------
 
 
 def test_commands_that_need_no_llm_never_import_litellm(redis_url) -> None:
-    timed = cli("status", "--json", env=process_env(redis_url=redis_url, PYTHONPROFILEIMPORTTIME="1"))
+    # A process of its own: a fork (harness/forks.py) has its server's imports made already.
+    timed = subprocess.run(
+        [sys.executable, "-m", "worker", "status", "--json"],
+        cwd=ROOT,
+        env=process_env(redis_url=redis_url, PYTHONPROFILEIMPORTTIME="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert timed.returncode == 0, timed.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in timed.stderr.splitlines() if line.startswith("import time")}
     assert "worker.commands.status" in imported and not any(name.startswith("litellm") for name in imported)
@@ -161,12 +163,12 @@ def test_the_embedded_redis_folder_goes_on_every_exit(nanobot_home, signum, tmp_
     url = f"redis://:pw@127.0.0.1:{free_port()}/0"
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(
+        process = forks.popen(
             [sys.executable, "-m", "worker", "run"],
+            process_env(nanobot_home, url, config=True),
             cwd=ROOT,
             stdout=out,
             stderr=out,
-            env=process_env(nanobot_home, url, config=True),
         )
         try:
             deadline = time.monotonic() + 90
@@ -186,7 +188,9 @@ def test_the_embedded_redis_folder_goes_on_every_exit(nanobot_home, signum, tmp_
     assert not folder.exists(), log.read_text(errors="replace")
 
 
-def wait_for_line(log: Path, process: subprocess.Popen[bytes], line: str, seconds: float = 90) -> str:
+def wait_for_line(
+    log: Path, process: subprocess.Popen[bytes] | forks.ForkedProcess, line: str, seconds: float = 90
+) -> str:
     deadline = time.monotonic() + seconds
     while line not in (text := log.read_text(errors="replace")):
         assert process.poll() is None and time.monotonic() < deadline, text
@@ -213,7 +217,7 @@ def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_wh
     env = process_env(nanobot_home, url, config=True, XDG_STATE_HOME=str(tmp_path / "state"))
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env)
+        process = forks.popen([sys.executable, "-m", "worker", "run"], env, cwd=ROOT, stdout=out, stderr=out)
         try:
             text = wait_for_line(log, process, "Starting worker")
             found = re.search(r"started an embedded redis-server there \(pid (\d+),.* data in (\S+), removed", text)
@@ -234,9 +238,7 @@ def test_a_killed_worker_takes_its_embedded_redis_along_and_the_next_one_says_wh
                 process.kill()
     assert gone(server), f"the embedded redis-server {server} outlived its killed worker"
     assert folder.is_dir(), "SIGKILL leaves the folder: the next worker removes it"
-    after = subprocess.run(
-        [sys.executable, "-m", "worker", "--burst"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    after = forks.run([sys.executable, "-m", "worker", "--burst"], env, cwd=ROOT, timeout=120)
     assert after.returncode == 0, after.stderr
     assert f"removed the folder {folder} of the embedded Redis of the worker pid {process.pid}" in after.stderr, (
         after.stderr
@@ -341,12 +343,12 @@ async def test_a_worker_started_before_nanobot_is_configured_follows_the_config(
     nanobot_home.config_path.unlink()  # the README starts the worker first
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(
+        process = forks.popen(
             [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+            process_env(nanobot_home, redis_url, config=True),
             cwd=ROOT,
             stdout=out,
             stderr=out,
-            env=process_env(nanobot_home, redis_url, config=True),
         )
         try:
             deadline = time.monotonic() + 90

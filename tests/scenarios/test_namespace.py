@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Reply
@@ -198,7 +199,7 @@ def test_the_redis_commands_benchmark_runs_at_a_smoke_size(capsys) -> None:
     assert float(figures["pickup (hooks)"]) > 0, "every job left a record for the pickup to apply"
 
 
-def wait_for_line(log: Path, text: str, process: subprocess.Popen, deadline: float) -> None:
+def wait_for_line(log: Path, text: str, process: subprocess.Popen | forks.ForkedProcess, deadline: float) -> None:
     """Until the worker's log holds `text`; the worker must still run."""
     import time
 
@@ -235,8 +236,8 @@ def test_a_worker_started_before_nanobots_first_run_waits_for_its_workspace_id(
     del env["NANOBOT_SUMMARY_NAMESPACE"]  # the namespace derived from the workspace id, as by default
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "worker", "run", "--no-embedded-redis"], cwd=ROOT, stdout=out, stderr=out, env=env
+        process = forks.popen(
+            [sys.executable, "-m", "worker", "run", "--no-embedded-redis"], env, cwd=ROOT, stdout=out, stderr=out
         )
         try:
             deadline = time.monotonic() + 90
@@ -354,7 +355,7 @@ async def test_a_worker_whose_nanobot_moved_to_another_workspace_starts_again_se
     new = Keys(("ab" * 16)[:12])
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, *command], cwd=ROOT, stdout=out, stderr=out, env=env)
+        process = forks.popen([sys.executable, *command], env, cwd=ROOT, stdout=out, stderr=out)
         try:
             deadline = time.monotonic() + 90  # arq's first heartbeat: the worker polls its queue
             while not await redis.exists(f"{old.queue}:health-check") and time.monotonic() < deadline:

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import FakeRequest, Reply
@@ -46,7 +47,7 @@ REDIS_PASSWORD = "s3cret-Pass-91"
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return forks.run([sys.executable, *args], env, cwd=ROOT, timeout=timeout)
 
 
 async def redis_text(redis) -> str:

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -48,9 +49,7 @@ async def test_two_worker_processes_share_the_jobs_and_never_summarize_a_session
     for log in logs:
         with log.open("wb") as out:
             workers.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "worker"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-                )
+                forks.popen([sys.executable, "-m", "worker"], env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
             )
     try:
         deadline = time.monotonic() + 90
@@ -118,7 +117,7 @@ async def _seen(capsys, nanobot_home, redis_url: str, settings_for) -> dict[str,
     return seen
 
 
-def _kill(worker: subprocess.Popen[bytes]) -> None:
+def _kill(worker: subprocess.Popen[bytes] | forks.ForkedProcess) -> None:
     os.killpg(worker.pid, signal.SIGKILL)
     worker.wait(30)
 

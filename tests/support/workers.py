@@ -19,6 +19,7 @@ from typing import Any
 from arq.connections import ArqRedis
 from arq.worker import Worker
 
+from harness import forks
 from harness.environment import process_env
 from harness.sandbox import NanobotHome
 from nanobot_hooks.contract.queue import enqueue_summary, load_record
@@ -169,7 +170,7 @@ class ProcfileWorker:
 
     env: dict[str, str]
     log_path: Path
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | forks.ForkedProcess | None = None
 
     def start(self) -> None:
         line = next(
@@ -179,14 +180,8 @@ class ProcfileWorker:
         # bin folder first on PATH.
         env = {**self.env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])}
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                line.partition(":")[2].split(),
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            command = line.partition(":")[2].split()
+            self.process = forks.popen(command, env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -203,18 +198,18 @@ class ProcfileWorker:
 
 
 async def start_worker(
-    home: NanobotHome, redis: ArqRedis, redis_url: str, log_name: str, **env: str
-) -> subprocess.Popen[bytes]:
+    home: NanobotHome, redis: ArqRedis, redis_url: str, log_name: str, fork: bool = True, **env: str
+) -> subprocess.Popen[bytes] | forks.ForkedProcess:
     """`nanobot-summary run` in a process (and session) of its own, returned once its first report is in Redis;
-    the caller ends it (os.killpg)."""
+    the caller ends it (os.killpg). `fork=False`: a child of this process (harness/forks.py's `popen`)."""
     with (home.root / log_name).open("wb") as log:
-        worker = subprocess.Popen(
+        worker = forks.popen(
             [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+            process_env(home, redis_url, config=True, **env),
             cwd=ROOT,
             stdout=log,
             stderr=log,
-            start_new_session=True,
-            env=process_env(home, redis_url, config=True, **env),
+            fork=fork,
         )
 
     async def reported() -> bool:

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -29,7 +30,7 @@ from worker.state.outcomes import load_outcome
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return forks.run(args, env, cwd=ROOT, timeout=timeout)
 
 
 @pytest.mark.slow  # worker processes

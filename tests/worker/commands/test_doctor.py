@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import tomllib
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 from arq.constants import in_progress_key_prefix
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Hang, Reply
@@ -46,13 +46,12 @@ async def kill_a_worker_mid_job(nanobot_home, fake_llm, redis, redis_url: str) -
     key until it expires (at most 31 s: checked, then shortened, as if those seconds had passed)."""
     fake_llm.default = Hang(120)
     log = (nanobot_home.root / "worker.log").open("wb")
-    worker = subprocess.Popen(
+    worker = forks.popen(
         [sys.executable, "-m", "worker", "run"],
+        process_env(nanobot_home, redis_url, config=True),
         cwd=ROOT,
         stdout=log,
         stderr=log,
-        env=process_env(nanobot_home, redis_url, config=True),
-        start_new_session=True,
     )
     try:
         await wait_until(lambda: redis.exists(HEALTH), 60, "the worker's health report")
@@ -77,7 +76,8 @@ async def test_doctor_fails_at_once_after_a_kill_and_lists_the_killed_workers_jo
     running is listed by doctor as status lists it, before and after the health key expires."""
     fake_llm.default = Hang(120)
     nanobot_home.write_session(KEY, conversation(15))
-    worker = await start_worker(nanobot_home, redis, redis_url, "worker.log")
+    # A child of this process, not a fork of a server (which would reap it at once): its zombie is what is tested.
+    worker = await start_worker(nanobot_home, redis, redis_url, "worker.log", fork=False)
     try:
         await enqueue_summary(redis, SummarizeRequest(session_key=KEY))
         await asyncio.to_thread(fake_llm.wait_for_requests, 1, 60)
@@ -145,13 +145,12 @@ async def test_the_worker_process_publishes_its_report_and_withdraws_it_when_sto
     """`nanobot-summary run` itself (SteadyWorker) reports the settings it runs with at its first beat, and a
     SIGTERM's clean stop leaves no report behind to age into an alarm."""
     log = (nanobot_home.root / "worker.log").open("wb")
-    worker = subprocess.Popen(
+    worker = forks.popen(
         [sys.executable, "-m", "worker", "run", "--no-embedded-redis"],
+        process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="turns:2"),
         cwd=ROOT,
         stdout=log,
         stderr=log,
-        env=process_env(nanobot_home, redis_url, config=True, NANOBOT_SUMMARY_KEEP="turns:2"),
-        start_new_session=True,
     )
     try:
         await wait_until(lambda: workers.reports(redis), 60, "the worker's report")
@@ -419,9 +418,7 @@ def test_doctor_tells_a_worker_waiting_for_nanobots_first_turn_from_no_redis(nan
     )
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "worker", "run"], cwd=ROOT, stdout=out, stderr=out, env=env, start_new_session=True
-        )
+        worker = forks.popen([sys.executable, "-m", "worker", "run"], env, cwd=ROOT, stdout=out, stderr=out)
         try:
             deadline = time.monotonic() + 90
             while "waiting for it" not in (text := log.read_text(errors="replace")):

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from harness import forks
 from harness.defaults import TEST_KEYS
 from harness.environment import process_env
 from harness.fakellm import Reply
@@ -78,13 +79,11 @@ async def test_doctor_passes_a_healthy_setup_with_a_running_worker(
     async with running_worker(deps_for()):  # doctor checks the running worker too
         await wait_until(lambda: redis.exists(f"{TEST_KEYS.queue}:health-check"), 60, "the worker's health report")
         healthy = await asyncio.to_thread(
-            subprocess.run,
+            forks.run,
             [sys.executable, "-m", "worker", "doctor", "--nanobot-python", nanobot_python],
+            process_env(nanobot_home, redis_url, config=True),
             cwd=ROOT,
-            capture_output=True,
-            text=True,
             timeout=120,
-            env=process_env(nanobot_home, redis_url, config=True),
         )
     print(healthy.stdout)  # an example for the docs and the report
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
