@@ -115,44 +115,63 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """harness/fork_server.py run by one Python for this test process, `preloaded` imported."""
+    """harness/fork_server.py run by one Python, `preloaded` imported: this test process's, or the run's (`share`)."""
 
-    def __init__(self, python: str, env: dict[str, str], preloaded: tuple[str, ...]) -> None:
-        self.folder = tempfile.mkdtemp(prefix="fork-server-")
-        self.path = os.path.join(self.folder, "socket")
+    def __init__(self, path: str, process: subprocess.Popen[str] | None = None) -> None:
+        self.path, self.process = path, process
+
+    @classmethod
+    def launch(cls, python: str, env: dict[str, str], preloaded: tuple[str, ...], wait: bool = True) -> ForkServer:
+        """A server of this process (it ends with it); `wait`: returned once it serves, else at once (`start` waits)."""
+        path = os.path.join(tempfile.mkdtemp(prefix="fork-server-"), "socket")
         script = Path(__file__).with_name("fork_server.py")
-        self.process = subprocess.Popen(
-            [python, str(script), self.path, *preloaded],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        process = subprocess.Popen(
+            [python, str(script), path, *preloaded], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
-        ready = self.process.stdout.readline()  # type: ignore[union-attr]
-        if ready.strip() != "ready":
-            self.process.kill()
-            raise RuntimeError(f"the fork server of {python} did not start (exit {self.process.wait()})")
+        if wait and process.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
+            process.kill()
+            raise RuntimeError(f"the fork server of {python} did not start (exit {process.wait()})")
+        return cls(path, process)
+
+    def connect(self, timeout: float = 120.0) -> socket.socket:
+        """A connection to the server, once it serves: it binds its socket when its imports are done."""
+        deadline = time.monotonic() + timeout
+        while True:
+            connection = socket.socket(socket.AF_UNIX)
+            try:
+                connection.connect(self.path)
+                return connection
+            except (FileNotFoundError, ConnectionRefusedError):
+                connection.close()
+                ended = self.process is not None and self.process.poll() is not None
+                if ended or time.monotonic() > deadline:
+                    raise RuntimeError(f"the fork server at {self.path} does not serve") from None
+                time.sleep(0.05)
 
     def start(
         self, argv: list[str], main: str, env: dict[str, str], fds: tuple[int, int, int], cwd: str | None = None
     ) -> ForkedProcess:
         """`argv` run by `main` ("module:function", or "-m module") with `env`, `cwd` (this folder if None) and the
         standard input, output and error `fds`, in a session of its own (Popen's start_new_session)."""
-        connection = socket.socket(socket.AF_UNIX)
-        connection.connect(self.path)
+        connection = self.connect()
         request = {"argv": argv, "main": main, "env": env, "cwd": os.path.abspath(cwd or os.getcwd())}
         socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], list(fds))
         return ForkedProcess(connection, argv)
 
     def close(self) -> None:
-        """Close the server's input, which ends it, and wait for it."""
+        """Close the server's input, which ends it, and wait for it (a server of another process is left alone)."""
+        if self.process is None:
+            return
         self.process.stdin.close()  # type: ignore[union-attr]
         self.process.wait(timeout=30)
         self.process.stdout.close()  # type: ignore[union-attr]
-        shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
-_servers: dict[tuple[str, tuple[str, ...], frozenset[tuple[str, str]]], ForkServer] = {}
+# The run's servers, started by the test run's first process (`share`), as {server key: socket path}: every test
+# process forks from them rather than importing nanobot and litellm again for servers of its own.
+SHARED = "TEST_FORK_SERVERS"
+_servers: dict[str, ForkServer] = {}
 _servers_lock = threading.Lock()
 
 
@@ -184,23 +203,52 @@ def _nanobot_python() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(exe)), "python")
 
 
+def _key(python: str, preloaded: tuple[str, ...], env: dict[str, str]) -> str:
+    """The server for commands of `python` with `env`: what Python and litellm read only as they start must be the same
+    in the server as in the command's own process."""
+    startup = sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "LITELLM_")))
+    return json.dumps([python, list(preloaded), startup])
+
+
+def _server_env(env: dict[str, str]) -> dict[str, str]:
+    # The worker's package sets this before it imports litellm (worker/__init__.py): so does its server.
+    return {"LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
+
+
 def fork_server(argv: list[str], env: dict[str, str]) -> tuple[ForkServer, str] | None:
-    """The fork server that runs `argv` (started at its first command) and the command's `main`; None where commands
-    must be processes of their own: forks not switched on, or a command no server runs (`served`)."""
+    """The fork server that runs `argv` (the run's, or one started at this process's first such command) and the
+    command's `main`; None where commands must be processes of their own: forks not switched on, or a command no
+    server runs (`served`)."""
     found = served(argv, env) if FORKS["on"] and os.environ.get(FRESH_PROCESSES) != "1" else None
     if found is None:
         return None
     python, main, preloaded = found
-    # What Python and litellm read only as they start must be the same in the server as in the command's own process.
-    startup = frozenset((k, v) for k, v in env.items() if k.startswith(("PYTHON", "LITELLM_")))
-    key = (python, preloaded, startup)
+    key = _key(python, preloaded, env)
     with _servers_lock:
         if key not in _servers:
-            # The worker's package sets this before it imports litellm (worker/__init__.py): so does its server.
-            server_env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
-            _servers[key] = ForkServer(python, server_env, preloaded)
+            shared = json.loads(os.environ.get(SHARED) or "{}").get(key)
+            _servers[key] = ForkServer(shared) if shared else ForkServer.launch(python, _server_env(env), preloaded)
             atexit.register(_servers[key].close)
         return _servers[key], main
+
+
+def share(env: dict[str, str]) -> None:
+    """Start the run's servers for the commands the tests start with `env`'s interpreter settings (nanobot's command
+    line, the worker's modules), without waiting for their imports, and name them to this process's children
+    (SHARED): the test processes. They end with this process."""
+    if not FORKS["on"] or os.environ.get(FRESH_PROCESSES) == "1":
+        return
+    shared = {}
+    nanobot = os.path.join(os.path.dirname(_nanobot_python()), "nanobot")
+    for argv in ([sys.executable, "-m", "worker"], [nanobot]):
+        found = served(argv, env) if os.path.exists(argv[0]) else None
+        if found is not None:
+            python, _, preloaded = found
+            key = _key(python, preloaded, env)
+            _servers[key] = ForkServer.launch(python, _server_env(env), preloaded, wait=False)
+            atexit.register(_servers[key].close)
+            shared[key] = _servers[key].path
+    os.environ[SHARED] = json.dumps(shared)
 
 
 def _fd(target: IO[Any] | int | None, default: int) -> int:

@@ -17,6 +17,7 @@ import hypothesis  # noqa: F401 - see _collected_after
 import pytest
 from arq.connections import ArqRedis
 
+from harness import forks
 from harness.defaults import TEST_KEYS, apply_test_defaults
 from harness.environment import RUN_CACHE, process_env
 from harness.fakellm import FakeLLM, Reply
@@ -58,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # nanobot's and the worker's commands as forks of a process that imported their libraries once (a fresh process
     # spends most of its CPU importing nanobot or litellm); TEST_FRESH_PROCESSES=1 starts each anew (harness/forks.py).
     FORKS["on"] = True
+    if not hasattr(config, "workerinput"):  # the run's first process: its servers, for every test process
+        forks.share(process_env())
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
     # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).
     config.addinivalue_line("markers", "xdist_group(name): run in the same test process as the group's other tests")

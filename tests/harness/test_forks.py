@@ -20,6 +20,7 @@ from harness.forks import (
     FORKS,
     FRESH_PROCESSES,
     NANOBOT_PRELOADED,
+    SHARED,
     WORKER_PRELOADED,
     ForkServer,
     fork_server,
@@ -86,7 +87,7 @@ def test_a_forked_process_can_be_polled_waited_for_and_signalled_as_popen_can(
 ) -> None:
     assert FORKS["on"]
     write_config(agent_home, fake_llm.url, free_port())  # a gateway's WebSocket channel on a free port
-    server = ForkServer(str(nanobot_python(nanobot_exe)), process_env(agent_home, redis_url), NANOBOT_PRELOADED)
+    server = ForkServer.launch(str(nanobot_python(nanobot_exe)), process_env(agent_home, redis_url), NANOBOT_PRELOADED)
     try:
         log = tmp_path / "gateway.log"
         with open(log, "ab") as out:
@@ -174,3 +175,14 @@ async def test_a_forked_worker_summarizes_through_litellm_as_a_fresh_one(
         record = await load_record(redis, key)
         results.append((done.returncode, f"summarized {key}" in done.stderr, record is not None and record.summary))
     assert results[0] == results[1] and results[0][0] == 0 and results[0][1], (results, done.stderr[-2000:])
+
+
+def test_every_test_process_forks_from_the_runs_servers(nanobot_exe: Path) -> None:
+    env = process_env()
+    shared = json.loads(os.environ[SHARED])
+    for argv in ([sys.executable, "-m", "worker"], [str(nanobot_exe)]):
+        started = fork_server(argv, env)
+        assert started is not None and started[0].path in shared.values(), (argv, shared)
+    # Another interpreter setting, another server, of this process.
+    own = fork_server([str(nanobot_exe)], {**env, "PYTHONHASHSEED": "7"})
+    assert own is not None and own[0].path not in shared.values() and own[0].process is not None
