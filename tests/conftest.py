@@ -59,7 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # nanobot's and the worker's commands as forks of a process that imported their libraries once (a fresh process
     # spends most of its CPU importing nanobot or litellm); TEST_FRESH_PROCESSES=1 starts each anew (harness/forks.py).
     FORKS["on"] = True
-    if not hasattr(config, "workerinput"):  # the run's first process: its servers, for every test process
+    # The run's first process, where pytest-xdist starts test processes: its servers, for all of them.
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         forks.share(process_env())
     # pytest-xdist's own marker, named here too for runs without xdist (`-p no:xdist`). Nothing relies on it since
     # pytest 9.2: xdist no longer groups by it (tests/support/built.py shares what several tests build).

@@ -146,6 +146,7 @@ def test_the_worker_and_nanobot_commands_a_server_runs_and_those_it_leaves_to_a_
         assert served(argv, env) is None, argv
 
 
+@pytest.mark.slow  # worker processes, forked and fresh
 def test_a_forked_worker_command_says_and_exits_as_a_fresh_one(nanobot_home: NanobotHome, monkeypatch) -> None:
     env = process_env(nanobot_home, "redis://127.0.0.1:9/0", config=True, NANOBOT_SUMMARY_KEEP="turns:nine")
     commands = [["--version"], ["status", "--help"], ["run", "--no-embedded-redis"]]
@@ -178,6 +179,8 @@ async def test_a_forked_worker_summarizes_through_litellm_as_a_fresh_one(
 
 
 def test_every_test_process_forks_from_the_runs_servers(nanobot_exe: Path) -> None:
+    if SHARED not in os.environ:
+        pytest.skip("a run without test processes of pytest-xdist: each command's server is this process's")
     env = process_env()
     shared = json.loads(os.environ[SHARED])
     for argv in ([sys.executable, "-m", "worker"], [str(nanobot_exe)]):
