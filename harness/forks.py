@@ -210,9 +210,10 @@ def _key(python: str, preloaded: tuple[str, ...], env: dict[str, str]) -> str:
     return json.dumps([python, list(preloaded), startup])
 
 
-def _server_env(env: dict[str, str]) -> dict[str, str]:
-    # The worker's package sets this before it imports litellm (worker/__init__.py): so does its server.
-    return {"LITELLM_LOCAL_MODEL_COST_MAP": "True", **env}
+def _server_env(env: dict[str, str], preloaded: tuple[str, ...]) -> dict[str, str]:
+    """The server's environment: the command's, and for the worker's server what its package sets before it imports
+    litellm (worker/__init__.py)."""
+    return {"LITELLM_LOCAL_MODEL_COST_MAP": "True", **env} if preloaded == WORKER_PRELOADED else env
 
 
 def fork_server(argv: list[str], env: dict[str, str]) -> tuple[ForkServer, str] | None:
@@ -227,7 +228,10 @@ def fork_server(argv: list[str], env: dict[str, str]) -> tuple[ForkServer, str] 
     with _servers_lock:
         if key not in _servers:
             shared = json.loads(os.environ.get(SHARED) or "{}").get(key)
-            _servers[key] = ForkServer(shared) if shared else ForkServer.launch(python, _server_env(env), preloaded)
+            if shared:
+                _servers[key] = ForkServer(shared)
+            else:
+                _servers[key] = ForkServer.launch(python, _server_env(env, preloaded), preloaded)
             atexit.register(_servers[key].close)
         return _servers[key], main
 
@@ -245,7 +249,7 @@ def share(env: dict[str, str]) -> None:
         if found is not None:
             python, _, preloaded = found
             key = _key(python, preloaded, env)
-            _servers[key] = ForkServer.launch(python, _server_env(env), preloaded, wait=False)
+            _servers[key] = ForkServer.launch(python, _server_env(env, preloaded), preloaded, wait=False)
             atexit.register(_servers[key].close)
             shared[key] = _servers[key].path
     os.environ[SHARED] = json.dumps(shared)
